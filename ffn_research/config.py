@@ -1,0 +1,138 @@
+"""The config schema (every key, its default and meaning) and its validation.
+
+Config files in `configs/` start from `default_config()` and change what they
+need; `validate` checks the whole resolved config before anything is compiled
+and raises `ConfigError` with one line naming the key and what is allowed.
+"""
+
+import math
+from typing import Any, Iterable
+
+import ml_collections
+
+
+class ConfigError(ValueError):
+  """An invalid config value; the message is one line naming the key."""
+
+
+def default_config() -> ml_collections.ConfigDict:
+  """Every config key with its default. Unknown keys are rejected by `validate`."""
+  c = ml_collections.ConfigDict()
+
+  c.model = m = ml_collections.ConfigDict()
+  m.arch = 'ffn'            # 'ffn': the bare FFN (regression); see models.ARCHS
+  m.d_model = 1             # input/output features of the FFN (1 for 1-D functions)
+  m.d_ff = 64               # hidden width (before match_params scaling)
+  m.activation = 'relu'     # plain or gated name, see models/activations.py
+  m.use_bias = True         # biases b1 (and b_gate) and b2
+  m.dropout_rate = 0.0      # dropout on the hidden activations, in [0, 1)
+  m.match_params = False    # gated FFNs use round(2/3 d_ff) to match dense params
+  m.init = 'xavier_uniform'  # weight initialiser, see models/ffn.py INITS
+  m.dtype = 'float32'       # computation dtype: 'float32' or 'bfloat16'
+
+  c.task = t = ml_collections.ConfigDict()
+  t.name = 'function'       # see tasks.TASKS
+  t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
+  t.num_train = 1024        # training-set size (function, teacher_student)
+  t.num_eval = 4096         # held-out points (function, teacher_student)
+  t.grid_size = 8193        # dense grid on [-1, 1] for the sup-norm error (function)
+  t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
+  t.teacher_activation = 'relu'  # teacher activation (teacher_student)
+  t.noise_std = 0.0         # Gaussian label noise on training targets (teacher_student)
+  t.num_points = 256        # N random points to memorise (random_labels)
+  t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
+
+  c.train = tr = ml_collections.ConfigDict()
+  tr.steps = 2000           # optimizer steps
+  tr.batch_size = 256       # examples per step (drawn with replacement)
+  tr.learning_rate = 3e-3   # peak learning rate
+  tr.optimizer = 'adam'     # see train.OPTIMIZERS
+  tr.schedule = 'cosine'    # 'cosine' (linear warmup, cosine decay to 0) or 'constant'
+  tr.warmup_steps = 100     # linear warmup from 0 (both schedules)
+  tr.grad_clip = 1.0        # global-norm clipping threshold; <= 0 disables
+  tr.weight_decay = 0.0     # decoupled weight decay (adamw, lion)
+  tr.momentum = 0.9         # sgd momentum
+  tr.seed = 0               # seeds model init, task data and batches
+  tr.log_every = 100        # steps per compiled chunk and per logged metrics line
+  tr.checkpoint_every = 1000  # steps between checkpoints (rounded to log_every); <= 0: final only
+  return c
+
+
+def _flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:
+  out = {}
+  for k, v in cfg.items():
+    name = f'{prefix}{k}'
+    if isinstance(v, ml_collections.ConfigDict):
+      out.update(_flat_keys(v, name + '.'))
+    else:
+      out[name] = v
+  return out
+
+
+def _check(ok: bool, msg: str) -> None:
+  if not ok:
+    raise ConfigError(msg)
+
+
+def _one_of(key: str, value: Any, allowed: Iterable[str]) -> None:
+  allowed = list(allowed)
+  _check(value in allowed, f'{key}={value!r} is unknown; allowed: {", ".join(allowed)}')
+
+
+def _positive_int(key: str, value: Any) -> None:
+  _check(isinstance(value, int) and not isinstance(value, bool) and value > 0,
+         f'{key}={value!r} must be a positive integer')
+
+
+def _positive_float(key: str, value: Any) -> None:
+  _check(isinstance(value, (int, float)) and not isinstance(value, bool)
+         and math.isfinite(value) and value > 0, f'{key}={value!r} must be a positive number')
+
+
+def validate(config: ml_collections.ConfigDict) -> None:
+  """Raise ConfigError (one line, naming the key) for anything invalid."""
+  # Imported here: the registries live with the code they name.
+  from ffn_research import models, tasks, train
+  from ffn_research.models import activations, ffn
+
+  known = _flat_keys(default_config())
+  given = _flat_keys(config)
+  for key in given:
+    if key not in known:
+      section = key.rsplit('.', 1)[0] + '.' if '.' in key else ''
+      options = sorted(k for k in known if k.startswith(section))
+      raise ConfigError(f'unknown config key {key!r}; keys in this section: {", ".join(options)}')
+  for key, default in known.items():
+    _check(key in given, f'config key {key!r} is missing (start configs from config.default_config())')
+    value = given[key]
+    if isinstance(default, bool):
+      _check(isinstance(value, bool), f'{key}={value!r} must be True or False')
+
+  m, t, tr = config.model, config.task, config.train
+  _one_of('model.arch', m.arch, models.ARCHS)
+  _positive_int('model.d_model', m.d_model)
+  _positive_int('model.d_ff', m.d_ff)
+  _one_of('model.activation', m.activation, activations.ALL_NAMES)
+  _one_of('model.init', m.init, ffn.INITS)
+  _one_of('model.dtype', m.dtype, ffn.DTYPES)
+  _check(isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
+         f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
+
+  _one_of('task.name', t.name, tasks.TASKS)
+  tasks.TASKS[t.name].validate(config)
+
+  _positive_int('train.steps', tr.steps)
+  _positive_int('train.batch_size', tr.batch_size)
+  _positive_float('train.learning_rate', tr.learning_rate)
+  _one_of('train.optimizer', tr.optimizer, train.OPTIMIZERS)
+  _one_of('train.schedule', tr.schedule, train.SCHEDULES)
+  _check(isinstance(tr.warmup_steps, int) and tr.warmup_steps >= 0,
+         f'train.warmup_steps={tr.warmup_steps!r} must be a non-negative integer')
+  _positive_int('train.log_every', tr.log_every)
+  _check(isinstance(tr.seed, int), f'train.seed={tr.seed!r} must be an integer')
+  _check(isinstance(tr.weight_decay, (int, float)) and tr.weight_decay >= 0,
+         f'train.weight_decay={tr.weight_decay!r} must be >= 0')
+
+
+def to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
+  return config.to_dict()

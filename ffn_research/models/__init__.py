@@ -1,0 +1,50 @@
+"""Model registry: `build_model(config, output_dim, rngs)` and formula-based counts.
+
+Every model follows `ffn.Layer`: `apply(x, rng=None) -> (outputs, aux)` and
+`after_step(aux)`.
+"""
+
+from typing import Any
+
+import ml_collections
+from flax import nnx
+
+from ffn_research.models import ffn as ffn_lib
+
+# model.arch names. 'ffn' is the bare FFN used for regression tasks.
+ARCHS: tuple[str, ...] = ('ffn',)
+
+
+def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
+              rngs: nnx.Rngs) -> ffn_lib.Layer:
+  """The FFN sublayer a config selects (the zoo's dense or gated FFN)."""
+  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+  return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
+                     dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
+                     dtype=model_cfg.dtype, d_out=d_out, rngs=rngs)
+
+
+def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None) -> dict[str, int]:
+  """Parameters (total and active per token) and forward FLOPs per token of one FFN sublayer."""
+  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+  n = ffn_lib.ffn_param_count(d_in, d_ff, model_cfg.activation, model_cfg.use_bias, d_out)
+  return {'num_params': n, 'num_active_params': n, 'd_ff_effective': d_ff,
+          'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out)}
+
+
+def build_model(config: ml_collections.ConfigDict, output_dim: int, rngs: nnx.Rngs) -> ffn_lib.Layer:
+  m = config.model
+  if m.arch == 'ffn':
+    return build_ffn(m, m.d_model, output_dim, rngs)
+  raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+
+
+def model_counts(config: ml_collections.ConfigDict, output_dim: int) -> dict[str, Any]:
+  """Exact parameter and FLOP counts from formulas (tests hold them against the trees)."""
+  m = config.model
+  if m.arch == 'ffn':
+    c = ffn_counts(m, m.d_model, output_dim)
+    return {'num_params': c['num_params'], 'num_active_params': c['num_active_params'],
+            'num_ffn_params': c['num_params'], 'num_active_ffn_params': c['num_active_params'],
+            'd_ff_effective': c['d_ff_effective'], 'flops_per_token': c['flops_per_token']}
+  raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')

@@ -1,0 +1,148 @@
+"""Position-wise feed-forward networks: plain ``act(x W1 + b1) W2 + b2`` and gated
+``(gate(x W_gate + b_gate) * (x W1 + b1)) W2 + b2`` (Shazeer 2020).
+
+Shapes: ``x_NxD`` means any number of leading dimensions ``...`` then d_model.
+"""
+
+import math
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from ffn_research.models import activations
+
+Initializer = Callable[..., jax.Array]
+
+# Weight initialisers by name (config key `model.init`). Biases start at zero.
+INITS: dict[str, Initializer] = {
+    # Glorot & Bengio 2010; the original Transformer's choice.
+    'xavier_uniform': nnx.initializers.xavier_uniform(),
+    'lecun_normal': nnx.initializers.lecun_normal(),
+    'he_normal': nnx.initializers.he_normal(),
+    # Scaled small init: std = 0.1 / sqrt(fan_in), a tenth of lecun_normal.
+    'small': nnx.initializers.variance_scaling(0.01, 'fan_in', 'truncated_normal'),
+}
+
+DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
+
+
+def get_init(name: str) -> Initializer:
+  if name not in INITS:
+    raise ValueError(f'model.init={name!r} is unknown; allowed: {", ".join(INITS)}')
+  return INITS[name]
+
+
+def effective_d_ff(d_ff: int, activation: str, match_params: bool) -> int:
+  """Hidden width actually built.
+
+  With ``match_params`` a gated FFN (three matrices) gets ``round(2 * d_ff / 3)``
+  (Python's round, half to even; at least 1) so that its weight count matches
+  the two-matrix dense FFN of width d_ff: exact when 3 divides d_ff
+  (768/3072 -> 2048), within d_model weights otherwise. Bias counts differ
+  (gated: 2 d_ff' + d_model, dense: d_ff + d_model).
+  """
+  if match_params and activations.is_gated(activation):
+    return max(1, round(2 * d_ff / 3))
+  return d_ff
+
+
+def num_input_projections(activation: str) -> int:
+  return 2 if activations.is_gated(activation) else 1
+
+
+def ffn_param_count(d_model: int, d_ff: int, activation: str, use_bias: bool,
+                    d_out: int | None = None) -> int:
+  """Exact parameter count of one FFN of hidden width d_ff (already effective)."""
+  d_out = d_model if d_out is None else d_out
+  n_in = num_input_projections(activation)
+  weights = n_in * d_model * d_ff + d_ff * d_out
+  biases = n_in * d_ff + d_out if use_bias else 0
+  return weights + biases
+
+
+def ffn_flops_per_token(d_model: int, d_ff: int, activation: str,
+                        d_out: int | None = None) -> int:
+  """Forward matmul FLOPs per token (2 per multiply-add); a train step is about 3x."""
+  d_out = d_model if d_out is None else d_out
+  return 2 * (num_input_projections(activation) * d_model + d_out) * d_ff
+
+
+def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
+  """Inverted dropout; the identity when rng is None (evaluation) or rate is 0."""
+  if rng is None or rate == 0.0:
+    return x
+  keep = jax.random.bernoulli(rng, 1.0 - rate, x.shape)
+  return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+
+
+class Layer(nnx.Module):
+  """The protocol every model and FFN-like sublayer follows.
+
+  `apply(x, rng=None) -> (y, aux)`: rng given means training (dropout, router
+  noise). `aux` is a (nested) dict of arrays; entries whose key ends in
+  '_loss' are added to the training objective (already scaled by their
+  coefficient), all are logged. `after_step(aux)` updates non-gradient state
+  (e.g. MoE routing biases) once per optimizer step, from that step's aux.
+  """
+
+  def apply(self, x: jax.Array, *, rng: jax.Array | None = None):
+    return self(x, rng=rng), {}
+
+  def after_step(self, aux) -> None:
+    del aux
+
+
+class FFN(Layer):
+  """Dense position-wise FFN d_model -> d_ff -> d_out (default d_model), plain or gated."""
+
+  def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
+               use_bias: bool = True, dropout_rate: float = 0.0,
+               init: str = 'xavier_uniform', dtype: str = 'float32',
+               d_out: int | None = None, rngs: nnx.Rngs):
+    d_out = d_model if d_out is None else d_out
+    self.d_model, self.d_ff, self.d_out, self.activation = d_model, d_ff, d_out, activation
+    self.use_bias, self.dropout_rate = use_bias, dropout_rate
+    self.dtype = DTYPES[dtype]
+    self.gated = activations.is_gated(activation)
+    self.act = activations.get(activation)
+    w_init = get_init(init)
+    self.w1 = nnx.Param(w_init(rngs.params(), (d_model, d_ff), jnp.float32))
+    self.w2 = nnx.Param(w_init(rngs.params(), (d_ff, d_out), jnp.float32))
+    if self.gated:
+      self.w_gate = nnx.Param(w_init(rngs.params(), (d_model, d_ff), jnp.float32))
+    if use_bias:
+      self.b1 = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
+      self.b2 = nnx.Param(jnp.zeros((d_out,), jnp.float32))
+      if self.gated:
+        self.b_gate = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
+
+  def hidden(self, x_NxD: jax.Array) -> jax.Array:
+    """The d_ff hidden activations (after the nonlinearity or the gate product)."""
+    x_NxD = x_NxD.astype(self.dtype)
+    h_NxF = x_NxD @ self.w1[...].astype(self.dtype)
+    if self.use_bias:
+      h_NxF = h_NxF + self.b1[...].astype(self.dtype)
+    if not self.gated:
+      return self.act(h_NxF)
+    g_NxF = x_NxD @ self.w_gate[...].astype(self.dtype)
+    if self.use_bias:
+      g_NxF = g_NxF + self.b_gate[...].astype(self.dtype)
+    return self.act(g_NxF) * h_NxF
+
+  def __call__(self, x_NxD: jax.Array, *, rng: jax.Array | None = None) -> jax.Array:
+    h_NxF = dropout(self.hidden(x_NxD), self.dropout_rate, rng)
+    y_NxO = h_NxF @ self.w2[...].astype(self.dtype)
+    if self.use_bias:
+      y_NxO = y_NxO + self.b2[...].astype(self.dtype)
+    return y_NxO
+
+  @property
+  def num_params(self) -> int:
+    return ffn_param_count(self.d_model, self.d_ff, self.activation, self.use_bias, self.d_out)
+
+
+def param_tree_size(module: nnx.Module) -> int:
+  """Number of scalars in a module's nnx.Param leaves (the ground truth for tests)."""
+  return sum(math.prod(x.shape) for x in jax.tree.leaves(nnx.state(module, nnx.Param)))

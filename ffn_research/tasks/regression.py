@@ -1,0 +1,164 @@
+"""Toy regression tasks for the bare FFN: 1-D functions, teacher-student, random labels.
+
+All data are generated from the run's seed in `init_data`; batches are drawn
+inside the compiled step.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+from flax import nnx
+
+from ffn_research import config as config_lib
+from ffn_research.models import activations
+from ffn_research.models import ffn as ffn_lib
+
+# 1-D targets on [-1, 1].
+FUNCTIONS = {
+    'x_squared': jnp.square,
+    'sin': lambda x: jnp.sin(jnp.pi * x),  # one period on [-1, 1]
+    'abs': jnp.abs,
+    'step': lambda x: (x > 0).astype(x.dtype),  # discontinuous at 0
+}
+
+
+def mse(pred: jax.Array, target: jax.Array) -> jax.Array:
+  return jnp.mean(jnp.square(pred.astype(jnp.float32) - target))
+
+
+def _batched_apply(apply_fn, x_NxD: jax.Array, chunk: int = 8192) -> jax.Array:
+  """apply_fn over x in chunks (bounds memory for large eval sets)."""
+  n = x_NxD.shape[0]
+  if n <= chunk:
+    return apply_fn(x_NxD)
+  pad = -n % chunk
+  xs = jnp.pad(x_NxD, ((0, pad), (0, 0))).reshape(-1, chunk, x_NxD.shape[-1])
+  ys = jax.lax.map(apply_fn, xs)
+  return ys.reshape(-1, ys.shape[-1])[:n]
+
+
+class _Regression:
+  """Shared pieces: a fixed training set, batches drawn with replacement, MSE loss."""
+
+  def __init__(self, config: ml_collections.ConfigDict):
+    self.config = config
+    self.batch_size = config.train.batch_size
+
+  def sample_batch(self, data, rng):
+    n = data['x_train'].shape[0]
+    idx = jax.random.randint(rng, (self.batch_size,), 0, n)
+    return {'inputs': data['x_train'][idx], 'targets': data['y_train'][idx]}
+
+  def loss(self, outputs, batch):
+    return mse(outputs, batch['targets']), {}
+
+
+class FunctionTask(_Regression):
+  """Fit f(x) on [-1, 1] (d_model = 1). Reports train/held-out MSE and sup-norm error."""
+
+  output_dim = 1
+
+  @staticmethod
+  def validate(config):
+    t = config.task
+    config_lib._one_of('task.function', t.function, FUNCTIONS)
+    config_lib._check(config.model.d_model == 1,
+                      f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)')
+    for key in ('num_train', 'num_eval', 'grid_size'):
+      config_lib._positive_int(f'task.{key}', t[key])
+
+  def __init__(self, config):
+    super().__init__(config)
+    self.f = FUNCTIONS[config.task.function]
+
+  def init_data(self, rng):
+    t = self.config.task
+    k_train, k_eval = jax.random.split(jax.random.fold_in(rng, 1))
+    x_train = jax.random.uniform(k_train, (t.num_train, 1), minval=-1.0, maxval=1.0)
+    x_eval = jax.random.uniform(k_eval, (t.num_eval, 1), minval=-1.0, maxval=1.0)
+    return {'x_train': x_train, 'y_train': self.f(x_train),
+            'x_eval': x_eval, 'y_eval': self.f(x_eval)}
+
+  def evaluate(self, apply_fn, data):
+    grid = jnp.linspace(-1.0, 1.0, self.config.task.grid_size)[:, None]
+    err_grid = _batched_apply(apply_fn, grid).astype(jnp.float32) - self.f(grid)
+    return {
+        'train_mse': mse(_batched_apply(apply_fn, data['x_train']), data['y_train']),
+        'eval_loss': mse(_batched_apply(apply_fn, data['x_eval']), data['y_eval']),
+        'sup_error': jnp.max(jnp.abs(err_grid)),
+    }
+
+
+class TeacherStudentTask(_Regression):
+  """Regress a random teacher FFN (d_model -> teacher_d_ff -> d_model) on x ~ N(0, I)."""
+
+  @staticmethod
+  def validate(config):
+    t = config.task
+    config_lib._one_of('task.teacher_activation', t.teacher_activation, activations.ALL_NAMES)
+    for key in ('num_train', 'num_eval', 'teacher_d_ff'):
+      config_lib._positive_int(f'task.{key}', t[key])
+    config_lib._check(t.noise_std >= 0, f'task.noise_std={t.noise_std!r} must be >= 0')
+
+  def __init__(self, config):
+    super().__init__(config)
+    self.output_dim = config.model.d_model
+
+  def init_data(self, rng):
+    t, d = self.config.task, self.config.model.d_model
+    k_teacher, k_bias, k_train, k_eval, k_noise = jax.random.split(jax.random.fold_in(rng, 2), 5)
+    teacher = ffn_lib.FFN(d, t.teacher_d_ff, t.teacher_activation, init='lecun_normal',
+                          rngs=nnx.Rngs(params=k_teacher))
+    # Random hidden biases put the teacher's kinks away from the origin.
+    teacher.b1[...] = 0.5 * jax.random.normal(k_bias, (t.teacher_d_ff,))
+    x_train = jax.random.normal(k_train, (t.num_train, d))
+    x_eval = jax.random.normal(k_eval, (t.num_eval, d))
+    y_train = teacher(x_train)
+    y_train = y_train + t.noise_std * jax.random.normal(k_noise, y_train.shape)
+    return {'x_train': x_train, 'y_train': y_train, 'x_eval': x_eval, 'y_eval': teacher(x_eval)}
+
+  def evaluate(self, apply_fn, data):
+    eval_mse = mse(_batched_apply(apply_fn, data['x_eval']), data['y_eval'])
+    return {
+        'train_mse': mse(_batched_apply(apply_fn, data['x_train']), data['y_train']),
+        'eval_loss': eval_mse,
+        # Held-out MSE relative to predicting the mean target (1 - R^2).
+        'eval_relative_mse': eval_mse / jnp.var(data['y_eval']),
+    }
+
+
+class RandomLabelsTask(_Regression):
+  """Memorise N random points x ~ N(0, I_d) with scalar labels y ~ N(0, 1).
+
+  The model outputs one feature. A width-h ReLU FFN provably fits about h*d/4
+  generic real labels (Bubeck, Eldan, Lee, Mikulincer 2020); `fraction_fitted`
+  is the share of points with |prediction - label| <= task.tolerance.
+  """
+
+  output_dim = 1
+
+  @staticmethod
+  def validate(config):
+    config_lib._positive_int('task.num_points', config.task.num_points)
+    config_lib._positive_float('task.tolerance', config.task.tolerance)
+
+  def init_data(self, rng):
+    t, d = self.config.task, self.config.model.d_model
+    k_x, k_y = jax.random.split(jax.random.fold_in(rng, 3))
+    return {'x_train': jax.random.normal(k_x, (t.num_points, d)),
+            'y_train': jax.random.normal(k_y, (t.num_points, 1))}
+
+  def sample_batch(self, data, rng):
+    if self.batch_size >= data['x_train'].shape[0]:  # full batch
+      return {'inputs': data['x_train'], 'targets': data['y_train']}
+    return super().sample_batch(data, rng)
+
+  def evaluate(self, apply_fn, data):
+    pred = _batched_apply(apply_fn, data['x_train']).astype(jnp.float32)
+    err = jnp.abs(pred - data['y_train'])[:, 0]
+    fitted = jnp.sum(err <= self.config.task.tolerance)
+    return {
+        'eval_loss': jnp.mean(jnp.square(err)),
+        'points_fitted': fitted,
+        'fraction_fitted': fitted / err.shape[0],
+    }

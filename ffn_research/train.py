@@ -1,0 +1,263 @@
+"""Training: a pure, jit-compiled train step and the run loop around it.
+
+`Experiment(config)` holds everything a config fixes (model structure, task,
+optimizer) and exposes pure functions over pytrees:
+
+  init(seed)                                  -> run state (params, opt_state, data, rng, step)
+  train_step(params, opt_state, batch, rng)   -> (params, opt_state, metrics)
+  train_chunk(state, num_steps)               -> (state, metrics): lax.scan over steps
+  evaluate(params, data)                      -> eval metrics
+
+so a sweep can `vmap` them over runs that share shapes. `train_and_evaluate`
+runs one config in a workdir: logging, checkpoints, resume and summary.
+"""
+
+import functools
+import json
+import math
+import os
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+import optax
+from flax import nnx
+
+from ffn_research import config as config_lib
+from ffn_research import io as io_lib
+from ffn_research import models, tasks
+
+PyTree = Any
+
+
+# --------------------------------------------------------------------------- optimizers
+
+def _sgd(lr, cfg):
+  return optax.sgd(lr, momentum=cfg.momentum or None)
+
+
+OPTIMIZERS: dict[str, Callable[[Callable, ml_collections.ConfigDict], optax.GradientTransformation]] = {
+    'sgd': _sgd,  # with momentum train.momentum (0 = plain SGD)
+    'adam': lambda lr, cfg: optax.adam(lr),
+    'adamw': lambda lr, cfg: optax.adamw(lr, weight_decay=cfg.weight_decay),
+    'lion': lambda lr, cfg: optax.lion(lr, weight_decay=cfg.weight_decay),
+}
+
+
+def _constant(cfg):
+  return optax.linear_schedule(0.0, 1.0, max(cfg.warmup_steps, 1)) if cfg.warmup_steps else (
+      lambda count: jnp.ones_like(count, jnp.float32))
+
+
+def _cosine(cfg):
+  return optax.warmup_cosine_decay_schedule(
+      0.0 if cfg.warmup_steps else 1.0, 1.0, cfg.warmup_steps, max(cfg.steps, cfg.warmup_steps + 1))
+
+
+# Unit-peak schedules (multiplied by train.learning_rate).
+SCHEDULES: dict[str, Callable[[ml_collections.ConfigDict], optax.Schedule]] = {
+    'constant': _constant,  # linear warmup, then constant
+    'cosine': _cosine,      # linear warmup, then cosine decay to 0 at train.steps
+}
+
+
+def build_optimizer(train_cfg: ml_collections.ConfigDict) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """Optax optimizer with the peak learning rate held in its state (so sweeps can vmap it)."""
+  unit = SCHEDULES[train_cfg.schedule](train_cfg)
+
+  def make(learning_rate):
+    opt = OPTIMIZERS[train_cfg.optimizer](lambda count: learning_rate * unit(count), train_cfg)
+    if train_cfg.grad_clip > 0:
+      opt = optax.chain(optax.clip_by_global_norm(train_cfg.grad_clip), opt)
+    return opt
+
+  return optax.inject_hyperparams(make)(learning_rate=train_cfg.learning_rate), unit
+
+
+# --------------------------------------------------------------------------- experiment
+
+def _sum_aux_losses(aux: PyTree) -> jax.Array:
+  """Sum of every aux entry whose key ends in '_loss' (already scaled by its coefficient)."""
+  total = jnp.zeros((), jnp.float32)
+  for path, leaf in jax.tree_util.tree_leaves_with_path(aux):
+    key = path[-1]
+    name = getattr(key, 'key', getattr(key, 'name', ''))
+    if isinstance(name, str) and name.endswith('_loss'):
+      total = total + jnp.sum(leaf)
+  return total
+
+
+class Experiment:
+  """Pure functions for one config; see the module docstring."""
+
+  def __init__(self, config: ml_collections.ConfigDict):
+    self.config = config
+    self.task = tasks.build_task(config)
+    self.optimizer, self.unit_schedule = build_optimizer(config.train)
+    abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
+    self.graphdef, _ = nnx.split(abstract)
+    self.counts = models.model_counts(config, self.task.output_dim)
+
+  def _build_model(self, key):
+    return models.build_model(self.config, self.task.output_dim, nnx.Rngs(params=key))
+
+  def init(self, seed: jax.Array | int) -> dict[str, PyTree]:
+    """Run state from a seed: model init, task data and the step RNG all derive from it."""
+    key = jax.random.PRNGKey(seed)
+    _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0)))
+    return {
+        'params': params,
+        'opt_state': self.optimizer.init(nnx.state(nnx.merge(self.graphdef, params), nnx.Param)),
+        'data': self.task.init_data(jax.random.fold_in(key, 1)),
+        'rng': jax.random.fold_in(key, 2),
+        'step': jnp.zeros((), jnp.int32),
+    }
+
+  def train_step(self, params, opt_state, batch, rng):
+    """One optimizer step. `params` is the model's whole nnx.State; gradients flow to nnx.Param."""
+    weights, rest = nnx.split_state(params, nnx.Param, ...)
+
+    def loss_fn(weights):
+      model = nnx.merge(self.graphdef, weights, rest)
+      outputs, aux = model.apply(batch['inputs'], rng=rng)
+      task_loss, task_metrics = self.task.loss(outputs, batch)
+      return task_loss + _sum_aux_losses(aux), (task_loss, task_metrics, aux)
+
+    (total, (task_loss, task_metrics, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights)
+    updates, opt_state = self.optimizer.update(grads, opt_state, weights)
+    weights = optax.apply_updates(weights, updates)
+    model = nnx.merge(self.graphdef, weights, rest)
+    model.after_step(aux)  # non-gradient state (e.g. MoE routing biases)
+    _, params = nnx.split(model)
+    count = opt_state.count - 1
+    metrics = {
+        'loss': task_loss, 'total_loss': total,
+        'learning_rate': opt_state.hyperparams['learning_rate'] * self.unit_schedule(count),
+        'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(weights),
+        'update_norm': optax.global_norm(updates), **task_metrics, 'aux': aux,
+    }
+    return params, opt_state, metrics
+
+  def train_chunk(self, state, num_steps: int):
+    """`num_steps` steps under lax.scan; metrics averaged over the chunk, plus the first bad step."""
+
+    def body(state, _):
+      step_rng = jax.random.fold_in(state['rng'], state['step'])
+      batch_rng, step_rng = jax.random.split(step_rng)
+      batch = self.task.sample_batch(state['data'], batch_rng)
+      params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng)
+      return {**state, 'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, metrics
+
+    start = state['step']
+    state, metrics = jax.lax.scan(body, state, None, length=num_steps)
+    bad = ~jnp.isfinite(metrics['total_loss'])
+    out = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+    out['first_nonfinite_step'] = jnp.where(jnp.any(bad), start + 1 + jnp.argmax(bad), -1)
+    return state, out
+
+  def evaluate(self, params, data):
+    model = nnx.merge(self.graphdef, params)
+    return self.task.evaluate(lambda x: model.apply(x)[0], data)
+
+
+# --------------------------------------------------------------------------- the run loop
+
+def _scalars(tree: PyTree, prefix: str = '') -> dict[str, Any]:
+  """Flatten metrics to {'a/b': float or list} for JSON and TensorBoard."""
+  out = {}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    name = '/'.join(str(getattr(k, 'key', getattr(k, 'name', getattr(k, 'idx', k)))) for k in path)
+    value = np.asarray(leaf)
+    out[prefix + name] = value.item() if value.ndim == 0 else value.tolist()
+  return out
+
+
+def _print_counts(counts: dict[str, Any]) -> None:
+  print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
+                              for k, v in counts.items()), flush=True)
+
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Train one config in `workdir` (resuming if it holds a checkpoint) and write its outputs."""
+  config_lib.validate(config)
+  os.makedirs(workdir, exist_ok=True)
+  resolved = config.to_dict()
+  io_lib.check_or_write_config(workdir, resolved)
+  summary_path = os.path.join(workdir, 'summary.json')
+  previous = io_lib.read_json(summary_path)
+  if previous and previous.get('status') in ('completed', 'diverged'):
+    print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
+    return previous
+
+  tr = config.train
+  exp = Experiment(config)
+  _print_counts(exp.counts)
+  start_time = time.time()
+  state = jax.jit(exp.init)(tr.seed)
+  ckpt = io_lib.Checkpointer(os.path.join(workdir, 'checkpoints'))
+  state, wall_before = ckpt.restore_latest(state)
+  step = int(state['step'])
+  if step:
+    print(f'resumed from checkpoint at step {step}', flush=True)
+  metrics_log = io_lib.MetricsLog(workdir, resume_step=step)
+
+  chunk_fn = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
+  summary: dict[str, Any] = {'status': 'running', **exp.counts}
+  last: dict[str, Any] = {}
+  pending = None  # (step, metrics on device): fetched after the next chunk is dispatched
+  t_last, step_last = time.time(), step
+  compile_time = None
+
+  def flush(pending):
+    nonlocal t_last, step_last, last
+    at, metrics = pending
+    m = _scalars(jax.device_get(metrics))
+    now = time.time()
+    m['steps_per_s'] = (at - step_last) / max(now - t_last, 1e-9)
+    t_last, step_last = now, at
+    last = m
+    metrics_log.write(at, m)
+    print(f'step {at:>7}/{tr.steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
+          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s', flush=True)
+    return m['first_nonfinite_step']
+
+  diverged_at = -1
+  while step < tr.steps:
+    n = min(tr.log_every, tr.steps - step)
+    t0 = time.time()
+    state, metrics = chunk_fn(state, n)
+    if compile_time is None:
+      jax.block_until_ready(state['step'])
+      compile_time = time.time() - t0
+      t_last = time.time()
+    prev_step, step = step, step + n
+    if pending is not None:
+      diverged_at = flush(pending)
+      if diverged_at >= 0:
+        break
+    pending = (step, metrics)
+    # Save on crossing a multiple of checkpoint_every (the final state is saved below).
+    if tr.checkpoint_every > 0 and step < tr.steps and step // tr.checkpoint_every > prev_step // tr.checkpoint_every:
+      ckpt.save(step, state, wall_before + time.time() - start_time)
+  if pending is not None and diverged_at < 0:
+    diverged_at = flush(pending)
+
+  summary['wall_time_s'] = wall_before + time.time() - start_time
+  summary['compile_time_s'] = compile_time
+  summary['steps_per_s'] = last.get('steps_per_s')
+  summary['final_loss'] = last.get('loss')
+  if diverged_at >= 0:
+    summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at)
+    print(f'diverged: non-finite loss at step {diverged_at}', flush=True)
+  else:
+    ckpt.save(step, state, summary['wall_time_s'])
+    evals = _scalars(jax.device_get(jax.jit(exp.evaluate)(state['params'], state['data'])))
+    summary.update(status='completed', step=step, **evals)
+  summary['wall_time_s'] = wall_before + time.time() - start_time
+  metrics_log.close()
+  io_lib.write_json(summary_path, summary)
+  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
+  return summary
