@@ -99,10 +99,10 @@ class Experiment:
     self.optimizer, self.unit_schedule = build_optimizer(config.train)
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, _ = nnx.split(abstract)
-    self.counts = models.model_counts(config, self.task.output_dim)
+    self.counts = models.model_counts(config, self.task)
 
   def _build_model(self, key):
-    return models.build_model(self.config, self.task.output_dim, nnx.Rngs(params=key))
+    return models.build_model(self.config, self.task, nnx.Rngs(params=key))
 
   def init(self, seed: jax.Array | int) -> dict[str, PyTree]:
     """Run state from a seed: model init, task data and the step RNG all derive from it."""

@@ -1,4 +1,7 @@
-"""Model registry: `build_model(config, output_dim, rngs)` and formula-based counts.
+"""Model registry: `build_model(config, task, rngs)` and formula-based counts.
+
+`task` supplies what the data fixes: `task.output_dim` (regression features or
+vocabulary size) and, for sequence tasks, `task.seq_len`.
 
 Every model follows `ffn.Layer`: `apply(x, rng=None) -> (outputs, aux)` and
 `after_step(aux)`.
@@ -32,18 +35,18 @@ def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | Non
           'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out)}
 
 
-def build_model(config: ml_collections.ConfigDict, output_dim: int, rngs: nnx.Rngs) -> ffn_lib.Layer:
+def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs) -> ffn_lib.Layer:
   m = config.model
   if m.arch == 'ffn':
-    return build_ffn(m, m.d_model, output_dim, rngs)
+    return build_ffn(m, m.d_model, task.output_dim, rngs)
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 
-def model_counts(config: ml_collections.ConfigDict, output_dim: int) -> dict[str, Any]:
+def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]:
   """Exact parameter and FLOP counts from formulas (tests hold them against the trees)."""
   m = config.model
   if m.arch == 'ffn':
-    c = ffn_counts(m, m.d_model, output_dim)
+    c = ffn_counts(m, m.d_model, task.output_dim)
     return {'num_params': c['num_params'], 'num_active_params': c['num_active_params'],
             'num_ffn_params': c['num_params'], 'num_active_ffn_params': c['num_active_params'],
             'd_ff_effective': c['d_ff_effective'], 'flops_per_token': c['flops_per_token']}
