@@ -30,6 +30,23 @@ def default_config() -> ml_collections.ConfigDict:
   m.init = 'xavier_uniform'  # weight initialiser, see models/ffn.py INITS
   m.dtype = 'float32'       # computation dtype: 'float32' or 'bfloat16'
 
+  # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE
+  # whose experts are FFNs of width model.d_ff (effective) / granularity.
+  m.moe = moe = ml_collections.ConfigDict()
+  moe.num_experts = 0         # routed experts E (before granularity); 0 = dense FFN
+  moe.top_k = 2               # experts per token k (before granularity); the "MoE top-k" sweep axis
+  moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
+  moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice
+  moe.renormalize = False     # softmax_topk only: renormalise the k weights to sum to 1
+  moe.drop_priority = 'token'  # over capacity keep: 'token' (1st choices in token order, then 2nd) or 'score'
+  moe.dispatch = 'auto'       # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
+  moe.num_shared_experts = 0  # always-active experts of width d_ff / granularity (DeepSeekMoE)
+  moe.granularity = 1         # G: G*E experts of width d_ff/G, top G*k (fine-grained experts)
+  moe.load_balance_coef = 1e-2  # alpha of the Switch loss alpha*E*sum f_i P_i (f sums to 1, see moe.py)
+  moe.z_loss_coef = 1e-3      # router z-loss coefficient (ST-MoE)
+  moe.bias_update_rate = 0.0  # DeepSeek-V3 aux-loss-free bias step gamma per train step; 0 = off
+  moe.jitter = 0.0            # multiplicative router-input jitter U(1-j, 1+j) in training; 0 = off
+
   c.task = t = ml_collections.ConfigDict()
   t.name = 'function'       # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
@@ -118,6 +135,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _check(isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
          f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
 
+  _validate_moe(m)
+
   _one_of('task.name', t.name, tasks.TASKS)
   tasks.TASKS[t.name].validate(config)
 
@@ -132,6 +151,43 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _check(isinstance(tr.seed, int), f'train.seed={tr.seed!r} must be an integer')
   _check(isinstance(tr.weight_decay, (int, float)) and tr.weight_decay >= 0,
          f'train.weight_decay={tr.weight_decay!r} must be >= 0')
+
+
+def _non_negative(key: str, value: Any) -> None:
+  _check(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+         and value >= 0, f'{key}={value!r} must be a non-negative number')
+
+
+def _validate_moe(m: ml_collections.ConfigDict) -> None:
+  from ffn_research.models import ffn, moe  # pylint: disable=g-import-not-at-top
+  e = m.moe
+  _check(isinstance(e.num_experts, int) and not isinstance(e.num_experts, bool)
+         and e.num_experts >= 0, f'model.moe.num_experts={e.num_experts!r} must be an integer >= 0')
+  _positive_int('model.moe.top_k', e.top_k)
+  _check(isinstance(e.capacity_factor, (int, float)) and math.isfinite(e.capacity_factor),
+         f'model.moe.capacity_factor={e.capacity_factor!r} must be a number (<= 0: dropless)')
+  _one_of('model.moe.router', e.router, moe.ROUTERS)
+  _one_of('model.moe.drop_priority', e.drop_priority, moe.DROP_PRIORITIES)
+  _one_of('model.moe.dispatch', e.dispatch, ('auto', *moe.DISPATCH))
+  _check(isinstance(e.num_shared_experts, int) and e.num_shared_experts >= 0,
+         f'model.moe.num_shared_experts={e.num_shared_experts!r} must be an integer >= 0')
+  _positive_int('model.moe.granularity', e.granularity)
+  for key in ('load_balance_coef', 'z_loss_coef', 'bias_update_rate'):
+    _non_negative(f'model.moe.{key}', e[key])
+  _check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1,
+         f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
+  if e.num_experts == 0:
+    return
+  _check(e.top_k <= e.num_experts,
+         f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}')
+  d_ff = ffn.effective_d_ff(m.d_ff, m.activation, m.match_params)
+  _check(d_ff % e.granularity == 0,
+         f'model.moe.granularity={e.granularity} must divide the effective d_ff {d_ff}')
+  if e.router == 'expert_choice':
+    _check(e.capacity_factor > 0,
+           'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
+    _check(e.bias_update_rate == 0,
+           'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
 
 
 def to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:

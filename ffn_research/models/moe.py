@@ -1,0 +1,462 @@
+"""Mixture-of-Experts FFN: routers, capacity, dispatch implementations, balancing.
+
+An `MoE` is a drop-in FFN (`ffn.Layer`): `num_experts` experts, each an FFN of
+the zoo (plain or gated, same activation), of which each token uses `top_k`.
+
+Pipeline of `MoE.apply` (T tokens, E experts, J = slots per token):
+
+  router logits (float32) -> ROUTERS[name] -> Routing (expert_TxJ, weight_TxJ, valid_TxJ, probs_TxE)
+  -> plan(): one stable sort by expert, capacity C, drop order -> Plan (slot maps both ways)
+  -> DISPATCH[name](x, plan, experts) -> y_TxO  (+ shared experts)
+
+Conventions, documented once here:
+
+* Token choice gives J = k slots per token; expert choice (Zhou et al. 2022)
+  gives J = E (slot j is "expert j took this token").
+* Capacity C = ceil(capacity_factor * T * k / E) (at most T); capacity_factor
+  <= 0 is dropless. Over capacity, assignments are dropped in priority order:
+  'token' (default): all first choices in token order, then all second choices,
+  ... (GShard); 'score': by combine weight, highest first, across the batch
+  (Batch Prioritized Routing, Riquelme et al. 2021). A dropped assignment
+  contributes exactly zero (the residual stream carries the token).
+* Load fraction f_i = (assignments routed to expert i, before drops) / (all
+  assignments) = count_i / (T k): sums to 1 whatever k, so a token counts once
+  in each of its k experts, divided by k. The Switch loss alpha E sum_i f_i P_i
+  (Fedus et al. 2021) is then alpha under uniform routing for every k; MaxText
+  and flaxformer do not divide by k, so theirs is k times ours.
+* P_i = mean router probability of expert i: softmax over all experts, or for
+  the sigmoid router the sigmoid scores normalised over experts (DeepSeek-V3).
+"""
+
+import functools
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import PartitionSpec as P
+
+from ffn_research.models import activations
+from ffn_research.models import ffn as ffn_lib
+
+
+class RoutingBias(nnx.Variable):
+  """Per-expert selection bias (DeepSeek-V3 aux-loss-free balancing); not an nnx.Param, so no gradient."""
+
+
+# --------------------------------------------------------------------------- routers
+
+
+class Routing(NamedTuple):
+  expert_TxJ: jax.Array   # int32 expert of each slot
+  weight_TxJ: jax.Array   # float32 combine weight (0 where not valid)
+  valid_TxJ: jax.Array    # bool: the slot holds an assignment
+  probs_TxE: jax.Array    # float32 router probabilities (P_i, entropy)
+
+
+def _token_choice(scores_TxE, bias_E, k):
+  """Top-k experts by score + bias (the bias only selects, DeepSeek-V3)."""
+  _, expert_TxK = jax.lax.top_k(scores_TxE + bias_E, k)
+  return expert_TxK, jnp.take_along_axis(scores_TxE, expert_TxK, axis=-1)
+
+
+def softmax_topk(logits_TxE, bias_E, k, capacity, renormalize):
+  """Softmax over all experts, then top-k (vmoe, flaxformer); optionally renormalised over the k."""
+  del capacity
+  probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
+  expert_TxK, weight_TxK = _token_choice(probs_TxE, bias_E, k)
+  if renormalize:
+    weight_TxK = weight_TxK / jnp.sum(weight_TxK, axis=-1, keepdims=True)
+  return Routing(expert_TxK, weight_TxK, jnp.ones(expert_TxK.shape, bool), probs_TxE)
+
+
+def topk_softmax(logits_TxE, bias_E, k, capacity, renormalize):
+  """Top-k on logits, then softmax over those k (Mixtral, MaxText's default)."""
+  del capacity, renormalize
+  expert_TxK, top_TxK = _token_choice(logits_TxE, bias_E, k)
+  probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
+  return Routing(expert_TxK, jax.nn.softmax(top_TxK, axis=-1), jnp.ones(expert_TxK.shape, bool),
+                 probs_TxE)
+
+
+def sigmoid_topk(logits_TxE, bias_E, k, capacity, renormalize):
+  """Sigmoid scores, top-k, weights normalised over the chosen k (DeepSeek-V3)."""
+  del capacity, renormalize
+  scores_TxE = jax.nn.sigmoid(logits_TxE)
+  expert_TxK, weight_TxK = _token_choice(scores_TxE, bias_E, k)
+  weight_TxK = weight_TxK / jnp.sum(weight_TxK, axis=-1, keepdims=True)
+  probs_TxE = scores_TxE / jnp.sum(scores_TxE, axis=-1, keepdims=True)
+  return Routing(expert_TxK, weight_TxK, jnp.ones(expert_TxK.shape, bool), probs_TxE)
+
+
+def expert_choice(logits_TxE, bias_E, k, capacity, renormalize):
+  """Each expert takes its top-C tokens by softmax probability (Zhou et al. 2022); slot j = expert j."""
+  del bias_E, k, renormalize
+  num_tokens, num_experts = logits_TxE.shape
+  probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
+  _, token_ExC = jax.lax.top_k(probs_TxE.T, capacity)
+  chosen_ExT = jnp.zeros((num_experts, num_tokens), bool).at[
+      jnp.arange(num_experts)[:, None], token_ExC].set(True)
+  valid_TxE = chosen_ExT.T
+  expert_TxE = jnp.broadcast_to(jnp.arange(num_experts, dtype=jnp.int32), valid_TxE.shape)
+  return Routing(expert_TxE, jnp.where(valid_TxE, probs_TxE, 0.0), valid_TxE, probs_TxE)
+
+
+# model.moe.router names -> fn(logits_TxE, bias_E, k, capacity, renormalize) -> Routing.
+ROUTERS: dict[str, Callable[..., Routing]] = {
+    'softmax_topk': softmax_topk,
+    'topk_softmax': topk_softmax,
+    'sigmoid': sigmoid_topk,
+    'expert_choice': expert_choice,
+}
+
+DROP_PRIORITIES = ('token', 'score')
+
+
+def capacity(num_tokens: int, num_experts: int, k: int, capacity_factor: float) -> int:
+  """C = ceil(cf * T * k / E), clipped to [1, T]; T (every token fits) when cf <= 0 (dropless)."""
+  if capacity_factor <= 0:
+    return num_tokens
+  return max(1, min(num_tokens, math.ceil(capacity_factor * num_tokens * k / num_experts)))
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class Plan(NamedTuple):
+  """Where every assignment goes. S = E * C buffer slots (buffer layout) or T * J (packed layout)."""
+  slot_TxJ: jax.Array        # int32 buffer slot of each assignment; S when dropped or invalid
+  slot_token_S: jax.Array    # int32 token in each slot; T when empty
+  slot_assign_S: jax.Array   # int32 flat assignment index t * J + j in each slot; T * J when empty
+  weight_TxJ: jax.Array      # float32 combine weight, 0 for dropped assignments
+  expert_S: jax.Array        # int32 expert owning each slot (packed layout)
+  group_sizes_E: jax.Array   # int32 filled slots per expert (packed layout)
+  kept_TxJ: jax.Array        # bool: assigned and within capacity
+
+
+def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str,
+         packed: bool) -> Plan:
+  """Positions of assignments in their expert's buffer via one stable sort; drops beyond capacity.
+
+  Buffer layout (packed=False): expert e owns slots [e C, (e+1) C). Packed layout
+  (packed=True, for ragged_dot): kept assignments sorted by expert, back to back.
+  """
+  expert_TxJ, weight_TxJ, valid_TxJ, _ = routing
+  num_tokens, j = expert_TxJ.shape
+  a = num_tokens * j
+  if drop_priority == 'token':  # choice rank major, then token: a column-major walk
+    prio_A = jnp.arange(a, dtype=jnp.int32).reshape(num_tokens, j).T.reshape(-1)
+  else:  # 'score': highest combine weight first
+    prio_A = jnp.argsort(-weight_TxJ.reshape(-1), stable=True).astype(jnp.int32)
+  key_A = jnp.where(valid_TxJ, expert_TxJ, num_experts).reshape(-1)  # invalid slots sort last
+  order_A = prio_A[jnp.argsort(key_A[prio_A], stable=True)]  # by expert, priority within
+  counts_E = jnp.bincount(key_A, length=num_experts + 1)[:num_experts].astype(jnp.int32)
+  start_E = jnp.cumsum(counts_E) - counts_E
+  rank_A = jnp.zeros(a, jnp.int32).at[order_A].set(jnp.arange(a, dtype=jnp.int32))
+  start_pad = jnp.concatenate([start_E, jnp.array([a], jnp.int32)])
+  pos_A = rank_A - start_pad[key_A]  # position within its expert, in priority order
+  kept_A = (key_A < num_experts) & (pos_A < capacity_)
+  sizes_E = jnp.minimum(counts_E, capacity_)
+  if packed:
+    num_slots = a
+    kept_start_E = jnp.cumsum(sizes_E) - sizes_E
+    slot_A = kept_start_E[jnp.minimum(key_A, num_experts - 1)] + pos_A
+    # Slot s of expert e holds sorted entry start_E[e] + (s - kept_start_E[e]).
+    expert_S = jnp.repeat(jnp.arange(num_experts, dtype=jnp.int32), sizes_E,
+                          total_repeat_length=a)
+    src_S = start_E[expert_S] + jnp.arange(a, dtype=jnp.int32) - kept_start_E[expert_S]
+    filled_S = jnp.arange(a) < jnp.sum(sizes_E)
+  else:
+    num_slots = num_experts * capacity_
+    slot_A = jnp.minimum(key_A, num_experts - 1) * capacity_ + pos_A
+    expert_S = jnp.repeat(jnp.arange(num_experts, dtype=jnp.int32), capacity_)
+    p_S = jnp.tile(jnp.arange(capacity_, dtype=jnp.int32), num_experts)
+    src_S = start_E[expert_S] + p_S
+    filled_S = p_S < sizes_E[expert_S]
+  slot_A = jnp.where(kept_A, slot_A, num_slots)
+  slot_assign_S = jnp.where(filled_S, order_A[jnp.clip(src_S, 0, a - 1)], a)
+  slot_token_S = jnp.where(filled_S, slot_assign_S // j, num_tokens)
+  kept_TxJ = kept_A.reshape(num_tokens, j)
+  return Plan(slot_A.reshape(num_tokens, j), slot_token_S, slot_assign_S,
+              jnp.where(kept_TxJ, weight_TxJ, 0.0), expert_S, sizes_E, kept_TxJ)
+
+
+# --------------------------------------------------------------------------- gathers
+
+
+@jax.custom_vjp
+def gather_rows(src_NxD, idx_M, inv_NxJ):
+  """out[m] = src[idx[m]] (0 where idx[m] = N); inv[n] lists every m with idx[m] = n (M = none).
+
+  The backward pass is a gather through `inv` summed over J, not a scatter-add:
+  deterministic, and fast on CPU.
+  """
+  return jnp.take(src_NxD, idx_M, axis=0, mode='fill', fill_value=0)
+
+
+def _gather_rows_fwd(src_NxD, idx_M, inv_NxJ):
+  return gather_rows(src_NxD, idx_M, inv_NxJ), (idx_M, inv_NxJ)
+
+
+def _gather_rows_bwd(res, g_MxD):
+  idx_M, inv_NxJ = res
+  g_NxJxD = jnp.take(g_MxD, inv_NxJ, axis=0, mode='fill', fill_value=0)
+  return jnp.sum(g_NxJxD, axis=1), None, None
+
+
+gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
+
+
+# --------------------------------------------------------------------------- experts
+
+
+class ExpertSpec(NamedTuple):
+  act: Callable[[jax.Array], jax.Array]
+  gated: bool
+  use_bias: bool
+  dtype: jnp.dtype
+
+
+def _in_weights(w, dtype):
+  """The input projection, the gate fused after w1 along the hidden axis: (E, D, n_in * F)."""
+  w_in = w['w1'] if 'w_gate' not in w else jnp.concatenate([w['w1'], w['w_gate']], axis=-1)
+  b_in = None
+  if 'b1' in w:
+    b_in = w['b1'] if 'b_gate' not in w else jnp.concatenate([w['b1'], w['b_gate']], axis=-1)
+    b_in = b_in.astype(dtype)
+  return w_in.astype(dtype), b_in
+
+
+def _hidden(h, spec):
+  if not spec.gated:
+    return spec.act(h)
+  lin, gate = jnp.split(h, 2, axis=-1)
+  return spec.act(gate) * lin
+
+
+def batched_experts(x_ExCxD, w, spec: ExpertSpec):
+  """Every expert's FFN on its own buffer (one batched matmul per projection)."""
+  w_in, b_in = _in_weights(w, spec.dtype)
+  h_ExCxH = jnp.einsum('ecd,edh->ech', x_ExCxD.astype(spec.dtype), w_in)
+  if b_in is not None:
+    h_ExCxH = h_ExCxH + b_in[:, None, :]
+  y_ExCxO = jnp.einsum('ecf,efo->eco', _hidden(h_ExCxH, spec), w['w2'].astype(spec.dtype))
+  if 'b2' in w:
+    y_ExCxO = y_ExCxO + w['b2'].astype(spec.dtype)[:, None, :]
+  return y_ExCxO
+
+
+def _sharded_experts(x_ExCxD, w, spec, mesh, axis):
+  """Expert parallelism: experts split over mesh axis `axis`, each device runs only its own."""
+  if mesh is None:
+    return batched_experts(x_ExCxD, w, spec)
+  fn = jax.shard_map(functools.partial(batched_experts, spec=spec), mesh=mesh,
+                     in_specs=(P(axis), jax.tree.map(lambda _: P(axis), w)), out_specs=P(axis))
+  return fn(x_ExCxD, w)
+
+
+def _combine(y_SxO, plan_: Plan, dtype):
+  """y[t] = sum_j weight[t, j] * expert output in slot[t, j]; dropped slots read zero."""
+  num_tokens, j = plan_.slot_TxJ.shape
+  y_AxO = gather_rows(y_SxO, plan_.slot_TxJ.reshape(-1), plan_.slot_assign_S[:, None])
+  y_TxJxO = y_AxO.reshape(num_tokens, j, -1)
+  return jnp.einsum('tj,tjo->to', plan_.weight_TxJ.astype(dtype), y_TxJxO)
+
+
+def sort_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='expert'):
+  """Gather tokens into per-expert buffers (E, C, D), batched matmuls, gather back and combine."""
+  x_SxD = gather_rows(x_TxD, plan_.slot_token_S, plan_.slot_TxJ)
+  x_ExCxD = x_SxD.reshape(num_experts, -1, x_TxD.shape[-1])
+  y_ExCxO = _sharded_experts(x_ExCxD, w, spec, mesh, axis)
+  return _combine(y_ExCxO.reshape(-1, y_ExCxO.shape[-1]), plan_, spec.dtype)
+
+
+def einsum_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='expert'):
+  """GShard-style one-hot dispatch and combine tensors (T, E, C): the readable reference."""
+  num_slots = plan_.slot_token_S.shape[0]
+  onehot_TxJxS = jax.nn.one_hot(plan_.slot_TxJ, num_slots, dtype=spec.dtype)  # dropped: all zero
+  dispatch_TxExC = jnp.sum(onehot_TxJxS, axis=1).reshape(-1, num_experts, num_slots // num_experts)
+  combine_TxExC = jnp.einsum('tj,tjs->ts', plan_.weight_TxJ.astype(spec.dtype),
+                             onehot_TxJxS).reshape(dispatch_TxExC.shape)
+  x_ExCxD = jnp.einsum('tec,td->ecd', dispatch_TxExC, x_TxD.astype(spec.dtype))
+  y_ExCxO = _sharded_experts(x_ExCxD, w, spec, mesh, axis)
+  return jnp.einsum('tec,eco->to', combine_TxExC, y_ExCxO)
+
+
+def ragged_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='expert'):
+  """Kept assignments packed by expert, grouped matmuls with jax.lax.ragged_dot (GPU/TPU)."""
+  del num_experts, mesh, axis
+  x_SxD = gather_rows(x_TxD, plan_.slot_token_S, plan_.slot_TxJ).astype(spec.dtype)
+  w_in, b_in = _in_weights(w, spec.dtype)
+  h_SxH = jax.lax.ragged_dot(x_SxD, w_in, plan_.group_sizes_E)
+  if b_in is not None:
+    h_SxH = h_SxH + b_in[plan_.expert_S]
+  y_SxO = jax.lax.ragged_dot(_hidden(h_SxH, spec), w['w2'].astype(spec.dtype), plan_.group_sizes_E)
+  if 'b2' in w:
+    y_SxO = y_SxO + w['b2'].astype(spec.dtype)[plan_.expert_S]
+  return _combine(y_SxO, plan_, spec.dtype)
+
+
+# model.moe.dispatch names -> fn(x_TxD, plan, weights, spec, num_experts, mesh, axis) -> y_TxO.
+# All compute the same function (tested); 'auto' picks by backend (see `resolve_dispatch`).
+DISPATCH: dict[str, Callable[..., jax.Array]] = {
+    'sort': sort_dispatch,      # CPU default: per-expert capacity buffers + batched matmul
+    'ragged': ragged_dispatch,  # GPU/TPU default; on CPU ragged_dot is a dense masked product
+    'einsum': einsum_dispatch,  # GShard one-hot reference; O(T * E * C) memory
+}
+PACKED = {'ragged'}  # dispatches that use the packed layout
+
+
+def resolve_dispatch(name: str) -> str:
+  if name == 'auto':
+    return 'sort' if jax.default_backend() == 'cpu' else 'ragged'
+  return name
+
+
+# --------------------------------------------------------------------------- module
+
+
+def moe_param_count(d_model: int, d_expert: int, activation: str, use_bias: bool,
+                    num_experts: int, num_shared: int, d_out: int | None = None) -> int:
+  """Router (no bias) + experts + the shared experts (one fused FFN of width num_shared * d_expert)."""
+  d_out = d_model if d_out is None else d_out
+  n = d_model * num_experts + num_experts * ffn_lib.ffn_param_count(
+      d_model, d_expert, activation, use_bias, d_out)
+  if num_shared:
+    n += ffn_lib.ffn_param_count(d_model, num_shared * d_expert, activation, use_bias, d_out)
+  return n
+
+
+class MoE(ffn_lib.Layer):
+  """Mixture-of-experts FFN; see the module docstring for routing, capacity and loss conventions.
+
+  `num_experts`, `top_k` and `d_ff` are before granularity G: the layer has G E
+  experts of width d_ff / G and routes each token to G k of them (DeepSeekMoE).
+  """
+
+  def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
+               num_experts: int, top_k: int, capacity_factor: float = 1.25,
+               router: str = 'topk_softmax', renormalize: bool = False,
+               drop_priority: str = 'token', dispatch: str = 'auto',
+               num_shared_experts: int = 0, granularity: int = 1,
+               load_balance_coef: float = 1e-2, z_loss_coef: float = 1e-3,
+               bias_update_rate: float = 0.0, jitter: float = 0.0,
+               use_bias: bool = True, dropout_rate: float = 0.0, init: str = 'xavier_uniform',
+               dtype: str = 'float32', d_out: int | None = None,
+               mesh: jax.sharding.Mesh | None = None, expert_axis: str = 'expert',
+               rngs: nnx.Rngs):
+    if d_ff % granularity:
+      raise ValueError(f'd_ff={d_ff} is not divisible by granularity={granularity}')
+    d_out = d_model if d_out is None else d_out
+    self.d_model, self.d_out, self.activation = d_model, d_out, activation
+    self.num_experts, self.top_k = num_experts * granularity, top_k * granularity
+    self.d_expert = d_ff // granularity
+    self.num_shared = num_shared_experts
+    self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
+    self.drop_priority, self.dispatch = drop_priority, resolve_dispatch(dispatch)
+    self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
+    self.bias_update_rate, self.jitter = bias_update_rate, jitter
+    self.use_bias, self.dropout_rate = use_bias, dropout_rate
+    self.mesh, self.expert_axis = mesh, expert_axis
+    self.spec = ExpertSpec(activations.get(activation), activations.is_gated(activation), use_bias,
+                           ffn_lib.DTYPES[dtype])
+    w_init = ffn_lib.get_init(init)
+    e, f = self.num_experts, self.d_expert
+
+    def stacked(shape):  # each expert initialised as its own (fan_in, fan_out) matrix
+      keys = jax.random.split(rngs.params(), e)
+      return jax.vmap(lambda key: w_init(key, shape, jnp.float32))(keys)
+
+    self.router_w = nnx.Param(w_init(rngs.params(), (d_model, e), jnp.float32))
+    self.routing_bias = RoutingBias(jnp.zeros((e,), jnp.float32))
+    self.w1 = nnx.Param(stacked((d_model, f)))
+    if self.spec.gated:
+      self.w_gate = nnx.Param(stacked((d_model, f)))
+    self.w2 = nnx.Param(stacked((f, d_out)))
+    if use_bias:
+      self.b1 = nnx.Param(jnp.zeros((e, f), jnp.float32))
+      if self.spec.gated:
+        self.b_gate = nnx.Param(jnp.zeros((e, f), jnp.float32))
+      self.b2 = nnx.Param(jnp.zeros((e, d_out), jnp.float32))
+    self.shared = None
+    if num_shared_experts:
+      self.shared = ffn_lib.FFN(d_model, num_shared_experts * f, activation, use_bias=use_bias,
+                                dropout_rate=dropout_rate, init=init, dtype=dtype, d_out=d_out,
+                                rngs=rngs)
+
+  def expert_weights(self) -> dict[str, jax.Array]:
+    names = ('w1', 'w_gate', 'w2', 'b1', 'b_gate', 'b2')
+    return {n: getattr(self, n)[...] for n in names if hasattr(self, n)}
+
+  def capacity(self, num_tokens: int) -> int:
+    return capacity(num_tokens, self.num_experts, self.top_k, self.capacity_factor)
+
+  def route(self, x_TxD: jax.Array, rng: jax.Array | None = None):
+    """Router logits (float32, jittered only in training) and the Routing."""
+    x_TxD = x_TxD.astype(jnp.float32)
+    if rng is not None and self.jitter > 0:  # Switch: multiplicative input jitter
+      x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32,
+                                         1.0 - self.jitter, 1.0 + self.jitter)
+    logits_TxE = x_TxD @ self.router_w[...]
+    routing = ROUTERS[self.router](logits_TxE, self.routing_bias[...], self.top_k,
+                                   self.capacity(x_TxD.shape[0]), self.renormalize)
+    return logits_TxE, routing
+
+  def apply(self, x: jax.Array, *, rng: jax.Array | None = None):
+    lead, x_TxD = x.shape[:-1], x.reshape(-1, x.shape[-1])
+    num_tokens = x_TxD.shape[0]
+    rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
+    logits_TxE, routing = self.route(x_TxD, rngs[0])
+    plan_ = plan(routing, self.num_experts, self.capacity(num_tokens), self.drop_priority,
+                 packed=self.dispatch in PACKED)
+    w = self.expert_weights()
+    if rngs[1] is not None and self.dropout_rate > 0:
+      spec = self.spec._replace(act=self._dropped_act(rngs[1]))
+    else:
+      spec = self.spec
+    y_TxO = DISPATCH[self.dispatch](x_TxD, plan_, w, spec, self.num_experts, self.mesh,
+                                    self.expert_axis)
+    if self.shared is not None:
+      y_TxO = y_TxO + self.shared(x_TxD, rng=rngs[2])
+    return y_TxO.reshape(*lead, self.d_out), self._aux(logits_TxE, routing, plan_)
+
+  def _dropped_act(self, rng):
+    act, rate = self.spec.act, self.dropout_rate
+    return lambda h: ffn_lib.dropout(act(h), rate, rng)
+
+  def __call__(self, x, *, rng=None):
+    return self.apply(x, rng=rng)[0]
+
+  def _aux(self, logits_TxE, routing: Routing, plan_: Plan):
+    e = self.num_experts
+    valid = routing.valid_TxJ
+    counts_E = jnp.zeros((e,), jnp.float32).at[routing.expert_TxJ.reshape(-1)].add(
+        valid.reshape(-1).astype(jnp.float32))
+    load_E = counts_E / jnp.maximum(jnp.sum(counts_E), 1.0)  # f_i, sums to 1 (module docstring)
+    mean_prob_E = jnp.mean(routing.probs_TxE, axis=0)
+    balance = e * jnp.sum(jax.lax.stop_gradient(load_E) * mean_prob_E)
+    z = jnp.mean(jnp.square(jax.nn.logsumexp(logits_TxE, axis=-1)))
+    p = routing.probs_TxE
+    entropy = -jnp.mean(jnp.sum(jnp.where(p > 0, p * jnp.log(p), 0.0), axis=-1))
+    return {
+        'load_balance_loss': self.load_balance_coef * balance,  # added to the objective
+        'z_loss': self.z_loss_coef * z,                         # added to the objective
+        'load_balance': balance,   # unscaled E sum f_i P_i (1 when uniform)
+        'router_z': z,             # unscaled mean logsumexp^2 (ST-MoE)
+        'load': load_E,            # f_i per expert, before capacity drops
+        'max_load_ratio': e * jnp.max(load_E),  # max / mean load
+        'dropped_fraction': 1.0 - jnp.sum(plan_.kept_TxJ) / jnp.maximum(jnp.sum(valid), 1),
+        'router_entropy': entropy,  # mean over tokens, nats
+    }
+
+  def after_step(self, aux) -> None:
+    """DeepSeek-V3 aux-loss-free balancing: bias -= rate * sign(load_i - 1/E), once per step."""
+    if self.bias_update_rate > 0:
+      error_E = aux['load'] - 1.0 / self.num_experts
+      self.routing_bias[...] = self.routing_bias[...] - self.bias_update_rate * jnp.sign(error_E)
+
+  @property
+  def num_params(self) -> int:
+    return moe_param_count(self.d_model, self.d_expert, self.activation, self.use_bias,
+                           self.num_experts, self.num_shared, self.d_out)
