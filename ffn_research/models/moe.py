@@ -57,7 +57,7 @@ class Routing(NamedTuple):
 
 def _token_choice(scores_TxE, bias_E, k):
   """Top-k experts by score + bias (the bias only selects, DeepSeek-V3)."""
-  _, expert_TxK = jax.lax.top_k(scores_TxE + bias_E, k)
+  _, expert_TxK = jax.lax.top_k(scores_TxE + bias_E[None, :], k)
   return expert_TxK, jnp.take_along_axis(scores_TxE, expert_TxK, axis=-1)
 
 
@@ -317,6 +317,24 @@ def resolve_dispatch(name: str) -> str:
 # --------------------------------------------------------------------------- module
 
 
+def load_fraction(routing: Routing, num_experts: int) -> jax.Array:
+  """f_i = assignments to expert i (before drops) / all assignments: sums to 1 (module docstring)."""
+  counts_E = jnp.zeros((num_experts,), jnp.float32).at[routing.expert_TxJ.reshape(-1)].add(
+      routing.valid_TxJ.reshape(-1).astype(jnp.float32))
+  return counts_E / jnp.maximum(jnp.sum(counts_E), 1.0)
+
+
+def load_balance(load_E: jax.Array, probs_TxE: jax.Array) -> jax.Array:
+  """Switch balance term E sum_i f_i P_i (1 under uniform routing); gradient flows through P only."""
+  num_experts = load_E.shape[0]
+  return num_experts * jnp.sum(jax.lax.stop_gradient(load_E) * jnp.mean(probs_TxE, axis=0))
+
+
+def router_z(logits_TxE: jax.Array) -> jax.Array:
+  """ST-MoE z term: mean over tokens of logsumexp(logits)^2."""
+  return jnp.mean(jnp.square(jax.nn.logsumexp(logits_TxE, axis=-1)))
+
+
 def moe_param_count(d_model: int, d_expert: int, activation: str, use_bias: bool,
                     num_experts: int, num_shared: int, d_out: int | None = None) -> int:
   """Router (no bias) + experts + the shared experts (one fused FFN of width num_shared * d_expert)."""
@@ -431,12 +449,9 @@ class MoE(ffn_lib.Layer):
   def _aux(self, logits_TxE, routing: Routing, plan_: Plan):
     e = self.num_experts
     valid = routing.valid_TxJ
-    counts_E = jnp.zeros((e,), jnp.float32).at[routing.expert_TxJ.reshape(-1)].add(
-        valid.reshape(-1).astype(jnp.float32))
-    load_E = counts_E / jnp.maximum(jnp.sum(counts_E), 1.0)  # f_i, sums to 1 (module docstring)
-    mean_prob_E = jnp.mean(routing.probs_TxE, axis=0)
-    balance = e * jnp.sum(jax.lax.stop_gradient(load_E) * mean_prob_E)
-    z = jnp.mean(jnp.square(jax.nn.logsumexp(logits_TxE, axis=-1)))
+    load_E = load_fraction(routing, e)
+    balance = load_balance(load_E, routing.probs_TxE)
+    z = router_z(logits_TxE)
     p = routing.probs_TxE
     entropy = -jnp.mean(jnp.sum(jnp.where(p > 0, p * jnp.log(p), 0.0), axis=-1))
     return {

@@ -1,0 +1,516 @@
+"""Mixture-of-experts: routing, capacity, dispatch equivalence, losses, balancing, counts."""
+
+import functools
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from ffn_research import config as config_lib
+from ffn_research import models, train
+from ffn_research.models import activations
+from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import moe as moe_lib
+
+T, D, F = 24, 6, 8  # tokens, d_model, expert width
+DISPATCHES = tuple(moe_lib.DISPATCH)
+
+
+@pytest.fixture(autouse=True)
+def _rank_promotion():
+  with jax.numpy_rank_promotion('raise'):
+    yield
+
+
+def make_moe(num_experts=4, top_k=2, activation='relu', *, seed=0, randomize=True, **kw):
+  """An MoE whose parameters (biases included) are all random, so every term is exercised."""
+  kw.setdefault('load_balance_coef', 0.0)
+  kw.setdefault('z_loss_coef', 0.0)
+  m = moe_lib.MoE(D, F, activation, num_experts=num_experts, top_k=top_k, rngs=nnx.Rngs(seed), **kw)
+  if randomize:
+    state = nnx.state(m, nnx.Param)
+    leaves, treedef = jax.tree.flatten(state)
+    keys = jax.random.split(jax.random.PRNGKey(seed + 100), len(leaves))
+    new = [0.5 * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+    nnx.update(m, jax.tree.unflatten(treedef, new))
+  return m
+
+
+def inputs(seed=1, n=T):
+  return jax.random.normal(jax.random.PRNGKey(seed), (n, D))
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted_apply(graphdef):
+  return jax.jit(lambda state, x: nnx.merge(graphdef, state).apply(x))
+
+
+def apply(m, x):
+  graphdef, state = nnx.split(m)
+  return _jitted_apply(graphdef)(state, x)
+
+
+@functools.lru_cache(maxsize=None)
+def _jitted_grad(graphdef):
+  def loss(params, rest, x, r):
+    y, aux = nnx.merge(graphdef, params, rest).apply(x)
+    return jnp.sum(y * r) + aux['load_balance_loss'] + aux['z_loss']
+  return jax.jit(jax.grad(loss))
+
+
+def grads(m, x):
+  graphdef, params, rest = nnx.split(m, nnx.Param, ...)
+  r = jax.random.normal(jax.random.PRNGKey(7), (x.shape[0], m.d_out))
+  return _jitted_grad(graphdef)(params, rest, x, r)
+
+
+# --------------------------------------------------------------------------- NumPy reference
+
+
+def _softmax(z):
+  z = np.exp(z - z.max(-1, keepdims=True))
+  return z / z.sum(-1, keepdims=True)
+
+
+def numpy_moe(m: moe_lib.MoE, x):
+  """Independent reference: route each token, walk assignments in priority order, loop over experts."""
+  x = np.asarray(x, np.float64)
+  w = {k: np.asarray(v, np.float64) for k, v in m.expert_weights().items()}
+  logits = x @ np.asarray(m.router_w[...], np.float64)
+  e_num, k, (t_num, _) = m.num_experts, m.top_k, x.shape
+  cap = math.ceil(m.capacity_factor * t_num * k / e_num) if m.capacity_factor > 0 else t_num
+  cap = max(1, min(cap, t_num))
+  assignments = []  # (priority key, token, expert, weight)
+  if m.router == 'expert_choice':
+    p = _softmax(logits)
+    for e in range(e_num):
+      for t in np.argsort(-p[:, e], kind='stable')[:cap]:
+        assignments.append((0, t, e, p[t, e]))
+  else:
+    for t in range(t_num):
+      if m.router == 'sigmoid':
+        s = 1 / (1 + np.exp(-logits[t]))
+        top = np.argsort(-s, kind='stable')[:k]
+        wt = s[top] / s[top].sum()
+      elif m.router == 'topk_softmax':
+        top = np.argsort(-logits[t], kind='stable')[:k]
+        wt = _softmax(logits[t, top])
+      else:
+        p = _softmax(logits[t])
+        top = np.argsort(-p, kind='stable')[:k]
+        wt = p[top] / (p[top].sum() if m.renormalize else 1.0)
+      for j in range(k):
+        key = (j, t) if m.drop_priority == 'token' else (-wt[j], t * k + j)
+        assignments.append((key, t, top[j], wt[j]))
+    assignments.sort(key=lambda a: a[0])
+  load = np.zeros(e_num, int)
+  kept = []
+  for _, t, e, wt in assignments:
+    if load[e] < cap:
+      load[e] += 1
+      kept.append((t, e, wt))
+  act = activations.get(m.activation)
+  y = np.zeros((t_num, m.d_out))
+  for e in range(e_num):
+    mine = [(t, wt) for t, ee, wt in kept if ee == e]
+    if not mine:
+      continue
+    toks = np.array([t for t, _ in mine])
+    h = x[toks] @ w['w1'][e] + (w['b1'][e] if 'b1' in w else 0)
+    if 'w_gate' in w:
+      g = x[toks] @ w['w_gate'][e] + (w['b_gate'][e] if 'b_gate' in w else 0)
+      h = np.asarray(act(jnp.asarray(g))) * h
+    else:
+      h = np.asarray(act(jnp.asarray(h)))
+    out = h @ w['w2'][e] + (w['b2'][e] if 'b2' in w else 0)
+    for (t, wt), o in zip(mine, out):
+      y[t] += wt * o
+  return y, len(kept) / max(len(assignments), 1)
+
+
+CASES = [  # (router, capacity_factor, drop_priority, activation, renormalize)
+    ('topk_softmax', 0.0, 'token', 'relu', False),
+    ('topk_softmax', 0.5, 'token', 'swiglu', False),
+    ('softmax_topk', 1.0, 'score', 'gelu', False),
+    ('softmax_topk', 0.0, 'token', 'relu', True),
+    ('sigmoid', 0.75, 'token', 'geglu', False),
+    ('expert_choice', 1.0, 'token', 'relu', False),
+]
+
+
+@pytest.mark.parametrize('dispatch', DISPATCHES)
+@pytest.mark.parametrize('router,cf,priority,activation,renormalize', CASES)
+def test_matches_numpy_loop_over_experts(dispatch, router, cf, priority, activation, renormalize):
+  m = make_moe(activation=activation, router=router, capacity_factor=cf, drop_priority=priority,
+               renormalize=renormalize, dispatch=dispatch)
+  x = inputs()
+  y, aux = apply(m, x)
+  y_ref, kept_frac = numpy_moe(m, x)
+  np.testing.assert_allclose(y, y_ref, rtol=2e-5, atol=2e-5)
+  np.testing.assert_allclose(aux['dropped_fraction'], 1 - kept_frac, atol=1e-6)
+  if cf == 0.5:
+    assert kept_frac < 1  # the capacity case really drops
+
+
+@pytest.mark.parametrize('cf', [0.0, 0.5])
+@pytest.mark.parametrize('activation', ['relu', 'swiglu'])
+def test_dispatches_agree_in_gradients(cf, activation):
+  x = inputs()
+  ref = grads(make_moe(activation=activation, capacity_factor=cf, dispatch='einsum',
+                       load_balance_coef=1e-2, z_loss_coef=1e-3), x)
+  for dispatch in ('sort', 'ragged'):
+    g = grads(make_moe(activation=activation, capacity_factor=cf, dispatch=dispatch,
+                       load_balance_coef=1e-2, z_loss_coef=1e-3), x)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), g, ref)
+
+
+def test_gather_rows_gradient_is_the_transpose():
+  src = jax.random.normal(jax.random.PRNGKey(0), (3, 2))
+  idx = jnp.array([2, 3, 0, 2])           # row 3 = empty slot
+  inv = jnp.array([[2, 4], [4, 4], [0, 3]])  # M = 4 = none
+  f = lambda s: jnp.sum(moe_lib.gather_rows(s, idx, inv) * jnp.arange(8.0).reshape(4, 2))
+  g_ref = jax.grad(lambda s: jnp.sum(jnp.take(s, idx, axis=0, mode='fill', fill_value=0)
+                                     * jnp.arange(8.0).reshape(4, 2)))(src)
+  np.testing.assert_array_equal(jax.grad(f)(src), g_ref)
+
+
+# --------------------------------------------------------------------------- exact special cases
+
+
+@pytest.mark.parametrize('dispatch', DISPATCHES)
+@pytest.mark.parametrize('activation', ['relu', 'swiglu'])
+def test_one_expert_top1_dropless_is_the_dense_ffn(dispatch, activation):
+  m = make_moe(1, 1, activation, capacity_factor=0.0, dispatch=dispatch)
+  dense = ffn_lib.FFN(D, F, activation, rngs=nnx.Rngs(0))
+  for name, v in m.expert_weights().items():
+    getattr(dense, name)[...] = v[0]
+  x = inputs()
+  with jax.numpy_rank_promotion('allow'):  # ffn.FFN adds biases by broadcasting
+    np.testing.assert_allclose(apply(m, x)[0], dense(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False),
+                                                ('softmax_topk', True)])
+def test_all_identical_experts_equal_one_expert(router, renormalize):
+  m = make_moe(4, 4, 'geglu', router=router, renormalize=renormalize, capacity_factor=0.0)
+  for name, v in m.expert_weights().items():
+    getattr(m, name)[...] = jnp.broadcast_to(v[:1], v.shape)
+  one = make_moe(1, 1, 'geglu', capacity_factor=0.0)
+  for name, v in m.expert_weights().items():
+    getattr(one, name)[...] = v[:1]
+  x = inputs()
+  np.testing.assert_allclose(apply(m, x)[0], apply(one, x)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False),
+                                                ('softmax_topk', True)])
+def test_normalised_combine_weights_sum_to_one(router, renormalize):
+  m = make_moe(8, 3, router=router, renormalize=renormalize)
+  _, routing = m.route(inputs())
+  np.testing.assert_allclose(jnp.sum(routing.weight_TxJ, axis=-1), 1.0, rtol=1e-6)
+
+
+def test_unnormalised_softmax_topk_weights_are_the_probabilities():
+  m = make_moe(8, 3, router='softmax_topk')
+  _, routing = m.route(inputs())
+  probs = jnp.take_along_axis(routing.probs_TxE, routing.expert_TxJ, axis=-1)
+  np.testing.assert_array_equal(routing.weight_TxJ, probs)
+  assert np.all(np.sum(routing.weight_TxJ, -1) < 1)
+
+
+def test_topk_softmax_equals_renormalised_softmax_topk():
+  x = inputs()
+  a = apply(make_moe(router='topk_softmax', capacity_factor=0.0), x)[0]
+  b = apply(make_moe(router='softmax_topk', renormalize=True, capacity_factor=0.0), x)[0]
+  np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('packed', [False, True])
+def test_dropless_sends_every_token_to_exactly_k_distinct_experts(packed):
+  e, k = 8, 3
+  m = make_moe(e, k, capacity_factor=0.0)
+  _, routing = m.route(inputs())
+  p = moe_lib.plan(routing, e, moe_lib.capacity(T, e, k, 0.0), 'token', packed)
+  assert bool(jnp.all(p.kept_TxJ))
+  experts = np.asarray(routing.expert_TxJ)
+  assert all(len(set(row)) == k for row in experts)
+  tokens = np.asarray(p.slot_token_S)
+  assert sorted(tokens[tokens < T].tolist()) == sorted(list(range(T)) * k)
+  # the slot map and its inverse agree
+  slots = np.asarray(p.slot_TxJ)
+  assert all(tokens[slots[t, j]] == t for t in range(T) for j in range(k))
+
+
+@pytest.mark.parametrize('priority', moe_lib.DROP_PRIORITIES)
+@pytest.mark.parametrize('packed', [False, True])
+def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, packed):
+  e, k, cf = 4, 2, 0.5
+  m = make_moe(e, k, drop_priority=priority)
+  m.router_w[...] = m.router_w[...] + jnp.array([3.0, 0, 0, 0])  # skew: expert 0 is popular
+  _, routing = m.route(inputs())
+  cap = moe_lib.capacity(T, e, k, cf)
+  p = moe_lib.plan(routing, e, cap, priority, packed)
+  kept = np.asarray(p.kept_TxJ)
+  experts = np.asarray(routing.expert_TxJ)
+  per_expert = np.bincount(experts[kept], minlength=e)
+  assert per_expert.max() == cap and np.all(per_expert <= cap)
+  np.testing.assert_array_equal(p.group_sizes_E, per_expert)
+  assert not kept.all()
+  weights = np.asarray(routing.weight_TxJ)
+  for ex in range(e):  # every kept assignment outranks every dropped one of the same expert
+    mine_kept, mine_drop = kept & (experts == ex), ~kept & (experts == ex)
+    if not mine_drop.any():
+      continue
+    if priority == 'score':
+      assert weights[mine_kept].min() >= weights[mine_drop].max()
+    else:
+      rank = lambda mask: [j * T + t for t, j in zip(*np.nonzero(mask))]
+      assert max(rank(mine_kept)) < min(rank(mine_drop))
+
+
+@pytest.mark.parametrize('dispatch', DISPATCHES)
+def test_fully_dropped_tokens_output_exactly_zero(dispatch):
+  m = make_moe(4, 1, capacity_factor=0.25, dispatch=dispatch)  # C = 2 of 24 tokens per expert
+  x = inputs()
+  y, _ = apply(m, x)
+  _, routing = m.route(x)
+  p = moe_lib.plan(routing, 4, m.capacity(T), 'token', packed=False)
+  dropped = ~np.asarray(p.kept_TxJ)[:, 0]
+  assert dropped.sum() >= T - 8
+  assert np.all(np.asarray(y)[dropped] == 0.0)
+  assert np.all(np.abs(np.asarray(y)[~dropped]).sum(-1) > 0)
+
+
+def test_shared_experts_add_a_dense_ffn():
+  m = make_moe(4, 2, 'swiglu', num_shared_experts=2, capacity_factor=0.0)
+  routed = make_moe(4, 2, 'swiglu', capacity_factor=0.0, randomize=False)
+  nnx.update(routed, nnx.state(m, nnx.Param).filter(lambda path, _: path[0] != 'shared'))
+  x = inputs()
+  with jax.numpy_rank_promotion('allow'):
+    np.testing.assert_allclose(apply(m, x)[0], apply(routed, x)[0] + m.shared(x), rtol=1e-5,
+                               atol=1e-5)
+  assert m.shared.d_ff == 2 * F
+
+
+def test_leading_dimensions_and_d_out():
+  m = moe_lib.MoE(D, F, 'relu', num_experts=4, top_k=2, d_out=3, rngs=nnx.Rngs(0))
+  x = inputs().reshape(4, 6, D)
+  y, _ = m.apply(x)
+  assert y.shape == (4, 6, 3)
+  np.testing.assert_allclose(y.reshape(-1, 3), m.apply(x.reshape(-1, D))[0], rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- router details
+
+
+def test_router_logits_are_float32_under_bfloat16():
+  m = make_moe(dtype='bfloat16')
+  logits, routing = m.route(inputs().astype(jnp.bfloat16))
+  assert logits.dtype == jnp.float32 and routing.weight_TxJ.dtype == jnp.float32
+  y, _ = m.apply(inputs())
+  assert y.dtype == jnp.bfloat16
+
+
+def test_jitter_only_in_training():
+  m = make_moe(jitter=0.2)
+  x, rng = inputs(), jax.random.PRNGKey(3)
+  np.testing.assert_array_equal(m.route(x)[0], make_moe(jitter=0.0).route(x)[0])
+  assert not np.allclose(m.route(x, rng)[0], m.route(x)[0])
+  np.testing.assert_array_equal(make_moe(jitter=0.0).route(x, rng)[0], m.route(x)[0])
+
+
+def test_expert_choice_gives_each_expert_exactly_capacity_tokens():
+  m = make_moe(4, 2, router='expert_choice', capacity_factor=1.0)
+  _, routing = m.route(inputs())
+  np.testing.assert_array_equal(jnp.sum(routing.valid_TxJ, axis=0), [m.capacity(T)] * 4)
+
+
+@pytest.mark.parametrize('router', list(moe_lib.ROUTERS))
+def test_router_receives_gradients(router):
+  m = make_moe(router=router)  # aux coefficients 0: the gradient comes through the combine weights
+  g = grads(m, inputs())['router_w'][...]
+  assert np.all(np.isfinite(g)) and np.abs(g).min() > 0
+
+
+# --------------------------------------------------------------------------- losses and balancing
+
+
+@pytest.mark.parametrize('k', [1, 2, 4])
+def test_load_balance_loss_is_alpha_under_uniform_routing(k):
+  e = 8
+  expert = (jnp.arange(T)[:, None] + jnp.arange(k)[None, :]) % e  # every expert gets T k / E
+  probs = jnp.full((T, e), 1.0 / e)
+  routing = moe_lib.Routing(expert, jnp.ones((T, k)) / k, jnp.ones((T, k), bool), probs)
+  load = moe_lib.load_fraction(routing, e)
+  np.testing.assert_allclose(load, 1.0 / e, rtol=1e-6)  # f counts assignments / (T k)
+  np.testing.assert_allclose(moe_lib.load_balance(load, probs), 1.0, rtol=1e-6)
+
+
+def test_load_fraction_counts_each_assignment_divided_by_k():
+  m = make_moe(4, 3)
+  _, routing = m.route(inputs())
+  counts = np.bincount(np.asarray(routing.expert_TxJ).ravel(), minlength=4)
+  np.testing.assert_allclose(moe_lib.load_fraction(routing, 4), counts / (T * 3), rtol=1e-6)
+
+
+def test_aux_losses_scaled_and_z_loss_formula():
+  m = make_moe(load_balance_coef=0.01, z_loss_coef=1e-3)
+  x = inputs()
+  logits, _ = m.route(x)
+  _, aux = apply(m, x)
+  z = np.mean(np.log(np.sum(np.exp(np.asarray(logits, np.float64)), -1)) ** 2)
+  np.testing.assert_allclose(aux['router_z'], z, rtol=1e-5)
+  np.testing.assert_allclose(aux['z_loss'], 1e-3 * z, rtol=1e-5)
+  np.testing.assert_allclose(aux['load_balance_loss'], 0.01 * aux['load_balance'], rtol=1e-6)
+  np.testing.assert_allclose(aux['max_load_ratio'], 4 * np.max(aux['load']), rtol=1e-6)
+  np.testing.assert_allclose(np.sum(aux['load']), 1.0, rtol=1e-6)
+
+
+def test_bias_update_moves_load_toward_uniform():
+  m = make_moe(4, 1, bias_update_rate=0.05, capacity_factor=0.0)
+  m.router_w[...] = m.router_w[...] * 0.1 + jnp.array([0.5, 0, 0, 0])  # skewed onto expert 0
+  x = inputs(n=256)
+  step = jax.jit(lambda state: _apply_and_update(nnx.split(m)[0], state, x))
+  state = nnx.state(m)
+  _, aux = apply(m, x)
+  start = float(aux['max_load_ratio'])
+  for _ in range(60):
+    state, ratio = step(state)
+  assert start > 2.0 and float(ratio) < 1.3
+  nnx.update(m, state)
+  assert m.routing_bias[...][0] < 0  # the overloaded expert was pushed down
+
+
+def _apply_and_update(graphdef, state, x):
+  model = nnx.merge(graphdef, state)
+  _, aux = model.apply(x)
+  model.after_step(aux)
+  return nnx.state(model), aux['max_load_ratio']
+
+
+def moe_config(**moe_kw):
+  config = config_lib.default_config()
+  config.task.name = 'teacher_student'
+  config.model.d_model, config.model.d_ff, config.task.teacher_d_ff = D, 16, 8
+  config.task.num_train, config.task.num_eval = 64, 64
+  config.train.batch_size = 32
+  config.model.moe.num_experts, config.model.moe.top_k = 4, 2
+  for k, v in moe_kw.items():
+    config.model.moe[k] = v
+  return config
+
+
+def test_bias_update_inside_jitted_train_chunk_vmapped_over_seeds():
+  config = moe_config(bias_update_rate=0.01)
+  config_lib.validate(config)
+  exp = train.Experiment(config)
+  states = jax.vmap(exp.init)(jnp.arange(2))
+  states, metrics = jax.jit(jax.vmap(lambda s: exp.train_chunk(s, 5)))(states)
+  bias = states['params']['routing_bias'][...]
+  assert bias.shape == (2, 4)
+  assert np.all(np.abs(bias) > 0) and not np.allclose(bias[0], bias[1])
+  # each step moves each bias by exactly +-rate (or 0), so after 5 steps |b| <= 5 rate on a grid
+  np.testing.assert_allclose(np.round(bias / 0.01), bias / 0.01, atol=1e-3)
+  assert metrics['aux']['load'].shape == (2, 4)
+  for key in ('load_balance_loss', 'z_loss', 'dropped_fraction', 'router_entropy', 'max_load_ratio'):
+    assert np.all(np.isfinite(metrics['aux'][key]))
+  # the aux losses are in the objective
+  np.testing.assert_allclose(metrics['total_loss'] - metrics['loss'],
+                             metrics['aux']['load_balance_loss'] + metrics['aux']['z_loss'],
+                             rtol=1e-4, atol=1e-7)
+
+
+# --------------------------------------------------------------------------- config, counts
+
+
+@pytest.mark.parametrize('activation,use_bias,granularity,shared,top_k', [
+    ('relu', True, 1, 0, 2), ('swiglu', False, 2, 1, 1), ('geglu', True, 4, 2, 2)])
+def test_param_counts_match_the_tree(activation, use_bias, granularity, shared, top_k):
+  config = moe_config(granularity=granularity, num_shared_experts=shared, top_k=top_k)
+  config.model.activation, config.model.use_bias = activation, use_bias
+  config_lib.validate(config)
+  m = models.build_ffn(config.model, D, 3, nnx.Rngs(0))
+  counts = models.ffn_counts(config.model, D, 3)
+  assert counts['num_params'] == ffn_lib.param_tree_size(m) == m.num_params
+  e, k = 4 * granularity, top_k * granularity
+  assert m.num_experts == e and m.top_k == k and m.d_expert == 16 // granularity
+  one_expert = ffn_lib.param_tree_size(m) - ffn_lib.param_tree_size(m.shared) if shared else \
+      ffn_lib.param_tree_size(m)
+  one_expert = (one_expert - D * e) // e
+  shared_size = ffn_lib.param_tree_size(m.shared) if shared else 0
+  assert counts['num_active_params'] == D * e + k * one_expert + shared_size
+  assert counts['d_ff_active'] == (k + shared) * m.d_expert
+  per_expert = ffn_lib.ffn_flops_per_token(D, m.d_expert, activation, 3)
+  shared_flops = ffn_lib.ffn_flops_per_token(D, shared * m.d_expert, activation, 3) if shared else 0
+  assert counts['flops_per_token'] == 2 * D * e + k * per_expert + shared_flops
+
+
+def test_dense_when_num_experts_is_zero():
+  config = moe_config(num_experts=0)
+  assert isinstance(models.build_ffn(config.model, D, None, nnx.Rngs(0)), ffn_lib.FFN)
+
+
+def test_auto_dispatch_is_sort_on_cpu():
+  assert jax.default_backend() != 'cpu' or moe_lib.resolve_dispatch('auto') == 'sort'
+
+
+@pytest.mark.parametrize('overrides,key', [
+    ({'top_k': 5}, 'model.moe.top_k'),
+    ({'router': 'nope'}, 'model.moe.router'),
+    ({'dispatch': 'loop'}, 'model.moe.dispatch'),
+    ({'granularity': 3}, 'model.moe.granularity'),
+    ({'router': 'expert_choice', 'capacity_factor': 0.0}, 'model.moe.capacity_factor'),
+    ({'jitter': 1.5}, 'model.moe.jitter'),
+    ({'load_balance_coef': -1.0}, 'model.moe.load_balance_coef'),
+    ({'drop_priority': 'random'}, 'model.moe.drop_priority'),
+])
+def test_config_errors_name_the_key(overrides, key):
+  with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')) as e:
+    config_lib.validate(moe_config(**overrides))
+  assert '\n' not in str(e.value)
+
+
+# --------------------------------------------------------------------------- expert parallelism
+
+_EP_SCRIPT = textwrap.dedent('''
+    import jax, jax.numpy as jnp, numpy as np
+    from flax import nnx
+    from ffn_research.models import moe
+    assert jax.device_count() == 4
+    mesh = jax.make_mesh((4,), ('expert',))
+    x = jax.random.normal(jax.random.PRNGKey(1), (32, 6))
+    r = jax.random.normal(jax.random.PRNGKey(2), (32, 6))
+    for dispatch in ('sort', 'einsum'):
+      out = []
+      for m in (None, mesh):
+        model = moe.MoE(6, 8, 'swiglu', num_experts=8, top_k=2, capacity_factor=1.0,
+                        dispatch=dispatch, mesh=m, rngs=nnx.Rngs(0))
+        g, p, rest = nnx.split(model, nnx.Param, ...)
+        if m is not None:  # expert weights live on their devices
+          p = jax.tree.map(lambda a: jax.device_put(a, jax.sharding.NamedSharding(
+              mesh, jax.sharding.PartitionSpec('expert' if a.shape[0] == 8 and a.ndim > 1 else None))), p)
+        loss = lambda p: jnp.sum(nnx.merge(g, p, rest).apply(x)[0] * r)
+        y = jax.jit(lambda p: nnx.merge(g, p, rest).apply(x)[0])(p)
+        out.append((y, jax.jit(jax.grad(loss))(p)))
+      np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-5, atol=1e-6)
+      jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), out[0][1], out[1][1])
+      w1 = out[1][1]['w1'][...]
+      assert len(w1.sharding.device_set) == 4, w1.sharding
+    print('EP_OK')
+''')
+
+
+def test_expert_parallel_matches_single_device():
+  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4',
+         'JAX_PLATFORMS': 'cpu'}
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  out = subprocess.run([sys.executable, '-c', _EP_SCRIPT], env=env, cwd=root, capture_output=True,
+                       text=True, timeout=300)
+  assert 'EP_OK' in out.stdout, out.stderr[-3000:]
