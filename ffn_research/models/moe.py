@@ -247,13 +247,23 @@ def batched_experts(x_ExCxD, w, spec: ExpertSpec):
   return y_ExCxO
 
 
+def _reshard(x, mesh, axis, spec):
+  """Lay x out as `spec` on the mesh (jax.reshard on an Explicit axis, a constraint on Auto)."""
+  sharding = jax.sharding.NamedSharding(mesh, spec)
+  if mesh.axis_types[mesh.axis_names.index(axis)] == jax.sharding.AxisType.Explicit:
+    return jax.reshard(x, sharding)
+  return jax.lax.with_sharding_constraint(x, sharding)
+
+
 def _sharded_experts(x_ExCxD, w, spec, mesh, axis):
-  """Expert parallelism: experts split over mesh axis `axis`, each device runs only its own."""
+  """Expert parallelism: buffers and expert weights split over mesh axis `axis` (shard_map), so
+  each device runs only its own experts; XLA moves tokens to and from the buffers."""
   if mesh is None:
     return batched_experts(x_ExCxD, w, spec)
+  x_ExCxD, w = jax.tree.map(lambda a: _reshard(a, mesh, axis, P(axis)), (x_ExCxD, w))
   fn = jax.shard_map(functools.partial(batched_experts, spec=spec), mesh=mesh,
                      in_specs=(P(axis), jax.tree.map(lambda _: P(axis), w)), out_specs=P(axis))
-  return fn(x_ExCxD, w)
+  return _reshard(fn(x_ExCxD, w), mesh, axis, P())  # replicated again for the combine
 
 
 def _combine(y_SxO, plan_: Plan, dtype):
@@ -397,11 +407,10 @@ class MoE(ffn_lib.Layer):
       if self.spec.gated:
         self.b_gate = nnx.Param(jnp.zeros((e, f), jnp.float32))
       self.b2 = nnx.Param(jnp.zeros((e, d_out), jnp.float32))
-    self.shared = None
-    if num_shared_experts:
-      self.shared = ffn_lib.FFN(d_model, num_shared_experts * f, activation, use_bias=use_bias,
-                                dropout_rate=dropout_rate, init=init, dtype=dtype, d_out=d_out,
-                                rngs=rngs)
+    # The shared experts, fused into one always-active FFN (one output bias).
+    self.shared = ffn_lib.FFN(d_model, num_shared_experts * f, activation, use_bias=use_bias,
+                              dropout_rate=dropout_rate, init=init, dtype=dtype, d_out=d_out,
+                              rngs=rngs) if num_shared_experts else None
 
   def expert_weights(self) -> dict[str, jax.Array]:
     names = ('w1', 'w_gate', 'w2', 'b1', 'b_gate', 'b2')
