@@ -197,13 +197,13 @@ def test_all_identical_experts_equal_one_expert(router, renormalize):
 @pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False),
                                                 ('softmax_topk', True)])
 def test_normalised_combine_weights_sum_to_one(router, renormalize):
-  m = make_moe(8, 3, router=router, renormalize=renormalize)
+  m = make_moe(router=router, renormalize=renormalize)
   _, routing = m.route(inputs())
   np.testing.assert_allclose(jnp.sum(routing.weight_TxJ, axis=-1), 1.0, rtol=1e-6)
 
 
 def test_unnormalised_softmax_topk_weights_are_the_probabilities():
-  m = make_moe(8, 3, router='softmax_topk')
+  m = make_moe(router='softmax_topk')
   _, routing = m.route(inputs())
   probs = jnp.take_along_axis(routing.probs_TxE, routing.expert_TxJ, axis=-1)
   np.testing.assert_array_equal(routing.weight_TxJ, probs)
@@ -219,7 +219,7 @@ def test_topk_softmax_equals_renormalised_softmax_topk():
 
 @pytest.mark.parametrize('packed', [False, True])
 def test_dropless_sends_every_token_to_exactly_k_distinct_experts(packed):
-  e, k = 8, 3
+  e, k = 4, 3
   m = make_moe(e, k, capacity_factor=0.0)
   _, routing = m.route(inputs())
   p = moe_lib.plan(routing, e, moe_lib.capacity(T, e, k, 0.0), 'token', packed)
@@ -390,6 +390,7 @@ def moe_config(**moe_kw):
   return config
 
 
+@pytest.mark.slow  # compiles a full vmapped train chunk
 def test_bias_update_inside_jitted_train_chunk_vmapped_over_seeds():
   config = moe_config(bias_update_rate=0.01)
   config_lib.validate(config)
@@ -490,6 +491,7 @@ _EP_SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # a fresh process with 4 host devices
 def test_expert_parallel_matches_single_device():
   env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4',
          'JAX_PLATFORMS': 'cpu'}
