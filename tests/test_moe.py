@@ -28,16 +28,15 @@ def make_moe(num_experts=4, top_k=2, activation='relu', *, seed=0, randomize=Tru
   kw.setdefault('z_loss_coef', 0.0)
   m = moe_lib.MoE(D, F, activation, num_experts=num_experts, top_k=top_k, rngs=nnx.Rngs(seed), **kw)
   if randomize:
-    state = nnx.state(m, nnx.Param)
-    leaves, treedef = jax.tree.flatten(state)
-    keys = jax.random.split(jax.random.PRNGKey(seed + 100), len(leaves))
-    new = [0.5 * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+    leaves, treedef = jax.tree.flatten(nnx.state(m, nnx.Param))
+    rng = np.random.default_rng(seed + 100)  # NumPy: no PRNG compile per shape
+    new = [jnp.asarray(0.5 * rng.standard_normal(x.shape), x.dtype) for x in leaves]
     nnx.update(m, jax.tree.unflatten(treedef, new))
   return m
 
 
 def inputs(seed=1, n=T):
-  return jax.random.normal(jax.random.PRNGKey(seed), (n, D))
+  return jnp.asarray(np.random.default_rng(seed).standard_normal((n, D)), jnp.float32)
 
 
 # Tiny shapes run eagerly: op-by-op dispatch is far cheaper than compiling each variant.
@@ -49,7 +48,7 @@ def apply(m, x):
 
 def grads(m, x):
   graphdef, params, rest = nnx.split(m, nnx.Param, ...)
-  r = jax.random.normal(jax.random.PRNGKey(7), (x.shape[0], m.d_out))
+  r = jnp.asarray(np.random.default_rng(7).standard_normal((x.shape[0], m.d_out)), jnp.float32)
 
   def loss(params):
     y, aux = nnx.merge(graphdef, params, rest).apply(x)
@@ -122,11 +121,9 @@ def numpy_moe(m: moe_lib.MoE, x):
 
 
 CASES = [  # (router, capacity_factor, drop_priority, activation, renormalize)
-    ('topk_softmax', 0.0, 'token', 'relu', False),
-    ('topk_softmax', 0.5, 'token', 'swiglu', False),
-    ('softmax_topk', 1.0, 'score', 'gelu', False),
-    ('softmax_topk', 0.0, 'token', 'relu', True),
-    ('sigmoid', 0.75, 'token', 'geglu', False),
+    ('topk_softmax', 0.0, 'token', 'relu', False),     # dropless
+    ('softmax_topk', 0.5, 'score', 'swiglu', False),   # drops, score priority, gated
+    ('sigmoid', 0.5, 'token', 'gelu', False),          # drops, token priority
     ('expert_choice', 1.0, 'token', 'relu', False),
 ]
 
@@ -145,8 +142,7 @@ def test_matches_numpy_loop_over_experts(dispatch, router, cf, priority, activat
     assert kept_frac < 1  # the capacity case really drops
 
 
-@pytest.mark.parametrize('cf', [0.0, 0.5])
-@pytest.mark.parametrize('activation', ['relu', 'swiglu'])
+@pytest.mark.parametrize('cf,activation', [(0.0, 'relu'), (0.5, 'swiglu')])
 def test_dispatches_agree_in_gradients(cf, activation):
   x = inputs()
   ref = grads(make_moe(activation=activation, capacity_factor=cf, dispatch='einsum',
@@ -158,7 +154,7 @@ def test_dispatches_agree_in_gradients(cf, activation):
 
 
 def test_gather_rows_gradient_is_the_transpose():
-  src = jax.random.normal(jax.random.PRNGKey(0), (3, 2))
+  src = jnp.asarray(np.random.default_rng(0).standard_normal((3, 2)), jnp.float32)
   idx = jnp.array([2, 3, 0, 2])           # row 3 = empty slot
   inv = jnp.array([[2, 4], [4, 4], [0, 3]])  # M = 4 = none
   f = lambda s: jnp.sum(moe_lib.gather_rows(s, idx, inv) * jnp.arange(8.0).reshape(4, 2))
@@ -170,8 +166,8 @@ def test_gather_rows_gradient_is_the_transpose():
 # --------------------------------------------------------------------------- exact special cases
 
 
-@pytest.mark.parametrize('dispatch', DISPATCHES)
-@pytest.mark.parametrize('activation', ['relu', 'swiglu'])
+@pytest.mark.parametrize('dispatch,activation', [('sort', 'relu'), ('ragged', 'swiglu'),
+                                                 ('einsum', 'swiglu')])
 def test_one_expert_top1_dropless_is_the_dense_ffn(dispatch, activation):
   m = make_moe(1, 1, activation, capacity_factor=0.0, dispatch=dispatch)
   dense = ffn_lib.FFN(D, F, activation, rngs=nnx.Rngs(0))
