@@ -90,17 +90,15 @@ def main(argv):
     labels.append(f'MoE sort, capacity_factor {cf:g}' + (' (dropless)' if cf <= 0 else ''))
     models.append(moe('sort', cf))
   ms = time_steps(models, x, y, f.repeats)
+  rows = [(label, t, t / ms[0]) for label, t in zip(labels, ms)]
   slow = [moe(name, cfs[0]) for name in f.extra]  # fewer repeats: these are 5-20x slower
-  if slow:
+  if slow:  # their own interleaved loop, with dense and sort again for the ratios
     slow_ms = time_steps([models[0], models[1], *slow], x, y, max(3, f.repeats // 5))
-    # Report the slow dispatches relative to dense and sort timed in the same interleaved loop.
     for name, t in zip(f.extra, slow_ms[2:]):
-      labels.append(f'MoE {name}, capacity_factor {cfs[0]:g}')
-      ms.append(t * ms[0] / slow_ms[0])
-      print(f'{name}: {t / slow_ms[1]:.2f}x the sort dispatch (same loop)')
-  for label, t in zip(labels, ms):
-    print(f'  {label:<44} {t:8.2f} ms   {t / ms[0]:5.2f}x dense')
-
+      rows.append((f'MoE {name}, capacity_factor {cfs[0]:g}', t, t / slow_ms[0]))
+      print(f'{name} / sort (cf {cfs[0]:g}): {t / slow_ms[1]:.2f}x')
+  for label, t, ratio in rows:
+    print(f'  {label:<44} {t:8.2f} ms   {ratio:5.2f}x dense')
 
 if __name__ == '__main__':
   app.run(main)
