@@ -235,7 +235,7 @@ def _hidden(h, spec):
   return spec.act(gate) * lin
 
 
-def batched_experts(x_ExCxD, w, spec: ExpertSpec):
+def run_experts(x_ExCxD, w, spec: ExpertSpec):
   """Every expert's FFN on its own buffer (E, C, D) -> (E, C, O).
 
   A static loop of per-expert matmuls: on XLA:CPU these run faster than one
@@ -268,9 +268,9 @@ def _sharded_experts(x_ExCxD, w, spec, mesh, axis):
   """Expert parallelism: buffers and expert weights split over mesh axis `axis` (shard_map), so
   each device runs only its own experts; XLA moves tokens to and from the buffers."""
   if mesh is None:
-    return batched_experts(x_ExCxD, w, spec)
+    return run_experts(x_ExCxD, w, spec)
   x_ExCxD, w = jax.tree.map(lambda a: _reshard(a, mesh, axis, P(axis)), (x_ExCxD, w))
-  fn = jax.shard_map(functools.partial(batched_experts, spec=spec), mesh=mesh,
+  fn = jax.shard_map(functools.partial(run_experts, spec=spec), mesh=mesh,
                      in_specs=(P(axis), jax.tree.map(lambda _: P(axis), w)), out_specs=P(axis))
   return _reshard(fn(x_ExCxD, w), mesh, axis, P())  # replicated again for the combine
 
@@ -284,7 +284,7 @@ def _combine(y_SxO, plan_: Plan, dtype):
 
 
 def sort_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='expert'):
-  """Gather tokens into per-expert buffers (E, C, D), batched matmuls, gather back and combine."""
+  """Gather tokens into per-expert buffers (E, C, D), per-expert matmuls, gather back and combine."""
   x_SxD = gather_rows(x_TxD, plan_.slot_token_S, plan_.slot_TxJ)
   x_ExCxD = x_SxD.reshape(num_experts, -1, x_TxD.shape[-1])
   y_ExCxO = _sharded_experts(x_ExCxD, w, spec, mesh, axis)
@@ -320,7 +320,7 @@ def ragged_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='e
 # model.moe.dispatch names -> fn(x_TxD, plan, weights, spec, num_experts, mesh, axis) -> y_TxO.
 # All compute the same function (tested); 'auto' picks by backend (see `resolve_dispatch`).
 DISPATCH: dict[str, Callable[..., jax.Array]] = {
-    'sort': sort_dispatch,      # CPU default: per-expert capacity buffers + batched matmul
+    'sort': sort_dispatch,      # CPU default: per-expert capacity buffers + per-expert matmuls
     'ragged': ragged_dispatch,  # GPU/TPU default; on CPU ragged_dot is a dense masked product
     'einsum': einsum_dispatch,  # GShard one-hot reference; O(T * E * C) memory
 }
