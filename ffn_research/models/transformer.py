@@ -74,15 +74,16 @@ class CausalSelfAttention(nnx.Module):
       q_BxTxHxK, k_BxTxHxK = rotary(q_BxTxHxK), rotary(k_BxTxHxK)
     scores_BxHxTxS = jnp.einsum('bthk,bshk->bhts', q_BxTxHxK, k_BxTxHxK).astype(jnp.float32)
     scores_BxHxTxS = scores_BxHxTxS / jnp.sqrt(jnp.float32(self.head_dim))
-    causal_TxS = jnp.tril(jnp.ones((t, t), bool))
-    scores_BxHxTxS = jnp.where(causal_TxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
+    causal_1x1xTxS = jnp.tril(jnp.ones((t, t), bool))[None, None]
+    scores_BxHxTxS = jnp.where(causal_1x1xTxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     probs_BxHxTxS = jax.nn.softmax(scores_BxHxTxS, axis=-1).astype(self.dtype)
     out_BxTxHxK = jnp.einsum('bhts,bshk->bthk', probs_BxHxTxS, v_BxTxHxK)
     return out_BxTxHxK.reshape(b, t, d) @ self.w_out[...].astype(self.dtype)
 
 
-def build_ffn_sublayer(model_cfg, d_model, rngs):
-  from ffn_research import models  # the package imports this module
+def build_ffn_sublayer(model_cfg: ml_collections.ConfigDict, d_model: int, rngs: nnx.Rngs) -> ffn_lib.Layer:
+  """models.build_ffn (dense, gated or MoE), looked up at call time (models imports this module)."""
+  from ffn_research import models  # pylint: disable=g-import-not-at-top
   return models.build_ffn(model_cfg, d_model, d_model, rngs)
 
 
@@ -126,13 +127,19 @@ class SequenceModel(ffn_lib.Layer):
         ffn_lib.get_init(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32)))
 
   def embed_tokens(self, tokens_BxT: jax.Array) -> jax.Array:
+    """Token (+ learned position) embeddings, position by position."""
     x_BxTxD = jnp.take(self.embed[...], tokens_BxT, axis=0)
     if self.pos_embed is not None:
       x_BxTxD = x_BxTxD + self.pos_embed[...][None, :tokens_BxT.shape[1]]
     return x_BxTxD
 
-  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None):
-    x_BxTxD = self.embed_tokens(tokens_BxT)
+  def mix(self, x_BxTxD: jax.Array) -> jax.Array:
+    """Parameter-free mixing across positions before the blocks (none here)."""
+    return x_BxTxD
+
+  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None):
+    """Embeddings -> (logits_BxTxV, aux): everything after the embedding lookup."""
+    x_BxTxD = self.mix(x_BxTxD)
     aux = {}
     for i, block in enumerate(self.blocks):
       x_BxTxD, block_aux = block(x_BxTxD, None if rng is None else jax.random.fold_in(rng, i))
@@ -141,6 +148,9 @@ class SequenceModel(ffn_lib.Layer):
     h_BxTxD = self.final_norm(x_BxTxD)
     w_DxV = self.embed[...].T if self.unembed is None else self.unembed[...]
     return (h_BxTxD @ w_DxV).astype(jnp.float32), aux
+
+  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None):
+    return self.forward(self.embed_tokens(tokens_BxT), rng=rng)
 
   def after_step(self, aux) -> None:
     for i, block in enumerate(self.blocks):
@@ -159,9 +169,9 @@ class FFNStack(SequenceModel):
 
   attention = False
 
-  def embed_tokens(self, tokens_BxT: jax.Array) -> jax.Array:
-    x_BxTxD = super().embed_tokens(tokens_BxT)
-    count_1xTx1 = jnp.arange(1, tokens_BxT.shape[1] + 1, dtype=x_BxTxD.dtype)[None, :, None]
+  def mix(self, x_BxTxD: jax.Array) -> jax.Array:
+    """Causal mean: position t gets the mean of the embeddings at positions 0..t."""
+    count_1xTx1 = jnp.arange(1, x_BxTxD.shape[1] + 1, dtype=x_BxTxD.dtype)[None, :, None]
     return jnp.cumsum(x_BxTxD, axis=1) / count_1xTx1
 
 
