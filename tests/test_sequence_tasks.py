@@ -57,7 +57,7 @@ def test_loss_counts_only_weighted_positions():
   logits_BxTxV = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 5))
   batch = {'targets': jnp.array([[1, 2, 3], [4, 0, 1]]),
            'weights': jnp.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])}
-  loss, metrics = task.loss(logits_BxTxV, batch)
+  loss, metrics = jax.jit(task.loss)(logits_BxTxV, batch)
   logp = np.asarray(jax.nn.log_softmax(logits_BxTxV))
   picked = [(0, 1, 2), (0, 2, 3), (1, 2, 1)]
   np.testing.assert_allclose(loss, -np.mean([logp[b, t, v] for b, t, v in picked]), rtol=1e-6)
@@ -74,11 +74,14 @@ def test_loss_counts_only_weighted_positions():
     ('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3)),
 ])
 def test_generators_deterministic_from_seed(name, overrides):
-  task, data = data_for(name, 0, **overrides)
-  assert_trees_equal(data, data_for(name, 0, **overrides)[1])
-  assert_trees_differ(data, data_for(name, 1, **overrides)[1])
-  batch = task.sample_batch(data, jax.random.PRNGKey(3))
-  assert_trees_equal(batch, task.sample_batch(data, jax.random.PRNGKey(3)))
+  task = tasks.build_task(task_config(name, **overrides))
+  init = jax.jit(task.init_data)
+  data = init(jax.random.PRNGKey(0))
+  assert_trees_equal(data, init(jax.random.PRNGKey(0)))
+  assert_trees_differ(data, init(jax.random.PRNGKey(1)))
+  sample = jax.jit(task.sample_batch)
+  batch = sample(data, jax.random.PRNGKey(3))
+  assert_trees_equal(batch, sample(data, jax.random.PRNGKey(3)))
   assert batch['inputs'].shape == batch['targets'].shape == batch['weights'].shape == (16, task.seq_len)
   assert int(batch['inputs'].max()) < task.vocab_size and int(batch['targets'].max()) < task.vocab_size
 
@@ -101,7 +104,7 @@ def test_memorization_evaluate_on_an_oracle():
   def oracle(inputs_NxT):  # only ever called on data['inputs'] (12 facts, one chunk)
     return 50.0 * jax.nn.one_hot(jnp.stack([answers_N, answers_N], 1), task.vocab_size)
 
-  m = task.evaluate(oracle, data)
+  m = jax.jit(lambda d: task.evaluate(oracle, d))(data)
   assert float(m['accuracy']) == 1.0
   np.testing.assert_allclose(m['bits_stored'], 12 * math.log2(5), rtol=1e-5)
   counts = task_counts(task)
@@ -158,7 +161,7 @@ def test_multi_hop_answers_follow_the_graph():
       assert y[1 + j] == node
   assert int(data['is_train'].sum()) == task.num_train == round(0.5 * n * r ** h)
   # Trained compositions supervise every hop, held-out ones only the first (atomic) hop.
-  batch = task.sample_batch(data, jax.random.PRNGKey(0))
+  batch = jax.jit(task.sample_batch)(data, jax.random.PRNGKey(0))
   rows = {tuple(x): bool(t) for x, t in zip(inputs, np.asarray(data['is_train']))}
   for x, w in zip(np.asarray(batch['inputs']), np.asarray(batch['weights'])):
     np.testing.assert_array_equal(w, [0, 1, 1, 1] if rows[tuple(x)] else [0, 1, 0, 0])
@@ -170,7 +173,7 @@ def test_multi_hop_answers_follow_the_graph():
     ('associative_recall', dict(num_pairs=9, vocab_size=8), 'task.vocab_size'),
     ('modular_arithmetic', dict(train_fraction=1.0), 'task.train_fraction'),
     ('multi_hop', dict(num_hops=1), 'task.num_hops'),
-    ('multi_hop', dict(num_nodes=1000, num_relations=10, num_hops=3), 'task.num_nodes'),
+    ('multi_hop', dict(num_nodes=2000, num_relations=10, num_hops=3), 'task.num_nodes'),
 ])
 def test_invalid_task_configs_name_the_key(name, overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key):
@@ -192,7 +195,13 @@ TINY_RUNS = {
 }
 
 
-@pytest.mark.parametrize('name', list(TINY_RUNS))
+@pytest.mark.parametrize('name', [
+    'memorization',
+    # Each run compiles a train chunk (several seconds on 2 cores): the others run with -m slow.
+    pytest.param('associative_recall', marks=pytest.mark.slow),
+    pytest.param('modular_arithmetic', marks=pytest.mark.slow),
+    pytest.param('multi_hop', marks=pytest.mark.slow),
+])
 def test_tiny_run_beats_chance(name, tmp_path):
   task_overrides, train_overrides, key, threshold = TINY_RUNS[name]
   config = task_config(name, **task_overrides)
