@@ -30,4 +30,7 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  from ffn_research.config import unknown_override_error  # pylint: disable=g-import-not-at-top
+  if error := unknown_override_error(sys.argv):
+    sys.exit(f'error: {error}')
   app.run(main)

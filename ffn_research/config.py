@@ -176,5 +176,19 @@ def _validate_sequence_model(m: ml_collections.ConfigDict) -> None:
     _check(m.use_ffn, f'model.use_ffn=False leaves model.arch={m.arch!r} with no blocks')
 
 
-def to_dict(config: ml_collections.ConfigDict) -> dict[str, Any]:
-  return config.to_dict()
+def unknown_override_error(argv: list[str], flag: str = 'config') -> str | None:
+  """A one-line error for the first `--config.KEY=...` naming a key outside the schema.
+
+  Checked before absl parses flags, whose own error for this is a traceback.
+  """
+  known = _flat_keys(default_config())
+  sections = {k.rsplit('.', i)[0] for k in known for i in range(1, k.count('.') + 1)}
+  prefix = f'--{flag}.'
+  for arg in argv[1:]:
+    if arg.startswith(prefix):
+      key = arg[len(prefix):].split('=', 1)[0]
+      if key not in known and key not in sections:
+        section = key.rsplit('.', 1)[0] + '.' if '.' in key else ''
+        options = sorted(k for k in known if k.startswith(section)) or sorted(known)
+        return f'unknown config key {key!r}; keys in this section: {", ".join(options)}'
+  return None

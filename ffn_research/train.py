@@ -79,6 +79,11 @@ def build_optimizer(train_cfg: ml_collections.ConfigDict) -> tuple[optax.Gradien
 
 # --------------------------------------------------------------------------- experiment
 
+def tree_norm(tree: PyTree) -> jax.Array:
+  """Global L2 norm of a pytree."""
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.float32))) for x in jax.tree.leaves(tree)))
+
+
 def _sum_aux_losses(aux: PyTree) -> jax.Array:
   """Sum of every aux entry whose key ends in '_loss' (already scaled by its coefficient)."""
   total = jnp.zeros((), jnp.float32)
@@ -136,8 +141,8 @@ class Experiment:
     metrics = {
         'loss': task_loss, 'total_loss': total,
         'learning_rate': opt_state.hyperparams['learning_rate'] * self.unit_schedule(count),
-        'grad_norm': optax.global_norm(grads), 'param_norm': optax.global_norm(weights),
-        'update_norm': optax.global_norm(updates), **task_metrics, 'aux': aux,
+        'grad_norm': tree_norm(grads), 'param_norm': tree_norm(weights),
+        'update_norm': tree_norm(updates), **task_metrics, 'aux': aux,
     }
     return params, opt_state, metrics
 
@@ -192,6 +197,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
     return previous
 
+  start_time = time.time()
+  summary: dict[str, Any] = {'status': 'running'}
+  try:
+    summary = _train(config, workdir)
+  except Exception as e:  # recorded, then re-raised: a crash is never a silent success
+    summary.update(status='failed', error=f'{type(e).__name__}: {e}',
+                   wall_time_s=time.time() - start_time)
+    io_lib.write_json(summary_path, summary)
+    raise
+  io_lib.write_json(summary_path, summary)
+  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
+  return summary
+
+
+def _train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """The loop of `train_and_evaluate`; returns the summary."""
   tr = config.train
   exp = Experiment(config)
   _print_counts(exp.counts)
@@ -220,8 +241,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     t_last, step_last = now, at
     last = m
     metrics_log.write(at, m)
+    eta = (tr.steps - at) / max(m['steps_per_s'], 1e-9)
     print(f'step {at:>7}/{tr.steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
-          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s', flush=True)
+          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | eta {eta:.0f}s', flush=True)
     return m['first_nonfinite_step']
 
   diverged_at = -1
@@ -250,7 +272,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   summary['steps_per_s'] = last.get('steps_per_s')
   summary['final_loss'] = last.get('loss')
   if diverged_at >= 0:
-    summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at)
+    summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at, eval_loss=None)
     print(f'diverged: non-finite loss at step {diverged_at}', flush=True)
   else:
     ckpt.save(step, state, summary['wall_time_s'])
@@ -258,6 +280,4 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     summary.update(status='completed', step=step, **evals)
   summary['wall_time_s'] = wall_before + time.time() - start_time
   metrics_log.close()
-  io_lib.write_json(summary_path, summary)
-  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
   return summary

@@ -69,6 +69,11 @@ def ffn_flops_per_token(d_model: int, d_ff: int, activation: str,
   return 2 * (num_input_projections(activation) * d_model + d_out) * d_ff
 
 
+def add_bias(x_NxF: jax.Array, b_F: jax.Array) -> jax.Array:
+  """x + b over the last axis, with the broadcast explicit (rank promotion may be 'raise')."""
+  return x_NxF + jnp.broadcast_to(b_F.astype(x_NxF.dtype), x_NxF.shape)
+
+
 def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
   """Inverted dropout; the identity when rng is None (evaluation) or rate is 0."""
   if rng is None or rate == 0.0:
@@ -123,19 +128,19 @@ class FFN(Layer):
     x_NxD = x_NxD.astype(self.dtype)
     h_NxF = x_NxD @ self.w1[...].astype(self.dtype)
     if self.use_bias:
-      h_NxF = h_NxF + self.b1[...].astype(self.dtype)
+      h_NxF = add_bias(h_NxF, self.b1[...])
     if not self.gated:
       return self.act(h_NxF)
     g_NxF = x_NxD @ self.w_gate[...].astype(self.dtype)
     if self.use_bias:
-      g_NxF = g_NxF + self.b_gate[...].astype(self.dtype)
+      g_NxF = add_bias(g_NxF, self.b_gate[...])
     return self.act(g_NxF) * h_NxF
 
   def __call__(self, x_NxD: jax.Array, *, rng: jax.Array | None = None) -> jax.Array:
     h_NxF = dropout(self.hidden(x_NxD), self.dropout_rate, rng)
     y_NxO = h_NxF @ self.w2[...].astype(self.dtype)
     if self.use_bias:
-      y_NxO = y_NxO + self.b2[...].astype(self.dtype)
+      y_NxO = add_bias(y_NxO, self.b2[...])
     return y_NxO
 
   @property

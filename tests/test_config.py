@@ -1,0 +1,101 @@
+"""Bad input fails before compiling, with one line naming the key; shipped configs are valid."""
+
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ffn_research import config as config_lib
+from tests.conftest import REPO_ROOT
+
+
+def load_config_module(path):
+  spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+BAD = [
+    ('model.activation', 'tanhh', 'model.activation'),
+    ('task.name', 'mnist', 'task.name'),
+    ('task.function', 'cubic', 'task.function'),
+    ('train.optimizer', 'rmsprop', 'train.optimizer'),
+    ('train.schedule', 'exponential', 'train.schedule'),
+    ('model.init', 'zeros', 'model.init'),
+    ('model.d_model', 0, 'model.d_model'),
+    ('model.d_ff', 0, 'model.d_ff'),
+    ('model.d_ff', -4, 'model.d_ff'),
+    ('train.steps', 0, 'train.steps'),
+    ('train.batch_size', -1, 'train.batch_size'),
+    ('train.learning_rate', 0.0, 'train.learning_rate'),
+    ('train.learning_rate', -1e-3, 'train.learning_rate'),
+    ('model.dropout_rate', 1.0, 'model.dropout_rate'),
+    ('model.dropout_rate', -0.1, 'model.dropout_rate'),
+    ('model.d_model', 3, 'model.d_model'),  # the 1-D function task needs d_model 1
+]
+
+
+@pytest.mark.parametrize('key,value,named', BAD)
+def test_bad_values_raise_one_line_naming_the_key(key, value, named):
+  config = config_lib.default_config()
+  section, name = key.rsplit('.', 1)
+  config[section][name] = value
+  with pytest.raises(config_lib.ConfigError) as e:
+    config_lib.validate(config)
+  message = str(e.value)
+  assert named in message and '\n' not in message
+
+
+def test_unknown_names_list_the_allowed_ones():
+  config = config_lib.default_config()
+  config.model.activation = 'tanhh'
+  with pytest.raises(config_lib.ConfigError, match='allowed: relu, gelu, .*swiglu, bilinear'):
+    config_lib.validate(config)
+
+
+def test_unknown_key():
+  config = config_lib.default_config()
+  with config.unlocked():
+    config.model.widht = 3
+  with pytest.raises(config_lib.ConfigError, match="unknown config key 'model.widht'"):
+    config_lib.validate(config)
+  assert 'model.foo' in config_lib.unknown_override_error(['x', '--config.model.foo=1'])
+  assert config_lib.unknown_override_error(['x', '--config.model.d_ff=8', '--config.model=x']) is None
+
+
+def test_defaults_are_valid():
+  config_lib.validate(config_lib.default_config())
+
+
+@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(REPO_ROOT, 'configs', '*.py'))))
+def test_shipped_configs_are_valid(path):
+  module = load_config_module(path)
+  config_lib.validate(module.get_config())
+
+
+@pytest.mark.parametrize('arg', ['x_squared', 'sin', 'abs', 'step', 'teacher_student', 'random_labels'])
+def test_regression_variants_are_valid(arg):
+  module = load_config_module(os.path.join(REPO_ROOT, 'configs', 'regression.py'))
+  config_lib.validate(module.get_config(arg))
+
+
+@pytest.mark.parametrize('override,named', [
+    ('--config.model.activation=foo', 'model.activation'),
+    ('--config.model.foo=1', 'model.foo'),
+    ('--config.train.steps=0', 'train.steps'),
+    ('--config.model.dropout_rate=1.5', 'model.dropout_rate'),
+])
+def test_cli_bad_input_exits_nonzero_without_traceback(tmp_path, override, named):
+  proc = subprocess.run(
+      [sys.executable, '-m', 'experiments.train', '--config=configs/regression.py',
+       f'--workdir={tmp_path}/run', override],
+      cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+  assert proc.returncode != 0
+  assert 'Traceback' not in proc.stderr
+  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  assert len(lines) == 1 and named in lines[0], proc.stderr
+  assert not os.path.exists(tmp_path / 'run' / 'summary.json')  # nothing ran
