@@ -26,15 +26,15 @@ def get_config(arg: str = 'default'):
   t.num_relations = 4       # 256 subjects
   t.vocab_size = 256        # 8 bits per fact, 8,192 bits in all
   tr.batch_size = 256
-  tr.steps = 3000           # 750 exposures per fact
+  tr.steps = 1000           # 250 exposures per fact
   tr.learning_rate = 3e-3
-  tr.log_every = 250
+  tr.log_every = 100
   arg = arg or 'default'
   if arg == '4096':
     t.num_facts = 4096      # 32,768 bits
-    m.d_ff = 512
+    t.num_relations = 16    # 256 subjects (keeps the vocabulary, hence the unembedding, small)
     tr.batch_size = 512
-    tr.steps = 4000         # 500 exposures per fact
+    tr.steps = 2000         # 250 exposures per fact
   elif arg == 'ffn_stack':
     m.arch = 'ffn_stack'
   elif arg == 'no_ffn':

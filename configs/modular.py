@@ -22,11 +22,11 @@ def get_config(arg: str = 'default'):
   t.modulus = 31            # 961 pairs; chance accuracy 1/31
   t.train_fraction = 0.5
   tr.batch_size = 256
-  tr.steps = 3000
+  tr.steps = 1500
   tr.optimizer = 'adamw'
   tr.weight_decay = 1.0     # strong decay drives held-out generalisation ("grokking")
   tr.learning_rate = 3e-3
-  tr.log_every = 250
+  tr.log_every = 100
   arg = arg or 'default'
   if arg == 'ffn_stack':
     m.arch = 'ffn_stack'

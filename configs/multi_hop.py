@@ -27,7 +27,7 @@ def get_config(arg: str = 'default'):
   tr.batch_size = 256
   tr.steps = 3000
   tr.learning_rate = 3e-3
-  tr.log_every = 250
+  tr.log_every = 100
   arg = arg or 'default'
   if arg == 'ffn_stack':
     m.arch = 'ffn_stack'

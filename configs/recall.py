@@ -19,14 +19,14 @@ def get_config(arg: str = 'default'):
   m.num_layers = 2
   m.num_heads = 4
   t.name = 'associative_recall'
-  t.vocab_size = 64         # 64 keys and 64 values; chance accuracy 1/64
-  t.num_pairs = 8
-  t.num_queries = 8         # sequence length 2 * 8 + 8 = 24
+  t.vocab_size = 32         # 32 keys and 32 values; chance accuracy 1/32
+  t.num_pairs = 4           # Zoology's smallest setting has 4 pairs
+  t.num_queries = 4         # sequence length 2 * 4 + 4 = 12
   t.num_eval = 1024
-  tr.batch_size = 64
-  tr.steps = 2000
-  tr.learning_rate = 3e-3
-  tr.log_every = 250
+  tr.batch_size = 128
+  tr.steps = 1000
+  tr.learning_rate = 1e-3
+  tr.log_every = 100
   arg = arg or 'default'
   if arg == 'ffn_stack':
     m.arch = 'ffn_stack'
