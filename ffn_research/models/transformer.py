@@ -204,6 +204,7 @@ def counts(model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int,
       'num_params': rest + c['num_ffn_params'],
       'num_active_params': rest + c['num_active_ffn_params'],
       **c,
-      'd_ff_effective': ffn['d_ff_effective'] if model_cfg.use_ffn else 0,
+      # Hidden widths as ffn_counts reports them ('d_ff_active' once MoE defines it).
+      **{k: ffn[k] if model_cfg.use_ffn else 0 for k in ('d_ff_effective', 'd_ff_active') if k in ffn},
       'flops_per_token': num_layers * (attn_flops + ffn_flops) + 2 * d * vocab_size,
   }
