@@ -34,7 +34,7 @@ def get_config(arg: str = 'default'):
     t.num_facts = 4096      # 32,768 bits
     t.num_relations = 16    # 256 subjects (keeps the vocabulary, hence the unembedding, small)
     tr.batch_size = 512
-    tr.steps = 2000         # 250 exposures per fact
+    tr.steps = 1200         # 150 exposures per fact
   elif arg == 'ffn_stack':
     m.arch = 'ffn_stack'
   elif arg == 'no_ffn':
