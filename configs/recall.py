@@ -4,7 +4,7 @@
   python -m experiments.train --config=configs/recall.py:ffn_stack --workdir=runs/recall_stack
 
 Arguments (after the colon): default, ffn_stack (no attention: cannot bind keys
-to values, stays near chance), no_ffn (attention only).
+to values; it can only guess among the context's values), no_ffn (attention only).
 """
 
 from ffn_research.config import default_config

@@ -155,7 +155,8 @@ class MemorizationTask(_SequenceTask):
         'eval_accuracy': accuracy,  # the test set is the training set
         'bits_stored': bits,
         'bits_per_param': bits / counts['num_params'],
-        'bits_per_ffn_param': bits / max(counts['num_ffn_params'], 1),
+        # NaN (null in summary.json) without an FFN (model.use_ffn=False).
+        'bits_per_ffn_param': bits / counts['num_ffn_params'] if counts['num_ffn_params'] else jnp.nan,
         'exposures_per_fact': jnp.float32(tr.steps * tr.batch_size / t.num_facts),
     }
 
