@@ -250,6 +250,19 @@ class GroupPrograms:
     return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
 
 
+_PROGRAMS: dict[tuple[str, int, tuple[Any, ...]], GroupPrograms] = {}
+
+
+def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> GroupPrograms:
+  """GroupPrograms, reused within a process for groups of the same shape (no retrace)."""
+  key = (group_key(config), num_runs, devices)
+  if key not in _PROGRAMS:
+    if len(_PROGRAMS) >= 8:
+      _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    _PROGRAMS[key] = GroupPrograms(train_lib.Experiment(config), num_runs, devices)
+  return _PROGRAMS[key]
+
+
 def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | None = None,
               step_bar: Any = None) -> list[dict[str, Any]]:
   """Train runs that share one program together; write each run's outputs; return summaries.
@@ -261,10 +274,9 @@ def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | Non
   """
   devices = list(devices if devices is not None else jax.local_devices())
   start_time = time.time()
-  cfg = runs[0].config
-  tr = cfg.train
-  exp = train_lib.Experiment(cfg)
-  progs = GroupPrograms(exp, len(runs), devices)
+  tr = runs[0].config.train
+  progs = _programs(runs[0].config, len(runs), tuple(devices))
+  exp = progs.exp
   num_runs = len(runs)
   seeds = progs.pad(np.asarray([r.config.train.seed for r in runs], np.int32))
   lrs = progs.pad(np.asarray([r.config.train.learning_rate for r in runs], np.float32))
