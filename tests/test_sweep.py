@@ -268,3 +268,46 @@ print(json.dumps(out))
   assert set(out) == {sweep.run_name(o) for o in GROUP}
   for name, summary in out.items():
     assert_close_metrics(summary, group_sweep[1][name])
+
+
+# --------------------------------------------------------------------------- shipped sweeps
+
+def test_capacity_dense_quick_expands():
+  base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:quick'))
+  runs = sweep.expand(base, grid)
+  assert len(runs) == 12 and len(sweep.group_runs(runs)) == 6  # seeds share a program
+  assert runs[0].name == 'activation=relu,d_ff=4,seed=0'
+
+
+def test_capacity_dense_memorization_expands():
+  if 'memorization' not in tasks.TASKS:
+    pytest.skip("task 'memorization' (issue 4) not in this checkout")
+  base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:memorization_quick'))
+  assert len(sweep.expand(base, grid)) == 8
+
+
+def test_moe_topk_quick_expands():
+  if 'moe' not in config_lib.default_config().model:
+    pytest.skip('model.moe.* keys (issue 3) not in this checkout')
+  base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/moe_topk.py:quick'))
+  runs = sweep.expand(base, grid)
+  assert len(runs) == 10 and all(r.config.model.moe.top_k <= r.config.model.moe.num_experts for r in runs)
+
+
+@pytest.mark.slow  # the real entry point on a shrunk quick sweep, merge and analysis (~30 s)
+def test_sweep_and_analyze_entry_points(tmp_path):
+  workdir = str(tmp_path / 'cap')
+  cmd = [sys.executable, '-m', 'experiments.sweep', '--config=configs/sweeps/capacity_dense.py:quick',
+         f'--workdir={workdir}', '--config.train.steps=20', '--config.train.log_every=10', '--noprogress',
+         f'--compilation_cache_dir={tmp_path / "cache"}']
+  for shard in ('0', '1'):
+    proc = subprocess.run(cmd + ['--num_shards=2', f'--shard_index={shard}'], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  assert len(os.listdir(tmp_path / 'cache')) > 0  # persistent compilation cache written
+  proc = subprocess.run([sys.executable, '-m', 'experiments.analyze', f'--workdir={workdir}'], cwd=REPO,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  _, rows = read_csv(os.path.join(workdir, 'results.csv'))
+  assert len(rows) == 12 and {r['status'] for r in rows} == {'completed'}
+  assert os.path.exists(os.path.join(workdir, 'analysis', 'loss_vs_d_ff.png'))
