@@ -14,8 +14,8 @@ configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
 lives in `opt_state.hyperparams['learning_rate']` so it can differ per run.
 """
 
-import dataclasses
 import csv
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -236,7 +236,8 @@ class GroupPrograms:
       hyper['learning_rate'] = learning_rate.astype(hyper['learning_rate'].dtype)
       return state
 
-    self.init = jax.jit(jax.vmap(init_one), out_shardings=self.sharding)
+    shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
+    self.init = jax.jit(jax.vmap(init_one), **shard_out)
     self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
     self.evaluate = jax.jit(jax.vmap(exp.evaluate))
 
