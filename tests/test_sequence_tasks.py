@@ -1,6 +1,8 @@
 """Sequence tasks: generators (deterministic, labels right), masked loss, bits stored, tiny runs."""
 
+import importlib.util
 import math
+import os
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +10,7 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
-from ffn_research import tasks, train
+from ffn_research import models, tasks, train
 from ffn_research.tasks import sequence
 
 
@@ -114,7 +116,6 @@ def test_memorization_evaluate_on_an_oracle():
 
 
 def task_counts(task):
-  from ffn_research import models  # pylint: disable=g-import-not-at-top
   return models.model_counts(task.config, task)
 
 
@@ -212,3 +213,15 @@ def test_tiny_run_beats_chance(name, tmp_path):
   summary = train.train_and_evaluate(config, str(tmp_path))
   assert summary['status'] == 'completed'
   assert summary[key] > threshold, summary
+
+
+@pytest.mark.parametrize('path,arg', [(p, a) for p in ('memorization', 'recall', 'modular', 'multi_hop')
+                                      for a in ('default', 'ffn_stack', 'no_ffn')] + [('memorization', '4096')])
+def test_shipped_configs_validate(path, arg):
+  file = os.path.join(os.path.dirname(__file__), '..', 'configs', f'{path}.py')
+  spec = importlib.util.spec_from_file_location(f'configs_{path}', file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config(arg)
+  config_lib.validate(config)
+  assert config.task.name in sequence.TASKS
