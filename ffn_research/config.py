@@ -29,6 +29,13 @@ def default_config() -> ml_collections.ConfigDict:
   m.match_params = False    # gated FFNs use round(2/3 d_ff) to match dense params
   m.init = 'xavier_uniform'  # weight initialiser, see models/ffn.py INITS
   m.dtype = 'float32'       # computation dtype: 'float32' or 'bfloat16'
+  # Sequence models (arch 'transformer' or 'ffn_stack'; models/transformer.py):
+  m.num_layers = 2          # residual blocks
+  m.num_heads = 4           # attention heads (transformer); must divide d_model
+  m.norm = 'rmsnorm'        # pre-norm layer: 'rmsnorm' or 'layernorm'
+  m.positions = 'learned'   # 'learned' embeddings, 'rotary' (transformer only) or 'none'
+  m.tie_embeddings = False  # True: unembedding = token embedding transposed
+  m.use_ffn = True          # False: no FFN sublayer (attention-only control; transformer only)
 
   # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE
   # whose experts are FFNs of width model.d_ff (effective) / granularity.
@@ -51,13 +58,23 @@ def default_config() -> ml_collections.ConfigDict:
   t.name = 'function'       # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
   t.num_train = 1024        # training-set size (function, teacher_student)
-  t.num_eval = 4096         # held-out points (function, teacher_student)
+  t.num_eval = 4096         # held-out points (function, teacher_student) or sequences (associative_recall)
   t.grid_size = 8193        # dense grid on [-1, 1] for the sup-norm error (function)
   t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
   t.noise_std = 0.0         # Gaussian label noise on training targets (teacher_student)
   t.num_points = 256        # N random points to memorise (random_labels)
   t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
+  # Sequence tasks (tasks/sequence.py):
+  t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall)
+  t.num_facts = 1024        # facts (subject, relation) -> object (memorization)
+  t.num_relations = 4       # relations per subject (memorization); edge labels per node (multi_hop)
+  t.num_pairs = 8           # key-value pairs in context (associative_recall)
+  t.num_queries = 8         # queried keys per sequence, <= num_pairs (associative_recall)
+  t.modulus = 97            # p in a + b mod p (modular_arithmetic)
+  t.train_fraction = 0.5    # share of pairs (modular) or compositions (multi_hop) trained on
+  t.num_nodes = 64          # graph nodes (multi_hop)
+  t.num_hops = 2            # edges followed per query (multi_hop)
 
   c.train = tr = ml_collections.ConfigDict()
   tr.steps = 2000           # optimizer steps
@@ -134,11 +151,20 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _one_of('model.dtype', m.dtype, ffn.DTYPES)
   _check(isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
          f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
+  if m.arch in models.SEQUENCE_ARCHS:
+    _validate_sequence_model(m)
 
   _validate_moe(m)
 
   _one_of('task.name', t.name, tasks.TASKS)
   tasks.TASKS[t.name].validate(config)
+  sequence_archs = ', '.join(models.SEQUENCE_ARCHS)
+  if t.name in tasks.sequence.TASKS:
+    _check(m.arch in models.SEQUENCE_ARCHS,
+           f'model.arch={m.arch!r} cannot read tokens; task.name={t.name!r} needs one of: {sequence_archs}')
+  else:
+    _check(m.arch not in models.SEQUENCE_ARCHS,
+           f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.sequence.TASKS)}')
 
   _positive_int('train.steps', tr.steps)
   _positive_int('train.batch_size', tr.batch_size)
@@ -188,6 +214,22 @@ def _validate_moe(m: ml_collections.ConfigDict) -> None:
            'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
     _check(e.bias_update_rate == 0,
            'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
+
+
+def _validate_sequence_model(m: ml_collections.ConfigDict) -> None:
+  from ffn_research.models import transformer  # pylint: disable=g-import-not-at-top
+  _positive_int('model.num_layers', m.num_layers)
+  _one_of('model.norm', m.norm, transformer.NORMS)
+  _one_of('model.positions', m.positions, transformer.POSITIONS)
+  if m.arch == 'transformer':
+    _positive_int('model.num_heads', m.num_heads)
+    _check(m.d_model % m.num_heads == 0,
+           f'model.d_model={m.d_model} must be divisible by model.num_heads={m.num_heads}')
+    _check(m.positions != 'rotary' or (m.d_model // m.num_heads) % 2 == 0,
+           f'model.positions=rotary needs an even head size; d_model/num_heads={m.d_model // m.num_heads}')
+  else:
+    _check(m.positions != 'rotary', f'model.positions=rotary needs attention; model.arch={m.arch!r} has none')
+    _check(m.use_ffn, f'model.use_ffn=False leaves model.arch={m.arch!r} with no blocks')
 
 
 def unknown_override_error(argv: list[str], flag: str = 'config') -> str | None:

@@ -180,6 +180,30 @@ def _scalars(tree: PyTree, prefix: str = '') -> dict[str, Any]:
   return out
 
 
+def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
+  """The console line for one logged chunk (m: flattened metrics with steps_per_s)."""
+  return (f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
+          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | '
+          f'eta {(total_steps - step) / max(m["steps_per_s"], 1e-9):.0f}s')
+
+
+def run_summary(counts: dict[str, Any], last: dict[str, Any], *, step: int, diverged_at: int,
+                evals: dict[str, Any] | None, compile_time_s: float | None,
+                wall_time_s: float) -> dict[str, Any]:
+  """summary.json of a finished run (train_and_evaluate and sweeps both write this schema).
+
+  `last`: the last logged metrics; `diverged_at` >= 0 is the first non-finite step
+  (then `evals` is None); `step` the step reached otherwise.
+  """
+  summary = {**counts, 'wall_time_s': wall_time_s, 'compile_time_s': compile_time_s,
+             'steps_per_s': last.get('steps_per_s'), 'final_loss': last.get('loss')}
+  if diverged_at >= 0:
+    summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at, eval_loss=None)
+  else:
+    summary.update(status='completed', step=step, **evals)
+  return summary
+
+
 def _print_counts(counts: dict[str, Any]) -> None:
   print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
                               for k, v in counts.items()), flush=True)
@@ -226,7 +250,6 @@ def _train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   metrics_log = io_lib.MetricsLog(workdir, resume_step=step)
 
   chunk_fn = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
-  summary: dict[str, Any] = {'status': 'running', **exp.counts}
   last: dict[str, Any] = {}
   pending = None  # (step, metrics on device): fetched after the next chunk is dispatched
   t_last, step_last = time.time(), step
@@ -241,9 +264,7 @@ def _train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     t_last, step_last = now, at
     last = m
     metrics_log.write(at, m)
-    eta = (tr.steps - at) / max(m['steps_per_s'], 1e-9)
-    print(f'step {at:>7}/{tr.steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
-          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | eta {eta:.0f}s', flush=True)
+    print(log_line(at, tr.steps, m), flush=True)
     return m['first_nonfinite_step']
 
   diverged_at = -1
@@ -267,17 +288,13 @@ def _train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   if pending is not None and diverged_at < 0:
     diverged_at = flush(pending)
 
-  summary['wall_time_s'] = wall_before + time.time() - start_time
-  summary['compile_time_s'] = compile_time
-  summary['steps_per_s'] = last.get('steps_per_s')
-  summary['final_loss'] = last.get('loss')
+  evals = None
   if diverged_at >= 0:
-    summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at, eval_loss=None)
     print(f'diverged: non-finite loss at step {diverged_at}', flush=True)
   else:
-    ckpt.save(step, state, summary['wall_time_s'])
+    ckpt.save(step, state, wall_before + time.time() - start_time)
     evals = _scalars(jax.device_get(jax.jit(exp.evaluate)(state['params'], state['data'])))
-    summary.update(status='completed', step=step, **evals)
-  summary['wall_time_s'] = wall_before + time.time() - start_time
+  summary = run_summary(exp.counts, last, step=step, diverged_at=diverged_at, evals=evals,
+                        compile_time_s=compile_time, wall_time_s=wall_before + time.time() - start_time)
   metrics_log.close()
   return summary

@@ -14,9 +14,15 @@ from flax import nnx
 
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
+from ffn_research.models import transformer
 
+# model.arch name -> sequence model class (token inputs, vocabulary logits).
+SEQUENCE_ARCHS = {
+    'transformer': transformer.Transformer,  # pre-norm decoder: attention + FFN blocks
+    'ffn_stack': transformer.FFNStack,       # FFN blocks only, over a causal mean of embeddings
+}
 # model.arch names. 'ffn' is the bare FFN used for regression tasks.
-ARCHS: tuple[str, ...] = ('ffn',)
+ARCHS: tuple[str, ...] = ('ffn', *SEQUENCE_ARCHS)
 
 
 def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
@@ -68,6 +74,8 @@ def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs) ->
   m = config.model
   if m.arch == 'ffn':
     return build_ffn(m, m.d_model, task.output_dim, rngs)
+  if m.arch in SEQUENCE_ARCHS:
+    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs)
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 
@@ -80,4 +88,6 @@ def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]
             'num_ffn_params': c['num_params'], 'num_active_ffn_params': c['num_active_params'],
             'd_ff_effective': c['d_ff_effective'], 'd_ff_active': c['d_ff_active'],
             'flops_per_token': c['flops_per_token']}
+  if m.arch in SEQUENCE_ARCHS:
+    return transformer.counts(m, task.output_dim, task.seq_len, ffn_counts(m, m.d_model, m.d_model))
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')

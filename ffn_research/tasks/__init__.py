@@ -1,6 +1,8 @@
 """Task registry. A task is built from the config and is pure and jit-able:
 
 - `output_dim`: features the model must output (regression) or vocabulary size.
+- sequence tasks also: `vocab_size` (= output_dim) and `seq_len`; a batch is
+  {'inputs': int (B, T), 'targets': int (B, T), 'weights': float (B, T)}.
 - `init_data(rng) -> data`: every array the task needs (datasets, teachers),
   a pytree, so runs with different seeds can be vmapped.
 - `sample_batch(data, rng) -> batch`: one training batch, inside the compiled step.
@@ -9,12 +11,13 @@
 - `validate(config)` (static): raise config.ConfigError for bad task keys.
 """
 
-from ffn_research.tasks import regression
+from ffn_research.tasks import regression, sequence
 
 TASKS = {
     'function': regression.FunctionTask,
     'teacher_student': regression.TeacherStudentTask,
     'random_labels': regression.RandomLabelsTask,
+    **sequence.TASKS,  # token sequences for model.arch in models.SEQUENCE_ARCHS
 }
 
 

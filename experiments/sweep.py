@@ -1,0 +1,62 @@
+"""Run a sweep (resumable; shardable across machines).
+
+  python -m experiments.sweep --config=configs/sweeps/capacity_dense.py:quick --workdir=runs/cap
+  python -m experiments.sweep --config=configs/sweeps/capacity_dense.py --workdir=runs/cap \
+      --num_shards=8 --shard_index=3        # defaults from SLURM_ARRAY_TASK_COUNT / _ID
+  python -m experiments.sweep --config=configs/sweeps/capacity_dense.py --workdir=runs/cap --merge_only
+
+The config file defines get_config(arg) (the base config; --config.KEY=VALUE overrides
+apply to it) and get_sweep(arg) (a list of override dicts, one per run).
+"""
+
+import os
+import sys
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+config_flags.DEFINE_config_file('config', None, 'Sweep config file (path[:arg]).', lock_config=True)
+flags.DEFINE_string('workdir', None, 'Sweep folder; rerunning on it resumes.')
+flags.DEFINE_integer('num_shards', None, 'Split the runs into this many shards '
+                     '(default: SLURM_ARRAY_TASK_COUNT, else 1).')
+flags.DEFINE_integer('shard_index', None, 'Which shard to run (default: SLURM_ARRAY_TASK_ID - '
+                     'SLURM_ARRAY_TASK_MIN, else 0).')
+flags.DEFINE_bool('merge_only', False, 'Only rebuild results.csv from every run summary.')
+flags.DEFINE_integer('max_group_size', 0, 'Split vmapped groups larger than this (0: no limit).')
+flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
+                    'Persistent XLA compilation cache ("" disables it).')
+flags.DEFINE_bool('progress', True, 'Show progress bars (runs, and steps of the current group).')
+flags.mark_flags_as_required(['config', 'workdir'])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  if FLAGS.merge_only:
+    print(f'wrote {sweep.write_results(FLAGS.workdir)}')
+    return
+  if FLAGS.compilation_cache_dir:
+    sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
+  env_shards, env_index = sweep.shard_from_env(os.environ)
+  num_shards = FLAGS.num_shards if FLAGS.num_shards is not None else env_shards
+  shard_index = FLAGS.shard_index if FLAGS.shard_index is not None else env_index
+  _, runs = sweep.load_sweep_file(config_flags.get_config_filename(FLAGS['config']))
+  try:
+    summaries = sweep.run_sweep(FLAGS.config, runs, FLAGS.workdir, num_shards=num_shards,
+                                shard_index=shard_index, max_group_size=FLAGS.max_group_size,
+                                progress=FLAGS.progress)
+  except (config_lib.ConfigError, io_lib.WorkdirConfigMismatch, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
+  statuses = [s['status'] for s in summaries.values()]
+  print(f'shard {shard_index}/{num_shards}: ' + ', '.join(
+      f'{statuses.count(s)} {s}' for s in sorted(set(statuses))) + f'; {FLAGS.workdir}/results.csv')
+  sys.exit(0 if all(s in ('completed', 'diverged') for s in statuses) else 1)
+
+
+if __name__ == '__main__':
+  app.run(main)

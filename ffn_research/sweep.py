@@ -1,0 +1,460 @@
+"""Sweeps: expand override grids, group runs that share a compiled program, train each
+group as one `jax.vmap`-ed program (sharded over local devices), resume, shard across
+machines, and collect `results.csv`.
+
+Layout of a sweep workdir:
+
+  DIR/sweep.json               the runs (name and overrides) and the base config
+  DIR/runs/<name>/             config.json, metrics.jsonl, summary.json, tensorboard/
+  DIR/results.csv              one row per run, rebuilt from every run's summary.json
+
+A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
+configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
+`Experiment.train_chunk` are vmapped over a leading run axis, the learning rate
+lives in `opt_state.hyperparams['learning_rate']` so it can differ per run.
+"""
+
+import csv
+import dataclasses
+import hashlib
+import io
+import itertools
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from typing import Any, Iterable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from ffn_research import config as config_lib
+from ffn_research import io as io_lib
+from ffn_research import train as train_lib
+
+Overrides = dict[str, Any]
+
+# Keys that change neither array shapes nor the compiled program: runs that differ
+# only in these share one vmapped program (the seed feeds init, the learning rate
+# the optimizer state).
+VMAPPED_KEYS = ('train.seed', 'train.learning_rate')
+
+# Summary keys written first in results.csv (after the run name, status and swept values).
+COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
+                 'd_ff_effective', 'flops_per_token')
+TAIL_COLUMNS = ('diverged_step', 'wall_time_s', 'compile_time_s', 'steps_per_s', 'sweep_group_size',
+                'error')
+FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
+
+
+# --------------------------------------------------------------------------- defining sweeps
+
+def values(key: str, vals: Iterable[Any]) -> list[Overrides]:
+  """One axis: [{key: v} for v in vals]."""
+  return [{key: v} for v in vals]
+
+
+def product(*axes: Sequence[Overrides]) -> list[Overrides]:
+  """Cartesian product of override lists (the last axis varies fastest)."""
+  out = []
+  for combo in itertools.product(*axes):
+    merged: Overrides = {}
+    for o in combo:
+      _merge_into(merged, o)
+    out.append(merged)
+  return out
+
+
+def zip_(*axes: Sequence[Overrides]) -> list[Overrides]:
+  """Element-wise merge of equally long override lists."""
+  lengths = {len(a) for a in axes}
+  if len(lengths) > 1:
+    raise ValueError(f'zip_ needs equally long lists, got lengths {[len(a) for a in axes]}')
+  out = []
+  for combo in zip(*axes):
+    merged: Overrides = {}
+    for o in combo:
+      _merge_into(merged, o)
+    out.append(merged)
+  return out
+
+
+def chain(*lists: Sequence[Overrides]) -> list[Overrides]:
+  """Concatenation of override lists (explicit lists are plain lists of dicts)."""
+  return [dict(o) for lst in lists for o in lst]
+
+
+def _merge_into(merged: Overrides, o: Mapping[str, Any]) -> None:
+  for k, v in o.items():
+    if k in merged and merged[k] != v:
+      raise ValueError(f'sweep axes set {k!r} twice ({merged[k]!r} and {v!r})')
+    merged[k] = v
+
+
+def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> ml_collections.ConfigDict:
+  """A copy of `config` with dotted keys set; unknown keys or wrong types raise ConfigError."""
+  config = ml_collections.ConfigDict(config.to_dict())
+  for key, value in overrides.items():
+    *path, leaf = key.split('.')
+    node = config
+    for part in path:
+      if not isinstance(node.get(part), ml_collections.ConfigDict):
+        raise config_lib.ConfigError(f'sweep override {key!r}: no config section {part!r}')
+      node = node[part]
+    if leaf not in node:
+      options = ', '.join(sorted(node.keys()))
+      raise config_lib.ConfigError(f'sweep override {key!r} is not a config key; keys here: {options}')
+    try:
+      node[leaf] = value
+    except TypeError as e:
+      raise config_lib.ConfigError(f'sweep override {key}={value!r}: {e}') from None
+  return config
+
+
+def _format_value(v: Any) -> str:
+  if isinstance(v, (list, tuple)):
+    return '+'.join(_format_value(x) for x in v)
+  return repr(v) if isinstance(v, float) else str(v)
+
+
+def run_name(overrides: Mapping[str, Any], max_len: int = 120) -> str:
+  """Stable, filesystem-safe name: 'activation=relu,d_ff=64,seed=0' (keys sorted).
+
+  Keys are shortened to their last component unless two keys of the run share it.
+  Names longer than `max_len` are cut and get a hash of the full name appended.
+  """
+  if not overrides:
+    return 'base'
+  leaves = [k.rsplit('.', 1)[-1] for k in overrides]
+  parts = []
+  for key in sorted(overrides):
+    leaf = key.rsplit('.', 1)[-1]
+    short = leaf if leaves.count(leaf) == 1 else key
+    parts.append(f'{short}={_format_value(overrides[key])}')
+  name = re.sub(r'[^A-Za-z0-9._=+,-]', '_', ','.join(parts))
+  if len(name) > max_len:
+    digest = hashlib.sha1(name.encode()).hexdigest()[:10]
+    name = f'{name[:max_len - 11]}-{digest}'
+  return name
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+  name: str
+  overrides: Overrides
+  config: ml_collections.ConfigDict
+
+
+def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[Run]:
+  """Runs with validated configs and unique names (fails before anything compiles)."""
+  runs, seen = [], {}
+  for overrides in sweep:
+    config = apply_overrides(base, overrides)
+    config_lib.validate(config)
+    name = run_name(overrides)
+    if name in seen:
+      raise ValueError(f'two runs are both named {name!r}: {seen[name]} and {overrides}')
+    seen[name] = overrides
+    runs.append(Run(name, dict(overrides), config))
+  return runs
+
+
+def group_key(config: ml_collections.ConfigDict) -> str:
+  """Equal for configs that differ only in VMAPPED_KEYS (they share one program)."""
+  shape_config = config.to_dict()
+  for key in VMAPPED_KEYS:
+    section, leaf = key.split('.')
+    shape_config[section][leaf] = None
+  return json.dumps(io_lib.json_safe(shape_config), sort_keys=True)
+
+
+def group_runs(runs: Sequence[Run]) -> list[list[Run]]:
+  """Runs grouped by `group_key`, groups in order of first appearance."""
+  groups: dict[str, list[Run]] = {}
+  for r in runs:
+    groups.setdefault(group_key(r.config), []).append(r)
+  return list(groups.values())
+
+
+def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int) -> list[Run]:
+  """Shard `shard_index` of `num_shards`: contiguous blocks of the runs ordered by group.
+
+  Deterministic from the sweep alone; the shards partition the runs, and keeping
+  groups contiguous keeps most of each vmappable group on one machine.
+  """
+  if not 0 <= shard_index < num_shards:
+    raise ValueError(f'shard_index={shard_index} must be in [0, num_shards={num_shards})')
+  ordered = [r for g in group_runs(runs) for r in g]
+  n = len(ordered)
+  return ordered[shard_index * n // num_shards:(shard_index + 1) * n // num_shards]
+
+
+def shard_from_env(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
+  """(num_shards, shard_index) from a SLURM array job, else (1, 0)."""
+  if 'SLURM_ARRAY_TASK_COUNT' in environ and 'SLURM_ARRAY_TASK_ID' in environ:
+    first = int(environ.get('SLURM_ARRAY_TASK_MIN', 0))
+    return int(environ['SLURM_ARRAY_TASK_COUNT']), int(environ['SLURM_ARRAY_TASK_ID']) - first
+  return 1, 0
+
+
+def enable_compilation_cache(directory: str) -> None:
+  """Persistent XLA compilation cache, also for small and fast-compiling programs."""
+  jax.config.update('jax_compilation_cache_dir', os.path.abspath(os.path.expanduser(directory)))
+  jax.config.update('jax_persistent_cache_min_compile_time_secs', 0.0)
+  jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1)
+
+
+# --------------------------------------------------------------------------- running a group
+
+def _run_dir(workdir: str, name: str) -> str:
+  return os.path.join(workdir, 'runs', name)
+
+
+def _read_summary(workdir: str, name: str) -> dict[str, Any] | None:
+  return io_lib.read_json(os.path.join(_run_dir(workdir, name), 'summary.json'))
+
+
+class GroupPrograms:
+  """The vmapped (and, over several devices, sharded) programs of one group."""
+
+  def __init__(self, exp: train_lib.Experiment, num_runs: int, devices: Sequence[Any]):
+    self.exp = exp
+    self.num_devices = len(devices)
+    self.padded = -(-num_runs // self.num_devices) * self.num_devices
+    self.sharding = None
+    if self.num_devices > 1:
+      mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
+      self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
+
+    def init_one(seed, learning_rate):
+      state = exp.init(seed)
+      hyper = state['opt_state'].hyperparams
+      hyper['learning_rate'] = learning_rate.astype(hyper['learning_rate'].dtype)
+      return state
+
+    shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
+    self.init = jax.jit(jax.vmap(init_one), **shard_out)
+    self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
+    self.evaluate = jax.jit(jax.vmap(exp.evaluate))
+
+  def _chunk(self, state_R, num_steps):
+    out = jax.vmap(lambda s: self.exp.train_chunk(s, num_steps))(state_R)
+    return out if self.sharding is None else jax.lax.with_sharding_constraint(out, self.sharding)
+
+  def pad(self, x_R: np.ndarray) -> jax.Array:
+    """Pad the run axis (repeating the last run) to a multiple of the device count."""
+    x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
+    return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
+
+
+_PROGRAMS: dict[tuple[str, int, tuple[Any, ...]], GroupPrograms] = {}
+
+
+def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> GroupPrograms:
+  """GroupPrograms, reused within a process for groups of the same shape (no retrace)."""
+  key = (group_key(config), num_runs, devices)
+  if key not in _PROGRAMS:
+    if len(_PROGRAMS) >= 8:
+      _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    _PROGRAMS[key] = GroupPrograms(train_lib.Experiment(config), num_runs, devices)
+  return _PROGRAMS[key]
+
+
+def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | None = None,
+              step_bar: Any = None) -> list[dict[str, Any]]:
+  """Train runs that share one program together; write each run's outputs; return summaries.
+
+  Every run's metrics.jsonl and summary.json follow train.train_and_evaluate's schema
+  (summary adds `sweep_group_size`; wall_time_s is the group's time divided by its
+  size, compile_time_s the group's). A run whose loss turns non-finite is recorded
+  as 'diverged' and stops logging; the others go on. Unfinished runs restart.
+  """
+  devices = list(devices if devices is not None else jax.local_devices())
+  start_time = time.time()
+  tr = runs[0].config.train
+  progs = _programs(runs[0].config, len(runs), tuple(devices))
+  exp = progs.exp
+  num_runs = len(runs)
+  seeds = progs.pad(np.asarray([r.config.train.seed for r in runs], np.int32))
+  lrs = progs.pad(np.asarray([r.config.train.learning_rate for r in runs], np.float32))
+  state = progs.init(seeds, lrs)
+
+  logs = [io_lib.MetricsLog(_run_dir(workdir, r.name), resume_step=0) for r in runs]
+  last: list[dict[str, Any]] = [{} for _ in runs]
+  diverged_at = [-1] * num_runs
+  step, compile_time, pending = 0, None, None
+  t_last, step_last = time.time(), 0
+
+  def flush(pending):
+    nonlocal t_last, step_last
+    at, metrics = pending
+    host = jax.device_get(metrics)
+    now = time.time()
+    steps_per_s = (at - step_last) / max(now - t_last, 1e-9)
+    t_last, step_last = now, at
+    for i in range(num_runs):
+      if diverged_at[i] >= 0:
+        continue
+      m = train_lib._scalars(jax.tree.map(lambda x: x[i], host))  # pylint: disable=protected-access
+      m['steps_per_s'] = steps_per_s
+      logs[i].write(at, m)
+      last[i] = m
+      diverged_at[i] = m['first_nonfinite_step']
+
+  try:
+    while step < tr.steps and min(diverged_at) < 0:
+      n = min(tr.log_every, tr.steps - step)
+      t0 = time.time()
+      state, metrics = progs.chunk(state, n)
+      if compile_time is None:
+        jax.block_until_ready(state['step'])
+        compile_time = time.time() - t0
+        t_last = time.time()
+      step += n
+      if pending is not None:
+        flush(pending)
+      pending = (step, metrics)
+      if step_bar is not None:
+        step_bar.update(n)
+    if pending is not None and min(diverged_at) < 0:
+      flush(pending)
+    evals = jax.device_get(progs.evaluate(state['params'], state['data']))
+  finally:
+    for log in logs:
+      log.close()
+
+  wall = time.time() - start_time
+  summaries = []
+  for i, r in enumerate(runs):
+    run_evals = None
+    if diverged_at[i] < 0:
+      run_evals = train_lib._scalars(jax.tree.map(lambda x: x[i], evals))  # pylint: disable=protected-access
+    summary = train_lib.run_summary(exp.counts, last[i], step=step, diverged_at=diverged_at[i],
+                                    evals=run_evals, compile_time_s=compile_time,
+                                    wall_time_s=wall / num_runs)
+    summary['sweep_group_size'] = num_runs
+    io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
+    summaries.append(summary)
+  return summaries
+
+
+def _write_failed(runs: Sequence[Run], workdir: str, error: BaseException) -> list[dict[str, Any]]:
+  out = []
+  for r in runs:
+    summary = {'status': 'failed', 'error': f'{type(error).__name__}: {error}'.splitlines()[0]}
+    io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
+    out.append(summary)
+  return out
+
+
+# --------------------------------------------------------------------------- the sweep
+
+def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workdir: str, *,
+              num_shards: int = 1, shard_index: int = 0, devices: Sequence[Any] | None = None,
+              max_group_size: int = 0, progress: bool = True) -> dict[str, dict[str, Any]]:
+  """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary}.
+
+  `max_group_size` > 0 splits larger groups (bounds memory); 0 keeps groups whole.
+  """
+  runs = expand(base, sweep)
+  os.makedirs(workdir, exist_ok=True)
+  io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
+      'base_config': base.to_dict(),
+      'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]})
+  mine = select_shard(runs, num_shards, shard_index)
+  for r in mine:  # refuse to mix runs of different configs before any training
+    io_lib.check_or_write_config(_run_dir(workdir, r.name), r.config.to_dict())
+  todo = [r for r in mine if (_read_summary(workdir, r.name) or {}).get('status') not in FINISHED]
+  groups = group_runs(todo)
+  if max_group_size > 0:
+    groups = [g[i:i + max_group_size] for g in groups for i in range(0, len(g), max_group_size)]
+  print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
+        f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
+        file=sys.stderr, flush=True)
+
+  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
+  run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
+  for g in groups:
+    step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
+                    leave=False, disable=not progress, dynamic_ncols=True)
+    try:
+      run_group(g, workdir, devices=devices, step_bar=step_bar)
+    except Exception as e:  # pylint: disable=broad-except
+      traceback.print_exc()
+      print(f'sweep: group of {len(g)} runs starting with {g[0].name} failed: {e}',
+            file=sys.stderr, flush=True)
+      _write_failed(g, workdir, e)
+    step_bar.close()
+    run_bar.update(len(g))
+  run_bar.close()
+  write_results(workdir)
+  return {r.name: _read_summary(workdir, r.name) for r in mine}
+
+
+# --------------------------------------------------------------------------- results.csv
+
+def _cell(v: Any) -> Any:
+  if v is None:
+    return ''
+  if isinstance(v, (list, dict)):
+    return json.dumps(io_lib.json_safe(v))
+  return v
+
+
+def results_rows(workdir: str) -> tuple[list[str], list[dict[str, Any]]]:
+  """(columns, rows) for results.csv from sweep.json and every run's summary.json."""
+  spec = io_lib.read_json(os.path.join(workdir, 'sweep.json'))
+  if spec is None:
+    raise FileNotFoundError(f'{workdir}/sweep.json not found: not a sweep workdir')
+  swept: list[str] = []
+  for run in spec['runs']:
+    swept += [k for k in run['overrides'] if k not in swept]
+  if 'train.seed' not in swept:
+    swept.append('train.seed')
+  rows = []
+  for run in spec['runs']:
+    config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']), 'config.json'))
+    summary = _read_summary(workdir, run['name']) or {'status': 'pending'}
+    row = {'name': run['name'], **summary}
+    for key in swept:
+      section, leaf = key.rsplit('.', 1)
+      value = run['overrides'].get(key)
+      if value is None and config is not None:
+        node = config
+        for part in section.split('.'):
+          node = node[part]
+        value = node[leaf]
+      row[key] = value
+    rows.append(row)
+  front = ['name', 'status', *swept, *COUNT_COLUMNS, 'step', 'final_loss']
+  rest = sorted({k for row in rows for k in row} - set(front) - set(TAIL_COLUMNS))
+  return front + rest + list(TAIL_COLUMNS), rows
+
+
+def write_results(workdir: str) -> str:
+  """Rebuild DIR/results.csv from all run summaries (every shard's); returns its path."""
+  columns, rows = results_rows(workdir)
+  buf = io.StringIO()
+  writer = csv.DictWriter(buf, fieldnames=columns, lineterminator='\n')
+  writer.writeheader()
+  for row in rows:
+    writer.writerow({c: _cell(io_lib.json_safe(row.get(c))) for c in columns})
+  path = os.path.join(workdir, 'results.csv')
+  io_lib.write_text(path, buf.getvalue())
+  return path
+
+
+def load_sweep_file(spec: str) -> tuple[ml_collections.ConfigDict, list[Overrides]]:
+  """(get_config(arg), get_sweep(arg)) of 'path/to/sweep.py[:arg]'."""
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  path, _, arg = spec.partition('.py:')
+  path = path if path.endswith('.py') else path + '.py'
+  module_spec = importlib.util.spec_from_file_location('sweep_config', path)
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  args = (arg,) if arg else ()
+  return module.get_config(*args), list(module.get_sweep(*args))

@@ -1,0 +1,227 @@
+"""Sequence tasks: generators (deterministic, labels right), masked loss, bits stored, tiny runs."""
+
+import importlib.util
+import math
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ffn_research import config as config_lib
+from ffn_research import models, tasks, train
+from ffn_research.tasks import sequence
+
+
+def task_config(name, **task_overrides):
+  c = config_lib.default_config()
+  c.model.arch = 'transformer'
+  c.model.d_model = 32
+  c.model.d_ff = 64
+  c.model.num_layers = 1
+  c.model.num_heads = 2
+  c.task.name = name
+  c.train.batch_size = 16
+  for key, value in task_overrides.items():
+    c.task[key] = value
+  config_lib.validate(c)
+  return c
+
+
+def data_for(name, seed=0, **overrides):
+  task = tasks.build_task(task_config(name, **overrides))
+  return task, jax.jit(task.init_data)(jax.random.PRNGKey(seed))
+
+
+def assert_trees_equal(a, b):
+  jax.tree.map(np.testing.assert_array_equal, a, b)
+
+
+def assert_trees_differ(a, b):
+  assert any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+# --------------------------------------------------------------------------- bits, loss
+
+def test_bits_stored_hand_computed():
+  # 3 facts over V=4 values: log2(4) * 3 = 6 bits of answers; cross-entropies
+  # 0, 1 and 2 bits (0, ln 2, ln 4 nats) -> 6 - 3 = 3 bits stored.
+  ce = jnp.array([0.0, math.log(2), math.log(4)])
+  np.testing.assert_allclose(sequence.bits_stored(ce, 4), 3.0, rtol=1e-6)
+  # Uniform guessing stores nothing; worse than uniform is floored at 0.
+  np.testing.assert_allclose(sequence.bits_stored(jnp.full((5,), math.log(4)), 4), 0.0, atol=1e-5)
+  assert float(sequence.bits_stored(jnp.array([10.0, 0.0]), 4)) == 0.0
+
+
+def test_loss_counts_only_weighted_positions():
+  task = tasks.build_task(task_config('associative_recall'))
+  logits_BxTxV = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 5))
+  batch = {'targets': jnp.array([[1, 2, 3], [4, 0, 1]]),
+           'weights': jnp.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])}
+  loss, metrics = jax.jit(task.loss)(logits_BxTxV, batch)
+  logp = np.asarray(jax.nn.log_softmax(logits_BxTxV))
+  picked = [(0, 1, 2), (0, 2, 3), (1, 2, 1)]
+  np.testing.assert_allclose(loss, -np.mean([logp[b, t, v] for b, t, v in picked]), rtol=1e-6)
+  hits = [np.argmax(logp[b, t]) == v for b, t, v in picked]
+  np.testing.assert_allclose(metrics['accuracy'], np.mean(hits), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- generators
+
+@pytest.mark.parametrize('name,overrides', [
+    ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
+    ('associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32)),
+    ('modular_arithmetic', dict(modulus=5, train_fraction=0.6)),
+    ('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3)),
+])
+def test_generators_deterministic_from_seed(name, overrides):
+  task = tasks.build_task(task_config(name, **overrides))
+  init = jax.jit(task.init_data)
+  data = init(jax.random.PRNGKey(0))
+  assert_trees_equal(data, init(jax.random.PRNGKey(0)))
+  assert_trees_differ(data, init(jax.random.PRNGKey(1)))
+  sample = jax.jit(task.sample_batch)
+  batch = sample(data, jax.random.PRNGKey(3))
+  assert_trees_equal(batch, sample(data, jax.random.PRNGKey(3)))
+  assert batch['inputs'].shape == batch['targets'].shape == batch['weights'].shape == (16, task.seq_len)
+  assert int(batch['inputs'].max()) < task.vocab_size and int(batch['targets'].max()) < task.vocab_size
+
+
+def test_memorization_facts():
+  task, data = data_for('memorization', num_facts=12, num_relations=3, vocab_size=5)
+  v, s, r = 5, 4, 3
+  assert task.vocab_size == v + s + r and task.output_dim == task.vocab_size
+  pairs = {(int(a), int(b)) for a, b in np.asarray(data['inputs'])}
+  assert pairs == {(v + i, v + s + j) for i in range(s) for j in range(r)}  # every fact once
+  assert np.all((data['targets'][:, 1] >= 0) & (data['targets'][:, 1] < v))
+  np.testing.assert_array_equal(data['weights'], np.tile([0.0, 1.0], (12, 1)))
+
+
+def test_memorization_evaluate_on_an_oracle():
+  task, data = data_for('memorization', num_facts=12, num_relations=3, vocab_size=5)
+  table = {tuple(np.asarray(x)): int(y[1]) for x, y in zip(data['inputs'], data['targets'])}
+  answers_N = jnp.array([table[tuple(np.asarray(x))] for x in data['inputs']])
+
+  def oracle(inputs_NxT):  # only ever called on data['inputs'] (12 facts, one chunk)
+    return 50.0 * jax.nn.one_hot(jnp.stack([answers_N, answers_N], 1), task.vocab_size)
+
+  m = jax.jit(lambda d: task.evaluate(oracle, d))(data)
+  assert float(m['accuracy']) == 1.0
+  np.testing.assert_allclose(m['bits_stored'], 12 * math.log2(5), rtol=1e-5)
+  counts = task_counts(task)
+  np.testing.assert_allclose(m['bits_per_param'], 12 * math.log2(5) / counts['num_params'], rtol=1e-5)
+  np.testing.assert_allclose(m['bits_per_ffn_param'], 12 * math.log2(5) / counts['num_ffn_params'], rtol=1e-5)
+  np.testing.assert_allclose(m['exposures_per_fact'], 2000 * 16 / 12, rtol=1e-6)
+
+
+def task_counts(task):
+  return models.model_counts(task.config, task)
+
+
+def test_associative_recall_queries_are_in_context():
+  task, data = data_for('associative_recall', num_pairs=5, num_queries=4, vocab_size=7, num_eval=64)
+  k, p, q = 7, 5, 4
+  inputs, targets, weights = (np.asarray(data[key]) for key in ('inputs', 'targets', 'weights'))
+  assert task.seq_len == 2 * p + q and task.vocab_size == 2 * k
+  for row, target, weight in zip(inputs, targets, weights):
+    keys, values, queries = row[0:2 * p:2], row[1:2 * p:2], row[2 * p:]
+    assert len(set(keys)) == p and np.all(keys < k) and np.all((values >= k) & (values < 2 * k))
+    assert len(set(queries)) == q
+    pairs = dict(zip(keys, values))
+    assert all(query in pairs for query in queries)
+    np.testing.assert_array_equal(target[2 * p:], [pairs[query] for query in queries])
+    np.testing.assert_array_equal(weight, [0.0] * (2 * p) + [1.0] * q)
+
+
+def test_modular_answers_and_split():
+  task, data = data_for('modular_arithmetic', modulus=7, train_fraction=0.6)
+  assert task.vocab_size == 8 and task.num_train == round(0.6 * 49)
+  seen = set()
+  for split in ('train', 'eval'):
+    x, y = np.asarray(data[split]['inputs']), np.asarray(data[split]['targets'])
+    np.testing.assert_array_equal(x[:, 2], 7)  # '='
+    np.testing.assert_array_equal(y[:, 2], (x[:, 0] + x[:, 1]) % 7)
+    np.testing.assert_array_equal(data[split]['weights'], np.tile([0.0, 0.0, 1.0], (len(x), 1)))
+    seen |= {(a, b) for a, b in x[:, :2]}
+  assert len(seen) == 49 and len(data['train']['inputs']) == task.num_train
+
+
+def test_multi_hop_answers_follow_the_graph():
+  task, data = data_for('multi_hop', num_nodes=5, num_relations=2, num_hops=3, train_fraction=0.5)
+  n, r, h = 5, 2, 3
+  edges = np.asarray(data['edges'])
+  inputs, targets = np.asarray(data['inputs']), np.asarray(data['targets'])
+  assert task.seq_len == 1 + h and task.vocab_size == n + r
+  assert {tuple(x) for x in inputs} == {(s, n + a, n + b, n + c) for s in range(n)
+                                        for a in range(r) for b in range(r) for c in range(r)}
+  for x, y in zip(inputs, targets):
+    node = x[0]
+    for j in range(h):
+      node = edges[node, x[1 + j] - n]
+      assert y[1 + j] == node
+  assert int(data['is_train'].sum()) == task.num_train == round(0.5 * n * r ** h)
+  # Trained compositions supervise every hop, held-out ones only the first (atomic) hop.
+  batch = jax.jit(task.sample_batch)(data, jax.random.PRNGKey(0))
+  rows = {tuple(x): bool(t) for x, t in zip(inputs, np.asarray(data['is_train']))}
+  for x, w in zip(np.asarray(batch['inputs']), np.asarray(batch['weights'])):
+    np.testing.assert_array_equal(w, [0, 1, 1, 1] if rows[tuple(x)] else [0, 1, 0, 0])
+
+
+@pytest.mark.parametrize('name,overrides,key', [
+    ('memorization', dict(num_facts=10, num_relations=3), 'task.num_facts'),
+    ('associative_recall', dict(num_pairs=4, num_queries=5), 'task.num_queries'),
+    ('associative_recall', dict(num_pairs=9, vocab_size=8), 'task.vocab_size'),
+    ('modular_arithmetic', dict(train_fraction=1.0), 'task.train_fraction'),
+    ('multi_hop', dict(num_hops=1), 'task.num_hops'),
+    ('multi_hop', dict(num_nodes=2000, num_relations=10, num_hops=3), 'task.num_nodes'),
+])
+def test_invalid_task_configs_name_the_key(name, overrides, key):
+  with pytest.raises(config_lib.ConfigError, match=key):
+    task_config(name, **overrides)
+
+
+# --------------------------------------------------------------------------- tiny runs
+
+TINY_RUNS = {
+    # name: (task overrides, train overrides, summary key, must exceed)
+    'memorization': (dict(num_facts=64, num_relations=4, vocab_size=16),
+                     dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.5),  # chance 1/16
+    'associative_recall': (dict(num_pairs=2, num_queries=2, vocab_size=8, num_eval=256),
+                           dict(steps=400, batch_size=64, learning_rate=1e-2), 'eval_accuracy', 0.5),  # 1/8
+    'modular_arithmetic': (dict(modulus=7, train_fraction=0.8),
+                           dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.6),  # 1/7
+    'multi_hop': (dict(num_nodes=8, num_relations=2, num_hops=2, train_fraction=0.8),
+                  dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.5),  # 1/8
+}
+
+
+@pytest.mark.parametrize('name', [
+    'memorization',
+    # Each run compiles a train chunk (several seconds on 2 cores): the others run with -m slow.
+    pytest.param('associative_recall', marks=pytest.mark.slow),
+    pytest.param('modular_arithmetic', marks=pytest.mark.slow),
+    pytest.param('multi_hop', marks=pytest.mark.slow),
+])
+def test_tiny_run_beats_chance(name, tmp_path):
+  task_overrides, train_overrides, key, threshold = TINY_RUNS[name]
+  config = task_config(name, **task_overrides)
+  for k, v in train_overrides.items():
+    config.train[k] = v
+  config.train.warmup_steps = 20
+  config.train.log_every = config.train.steps
+  summary = train.train_and_evaluate(config, str(tmp_path))
+  assert summary['status'] == 'completed'
+  assert summary[key] > threshold, summary
+
+
+@pytest.mark.parametrize('path,arg', [(p, a) for p in ('memorization', 'recall', 'modular', 'multi_hop')
+                                      for a in ('default', 'ffn_stack', 'no_ffn')] + [('memorization', '4096')])
+def test_shipped_configs_validate(path, arg):
+  file = os.path.join(os.path.dirname(__file__), '..', 'configs', f'{path}.py')
+  spec = importlib.util.spec_from_file_location(f'configs_{path}', file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  config = module.get_config(arg)
+  config_lib.validate(config)
+  assert config.task.name in sequence.TASKS
