@@ -153,6 +153,39 @@ def test_dispatches_agree_in_gradients(cf, activation):
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), g, ref)
 
 
+@pytest.mark.parametrize('cf,block,activation', [(0.0, 2, 'relu'), (1.5, 3, 'swiglu')])
+def test_sort_window_overflow_blocks_match_numpy_and_einsum(monkeypatch, cf, block, activation):
+  """Assignments past an expert's window (dropless, capacity_factor > 1) go through the blocks."""
+  monkeypatch.setattr(moe_lib, 'SORT_BLOCK', block)  # several blocks per expert
+  kw = dict(activation=activation, capacity_factor=cf, load_balance_coef=1e-2, z_loss_coef=1e-3)
+  m, m_ref = make_moe(dispatch='sort', **kw), make_moe(dispatch='einsum', **kw)
+  for model in (m, m_ref):  # skew: expert 0 is popular
+    model.router_w[...] = model.router_w[...] + jnp.array([[1.0, 0, 0, 0]])
+  x = inputs() + 0.5
+  window, _ = m.layout(T)
+  _, routing = m.route(x)
+  sizes = moe_lib.plan(routing, 4, m.capacity(T), 'token').group_sizes_E
+  assert window == T * 2 // 4 and int(jnp.max(sizes)) >= window + 2 * block  # >= 2 blocks used
+  np.testing.assert_allclose(apply(m, x)[0], numpy_moe(m, x)[0], rtol=2e-5, atol=2e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), grads(m, x),
+               grads(m_ref, x))
+
+
+def test_block_matmul_skips_unused_blocks_and_gradient_is_the_transpose():
+  rng = np.random.default_rng(0)
+  x = jnp.asarray(rng.standard_normal((4, 2, 3)), jnp.float32)
+  w = jnp.asarray(rng.standard_normal((3, 3, 5)), jnp.float32)
+  expert, used = jnp.array([0, 2, 2, 1]), 3  # block 3 unused
+  g = jnp.asarray(rng.standard_normal((4, 2, 5)), jnp.float32)
+  ref = lambda x, w: jnp.einsum('nbk,nkm->nbm', x, w[expert]) * (jnp.arange(4) < used)[:, None, None]
+  y, vjp = jax.vjp(lambda x, w: moe_lib.block_matmul(x, w, expert, used), x, w)
+  y_ref, vjp_ref = jax.vjp(ref, x, w)
+  np.testing.assert_allclose(y, y_ref, rtol=1e-6)
+  assert np.all(np.asarray(y)[3] == 0)
+  for a, b in zip(vjp(g), vjp_ref(g)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_gather_rows_gradient_is_the_transpose():
   src = jnp.asarray(np.random.default_rng(0).standard_normal((3, 2)), jnp.float32)
   idx = jnp.array([2, 3, 0, 2])           # row 3 = empty slot
@@ -213,31 +246,67 @@ def test_topk_softmax_equals_renormalised_softmax_topk():
   np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize('packed', [False, True])
-def test_dropless_sends_every_token_to_exactly_k_distinct_experts(packed):
+def check_layout(p, layout, num_experts, cap):
+  """Slot maps invert each other, windows hold positions < W, each grouped block has one expert."""
+  window, block = layout
+  slots, tokens = np.asarray(p.slot_TxJ), np.asarray(p.slot_token_S)
+  kept, experts = np.asarray(p.kept_TxJ), np.asarray(p.expert_S)
+  num_windowed = num_experts * window
+  assert len(tokens) == num_windowed + moe_lib.overflow_slots(slots.size, num_experts, cap, layout)
+  assert len(set(slots[kept].tolist())) == kept.sum()  # distinct slots
+  assert np.all(slots[~kept] == len(tokens))
+  for t, j in zip(*np.nonzero(kept)):
+    assert tokens[slots[t, j]] == t and np.asarray(p.slot_assign_S)[slots[t, j]] == t * kept.shape[1] + j
+  np.testing.assert_array_equal(experts[:num_windowed], np.repeat(np.arange(num_experts), window))
+  grouped = experts[num_windowed:].reshape(-1, block)
+  assert np.all(grouped == grouped[:, :1])
+  assert np.all(np.diff(experts[num_windowed:]) >= 0)  # groups in expert order
+  sizes = np.asarray(p.group_sizes_E)
+  used = sum(-(-max(n - window, 0) // block) for n in sizes) * block
+  assert np.all(tokens[num_windowed + used:] == len(kept))  # past the last group: empty
+
+
+LAYOUTS = [None, moe_lib.Layout(0, 1), moe_lib.Layout(5, 4)]  # buffers, packed, windows + blocks
+
+
+@pytest.mark.parametrize('layout', LAYOUTS)
+def test_dropless_sends_every_token_to_exactly_k_distinct_experts(layout):
   e, k = 4, 3
   m = make_moe(e, k, capacity_factor=0.0)
   _, routing = m.route(inputs())
-  p = moe_lib.plan(routing, e, moe_lib.capacity(T, e, k, 0.0), 'token', packed)
+  cap = moe_lib.capacity(T, e, k, 0.0)
+  p = moe_lib.plan(routing, e, cap, 'token', layout)
   assert bool(jnp.all(p.kept_TxJ))
   experts = np.asarray(routing.expert_TxJ)
   assert all(len(set(row)) == k for row in experts)
   tokens = np.asarray(p.slot_token_S)
   assert sorted(tokens[tokens < T].tolist()) == sorted(list(range(T)) * k)
-  # the slot map and its inverse agree
-  slots = np.asarray(p.slot_TxJ)
-  assert all(tokens[slots[t, j]] == t for t in range(T) for j in range(k))
+  check_layout(p, layout or moe_lib.Layout(cap, 1), e, cap)
+
+
+def test_grouped_slots_hold_the_worst_case():
+  e, k = 4, 2
+  m = make_moe(e, k, capacity_factor=0.0)
+  m.router_w[...] = jnp.zeros_like(m.router_w[...]).at[:, :2].set(100.0)  # all to experts 0, 1
+  x = jnp.abs(inputs())
+  _, routing = m.route(x)
+  assert set(np.asarray(routing.expert_TxJ).ravel().tolist()) == {0, 1}
+  for layout in (moe_lib.Layout(12, 5), moe_lib.Layout(3, 1), moe_lib.Layout(0, 7)):
+    p = moe_lib.plan(routing, e, T, 'token', layout)
+    assert bool(jnp.all(p.kept_TxJ))
+    check_layout(p, layout, e, T)
 
 
 @pytest.mark.parametrize('priority', moe_lib.DROP_PRIORITIES)
-@pytest.mark.parametrize('packed', [False, True])
-def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, packed):
+@pytest.mark.parametrize('layout', LAYOUTS)
+def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, layout):
   e, k, cf = 4, 2, 0.5
   m = make_moe(e, k, drop_priority=priority)
   m.router_w[...] = m.router_w[...] + jnp.array([[3.0, 0, 0, 0]])  # skew: expert 0 is popular
   _, routing = m.route(inputs())
   cap = moe_lib.capacity(T, e, k, cf)
-  p = moe_lib.plan(routing, e, cap, priority, packed)
+  p = moe_lib.plan(routing, e, cap, priority, layout)
+  check_layout(p, layout or moe_lib.Layout(cap, 1), e, cap)
   kept = np.asarray(p.kept_TxJ)
   experts = np.asarray(routing.expert_TxJ)
   per_expert = np.bincount(experts[kept], minlength=e)
@@ -262,7 +331,7 @@ def test_fully_dropped_tokens_output_exactly_zero(dispatch):
   x = inputs()
   y, _ = apply(m, x)
   _, routing = m.route(x)
-  p = moe_lib.plan(routing, 4, m.capacity(T), 'token', packed=False)
+  p = moe_lib.plan(routing, 4, m.capacity(T), 'token')
   dropped = ~np.asarray(p.kept_TxJ)[:, 0]
   assert dropped.sum() >= T - 8
   assert np.all(np.asarray(y)[dropped] == 0.0)

@@ -124,24 +124,49 @@ def capacity(num_tokens: int, num_experts: int, k: int, capacity_factor: float) 
 # --------------------------------------------------------------------------- plan
 
 
+class Layout(NamedTuple):
+  """Buffer layout: each expert's first `window` assignments in a window of its own (expert e
+  owns slots [e W, (e+1) W)), the rest after all windows, grouped by expert, each group padded
+  with empty slots to a multiple of `block_size`, so every such block belongs to one expert."""
+  window: int      # W; W = C: per-expert capacity buffers, nothing grouped
+  block_size: int  # b of the grouped part; 1 = back to back (ragged_dot)
+
+
+def overflow_slots(num_assign: int, num_experts: int, capacity_: int, layout: Layout) -> int:
+  """Static slot count of the grouped part (a whole number of blocks).
+
+  Expert e has n_e <= C kept assignments, n_e - W of them grouped (when positive). If any
+  expert exceeds its window, that window is full, so sum_e max(n_e - W, 0) <= K - W with
+  K = min(T J, E C) kept in all; padding each group to a multiple of b adds at most b - 1 rows
+  per expert: at most floor((O + E (b - 1)) / b) blocks for O = min(K - W, E (C - W)).
+  """
+  w, b = layout
+  over = min(min(num_assign, num_experts * capacity_) - w, num_experts * (capacity_ - w))
+  if over <= 0:
+    return 0
+  return (over + num_experts * (b - 1)) // b * b
+
+
 class Plan(NamedTuple):
-  """Where every assignment goes. S = E * C buffer slots (buffer layout) or T * J (packed layout)."""
+  """Where every assignment goes: E W window slots, then the grouped slots (see `Layout`)."""
   slot_TxJ: jax.Array        # int32 buffer slot of each assignment; S when dropped or invalid
   slot_token_S: jax.Array    # int32 token in each slot; T when empty
   slot_assign_S: jax.Array   # int32 flat assignment index t * J + j in each slot; T * J when empty
   weight_TxJ: jax.Array      # float32 combine weight, 0 for dropped assignments
-  expert_S: jax.Array        # int32 expert owning each slot (packed layout)
-  group_sizes_E: jax.Array   # int32 filled slots per expert (packed layout)
+  expert_S: jax.Array        # int32 expert owning each slot (E - 1 past the last group)
+  group_sizes_E: jax.Array   # int32 kept assignments per expert (windows and groups together)
   kept_TxJ: jax.Array        # bool: assigned and within capacity
+  layout: Layout             # static
 
 
 def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str,
-         packed: bool) -> Plan:
-  """Positions of assignments in their expert's buffer via one stable sort; drops beyond capacity.
+         layout: Layout | None = None) -> Plan:
+  """Slots of all assignments via one stable sort by expert; drops beyond capacity.
 
-  Buffer layout (packed=False): expert e owns slots [e C, (e+1) C). Packed layout
-  (packed=True, for ragged_dot): kept assignments sorted by expert, back to back.
+  `layout` defaults to capacity buffers, Layout(C, 1); Layout(0, 1) packs the kept
+  assignments back to back by expert (for ragged_dot).
   """
+  window, block = layout or Layout(capacity_, 1)
   expert_TxJ, weight_TxJ, valid_TxJ, _ = routing
   num_tokens, j = expert_TxJ.shape
   a = num_tokens * j
@@ -158,28 +183,29 @@ def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str,
   pos_A = rank_A - start_pad[key_A]  # position within its expert, in priority order
   kept_A = (key_A < num_experts) & (pos_A < capacity_)
   sizes_E = jnp.minimum(counts_E, capacity_)
-  if packed:
-    num_slots = a
-    kept_start_E = jnp.cumsum(sizes_E) - sizes_E
-    slot_A = kept_start_E[jnp.minimum(key_A, num_experts - 1)] + pos_A
-    # Slot s of expert e holds sorted entry start_E[e] + (s - kept_start_E[e]).
-    expert_S = jnp.repeat(jnp.arange(num_experts, dtype=jnp.int32), sizes_E,
-                          total_repeat_length=a)
-    src_S = start_E[expert_S] + jnp.arange(a, dtype=jnp.int32) - kept_start_E[expert_S]
-    filled_S = jnp.arange(a) < jnp.sum(sizes_E)
-  else:
-    num_slots = num_experts * capacity_
-    slot_A = jnp.minimum(key_A, num_experts - 1) * capacity_ + pos_A
-    expert_S = jnp.repeat(jnp.arange(num_experts, dtype=jnp.int32), capacity_)
-    p_S = jnp.tile(jnp.arange(capacity_, dtype=jnp.int32), num_experts)
-    src_S = start_E[expert_S] + p_S
-    filled_S = p_S < sizes_E[expert_S]
+  # Grouped part: the positions >= W of each expert, padded per expert to a multiple of b.
+  num_windowed = num_experts * window
+  num_slots = num_windowed + overflow_slots(a, num_experts, capacity_, Layout(window, block))
+  padded_E = (jnp.maximum(sizes_E - window, 0) + block - 1) // block * block
+  end_E = jnp.cumsum(padded_E)
+  group_start_E = num_windowed + end_E - padded_E
+  e_A = jnp.minimum(key_A, num_experts - 1)
+  slot_A = jnp.where(pos_A < window, e_A * window + pos_A, group_start_E[e_A] + pos_A - window)
+  s_S = jnp.arange(num_slots, dtype=jnp.int32)
+  grouped_e_S = jnp.searchsorted(end_E, s_S - num_windowed, side='right')
+  expert_S = jnp.where(s_S < num_windowed, s_S // max(window, 1),
+                       jnp.minimum(grouped_e_S, num_experts - 1)).astype(jnp.int32)
+  p_S = jnp.where(s_S < num_windowed, s_S - expert_S * window,
+                  window + s_S - group_start_E[expert_S])  # position within its expert
+  filled_S = p_S < sizes_E[expert_S]  # padding, and past the last group: empty
   slot_A = jnp.where(kept_A, slot_A, num_slots)
+  src_S = start_E[expert_S] + p_S  # slot s holds the p-th sorted entry of its expert
   slot_assign_S = jnp.where(filled_S, order_A[jnp.clip(src_S, 0, a - 1)], a)
   slot_token_S = jnp.where(filled_S, slot_assign_S // j, num_tokens)
   kept_TxJ = kept_A.reshape(num_tokens, j)
   return Plan(slot_A.reshape(num_tokens, j), slot_token_S, slot_assign_S,
-              jnp.where(kept_TxJ, weight_TxJ, 0.0), expert_S, sizes_E, kept_TxJ)
+              jnp.where(kept_TxJ, weight_TxJ, 0.0), expert_S, sizes_E, kept_TxJ,
+              Layout(window, block))
 
 
 # --------------------------------------------------------------------------- gathers
@@ -206,6 +232,42 @@ def _gather_rows_bwd(res, g_MxD):
 
 
 gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
+
+
+@jax.custom_vjp
+def block_matmul(x_NxBxK, w_ExKxM, expert_N, num_used):
+  """y[n] = x[n] @ w[expert[n]] for the first `num_used` blocks, 0 for the rest.
+
+  A while loop of one small matmul per used block. The backward pass is one
+  loop too, adding each block's weight gradient in place into its expert's
+  slice: differentiating a scan instead adds a zero-padded (E, K, M) cotangent
+  per block, and a static loop over all N blocks computes the unused ones.
+  """
+  def body(n, y_NxBxM):
+    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxK[n] @ w_ExKxM[expert_N[n]], n, 0)
+  y_NxBxM = jnp.zeros((*x_NxBxK.shape[:2], w_ExKxM.shape[-1]), x_NxBxK.dtype)
+  return jax.lax.fori_loop(0, num_used, body, y_NxBxM)
+
+
+def _block_matmul_fwd(x_NxBxK, w_ExKxM, expert_N, num_used):
+  res = (x_NxBxK, w_ExKxM, expert_N, num_used)
+  return block_matmul(*res), res
+
+
+def _block_matmul_bwd(res, g_NxBxM):
+  x_NxBxK, w_ExKxM, expert_N, num_used = res
+
+  def body(n, grads):
+    g_x, g_w = grads
+    e = expert_N[n]
+    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExKxM[e].T, n, 0)
+    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxK[n].T @ g_NxBxM[n]
+    return g_x, jax.lax.dynamic_update_index_in_dim(g_w, g_we, e, 0)
+  g_x, g_w = jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxK), jnp.zeros_like(w_ExKxM)))
+  return g_x, g_w, None, None
+
+
+block_matmul.defvjp(_block_matmul_fwd, _block_matmul_bwd)
 
 
 # --------------------------------------------------------------------------- experts
@@ -283,12 +345,33 @@ def _combine(y_SxO, plan_: Plan, dtype):
   return jnp.sum(plan_.weight_TxJ.astype(dtype)[:, :, None] * y_TxJxO, axis=1)  # not a batched dot
 
 
+def _grouped_experts(x_SxD, plan_: Plan, w, spec):
+  """Every expert's FFN on the grouped part of the buffer, block by block (used blocks only)."""
+  window, b = plan_.layout
+  start = plan_.expert_S.shape[0] - x_SxD.shape[0]  # E W window slots come first
+  expert_N = plan_.expert_S[start::b]
+  num_used = jnp.sum((jnp.maximum(plan_.group_sizes_E - window, 0) + b - 1) // b)
+  x_NxBxD = x_SxD.reshape(-1, b, x_SxD.shape[-1]).astype(spec.dtype)
+  w_in, b_in = _in_weights(w, spec.dtype)
+  h_NxBxH = block_matmul(x_NxBxD, w_in, expert_N, num_used)
+  if b_in is not None:  # unused blocks: never read back, zero gradient
+    h_NxBxH = h_NxBxH + b_in[expert_N][:, None, :]
+  y_NxBxO = block_matmul(_hidden(h_NxBxH, spec), w['w2'].astype(spec.dtype), expert_N, num_used)
+  if 'b2' in w:
+    y_NxBxO = y_NxBxO + w['b2'].astype(spec.dtype)[expert_N][:, None, :]
+  return y_NxBxO.reshape(-1, y_NxBxO.shape[-1])
+
+
 def sort_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='expert'):
-  """Gather tokens into per-expert buffers (E, C, D), per-expert matmuls, gather back and combine."""
+  """Gather tokens into per-expert windows (E, W, D) and the grouped blocks, per-expert matmuls
+  on the windows, per-block matmuls on the used blocks, gather back and combine."""
   x_SxD = gather_rows(x_TxD, plan_.slot_token_S, plan_.slot_TxJ)
-  x_ExCxD = x_SxD.reshape(num_experts, -1, x_TxD.shape[-1])
-  y_ExCxO = _sharded_experts(x_ExCxD, w, spec, mesh, axis)
-  return _combine(y_ExCxO.reshape(-1, y_ExCxO.shape[-1]), plan_, spec.dtype)
+  num_windowed = num_experts * plan_.layout.window
+  x_ExWxD = x_SxD[:num_windowed].reshape(num_experts, -1, x_TxD.shape[-1])
+  y_SxO = _sharded_experts(x_ExWxD, w, spec, mesh, axis).reshape(num_windowed, -1)
+  if x_SxD.shape[0] > num_windowed:
+    y_SxO = jnp.concatenate([y_SxO, _grouped_experts(x_SxD[num_windowed:], plan_, w, spec)])
+  return _combine(y_SxO, plan_, spec.dtype)
 
 
 def einsum_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='expert'):
@@ -317,6 +400,11 @@ def ragged_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='e
   return _combine(y_SxO, plan_, spec.dtype)
 
 
+# Rows per block of the grouped part of the 'sort' layout (assignments beyond an expert's
+# window): one matmul each, so smaller blocks pad less but cost more loop steps (measured on
+# CPU, docs/moe.md).
+SORT_BLOCK = 128
+
 # model.moe.dispatch names -> fn(x_TxD, plan, weights, spec, num_experts, mesh, axis) -> y_TxO.
 # All compute the same function (tested); 'auto' picks by backend (see `resolve_dispatch`).
 DISPATCH: dict[str, Callable[..., jax.Array]] = {
@@ -324,7 +412,6 @@ DISPATCH: dict[str, Callable[..., jax.Array]] = {
     'ragged': ragged_dispatch,  # GPU/TPU default; on CPU ragged_dot is a dense masked product
     'einsum': einsum_dispatch,  # GShard one-hot reference; O(T * E * C) memory
 }
-PACKED = {'ragged'}  # dispatches that use the packed layout
 
 
 def resolve_dispatch(name: str) -> str:
@@ -427,6 +514,17 @@ class MoE(ffn_lib.Layer):
   def capacity(self, num_tokens: int) -> int:
     return capacity(num_tokens, self.num_experts, self.top_k, self.capacity_factor)
 
+  def layout(self, num_tokens: int) -> Layout:
+    """'ragged': packed; 'sort': windows of the mean load ceil(T k / E), the rest (dropless or
+    capacity_factor > 1) in blocks; capacity buffers for 'einsum', expert choice (every expert
+    fills exactly C) and expert parallelism (the blocks' experts are dynamic: not shardable)."""
+    c = self.capacity(num_tokens)
+    if self.dispatch == 'ragged':
+      return Layout(0, 1)
+    if self.dispatch == 'sort' and self.mesh is None and self.router != 'expert_choice':
+      return Layout(min(c, math.ceil(num_tokens * self.top_k / self.num_experts)), SORT_BLOCK)
+    return Layout(c, 1)
+
   def route(self, x_TxD: jax.Array, rng: jax.Array | None = None):
     """Router logits (float32, jittered only in training) and the Routing."""
     x_TxD = x_TxD.astype(jnp.float32)
@@ -444,7 +542,7 @@ class MoE(ffn_lib.Layer):
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
     logits_TxE, routing = self.route(x_TxD, rngs[0])
     plan_ = plan(routing, self.num_experts, self.capacity(num_tokens), self.drop_priority,
-                 packed=self.dispatch in PACKED)
+                 self.layout(num_tokens))
     w = self.expert_weights()
     if rngs[1] is not None and self.dropout_rate > 0:
       spec = self.spec._replace(act=self._dropped_act(rngs[1]))
