@@ -234,6 +234,25 @@ def _gather_rows_bwd(res, g_MxD):
 gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
 
 
+@jax.jit  # jitted loops: compiled once per shape also when called eagerly (tests)
+def _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used):
+  def body(n, y_NxBxM):
+    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxK[n] @ w_ExKxM[expert_N[n]], n, 0)
+  y_NxBxM = jnp.zeros((*x_NxBxK.shape[:2], w_ExKxM.shape[-1]), x_NxBxK.dtype)
+  return jax.lax.fori_loop(0, num_used, body, y_NxBxM)
+
+
+@jax.jit
+def _block_matmul_transpose_loop(x_NxBxK, w_ExKxM, expert_N, num_used, g_NxBxM):
+  def body(n, grads):
+    g_x, g_w = grads
+    e = expert_N[n]
+    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExKxM[e].T, n, 0)
+    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxK[n].T @ g_NxBxM[n]
+    return g_x, jax.lax.dynamic_update_index_in_dim(g_w, g_we, e, 0)
+  return jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxK), jnp.zeros_like(w_ExKxM)))
+
+
 @jax.custom_vjp
 def block_matmul(x_NxBxK, w_ExKxM, expert_N, num_used):
   """y[n] = x[n] @ w[expert[n]] for the first `num_used` blocks, 0 for the rest.
@@ -243,10 +262,7 @@ def block_matmul(x_NxBxK, w_ExKxM, expert_N, num_used):
   slice: differentiating a scan instead adds a zero-padded (E, K, M) cotangent
   per block, and a static loop over all N blocks computes the unused ones.
   """
-  def body(n, y_NxBxM):
-    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxK[n] @ w_ExKxM[expert_N[n]], n, 0)
-  y_NxBxM = jnp.zeros((*x_NxBxK.shape[:2], w_ExKxM.shape[-1]), x_NxBxK.dtype)
-  return jax.lax.fori_loop(0, num_used, body, y_NxBxM)
+  return _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used)
 
 
 def _block_matmul_fwd(x_NxBxK, w_ExKxM, expert_N, num_used):
@@ -255,16 +271,7 @@ def _block_matmul_fwd(x_NxBxK, w_ExKxM, expert_N, num_used):
 
 
 def _block_matmul_bwd(res, g_NxBxM):
-  x_NxBxK, w_ExKxM, expert_N, num_used = res
-
-  def body(n, grads):
-    g_x, g_w = grads
-    e = expert_N[n]
-    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExKxM[e].T, n, 0)
-    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxK[n].T @ g_NxBxM[n]
-    return g_x, jax.lax.dynamic_update_index_in_dim(g_w, g_we, e, 0)
-  g_x, g_w = jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxK), jnp.zeros_like(w_ExKxM)))
-  return g_x, g_w, None, None
+  return (*_block_matmul_transpose_loop(*res, g_NxBxM), None, None)
 
 
 block_matmul.defvjp(_block_matmul_fwd, _block_matmul_bwd)
