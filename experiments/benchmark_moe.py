@@ -1,11 +1,13 @@
 """Time one full MoE train step (forward, backward, Adam) against a FLOP-matched dense FFN.
 
   python -m experiments.benchmark_moe
-  python -m experiments.benchmark_moe --repeats=50 --capacity_factors=1.0,1.25,0
+  python -m experiments.benchmark_moe --repeats=50 --capacity_factors=1.0,1.25,0 --buffers
 
 Top-2 of 8 experts, 4096 tokens, d_model 128, expert d_ff 512 (fp32) versus a
 dense FFN of d_ff 1024 (the same active expert FLOPs) and the GShard einsum
 dispatch, in one process; medians over repeats; prints ratios and the machine.
+--buffers adds, in the same interleaved loop, 'sort' with plain capacity buffers
+(C rows per expert, C = T when dropless: the layout before windows + blocks).
 """
 
 import os
@@ -30,8 +32,17 @@ flags.DEFINE_integer('top_k', 2, 'Experts per token k.')
 flags.DEFINE_string('activation', 'relu', 'Expert and dense activation.')
 flags.DEFINE_list('capacity_factors', ['1.0', '1.25'], 'Capacity factors for the sort dispatch (<= 0: dropless).')
 flags.DEFINE_list('extra', ['einsum', 'ragged'], 'Other dispatches to time at the first capacity factor.')
+flags.DEFINE_integer('sort_block', None, "Rows per block past the 'sort' windows (default moe.SORT_BLOCK).")
+flags.DEFINE_bool('buffers', False, "Also time 'sort' with capacity buffers only (the old layout).")
 flags.DEFINE_integer('repeats', 30, 'Timed steps per variant (median reported).')
 FLAGS = flags.FLAGS
+
+
+class BufferMoE(moe_lib.MoE):
+  """'sort' with every expert a capacity buffer of C rows, nothing in blocks (the old layout)."""
+
+  def layout(self, num_tokens):
+    return moe_lib.Layout(self.capacity(num_tokens), 1)
 
 
 def make_step(model):
@@ -83,12 +94,25 @@ def main(argv):
     return moe_lib.MoE(f.d_model, f.d_expert, f.activation, num_experts=f.num_experts,
                        top_k=f.top_k, capacity_factor=cf, dispatch=dispatch, rngs=nnx.Rngs(0))
 
+  if f.sort_block is not None:
+    moe_lib.SORT_BLOCK = f.sort_block
   cfs = [float(c) for c in f.capacity_factors]
   labels = [f'dense FFN d_ff {f.top_k * f.d_expert} (FLOP-matched)']
   models = [ffn_lib.FFN(f.d_model, f.top_k * f.d_expert, f.activation, rngs=nnx.Rngs(0))]
   for cf in cfs:
+    m = moe('sort', cf)
+    window, block = m.layout(f.tokens)
     labels.append(f'MoE sort, capacity_factor {cf:g}' + (' (dropless)' if cf <= 0 else ''))
-    models.append(moe('sort', cf))
+    models.append(m)
+    _, routing = m.route(x)
+    sizes = moe_lib.plan(routing, m.num_experts, m.capacity(f.tokens), 'token').group_sizes_E
+    over = int(np.sum(np.maximum(np.asarray(sizes) - window, 0)))
+    print(f'sort cf {cf:g}: C {m.capacity(f.tokens)}, window {window}, {over} rows past the '
+          f'windows (blocks of {block}; routing at init)')
+    if f.buffers:
+      labels.append('  the same, capacity buffers (C rows per expert)')
+      models.append(BufferMoE(f.d_model, f.d_expert, f.activation, num_experts=f.num_experts,
+                              top_k=f.top_k, capacity_factor=cf, dispatch='sort', rngs=nnx.Rngs(0)))
   ms = time_steps(models, x, y, f.repeats)
   rows = [(label, t, t / ms[0]) for label, t in zip(labels, ms)]
   slow = [moe(name, cfs[0]) for name in f.extra]  # fewer repeats: these are 5-20x slower
