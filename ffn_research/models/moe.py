@@ -6,7 +6,7 @@ the zoo (plain or gated, same activation), of which each token uses `top_k`.
 Pipeline of `MoE.apply` (T tokens, E experts, J = slots per token):
 
   router logits (float32) -> ROUTERS[name] -> Routing (expert_TxJ, weight_TxJ, valid_TxJ, probs_TxE)
-  -> plan(): one stable sort by expert, capacity C, drop order -> Plan (slot maps both ways)
+  -> plan(): one stable sort by expert, capacity C, drop order, MoE.layout() -> Plan (slot maps)
   -> DISPATCH[name](x, plan, experts) -> y_TxO  (+ shared experts)
 
 Conventions, documented once here:
