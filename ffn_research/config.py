@@ -92,6 +92,28 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
+def tiny_transformer_config(task_name: str, arg: str | None,
+                            extra_args: tuple[str, ...] = ()) -> ml_collections.ConfigDict:
+  """The base of the sequence configs: a 2-layer, d_model 64, d_ff 256, 4-head transformer on
+  `task_name`, with the control variants every sequence config accepts as its argument:
+  'default', 'ffn_stack' (no attention), 'no_ffn' (attention only), plus `extra_args`
+  that the calling config handles itself.
+  """
+  config = default_config()
+  m = config.model
+  m.arch, m.d_model, m.d_ff, m.num_layers, m.num_heads = 'transformer', 64, 256, 2, 4
+  config.task.name = task_name
+  arg = arg or 'default'
+  allowed = ('default', *extra_args, 'ffn_stack', 'no_ffn')
+  if arg not in allowed:
+    raise ValueError(f'unknown config argument {arg!r}; allowed: {", ".join(allowed)}')
+  if arg == 'ffn_stack':
+    m.arch = 'ffn_stack'
+  elif arg == 'no_ffn':
+    m.use_ffn = False
+  return config
+
+
 def _flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:
   out = {}
   for k, v in cfg.items():
