@@ -199,6 +199,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _check(isinstance(tr.seed, int), f'train.seed={tr.seed!r} must be an integer')
   _check(isinstance(tr.weight_decay, (int, float)) and tr.weight_decay >= 0,
          f'train.weight_decay={tr.weight_decay!r} must be >= 0')
+  _check(isinstance(tr.momentum, (int, float)) and 0 <= tr.momentum < 1,
+         f'train.momentum={tr.momentum!r} must be in [0, 1)')
+  _check(isinstance(tr.grad_clip, (int, float)) and math.isfinite(tr.grad_clip),
+         f'train.grad_clip={tr.grad_clip!r} must be a number (<= 0 disables clipping)')
 
 
 def _non_negative(key: str, value: Any) -> None:
