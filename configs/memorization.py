@@ -10,35 +10,21 @@ summary.json reports accuracy, bits_stored, bits_per_param, bits_per_ffn_param
 and exposures_per_fact.
 """
 
-from ffn_research.config import default_config
+from ffn_research.config import tiny_transformer_config
 
 
 def get_config(arg: str = 'default'):
-  config = default_config()
-  m, t, tr = config.model, config.task, config.train
-  m.arch = 'transformer'
-  m.d_model = 64
-  m.d_ff = 256
-  m.num_layers = 2
-  m.num_heads = 4
-  t.name = 'memorization'
+  config = tiny_transformer_config('memorization', arg, extra_args=('4096',))
+  t, tr = config.task, config.train
   t.num_facts = 1024
   t.num_relations = 4       # 256 subjects
   t.vocab_size = 256        # 8 bits per fact, 8,192 bits in all
   tr.batch_size = 256
   tr.steps = 1000           # 250 exposures per fact
   tr.learning_rate = 3e-3
-  tr.log_every = 100
-  arg = arg or 'default'
   if arg == '4096':
     t.num_facts = 4096      # 32,768 bits
     t.num_relations = 16    # 256 subjects (keeps the vocabulary, hence the unembedding, small)
     tr.batch_size = 512
     tr.steps = 1200         # 150 exposures per fact
-  elif arg == 'ffn_stack':
-    m.arch = 'ffn_stack'
-  elif arg == 'no_ffn':
-    m.use_ffn = False
-  elif arg != 'default':
-    raise ValueError(f'unknown config argument {arg!r}; allowed: default, 4096, ffn_stack, no_ffn')
   return config

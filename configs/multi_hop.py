@@ -8,18 +8,12 @@ first_hop_accuracy (atomic facts), accuracy (trained compositions),
 eval_accuracy (held-out compositions).
 """
 
-from ffn_research.config import default_config
+from ffn_research.config import tiny_transformer_config
 
 
 def get_config(arg: str = 'default'):
-  config = default_config()
-  m, t, tr = config.model, config.task, config.train
-  m.arch = 'transformer'
-  m.d_model = 64
-  m.d_ff = 256
-  m.num_layers = 2
-  m.num_heads = 4
-  t.name = 'multi_hop'
+  config = tiny_transformer_config('multi_hop', arg)
+  t, tr = config.task, config.train
   t.num_nodes = 64          # chance accuracy 1/64
   t.num_relations = 8
   t.num_hops = 2            # 64 * 8^2 = 4,096 compositions
@@ -29,12 +23,4 @@ def get_config(arg: str = 'default'):
   tr.optimizer = 'adamw'
   tr.weight_decay = 1.0     # without it the held-out compositions stay near chance
   tr.learning_rate = 3e-3
-  tr.log_every = 100
-  arg = arg or 'default'
-  if arg == 'ffn_stack':
-    m.arch = 'ffn_stack'
-  elif arg == 'no_ffn':
-    m.use_ffn = False
-  elif arg != 'default':
-    raise ValueError(f'unknown config argument {arg!r}; allowed: default, ffn_stack, no_ffn')
   return config

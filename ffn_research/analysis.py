@@ -145,11 +145,14 @@ def _jacobian(theta, log_x, pred):
 
 def fit_power_law(n_params: Sequence[float], losses: Sequence[float],
                   iterations: int = 200) -> PowerLawFit | None:
-  """Least-squares fit of log L to log(a N^-b + c), c >= 0; None with fewer than 3 distinct N."""
+  """Least-squares fit of log L to log(a N^-b + c), c >= 0; None with fewer than 4 distinct N.
+
+  Three parameters through three distinct N would interpolate the means, not test a law.
+  """
   x, y = np.asarray(n_params, np.float64), np.asarray(losses, np.float64)
   keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
   x, y = x[keep], y[keep]
-  if len(np.unique(x)) < 3:
+  if len(np.unique(x)) < 4:
     return None
   log_x, log_y = np.log(x), np.log(y)
 
@@ -330,7 +333,7 @@ def analyze(workdir: str, metric: str = 'eval_loss') -> str:
       'Least squares on log L over every completed run (seeds as separate points); ± is one '
       'standard error from the Jacobian; `–` where there are too few points.\n',
       markdown_table(['plot', 'series', 'N', 'a', 'b', 'c', 'points', 'rms log-residual'], fit_rows)
-      if fit_rows else '(no fits: fewer than three distinct sizes per series)\n',
+      if fit_rows else '(no fits: fewer than four distinct sizes per series)\n',
       '\n## Plots\n', *[f'![{p.name}]({p.name}.png)\n' for p in plots],
   ]
   path = os.path.join(outdir, 'report.md')

@@ -92,6 +92,28 @@ def default_config() -> ml_collections.ConfigDict:
   return c
 
 
+def tiny_transformer_config(task_name: str, arg: str | None,
+                            extra_args: tuple[str, ...] = ()) -> ml_collections.ConfigDict:
+  """The base of the sequence configs: a 2-layer, d_model 64, d_ff 256, 4-head transformer on
+  `task_name`, with the control variants every sequence config accepts as its argument:
+  'default', 'ffn_stack' (no attention), 'no_ffn' (attention only), plus `extra_args`
+  that the calling config handles itself.
+  """
+  config = default_config()
+  m = config.model
+  m.arch, m.d_model, m.d_ff, m.num_layers, m.num_heads = 'transformer', 64, 256, 2, 4
+  config.task.name = task_name
+  arg = arg or 'default'
+  allowed = ('default', *extra_args, 'ffn_stack', 'no_ffn')
+  if arg not in allowed:
+    raise ValueError(f'unknown config argument {arg!r}; allowed: {", ".join(allowed)}')
+  if arg == 'ffn_stack':
+    m.arch = 'ffn_stack'
+  elif arg == 'no_ffn':
+    m.use_ffn = False
+  return config
+
+
 def _flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:
   out = {}
   for k, v in cfg.items():
@@ -177,6 +199,10 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _check(isinstance(tr.seed, int), f'train.seed={tr.seed!r} must be an integer')
   _check(isinstance(tr.weight_decay, (int, float)) and tr.weight_decay >= 0,
          f'train.weight_decay={tr.weight_decay!r} must be >= 0')
+  _check(isinstance(tr.momentum, (int, float)) and 0 <= tr.momentum < 1,
+         f'train.momentum={tr.momentum!r} must be in [0, 1)')
+  _check(isinstance(tr.grad_clip, (int, float)) and math.isfinite(tr.grad_clip),
+         f'train.grad_clip={tr.grad_clip!r} must be a number (<= 0 disables clipping)')
 
 
 def _non_negative(key: str, value: Any) -> None:

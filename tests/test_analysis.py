@@ -92,3 +92,10 @@ def test_analyze_report_plots_and_fits(tmp_path):
   with open(tmp_path / 'analysis' / 'aggregate.csv') as f:
     agg = list(csv.DictReader(f))
   assert len(agg) == 12 and agg[0]['runs'] == '3/4' and float(agg[0]['eval_loss/std']) == 0.0
+
+
+def test_no_fit_through_three_sizes():
+  n = [10.0, 100.0, 1000.0] * 2
+  loss = [1.0, 0.5, 0.3, 1.1, 0.45, 0.31]
+  assert analysis.fit_power_law(n, loss) is None
+  assert analysis.fit_power_law(n + [10000.0], loss + [0.2]) is not None

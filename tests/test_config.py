@@ -36,6 +36,10 @@ BAD = [
     ('model.dropout_rate', 1.0, 'model.dropout_rate'),
     ('model.dropout_rate', -0.1, 'model.dropout_rate'),
     ('model.d_model', 3, 'model.d_model'),  # the 1-D function task needs d_model 1
+    ('train.momentum', 1.0, 'train.momentum'),
+    ('train.warmup_steps', -1, 'train.warmup_steps'),
+    ('train.log_every', 0, 'train.log_every'),
+    ('train.weight_decay', -0.1, 'train.weight_decay'),
 ]
 
 
