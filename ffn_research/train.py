@@ -12,9 +12,7 @@ so a sweep can `vmap` them over runs that share shapes. `train_and_evaluate`
 runs one config in a workdir: logging, checkpoints, resume and summary.
 """
 
-import functools
 import json
-import math
 import os
 import time
 from typing import Any, Callable
