@@ -36,6 +36,7 @@ def default_config() -> ml_collections.ConfigDict:
   m.positions = 'learned'   # 'learned' embeddings, 'rotary' (transformer only) or 'none'
   m.tie_embeddings = False  # True: unembedding = token embedding transposed
   m.use_ffn = True          # False: no FFN sublayer (attention-only control; transformer only)
+  m.freeze_embeddings = False  # True: token/position embeddings and unembedding stay at their random init (no gradient)
 
   # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE
   # whose experts are FFNs of width model.d_ff (effective) / granularity.
@@ -175,6 +176,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
          f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
   if m.arch in models.SEQUENCE_ARCHS:
     _validate_sequence_model(m)
+  else:
+    _check(not m.freeze_embeddings,
+           f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); model.arch={m.arch!r} has no embeddings')
 
   _validate_moe(m)
 
