@@ -89,4 +89,4 @@ def test_sweeps_validate(scale):
   for s in specs:
     runs = sweep.expand(s.base, s.overrides)  # validates every config
     assert len({r.config.train.seed for r in runs}) >= 3
-  assert specs[0].base.model.freeze_embeddings and not specs[2].base.model.freeze_embeddings
+  assert specs[0].base.task.name == 'memorization' and specs[2].base.task.name == 'modular_arithmetic'

@@ -5,9 +5,10 @@ al. 2020 (Scaling Laws for Neural Language Models, Fig. 5): at a fixed non-embed
 count, loss depends only weakly on d_ff / d_model (a few percent over roughly 1 to 10+).
 
 Sweeps, for r = d_ff / d_model in RATIOS, on two tasks where the FFN does the work:
-  * `memorization`: model B of memorization_capacity (ffn_stack, 2 blocks, frozen random tied
-    embeddings, so the facts can live only in the FFN blocks), N facts at 100 exposures, more
-    facts than the FFN can hold; loss = mean cross-entropy over the facts (nats).
+  * `memorization`: model A of memorization_capacity (ffn_stack, 2 blocks, trainable tied
+    embeddings, excluded from the count as in Kaplan et al.), N facts at 100 exposures, more facts
+    than the model can hold; loss = mean cross-entropy over the facts (nats). (Model B, frozen
+    embeddings, stored nothing at d_model 8 in 200 steps: the first full run, docs/reproduce.md.)
   * `modular`: (a + b) mod 31 on the ffn_stack (trainable embeddings, excluded from the count as
     in Kaplan et al.), 80% of the pairs trained, AdamW with weight decay 1.0 (configs/modular.py);
     loss = cross-entropy on the held-out pairs.
@@ -85,7 +86,7 @@ def shapes(d_model: int, ratios) -> dict[str, list[tuple[float, int, int]]]:
 
 def _mem_base(m: dict[str, Any]):
   s = dict(m, d_models=(), kinds=(), seeds=0, ffn_d_model=0, ffn_d_ffs=(), rl_points=(), rl_steps=0)
-  return memcap._memorization_base(s, m['exposures'], frozen=True)  # pylint: disable=protected-access
+  return memcap._memorization_base(s, m['exposures'], frozen=False)  # pylint: disable=protected-access
 
 
 def _mod_base(m: dict[str, Any]):
@@ -143,7 +144,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
   heads = []
   for ax, task, title in zip(axes, ('memorization', 'modular'),
-                             ('memorization (frozen embeddings), fact loss', 'a + b mod p, held-out loss')):
+                             ('memorization, fact loss', 'a + b mod p, held-out loss')):
     a, b = _with_ratio(results[f'{task}_fixed_d_model']), _with_ratio(results[f'{task}_fixed_params'])
     shares = pd.concat([improvement_share(g) for _, g in a.groupby('train.seed')]) if len(a) else pd.Series(dtype=float)
     a = a.assign(share=shares)
@@ -195,7 +196,7 @@ ABLATION = base.Ablation(
     citation='Kaplan et al. 2020, Scaling Laws for Neural Language Models, Fig. 5; Vaswani et al. 2017',
     published='loss within a few percent for d_ff/d_model from about 1 to 10+ at fixed non-embedding parameters',
     sweeps=sweeps, analyze=analyze,
-    setup=('Two tasks on `ffn_stack` (2 residual FFN blocks, ReLU): fact memorization with frozen random '
-           'embeddings at 100 exposures (Adam 3e-2, as memorization_capacity model B) and (a + b) mod 31 with '
+    setup=('Two tasks on `ffn_stack` (2 residual FFN blocks, ReLU): fact memorization with trainable tied '
+           'embeddings at 100 exposures (Adam 3e-2, as memorization_capacity model A) and (a + b) mod 31 with '
            '80% of the pairs trained (AdamW 3e-3, weight decay 1.0, trainable embeddings excluded from the '
            'count). (a) fixed d_model, d_ff = r d_model; (b) FFN parameters fixed at those of r = 4.'))
