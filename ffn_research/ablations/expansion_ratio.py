@@ -85,7 +85,7 @@ def shapes(d_model: int, ratios) -> dict[str, list[tuple[float, int, int]]]:
 
 
 def _mem_base(m: dict[str, Any]):
-  s = dict(m, d_models=(), kinds=(), seeds=0, ffn_d_model=0, ffn_d_ffs=(), rl_points=(), rl_steps=0)
+  s = dict(m, exposures=(m['exposures'],), batches=(m['batch'],))
   return memcap._memorization_base(s, m['exposures'], frozen=False)  # pylint: disable=protected-access
 
 
