@@ -35,6 +35,7 @@ import numpy as np
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import train as train_lib
+from ffn_research import validation
 
 Overrides = dict[str, Any]
 
@@ -154,7 +155,7 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
   runs, seen = [], {}
   for overrides in sweep:
     config = apply_overrides(base, overrides)
-    config_lib.validate(config)
+    validation.validate(config)
     name = run_name(overrides)
     if name in seen:
       raise ValueError(f'two runs are both named {name!r}: {seen[name]} and {overrides}')

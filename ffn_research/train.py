@@ -1,7 +1,7 @@
 """Training: a pure, jit-compiled train step and the run loop around it.
 
 `Experiment(config)` holds everything a config fixes (model structure, task,
-optimizer) and exposes pure functions over pytrees:
+optimizer from `optim`) and exposes pure functions over pytrees:
 
   init(seed)                                  -> run state (params, opt_state, data, rng, step)
   train_step(params, opt_state, batch, rng)   -> (params, opt_state, metrics)
@@ -15,7 +15,7 @@ runs one config in a workdir: logging, checkpoints, resume and summary.
 import json
 import os
 import time
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -24,55 +24,10 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import models, tasks
+from ffn_research import models, optim, tasks, validation
 
 PyTree = Any
-
-
-# --------------------------------------------------------------------------- optimizers
-
-def _sgd(lr, cfg):
-  return optax.sgd(lr, momentum=cfg.momentum or None)
-
-
-OPTIMIZERS: dict[str, Callable[[Callable, ml_collections.ConfigDict], optax.GradientTransformation]] = {
-    'sgd': _sgd,  # with momentum train.momentum (0 = plain SGD)
-    'adam': lambda lr, cfg: optax.adam(lr),
-    'adamw': lambda lr, cfg: optax.adamw(lr, weight_decay=cfg.weight_decay),
-    'lion': lambda lr, cfg: optax.lion(lr, weight_decay=cfg.weight_decay),
-}
-
-
-def _constant(cfg):
-  return optax.linear_schedule(0.0, 1.0, max(cfg.warmup_steps, 1)) if cfg.warmup_steps else (
-      lambda count: jnp.ones_like(count, jnp.float32))
-
-
-def _cosine(cfg):
-  return optax.warmup_cosine_decay_schedule(
-      0.0 if cfg.warmup_steps else 1.0, 1.0, cfg.warmup_steps, max(cfg.steps, cfg.warmup_steps + 1))
-
-
-# Unit-peak schedules (multiplied by train.learning_rate).
-SCHEDULES: dict[str, Callable[[ml_collections.ConfigDict], optax.Schedule]] = {
-    'constant': _constant,  # linear warmup, then constant
-    'cosine': _cosine,      # linear warmup, then cosine decay to 0 at train.steps
-}
-
-
-def build_optimizer(train_cfg: ml_collections.ConfigDict) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """Optax optimizer with the peak learning rate held in its state (so sweeps can vmap it)."""
-  unit = SCHEDULES[train_cfg.schedule](train_cfg)
-
-  def make(learning_rate):
-    opt = OPTIMIZERS[train_cfg.optimizer](lambda count: learning_rate * unit(count), train_cfg)
-    if train_cfg.grad_clip > 0:
-      opt = optax.chain(optax.clip_by_global_norm(train_cfg.grad_clip), opt)
-    return opt
-
-  return optax.inject_hyperparams(make)(learning_rate=train_cfg.learning_rate), unit
 
 
 # --------------------------------------------------------------------------- experiment
@@ -99,7 +54,7 @@ class Experiment:
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
     self.task = tasks.build_task(config)
-    self.optimizer, self.unit_schedule = build_optimizer(config.train)
+    self.optimizer, self.unit_schedule = optim.build_optimizer(config.train)
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, _ = nnx.split(abstract)
     self.counts = models.model_counts(config, self.task)
@@ -198,8 +153,21 @@ def run_summary(counts: dict[str, Any], last: dict[str, Any], *, step: int, dive
   if diverged_at >= 0:
     summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at, eval_loss=None)
   else:
-    summary.update(status='completed', step=step, **evals)
+    summary.update(status='completed', step=step, **evals, **per_param(evals, counts))
   return summary
+
+
+def per_param(evals: dict[str, Any], counts: dict[str, Any]) -> dict[str, float]:
+  """bits_per_param and bits_per_ffn_param from a task's `bits_stored` (NaN without an FFN).
+
+  Divided in float32, as the device would: the summary's one place for per-parameter figures.
+  """
+  if evals.get('bits_stored') is None:
+    return {}
+  bits = np.float32(evals['bits_stored'])
+  ffn = counts.get('num_ffn_params', counts['num_params'])
+  return {'bits_per_param': (bits / np.float32(counts['num_params'])).item(),
+          'bits_per_ffn_param': (bits / np.float32(ffn)).item() if ffn else float('nan')}
 
 
 def _print_counts(counts: dict[str, Any]) -> None:
@@ -209,7 +177,7 @@ def _print_counts(counts: dict[str, Any]) -> None:
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Train one config in `workdir` (resuming if it holds a checkpoint) and write its outputs."""
-  config_lib.validate(config)
+  validation.validate(config)
   os.makedirs(workdir, exist_ok=True)
   resolved = config.to_dict()
   io_lib.check_or_write_config(workdir, resolved)

@@ -13,7 +13,7 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import train
+from ffn_research import optim, train
 from tests.conftest import REPO_ROOT
 
 
@@ -80,10 +80,10 @@ def test_train_step_reduces_loss_and_reports_metrics(exp):
   assert int(later['first_nonfinite_step']) == -1
 
 
-@pytest.mark.parametrize('schedule', list(train.SCHEDULES))
+@pytest.mark.parametrize('schedule', list(optim.SCHEDULES))
 def test_schedules(schedule):
   config = tiny_config(**{'train.schedule': schedule})
-  _, unit = train.build_optimizer(config.train)
+  _, unit = optim.build_optimizer(config.train)
   assert float(unit(0)) == 0.0 and float(unit(5)) == pytest.approx(0.5)  # linear warmup over 10
   assert float(unit(10)) == pytest.approx(1.0)  # reaches the peak
   if schedule == 'cosine':
@@ -93,7 +93,7 @@ def test_schedules(schedule):
     assert float(unit(config.train.steps)) == 1.0
 
 
-@pytest.mark.parametrize('optimizer', list(train.OPTIMIZERS))
+@pytest.mark.parametrize('optimizer', list(optim.OPTIMIZERS))
 def test_optimizers_train(optimizer):
   config = tiny_config(**{'train.optimizer': optimizer, 'train.steps': 100,
                           'train.learning_rate': 1e-2 if optimizer != 'lion' else 1e-3})

@@ -11,6 +11,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from ffn_research import config as config_lib
+
 Activation = Callable[[jax.Array], jax.Array]
 
 
@@ -57,3 +59,7 @@ def get(name: str) -> Activation:
     return GATED[name]
   raise ValueError(
       f'model.activation={name!r} is unknown; allowed: {", ".join(ALL_NAMES)}')
+
+
+def validate(key: str, name: str) -> None:
+  config_lib.one_of(key, name, ALL_NAMES)

@@ -9,8 +9,11 @@
 - `loss(outputs, batch) -> (loss, metrics)`: the training objective.
 - `evaluate(apply_fn, data) -> metrics`: held-out metrics, 'eval_loss' among them.
 - `validate(config)` (static): raise config.ConfigError for bad task keys.
+
+`validate(config)` below checks task.name and then that task's keys.
 """
 
+from ffn_research import config as config_lib
 from ffn_research.tasks import regression, sequence
 
 TASKS = {
@@ -23,3 +26,9 @@ TASKS = {
 
 def build_task(config):
   return TASKS[config.task.name](config)
+
+
+def validate(config) -> None:
+  """ConfigError for the task section: task.name, then the chosen task's own keys."""
+  config_lib.one_of('task.name', config.task.name, TASKS)
+  TASKS[config.task.name].validate(config)

@@ -61,11 +61,11 @@ class FunctionTask(_Regression):
   @staticmethod
   def validate(config):
     t = config.task
-    config_lib._one_of('task.function', t.function, FUNCTIONS)
-    config_lib._check(config.model.d_model == 1,
-                      f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)')
+    config_lib.one_of('task.function', t.function, FUNCTIONS)
+    config_lib.check(config.model.d_model == 1,
+                     f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)')
     for key in ('num_train', 'num_eval', 'grid_size'):
-      config_lib._positive_int(f'task.{key}', t[key])
+      config_lib.positive_int(f'task.{key}', t[key])
 
   def __init__(self, config):
     super().__init__(config)
@@ -95,10 +95,10 @@ class TeacherStudentTask(_Regression):
   @staticmethod
   def validate(config):
     t = config.task
-    config_lib._one_of('task.teacher_activation', t.teacher_activation, activations.ALL_NAMES)
+    config_lib.one_of('task.teacher_activation', t.teacher_activation, activations.ALL_NAMES)
     for key in ('num_train', 'num_eval', 'teacher_d_ff'):
-      config_lib._positive_int(f'task.{key}', t[key])
-    config_lib._check(t.noise_std >= 0, f'task.noise_std={t.noise_std!r} must be >= 0')
+      config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.check(t.noise_std >= 0, f'task.noise_std={t.noise_std!r} must be >= 0')
 
   def __init__(self, config):
     super().__init__(config)
@@ -139,8 +139,8 @@ class RandomLabelsTask(_Regression):
 
   @staticmethod
   def validate(config):
-    config_lib._positive_int('task.num_points', config.task.num_points)
-    config_lib._positive_float('task.tolerance', config.task.tolerance)
+    config_lib.positive_int('task.num_points', config.task.num_points)
+    config_lib.positive_float('task.tolerance', config.task.tolerance)
 
   def init_data(self, rng):
     t, d = self.config.task, self.config.model.d_model
