@@ -7,6 +7,8 @@ Rebuilds DIR/results.csv from every run summary first (merging all shards).
 
 from absl import app, flags
 
+from ffn_research import analysis, sweep
+
 flags.DEFINE_string('workdir', None, 'Sweep folder (holds sweep.json, runs/ and results.csv).')
 flags.DEFINE_string('metric', 'eval_loss', 'Loss column to aggregate, plot and fit.')
 flags.DEFINE_bool('merge', True, 'Rebuild results.csv from the run summaries first.')
@@ -16,7 +18,6 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  from ffn_research import analysis, sweep  # pylint: disable=g-import-not-at-top
   if FLAGS.merge:
     sweep.write_results(FLAGS.workdir)
   print(f'wrote {analysis.analyze(FLAGS.workdir, FLAGS.metric)}')

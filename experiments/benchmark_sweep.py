@@ -8,13 +8,19 @@ The persistent compilation cache is off for both, so each separate run compiles 
 fresh `python -m experiments.train` would without the cache).
 """
 
+import contextlib
 import importlib.util
+import io
 import os
 import platform
 import tempfile
 import time
 
+import jax
+import numpy as np
 from absl import app, flags, logging
+
+from ffn_research import sweep, train
 
 flags.DEFINE_integer('num_runs', 16, 'Seeds to train.')
 flags.DEFINE_string('config', 'configs/regression.py', 'Config file (get_config() default arg).')
@@ -24,10 +30,6 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  import contextlib, io  # pylint: disable=g-import-not-at-top,multiple-import
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep, train  # pylint: disable=g-import-not-at-top
   spec = importlib.util.spec_from_file_location('bench_config', FLAGS.config)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -65,4 +67,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  jax.config.config_with_absl()
   app.run(main)

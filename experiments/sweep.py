@@ -6,14 +6,20 @@
   python -m experiments.sweep --config=configs/sweeps/capacity_dense.py --workdir=runs/cap --merge_only
 
 The config file defines get_config(arg) (the base config; --config.KEY=VALUE overrides
-apply to it) and get_sweep(arg) (a list of override dicts, one per run).
+apply to it) and get_sweep(arg) (a list of override dicts, one per run). JAX's own flags
+work too (e.g. --jax_debug_nans, --jax_platforms=cpu).
 """
 
 import os
 import sys
 
+import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from ffn_research import config as config_lib
+from ffn_research import io as io_lib
+from ffn_research import sweep
 
 config_flags.DEFINE_config_file('config', None, 'Sweep config file (path[:arg]).', lock_config=True)
 flags.DEFINE_string('workdir', None, 'Sweep folder; rerunning on it resumes.')
@@ -33,9 +39,6 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
   if FLAGS.merge_only:
     print(f'wrote {sweep.write_results(FLAGS.workdir)}')
     return
@@ -59,4 +62,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  jax.config.config_with_absl()
   app.run(main)

@@ -17,6 +17,7 @@ lives in `opt_state.hyperparams['learning_rate']` so it can differ per run.
 import csv
 import dataclasses
 import hashlib
+import importlib.util
 import io
 import itertools
 import json
@@ -31,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from tqdm import tqdm
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
@@ -377,7 +379,6 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
         f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
         file=sys.stderr, flush=True)
 
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
   run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
   for g in groups:
     step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
@@ -451,7 +452,6 @@ def write_results(workdir: str) -> str:
 
 def load_sweep_file(spec: str) -> tuple[ml_collections.ConfigDict, list[Overrides]]:
   """(get_config(arg), get_sweep(arg)) of 'path/to/sweep.py[:arg]'."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
   path, _, arg = spec.partition('.py:')
   path = path if path.endswith('.py') else path + '.py'
   module_spec = importlib.util.spec_from_file_location('sweep_config', path)
