@@ -1,9 +1,9 @@
 """Optimizers and learning-rate schedules by name (config keys `train.optimizer`, `train.schedule`).
 
 `build_optimizer(train_cfg)` returns the optax transformation with the peak
-learning rate held in its state (`optax.inject_hyperparams`), so runs with
-different learning rates can share one vmapped program, and the unit-peak
-schedule it multiplies. `validate(train_cfg)` checks the keys this module reads.
+learning rate and the weight decay held in its state (`optax.inject_hyperparams`),
+so runs that differ in them can share one vmapped program, and the unit-peak
+schedule the learning rate multiplies. `validate(train_cfg)` checks the keys this module reads.
 """
 
 import math
@@ -16,17 +16,17 @@ import optax
 from ffn_research import config as config_lib
 
 
-def _sgd(lr, cfg):
-  return optax.sgd(lr, momentum=cfg.momentum or None)
-
-
-# train.optimizer name -> (learning-rate schedule, train config) -> optax transformation.
-OPTIMIZERS: dict[str, Callable[[Callable, ml_collections.ConfigDict], optax.GradientTransformation]] = {
-    'sgd': _sgd,  # with momentum train.momentum (0 = plain SGD)
-    'adam': lambda lr, cfg: optax.adam(lr),
-    'adamw': lambda lr, cfg: optax.adamw(lr, weight_decay=cfg.weight_decay),
-    'lion': lambda lr, cfg: optax.lion(lr, weight_decay=cfg.weight_decay),
+# train.optimizer name -> (learning-rate schedule, weight decay, train config) -> optax transformation.
+OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
+    'sgd': lambda lr, wd, cfg: optax.sgd(lr, momentum=cfg.momentum or None),  # momentum 0 = plain SGD
+    'adam': lambda lr, wd, cfg: optax.adam(lr),
+    'adamw': lambda lr, wd, cfg: optax.adamw(lr, weight_decay=wd),  # decoupled weight decay
+    'lion': lambda lr, wd, cfg: optax.lion(lr, weight_decay=wd),
 }
+
+# Train keys held in the optimizer state (optax.inject_hyperparams) rather than compiled in:
+# runs that differ only in these share one vmapped program (sweep.VMAPPED_KEYS).
+HYPERPARAMS = ('learning_rate', 'weight_decay')
 
 
 def _constant(cfg):
@@ -63,13 +63,14 @@ def validate(train_cfg: ml_collections.ConfigDict) -> None:
 
 
 def build_optimizer(train_cfg: ml_collections.ConfigDict) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """Optax optimizer with the peak learning rate held in its state (so sweeps can vmap it)."""
+  """Optax optimizer with HYPERPARAMS (peak learning rate, weight decay) in its state, so sweeps
+  can vmap them; and the unit-peak schedule the learning rate multiplies."""
   unit = SCHEDULES[train_cfg.schedule](train_cfg)
 
-  def make(learning_rate):
-    opt = OPTIMIZERS[train_cfg.optimizer](lambda count: learning_rate * unit(count), train_cfg)
+  def make(learning_rate, weight_decay):
+    opt = OPTIMIZERS[train_cfg.optimizer](lambda count: learning_rate * unit(count), weight_decay, train_cfg)
     if train_cfg.grad_clip > 0:
       opt = optax.chain(optax.clip_by_global_norm(train_cfg.grad_clip), opt)
     return opt
 
-  return optax.inject_hyperparams(make)(learning_rate=train_cfg.learning_rate), unit
+  return optax.inject_hyperparams(make)(**{k: train_cfg[k] for k in HYPERPARAMS}), unit

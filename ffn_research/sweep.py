@@ -10,8 +10,8 @@ Layout of a sweep workdir:
 
 A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
 configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
-`Experiment.train_chunk` are vmapped over a leading run axis, the learning rate
-lives in `opt_state.hyperparams['learning_rate']` so it can differ per run.
+`Experiment.train_chunk` are vmapped over a leading run axis; the learning rate and
+weight decay live in `opt_state.hyperparams` (optim.HYPERPARAMS) so they can differ per run.
 """
 
 import csv
@@ -36,15 +36,16 @@ from tqdm import tqdm
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
+from ffn_research import optim
 from ffn_research import train as train_lib
 from ffn_research import validation
 
 Overrides = dict[str, Any]
 
 # Keys that change neither array shapes nor the compiled program: runs that differ
-# only in these share one vmapped program (the seed feeds init, the learning rate
-# the optimizer state).
-VMAPPED_KEYS = ('train.seed', 'train.learning_rate')
+# only in these share one vmapped program (the seed feeds init; the optimizer's
+# HYPERPARAMS, learning rate and weight decay, live in its state).
+VMAPPED_KEYS = ('train.seed', *(f'train.{k}' for k in optim.HYPERPARAMS))
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
@@ -233,10 +234,11 @@ class GroupPrograms:
       mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
       self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
 
-    def init_one(seed, learning_rate):
+    def init_one(seed, hyperparams):
       state = exp.init(seed)
       hyper = state['opt_state'].hyperparams
-      hyper['learning_rate'] = learning_rate.astype(hyper['learning_rate'].dtype)
+      for k, v in hyperparams.items():
+        hyper[k] = v.astype(hyper[k].dtype)
       return state
 
     shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
@@ -283,8 +285,9 @@ def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | Non
   exp = progs.exp
   num_runs = len(runs)
   seeds = progs.pad(np.asarray([r.config.train.seed for r in runs], np.int32))
-  lrs = progs.pad(np.asarray([r.config.train.learning_rate for r in runs], np.float32))
-  state = progs.init(seeds, lrs)
+  hyperparams = {k: progs.pad(np.asarray([r.config.train[k] for r in runs], np.float32))
+                 for k in optim.HYPERPARAMS}
+  state = progs.init(seeds, hyperparams)
 
   logs = [io_lib.MetricsLog(_run_dir(workdir, r.name), resume_step=0) for r in runs]
   last: list[dict[str, Any]] = [{} for _ in runs]

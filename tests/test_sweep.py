@@ -98,7 +98,8 @@ def test_expand_validates_before_running():
     sweep.expand(tiny_config(), sweep.values('model.activation', ['relu', 'nope']))
 
 
-def test_group_runs_only_merges_seed_and_learning_rate():
+def test_group_runs_only_merges_vmapped_keys():
+  assert sweep.VMAPPED_KEYS == ('train.seed', 'train.learning_rate', 'train.weight_decay')
   grid = sweep.product(sweep.values('model.d_ff', [4, 8]), sweep.values('train.learning_rate', [0.1, 0.2]),
                        sweep.values('train.seed', [0, 1]))
   groups = sweep.group_runs(sweep.expand(tiny_config(), grid))
@@ -160,6 +161,24 @@ def test_vmapped_group_equals_separate_runs(group_sweep):
   lr_fast = read_jsonl(os.path.join(workdir, 'runs', 'learning_rate=0.05,seed=2', 'metrics.jsonl'))
   lr_slow = read_jsonl(os.path.join(workdir, 'runs', 'seed=0', 'metrics.jsonl'))
   np.testing.assert_allclose(lr_fast[0]['learning_rate'] / lr_slow[0]['learning_rate'], 0.05 / 3e-3, rtol=1e-5)
+
+
+def test_weight_decay_is_vmapped_and_equals_a_lone_run(tmp_path):
+  """Runs differing only in train.weight_decay share one program; each equals its lone run."""
+  base = tiny_config()
+  base.train.optimizer = 'adamw'
+  grid = sweep.values('train.weight_decay', [0.0, 0.5])
+  assert len(sweep.group_runs(sweep.expand(base, grid))) == 1
+  summaries = sweep.run_sweep(base, grid, str(tmp_path / 'sweep'), progress=False)
+  assert {s['sweep_group_size'] for s in summaries.values()} == {2}
+  alone = train.train_and_evaluate(sweep.apply_overrides(base, grid[1]), str(tmp_path / 'alone'))
+  assert_close_metrics(summaries['weight_decay=0.5'], alone)
+  got = read_jsonl(str(tmp_path / 'sweep' / 'runs' / 'weight_decay=0.5' / 'metrics.jsonl'))
+  for g, w in zip(got, read_jsonl(str(tmp_path / 'alone' / 'metrics.jsonl')), strict=True):
+    assert_close_metrics(g, w)
+  # The decay really differed per run: it shrank the weights of the decayed run only.
+  undecayed = read_jsonl(str(tmp_path / 'sweep' / 'runs' / 'weight_decay=0.0' / 'metrics.jsonl'))
+  assert got[-1]['param_norm'] < undecayed[-1]['param_norm']
 
 
 def test_results_csv_schema(group_sweep):
