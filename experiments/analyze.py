@@ -5,6 +5,7 @@
 Rebuilds DIR/results.csv from every run summary first (merging all shards).
 """
 
+import jax
 from absl import app, flags
 
 from ffn_research import analysis, sweep
@@ -24,4 +25,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  jax.config.config_with_absl()
   app.run(main)
