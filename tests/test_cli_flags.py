@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from ffn_research import sweep, train
 from tests.conftest import REPO_ROOT
 
@@ -14,6 +16,7 @@ BLOW_UP = {'train.steps': 20, 'train.log_every': 10, 'train.learning_rate': 1e30
            'train.warmup_steps': 0}
 
 
+@pytest.mark.slow  # a subprocess plus a run in-process
 def test_jax_debug_nans_flag_and_compilation_cache(tmp_path):
   spec = importlib.util.spec_from_file_location('regression', os.path.join(REPO_ROOT, 'configs', 'regression.py'))
   module = importlib.util.module_from_spec(spec)
