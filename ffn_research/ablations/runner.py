@@ -311,7 +311,9 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     if r['figures']:
       f = r['figures'][0]
       lines += [f'![{f["caption"]}]({rel}/{f["file"]})', '']
-    lines += [f'{env["machine"]}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
+    load = env.get('load_average_at_start')
+    load = f' (load average {load[0]} at start)' if load else ''
+    lines += [f'{env["machine"]}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
               f'{r["wall_time_s"]:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
               f'Full report: [{rel}/report.md]({rel}/report.md).', '']
   return '\n'.join(lines).rstrip() + '\n'
