@@ -209,8 +209,9 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
                '![sup error per seed](plot.png)', '| train.seed | sup_error |']:
     assert text in md
   capsys.readouterr()
-  runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
+  again = runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
   assert '3 already finished, 0 to run' in capsys.readouterr().err
+  assert again['total_wall_time_s'] == pytest.approx(report['wall_time_s'] + again['wall_time_s'])
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1
   index = (tmp_path / 'index.md').read_text().splitlines()
