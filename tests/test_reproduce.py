@@ -272,7 +272,19 @@ def test_cli_list_and_bad_input():
                    '--publish')
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
       'error: --publish needs --scale=full (got quick); only full-scale reports may be published']
+  proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--scale=huge')
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+      "error: --scale='huge' is unknown; allowed: smoke, quick, full, large"]
   assert not os.path.exists('/tmp/unused_reproduce_dir')
+
+
+def test_registry_import_is_light():
+  """Listing names and rejecting a bad one must not import jax (so the CLI answers at once)."""
+  code = ('import sys; from ffn_research import ablations; ablations.names(); '
+          'assert "jax" not in sys.modules and "pandas" not in sys.modules, sorted(sys.modules)')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert ablations.Ablation is base.Ablation
 
 
 @pytest.fixture(scope='module')
