@@ -4,6 +4,7 @@
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --quick
   python -m experiments.reproduce --ablation=all --workdir=runs/repro_quick --quick
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --publish
+  python -m experiments.reproduce --update_readme     # README Results from docs/results/*/report.json
 
 Writes DIR/NAME/report.md, report.json and PNGs (DIR/index.md for --ablation=all). Rerunning
 resumes: finished runs are not redone. See docs/reproduce.md.
@@ -20,6 +21,8 @@ flags.DEFINE_bool('quick', False, 'Shorthand for --scale=quick.')
 flags.DEFINE_bool('list', False, 'List the ablations with their claims and exit.')
 flags.DEFINE_bool('publish', False, 'After running, copy the (full-scale) report to docs/results/NAME/ '
                   'and regenerate the README Results section.')
+flags.DEFINE_bool('update_readme', False, 'Only regenerate the README Results section from every '
+                  'docs/results/*/report.json (e.g. after a merge) and exit.')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -37,6 +40,11 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)
   from ffn_research import ablations  # pylint: disable=g-import-not-at-top  (light: no jax yet)
   scale = 'quick' if FLAGS.quick else FLAGS.scale
+  if FLAGS.update_readme:
+    from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+    runner.update_readme()
+    print(f'updated {runner.REPO_ROOT}/README.md from docs/results/*/report.json')
+    return
   if not FLAGS.list:  # bad requests fail here, before jax and the ablations are imported
     if not FLAGS.ablation or not FLAGS.workdir:
       fail('--ablation and --workdir are required (or --list)')

@@ -242,7 +242,7 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   assert '### x' in section and 'X is small (A 2020).' in section
   assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
   assert '![cap](docs/results/x/p.png)' in section and 'commit abc' in section
-  runner.update_readme(str(repo))  # idempotent
+  runner.update_readme(str(repo))  # idempotent (what --update_readme runs)
   assert (repo / 'README.md').read_text() == text
 
 
