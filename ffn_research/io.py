@@ -29,12 +29,17 @@ def json_safe(obj: Any) -> Any:
   return obj
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
 def write_text(path: str, text: str) -> None:
   """Write via a temporary file in the same folder and rename: readers never see half a file."""
   folder = os.path.dirname(os.path.abspath(path))
   os.makedirs(folder, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
   try:
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from other users
     with os.fdopen(fd, 'w') as f:
       f.write(text)
     os.replace(tmp, path)
