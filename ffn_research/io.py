@@ -158,6 +158,28 @@ def _flat(d: dict[str, Any], prefix: str = '') -> dict[str, Any]:
   return out
 
 
+def read_metrics(path: str) -> tuple[list[dict[str, Any]], list[bytes]]:
+  """(valid records, one per step, by step; raw lines that cannot be parsed) of a metrics.jsonl."""
+  records: dict[int, dict[str, Any]] = {}
+  bad = []
+  if os.path.exists(path):
+    with open(path, 'rb') as f:
+      raw_lines = f.read().split(b'\n')
+    for raw in raw_lines:
+      if not raw.strip():
+        continue
+      try:
+        record = json.loads(raw.decode('utf-8'))
+        ok = isinstance(record, dict) and isinstance(record.get('step'), int)
+      except (ValueError, UnicodeDecodeError):
+        ok = False
+      if not ok:
+        bad.append(raw)
+      else:
+        records.setdefault(record['step'], record)
+  return [records[k] for k in sorted(records)], bad
+
+
 class MetricsLog:
   """metrics.jsonl (one object per logged step) plus TensorBoard scalars (tensorboardX, no TF).
 
@@ -168,30 +190,13 @@ class MetricsLog:
 
   def __init__(self, workdir: str, resume_step: int = 0):
     self.path = os.path.join(workdir, 'metrics.jsonl')
-    self.records: list[dict[str, Any]] = []
-    kept, bad, seen = [], [], set()
-    if os.path.exists(self.path):
-      with open(self.path, 'rb') as f:
-        raw_lines = f.read().split(b'\n')
-      for raw in raw_lines:
-        if not raw.strip():
-          continue
-        try:
-          record = json.loads(raw.decode('utf-8'))
-          ok = isinstance(record, dict) and isinstance(record.get('step'), int)
-        except (ValueError, UnicodeDecodeError):
-          ok = False
-        if not ok:
-          bad.append(raw)
-        elif record['step'] <= resume_step and record['step'] not in seen:
-          seen.add(record['step'])
-          kept.append(record)
+    records, bad = read_metrics(self.path)
     if bad:
       with open(self.path + '.corrupt', 'ab') as f:
         f.write(b''.join(line + b'\n' for line in bad))
       warn(f'{self.path}: {len(bad)} unreadable line(s) set aside in {self.path}.corrupt; '
-           f'kept {len(kept)} valid line(s)')
-    self.records = sorted(kept, key=lambda r: r['step'])
+           f'kept {len(records)} valid line(s)')
+    self.records = [r for r in records if r['step'] <= resume_step]
     write_text(self.path, ''.join(json.dumps(r) + '\n' for r in self.records))
     self.file = open(self.path, 'a')
     from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top

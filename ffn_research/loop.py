@@ -231,23 +231,39 @@ def check_memory(compiled, device, num_runs: int) -> None:
 
 # --------------------------------------------------------------------------- the loop
 
-def _restore(programs, ckpts: list[io_lib.Checkpointer], abstract_one: PyTree):
-  """(per-run states, step, per-run meta) at the newest step every run has intact, or None."""
+def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -> float:
+  """The step up to which every line a run logs is in `records` (inf once they show divergence)."""
+  by_step = {r['step']: r for r in records}
+  track, covered = Track(), 0
+  for end in range(tr.log_every, tr.steps + tr.log_every, tr.log_every):
+    end = min(end, tr.steps)
+    if end not in by_step:
+      return covered
+    track.observe(end, by_step[end], tr)
+    if track.diverged_at >= 0:
+      return float('inf')
+    covered = end
+  return covered
+
+
+def _restore(ckpts: list[io_lib.Checkpointer], abstract_one: PyTree, max_step: float):
+  """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
+  intact, or None; newer checkpoints are removed (a rerun recreates them)."""
   common = set.intersection(*(set(c.steps()) for c in ckpts))
   had_any = any(c.steps() for c in ckpts)
-  for step in sorted(common, reverse=True):
+  chosen = None
+  for step in sorted((s for s in common if s <= max_step), reverse=True):
     restored = [c.restore(step, abstract_one) for c in ckpts]
     if all(r is not None for r in restored):
-      for c in ckpts:  # newer ones (only ever damaged or of another grouping) would clash on save
-        for later in [s for s in c.steps() if s > step]:
-          c.discard(later, corrupt=True)
-      return [r[0] for r in restored], step, [r[1] for r in restored]
-  if had_any:
-    io_lib.warn(f'no intact checkpoint common to {", ".join(c.directory for c in ckpts)}; starting over')
-    for c in ckpts:
-      for s in c.steps():
-        c.discard(s, corrupt=True)
-  return None
+      chosen = [r[0] for r in restored], step, [r[1] for r in restored]
+      break
+  for c in ckpts:
+    for later in [s for s in c.steps() if chosen is None or s > chosen[1]]:
+      c.discard(later)
+  if chosen is None and had_any:
+    io_lib.warn(f'no usable checkpoint in {", ".join(c.directory for c in ckpts)} (damaged, or past the '
+                'last step logged in metrics.jsonl); starting over')
+  return chosen
 
 
 def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: Sequence[str], *,
@@ -282,7 +298,8 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
 
   if not all(c.steps() and c.steps()[0] >= tr.steps for c in ckpts):
     ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
-  restored = _restore(programs, ckpts, abstract_one)
+  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr) for d in run_dirs)
+  restored = _restore(ckpts, abstract_one, logged)
   if restored is None:
     state, step, wall_before = programs.init(seeds, learning_rates), 0, [0.0] * num_runs
   else:

@@ -120,6 +120,7 @@ def test_metrics_of_a_checkpoint_are_on_disk_before_it_counts(reference, tmp_pat
   assert_same_run(workdir, reference)
 
 
+@pytest.mark.slow  # three sweeps of a group of 3 (~10 s)
 def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypatch):
   """Sweep runs checkpoint too: a kill mid-group resumes from the checkpoint, not from step 0."""
   base = tiny_config(**{'model.d_ff': 8, 'train.steps': 40, 'train.log_every': 10,
@@ -194,6 +195,7 @@ def test_second_process_on_a_busy_workdir_is_refused_naming_the_holder(tmp_path)
   assert sorted(os.listdir(workdir)) == ['.lock']  # nothing else written
 
 
+@pytest.mark.slow  # two subprocesses, one a run (~6 s)
 def test_lock_of_a_killed_process_is_not_stale(reference, tmp_path):
   workdir = copy_run(reference, tmp_path)
   script = ('import os, signal, sys; from ffn_research import io; '
@@ -233,6 +235,7 @@ def _write_summaries_then_merge(workdir, names, barrier):
   sweep.write_results(workdir)
 
 
+@pytest.mark.slow  # 3 rounds of 4 processes that import JAX (~15 s)
 def test_concurrent_shards_lose_no_results_rows(tmp_path):
   names = [f'd_ff={d}' for d in range(1, 41)]
   workdir = str(tmp_path)
@@ -281,7 +284,9 @@ def _damage(ckpt_dir, how):
 
 
 @pytest.mark.parametrize('how', [
-    'truncate_all', 'manifest_garbage', 'no_state',
+    'manifest_garbage',
+    pytest.param('truncate_all', marks=pytest.mark.slow),
+    pytest.param('no_state', marks=pytest.mark.slow),
     pytest.param('array_data_halved', marks=pytest.mark.slow),
     pytest.param('no_METADATA', marks=pytest.mark.slow),
     pytest.param('no_meta_metadata', marks=pytest.mark.slow)])
@@ -296,6 +301,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(reference, tmp_pat
   assert_same_run(workdir, reference)
 
 
+@pytest.mark.slow  # a whole run in a subprocess (~6 s)
 def test_no_intact_checkpoint_starts_over_through_the_entry_point(reference, tmp_path):
   workdir = copy_run(reference, tmp_path)
   _damage(os.path.join(workdir, 'checkpoints', '200'), 'manifest_garbage')
@@ -318,7 +324,23 @@ def test_corrupt_metrics_lines_are_set_aside_and_valid_ones_kept(reference, tmp_
   assert_same_run(workdir, reference)
 
 
-@pytest.mark.parametrize('content', [b'{"status": "compl', b'', b'\x89PNG\x00\xff', b'[1, 2]'])
+def test_a_lost_metrics_line_is_recomputed_from_an_earlier_checkpoint(reference, tmp_path, capfd):
+  """Garbage in place of the step-150 line: the rerun resumes from step 100, not 200, so every
+  logged step is on disk exactly once."""
+  workdir = copy_run(reference, tmp_path)
+  path = os.path.join(workdir, 'metrics.jsonl')
+  lines = open(path, 'rb').read().splitlines(keepends=True)
+  with open(path, 'wb') as f:
+    f.write(b''.join(lines[:2]) + b'garbage\n' + lines[3])
+  loop.train_and_evaluate(tiny_config(), workdir)
+  out, err = capfd.readouterr()
+  assert 'resumed from checkpoint at step 100' in out and '1 unreadable line(s)' in err
+  assert_same_run(workdir, reference)
+
+
+@pytest.mark.parametrize('content', [b'{"status": "compl', pytest.param(b'', marks=pytest.mark.slow),
+                                     pytest.param(b'\x89PNG\x00\xff', marks=pytest.mark.slow),
+                                     pytest.param(b'[1, 2]', marks=pytest.mark.slow)])
 def test_corrupt_summary_is_set_aside_and_rebuilt(reference, tmp_path, capfd, content):
   workdir = copy_run(reference, tmp_path)
   with open(os.path.join(workdir, 'summary.json'), 'wb') as f:
@@ -330,7 +352,8 @@ def test_corrupt_summary_is_set_aside_and_rebuilt(reference, tmp_path, capfd, co
   assert_same_run(workdir, reference)
 
 
-@pytest.mark.parametrize('content', [b'{"model": ', b'\x00\xff', b'"a string"'])
+@pytest.mark.parametrize('content', [b'{"model": ', pytest.param(b'\x00\xff', marks=pytest.mark.slow),
+                                     pytest.param(b'"a string"', marks=pytest.mark.slow)])
 def test_corrupt_config_json_is_one_line_naming_it(tmp_path, content):
   workdir = tmp_path / 'run'
   workdir.mkdir()
@@ -380,8 +403,8 @@ def test_seed_outside_the_prng_range_writes_nothing(tmp_path):
 
 @pytest.mark.parametrize('args,named', [
     (['--num_shards=0'], '--num_shards=0'),
-    (['--num_shards=2', '--shard_index=2'], '--shard_index=2'),
-    (['--num_shards=2', '--shard_index=-1'], '--shard_index=-1'),
+    pytest.param(['--num_shards=2', '--shard_index=2'], '--shard_index=2', marks=pytest.mark.slow),
+    pytest.param(['--num_shards=2', '--shard_index=-1'], '--shard_index=-1', marks=pytest.mark.slow),
 ])
 def test_bad_shards_write_nothing(tmp_path, args, named):
   proc = cli('sweep', '--config=configs/sweeps/capacity_dense.py:quick', f'--workdir={tmp_path}/sweep',
@@ -390,6 +413,7 @@ def test_bad_shards_write_nothing(tmp_path, args, named):
   assert not (tmp_path / 'sweep').exists()
 
 
+@pytest.mark.slow  # compiles the 8.6e9-parameter program (~5 s)
 def test_model_that_cannot_fit_is_refused_before_allocating(tmp_path):
   t0 = time.time()
   proc = cli('train', '--config=configs/regression.py:teacher_student', f'--workdir={tmp_path}',
@@ -424,6 +448,7 @@ def test_blowup_is_diverged_and_the_rule_can_be_turned_off(tmp_path):
   assert off['status'] == 'completed' and off['final_loss'] > 1e4 * initial
 
 
+@pytest.mark.slow  # the sweep entry point (~8 s)
 def test_sweep_report_counts_diverged_runs(tmp_path):
   proc = cli('sweep', '--config=configs/sweeps/capacity_dense.py:quick', f'--workdir={tmp_path}',
              '--noprogress', '--compilation_cache_dir=', '--config.model.d_ff=8', '--config.train.steps=20',

@@ -17,7 +17,7 @@ from ffn_research import models, sweep, tasks, train
 # float32 rounding, not bit for bit (measured: max |param difference| 1.2e-7 after
 # 20 steps). Tolerance for metrics after TINY's 20 steps:
 RTOL, ATOL = 1e-4, 1e-7
-TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'steps_per_s', 'sweep_group_size'}
+TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'checkpoint_time_s', 'steps_per_s', 'sweep_group_size'}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
