@@ -455,3 +455,8 @@ def test_sweep_report_counts_diverged_runs(tmp_path):
              '--config.train.log_every=5', '--config.train.learning_rate=1e6', '--num_shards=8', '--shard_index=0')
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert 'shard 0/8: 2 diverged' in proc.stdout
+
+
+@pytest.mark.slow  # imports the analysis stack in a subprocess (~4 s)
+def test_analyze_on_a_folder_that_is_not_a_sweep_is_one_line(tmp_path):
+  one_line_error(cli('analyze', f'--workdir={tmp_path}'), f'{tmp_path}/sweep.json not found')
