@@ -3,6 +3,7 @@ workdir locks; each fault (corrupt file, busy or unusable workdir) is one line n
 
 import datetime
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -257,6 +258,21 @@ class Lock:
       self.file = None
 
 
+CHECKSUMS = 'sha256.json'  # in each checkpoint folder: {relative path: sha256} of its files
+
+
+def _checksums(folder: str) -> dict[str, str]:
+  out = {}
+  for root, _, files in os.walk(folder):
+    for name in files:
+      path = os.path.join(root, name)
+      rel = os.path.relpath(path, folder)
+      if rel != CHECKSUMS:
+        with open(path, 'rb') as f:
+          out[rel] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
 class Checkpointer:
   """Orbax checkpoints of the whole run state (plus a JSON meta); keeps the latest two.
 
@@ -289,11 +305,26 @@ class Checkpointer:
         state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(json_safe({'step': step, **meta}))),
                       force=True)
     self.manager.wait_until_finished()
+    folder = os.path.join(self.directory, str(step))
+    write_json(os.path.join(folder, CHECKSUMS), _checksums(folder))
+
+  def _verify(self, step: int) -> None:
+    """Raise ValueError if a file of the checkpoint differs from its checksum at save time
+    (so Orbax is never asked to read damaged data; older checkpoints without sums are read as is)."""
+    folder = os.path.join(self.directory, str(step))
+    saved = read_json(os.path.join(folder, CHECKSUMS))
+    if saved is None:
+      return
+    now = _checksums(folder)
+    changed = sorted(set(saved) ^ set(now) | {f for f in set(saved) & set(now) if saved[f] != now[f]})
+    if changed:
+      raise ValueError(f'{len(changed)} file(s) differ from their checksums at save time, e.g. {changed[0]}')
 
   def restore(self, step: int, abstract: Any) -> tuple[Any, dict[str, Any]] | None:
     """(state, meta) of `step`, or None after setting a damaged checkpoint aside."""
     ocp = self.ocp
     try:
+      self._verify(step)
       restored = self.manager.restore(step, args=ocp.args.Composite(
           state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
       meta, state = restored['meta'], restored['state']

@@ -275,6 +275,9 @@ def _damage(ckpt_dir, how):
   elif how == 'manifest_garbage':
     with open(os.path.join(state, 'manifest.ocdbt'), 'wb') as fh:
       fh.write(b'\x00garbage' * 10)
+  elif how == 'manifest_random':
+    with open(os.path.join(state, 'manifest.ocdbt'), 'wb') as fh:
+      fh.write(np.random.default_rng(0).bytes(20))
   elif how == 'no_METADATA':
     os.remove(os.path.join(state, '_METADATA'))
   elif how == 'no_meta_metadata':
@@ -287,6 +290,7 @@ def _damage(ckpt_dir, how):
     'manifest_garbage',
     pytest.param('truncate_all', marks=pytest.mark.slow),
     pytest.param('no_state', marks=pytest.mark.slow),
+    pytest.param('manifest_random', marks=pytest.mark.slow),
     pytest.param('array_data_halved', marks=pytest.mark.slow),
     pytest.param('no_METADATA', marks=pytest.mark.slow),
     pytest.param('no_meta_metadata', marks=pytest.mark.slow)])
@@ -295,6 +299,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(reference, tmp_pat
   _damage(os.path.join(workdir, 'checkpoints', '200'), how)
   loop.train_and_evaluate(tiny_config(), workdir)
   out, err = capfd.readouterr()
+  assert 'Traceback' not in err
   assert f'checkpoint {os.path.join(os.path.abspath(workdir), "checkpoints", "200")} is damaged' in err
   assert 'resumed from checkpoint at step 100' in out
   assert os.path.isdir(os.path.join(workdir, 'checkpoints.corrupt', '200'))
@@ -304,7 +309,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous(reference, tmp_pat
 @pytest.mark.slow  # a whole run in a subprocess (~6 s)
 def test_no_intact_checkpoint_starts_over_through_the_entry_point(reference, tmp_path):
   workdir = copy_run(reference, tmp_path)
-  _damage(os.path.join(workdir, 'checkpoints', '200'), 'manifest_garbage')
+  _damage(os.path.join(workdir, 'checkpoints', '200'), 'manifest_random')
   _damage(os.path.join(workdir, 'checkpoints', '100'), 'no_state')
   proc = train_cli(workdir)
   assert proc.returncode == 0 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
