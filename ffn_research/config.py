@@ -91,6 +91,9 @@ def default_config() -> ml_collections.ConfigDict:
   tr.seed = 0               # seeds model init, task data and batches
   tr.log_every = 100        # steps per compiled chunk and per logged metrics line
   tr.checkpoint_every = 1000  # steps between checkpoints (rounded to log_every); <= 0: final only
+  tr.eval_every = 0         # steps between held-out evaluations logged as eval/... (rounded to log_every); 0: end only
+  tr.blowup_factor = 1e4    # 'diverged' once the logged loss exceeds this multiple of the first step's loss ...
+  tr.blowup_patience = 3    # ... for this many logged chunks in a row; blowup_factor = 0 turns the rule off
   return c
 
 
