@@ -1,0 +1,80 @@
+"""Reproduce a published or theoretical claim: run an ablation's sweeps, analyse, write a verdict.
+
+  python -m experiments.reproduce --list
+  python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --quick
+  python -m experiments.reproduce --ablation=all --workdir=runs/repro_quick --quick
+  python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --publish
+
+Writes DIR/NAME/report.md, report.json and PNGs (DIR/index.md for --ablation=all). Rerunning
+resumes: finished runs are not redone. See docs/reproduce.md.
+"""
+
+import sys
+
+from absl import app, flags, logging
+
+flags.DEFINE_string('ablation', None, 'Ablation name, or "all" (see --list).')
+flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
+flags.DEFINE_string('scale', 'full', 'smoke (seconds, tests), quick (<= 10 min on 2 cores), full, large.')
+flags.DEFINE_bool('quick', False, 'Shorthand for --scale=quick.')
+flags.DEFINE_bool('list', False, 'List the ablations with their claims and exit.')
+flags.DEFINE_bool('publish', False, 'After running, copy the (full-scale) report to docs/results/NAME/ '
+                  'and regenerate the README Results section.')
+flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
+                    'Persistent XLA compilation cache ("" disables it).')
+flags.DEFINE_bool('progress', True, 'Show progress bars.')
+FLAGS = flags.FLAGS
+
+
+def fail(msg: str) -> None:
+  print(f'error: {msg}', file=sys.stderr)
+  sys.exit(2)
+
+
+def main(argv):
+  if len(argv) > 1:
+    fail(f'unexpected arguments {argv[1:]}')
+  logging.set_verbosity(logging.WARNING)
+  from ffn_research import ablations  # pylint: disable=g-import-not-at-top
+  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+  if FLAGS.list:
+    for name in ablations.names():
+      a = ablations.get(name)
+      print(f'{name} [{", ".join(a.scales)}]: {a.claim}')
+    return
+  if not FLAGS.ablation or not FLAGS.workdir:
+    fail('--ablation and --workdir are required (or --list)')
+  scale = 'quick' if FLAGS.quick else FLAGS.scale
+  if FLAGS.quick and FLAGS['scale'].present and FLAGS.scale != 'quick':
+    fail(f'--quick contradicts --scale={FLAGS.scale}')
+  if FLAGS.compilation_cache_dir:
+    sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
+  try:
+    if FLAGS.ablation != 'all':
+      ablations.get(FLAGS.ablation)
+      if FLAGS.publish and scale != 'full':  # refuse before spending time on runs
+        raise runner.ReproduceError(f'--publish needs --scale=full (got {scale}); only full-scale reports '
+                                    'may be published')
+      reports = [runner.run(FLAGS.ablation, FLAGS.workdir, scale, progress=FLAGS.progress)]
+      failed = []
+    else:
+      if FLAGS.publish and scale != 'full':
+        raise runner.ReproduceError(f'--publish needs --scale=full (got {scale})')
+      reports, failed = runner.run_all(FLAGS.workdir, scale, progress=FLAGS.progress)
+    if FLAGS.publish:
+      for r in reports:
+        runner.publish(r['name'], FLAGS.workdir)
+  except (ablations.UnknownAblation, runner.ReproduceError, config_lib.ConfigError,
+          io_lib.WorkdirConfigMismatch) as e:
+    fail(str(e))
+  for r in reports:
+    print(f'{r["name"]}: ' + '; '.join(v['outcome'] for v in r['verdicts']) + f' — {r["headline"]}')
+  if failed:
+    fail(f'{len(failed)} ablation(s) failed: {", ".join(failed)} (see {FLAGS.workdir}/index.md)')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,84 @@
+"""What an ablation declares: its claim, its sweeps per scale, and its analysis.
+
+An ablation module `ffn_research/ablations/NAME.py` defines one module-level `ABLATION =
+Ablation(...)`; it is found by name (ffn_research.ablations.get). See docs/reproduce.md.
+"""
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+import ml_collections
+import pandas as pd
+
+from ffn_research.ablations import verdict as verdict_lib
+
+SCALES = ('smoke', 'quick', 'full', 'large')
+SCALE_NOTES = {
+    'smoke': 'smoke scale: a seconds-long pipeline check, NOT a result',
+    'quick': 'quick scale (<= 10 min on 2 CPU cores): fewer points/steps than the full setting',
+    'full': 'full scale (the setting the README quotes)',
+    'large': 'large scale (for GPU/TPU machines)',
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+  """One sweep of an ablation: run with sweep.run_sweep into DIR/NAME/<name>/."""
+  name: str                                  # subfolder name, e.g. 'relu_width'
+  base: ml_collections.ConfigDict            # base config of every run
+  overrides: Sequence[dict[str, Any]]        # one override dict per run (sweep.product, ...)
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  title: str                 # shown as a heading above the table
+  frame: pd.DataFrame        # written with DataFrame.to_markdown-like formatting
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+  file: str                  # PNG file name inside the ablation's output folder
+  caption: str               # what is plotted, including the reference line drawn
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+  """A sanity check of the measurement itself (e.g. a proven lower bound not beaten)."""
+  name: str
+  passed: bool
+  detail: str
+
+
+@dataclasses.dataclass
+class Analysis:
+  """What an ablation's analysis returns; the runner turns it into report.md / report.json."""
+  verdicts: list[verdict_lib.Verdict]        # one per claim tested; the first is the headline
+  headline: str                              # main figure in one line, e.g. 'slope -1.21 [-1.3, -1.1]'
+  tables: list[Table] = dataclasses.field(default_factory=list)
+  figures: list[Figure] = dataclasses.field(default_factory=list)   # the first is the main plot
+  checks: list[Check] = dataclasses.field(default_factory=list)
+  notes: list[str] = dataclasses.field(default_factory=list)        # free-text observations
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+  """Handed to an ablation's analysis."""
+  outdir: str                # where PNGs go (DIR/NAME)
+  scale: str                 # one of SCALES
+
+
+@dataclasses.dataclass(frozen=True)
+class Ablation:
+  name: str                                                   # registry name, = module name
+  claim: str                                                  # one sentence, with citation and published number
+  citation: str                                               # the source(s)
+  published: str                                              # the published / theoretical number tested
+  sweeps: Callable[[str], Sequence[SweepSpec]]                # scale -> sweeps
+  analyze: Callable[[dict[str, pd.DataFrame], Context], Analysis]  # {sweep name: results.csv frame} -> Analysis
+  scales: tuple[str, ...] = ('smoke', 'quick', 'full')        # scales this ablation defines
+  setup: str = ''                                             # task/model in words, for the report
+
+
+def completed(df: pd.DataFrame) -> pd.DataFrame:
+  """Rows of finished, non-diverged runs."""
+  return df[df['status'] == 'completed']

@@ -1,0 +1,330 @@
+"""Run an ablation's sweeps, analyse them, write report.md / report.json; publish to docs/.
+
+Layout of DIR (the --workdir):
+
+  DIR/NAME/<sweep>/            one sweep.run_sweep workdir per sweep (results.csv, runs/...)
+  DIR/NAME/report.md           claim, setup, results tables, plots, verdicts
+  DIR/NAME/report.json         the same, machine-readable
+  DIR/NAME/*.png               plots with the reference drawn on them
+  DIR/index.md                 --ablation=all: one line per ablation
+"""
+
+import datetime
+import glob
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+import jax
+import numpy as np
+import pandas as pd
+
+from ffn_research import ablations
+from ffn_research import io as io_lib
+from ffn_research import sweep as sweep_lib
+from ffn_research.ablations import base
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+README_BEGIN = '<!-- results:begin -->'
+README_END = '<!-- results:end -->'
+
+
+class ReproduceError(ValueError):
+  """A bad request (unknown scale, unpublishable report, ...): one line for the user."""
+
+
+def log(msg: str) -> None:
+  print(f'[reproduce] {msg}', file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- environment
+
+def git_commit(repo_root: str = REPO_ROOT) -> str:
+  """Short commit hash of repo_root, '+dirty' if it has uncommitted changes; 'unknown' without git."""
+  try:
+    head = subprocess.run(['git', '-C', repo_root, 'rev-parse', '--short=12', 'HEAD'], capture_output=True,
+                          text=True, timeout=30, check=True).stdout.strip()
+    dirty = subprocess.run(['git', '-C', repo_root, 'status', '--porcelain', '--untracked-files=no'],
+                           capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return 'unknown'
+  return head + ('+dirty' if dirty else '')
+
+
+def environment() -> dict[str, Any]:
+  """Machine, load, jax version and device, commit, date (UTC)."""
+  device = jax.devices()[0]
+  try:
+    load = [round(x, 2) for x in os.getloadavg()]
+  except OSError:
+    load = None
+  return {
+      'machine': f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores',
+      'processor': platform.processor() or platform.machine(),
+      'load_average_at_start': load,
+      'python': platform.python_version(),
+      'jax': jax.__version__,
+      'backend': jax.default_backend(),
+      'device': f'{len(jax.devices())} x {device.device_kind}',
+      'commit': git_commit(),
+      'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+  }
+
+
+# --------------------------------------------------------------------------- setup description
+
+def _get(config, key: str) -> Any:
+  node = config
+  for part in key.split('.'):
+    node = node[part]
+  return node
+
+
+def describe_sweep(spec: base.SweepSpec) -> dict[str, Any]:
+  """Task, model, steps and the swept values of one sweep, read from its configs."""
+  swept: dict[str, list[Any]] = {}
+  for o in spec.overrides:
+    for k, v in o.items():
+      swept.setdefault(k, [])
+      if v not in swept[k]:
+        swept[k].append(v)
+  fixed = {}
+  for key in ('task.name', 'task.function', 'model.arch', 'model.activation', 'model.d_model', 'model.d_ff',
+              'train.steps', 'train.batch_size', 'train.learning_rate', 'train.optimizer'):
+    if key not in swept:
+      try:
+        fixed[key] = _get(spec.base, key)
+      except (KeyError, AttributeError):
+        pass
+  return {'name': spec.name, 'runs': len(spec.overrides), 'seeds': len(swept.get('train.seed', [0])),
+          'fixed': fixed, 'swept': swept}
+
+
+# --------------------------------------------------------------------------- markdown
+
+def _fmt(v: Any) -> str:
+  if v is None:  # NaN after a JSON round trip
+    return '–'
+  if isinstance(v, (float, np.floating)):
+    if math.isnan(v):
+      return '–'
+    return f'{v:.4g}'
+  return str(v)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+  cols = list(frame.columns)
+  lines = ['| ' + ' | '.join(str(c) for c in cols) + ' |', '|' + '---|' * len(cols)]
+  for row in frame.itertuples(index=False):
+    lines.append('| ' + ' | '.join(_fmt(v).replace('|', '\\|') for v in row) + ' |')
+  return '\n'.join(lines)
+
+
+def _verdict_md(v) -> list[str]:
+  lo, hi = v.ci
+  out = [f'- **{v.outcome}** — {v.claim}',
+         f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}',
+         f'  - test: {v.test}',
+         f'  - rule (fixed before the run): {v.rule}']
+  if v.detail:
+    out.append(f'  - {v.detail}')
+  return out
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+  env = report['environment']
+  lines = [f'# {report["name"]}', '',
+           f'**Claim.** {report["claim"]}', '',
+           f'**Source.** {report["citation"]}. **Published / theoretical number.** {report["published"]}', '',
+           f'**Scale: {report["scale"]}** — {report["scale_note"]}.', '',
+           '## Verdicts', '']
+  for v in report['verdicts_obj']:
+    lines += _verdict_md(v)
+  lines += ['', f'**Main figure.** {report["headline"]}', '']
+  if report['checks']:
+    lines += ['## Checks of the measurement', '']
+    for c in report['checks']:
+      lines.append(f'- {"PASS" if c["passed"] else "**FAIL**"} {c["name"]}: {c["detail"]}')
+    lines.append('')
+  lines += ['## Setup', '']
+  if report['setup']:
+    lines += [report['setup'], '']
+  for s in report['sweeps']:
+    fixed = ', '.join(f'{k}={v}' for k, v in s['fixed'].items())
+    swept = '; '.join(f'{k} ∈ {{{", ".join(map(str, v))}}}' for k, v in s['swept'].items())
+    lines.append(f'- sweep `{s["name"]}`: {s["runs"]} runs ({s["seeds"]} seeds); {fixed}; swept {swept}')
+  st = report['status_counts']
+  lines += ['',
+            f'- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())),
+            f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
+            f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
+            f'- commit {env["commit"]}, {env["date"]}',
+            f'- wall time: {report["wall_time_s"]:.0f} s for this invocation (finished runs are not redone); '
+            f'{report["compute_time_s"]:.0f} s summed over the runs\' own wall times', '',
+            '## Results', '']
+  for t in report['tables_obj']:
+    lines += [f'### {t.title}', '', markdown_table(t.frame), '']
+  for f in report['figures']:
+    lines += [f'![{f["caption"]}]({f["file"]})', '', f'*{f["caption"]}*', '']
+  if report['notes']:
+    lines += ['## Notes', ''] + [f'- {n}' for n in report['notes']] + ['']
+  lines += ['---', f'Produced by `python -m experiments.reproduce --ablation={report["name"]} '
+            f'--scale={report["scale"]}`.', '']
+  return '\n'.join(lines)
+
+
+# --------------------------------------------------------------------------- running
+
+def read_results(workdir: str) -> pd.DataFrame:
+  return pd.read_csv(os.path.join(workdir, 'results.csv'))
+
+
+def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
+  """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
+  ablation = ablations.get(name)
+  if scale not in base.SCALES:
+    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(base.SCALES)}')
+  if scale not in ablation.scales:
+    raise ReproduceError(f'ablation {name} has no {scale!r} scale; it has: {", ".join(ablation.scales)}')
+  outdir = os.path.join(workdir, name)
+  os.makedirs(outdir, exist_ok=True)
+  env = environment()
+  start = time.time()
+  specs = list(ablation.sweeps(scale))
+  frames = {}
+  for i, spec in enumerate(specs):
+    log(f'{name} ({scale}): sweep {i + 1}/{len(specs)} {spec.name!r}, {len(spec.overrides)} runs')
+    sweep_lib.run_sweep(spec.base, spec.overrides, os.path.join(outdir, spec.name), progress=progress)
+    frames[spec.name] = read_results(os.path.join(outdir, spec.name))
+  log(f'{name} ({scale}): analysing')
+  analysis = ablation.analyze(frames, base.Context(outdir=outdir, scale=scale))
+  wall = time.time() - start
+  status = pd.concat(list(frames.values()))['status'].value_counts().to_dict()
+  compute = float(pd.concat(list(frames.values())).get('wall_time_s', pd.Series(dtype=float)).fillna(0).sum())
+  report = {
+      'name': name, 'claim': ablation.claim, 'citation': ablation.citation, 'published': ablation.published,
+      'scale': scale, 'scale_note': base.SCALE_NOTES[scale], 'setup': ablation.setup,
+      'sweeps': [describe_sweep(s) for s in specs],
+      'environment': env, 'wall_time_s': wall, 'compute_time_s': compute,
+      'status_counts': {str(k): int(v) for k, v in status.items()},
+      'headline': analysis.headline,
+      'verdicts': [v.to_dict() for v in analysis.verdicts],
+      'checks': [vars(c) for c in analysis.checks],
+      'tables': [{'title': t.title, 'columns': list(t.frame.columns),
+                  'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))} for t in analysis.tables],
+      'figures': [{'file': f.file, 'caption': f.caption} for f in analysis.figures],
+      'notes': list(analysis.notes),
+  }
+  io_lib.write_json(os.path.join(outdir, 'report.json'), report)
+  md_report = {**report, 'verdicts_obj': analysis.verdicts, 'tables_obj': analysis.tables}
+  report = io_lib.read_json(os.path.join(outdir, 'report.json'))  # what is on disk (NaN -> null)
+  md = report_markdown(md_report)
+  io_lib.write_text(os.path.join(outdir, 'report.md'), md)
+  for v in analysis.verdicts:
+    log(f'{name}: {v.outcome}: {v.claim}')
+  for c in analysis.checks:
+    if not c.passed:
+      log(f'{name}: CHECK FAILED: {c.name}: {c.detail}')
+  log(f'{name}: wrote {outdir}/report.md ({wall:.0f} s)')
+  return report
+
+
+def index_line(name: str, report: dict[str, Any] | None, error: str | None = None) -> str:
+  if report is None:
+    return f'- **{name}**: error: {error}'
+  verdicts = '; '.join(f'{v["outcome"]}' for v in report['verdicts'])
+  fig = f' — [plot]({name}/{report["figures"][0]["file"]})' if report['figures'] else ''
+  return (f'- **{name}** ({report["scale"]}): {report["claim"]} — **{verdicts}** — {report["headline"]}'
+          f'{fig} — [report]({name}/report.md)')
+
+
+def run_all(workdir: str, scale: str = 'full', *, progress: bool = True,
+            names: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+  """Every ablation (that has `scale`) in turn; DIR/index.md; returns (reports, failed names)."""
+  lines, reports, failed = [f'# Ablations ({scale} scale)', ''], [], []
+  for name in names if names is not None else ablations.names():
+    if scale not in ablations.get(name).scales:
+      lines.append(f'- **{name}**: no {scale!r} scale')
+      continue
+    try:
+      report = run(name, workdir, scale, progress=progress)
+      reports.append(report)
+      lines.append(index_line(name, report))
+    except Exception as e:  # pylint: disable=broad-except  (one ablation's failure must not stop the rest)
+      msg = f'{type(e).__name__}: {e}'.splitlines()[0]
+      log(f'{name}: FAILED: {msg}')
+      failed.append(name)
+      lines.append(index_line(name, None, msg))
+  os.makedirs(workdir, exist_ok=True)
+  io_lib.write_text(os.path.join(workdir, 'index.md'), '\n'.join(lines) + '\n')
+  log(f'wrote {workdir}/index.md')
+  return reports, failed
+
+
+# --------------------------------------------------------------------------- publishing
+
+def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
+  """Copy DIR/name's report and PNGs to docs/results/name/ and regenerate README's Results section."""
+  src = os.path.join(workdir, name)
+  report = io_lib.read_json(os.path.join(src, 'report.json'))
+  if report is None:
+    raise ReproduceError(f'{src}/report.json not found: run the ablation first')
+  if report['scale'] != 'full':
+    raise ReproduceError(f'refusing to publish {name}: its report is at scale {report["scale"]!r}; '
+                         'only full-scale reports may be published')
+  dst = os.path.join(repo_root, 'docs', 'results', name)
+  if os.path.isdir(dst):
+    shutil.rmtree(dst)
+  os.makedirs(dst)
+  for path in [os.path.join(src, 'report.md'), os.path.join(src, 'report.json'),
+               *sorted(glob.glob(os.path.join(src, '*.png')))]:
+    shutil.copy2(path, dst)
+  update_readme(repo_root)
+  log(f'published {name} to {dst} and updated README.md')
+  return dst
+
+
+def results_section(repo_root: str = REPO_ROOT) -> str:
+  """The README Results section, generated from every docs/results/*/report.json."""
+  lines = ['Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
+           '`docs/results/*/report.json` (full scale); do not edit by hand. How to run and read these: '
+           '[docs/reproduce.md](docs/reproduce.md).', '']
+  paths = sorted(glob.glob(os.path.join(repo_root, 'docs', 'results', '*', 'report.json')))
+  if not paths:
+    lines.append('No full-scale results published yet.')
+  for path in paths:
+    r = io_lib.read_json(path)
+    name, env = r['name'], r['environment']
+    rel = f'docs/results/{name}'
+    lines += [f'### {name}', '', f'**Claim.** {r["claim"]}', '']
+    for v in r['verdicts']:
+      lo, hi = v['ci']
+      lines.append(f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
+                   f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]})')
+    lines += ['', f'**Main figure.** {r["headline"]}', '']
+    if r['figures']:
+      f = r['figures'][0]
+      lines += [f'![{f["caption"]}]({rel}/{f["file"]})', '']
+    lines += [f'{env["machine"]}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
+              f'{r["wall_time_s"]:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
+              f'Full report: [{rel}/report.md]({rel}/report.md).', '']
+  return '\n'.join(lines).rstrip() + '\n'
+
+
+def update_readme(repo_root: str = REPO_ROOT) -> None:
+  """Replace README.md's text between the results markers (appending a section if they are absent)."""
+  path = os.path.join(repo_root, 'README.md')
+  with open(path, encoding='utf-8') as f:
+    text = f.read()
+  block = f'{README_BEGIN}\n{results_section(repo_root)}{README_END}'
+  if README_BEGIN in text and README_END in text:
+    text = re.sub(re.escape(README_BEGIN) + '.*?' + re.escape(README_END), lambda _: block, text, flags=re.S)
+  else:
+    text = text.rstrip() + '\n\n## Results\n\n' + block + '\n'
+  io_lib.write_text(path, text)

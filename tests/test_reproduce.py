@@ -1,0 +1,305 @@
+"""experiments.reproduce: verdict rules on synthetic results with known answers, the runner and
+report/publish pipeline, and every registered ablation through the real entry point."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from ffn_research import ablations, sweep
+from ffn_research.ablations import base, runner, universal_approximation as ua, verdict
+from ffn_research.config import default_config
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+R, NR, INC = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE
+
+
+def reproduce(*args, timeout=600):
+  return subprocess.run([sys.executable, '-m', 'experiments.reproduce', *args, '--noprogress'], cwd=REPO,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- verdict rules
+
+def _power_law(slope, noise, seeds=3, widths=(2, 4, 8, 16, 32, 64), seed=0):
+  rng = np.random.default_rng(seed)
+  n = np.repeat(np.asarray(widths, float), seeds)
+  s = np.tile(np.arange(seeds), len(widths))
+  y = 0.5 * n ** slope * np.exp(noise * rng.standard_normal(len(n)))
+  return n, y, s
+
+
+def test_slope_exactly_minus_two_is_reproduced():
+  n, y, s = _power_law(-2.0, 0.0)
+  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  assert v.outcome == R
+  assert v.statistic == pytest.approx(-2.0, abs=1e-9)
+  assert v.ci[0] == pytest.approx(-2.0, abs=1e-6) and v.ci[1] == pytest.approx(-2.0, abs=1e-6)
+  assert v.n == 18
+
+
+def test_slope_minus_one_with_tight_ci_is_not_reproduced():
+  n, y, s = _power_law(-1.0, 0.01)
+  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  assert v.outcome == NR
+  assert -1.05 < v.ci[0] < v.statistic < v.ci[1] < -0.95
+
+
+def test_slope_ci_matches_independent_formula():
+  n, y, s = _power_law(-1.5, 0.3, seed=3)
+  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  lx, ly = np.log(n), np.log(y)
+  b, a = np.polyfit(lx, ly, 1)
+  resid = ly - (a + b * lx)
+  se = math.sqrt(resid @ resid / (len(lx) - 2) / np.sum((lx - lx.mean()) ** 2))
+  half = stats.t.ppf(0.975, len(lx) - 2) * se
+  assert v.statistic == pytest.approx(b, rel=1e-9)
+  assert v.ci == pytest.approx((b - half, b + half), rel=1e-9)
+
+
+def test_slope_two_noisy_points_is_inconclusive():
+  v = verdict.slope([2, 512], [0.3, 0.001], claimed=-2, margin=0.25, claim='c')
+  assert v.outcome == INC and 'underpowered' in v.detail
+
+
+def test_slope_too_few_seeds_or_wide_ci_is_inconclusive():
+  n, y, s = _power_law(-2.0, 0.0, seeds=2)
+  assert verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c').outcome == INC
+  n, y, s = _power_law(-2.0, 2.0, seeds=3, seed=1)  # CI far wider than the margin
+  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  assert v.ci[1] - v.ci[0] > 0.5 and v.outcome == INC
+
+
+def test_paired_known_answers():
+  rng = np.random.default_rng(0)
+  b = rng.normal(2.0, 0.1, 5)
+  better = b - 0.05 + rng.normal(0, 0.001, 5)     # a lower than b by 0.05, tightly
+  v = verdict.paired(better, b, expect='less', claim='a < b')
+  assert v.outcome == R and v.statistic == pytest.approx(np.mean(better - b))
+  assert v.detail.startswith('two-sided p = ')
+  assert v.p_value == pytest.approx(stats.ttest_rel(better, b).pvalue, rel=1e-9)
+  worse = b + 0.05 + rng.normal(0, 0.001, 5)
+  assert verdict.paired(worse, b, expect='less', claim='a < b').outcome == NR
+  assert verdict.paired(worse, b, expect='greater', claim='a > b').outcome == R
+  # a real but small advantage, smaller than the claimed margin: not reproduced
+  assert verdict.paired(better, b, expect='less', margin=0.1, claim='a < b - 0.1').outcome == NR
+  # equal within a margin
+  same = b + rng.normal(0, 0.001, 5)
+  assert verdict.paired(same, b, expect='equal', margin=0.01, claim='a = b').outcome == R
+  assert verdict.paired(worse, b, expect='equal', margin=0.01, claim='a = b').outcome == NR
+
+
+def test_paired_underpowered_or_noisy_is_inconclusive():
+  assert verdict.paired([1.0, 1.2], [2.0, 2.1], expect='less', claim='c').outcome == INC  # two seeds
+  rng = np.random.default_rng(1)
+  b = rng.normal(0, 1, 4)
+  a = b + rng.normal(0, 1, 4)  # no effect, large noise: CI straddles 0
+  v = verdict.paired(a, b, expect='less', claim='c')
+  assert v.ci[0] < 0 < v.ci[1] and v.outcome == INC
+  m, lo, hi = verdict.mean_ci(a - b)
+  assert (lo, hi) == pytest.approx(stats.t.interval(0.95, 3, loc=np.mean(a - b), scale=stats.sem(a - b)))
+
+
+def test_threshold_known_answers():
+  assert verdict.threshold([1e-3, 2e-3, 1.5e-3], level=1e-2, direction='below', claim='c').outcome == R
+  assert verdict.threshold([0.5, 0.6, 0.55], level=1e-2, direction='below', claim='c').outcome == NR
+  assert verdict.threshold([1e-3, 0.5, 1e-3], level=1e-2, direction='below', claim='c').outcome == INC
+  assert verdict.threshold([1e-3, 2e-3], level=1e-2, direction='below', claim='c').outcome == INC
+  assert verdict.threshold([0.5, 0.6, 0.55], level=1e-2, direction='above', claim='c').outcome == R
+
+
+def test_crossing_known_answer():
+  # fraction fitted = 1 below x = 1, falling linearly in log x: crosses 0.5 at x = 2 in every seed
+  x = np.array([0.25, 0.5, 1, 4, 16])
+  rows = [{'x': xi, 'y': min(1.0, 1 - 0.5 * math.log(xi) / math.log(2)) if xi > 1 else 1.0, 'seed': s}
+          for s in range(3) for xi in x]
+  df = pd.DataFrame(rows)
+  assert verdict.crossing_point(x, df[df.seed == 0]['y'], 0.5) == pytest.approx(2.0)
+  v = verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c')
+  assert v.outcome == R and v.statistic == pytest.approx(2.0)
+  assert verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=16.0, factor=2,
+                          claim='c').outcome == NR
+  assert verdict.crossing(df[df.seed < 2], x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5,
+                          claim='c').outcome == INC
+  assert verdict.crossing(df, x='x', y='y', seed='seed', level=-5.0, claimed=2.0, factor=1.5,
+                          claim='c').outcome == INC  # never crosses
+
+
+# --------------------------------------------------------------------------- universal_approximation theory
+
+@pytest.mark.parametrize('n', [1, 2, 7, 64, 512])
+def test_grid_lower_bound_holds_and_is_tight(n):
+  """The best (n+1)-piece approximant's grid error respects the bound; random (n+1)-piece fits too."""
+  grid = np.linspace(-1, 1, 8193)
+  k = n + 1
+  knots = np.linspace(-1, 1, k + 1)
+  best = np.interp(grid, knots, knots ** 2) - 1 / (2 * k ** 2)   # interpolant shifted down by h^2/8
+  err_best = np.max(np.abs(best - grid ** 2))
+  bound = ua.grid_lower_bound(n, 8193)
+  assert bound <= err_best <= 1 / (2 * k ** 2) + 1e-12
+  assert bound == pytest.approx(1 / (2 * k ** 2), rel=2.1 * (2 / 8192) * k + 1e-9)
+  rng = np.random.default_rng(n)
+  for _ in range(20):  # random continuous (n+1)-piece functions, knots least-squares fit to x^2
+    inner = np.sort(rng.uniform(-1, 1, k - 1))
+    kn = np.concatenate([[-1], inner, [1]])
+    f = np.interp(grid, kn, kn ** 2 + rng.normal(0, 1e-3, k + 1)) - rng.uniform(0, 1 / k ** 2)
+    assert np.max(np.abs(f - grid ** 2)) >= bound
+
+
+def test_universal_approximation_sweeps_validate_at_every_scale():
+  for scale in ua.ABLATION.scales:
+    specs = ua.sweeps(scale)
+    assert [s.name for s in specs] == ['relu_width', 'relu_width_4x', 'controls']
+    for s in specs:
+      runs = sweep.expand(s.base, s.overrides)  # validates every config
+      assert len({r.config.train.seed for r in runs}) >= 3
+    assert specs[1].base.train.steps == ua.LONG_FACTOR * specs[0].base.train.steps
+  full = ua.sweeps('full')[0]
+  assert sorted({o['model.d_ff'] for o in full.overrides}) == [2 ** i for i in range(1, 10)]
+
+
+# --------------------------------------------------------------------------- runner and publishing
+
+def _tiny_ablation():
+  config = default_config()
+  config.train.steps = 20
+  config.train.log_every = 10
+  config.model.d_ff = 8
+
+  def sweeps(scale):
+    del scale
+    return [base.SweepSpec('main', config, sweep.values('train.seed', range(3)))]
+
+  def analyze(results, ctx):
+    df = base.completed(results['main'])
+    v = verdict.threshold(df['sup_error'], level=10.0, direction='below', claim='sup error below 10')
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+    fig, ax = plt.subplots()
+    ax.plot(df['train.seed'], df['sup_error'])
+    fig.savefig(os.path.join(ctx.outdir, 'plot.png'))
+    plt.close(fig)
+    return base.Analysis(verdicts=[v], headline=f'mean {v.statistic:.3g}',
+                         tables=[base.Table('t', df[['train.seed', 'sup_error']])],
+                         figures=[base.Figure('plot.png', 'sup error per seed')])
+
+  return base.Ablation(name='tiny', claim='A tiny claim (Nobody 2026).', citation='Nobody 2026', published='10',
+                       sweeps=sweeps, analyze=analyze)
+
+
+def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
+  tiny = _tiny_ablation()
+  monkeypatch.setattr(ablations, 'get', lambda name: tiny)
+  monkeypatch.setattr(ablations, 'names', lambda: ['tiny'])
+  report = runner.run('tiny', str(tmp_path), 'smoke', progress=False)
+  out = tmp_path / 'tiny'
+  assert report['verdicts'][0]['outcome'] == R  # sup error of x^2 is < 10 in any sane run
+  assert report['status_counts'] == {'completed': 3}
+  assert (out / 'plot.png').stat().st_size > 0
+  on_disk = json.loads((out / 'report.json').read_text())
+  assert on_disk['verdicts'] == report['verdicts'] and on_disk['scale'] == 'smoke'
+  assert on_disk['environment']['jax'] and on_disk['environment']['commit']
+  md = (out / 'report.md').read_text()
+  for text in ['A tiny claim (Nobody 2026).', '**reproduced**', 'rule (fixed before the run)', 'smoke scale',
+               '![sup error per seed](plot.png)', '| train.seed | sup_error |']:
+    assert text in md
+  capsys.readouterr()
+  runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
+  assert '3 already finished, 0 to run' in capsys.readouterr().err
+  reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
+  assert failed == [] and len(reports) == 1
+  index = (tmp_path / 'index.md').read_text().splitlines()
+  assert [l for l in index if l.startswith('- ')] == [runner.index_line('tiny', reports[0])]
+  with pytest.raises(runner.ReproduceError, match='only full-scale'):
+    runner.publish('tiny', str(tmp_path), repo_root=str(tmp_path))
+
+
+def test_publish_copies_and_regenerates_readme(tmp_path):
+  work, repo = tmp_path / 'work', tmp_path / 'repo'
+  (work / 'x').mkdir(parents=True)
+  repo.mkdir()
+  v = verdict.threshold([1.0, 1.1, 0.9], level=2.0, direction='below', claim='it is small')
+  report = {'name': 'x', 'claim': 'X is small (A 2020).', 'scale': 'full', 'headline': 'mean 1.0',
+            'verdicts': [v.to_dict()], 'figures': [{'file': 'p.png', 'caption': 'cap'}],
+            'wall_time_s': 12.0, 'compute_time_s': 30.0,
+            'environment': {'machine': 'm', 'device': 'd', 'jax': 'j', 'date': '2026-11-22', 'commit': 'abc'}}
+  (work / 'x' / 'report.json').write_text(json.dumps(report))
+  (work / 'x' / 'report.md').write_text('# x\n')
+  (work / 'x' / 'p.png').write_bytes(b'png')
+  readme = '# T\n\n## Results\n\n<!-- results:begin -->\nold\n<!-- results:end -->\n\n## After\n'
+  (repo / 'README.md').write_text(readme)
+  runner.publish('x', str(work), repo_root=str(repo))
+  assert sorted(os.listdir(repo / 'docs' / 'results' / 'x')) == ['p.png', 'report.json', 'report.md']
+  text = (repo / 'README.md').read_text()
+  assert 'old' not in text and text.endswith('## After\n') and text.count(runner.README_BEGIN) == 1
+  section = text.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert '### x' in section and 'X is small (A 2020).' in section
+  assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
+  assert '![cap](docs/results/x/p.png)' in section and 'commit abc' in section
+  runner.update_readme(str(repo))  # idempotent
+  assert (repo / 'README.md').read_text() == text
+
+
+def test_registry_finds_ablation_modules():
+  assert 'universal_approximation' in ablations.names()
+  assert not {'base', 'verdict', 'runner'} & set(ablations.names())
+  for name in ablations.names():
+    a = ablations.get(name)
+    assert a.name == name and a.claim and a.citation and a.published
+    assert {'smoke', 'quick', 'full'} <= set(a.scales)
+  with pytest.raises(ablations.UnknownAblation, match='allowed: .*universal_approximation'):
+    ablations.get('nope')
+
+
+# --------------------------------------------------------------------------- the entry point
+
+def test_cli_list_and_bad_input():
+  proc = reproduce('--list')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  listed = [line.split(' ')[0] for line in proc.stdout.strip().splitlines()]
+  assert listed == ablations.names()
+  proc = reproduce('--ablation=nope', '--workdir=/tmp/unused_reproduce_dir')
+  assert proc.returncode == 2 and 'Traceback' not in proc.stderr
+  assert proc.stderr.strip().splitlines() == [
+      "error: --ablation='nope' is unknown; allowed: " + ', '.join(ablations.names()) + ', all']
+  proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--quick',
+                   '--publish')
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+      'error: --publish needs --scale=full (got quick); only full-scale reports may be published']
+  assert not os.path.exists('/tmp/unused_reproduce_dir')
+
+
+@pytest.fixture(scope='module')
+def smoke_dir(tmp_path_factory):
+  return tmp_path_factory.mktemp('reproduce_smoke')
+
+
+@pytest.mark.slow  # one subprocess per ablation, each a few compiled groups (~20-30 s idle)
+@pytest.mark.parametrize('name', ablations.names())
+def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
+  proc = reproduce(f'--ablation={name}', f'--workdir={smoke_dir}', '--scale=smoke')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = smoke_dir / name
+  report = json.loads((out / 'report.json').read_text())
+  assert report['name'] == name and report['scale'] == 'smoke' and report['verdicts']
+  assert all(v['outcome'] in verdict.OUTCOMES and v['rule'] for v in report['verdicts'])
+  assert report['figures'] and all((out / f['file']).stat().st_size > 1000 for f in report['figures'])
+  md = (out / 'report.md').read_text()
+  assert report['claim'] in md and 'NOT a result' in md
+  assert proc.stdout.startswith(f'{name}: ')
+
+
+@pytest.mark.slow  # resumes the smoke runs above (analysis only) for every ablation
+def test_all_writes_index(smoke_dir):
+  proc = reproduce('--ablation=all', f'--workdir={smoke_dir}', '--scale=smoke')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = [l for l in (smoke_dir / 'index.md').read_text().splitlines() if l.startswith('- ')]
+  assert [l.split('**')[1] for l in lines] == ablations.names()
+  for name in ablations.names():
+    report = json.loads((smoke_dir / name / 'report.json').read_text())
+    assert runner.index_line(name, report) in lines
