@@ -41,13 +41,15 @@ from ffn_research.ablations import base  # pylint: disable=wrong-import-position
 from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
 from ffn_research.config import default_config  # pylint: disable=wrong-import-position
 
-SETTINGS = {
-    'smoke': dict(seeds=3, steps=60, top_ks=(1, 2, 4), granularities=(1, 2, 4)),
-    'quick': dict(seeds=3, steps=1000, top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
-    'full': dict(seeds=5, steps=3000, top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
-}
 TOTAL_EXPERTS, TOTAL_WIDTH = 8, 32       # fixed-total sweep: 8 experts of width 32
 GRAN_EXPERTS, GRAN_WIDTH = 4, 64         # granularity sweep at G = 1: 4 experts of width 64, top-1
+SETTINGS = {
+    'smoke': dict(seeds=3, steps=40, top_ks=(1, 2), granularities=(1, 2), dense=(TOTAL_WIDTH,)),
+    'quick': dict(seeds=3, steps=1000, top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8),
+                  dense=(TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH)),
+    'full': dict(seeds=5, steps=3000, top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8),
+                 dense=(TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH)),
+}
 LEARNING_ROUTER, TRAP_ROUTER = 'softmax_topk', 'topk_softmax'
 
 
@@ -77,7 +79,7 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
       base.SweepSpec('router_k1', config, sweep.product(sweep.values('model.moe.router', [TRAP_ROUTER]), seeds)),
       base.SweepSpec('dense', config, sweep.product(
           sweep.values('model.moe.num_experts', [0]),
-          sweep.values('model.d_ff', [TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH]), seeds)),
+          sweep.values('model.d_ff', s['dense']), seeds)),
   ]
 
 
