@@ -206,6 +206,12 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   if any(failed.values()):
     notes.append(f'runs not completed (excluded): {failed}')
   notes.append('Score for the verdicts: ln(held-out 1 - R^2), paired by seed; tables show 1 - R^2 itself.')
+  if 2 in by_k.columns and TRAP_ROUTER in by_router.columns:
+    # Descriptive, not a verdict: rule 1 with the other k = 1 router.
+    alt = verdict.paired(by_k[2], by_router[TRAP_ROUTER], expect='less', claim='k=2 vs k=1 (trap router)')
+    notes.append(f'Rule 1 with {TRAP_ROUTER} as the k = 1 point instead (descriptive, not a verdict): '
+                 f'mean(score(k=2) - score(k=1)) = {alt.statistic:+.3g} [{alt.ci[0]:+.3g}, {alt.ci[1]:+.3g}], '
+                 f'{alt.outcome} under the same rule.')
   notes.append(f'The k = 1 point of fixed_total is reused as the {LEARNING_ROUTER} arm of the router comparison '
                '(same seeds and config).')
   headline = (f'top-2 - top-1 at fixed total: {v1.statistic:+.3g} [{v1.ci[0]:+.3g}, {v1.ci[1]:+.3g}] ({v1.outcome}); '
