@@ -180,7 +180,7 @@ def test_shipped_config_validates(arg):
   config_lib.validate(module.get_config(arg))
 
 
-@pytest.mark.slow  # compiles a train chunk in a fresh process: ~15 s idle, over a minute under load
+@pytest.mark.slow  # compiles a train chunk in a fresh process: 69 s measured under heavy load
 def test_smoke_run_through_the_cli(tmp_path):
   """The real entry point: a seconds-long run learns something below uniform and reports the floor."""
   workdir = tmp_path / 'run'
