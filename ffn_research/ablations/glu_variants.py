@@ -48,7 +48,7 @@ HEAD_TO_HEAD = ('geglu', 'swiglu', 'bilinear')   # the claims tested one by one 
 BOOTSTRAP = 2000
 
 SETTINGS = {
-    'smoke': dict(activations=('relu', 'geglu', 'swiglu'), seeds=3, lang_steps=30, ts_steps=60),
+    'smoke': dict(activations=('relu', 'geglu'), seeds=3, lang_steps=20, ts_steps=60),
     'quick': dict(activations=tuple(PAPER_65K), seeds=3, lang_steps=300, ts_steps=1000),
     'full': dict(activations=tuple(PAPER_65K), seeds=5, lang_steps=800, ts_steps=3000),
 }
