@@ -22,12 +22,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
   models.validate(m)
   tasks.validate(config)
   sequence_archs = ', '.join(models.SEQUENCE_ARCHS)
-  if t.name in tasks.sequence.TASKS:
+  if t.name in tasks.SEQUENCE_TASKS:
     config_lib.check(m.arch in models.SEQUENCE_ARCHS,
                      f'model.arch={m.arch!r} cannot read tokens; task.name={t.name!r} needs one of: {sequence_archs}')
   else:
     config_lib.check(m.arch not in models.SEQUENCE_ARCHS,
-                     f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.sequence.TASKS)}')
+                     f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.SEQUENCE_TASKS)}')
   _validate_run(tr)
   optim.validate(tr)
 
