@@ -95,7 +95,8 @@ def test_read_curves_and_late_summary(tmp_path):
   curves = lb.read_curves(str(tmp_path))
   assert len(curves) == 8
   late = lb.late_summary(curves)
-  assert late['max_load_ratio'] == pytest.approx(2.8)
+  assert late["max_load_ratio"] == pytest.approx(2.8)
+  assert late["first_max_load_ratio"] == pytest.approx(2.0)
   assert late['router_entropy'] == pytest.approx((0.6 + 0.7) / 2)
   np.testing.assert_allclose(late['sorted_load'], [0.7, 0.1, 0.1, 0.1])
   assert lb.read_curves(str(tmp_path / 'missing')).empty

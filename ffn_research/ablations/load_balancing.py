@@ -111,10 +111,11 @@ def read_curves(run_dir: str) -> pd.DataFrame:
 def late_summary(curves: pd.DataFrame, late_fraction: float = LATE_FRACTION) -> dict:
   """Means over the last `late_fraction` of logged chunks (at least one), plus the mean sorted load there."""
   if curves.empty:
-    return {k: math.nan for k in LOAD_KEYS}
+    return {k: math.nan for k in (*LOAD_KEYS, 'first_max_load_ratio')}
   n = max(1, int(round(len(curves) * late_fraction)))
   late = curves.sort_values('step').iloc[-n:]
   out = {k: float(late[k].mean()) for k in LOAD_KEYS}
+  out['first_max_load_ratio'] = float(curves.sort_values('step')['max_load_ratio'].iloc[0])  # first chunk
   out['sorted_load'] = np.mean([np.sort(l)[::-1] for l in late['load']], axis=0)
   return out
 
@@ -204,7 +205,7 @@ def _plots(runs: pd.DataFrame, curves: pd.DataFrame, outdir: str) -> list[base.F
 def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
   runs, curves = collect(results, ctx.outdir)
   verdicts = decide(runs)
-  metrics = ['max_load_ratio', 'router_entropy', 'dropped_fraction', 'router_z', 'eval_loss']
+  metrics = ['first_max_load_ratio', 'max_load_ratio', 'router_entropy', 'dropped_fraction', 'router_z', 'eval_loss']
   table = verdict.summarize(runs, ['variant'], metrics) if len(runs) else pd.DataFrame()
   if len(table):
     table['order'] = table['variant'].map(list(VARIANTS).index)
@@ -228,7 +229,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
       'scores), so only the balancing mechanism differs.',
   ]
   return base.Analysis(verdicts=verdicts, headline=headline,
-                       tables=[base.Table('late-training load metrics and final held-out MSE per variant '
+                       tables=[base.Table('max/mean load in the first logged chunk, late-training load metrics and final held-out MSE per variant '
                                           '(mean and 95% CI over seeds)', table)],
                        figures=figures, checks=checks, notes=notes)
 
