@@ -127,12 +127,14 @@ def test_verdicts_known_answers():
   assert v[2].statistic == pytest.approx(0.0, abs=0.05)
 
 
-def test_sweeps_differ_only_in_the_balancing_coefficients():
-  specs = lb.sweeps('smoke')
+@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
+def test_sweeps_differ_only_in_the_balancing_coefficients(scale):
+  specs = lb.sweeps(scale)
   assert [s.name for s in specs] == list(lb.VARIANTS)
   for s in specs:
     config_lib.validate(s.base)
     m = s.base.model.moe
     assert (m.load_balance_coef, m.z_loss_coef, m.bias_update_rate) == lb.VARIANTS[s.name]
     assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
-    assert len(s.overrides) == lb.SETTINGS['smoke']['seeds']
+    assert len(s.overrides) == lb.SETTINGS[scale]['seeds'] >= 3
+    assert s.base.train.steps == lb.SETTINGS[scale]['steps']
