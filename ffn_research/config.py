@@ -91,6 +91,9 @@ def default_config() -> ml_collections.ConfigDict:
   tr.seed = 0               # seeds model init, task data and batches
   tr.log_every = 100        # steps per compiled chunk and per logged metrics line
   tr.checkpoint_every = 1000  # steps between checkpoints (rounded to log_every); <= 0: final only
+  tr.eval_every = 0         # steps between held-out evaluations logged as eval/... (rounded to log_every); 0: end only
+  tr.blowup_factor = 1e4    # 'diverged' once the logged loss exceeds this multiple of the first step's loss ...
+  tr.blowup_patience = 3    # ... for this many logged chunks in a row; blowup_factor = 0 turns the rule off
   return c
 
 
@@ -198,7 +201,14 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _check(isinstance(tr.warmup_steps, int) and tr.warmup_steps >= 0,
          f'train.warmup_steps={tr.warmup_steps!r} must be a non-negative integer')
   _positive_int('train.log_every', tr.log_every)
-  _check(isinstance(tr.seed, int), f'train.seed={tr.seed!r} must be an integer')
+  _check(isinstance(tr.seed, int) and not isinstance(tr.seed, bool) and -2**31 <= tr.seed < 2**31,
+         f'train.seed={tr.seed!r} must be an integer in [-2**31, 2**31) (the PRNG seed is int32)')
+  _check(isinstance(tr.eval_every, int) and tr.eval_every >= 0,
+         f'train.eval_every={tr.eval_every!r} must be an integer >= 0 (0: evaluate at the end only)')
+  _check(isinstance(tr.blowup_factor, (int, float)) and not isinstance(tr.blowup_factor, bool)
+         and (tr.blowup_factor == 0 or 1 <= tr.blowup_factor < math.inf),
+         f'train.blowup_factor={tr.blowup_factor!r} must be 0 (rule off) or a number >= 1')
+  _positive_int('train.blowup_patience', tr.blowup_patience)
   _check(isinstance(tr.weight_decay, (int, float)) and tr.weight_decay >= 0,
          f'train.weight_decay={tr.weight_decay!r} must be >= 0')
   _check(isinstance(tr.momentum, (int, float)) and 0 <= tr.momentum < 1,

@@ -1,7 +1,6 @@
 """Bad input fails before compiling, with one line naming the key; shipped configs are valid."""
 
 import glob
-import importlib.util
 import os
 import subprocess
 import sys
@@ -9,14 +8,12 @@ import sys
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import configfile
 from tests.conftest import REPO_ROOT
 
 
 def load_config_module(path):
-  spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return configfile.load_module(path)
 
 
 BAD = [

@@ -1,6 +1,5 @@
 """Sequence tasks: generators (deterministic, labels right), masked loss, bits stored, tiny runs."""
 
-import importlib.util
 import math
 import os
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import configfile
 from ffn_research import models, tasks, train
 from ffn_research.tasks import sequence
 
@@ -219,9 +219,6 @@ def test_tiny_run_beats_chance(name, tmp_path):
                                       for a in ('default', 'ffn_stack', 'no_ffn')] + [('memorization', '4096')])
 def test_shipped_configs_validate(path, arg):
   file = os.path.join(os.path.dirname(__file__), '..', 'configs', f'{path}.py')
-  spec = importlib.util.spec_from_file_location(f'configs_{path}', file)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config(arg)
+  config = configfile.get_config(f'{file}:{arg}')
   config_lib.validate(config)
   assert config.task.name in sequence.TASKS

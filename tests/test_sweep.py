@@ -17,7 +17,7 @@ from ffn_research import models, sweep, tasks, train
 # float32 rounding, not bit for bit (measured: max |param difference| 1.2e-7 after
 # 20 steps). Tolerance for metrics after TINY's 20 steps:
 RTOL, ATOL = 1e-4, 1e-7
-TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'steps_per_s', 'sweep_group_size'}
+TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'checkpoint_time_s', 'steps_per_s', 'sweep_group_size'}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -306,3 +306,18 @@ def test_sweep_and_analyze_entry_points(tmp_path):
   _, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert len(rows) == 16 and {r['status'] for r in rows} == {'completed'}
   assert os.path.exists(os.path.join(workdir, 'analysis', 'loss_vs_d_ff.png'))
+
+
+def test_load_run_of_a_sweep_run(group_sweep):
+  """Every sweep run keeps its trained weights; evaluated alone they give its eval_loss to float32
+  rounding (the group evaluated them vmapped)."""
+  import ffn_research  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  workdir, summaries, _ = group_sweep
+  name = 'learning_rate=0.05,seed=2'
+  config, model, summary = ffn_research.load_run(os.path.join(workdir, 'runs', name))
+  assert config.train.learning_rate == 0.05 and summary == summaries[name]
+  exp = train.Experiment(config)
+  evals = jax.jit(exp.evaluate)(nnx.state(model), jax.jit(exp.init)(config.train.seed)['data'])
+  np.testing.assert_allclose(float(evals['eval_loss']), summary['eval_loss'], rtol=1e-5)

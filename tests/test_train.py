@@ -204,3 +204,33 @@ def test_cli_trains_and_loss_goes_down(tmp_path):
   assert len(losses) == 3 and losses[-1] < 0.1 * losses[0]
   summary = json.load(open(tmp_path / 'summary.json'))
   assert summary['status'] == 'completed' and summary['sup_error'] < 0.5
+
+
+def test_load_run_reproduces_eval_loss_exactly(tmp_path):
+  import ffn_research  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  config = tiny_config(**{'model.activation': 'swiglu'})
+  summary = train.train_and_evaluate(config, str(tmp_path))
+  loaded_config, model, loaded_summary = ffn_research.load_run(str(tmp_path))
+  assert loaded_config.to_dict() == config.to_dict() and loaded_summary == io_lib.json_safe(summary)
+  exp = train.Experiment(loaded_config)
+  data = jax.jit(exp.init)(loaded_config.train.seed)['data']
+  evals = jax.jit(exp.evaluate)(nnx.state(model), data)
+  assert float(evals['eval_loss']) == summary['eval_loss']
+  fresh = jax.jit(exp.evaluate)(jax.jit(exp.init)(loaded_config.train.seed)['params'], data)
+  assert float(fresh['eval_loss']) != summary['eval_loss']  # the weights really are the trained ones
+
+
+def test_eval_every_logs_held_out_metrics_during_training(tmp_path):
+  summary = train.train_and_evaluate(tiny_config(**{'train.eval_every': 100}), str(tmp_path))
+  lines = [json.loads(l) for l in open(tmp_path / 'metrics.jsonl')]
+  assert [l['step'] for l in lines if 'eval/loss' in l] == [100, 200]
+  assert lines[-1]['eval/loss'] == summary['eval_loss'] and lines[-1]['eval/sup_error'] == summary['sup_error']
+  assert lines[1]['eval/loss'] > lines[-1]['eval/loss']
+  assert 'initial_loss' in lines[0] and all('initial_loss' not in l for l in lines[1:])
+
+
+def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
+  summary = train.train_and_evaluate(tiny_config(**{'train.checkpoint_every': 50}), str(tmp_path))
+  assert summary['checkpoint_time_s'] > 0 and summary['compile_time_s'] > 0
+  assert sorted(int(d) for d in os.listdir(tmp_path / 'checkpoints')) == [150, 200]  # the newest two
