@@ -58,7 +58,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.name = 'function'       # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
   t.num_train = 1024        # training-set size (function, teacher_student)
-  t.num_eval = 4096         # held-out points (function, teacher_student) or sequences (associative_recall)
+  t.num_eval = 4096         # held-out points (function, teacher_student) or sequences (associative_recall, language)
   t.grid_size = 8193        # dense grid on [-1, 1] for the sup-norm error (function)
   t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
@@ -68,7 +68,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.num_points = 256        # N random points to memorise (random_labels)
   t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
   # Sequence tasks (tasks/sequence.py):
-  t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall)
+  t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall); tokens (language)
   t.num_facts = 1024        # facts (subject, relation) -> object (memorization)
   t.num_relations = 4       # relations per subject (memorization); edge labels per node (multi_hop)
   t.num_pairs = 8           # key-value pairs in context (associative_recall)
@@ -77,6 +77,12 @@ def default_config() -> ml_collections.ConfigDict:
   t.train_fraction = 0.5    # share of pairs (modular) or compositions (multi_hop) trained on
   t.num_nodes = 64          # graph nodes (multi_hop)
   t.num_hops = 2            # edges followed per query (multi_hop)
+  # Synthetic language (tasks/language.py): a sparse random Markov chain of order k.
+  t.seq_len = 64            # tokens per sequence (language)
+  t.markov_order = 2        # k: the next token depends on the previous k tokens (language)
+  t.num_candidates = 8      # m: a context's next tokens come from m candidates fixed by its last token (language)
+  t.branching = 4           # s <= m: possible next tokens per context (language)
+  t.concentration = 1.0     # Dirichlet alpha of the s next-token probabilities; smaller = peakier (language)
 
   c.train = tr = ml_collections.ConfigDict()
   tr.steps = 2000           # optimizer steps
@@ -186,12 +192,12 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _one_of('task.name', t.name, tasks.TASKS)
   tasks.TASKS[t.name].validate(config)
   sequence_archs = ', '.join(models.SEQUENCE_ARCHS)
-  if t.name in tasks.sequence.TASKS:
+  if t.name in tasks.SEQUENCE_TASKS:
     _check(m.arch in models.SEQUENCE_ARCHS,
            f'model.arch={m.arch!r} cannot read tokens; task.name={t.name!r} needs one of: {sequence_archs}')
   else:
     _check(m.arch not in models.SEQUENCE_ARCHS,
-           f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.sequence.TASKS)}')
+           f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.SEQUENCE_TASKS)}')
 
   _positive_int('train.steps', tr.steps)
   _positive_int('train.batch_size', tr.batch_size)

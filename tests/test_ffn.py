@@ -29,6 +29,7 @@ def np_activation(name, x):
       'silu': lambda v: v * sigmoid(v),
       'relu2': lambda v: np.maximum(v, 0.0) ** 2,
       'identity': lambda v: v,
+      'tanh': np.tanh,
       'glu': sigmoid, 'reglu': lambda v: np.maximum(v, 0.0), 'geglu': gelu,
       'swiglu': lambda v: v * sigmoid(v), 'bilinear': lambda v: v,
   }

@@ -31,6 +31,7 @@ PLAIN: dict[str, Activation] = {
     'silu': jax.nn.silu,
     'relu2': relu2,
     'identity': identity,  # a linear control
+    'tanh': jnp.tanh,  # saturating; a teacher none of the zoo's candidates represents exactly
 }
 
 # Gated activations: name -> gate function applied to x W before the product.

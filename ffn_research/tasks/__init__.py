@@ -11,13 +11,16 @@
 - `validate(config)` (static): raise config.ConfigError for bad task keys.
 """
 
-from ffn_research.tasks import regression, sequence
+from ffn_research.tasks import language, regression, sequence
+
+# Token-sequence tasks, for model.arch in models.SEQUENCE_ARCHS.
+SEQUENCE_TASKS = {**sequence.TASKS, **language.TASKS}
 
 TASKS = {
     'function': regression.FunctionTask,
     'teacher_student': regression.TeacherStudentTask,
     'random_labels': regression.RandomLabelsTask,
-    **sequence.TASKS,  # token sequences for model.arch in models.SEQUENCE_ARCHS
+    **SEQUENCE_TASKS,
 }
 
 
