@@ -65,6 +65,8 @@ def default_config() -> ml_collections.ConfigDict:
   t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
   t.noise_std = 0.0         # Gaussian label noise on training targets (teacher_student)
+  t.num_clusters = 0        # teacher_student inputs: 0 = x ~ N(0, I); K > 0 = K Gaussian clusters (skewed, below)
+  t.cluster_zipf = 1.0      # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
   t.num_points = 256        # N random points to memorise (random_labels)
   t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
   # Sequence tasks (tasks/sequence.py):
