@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import validation
 from ffn_research.ablations import load_balancing as lb
 from ffn_research.ablations import verdict
 from ffn_research.tasks import regression
@@ -47,7 +48,7 @@ def _ts_config(num_clusters):
   config.model.d_model = 4
   config.task.num_train, config.task.num_eval = 2000, 100
   config.task.num_clusters = num_clusters
-  config_lib.validate(config)
+  validation.validate(config)
   return config
 
 
@@ -70,7 +71,7 @@ def test_bad_skew_keys_raise_one_line(key, value):
   config = _ts_config(0)
   config.task[key] = value
   with pytest.raises(config_lib.ConfigError) as e:
-    config_lib.validate(config)
+    validation.validate(config)
   assert f'task.{key}' in str(e.value) and '\n' not in str(e.value)
 
 
@@ -132,7 +133,7 @@ def test_sweeps_differ_only_in_the_balancing_coefficients(scale):
   specs = lb.sweeps(scale)
   assert [s.name for s in specs] == list(lb.VARIANTS)
   for s in specs:
-    config_lib.validate(s.base)
+    validation.validate(s.base)
     m = s.base.model.moe
     assert (m.load_balance_coef, m.z_loss_coef, m.bias_update_rate) == lb.VARIANTS[s.name]
     assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
