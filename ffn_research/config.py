@@ -38,6 +38,7 @@ def default_config() -> ml_collections.ConfigDict:
   m.positions = 'learned'   # 'learned' embeddings, 'rotary' (transformer only) or 'none'
   m.tie_embeddings = False  # True: unembedding = token embedding transposed
   m.use_ffn = True          # False: no FFN sublayer (attention-only control; transformer only)
+  m.freeze_embeddings = False  # True: token/position embeddings and unembedding stay at their random init (no gradient)
 
   # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE
   # whose experts are FFNs of width model.d_ff (effective) / granularity.

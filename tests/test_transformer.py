@@ -184,3 +184,41 @@ def test_arch_must_match_task_kind():
   config = model_config(arch='ffn')
   with pytest.raises(config_lib.ConfigError, match='model.arch'):
     validation.validate(config)
+
+
+@pytest.mark.parametrize('arch,tie', [('ffn_stack', False), ('transformer', True)])
+def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
+  from ffn_research import train  # pylint: disable=g-import-not-at-top
+  config = model_config(arch=arch, tie_embeddings=tie, freeze_embeddings=True)
+  config.task.num_facts, config.task.num_relations, config.task.vocab_size = 8, 2, 5
+  config.train.steps, config.train.batch_size = 3, 4
+  validation.validate(config)
+  exp = train.Experiment(config)
+  state = exp.init(0)
+  after, _ = exp.train_chunk(state, 3)
+  frozen = {'embed', 'pos_embed', 'unembed'}
+  changed = {}
+  for (path, before), (_, now) in zip(nnx.to_flat_state(state['params']), nnx.to_flat_state(after['params'])):
+    changed['/'.join(map(str, path))] = int(np.asarray(before[...]).size) if not np.array_equal(
+        np.asarray(before[...]), np.asarray(now[...])) else 0
+    if path[0] in frozen:
+      np.testing.assert_array_equal(np.asarray(before[...]), np.asarray(now[...]))
+  # Every trainable parameter moved; their count is num_trainable_params.
+  assert sum(changed.values()) == exp.counts['num_trainable_params']
+  c = exp.counts
+  assert c['num_trainable_params'] == (c['num_params'] - c['num_embedding_params']
+                                       - c['num_unembedding_params'])
+  # Without freezing the embeddings move too and everything is trainable.
+  config.model.freeze_embeddings = False
+  exp = train.Experiment(config)
+  after, _ = exp.train_chunk(state, 3)
+  embed_before = np.asarray(state['params']['embed'][...])
+  assert not np.array_equal(embed_before, np.asarray(after['params']['embed'][...]))
+  assert exp.counts['num_trainable_params'] == exp.counts['num_params']
+
+
+def test_freeze_embeddings_needs_a_sequence_model():
+  config = config_lib.default_config()
+  config.model.freeze_embeddings = True
+  with pytest.raises(config_lib.ConfigError, match='model.freeze_embeddings'):
+    validation.validate(config)

@@ -34,6 +34,10 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   ffn_lib.validate(model_cfg)
   if model_cfg.arch in SEQUENCE_ARCHS:
     transformer.validate(model_cfg)
+  else:
+    config_lib.check(not model_cfg.freeze_embeddings,
+                     f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
+                     f'model.arch={model_cfg.arch!r} has no embeddings')
   moe_lib.validate(model_cfg)
 
 

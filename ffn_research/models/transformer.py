@@ -138,12 +138,18 @@ class SequenceModel(ffn_lib.Layer):
     self.final_norm = NORMS[model_cfg.norm](d, rngs)
     self.unembed = (None if model_cfg.tie_embeddings else nnx.Param(
         inits.get(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32)))
+    # Frozen: fixed random codes in and out, so whatever is learned lives in the blocks
+    # (Adam's update for a zero gradient is exactly zero; adamw/lion decay would still shrink them).
+    self.freeze = model_cfg.freeze_embeddings
+
+  def _maybe_frozen(self, w: jax.Array) -> jax.Array:
+    return jax.lax.stop_gradient(w) if self.freeze else w
 
   def embed_tokens(self, tokens_BxT: jax.Array) -> jax.Array:
     """Token (+ learned position) embeddings, position by position."""
-    x_BxTxD = jnp.take(self.embed[...], tokens_BxT, axis=0)
+    x_BxTxD = jnp.take(self._maybe_frozen(self.embed[...]), tokens_BxT, axis=0)
     if self.pos_embed is not None:
-      x_BxTxD = x_BxTxD + self.pos_embed[...][None, :tokens_BxT.shape[1]]
+      x_BxTxD = x_BxTxD + self._maybe_frozen(self.pos_embed[...])[None, :tokens_BxT.shape[1]]
     return x_BxTxD
 
   def mix(self, x_BxTxD: jax.Array) -> jax.Array:
@@ -159,7 +165,7 @@ class SequenceModel(ffn_lib.Layer):
       if block.ffn is not None:
         aux[f'layer_{i}'] = block_aux
     h_BxTxD = self.final_norm(x_BxTxD)
-    w_DxV = self.embed[...].T if self.unembed is None else self.unembed[...]
+    w_DxV = self._maybe_frozen(self.embed[...].T if self.unembed is None else self.unembed[...])
     return (h_BxTxD @ w_DxV).astype(jnp.float32), aux
 
   def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None):
@@ -210,6 +216,7 @@ def counts(model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int,
       'num_active_ffn_params': num_layers * ffn_active,
       'num_norm_params': (num_layers * norms_per_layer + 1) * NORM_PARAMS_PER_FEATURE[model_cfg.norm] * d,
   }
+  frozen = c['num_embedding_params'] + c['num_unembedding_params'] if model_cfg.freeze_embeddings else 0
   rest = (c['num_embedding_params'] + c['num_unembedding_params'] + c['num_attention_params']
           + c['num_norm_params'])
   attn_flops = (8 * d * d + 4 * seq_len * d) if attention else 0
@@ -217,6 +224,7 @@ def counts(model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int,
       'num_params': rest + c['num_ffn_params'],
       'num_active_params': rest + c['num_active_ffn_params'],
       **c,
+      'num_trainable_params': rest + c['num_ffn_params'] - frozen,  # all but frozen embeddings
       # Hidden widths as ffn_counts reports them ('d_ff_active' once MoE defines it).
       **{k: ffn[k] if model_cfg.use_ffn else 0 for k in ('d_ff_effective', 'd_ff_active') if k in ffn},
       'flops_per_token': num_layers * (attn_flops + ffn_flops) + 2 * d * vocab_size,
