@@ -175,12 +175,18 @@ def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
 
 
 def run_summary(counts: dict[str, Any], track: Track, *, step: int, evals: dict[str, Any] | None,
-                compile_time_s: float | None, checkpoint_time_s: float, wall_time_s: float) -> dict[str, Any]:
-  """summary.json of a finished run (every entry point writes this schema)."""
+                compile_time_s: float | None, checkpoint_time_s: float, wall_time_s: float,
+                steps_per_s: float | None = None) -> dict[str, Any]:
+  """summary.json of a finished run (every entry point writes this schema).
+
+  `steps_per_s`: steps trained by this process over its training time (compiling and
+  checkpointing excluded); the last logged interval's rate when not given.
+  """
   last = track.last
   summary = {**counts, 'wall_time_s': wall_time_s, 'compile_time_s': compile_time_s,
              'checkpoint_time_s': checkpoint_time_s,
-             'steps_per_s': last.get('steps_per_s'), 'final_loss': last.get('loss')}
+             'steps_per_s': last.get('steps_per_s') if steps_per_s is None else steps_per_s,
+             'final_loss': last.get('loss')}
   if track.diverged_at >= 0:
     summary.update(status='diverged', diverged_step=track.diverged_at, diverged_reason=track.reason,
                    step=track.diverged_at, eval_loss=None)
@@ -371,6 +377,7 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
     def crossed(every: int, before: int, after: int) -> bool:
       return every > 0 and after // every > before // every
 
+    loop_start, loop_step, compile_before = time.time(), step, compile_time
     while step < tr.steps and any(t.diverged_at < 0 for t in tracks):
       n = min(tr.log_every, tr.steps - step)
       ensure_compiled(n)
@@ -393,6 +400,8 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
         save_all(step)
     if pending is not None and any(t.diverged_at < 0 for t in tracks):
       flush(pending)
+    train_s = time.time() - loop_start - (compile_time - compile_before) - checkpoint_time
+    rate = (step - loop_step) / train_s if step > loop_step and train_s > 0 else None
     save_all(step)  # the final state (a no-op when a rerun restored it)
     all_evals = None
     if any(t.diverged_at < 0 for t in tracks):
@@ -410,7 +419,7 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
     summary = run_summary(exp.counts, tracks[i], step=step, evals=evals,
                           compile_time_s=compile_time if compiled else None,
                           checkpoint_time_s=checkpoint_time / num_runs,
-                          wall_time_s=wall_before[i] + elapsed)
+                          wall_time_s=wall_before[i] + elapsed, steps_per_s=rate)
     if tracks[i].diverged_at >= 0 and verbose:
       print(f'diverged: {tracks[i].reason} at step {tracks[i].diverged_at}', flush=True)
     summaries.append(summary)

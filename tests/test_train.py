@@ -137,6 +137,10 @@ def test_outputs_in_workdir(tmp_path):
     assert key in on_disk, key
   assert on_disk['status'] == 'completed' and on_disk == io_lib.json_safe(summary)
   assert on_disk['num_params'] == 4 * 16 + 16 * 1 + 16 + 1  # d_model 4 -> 16 -> 1 output
+  # The summary's rate is over the whole training time (compiling and checkpointing excluded),
+  # which lies inside the wall time: at least steps / (wall - compile - checkpoint).
+  training_s = on_disk['wall_time_s'] - on_disk['compile_time_s'] - on_disk['checkpoint_time_s']
+  assert 200 / training_s <= on_disk['steps_per_s'] < float('inf')
   assert any(f.startswith('events.out.tfevents') for f in os.listdir(tmp_path / 'tensorboard'))
   assert not [f for f in os.listdir(tmp_path) if f.startswith('.tmp-')]  # atomic writes left nothing
 
