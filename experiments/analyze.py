@@ -16,11 +16,18 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  from ffn_research import analysis, sweep  # pylint: disable=g-import-not-at-top
-  if FLAGS.merge:
-    sweep.write_results(FLAGS.workdir)
-  print(f'wrote {analysis.analyze(FLAGS.workdir, FLAGS.metric)}')
+  import sys  # pylint: disable=g-import-not-at-top
+  from ffn_research import analysis, io, sweep  # pylint: disable=g-import-not-at-top
+  try:
+    if FLAGS.merge:  # every run summary on disk, whichever shard wrote it (under the results lock)
+      sweep.write_results(FLAGS.workdir)
+    print(f'wrote {analysis.analyze(FLAGS.workdir, FLAGS.metric)}')
+  except (FileNotFoundError, io.WorkdirError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    sys.exit(2)
 
 
 if __name__ == '__main__':
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

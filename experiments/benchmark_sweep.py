@@ -8,7 +8,6 @@ The persistent compilation cache is off for both, so each separate run compiles 
 fresh `python -m experiments.train` would without the cache).
 """
 
-import importlib.util
 import os
 import platform
 import tempfile
@@ -27,11 +26,8 @@ def main(argv):
   import contextlib, io  # pylint: disable=g-import-not-at-top,multiple-import
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep, train  # pylint: disable=g-import-not-at-top
-  spec = importlib.util.spec_from_file_location('bench_config', FLAGS.config)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config()
+  from ffn_research import configfile, loop, sweep  # pylint: disable=g-import-not-at-top
+  config = configfile.get_config(FLAGS.config)
   seeds = sweep.values('train.seed', range(FLAGS.num_runs))
   jax.jit(lambda x: x + 1)(1.0).block_until_ready()  # JAX start-up is charged to neither side
 
@@ -44,7 +40,7 @@ def main(argv):
     separate = {}
     for o in seeds:
       with contextlib.redirect_stdout(io.StringIO()):  # the per-step log lines
-        separate[sweep.run_name(o)] = train.train_and_evaluate(
+        separate[sweep.run_name(o)] = loop.train_and_evaluate(
             sweep.apply_overrides(config, o), os.path.join(tmp, 'separate', sweep.run_name(o)))
     t_separate = time.time() - t0
 
@@ -65,4 +61,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

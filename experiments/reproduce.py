@@ -4,6 +4,7 @@
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --quick
   python -m experiments.reproduce --ablation=all --workdir=runs/repro_quick --quick
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --publish
+  python -m experiments.reproduce --update_readme     # README Results from docs/results/*/report.json
 
 Writes DIR/NAME/report.md, report.json and PNGs (DIR/index.md for --ablation=all). Rerunning
 resumes: finished runs are not redone. See docs/reproduce.md.
@@ -20,6 +21,8 @@ flags.DEFINE_bool('quick', False, 'Shorthand for --scale=quick.')
 flags.DEFINE_bool('list', False, 'List the ablations with their claims and exit.')
 flags.DEFINE_bool('publish', False, 'After running, copy the (full-scale) report to docs/results/NAME/ '
                   'and regenerate the README Results section.')
+flags.DEFINE_bool('update_readme', False, 'Only regenerate the README Results section from every '
+                  'docs/results/*/report.json (e.g. after a merge) and exit.')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -35,7 +38,27 @@ def main(argv):
   if len(argv) > 1:
     fail(f'unexpected arguments {argv[1:]}')
   logging.set_verbosity(logging.WARNING)
-  from ffn_research import ablations  # pylint: disable=g-import-not-at-top
+  from ffn_research import ablations  # pylint: disable=g-import-not-at-top  (light: no jax yet)
+  scale = 'quick' if FLAGS.quick else FLAGS.scale
+  if FLAGS.update_readme:
+    from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+    runner.update_readme()
+    print(f'updated {runner.REPO_ROOT}/README.md from docs/results/*/report.json')
+    return
+  if not FLAGS.list:  # bad requests fail here, before jax and the ablations are imported
+    if not FLAGS.ablation or not FLAGS.workdir:
+      fail('--ablation and --workdir are required (or --list)')
+    if FLAGS.quick and FLAGS['scale'].present and FLAGS.scale != 'quick':
+      fail(f'--quick contradicts --scale={FLAGS.scale}')
+    if scale not in ablations.SCALES:
+      fail(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
+    if FLAGS.ablation != 'all':
+      try:
+        ablations.check(FLAGS.ablation)
+      except ablations.UnknownAblation as e:
+        fail(str(e))
+    if FLAGS.publish and scale != 'full':
+      fail(f'--publish needs --scale=full (got {scale}); only full-scale reports may be published')
   from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
   from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
   from ffn_research import sweep  # pylint: disable=g-import-not-at-top
@@ -45,24 +68,13 @@ def main(argv):
       a = ablations.get(name)
       print(f'{name} [{", ".join(a.scales)}]: {a.claim}')
     return
-  if not FLAGS.ablation or not FLAGS.workdir:
-    fail('--ablation and --workdir are required (or --list)')
-  scale = 'quick' if FLAGS.quick else FLAGS.scale
-  if FLAGS.quick and FLAGS['scale'].present and FLAGS.scale != 'quick':
-    fail(f'--quick contradicts --scale={FLAGS.scale}')
   if FLAGS.compilation_cache_dir:
     sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
   try:
     if FLAGS.ablation != 'all':
-      ablations.get(FLAGS.ablation)
-      if FLAGS.publish and scale != 'full':  # refuse before spending time on runs
-        raise runner.ReproduceError(f'--publish needs --scale=full (got {scale}); only full-scale reports '
-                                    'may be published')
       reports = [runner.run(FLAGS.ablation, FLAGS.workdir, scale, progress=FLAGS.progress)]
       failed = []
     else:
-      if FLAGS.publish and scale != 'full':
-        raise runner.ReproduceError(f'--publish needs --scale=full (got {scale})')
       reports, failed = runner.run_all(FLAGS.workdir, scale, progress=FLAGS.progress)
     if FLAGS.publish:
       for r in reports:

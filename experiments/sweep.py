@@ -13,9 +13,7 @@ import os
 import sys
 
 from absl import app, flags, logging
-from ml_collections import config_flags
 
-config_flags.DEFINE_config_file('config', None, 'Sweep config file (path[:arg]).', lock_config=True)
 flags.DEFINE_string('workdir', None, 'Sweep folder; rerunning on it resumes.')
 flags.DEFINE_integer('num_shards', None, 'Split the runs into this many shards '
                      '(default: SLURM_ARRAY_TASK_COUNT, else 1).')
@@ -26,7 +24,8 @@ flags.DEFINE_integer('max_group_size', 0, 'Split vmapped groups larger than this
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
 flags.DEFINE_bool('progress', True, 'Show progress bars (runs, and steps of the current group).')
-flags.mark_flags_as_required(['config', 'workdir'])
+flags.mark_flags_as_required(['workdir'])
+SPEC, SWEEP_MODULE = None, None  # --config's path[:arg] and the loaded file (executed once)
 FLAGS = flags.FLAGS
 
 
@@ -34,29 +33,41 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
   from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research import loop  # pylint: disable=g-import-not-at-top
   from ffn_research import sweep  # pylint: disable=g-import-not-at-top
-  if FLAGS.merge_only:
-    print(f'wrote {sweep.write_results(FLAGS.workdir)}')
-    return
-  if FLAGS.compilation_cache_dir:
-    sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
-  env_shards, env_index = sweep.shard_from_env(os.environ)
-  num_shards = FLAGS.num_shards if FLAGS.num_shards is not None else env_shards
-  shard_index = FLAGS.shard_index if FLAGS.shard_index is not None else env_index
-  _, runs = sweep.load_sweep_file(config_flags.get_config_filename(FLAGS['config']))
   try:
+    if FLAGS.merge_only:
+      print(f'wrote {sweep.write_results(FLAGS.workdir)}')
+      return
+    env_shards, env_index = sweep.shard_from_env(os.environ)
+    num_shards = FLAGS.num_shards if FLAGS.num_shards is not None else env_shards
+    shard_index = FLAGS.shard_index if FLAGS.shard_index is not None else env_index
+    sweep.check_shard(num_shards, shard_index)
+    runs = configfile.get_sweep(SPEC, SWEEP_MODULE)
+    if FLAGS.compilation_cache_dir:
+      sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
     summaries = sweep.run_sweep(FLAGS.config, runs, FLAGS.workdir, num_shards=num_shards,
                                 shard_index=shard_index, max_group_size=FLAGS.max_group_size,
                                 progress=FLAGS.progress)
-  except (config_lib.ConfigError, io_lib.WorkdirConfigMismatch, ValueError) as e:
+  except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory, FileNotFoundError,
+          ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
-  statuses = [s['status'] for s in summaries.values()]
+  statuses = [s['status'] for s in summaries.values() if s]
   print(f'shard {shard_index}/{num_shards}: ' + ', '.join(
       f'{statuses.count(s)} {s}' for s in sorted(set(statuses))) + f'; {FLAGS.workdir}/results.csv')
-  sys.exit(0 if all(s in ('completed', 'diverged') for s in statuses) else 1)
+  finished = len(statuses) == len(summaries) and all(s in ('completed', 'diverged') for s in statuses)
+  sys.exit(0 if finished else 1)
 
 
 if __name__ == '__main__':
+  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
+  from ffn_research.config import unknown_override_error  # pylint: disable=g-import-not-at-top
+  if error := unknown_override_error(sys.argv):
+    sys.exit(f'error: {error}')
+  SPEC, SWEEP_MODULE = configfile.define_config_flag(sys.argv)
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

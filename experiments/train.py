@@ -2,16 +2,20 @@
 
   python -m experiments.train --config=configs/regression.py --workdir=runs/quickstart
   python -m experiments.train --config=configs/regression.py:sin --config.model.d_ff=512
+
+Rerunning the same command resumes from the newest intact checkpoint (or does nothing when
+the run is finished). Bad input exits with one line on stderr: 2 for a config, workdir or
+memory problem, 1 for a run that failed or diverged.
 """
 
 import sys
 
 from absl import app, flags, logging
-from ml_collections import config_flags
 
-config_flags.DEFINE_config_file('config', None, 'Config file (path[:arg]).', lock_config=True)
 flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
-flags.mark_flags_as_required(['config', 'workdir'])
+flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
+                    'Persistent XLA compilation cache ("" disables it).')
+flags.mark_flags_as_required(['workdir'])
 FLAGS = flags.FLAGS
 
 
@@ -20,17 +24,24 @@ def main(argv):
   logging.set_verbosity(logging.WARNING)  # Orbax logs every save at INFO
   from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
   from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import train  # pylint: disable=g-import-not-at-top
+  from ffn_research import loop  # pylint: disable=g-import-not-at-top
+  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  if FLAGS.compilation_cache_dir:
+    sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
   try:
-    summary = train.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (config_lib.ConfigError, io_lib.WorkdirConfigMismatch) as e:
+    summary = loop.train_and_evaluate(FLAGS.config, FLAGS.workdir)
+  except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   sys.exit(0 if summary['status'] == 'completed' else 1)
 
 
 if __name__ == '__main__':
+  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
   from ffn_research.config import unknown_override_error  # pylint: disable=g-import-not-at-top
   if error := unknown_override_error(sys.argv):
     sys.exit(f'error: {error}')
+  configfile.define_config_flag(sys.argv)
+  import jax  # pylint: disable=g-import-not-at-top
+  jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

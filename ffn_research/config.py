@@ -1,8 +1,10 @@
-"""The config schema (every key, its default and meaning) and its validation.
+"""The config schema (every key, its default and meaning), `ConfigError` and check helpers.
 
-Config files in `configs/` start from `default_config()` and change what they
-need; `validate` checks the whole resolved config before anything is compiled
-and raises `ConfigError` with one line naming the key and what is allowed.
+A leaf: it imports nothing else of the package. Config files in `configs/` start
+from `default_config()` and change what they need. Each registry validates its
+own section with the helpers below (`check`, `one_of`, `positive_int`, ...), and
+`ffn_research.validation.validate` composes them over the whole config; every
+failure is a `ConfigError` with one line naming the key and what is allowed.
 """
 
 import math
@@ -27,7 +29,7 @@ def default_config() -> ml_collections.ConfigDict:
   m.use_bias = True         # biases b1 (and b_gate) and b2
   m.dropout_rate = 0.0      # dropout on the hidden activations, in [0, 1)
   m.match_params = False    # gated FFNs use round(2/3 d_ff) to match dense params
-  m.init = 'xavier_uniform'  # weight initialiser, see models/ffn.py INITS
+  m.init = 'xavier_uniform'  # weight initialiser, see models/inits.py INITS
   m.dtype = 'float32'       # computation dtype: 'float32' or 'bfloat16'
   # Sequence models (arch 'transformer' or 'ffn_stack'; models/transformer.py):
   m.num_layers = 2          # residual blocks
@@ -59,15 +61,17 @@ def default_config() -> ml_collections.ConfigDict:
   t.name = 'function'       # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
   t.num_train = 1024        # training-set size (function, teacher_student)
-  t.num_eval = 4096         # held-out points (function, teacher_student) or sequences (associative_recall)
+  t.num_eval = 4096         # held-out points (function, teacher_student) or sequences (associative_recall, language)
   t.grid_size = 8193        # dense grid on [-1, 1] for the sup-norm error (function)
   t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
   t.noise_std = 0.0         # Gaussian label noise on training targets (teacher_student)
+  t.num_clusters = 0        # teacher_student inputs: 0 = x ~ N(0, I); K > 0 = K Gaussian clusters (skewed, below)
+  t.cluster_zipf = 1.0      # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
   t.num_points = 256        # N random points to memorise (random_labels)
   t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
   # Sequence tasks (tasks/sequence.py):
-  t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall)
+  t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall); tokens (language)
   t.num_facts = 1024        # facts (subject, relation) -> object (memorization)
   t.num_relations = 4       # relations per subject (memorization); edge labels per node (multi_hop)
   t.num_pairs = 8           # key-value pairs in context (associative_recall)
@@ -76,13 +80,19 @@ def default_config() -> ml_collections.ConfigDict:
   t.train_fraction = 0.5    # share of pairs (modular) or compositions (multi_hop) trained on
   t.num_nodes = 64          # graph nodes (multi_hop)
   t.num_hops = 2            # edges followed per query (multi_hop)
+  # Synthetic language (tasks/language.py): a sparse random Markov chain of order k.
+  t.seq_len = 64            # tokens per sequence (language)
+  t.markov_order = 2        # k: the next token depends on the previous k tokens (language)
+  t.num_candidates = 8      # m: a context's next tokens come from m candidates fixed by its last token (language)
+  t.branching = 4           # s <= m: possible next tokens per context (language)
+  t.concentration = 1.0     # Dirichlet alpha of the s next-token probabilities; smaller = peakier (language)
 
   c.train = tr = ml_collections.ConfigDict()
   tr.steps = 2000           # optimizer steps
   tr.batch_size = 256       # examples per step (drawn with replacement)
   tr.learning_rate = 3e-3   # peak learning rate
-  tr.optimizer = 'adam'     # see train.OPTIMIZERS
-  tr.schedule = 'cosine'    # 'cosine' (linear warmup, cosine decay to 0) or 'constant'
+  tr.optimizer = 'adam'     # see optim.OPTIMIZERS
+  tr.schedule = 'cosine'    # see optim.SCHEDULES: 'cosine' (warmup, cosine decay to 0) or 'constant'
   tr.warmup_steps = 100     # linear warmup from 0 (both schedules)
   tr.grad_clip = 1.0        # global-norm clipping threshold; <= 0 disables
   tr.weight_decay = 0.0     # decoupled weight decay (adamw, lion)
@@ -90,6 +100,9 @@ def default_config() -> ml_collections.ConfigDict:
   tr.seed = 0               # seeds model init, task data and batches
   tr.log_every = 100        # steps per compiled chunk and per logged metrics line
   tr.checkpoint_every = 1000  # steps between checkpoints (rounded to log_every); <= 0: final only
+  tr.eval_every = 0         # steps between held-out evaluations logged as eval/... (rounded to log_every); 0: end only
+  tr.blowup_factor = 1e4    # 'diverged' once the logged loss exceeds this multiple of the first step's loss ...
+  tr.blowup_patience = 3    # ... for this many logged chunks in a row; blowup_factor = 0 turns the rule off
   return c
 
 
@@ -115,151 +128,74 @@ def tiny_transformer_config(task_name: str, arg: str | None,
   return config
 
 
-def _flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:
+def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:
+  """{'section.key': value} of a (nested) config."""
   out = {}
   for k, v in cfg.items():
     name = f'{prefix}{k}'
     if isinstance(v, ml_collections.ConfigDict):
-      out.update(_flat_keys(v, name + '.'))
+      out.update(flat_keys(v, name + '.'))
     else:
       out[name] = v
   return out
 
 
-def _check(ok: bool, msg: str) -> None:
+# --------------------------------------------------------------------------- check helpers
+
+def check(ok: bool, msg: str) -> None:
+  """Raise ConfigError(msg) unless ok."""
   if not ok:
     raise ConfigError(msg)
 
 
-def _one_of(key: str, value: Any, allowed: Iterable[str]) -> None:
+def one_of(key: str, value: Any, allowed: Iterable[str]) -> None:
   allowed = list(allowed)
-  _check(value in allowed, f'{key}={value!r} is unknown; allowed: {", ".join(allowed)}')
+  check(value in allowed, f'{key}={value!r} is unknown; allowed: {", ".join(allowed)}')
 
 
-def _positive_int(key: str, value: Any) -> None:
-  _check(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-         f'{key}={value!r} must be a positive integer')
+def _is_number(value: Any) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _positive_float(key: str, value: Any) -> None:
-  _check(isinstance(value, (int, float)) and not isinstance(value, bool)
-         and math.isfinite(value) and value > 0, f'{key}={value!r} must be a positive number')
+def positive_int(key: str, value: Any) -> None:
+  check(isinstance(value, int) and not isinstance(value, bool) and value > 0,
+        f'{key}={value!r} must be a positive integer')
 
 
-def validate(config: ml_collections.ConfigDict) -> None:
-  """Raise ConfigError (one line, naming the key) for anything invalid."""
-  # Imported here: the registries live with the code they name.
-  from ffn_research import models, tasks, train
-  from ffn_research.models import activations, ffn
+def non_negative_int(key: str, value: Any) -> None:
+  check(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+        f'{key}={value!r} must be an integer >= 0')
 
-  known = _flat_keys(default_config())
-  given = _flat_keys(config)
+
+def positive_float(key: str, value: Any) -> None:
+  check(_is_number(value) and math.isfinite(value) and value > 0,
+        f'{key}={value!r} must be a positive number')
+
+
+def non_negative(key: str, value: Any) -> None:
+  check(_is_number(value) and math.isfinite(value) and value >= 0,
+        f'{key}={value!r} must be a non-negative number')
+
+
+def fraction(key: str, value: Any) -> None:
+  """value in the open interval (0, 1)."""
+  check(_is_number(value) and 0.0 < value < 1.0, f'{key}={value!r} must be in (0, 1)')
+
+
+def check_schema(config: ml_collections.ConfigDict) -> None:
+  """Every key of default_config() present, no other key, booleans where the default is one."""
+  known = flat_keys(default_config())
+  given = flat_keys(config)
   for key in given:
     if key not in known:
       section = key.rsplit('.', 1)[0] + '.' if '.' in key else ''
       options = sorted(k for k in known if k.startswith(section))
       raise ConfigError(f'unknown config key {key!r}; keys in this section: {", ".join(options)}')
   for key, default in known.items():
-    _check(key in given, f'config key {key!r} is missing (start configs from config.default_config())')
+    check(key in given, f'config key {key!r} is missing (start configs from config.default_config())')
     value = given[key]
     if isinstance(default, bool):
-      _check(isinstance(value, bool), f'{key}={value!r} must be True or False')
-
-  m, t, tr = config.model, config.task, config.train
-  _one_of('model.arch', m.arch, models.ARCHS)
-  _positive_int('model.d_model', m.d_model)
-  _positive_int('model.d_ff', m.d_ff)
-  _one_of('model.activation', m.activation, activations.ALL_NAMES)
-  _one_of('model.init', m.init, ffn.INITS)
-  _one_of('model.dtype', m.dtype, ffn.DTYPES)
-  _check(isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
-         f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
-  if m.arch in models.SEQUENCE_ARCHS:
-    _validate_sequence_model(m)
-  else:
-    _check(not m.freeze_embeddings,
-           f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); model.arch={m.arch!r} has no embeddings')
-
-  _validate_moe(m)
-
-  _one_of('task.name', t.name, tasks.TASKS)
-  tasks.TASKS[t.name].validate(config)
-  sequence_archs = ', '.join(models.SEQUENCE_ARCHS)
-  if t.name in tasks.sequence.TASKS:
-    _check(m.arch in models.SEQUENCE_ARCHS,
-           f'model.arch={m.arch!r} cannot read tokens; task.name={t.name!r} needs one of: {sequence_archs}')
-  else:
-    _check(m.arch not in models.SEQUENCE_ARCHS,
-           f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.sequence.TASKS)}')
-
-  _positive_int('train.steps', tr.steps)
-  _positive_int('train.batch_size', tr.batch_size)
-  _positive_float('train.learning_rate', tr.learning_rate)
-  _one_of('train.optimizer', tr.optimizer, train.OPTIMIZERS)
-  _one_of('train.schedule', tr.schedule, train.SCHEDULES)
-  _check(isinstance(tr.warmup_steps, int) and tr.warmup_steps >= 0,
-         f'train.warmup_steps={tr.warmup_steps!r} must be a non-negative integer')
-  _positive_int('train.log_every', tr.log_every)
-  _check(isinstance(tr.seed, int), f'train.seed={tr.seed!r} must be an integer')
-  _check(isinstance(tr.weight_decay, (int, float)) and tr.weight_decay >= 0,
-         f'train.weight_decay={tr.weight_decay!r} must be >= 0')
-  _check(isinstance(tr.momentum, (int, float)) and 0 <= tr.momentum < 1,
-         f'train.momentum={tr.momentum!r} must be in [0, 1)')
-  _check(isinstance(tr.grad_clip, (int, float)) and math.isfinite(tr.grad_clip),
-         f'train.grad_clip={tr.grad_clip!r} must be a number (<= 0 disables clipping)')
-
-
-def _non_negative(key: str, value: Any) -> None:
-  _check(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-         and value >= 0, f'{key}={value!r} must be a non-negative number')
-
-
-def _validate_moe(m: ml_collections.ConfigDict) -> None:
-  from ffn_research.models import ffn, moe  # pylint: disable=g-import-not-at-top
-  e = m.moe
-  _check(isinstance(e.num_experts, int) and not isinstance(e.num_experts, bool)
-         and e.num_experts >= 0, f'model.moe.num_experts={e.num_experts!r} must be an integer >= 0')
-  _positive_int('model.moe.top_k', e.top_k)
-  _check(isinstance(e.capacity_factor, (int, float)) and math.isfinite(e.capacity_factor),
-         f'model.moe.capacity_factor={e.capacity_factor!r} must be a number (<= 0: dropless)')
-  _one_of('model.moe.router', e.router, moe.ROUTERS)
-  _one_of('model.moe.drop_priority', e.drop_priority, moe.DROP_PRIORITIES)
-  _one_of('model.moe.dispatch', e.dispatch, ('auto', *moe.DISPATCH))
-  _check(isinstance(e.num_shared_experts, int) and e.num_shared_experts >= 0,
-         f'model.moe.num_shared_experts={e.num_shared_experts!r} must be an integer >= 0')
-  _positive_int('model.moe.granularity', e.granularity)
-  for key in ('load_balance_coef', 'z_loss_coef', 'bias_update_rate'):
-    _non_negative(f'model.moe.{key}', e[key])
-  _check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1,
-         f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
-  if e.num_experts == 0:
-    return
-  _check(e.top_k <= e.num_experts,
-         f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}')
-  d_ff = ffn.effective_d_ff(m.d_ff, m.activation, m.match_params)
-  _check(d_ff % e.granularity == 0,
-         f'model.moe.granularity={e.granularity} must divide the effective d_ff {d_ff}')
-  if e.router == 'expert_choice':
-    _check(e.capacity_factor > 0,
-           'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
-    _check(e.bias_update_rate == 0,
-           'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
-
-
-def _validate_sequence_model(m: ml_collections.ConfigDict) -> None:
-  from ffn_research.models import transformer  # pylint: disable=g-import-not-at-top
-  _positive_int('model.num_layers', m.num_layers)
-  _one_of('model.norm', m.norm, transformer.NORMS)
-  _one_of('model.positions', m.positions, transformer.POSITIONS)
-  if m.arch == 'transformer':
-    _positive_int('model.num_heads', m.num_heads)
-    _check(m.d_model % m.num_heads == 0,
-           f'model.d_model={m.d_model} must be divisible by model.num_heads={m.num_heads}')
-    _check(m.positions != 'rotary' or (m.d_model // m.num_heads) % 2 == 0,
-           f'model.positions=rotary needs an even head size; d_model/num_heads={m.d_model // m.num_heads}')
-  else:
-    _check(m.positions != 'rotary', f'model.positions=rotary needs attention; model.arch={m.arch!r} has none')
-    _check(m.use_ffn, f'model.use_ffn=False leaves model.arch={m.arch!r} with no blocks')
+      check(isinstance(value, bool), f'{key}={value!r} must be True or False')
 
 
 def unknown_override_error(argv: list[str], flag: str = 'config') -> str | None:
@@ -267,7 +203,7 @@ def unknown_override_error(argv: list[str], flag: str = 'config') -> str | None:
 
   Checked before absl parses flags, whose own error for this is a traceback.
   """
-  known = _flat_keys(default_config())
+  known = flat_keys(default_config())
   sections = {k.rsplit('.', i)[0] for k in known for i in range(1, k.count('.') + 1)}
   prefix = f'--{flag}.'
   for arg in argv[1:]:

@@ -10,44 +10,48 @@ Layout of a sweep workdir:
 
 A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
 configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
-`Experiment.train_chunk` are vmapped over a leading run axis, the learning rate
-lives in `opt_state.hyperparams['learning_rate']` so it can differ per run.
+`Experiment.train_chunk` are vmapped over a leading run axis; the learning rate and
+weight decay live in `opt_state.hyperparams` (optim.HYPERPARAMS) so they can differ per run.
 """
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
+import importlib.util
 import io
 import itertools
 import json
 import os
 import re
 import sys
-import time
 import traceback
 from typing import Any, Iterable, Mapping, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
-import numpy as np
+from tqdm import tqdm
 
 from ffn_research import config as config_lib
+from ffn_research import configfile
 from ffn_research import io as io_lib
+from ffn_research import loop as loop_lib
+from ffn_research import optim
 from ffn_research import train as train_lib
+from ffn_research import validation
 
 Overrides = dict[str, Any]
 
 # Keys that change neither array shapes nor the compiled program: runs that differ
-# only in these share one vmapped program (the seed feeds init, the learning rate
-# the optimizer state).
-VMAPPED_KEYS = ('train.seed', 'train.learning_rate')
+# only in these share one vmapped program (the seed feeds init; the optimizer's
+# HYPERPARAMS, learning rate and weight decay, live in its state).
+VMAPPED_KEYS = ('train.seed', *(f'train.{k}' for k in optim.HYPERPARAMS))
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
                  'd_ff_effective', 'flops_per_token')
-TAIL_COLUMNS = ('diverged_step', 'wall_time_s', 'compile_time_s', 'steps_per_s', 'sweep_group_size',
-                'error')
+TAIL_COLUMNS = ('diverged_step', 'diverged_reason', 'wall_time_s', 'compile_time_s', 'checkpoint_time_s',
+                'steps_per_s', 'sweep_group_size', 'error')
 FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
 
 
@@ -154,7 +158,7 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
   runs, seen = [], {}
   for overrides in sweep:
     config = apply_overrides(base, overrides)
-    config_lib.validate(config)
+    validation.validate(config)
     name = run_name(overrides)
     if name in seen:
       raise ValueError(f'two runs are both named {name!r}: {seen[name]} and {overrides}')
@@ -215,40 +219,17 @@ def _run_dir(workdir: str, name: str) -> str:
 
 
 def _read_summary(workdir: str, name: str) -> dict[str, Any] | None:
-  return io_lib.read_json(os.path.join(_run_dir(workdir, name), 'summary.json'))
+  return io_lib.read_summary(os.path.join(_run_dir(workdir, name), 'summary.json'))
 
 
-class GroupPrograms:
-  """The vmapped (and, over several devices, sharded) programs of one group."""
+def _resume_step(workdir: str, name: str) -> int:
+  """The newest checkpoint step of a run (0 if none), from folder names alone."""
+  folder = os.path.join(_run_dir(workdir, name), 'checkpoints')
+  steps = [int(d) for d in os.listdir(folder) if d.isdigit()] if os.path.isdir(folder) else []
+  return max(steps, default=0)
 
-  def __init__(self, exp: train_lib.Experiment, num_runs: int, devices: Sequence[Any]):
-    self.exp = exp
-    self.num_devices = len(devices)
-    self.padded = -(-num_runs // self.num_devices) * self.num_devices
-    self.sharding = None
-    if self.num_devices > 1:
-      mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
-      self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
 
-    def init_one(seed, learning_rate):
-      state = exp.init(seed)
-      hyper = state['opt_state'].hyperparams
-      hyper['learning_rate'] = learning_rate.astype(hyper['learning_rate'].dtype)
-      return state
-
-    shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
-    self.init = jax.jit(jax.vmap(init_one), **shard_out)
-    self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
-    self.evaluate = jax.jit(jax.vmap(exp.evaluate))
-
-  def _chunk(self, state_R, num_steps):
-    out = jax.vmap(lambda s: self.exp.train_chunk(s, num_steps))(state_R)
-    return out if self.sharding is None else jax.lax.with_sharding_constraint(out, self.sharding)
-
-  def pad(self, x_R: np.ndarray) -> jax.Array:
-    """Pad the run axis (repeating the last run) to a multiple of the device count."""
-    x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
-    return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
+GroupPrograms = loop_lib.GroupPrograms
 
 
 _PROGRAMS: dict[tuple[str, int, tuple[Any, ...]], GroupPrograms] = {}
@@ -266,79 +247,19 @@ def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[A
 
 def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | None = None,
               step_bar: Any = None) -> list[dict[str, Any]]:
-  """Train runs that share one program together; write each run's outputs; return summaries.
+  """Train runs that share one program together (ffn_research.loop); write their summaries.
 
-  Every run's metrics.jsonl and summary.json follow train.train_and_evaluate's schema
-  (summary adds `sweep_group_size`; wall_time_s is the group's time divided by its
-  size, compile_time_s the group's). A run whose loss turns non-finite is recorded
-  as 'diverged' and stops logging; the others go on. Unfinished runs restart.
+  Every run's outputs follow a lone run's schema (summary adds `sweep_group_size`).
+  A run whose loss turns non-finite or blows up is 'diverged'; the others go on. Runs
+  resume from their newest common intact checkpoint. The caller holds the run locks.
   """
   devices = list(devices if devices is not None else jax.local_devices())
-  start_time = time.time()
-  tr = runs[0].config.train
   progs = _programs(runs[0].config, len(runs), tuple(devices))
-  exp = progs.exp
-  num_runs = len(runs)
-  seeds = progs.pad(np.asarray([r.config.train.seed for r in runs], np.int32))
-  lrs = progs.pad(np.asarray([r.config.train.learning_rate for r in runs], np.float32))
-  state = progs.init(seeds, lrs)
-
-  logs = [io_lib.MetricsLog(_run_dir(workdir, r.name), resume_step=0) for r in runs]
-  last: list[dict[str, Any]] = [{} for _ in runs]
-  diverged_at = [-1] * num_runs
-  step, compile_time, pending = 0, None, None
-  t_last, step_last = time.time(), 0
-
-  def flush(pending):
-    nonlocal t_last, step_last
-    at, metrics = pending
-    host = jax.device_get(metrics)
-    now = time.time()
-    steps_per_s = (at - step_last) / max(now - t_last, 1e-9)
-    t_last, step_last = now, at
-    for i in range(num_runs):
-      if diverged_at[i] >= 0:
-        continue
-      m = train_lib._scalars(jax.tree.map(lambda x: x[i], host))  # pylint: disable=protected-access
-      m['steps_per_s'] = steps_per_s
-      logs[i].write(at, m)
-      last[i] = m
-      diverged_at[i] = m['first_nonfinite_step']
-
-  try:
-    while step < tr.steps and min(diverged_at) < 0:
-      n = min(tr.log_every, tr.steps - step)
-      t0 = time.time()
-      state, metrics = progs.chunk(state, n)
-      if compile_time is None:
-        jax.block_until_ready(state['step'])
-        compile_time = time.time() - t0
-        t_last = time.time()
-      step += n
-      if pending is not None:
-        flush(pending)
-      pending = (step, metrics)
-      if step_bar is not None:
-        step_bar.update(n)
-    if pending is not None and min(diverged_at) < 0:
-      flush(pending)
-    evals = jax.device_get(progs.evaluate(state['params'], state['data']))
-  finally:
-    for log in logs:
-      log.close()
-
-  wall = time.time() - start_time
-  summaries = []
-  for i, r in enumerate(runs):
-    run_evals = None
-    if diverged_at[i] < 0:
-      run_evals = train_lib._scalars(jax.tree.map(lambda x: x[i], evals))  # pylint: disable=protected-access
-    summary = train_lib.run_summary(exp.counts, last[i], step=step, diverged_at=diverged_at[i],
-                                    evals=run_evals, compile_time_s=compile_time,
-                                    wall_time_s=wall / num_runs)
-    summary['sweep_group_size'] = num_runs
+  summaries = loop_lib.run_group(progs, [r.config for r in runs], [_run_dir(workdir, r.name) for r in runs],
+                                 step_bar=step_bar)
+  for r, summary in zip(runs, summaries):
+    summary['sweep_group_size'] = len(runs)
     io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
-    summaries.append(summary)
   return summaries
 
 
@@ -353,44 +274,69 @@ def _write_failed(runs: Sequence[Run], workdir: str, error: BaseException) -> li
 
 # --------------------------------------------------------------------------- the sweep
 
+def check_shard(num_shards: int, shard_index: int) -> None:
+  """ConfigError unless 0 <= shard_index < num_shards."""
+  if not (isinstance(num_shards, int) and num_shards >= 1):
+    raise config_lib.ConfigError(f'--num_shards={num_shards} must be an integer >= 1')
+  if not (isinstance(shard_index, int) and 0 <= shard_index < num_shards):
+    raise config_lib.ConfigError(f'--shard_index={shard_index} must be in [0, --num_shards={num_shards})')
+
+
 def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workdir: str, *,
               num_shards: int = 1, shard_index: int = 0, devices: Sequence[Any] | None = None,
               max_group_size: int = 0, progress: bool = True) -> dict[str, dict[str, Any]]:
   """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary}.
 
-  `max_group_size` > 0 splits larger groups (bounds memory); 0 keeps groups whole.
+  Everything is checked before anything is written. One process runs a shard at a time
+  (DIR/.lock-shard-I-of-N) and a run at a time (its run folder's .lock: runs held by
+  another process are skipped). `max_group_size` > 0 splits larger groups (bounds memory).
   """
+  check_shard(num_shards, shard_index)
   runs = expand(base, sweep)
-  os.makedirs(workdir, exist_ok=True)
-  io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
-      'base_config': base.to_dict(),
-      'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]})
   mine = select_shard(runs, num_shards, shard_index)
-  for r in mine:  # refuse to mix runs of different configs before any training
-    io_lib.check_or_write_config(_run_dir(workdir, r.name), r.config.to_dict())
-  todo = [r for r in mine if (_read_summary(workdir, r.name) or {}).get('status') not in FINISHED]
-  groups = group_runs(todo)
-  if max_group_size > 0:
-    groups = [g[i:i + max_group_size] for g in groups for i in range(0, len(g), max_group_size)]
-  print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
-        f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
-        file=sys.stderr, flush=True)
+  io_lib.prepare_workdir(workdir)
+  with io_lib.Lock(workdir, f'.lock-shard-{shard_index}-of-{num_shards}'):
+    io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
+        'base_config': base.to_dict(),
+        'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]})
+    defaults = config_lib.default_config().to_dict()
+    for r in mine:  # refuse to mix runs of different configs before any training
+      io_lib.check_or_write_config(_run_dir(workdir, r.name), r.config.to_dict(), defaults)
+    todo = [r for r in mine if (_read_summary(workdir, r.name) or {}).get('status') not in FINISHED]
+    # Runs resume together only from the same step: group by program and by checkpoint step.
+    by_step: dict[int, list[Run]] = {}
+    for r in todo:
+      by_step.setdefault(_resume_step(workdir, r.name), []).append(r)
+    groups = [g for step in sorted(by_step) for g in group_runs(by_step[step])]
+    if max_group_size > 0:
+      groups = [g[i:i + max_group_size] for g in groups for i in range(0, len(g), max_group_size)]
+    print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
+          f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
+          file=sys.stderr, flush=True)
 
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
-  for g in groups:
-    step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
-                    leave=False, disable=not progress, dynamic_ncols=True)
-    try:
-      run_group(g, workdir, devices=devices, step_bar=step_bar)
-    except Exception as e:  # pylint: disable=broad-except
-      traceback.print_exc()
-      print(f'sweep: group of {len(g)} runs starting with {g[0].name} failed: {e}',
-            file=sys.stderr, flush=True)
-      _write_failed(g, workdir, e)
-    step_bar.close()
-    run_bar.update(len(g))
-  run_bar.close()
+    run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
+    for g in groups:
+      step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
+                      leave=False, disable=not progress, dynamic_ncols=True)
+      try:
+        with contextlib.ExitStack() as locks:
+          for r in g:
+            locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
+          run_group(g, workdir, devices=devices, step_bar=step_bar)
+      except io_lib.Busy as e:
+        print(f'sweep: skipped {len(g)} runs starting with {g[0].name}: {e}', file=sys.stderr, flush=True)
+      except loop_lib.NotEnoughMemory as e:
+        print(f'sweep: group of {len(g)} runs starting with {g[0].name} refused: {e}',
+              file=sys.stderr, flush=True)
+        _write_failed(g, workdir, e)
+      except Exception as e:  # pylint: disable=broad-except
+        traceback.print_exc()
+        print(f'sweep: group of {len(g)} runs starting with {g[0].name} failed: {e}',
+              file=sys.stderr, flush=True)
+        _write_failed(g, workdir, e)
+      step_bar.close()
+      run_bar.update(len(g))
+    run_bar.close()
   write_results(workdir)
   return {r.name: _read_summary(workdir, r.name) for r in mine}
 
@@ -417,7 +363,11 @@ def results_rows(workdir: str) -> tuple[list[str], list[dict[str, Any]]]:
     swept.append('train.seed')
   rows = []
   for run in spec['runs']:
-    config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']), 'config.json'))
+    try:
+      config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']), 'config.json'))
+    except io_lib.CorruptFile as e:
+      io_lib.warn(str(e))
+      config = None
     summary = _read_summary(workdir, run['name']) or {'status': 'pending'}
     row = {'name': run['name'], **summary}
     for key in swept:
@@ -436,25 +386,23 @@ def results_rows(workdir: str) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def write_results(workdir: str) -> str:
-  """Rebuild DIR/results.csv from all run summaries (every shard's); returns its path."""
-  columns, rows = results_rows(workdir)
-  buf = io.StringIO()
-  writer = csv.DictWriter(buf, fieldnames=columns, lineterminator='\n')
-  writer.writeheader()
-  for row in rows:
-    writer.writerow({c: _cell(io_lib.json_safe(row.get(c))) for c in columns})
-  path = os.path.join(workdir, 'results.csv')
-  io_lib.write_text(path, buf.getvalue())
+  """Rebuild DIR/results.csv from all run summaries (every shard's); returns its path.
+
+  Under a lock (DIR/.lock-results): each shard writes its summaries before it merges,
+  so the last shard to merge sees every summary and no row is lost to a race.
+  """
+  if not os.path.exists(os.path.join(workdir, 'sweep.json')):
+    raise FileNotFoundError(f'{workdir}/sweep.json not found: not a sweep workdir')
+  with io_lib.Lock(workdir, '.lock-results', wait=True):
+    columns, rows = results_rows(workdir)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator='\n')
+    writer.writeheader()
+    for row in rows:
+      writer.writerow({c: _cell(io_lib.json_safe(row.get(c))) for c in columns})
+    path = os.path.join(workdir, 'results.csv')
+    io_lib.write_text(path, buf.getvalue())
   return path
 
 
-def load_sweep_file(spec: str) -> tuple[ml_collections.ConfigDict, list[Overrides]]:
-  """(get_config(arg), get_sweep(arg)) of 'path/to/sweep.py[:arg]'."""
-  import importlib.util  # pylint: disable=g-import-not-at-top
-  path, _, arg = spec.partition('.py:')
-  path = path if path.endswith('.py') else path + '.py'
-  module_spec = importlib.util.spec_from_file_location('sweep_config', path)
-  module = importlib.util.module_from_spec(module_spec)
-  module_spec.loader.exec_module(module)
-  args = (arg,) if arg else ()
-  return module.get_config(*args), list(module.get_sweep(*args))
+load_sweep_file = configfile.load_sweep_file  # (get_config(arg), get_sweep(arg)) of 'path[:arg]'

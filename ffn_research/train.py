@@ -1,78 +1,28 @@
 """Training: a pure, jit-compiled train step and the run loop around it.
 
 `Experiment(config)` holds everything a config fixes (model structure, task,
-optimizer) and exposes pure functions over pytrees:
+optimizer from `optim`) and exposes pure functions over pytrees:
 
   init(seed)                                  -> run state (params, opt_state, data, rng, step)
   train_step(params, opt_state, batch, rng)   -> (params, opt_state, metrics)
   train_chunk(state, num_steps)               -> (state, metrics): lax.scan over steps
   evaluate(params, data)                      -> eval metrics
 
-so a sweep can `vmap` them over runs that share shapes. `train_and_evaluate`
-runs one config in a workdir: logging, checkpoints, resume and summary.
+so a sweep can `vmap` them over runs that share shapes. The run loop around them
+(logging, checkpoints, resume, summaries) is ffn_research.loop.
 """
 
-import json
-import os
-import time
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import ml_collections
-import numpy as np
 import optax
 from flax import nnx
 
-from ffn_research import config as config_lib
-from ffn_research import io as io_lib
-from ffn_research import models, tasks
+from ffn_research import models, optim, tasks
 
 PyTree = Any
-
-
-# --------------------------------------------------------------------------- optimizers
-
-def _sgd(lr, cfg):
-  return optax.sgd(lr, momentum=cfg.momentum or None)
-
-
-OPTIMIZERS: dict[str, Callable[[Callable, ml_collections.ConfigDict], optax.GradientTransformation]] = {
-    'sgd': _sgd,  # with momentum train.momentum (0 = plain SGD)
-    'adam': lambda lr, cfg: optax.adam(lr),
-    'adamw': lambda lr, cfg: optax.adamw(lr, weight_decay=cfg.weight_decay),
-    'lion': lambda lr, cfg: optax.lion(lr, weight_decay=cfg.weight_decay),
-}
-
-
-def _constant(cfg):
-  return optax.linear_schedule(0.0, 1.0, max(cfg.warmup_steps, 1)) if cfg.warmup_steps else (
-      lambda count: jnp.ones_like(count, jnp.float32))
-
-
-def _cosine(cfg):
-  return optax.warmup_cosine_decay_schedule(
-      0.0 if cfg.warmup_steps else 1.0, 1.0, cfg.warmup_steps, max(cfg.steps, cfg.warmup_steps + 1))
-
-
-# Unit-peak schedules (multiplied by train.learning_rate).
-SCHEDULES: dict[str, Callable[[ml_collections.ConfigDict], optax.Schedule]] = {
-    'constant': _constant,  # linear warmup, then constant
-    'cosine': _cosine,      # linear warmup, then cosine decay to 0 at train.steps
-}
-
-
-def build_optimizer(train_cfg: ml_collections.ConfigDict) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """Optax optimizer with the peak learning rate held in its state (so sweeps can vmap it)."""
-  unit = SCHEDULES[train_cfg.schedule](train_cfg)
-
-  def make(learning_rate):
-    opt = OPTIMIZERS[train_cfg.optimizer](lambda count: learning_rate * unit(count), train_cfg)
-    if train_cfg.grad_clip > 0:
-      opt = optax.chain(optax.clip_by_global_norm(train_cfg.grad_clip), opt)
-    return opt
-
-  return optax.inject_hyperparams(make)(learning_rate=train_cfg.learning_rate), unit
 
 
 # --------------------------------------------------------------------------- experiment
@@ -99,7 +49,7 @@ class Experiment:
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
     self.task = tasks.build_task(config)
-    self.optimizer, self.unit_schedule = build_optimizer(config.train)
+    self.optimizer, self.unit_schedule = optim.build_optimizer(config.train)
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, _ = nnx.split(abstract)
     self.counts = models.model_counts(config, self.task)
@@ -158,6 +108,7 @@ class Experiment:
     state, metrics = jax.lax.scan(body, state, None, length=num_steps)
     bad = ~jnp.isfinite(metrics['total_loss'])
     out = jax.tree.map(lambda x: jnp.mean(x, axis=0), metrics)
+    out['first_step_loss'] = metrics['loss'][0]  # the blow-up rule's reference (ffn_research.loop)
     out['first_nonfinite_step'] = jnp.where(jnp.any(bad), start + 1 + jnp.argmax(bad), -1)
     return state, out
 
@@ -166,133 +117,11 @@ class Experiment:
     return self.task.evaluate(lambda x: model.apply(x)[0], data)
 
 
-# --------------------------------------------------------------------------- the run loop
-
-def _scalars(tree: PyTree, prefix: str = '') -> dict[str, Any]:
-  """Flatten metrics to {'a/b': float or list} for JSON and TensorBoard."""
-  out = {}
-  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-    name = '/'.join(str(getattr(k, 'key', getattr(k, 'name', getattr(k, 'idx', k)))) for k in path)
-    value = np.asarray(leaf)
-    out[prefix + name] = value.item() if value.ndim == 0 else value.tolist()
-  return out
 
 
-def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
-  """The console line for one logged chunk (m: flattened metrics with steps_per_s)."""
-  return (f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
-          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | '
-          f'eta {(total_steps - step) / max(m["steps_per_s"], 1e-9):.0f}s')
-
-
-def run_summary(counts: dict[str, Any], last: dict[str, Any], *, step: int, diverged_at: int,
-                evals: dict[str, Any] | None, compile_time_s: float | None,
-                wall_time_s: float) -> dict[str, Any]:
-  """summary.json of a finished run (train_and_evaluate and sweeps both write this schema).
-
-  `last`: the last logged metrics; `diverged_at` >= 0 is the first non-finite step
-  (then `evals` is None); `step` the step reached otherwise.
-  """
-  summary = {**counts, 'wall_time_s': wall_time_s, 'compile_time_s': compile_time_s,
-             'steps_per_s': last.get('steps_per_s'), 'final_loss': last.get('loss')}
-  if diverged_at >= 0:
-    summary.update(status='diverged', diverged_step=diverged_at, step=diverged_at, eval_loss=None)
-  else:
-    summary.update(status='completed', step=step, **evals)
-  return summary
-
-
-def _print_counts(counts: dict[str, Any]) -> None:
-  print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
-                              for k, v in counts.items()), flush=True)
-
-
-def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """Train one config in `workdir` (resuming if it holds a checkpoint) and write its outputs."""
-  config_lib.validate(config)
-  os.makedirs(workdir, exist_ok=True)
-  resolved = config.to_dict()
-  io_lib.check_or_write_config(workdir, resolved)
-  summary_path = os.path.join(workdir, 'summary.json')
-  previous = io_lib.read_json(summary_path)
-  if previous and previous.get('status') in ('completed', 'diverged'):
-    print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
-    return previous
-
-  start_time = time.time()
-  summary: dict[str, Any] = {'status': 'running'}
-  try:
-    summary = _train(config, workdir)
-  except Exception as e:  # recorded, then re-raised: a crash is never a silent success
-    summary.update(status='failed', error=f'{type(e).__name__}: {e}',
-                   wall_time_s=time.time() - start_time)
-    io_lib.write_json(summary_path, summary)
-    raise
-  io_lib.write_json(summary_path, summary)
-  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
-  return summary
-
-
-def _train(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
-  """The loop of `train_and_evaluate`; returns the summary."""
-  tr = config.train
-  exp = Experiment(config)
-  _print_counts(exp.counts)
-  start_time = time.time()
-  state = jax.jit(exp.init)(tr.seed)
-  ckpt = io_lib.Checkpointer(os.path.join(workdir, 'checkpoints'))
-  state, wall_before = ckpt.restore_latest(state)
-  step = int(state['step'])
-  if step:
-    print(f'resumed from checkpoint at step {step}', flush=True)
-  metrics_log = io_lib.MetricsLog(workdir, resume_step=step)
-
-  chunk_fn = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
-  last: dict[str, Any] = {}
-  pending = None  # (step, metrics on device): fetched after the next chunk is dispatched
-  t_last, step_last = time.time(), step
-  compile_time = None
-
-  def flush(pending):
-    nonlocal t_last, step_last, last
-    at, metrics = pending
-    m = _scalars(jax.device_get(metrics))
-    now = time.time()
-    m['steps_per_s'] = (at - step_last) / max(now - t_last, 1e-9)
-    t_last, step_last = now, at
-    last = m
-    metrics_log.write(at, m)
-    print(log_line(at, tr.steps, m), flush=True)
-    return m['first_nonfinite_step']
-
-  diverged_at = -1
-  while step < tr.steps:
-    n = min(tr.log_every, tr.steps - step)
-    t0 = time.time()
-    state, metrics = chunk_fn(state, n)
-    if compile_time is None:
-      jax.block_until_ready(state['step'])
-      compile_time = time.time() - t0
-      t_last = time.time()
-    prev_step, step = step, step + n
-    if pending is not None:
-      diverged_at = flush(pending)
-      if diverged_at >= 0:
-        break
-    pending = (step, metrics)
-    # Save on crossing a multiple of checkpoint_every (the final state is saved below).
-    if tr.checkpoint_every > 0 and step < tr.steps and step // tr.checkpoint_every > prev_step // tr.checkpoint_every:
-      ckpt.save(step, state, wall_before + time.time() - start_time)
-  if pending is not None and diverged_at < 0:
-    diverged_at = flush(pending)
-
-  evals = None
-  if diverged_at >= 0:
-    print(f'diverged: non-finite loss at step {diverged_at}', flush=True)
-  else:
-    ckpt.save(step, state, wall_before + time.time() - start_time)
-    evals = _scalars(jax.device_get(jax.jit(exp.evaluate)(state['params'], state['data'])))
-  summary = run_summary(exp.counts, last, step=step, diverged_at=diverged_at, evals=evals,
-                        compile_time_s=compile_time, wall_time_s=wall_before + time.time() - start_time)
-  metrics_log.close()
-  return summary
+def __getattr__(name: str):
+  """`train.train_and_evaluate` and friends moved to ffn_research.loop (kept for old callers)."""
+  if name in ('train_and_evaluate', 'run_summary', 'log_line'):
+    from ffn_research import loop  # pylint: disable=g-import-not-at-top  # loop imports this module
+    return getattr(loop, name)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -1,7 +1,6 @@
 """Bad input fails before compiling, with one line naming the key; shipped configs are valid."""
 
 import glob
-import importlib.util
 import os
 import subprocess
 import sys
@@ -9,14 +8,12 @@ import sys
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import configfile, validation
 from tests.conftest import REPO_ROOT
 
 
 def load_config_module(path):
-  spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return configfile.load_module(path)
 
 
 BAD = [
@@ -49,7 +46,7 @@ def test_bad_values_raise_one_line_naming_the_key(key, value, named):
   section, name = key.rsplit('.', 1)
   config[section][name] = value
   with pytest.raises(config_lib.ConfigError) as e:
-    config_lib.validate(config)
+    validation.validate(config)
   message = str(e.value)
   assert named in message and '\n' not in message
 
@@ -58,7 +55,7 @@ def test_unknown_names_list_the_allowed_ones():
   config = config_lib.default_config()
   config.model.activation = 'tanhh'
   with pytest.raises(config_lib.ConfigError, match='allowed: relu, gelu, .*swiglu, bilinear'):
-    config_lib.validate(config)
+    validation.validate(config)
 
 
 def test_unknown_key():
@@ -66,25 +63,25 @@ def test_unknown_key():
   with config.unlocked():
     config.model.widht = 3
   with pytest.raises(config_lib.ConfigError, match="unknown config key 'model.widht'"):
-    config_lib.validate(config)
+    validation.validate(config)
   assert 'model.foo' in config_lib.unknown_override_error(['x', '--config.model.foo=1'])
   assert config_lib.unknown_override_error(['x', '--config.model.d_ff=8', '--config.model=x']) is None
 
 
 def test_defaults_are_valid():
-  config_lib.validate(config_lib.default_config())
+  validation.validate(config_lib.default_config())
 
 
 @pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(REPO_ROOT, 'configs', '*.py'))))
 def test_shipped_configs_are_valid(path):
   module = load_config_module(path)
-  config_lib.validate(module.get_config())
+  validation.validate(module.get_config())
 
 
 @pytest.mark.parametrize('arg', ['x_squared', 'sin', 'abs', 'step', 'teacher_student', 'random_labels'])
 def test_regression_variants_are_valid(arg):
   module = load_config_module(os.path.join(REPO_ROOT, 'configs', 'regression.py'))
-  config_lib.validate(module.get_config(arg))
+  validation.validate(module.get_config(arg))
 
 
 @pytest.mark.parametrize('override,named', [

@@ -13,6 +13,7 @@ from jax import test_util as jtu
 
 from ffn_research.models import activations
 from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import inits
 
 ALL = activations.ALL_NAMES
 
@@ -29,6 +30,7 @@ def np_activation(name, x):
       'silu': lambda v: v * sigmoid(v),
       'relu2': lambda v: np.maximum(v, 0.0) ** 2,
       'identity': lambda v: v,
+      'tanh': np.tanh,
       'glu': sigmoid, 'reglu': lambda v: np.maximum(v, 0.0), 'geglu': gelu,
       'swiglu': lambda v: v * sigmoid(v), 'bilinear': lambda v: v,
   }
@@ -136,10 +138,10 @@ def test_unknown_names_are_errors():
   with pytest.raises(ValueError, match='model.activation'):
     activations.get('tanhh')
   with pytest.raises(ValueError, match='model.init'):
-    ffn_lib.get_init('orthogonal!')
+    inits.get('orthogonal!')
 
 
-@pytest.mark.parametrize('init', list(ffn_lib.INITS))
+@pytest.mark.parametrize('init', list(inits.INITS))
 def test_inits_have_expected_scale(init):
   w = np.asarray(make('relu', d_model=256, d_ff=256, init=init).w1[...])
   expected_std = {'xavier_uniform': math.sqrt(2 / 512), 'lecun_normal': math.sqrt(1 / 256),

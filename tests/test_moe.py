@@ -13,6 +13,7 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
+from ffn_research import validation
 from ffn_research import models, train
 from ffn_research.models import activations
 from ffn_research.models import ffn as ffn_lib
@@ -463,7 +464,7 @@ def moe_config(**moe_kw):
 @pytest.mark.slow  # compiles a full vmapped train chunk
 def test_bias_update_inside_jitted_train_chunk_vmapped_over_seeds():
   config = moe_config(bias_update_rate=0.01)
-  config_lib.validate(config)
+  validation.validate(config)
   exp = train.Experiment(config)
   states = jax.vmap(exp.init)(jnp.arange(2))
   states, metrics = jax.jit(jax.vmap(lambda s: exp.train_chunk(s, 5)))(states)
@@ -489,7 +490,7 @@ def test_bias_update_inside_jitted_train_chunk_vmapped_over_seeds():
 def test_param_counts_match_the_tree(activation, use_bias, granularity, shared, top_k):
   config = moe_config(granularity=granularity, num_shared_experts=shared, top_k=top_k)
   config.model.activation, config.model.use_bias = activation, use_bias
-  config_lib.validate(config)
+  validation.validate(config)
   m = models.build_ffn(config.model, D, 3, nnx.Rngs(0))
   counts = models.ffn_counts(config.model, D, 3)
   assert counts['num_params'] == ffn_lib.param_tree_size(m) == m.num_params
@@ -527,7 +528,7 @@ def test_auto_dispatch_is_sort_on_cpu():
 ])
 def test_config_errors_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')) as e:
-    config_lib.validate(moe_config(**overrides))
+    validation.validate(moe_config(**overrides))
   assert '\n' not in str(e.value)
 
 

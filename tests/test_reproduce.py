@@ -209,8 +209,9 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
                '![sup error per seed](plot.png)', '| train.seed | sup_error |']:
     assert text in md
   capsys.readouterr()
-  runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
+  again = runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
   assert '3 already finished, 0 to run' in capsys.readouterr().err
+  assert again['total_wall_time_s'] == pytest.approx(report['wall_time_s'] + again['wall_time_s'])
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1
   index = (tmp_path / 'index.md').read_text().splitlines()
@@ -241,7 +242,7 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   assert '### x' in section and 'X is small (A 2020).' in section
   assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
   assert '![cap](docs/results/x/p.png)' in section and 'commit abc' in section
-  runner.update_readme(str(repo))  # idempotent
+  runner.update_readme(str(repo))  # idempotent (what --update_readme runs)
   assert (repo / 'README.md').read_text() == text
 
 
@@ -271,7 +272,19 @@ def test_cli_list_and_bad_input():
                    '--publish')
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
       'error: --publish needs --scale=full (got quick); only full-scale reports may be published']
+  proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--scale=huge')
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+      "error: --scale='huge' is unknown; allowed: smoke, quick, full, large"]
   assert not os.path.exists('/tmp/unused_reproduce_dir')
+
+
+def test_registry_import_is_light():
+  """Listing names and rejecting a bad one must not import jax (so the CLI answers at once)."""
+  code = ('import sys; from ffn_research import ablations; ablations.names(); '
+          'assert "jax" not in sys.modules and "pandas" not in sys.modules, sorted(sys.modules)')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert ablations.Ablation is base.Ablation
 
 
 @pytest.fixture(scope='module')
@@ -303,3 +316,37 @@ def test_all_writes_index(smoke_dir):
   for name in ablations.names():
     report = json.loads((smoke_dir / name / 'report.json').read_text())
     assert runner.index_line(name, report) in lines
+
+
+def _synthetic_ua_results(main_error, long_error, seeds=3, widths=(2, 8, 32, 128)):
+  """results.csv-like frames for universal_approximation with sup errors given as functions of N."""
+  def frame(err, widths):
+    return pd.DataFrame([{'name': f'd_ff={n},seed={s}', 'status': 'completed', 'model.d_ff': n, 'train.seed': s,
+                          'sup_error': err(n) * (1 + 0.01 * s), 'wall_time_s': 1.0}
+                         for n in widths for s in range(seeds)])
+  ctrl = pd.DataFrame([{'name': f'c{i}{s}', 'status': 'completed', 'task.function': fn, 'model.activation': act,
+                        'model.d_ff': w, 'train.seed': s, 'sup_error': 1e-4, 'wall_time_s': 1.0}
+                       for i, (fn, act, w) in enumerate([('abs', 'relu', 2), ('x_squared', 'bilinear', 1),
+                                                         ('x_squared', 'swiglu', 1)]) for s in range(seeds)])
+  return {'relu_width': frame(main_error, widths), 'relu_width_4x': frame(long_error, widths), 'controls': ctrl}
+
+
+def test_universal_approximation_analysis_known_answers(tmp_path):
+  ctx = base.Context(outdir=str(tmp_path), scale='quick')
+  # errors 12x the optimum at every N: slope exactly -2; 4x steps lower them 4x (log2 ratio -2)
+  res = _synthetic_ua_results(lambda n: 12 * ua.optimum(n), lambda n: 3 * ua.optimum(n))
+  a = ua.analyze(res, ctx)
+  assert [v.outcome for v in a.verdicts] == [R, R, R, R, R]
+  assert a.verdicts[0].statistic == pytest.approx(-2.0, abs=1e-3)
+  assert a.verdicts[1].statistic == pytest.approx(-2.0, abs=1e-9)
+  assert a.checks[0].passed and {f.file for f in a.figures} <= set(os.listdir(tmp_path))
+  gap = a.tables[0].frame['gap (geo. mean ratio)']
+  assert np.allclose(gap, 12 * np.exp(np.mean(np.log(1 + 0.01 * np.arange(3)))))
+  # slope -1 and errors below the proven bound at large N: not reproduced, and the check fails
+  res = _synthetic_ua_results(lambda n: 0.1 / n, lambda n: 0.1 / n)
+  a = ua.analyze(res, ctx)
+  assert a.verdicts[0].outcome == NR and a.verdicts[1].outcome == NR
+  bad = ua.grid_lower_bound(128, 8193) * 0.5
+  res['relu_width'].loc[res['relu_width']['model.d_ff'] == 128, 'sup_error'] = bad
+  a = ua.analyze(res, ctx)
+  assert not a.checks[0].passed and 'd_ff=128,seed=0' in a.checks[0].detail

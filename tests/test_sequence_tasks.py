@@ -1,6 +1,5 @@
 """Sequence tasks: generators (deterministic, labels right), masked loss, bits stored, tiny runs."""
 
-import importlib.util
 import math
 import os
 
@@ -10,7 +9,8 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
-from ffn_research import models, tasks, train
+from ffn_research import configfile, validation
+from ffn_research import loop, models, tasks, train
 from ffn_research.tasks import sequence
 
 
@@ -25,7 +25,7 @@ def task_config(name, **task_overrides):
   c.train.batch_size = 16
   for key, value in task_overrides.items():
     c.task[key] = value
-  config_lib.validate(c)
+  validation.validate(c)
   return c
 
 
@@ -109,10 +109,15 @@ def test_memorization_evaluate_on_an_oracle():
   m = jax.jit(lambda d: task.evaluate(oracle, d))(data)
   assert float(m['accuracy']) == 1.0
   np.testing.assert_allclose(m['bits_stored'], 12 * math.log2(5), rtol=1e-5)
-  counts = task_counts(task)
-  np.testing.assert_allclose(m['bits_per_param'], 12 * math.log2(5) / counts['num_params'], rtol=1e-5)
-  np.testing.assert_allclose(m['bits_per_ffn_param'], 12 * math.log2(5) / counts['num_ffn_params'], rtol=1e-5)
+  assert 'bits_per_param' not in m  # per-parameter figures are the summary's (loop.per_param)
   np.testing.assert_allclose(m['exposures_per_fact'], 2000 * 16 / 12, rtol=1e-6)
+  counts = task_counts(task)
+  per = loop.per_param(jax.device_get(m), counts)
+  np.testing.assert_allclose(per['bits_per_param'], 12 * math.log2(5) / counts['num_params'], rtol=1e-5)
+  np.testing.assert_allclose(per['bits_per_ffn_param'], 12 * math.log2(5) / counts['num_ffn_params'],
+                             rtol=1e-5)
+  assert math.isnan(loop.per_param(m, {**counts, 'num_ffn_params': 0})['bits_per_ffn_param'])
+  assert loop.per_param({'eval_loss': 1.0}, counts) == {}
 
 
 def task_counts(task):
@@ -219,9 +224,6 @@ def test_tiny_run_beats_chance(name, tmp_path):
                                       for a in ('default', 'ffn_stack', 'no_ffn')] + [('memorization', '4096')])
 def test_shipped_configs_validate(path, arg):
   file = os.path.join(os.path.dirname(__file__), '..', 'configs', f'{path}.py')
-  spec = importlib.util.spec_from_file_location(f'configs_{path}', file)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  config = module.get_config(arg)
-  config_lib.validate(config)
+  config = configfile.get_config(f'{file}:{arg}')
+  validation.validate(config)
   assert config.task.name in sequence.TASKS

@@ -17,7 +17,7 @@ from ffn_research import models, sweep, tasks, train
 # float32 rounding, not bit for bit (measured: max |param difference| 1.2e-7 after
 # 20 steps). Tolerance for metrics after TINY's 20 steps:
 RTOL, ATOL = 1e-4, 1e-7
-TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'steps_per_s', 'sweep_group_size'}
+TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'checkpoint_time_s', 'steps_per_s', 'sweep_group_size'}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -98,7 +98,8 @@ def test_expand_validates_before_running():
     sweep.expand(tiny_config(), sweep.values('model.activation', ['relu', 'nope']))
 
 
-def test_group_runs_only_merges_seed_and_learning_rate():
+def test_group_runs_only_merges_vmapped_keys():
+  assert sweep.VMAPPED_KEYS == ('train.seed', 'train.learning_rate', 'train.weight_decay')
   grid = sweep.product(sweep.values('model.d_ff', [4, 8]), sweep.values('train.learning_rate', [0.1, 0.2]),
                        sweep.values('train.seed', [0, 1]))
   groups = sweep.group_runs(sweep.expand(tiny_config(), grid))
@@ -160,6 +161,24 @@ def test_vmapped_group_equals_separate_runs(group_sweep):
   lr_fast = read_jsonl(os.path.join(workdir, 'runs', 'learning_rate=0.05,seed=2', 'metrics.jsonl'))
   lr_slow = read_jsonl(os.path.join(workdir, 'runs', 'seed=0', 'metrics.jsonl'))
   np.testing.assert_allclose(lr_fast[0]['learning_rate'] / lr_slow[0]['learning_rate'], 0.05 / 3e-3, rtol=1e-5)
+
+
+def test_weight_decay_is_vmapped_and_equals_a_lone_run(tmp_path):
+  """Runs differing only in train.weight_decay share one program; each equals its lone run."""
+  base = tiny_config()
+  base.train.optimizer = 'adamw'
+  grid = sweep.values('train.weight_decay', [0.0, 0.5])
+  assert len(sweep.group_runs(sweep.expand(base, grid))) == 1
+  summaries = sweep.run_sweep(base, grid, str(tmp_path / 'sweep'), progress=False)
+  assert {s['sweep_group_size'] for s in summaries.values()} == {2}
+  alone = train.train_and_evaluate(sweep.apply_overrides(base, grid[1]), str(tmp_path / 'alone'))
+  assert_close_metrics(summaries['weight_decay=0.5'], alone)
+  got = read_jsonl(str(tmp_path / 'sweep' / 'runs' / 'weight_decay=0.5' / 'metrics.jsonl'))
+  for g, w in zip(got, read_jsonl(str(tmp_path / 'alone' / 'metrics.jsonl')), strict=True):
+    assert_close_metrics(g, w)
+  # The decay really differed per run: it shrank the weights of the decayed run only.
+  undecayed = read_jsonl(str(tmp_path / 'sweep' / 'runs' / 'weight_decay=0.0' / 'metrics.jsonl'))
+  assert got[-1]['param_norm'] < undecayed[-1]['param_norm']
 
 
 def test_results_csv_schema(group_sweep):
@@ -306,3 +325,18 @@ def test_sweep_and_analyze_entry_points(tmp_path):
   _, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert len(rows) == 16 and {r['status'] for r in rows} == {'completed'}
   assert os.path.exists(os.path.join(workdir, 'analysis', 'loss_vs_d_ff.png'))
+
+
+def test_load_run_of_a_sweep_run(group_sweep):
+  """Every sweep run keeps its trained weights; evaluated alone they give its eval_loss to float32
+  rounding (the group evaluated them vmapped)."""
+  import ffn_research  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  workdir, summaries, _ = group_sweep
+  name = 'learning_rate=0.05,seed=2'
+  config, model, summary = ffn_research.load_run(os.path.join(workdir, 'runs', name))
+  assert config.train.learning_rate == 0.05 and summary == summaries[name]
+  exp = train.Experiment(config)
+  evals = jax.jit(exp.evaluate)(nnx.state(model), jax.jit(exp.init)(config.train.seed)['data'])
+  np.testing.assert_allclose(float(evals['eval_loss']), summary['eval_loss'], rtol=1e-5)

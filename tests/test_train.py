@@ -13,7 +13,7 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import train
+from ffn_research import optim, train
 from tests.conftest import REPO_ROOT
 
 
@@ -80,10 +80,10 @@ def test_train_step_reduces_loss_and_reports_metrics(exp):
   assert int(later['first_nonfinite_step']) == -1
 
 
-@pytest.mark.parametrize('schedule', list(train.SCHEDULES))
+@pytest.mark.parametrize('schedule', list(optim.SCHEDULES))
 def test_schedules(schedule):
   config = tiny_config(**{'train.schedule': schedule})
-  _, unit = train.build_optimizer(config.train)
+  _, unit = optim.build_optimizer(config.train)
   assert float(unit(0)) == 0.0 and float(unit(5)) == pytest.approx(0.5)  # linear warmup over 10
   assert float(unit(10)) == pytest.approx(1.0)  # reaches the peak
   if schedule == 'cosine':
@@ -93,7 +93,7 @@ def test_schedules(schedule):
     assert float(unit(config.train.steps)) == 1.0
 
 
-@pytest.mark.parametrize('optimizer', list(train.OPTIMIZERS))
+@pytest.mark.parametrize('optimizer', list(optim.OPTIMIZERS))
 def test_optimizers_train(optimizer):
   config = tiny_config(**{'train.optimizer': optimizer, 'train.steps': 100,
                           'train.learning_rate': 1e-2 if optimizer != 'lion' else 1e-3})
@@ -137,6 +137,10 @@ def test_outputs_in_workdir(tmp_path):
     assert key in on_disk, key
   assert on_disk['status'] == 'completed' and on_disk == io_lib.json_safe(summary)
   assert on_disk['num_params'] == 4 * 16 + 16 * 1 + 16 + 1  # d_model 4 -> 16 -> 1 output
+  # The summary's rate is over the whole training time (compiling and checkpointing excluded),
+  # which lies inside the wall time: at least steps / (wall - compile - checkpoint).
+  training_s = on_disk['wall_time_s'] - on_disk['compile_time_s'] - on_disk['checkpoint_time_s']
+  assert 200 / training_s <= on_disk['steps_per_s'] < float('inf')
   assert any(f.startswith('events.out.tfevents') for f in os.listdir(tmp_path / 'tensorboard'))
   assert not [f for f in os.listdir(tmp_path) if f.startswith('.tmp-')]  # atomic writes left nothing
 
@@ -204,3 +208,33 @@ def test_cli_trains_and_loss_goes_down(tmp_path):
   assert len(losses) == 3 and losses[-1] < 0.1 * losses[0]
   summary = json.load(open(tmp_path / 'summary.json'))
   assert summary['status'] == 'completed' and summary['sup_error'] < 0.5
+
+
+def test_load_run_reproduces_eval_loss_exactly(tmp_path):
+  import ffn_research  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  config = tiny_config(**{'model.activation': 'swiglu'})
+  summary = train.train_and_evaluate(config, str(tmp_path))
+  loaded_config, model, loaded_summary = ffn_research.load_run(str(tmp_path))
+  assert loaded_config.to_dict() == config.to_dict() and loaded_summary == io_lib.json_safe(summary)
+  exp = train.Experiment(loaded_config)
+  data = jax.jit(exp.init)(loaded_config.train.seed)['data']
+  evals = jax.jit(exp.evaluate)(nnx.state(model), data)
+  assert float(evals['eval_loss']) == summary['eval_loss']
+  fresh = jax.jit(exp.evaluate)(jax.jit(exp.init)(loaded_config.train.seed)['params'], data)
+  assert float(fresh['eval_loss']) != summary['eval_loss']  # the weights really are the trained ones
+
+
+def test_eval_every_logs_held_out_metrics_during_training(tmp_path):
+  summary = train.train_and_evaluate(tiny_config(**{'train.eval_every': 100}), str(tmp_path))
+  lines = [json.loads(l) for l in open(tmp_path / 'metrics.jsonl')]
+  assert [l['step'] for l in lines if 'eval/loss' in l] == [100, 200]
+  assert lines[-1]['eval/loss'] == summary['eval_loss'] and lines[-1]['eval/sup_error'] == summary['sup_error']
+  assert lines[1]['eval/loss'] > lines[-1]['eval/loss']
+  assert 'initial_loss' in lines[0] and all('initial_loss' not in l for l in lines[1:])
+
+
+def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
+  summary = train.train_and_evaluate(tiny_config(**{'train.checkpoint_every': 50}), str(tmp_path))
+  assert summary['checkpoint_time_s'] > 0 and summary['compile_time_s'] > 0
+  assert sorted(int(d) for d in os.listdir(tmp_path / 'checkpoints')) == [150, 200]  # the newest two

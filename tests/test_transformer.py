@@ -11,9 +11,10 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
+from ffn_research import validation
 from ffn_research import models
 from ffn_research.models import ffn as ffn_lib
-from ffn_research.models import transformer
+from ffn_research.models import sublayer, transformer
 
 VOCAB, SEQ_LEN, BATCH = 11, 5, 2
 TASK = SimpleNamespace(output_dim=VOCAB, vocab_size=VOCAB, seq_len=SEQ_LEN)
@@ -79,7 +80,7 @@ COUNT_CASES = [
                          ids=lambda o: '-'.join(str(v) for v in o.values()))
 def test_param_counts_exact(overrides):
   config = model_config(num_layers=3, **overrides)
-  config_lib._validate_sequence_model(config.model)
+  transformer.validate(config.model)
   model = nnx.eval_shape(lambda: build(config))
   counts = models.model_counts(config, TASK)
   blocks = list(model.blocks)
@@ -145,7 +146,7 @@ def test_ffn_aux_collected_per_layer_and_forwarded_to_after_step(monkeypatch):
     made.append(StubFFN(d_in, len(made), rngs))
     return made[-1]
 
-  monkeypatch.setattr(models, 'build_ffn', fake_build_ffn)
+  monkeypatch.setattr(sublayer, 'build_ffn', fake_build_ffn)
   model = build(model_config(num_layers=3))
   logits, aux = model.apply(tokens())
   assert sorted(aux) == ['layer_0', 'layer_1', 'layer_2']
@@ -172,17 +173,17 @@ def test_without_ffn_there_is_no_ffn_and_no_aux():
 ])
 def test_invalid_model_configs_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key):
-    config_lib.validate(model_config(**overrides))
+    validation.validate(model_config(**overrides))
 
 
 def test_arch_must_match_task_kind():
   config = model_config()
   config.task.name = 'teacher_student'
   with pytest.raises(config_lib.ConfigError, match='model.arch'):
-    config_lib.validate(config)
+    validation.validate(config)
   config = model_config(arch='ffn')
   with pytest.raises(config_lib.ConfigError, match='model.arch'):
-    config_lib.validate(config)
+    validation.validate(config)
 
 
 @pytest.mark.parametrize('arch,tie', [('ffn_stack', False), ('transformer', True)])
@@ -191,7 +192,7 @@ def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
   config = model_config(arch=arch, tie_embeddings=tie, freeze_embeddings=True)
   config.task.num_facts, config.task.num_relations, config.task.vocab_size = 8, 2, 5
   config.train.steps, config.train.batch_size = 3, 4
-  config_lib.validate(config)
+  validation.validate(config)
   exp = train.Experiment(config)
   state = exp.init(0)
   after, _ = exp.train_chunk(state, 3)
@@ -220,4 +221,4 @@ def test_freeze_embeddings_needs_a_sequence_model():
   config = config_lib.default_config()
   config.model.freeze_embeddings = True
   with pytest.raises(config_lib.ConfigError, match='model.freeze_embeddings'):
-    config_lib.validate(config)
+    validation.validate(config)

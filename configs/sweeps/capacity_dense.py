@@ -11,7 +11,9 @@ memorization (fact memorization with configs/memorization.py's transformer),
 memorization_quick.
 """
 
-from ffn_research import sweep
+import os
+
+from ffn_research import configfile, sweep
 from ffn_research.config import default_config
 
 ACTIVATIONS = ('relu', 'gelu', 'silu', 'swiglu', 'geglu', 'bilinear')
@@ -19,12 +21,7 @@ ACTIVATIONS = ('relu', 'gelu', 'silu', 'swiglu', 'geglu', 'bilinear')
 
 def _memorization_config():
   """configs/memorization.py's default (config files are loaded by path, not imported)."""
-  import importlib.util, os  # pylint: disable=g-import-not-at-top,multiple-import
-  path = os.path.join(os.path.dirname(__file__), '..', 'memorization.py')
-  spec = importlib.util.spec_from_file_location('memorization_config', path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return configfile.get_config(os.path.join(os.path.dirname(__file__), '..', 'memorization.py'))
 
 
 def get_config(arg: str = 'regression'):

@@ -8,9 +8,17 @@ name. Adding an ablation is adding one file (plus its test); nothing else to edi
 import importlib
 import pkgutil
 
-from ffn_research.ablations.base import Ablation  # pylint: disable=unused-import
-
+# Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
+# imports the ablation's module (and with it jax, pandas, scipy).
 _MACHINERY = frozenset({'base', 'verdict', 'runner'})
+SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
+
+
+def __getattr__(attr: str):
+  if attr == 'Ablation':  # ablations.Ablation, as before this module became light
+    from ffn_research.ablations import base  # pylint: disable=g-import-not-at-top
+    return base.Ablation
+  raise AttributeError(f'module {__name__!r} has no attribute {attr!r}')
 
 
 def names() -> list[str]:
@@ -23,11 +31,17 @@ class UnknownAblation(ValueError):
   pass
 
 
-def get(name: str) -> Ablation:
-  """The ablation registered as `name` (UnknownAblation with the allowed names otherwise)."""
+def check(name: str) -> None:
+  """UnknownAblation (one line, with the allowed names) unless `name` is registered."""
   if name not in names():
     raise UnknownAblation(f'--ablation={name!r} is unknown; allowed: {", ".join(names())}, all')
+
+
+def get(name: str):
+  """The ablation (a base.Ablation) registered as `name`."""
+  from ffn_research.ablations import base  # pylint: disable=g-import-not-at-top
+  check(name)
   ablation = getattr(importlib.import_module(f'{__name__}.{name}'), 'ABLATION', None)
-  if not isinstance(ablation, Ablation) or ablation.name != name:
+  if not isinstance(ablation, base.Ablation) or ablation.name != name:
     raise UnknownAblation(f'ffn_research/ablations/{name}.py must define ABLATION = Ablation(name={name!r}, ...)')
   return ablation

@@ -10,9 +10,9 @@ from typing import Any, Callable, Sequence
 import ml_collections
 import pandas as pd
 
+from ffn_research.ablations import SCALES  # pylint: disable=unused-import
 from ffn_research.ablations import verdict as verdict_lib
 
-SCALES = ('smoke', 'quick', 'full', 'large')
 SCALE_NOTES = {
     'smoke': 'smoke scale: a seconds-long pipeline check, NOT a result',
     'quick': 'quick scale (<= 10 min on 2 CPU cores): fewer points/steps than the full setting',

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import ablations
+from ffn_research import analysis as analysis_lib
 from ffn_research import io as io_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
@@ -165,7 +166,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
             f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
             f'- commit {env["commit"]}, {env["date"]}',
-            f'- wall time: {report["wall_time_s"]:.0f} s for this invocation (finished runs are not redone); '
+            f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this '
+            f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
             f'{report["compute_time_s"]:.0f} s summed over the runs\' own wall times', '',
             '## Results', '']
   for t in report['tables_obj']:
@@ -181,10 +183,6 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 # --------------------------------------------------------------------------- running
 
-def read_results(workdir: str) -> pd.DataFrame:
-  return pd.read_csv(os.path.join(workdir, 'results.csv'))
-
-
 def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
   ablation = ablations.get(name)
@@ -196,12 +194,15 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
   os.makedirs(outdir, exist_ok=True)
   env = environment()
   start = time.time()
+  previous = io_lib.read_json(os.path.join(outdir, 'report.json')) or {}
+  previous_total = (previous.get('total_wall_time_s', previous.get('wall_time_s', 0.0))
+                    if previous.get('scale') == scale else 0.0)
   specs = list(ablation.sweeps(scale))
   frames = {}
   for i, spec in enumerate(specs):
     log(f'{name} ({scale}): sweep {i + 1}/{len(specs)} {spec.name!r}, {len(spec.overrides)} runs')
     sweep_lib.run_sweep(spec.base, spec.overrides, os.path.join(outdir, spec.name), progress=progress)
-    frames[spec.name] = read_results(os.path.join(outdir, spec.name))
+    frames[spec.name] = analysis_lib.load_results(os.path.join(outdir, spec.name))
   log(f'{name} ({scale}): analysing')
   analysis = ablation.analyze(frames, base.Context(outdir=outdir, scale=scale))
   wall = time.time() - start
@@ -211,7 +212,8 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
       'name': name, 'claim': ablation.claim, 'citation': ablation.citation, 'published': ablation.published,
       'scale': scale, 'scale_note': base.SCALE_NOTES[scale], 'setup': ablation.setup,
       'sweeps': [describe_sweep(s) for s in specs],
-      'environment': env, 'wall_time_s': wall, 'compute_time_s': compute,
+      'environment': env, 'wall_time_s': wall, 'total_wall_time_s': previous_total + wall,
+      'compute_time_s': compute,
       'status_counts': {str(k): int(v) for k, v in status.items()},
       'headline': analysis.headline,
       'verdicts': [v.to_dict() for v in analysis.verdicts],
@@ -311,8 +313,11 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     if r['figures']:
       f = r['figures'][0]
       lines += [f'![{f["caption"]}]({rel}/{f["file"]})', '']
-    lines += [f'{env["machine"]}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
-              f'{r["wall_time_s"]:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
+    load = env.get('load_average_at_start')
+    load = f' (load average {load[0]} at start)' if load else ''
+    total = r.get('total_wall_time_s', r['wall_time_s'])
+    lines += [f'{env["machine"]}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
+              f'{total:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
               f'Full report: [{rel}/report.md]({rel}/report.md).', '']
   return '\n'.join(lines).rstrip() + '\n'
 

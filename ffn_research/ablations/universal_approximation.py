@@ -43,6 +43,7 @@ SETTINGS = {
 CLAIMED_SLOPE, SLOPE_MARGIN = -2.0, 0.25
 LONG_MIN_WIDTH = 32          # verdict 2 uses widths >= this (where the gap is large)
 LONG_FACTOR = 4              # steps multiplier of the long sweep
+ONE_LINE_ERROR = 0.5         # best sup error of x^2 on [-1, 1] by a single linear function
 CONTROL_LEVEL = 1e-2         # controls: exact representations should train below this sup error
 
 
@@ -157,6 +158,21 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
       f'{len(beaten)} of {len(allrelu)} ReLU runs below the proven grid lower bound '
       f'((L/2)^2 - (h/2)^2)/2 with L = 2/(N+1) - 2h, h = 2/{grid_size - 1}'
       + ('' if beaten.empty else ': ' + ', '.join(beaten['name']))))
+
+  # Descriptive numbers (not verdicts): the slope after 4x steps, and runs no better than one line.
+  if long['model.d_ff'].nunique() >= 3:
+    v_long = verdict.slope(long['model.d_ff'], long['sup_error'], seeds=long['train.seed'],
+                           claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN, claim='')
+    notes.append(f'descriptive, not a verdict: the log-log slope after {LONG_FACTOR}x steps is '
+                 f'{v_long.statistic:.2f} (95% CI [{v_long.ci[0]:.2f}, {v_long.ci[1]:.2f}], n = {v_long.n}) '
+                 f'over N = {", ".join(str(int(n)) for n in sorted(long["model.d_ff"].unique()))}')
+  one_line = allrelu[allrelu['sup_error'] >= ONE_LINE_ERROR * 0.99]
+  notes.append(f'{len(one_line)} of {len(allrelu)} ReLU runs end with sup error >= {ONE_LINE_ERROR * 0.99:g}, i.e. no '
+               'better than the best single straight line (error 1/2: collapsed or dead units)'
+               + ('' if one_line.empty else ': ' + ', '.join(
+                   f'N={int(n)}: {c}' for n, c in one_line.groupby('model.d_ff').size().items())))
+  notes.append('the 1/(2N^2) line counts N pieces; a width-N layer can make N + 1, so a run may fall below '
+               'that line (down to (N/(N+1))^2 of it) but never below the lower bound, which is checked')
 
   table = _width_table(main, grid_size)
   table_long = _width_table(long, grid_size)

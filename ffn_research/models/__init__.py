@@ -1,4 +1,5 @@
-"""Model registry: `build_model(config, task, rngs)` and formula-based counts.
+"""Model registry: `build_model(config, task, rngs)`, formula-based counts, and
+`validate(model_cfg)` for the model section (each sub-registry checks its own keys).
 
 `task` supplies what the data fixes: `task.output_dim` (regression features or
 vocabulary size) and, for sequence tasks, `task.seq_len`.
@@ -12,9 +13,11 @@ from typing import Any
 import ml_collections
 from flax import nnx
 
+from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 from ffn_research.models import transformer
+from ffn_research.models.sublayer import build_ffn, ffn_counts  # the models package's API
 
 # model.arch name -> sequence model class (token inputs, vocabulary logits).
 SEQUENCE_ARCHS = {
@@ -25,49 +28,17 @@ SEQUENCE_ARCHS = {
 ARCHS: tuple[str, ...] = ('ffn', *SEQUENCE_ARCHS)
 
 
-def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
-              rngs: nnx.Rngs) -> ffn_lib.Layer:
-  """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them."""
-  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
-  e = model_cfg.moe
-  if e.num_experts > 0:
-    return moe_lib.MoE(
-        d_in, d_ff, model_cfg.activation, num_experts=e.num_experts, top_k=e.top_k,
-        capacity_factor=e.capacity_factor, router=e.router, renormalize=e.renormalize,
-        drop_priority=e.drop_priority, dispatch=e.dispatch,
-        num_shared_experts=e.num_shared_experts, granularity=e.granularity,
-        load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
-        bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,
-        dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
-        d_out=d_out, rngs=rngs)
-  return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
-                     dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
-                     dtype=model_cfg.dtype, d_out=d_out, rngs=rngs)
-
-
-def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None) -> dict[str, int]:
-  """Parameters (total and active per token) and forward FLOPs per token of one FFN sublayer.
-
-  For an MoE, 'd_ff_effective' is one expert's width and 'd_ff_active' the hidden
-  width a token uses (k G-experts plus shared); router FLOPs are included.
-  """
-  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
-  e = model_cfg.moe
-  if e.num_experts > 0:
-    g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
-    num_e, k, d_e = g * e.num_experts, g * e.top_k, d_ff // g
-    total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out)
-    active = moe_lib.moe_param_count(d_in, d_e, act, bias, k, e.num_shared_experts, d_out)
-    active += d_in * (num_e - k)  # the whole router is active
-    d_active = (k + e.num_shared_experts) * d_e
-    flops = 2 * d_in * num_e + k * ffn_lib.ffn_flops_per_token(d_in, d_e, act, d_out)
-    if e.num_shared_experts:
-      flops += ffn_lib.ffn_flops_per_token(d_in, e.num_shared_experts * d_e, act, d_out)
-    return {'num_params': total, 'num_active_params': active, 'd_ff_effective': d_e,
-            'd_ff_active': d_active, 'flops_per_token': flops}
-  n = ffn_lib.ffn_param_count(d_in, d_ff, model_cfg.activation, model_cfg.use_bias, d_out)
-  return {'num_params': n, 'num_active_params': n, 'd_ff_effective': d_ff, 'd_ff_active': d_ff,
-          'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out)}
+def validate(model_cfg: ml_collections.ConfigDict) -> None:
+  """ConfigError (one line, naming the key) for anything invalid in the model section."""
+  config_lib.one_of('model.arch', model_cfg.arch, ARCHS)
+  ffn_lib.validate(model_cfg)
+  if model_cfg.arch in SEQUENCE_ARCHS:
+    transformer.validate(model_cfg)
+  else:
+    config_lib.check(not model_cfg.freeze_embeddings,
+                     f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
+                     f'model.arch={model_cfg.arch!r} has no embeddings')
+  moe_lib.validate(model_cfg)
 
 
 def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs) -> ffn_lib.Layer:

@@ -11,6 +11,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from ffn_research import config as config_lib
+
 Activation = Callable[[jax.Array], jax.Array]
 
 
@@ -31,6 +33,7 @@ PLAIN: dict[str, Activation] = {
     'silu': jax.nn.silu,
     'relu2': relu2,
     'identity': identity,  # a linear control
+    'tanh': jnp.tanh,  # saturating; a teacher none of the zoo's candidates represents exactly
 }
 
 # Gated activations: name -> gate function applied to x W before the product.
@@ -57,3 +60,7 @@ def get(name: str) -> Activation:
     return GATED[name]
   raise ValueError(
       f'model.activation={name!r} is unknown; allowed: {", ".join(ALL_NAMES)}')
+
+
+def validate(key: str, name: str) -> None:
+  config_lib.one_of(key, name, ALL_NAMES)

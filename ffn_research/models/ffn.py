@@ -5,33 +5,27 @@ Shapes: ``x_NxD`` means any number of leading dimensions ``...`` then d_model.
 """
 
 import math
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from ffn_research.models import activations
-
-Initializer = Callable[..., jax.Array]
-
-# Weight initialisers by name (config key `model.init`). Biases start at zero.
-INITS: dict[str, Initializer] = {
-    # Glorot & Bengio 2010; the original Transformer's choice.
-    'xavier_uniform': nnx.initializers.xavier_uniform(),
-    'lecun_normal': nnx.initializers.lecun_normal(),
-    'he_normal': nnx.initializers.he_normal(),
-    # Scaled small init: std = 0.1 / sqrt(fan_in), a tenth of lecun_normal.
-    'small': nnx.initializers.variance_scaling(0.01, 'fan_in', 'truncated_normal'),
-}
+from ffn_research import config as config_lib
+from ffn_research.models import activations, inits
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
 
 
-def get_init(name: str) -> Initializer:
-  if name not in INITS:
-    raise ValueError(f'model.init={name!r} is unknown; allowed: {", ".join(INITS)}')
-  return INITS[name]
+def validate(model_cfg) -> None:
+  """ConfigError for the dense FFN's keys of the model section (width, activation, init, ...)."""
+  m = model_cfg
+  config_lib.positive_int('model.d_model', m.d_model)
+  config_lib.positive_int('model.d_ff', m.d_ff)
+  activations.validate('model.activation', m.activation)
+  inits.validate('model.init', m.init)
+  config_lib.one_of('model.dtype', m.dtype, DTYPES)
+  config_lib.check(isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
+                   f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
 
 
 def effective_d_ff(d_ff: int, activation: str, match_params: bool) -> int:
@@ -112,7 +106,7 @@ class FFN(Layer):
     self.dtype = DTYPES[dtype]
     self.gated = activations.is_gated(activation)
     self.act = activations.get(activation)
-    w_init = get_init(init)
+    w_init = inits.get(init)
     self.w1 = nnx.Param(w_init(rngs.params(), (d_model, d_ff), jnp.float32))
     self.w2 = nnx.Param(w_init(rngs.params(), (d_ff, d_out), jnp.float32))
     if self.gated:

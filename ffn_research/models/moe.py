@@ -37,7 +37,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
-from ffn_research.models import activations
+from ffn_research import config as config_lib
+from ffn_research.models import activations, inits
 from ffn_research.models import ffn as ffn_lib
 
 
@@ -427,6 +428,37 @@ def resolve_dispatch(name: str) -> str:
   return name
 
 
+def validate(model_cfg) -> None:
+  """ConfigError for the model.moe section (routers, dispatches, balancing, granularity)."""
+  check = config_lib.check
+  e = model_cfg.moe
+  config_lib.non_negative_int('model.moe.num_experts', e.num_experts)
+  config_lib.positive_int('model.moe.top_k', e.top_k)
+  check(isinstance(e.capacity_factor, (int, float)) and math.isfinite(e.capacity_factor),
+        f'model.moe.capacity_factor={e.capacity_factor!r} must be a number (<= 0: dropless)')
+  config_lib.one_of('model.moe.router', e.router, ROUTERS)
+  config_lib.one_of('model.moe.drop_priority', e.drop_priority, DROP_PRIORITIES)
+  config_lib.one_of('model.moe.dispatch', e.dispatch, ('auto', *DISPATCH))
+  config_lib.non_negative_int('model.moe.num_shared_experts', e.num_shared_experts)
+  config_lib.positive_int('model.moe.granularity', e.granularity)
+  for key in ('load_balance_coef', 'z_loss_coef', 'bias_update_rate'):
+    config_lib.non_negative(f'model.moe.{key}', e[key])
+  check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1,
+        f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
+  if e.num_experts == 0:
+    return
+  check(e.top_k <= e.num_experts,
+        f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}')
+  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+  check(d_ff % e.granularity == 0,
+        f'model.moe.granularity={e.granularity} must divide the effective d_ff {d_ff}')
+  if e.router == 'expert_choice':
+    check(e.capacity_factor > 0,
+          'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
+    check(e.bias_update_rate == 0,
+          'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
+
+
 # --------------------------------------------------------------------------- module
 
 
@@ -492,7 +524,7 @@ class MoE(ffn_lib.Layer):
     self.mesh, self.expert_axis = mesh, expert_axis
     self.spec = ExpertSpec(activations.get(activation), activations.is_gated(activation), use_bias,
                            ffn_lib.DTYPES[dtype])
-    w_init = ffn_lib.get_init(init)
+    w_init = inits.get(init)
     e, f = self.num_experts, self.d_expert
 
     def stacked(shape):  # each expert initialised as its own (fan_in, fan_out) matrix

@@ -3,7 +3,7 @@
 Both models map tokens_BxT (int) to logits_BxTxV and follow `ffn.Layer`:
 `apply(tokens, rng=None) -> (logits, aux)` with aux = {'layer_i': that layer's
 FFN aux}, and `after_step(aux)` forwards each layer's aux to its FFN. The FFN
-sublayer comes from `models.build_ffn`, so every `model.activation`, `model.d_ff`
+sublayer comes from `sublayer.build_ffn`, so every `model.activation`, `model.d_ff`
 and `model.moe.*` setting applies unchanged.
 
 - `Transformer`: token (+ learned) embedding, then per layer
@@ -24,7 +24,9 @@ import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
+from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import inits, sublayer
 
 # Pre-norm layers by name (config key `model.norm`) and their parameters per feature.
 NORMS: dict[str, Callable[[int, nnx.Rngs], nnx.Module]] = {
@@ -40,6 +42,23 @@ POSITIONS = ('learned', 'rotary', 'none')
 EMBED_INIT = nnx.initializers.variance_scaling(1.0, 'fan_in', 'normal', in_axis=-1, out_axis=-2)
 
 ROPE_BASE = 10_000.0
+
+
+def validate(model_cfg: ml_collections.ConfigDict) -> None:
+  """ConfigError for the sequence-model keys of the model section (arch transformer or ffn_stack)."""
+  m, check = model_cfg, config_lib.check
+  config_lib.positive_int('model.num_layers', m.num_layers)
+  config_lib.one_of('model.norm', m.norm, NORMS)
+  config_lib.one_of('model.positions', m.positions, POSITIONS)
+  if m.arch == 'transformer':
+    config_lib.positive_int('model.num_heads', m.num_heads)
+    check(m.d_model % m.num_heads == 0,
+          f'model.d_model={m.d_model} must be divisible by model.num_heads={m.num_heads}')
+    check(m.positions != 'rotary' or (m.d_model // m.num_heads) % 2 == 0,
+          f'model.positions=rotary needs an even head size; d_model/num_heads={m.d_model // m.num_heads}')
+  else:
+    check(m.positions != 'rotary', f'model.positions=rotary needs attention; model.arch={m.arch!r} has none')
+    check(m.use_ffn, f'model.use_ffn=False leaves model.arch={m.arch!r} with no blocks')
 
 
 def rotary(x_BxTxHxK: jax.Array) -> jax.Array:
@@ -61,7 +80,7 @@ class CausalSelfAttention(nnx.Module):
                rngs: nnx.Rngs):
     self.num_heads, self.head_dim, self.rope = num_heads, d_model // num_heads, rope
     self.dtype = ffn_lib.DTYPES[dtype]
-    w_init = ffn_lib.get_init(init)
+    w_init = inits.get(init)
     self.w_qkv = nnx.Param(w_init(rngs.params(), (d_model, 3 * d_model), jnp.float32))
     self.w_out = nnx.Param(w_init(rngs.params(), (d_model, d_model), jnp.float32))
 
@@ -81,12 +100,6 @@ class CausalSelfAttention(nnx.Module):
     return out_BxTxHxK.reshape(b, t, d) @ self.w_out[...].astype(self.dtype)
 
 
-def build_ffn_sublayer(model_cfg: ml_collections.ConfigDict, d_model: int, rngs: nnx.Rngs) -> ffn_lib.Layer:
-  """models.build_ffn (dense, gated or MoE), looked up at call time (models imports this module)."""
-  from ffn_research import models  # pylint: disable=g-import-not-at-top
-  return models.build_ffn(model_cfg, d_model, d_model, rngs)
-
-
 class Block(nnx.Module):
   """Pre-norm residual block: optional attention sublayer, optional FFN sublayer."""
 
@@ -97,7 +110,7 @@ class Block(nnx.Module):
         d, model_cfg.num_heads, rope=model_cfg.positions == 'rotary', init=model_cfg.init,
         dtype=model_cfg.dtype, rngs=rngs) if attention else None
     self.ffn_norm = norm(d, rngs) if model_cfg.use_ffn else None
-    self.ffn = build_ffn_sublayer(model_cfg, d, rngs) if model_cfg.use_ffn else None
+    self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs) if model_cfg.use_ffn else None
 
   def __call__(self, x_BxTxD: jax.Array, rng: jax.Array | None):
     aux = {}
@@ -124,7 +137,7 @@ class SequenceModel(ffn_lib.Layer):
                             for _ in range(model_cfg.num_layers)])
     self.final_norm = NORMS[model_cfg.norm](d, rngs)
     self.unembed = (None if model_cfg.tie_embeddings else nnx.Param(
-        ffn_lib.get_init(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32)))
+        inits.get(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32)))
     # Frozen: fixed random codes in and out, so whatever is learned lives in the blocks
     # (Adam's update for a zero gradient is exactly zero; adamw/lion decay would still shrink them).
     self.freeze = model_cfg.freeze_embeddings

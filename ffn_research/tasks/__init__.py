@@ -9,17 +9,29 @@
 - `loss(outputs, batch) -> (loss, metrics)`: the training objective.
 - `evaluate(apply_fn, data) -> metrics`: held-out metrics, 'eval_loss' among them.
 - `validate(config)` (static): raise config.ConfigError for bad task keys.
+
+`validate(config)` below checks task.name and then that task's keys.
 """
 
-from ffn_research.tasks import regression, sequence
+from ffn_research import config as config_lib
+from ffn_research.tasks import language, regression, sequence
+
+# Token-sequence tasks, for model.arch in models.SEQUENCE_ARCHS.
+SEQUENCE_TASKS = {**sequence.TASKS, **language.TASKS}
 
 TASKS = {
     'function': regression.FunctionTask,
     'teacher_student': regression.TeacherStudentTask,
     'random_labels': regression.RandomLabelsTask,
-    **sequence.TASKS,  # token sequences for model.arch in models.SEQUENCE_ARCHS
+    **SEQUENCE_TASKS,
 }
 
 
 def build_task(config):
   return TASKS[config.task.name](config)
+
+
+def validate(config) -> None:
+  """ConfigError for the task section: task.name, then the chosen task's own keys."""
+  config_lib.one_of('task.name', config.task.name, TASKS)
+  TASKS[config.task.name].validate(config)

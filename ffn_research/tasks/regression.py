@@ -61,11 +61,11 @@ class FunctionTask(_Regression):
   @staticmethod
   def validate(config):
     t = config.task
-    config_lib._one_of('task.function', t.function, FUNCTIONS)
-    config_lib._check(config.model.d_model == 1,
-                      f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)')
+    config_lib.one_of('task.function', t.function, FUNCTIONS)
+    config_lib.check(config.model.d_model == 1,
+                     f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)')
     for key in ('num_train', 'num_eval', 'grid_size'):
-      config_lib._positive_int(f'task.{key}', t[key])
+      config_lib.positive_int(f'task.{key}', t[key])
 
   def __init__(self, config):
     super().__init__(config)
@@ -89,16 +89,39 @@ class FunctionTask(_Regression):
     }
 
 
+# Spread of each input cluster around its centre (task.num_clusters > 0); centres are N(0, I).
+CLUSTER_STD = 0.25
+
+
+def cluster_probs(num_clusters: int, zipf: float) -> jax.Array:
+  """Zipf cluster probabilities P(c) proportional to c^-zipf, c = 1..num_clusters."""
+  w = jnp.arange(1, num_clusters + 1, dtype=jnp.float32) ** -zipf
+  return w / jnp.sum(w)
+
+
+def clustered_inputs(rng, centers_KxD: jax.Array, probs_K: jax.Array, n: int):
+  """(x_NxD, cluster_N): x = centre of a cluster drawn from probs_K + CLUSTER_STD * N(0, I)."""
+  k_c, k_x = jax.random.split(rng)
+  cluster_N = jax.random.categorical(k_c, jnp.log(probs_K), shape=(n,))
+  x_NxD = centers_KxD[cluster_N] + CLUSTER_STD * jax.random.normal(k_x, (n, centers_KxD.shape[1]))
+  return x_NxD, cluster_N
+
+
 class TeacherStudentTask(_Regression):
-  """Regress a random teacher FFN (d_model -> teacher_d_ff -> d_model) on x ~ N(0, I)."""
+  """Regress a random teacher FFN (d_model -> teacher_d_ff -> d_model) on x ~ N(0, I), or on
+  skewed inputs: task.num_clusters Gaussian clusters drawn with Zipf probabilities (MoE routing)."""
 
   @staticmethod
   def validate(config):
     t = config.task
-    config_lib._one_of('task.teacher_activation', t.teacher_activation, activations.ALL_NAMES)
+    config_lib.one_of('task.teacher_activation', t.teacher_activation, activations.ALL_NAMES)
     for key in ('num_train', 'num_eval', 'teacher_d_ff'):
-      config_lib._positive_int(f'task.{key}', t[key])
-    config_lib._check(t.noise_std >= 0, f'task.noise_std={t.noise_std!r} must be >= 0')
+      config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.check(t.noise_std >= 0, f'task.noise_std={t.noise_std!r} must be >= 0')
+    config_lib.check(isinstance(t.num_clusters, int) and not isinstance(t.num_clusters, bool)
+                     and t.num_clusters >= 0,
+                     f'task.num_clusters={t.num_clusters!r} must be an integer >= 0 (0: no clusters)')
+    config_lib.non_negative('task.cluster_zipf', t.cluster_zipf)
 
   def __init__(self, config):
     super().__init__(config)
@@ -111,8 +134,15 @@ class TeacherStudentTask(_Regression):
                           rngs=nnx.Rngs(params=k_teacher))
     # Random hidden biases put the teacher's kinks away from the origin.
     teacher.b1[...] = 0.5 * jax.random.normal(k_bias, (t.teacher_d_ff,))
-    x_train = jax.random.normal(k_train, (t.num_train, d))
-    x_eval = jax.random.normal(k_eval, (t.num_eval, d))
+    if t.num_clusters:
+      k_centers = jax.random.fold_in(k_teacher, 7)  # k_teacher's other uses are unchanged
+      centers_KxD = jax.random.normal(k_centers, (t.num_clusters, d))
+      probs_K = cluster_probs(t.num_clusters, t.cluster_zipf)
+      x_train, _ = clustered_inputs(k_train, centers_KxD, probs_K, t.num_train)
+      x_eval, _ = clustered_inputs(k_eval, centers_KxD, probs_K, t.num_eval)
+    else:
+      x_train = jax.random.normal(k_train, (t.num_train, d))
+      x_eval = jax.random.normal(k_eval, (t.num_eval, d))
     y_train = teacher(x_train)
     y_train = y_train + t.noise_std * jax.random.normal(k_noise, y_train.shape)
     return {'x_train': x_train, 'y_train': y_train, 'x_eval': x_eval, 'y_eval': teacher(x_eval)}
@@ -139,8 +169,8 @@ class RandomLabelsTask(_Regression):
 
   @staticmethod
   def validate(config):
-    config_lib._positive_int('task.num_points', config.task.num_points)
-    config_lib._positive_float('task.tolerance', config.task.tolerance)
+    config_lib.positive_int('task.num_points', config.task.num_points)
+    config_lib.positive_float('task.tolerance', config.task.tolerance)
 
   def init_data(self, rng):
     t, d = self.config.task, self.config.model.d_model

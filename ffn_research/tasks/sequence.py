@@ -8,7 +8,8 @@ the compiled step.
 
 - memorization: N random facts (subject, relation) -> object, trained and tested
   on the same facts (parametric memory; Zoology fact_retrieval, Allen-Zhu & Li
-  2024 bioS). Reports bits stored (see `bits_stored`) and bits per parameter.
+  2024 bioS). Reports bits stored (see `bits_stored`); the run summary adds bits
+  per parameter (`loop.per_param`).
 - associative_recall: multi-query associative recall (MQAR, Zoology): key-value
   pairs in context, then queried keys; in-context recall, attention's job.
 - modular_arithmetic: a + b mod p with a held-out share of the pairs.
@@ -25,7 +26,6 @@ import ml_collections
 import optax
 
 from ffn_research import config as config_lib
-from ffn_research import models
 
 Batch = dict[str, jax.Array]
 
@@ -74,11 +74,6 @@ def answer_at(positions: list[int], n: int, seq_len: int) -> jax.Array:
   return jnp.broadcast_to(row_T, (n, seq_len))
 
 
-def _fraction(key: str, value) -> None:
-  config_lib._check(isinstance(value, (int, float)) and 0.0 < value < 1.0,
-                    f'{key}={value!r} must be in (0, 1)')
-
-
 class _SequenceTask:
   """Shared pieces: weighted cross-entropy on answer positions, batches drawn from a fixed set."""
 
@@ -119,10 +114,10 @@ class MemorizationTask(_SequenceTask):
   def validate(config):
     t = config.task
     for key in ('num_facts', 'num_relations', 'vocab_size'):
-      config_lib._positive_int(f'task.{key}', t[key])
-    config_lib._check(t.vocab_size >= 2, f'task.vocab_size={t.vocab_size} must be >= 2')
-    config_lib._check(t.num_facts % t.num_relations == 0,
-                      f'task.num_facts={t.num_facts} must be divisible by task.num_relations={t.num_relations}')
+      config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.check(t.vocab_size >= 2, f'task.vocab_size={t.vocab_size} must be >= 2')
+    config_lib.check(t.num_facts % t.num_relations == 0,
+                     f'task.num_facts={t.num_facts} must be divisible by task.num_relations={t.num_relations}')
 
   def __init__(self, config):
     super().__init__(config)
@@ -146,17 +141,13 @@ class MemorizationTask(_SequenceTask):
   def evaluate(self, apply_fn, data):
     t, tr = self.config.task, self.config.train
     ce_NxT, correct_NxT = scores_in_chunks(apply_fn, data['inputs'], data['targets'])
-    bits = bits_stored(ce_NxT[:, 1], t.vocab_size)
-    counts = models.model_counts(self.config, self)
     accuracy = jnp.mean(correct_NxT[:, 1])
     return {
         'eval_loss': jnp.mean(ce_NxT[:, 1]),
         'accuracy': accuracy,
         'eval_accuracy': accuracy,  # the test set is the training set
-        'bits_stored': bits,
-        'bits_per_param': bits / counts['num_params'],
-        # NaN (null in summary.json) without an FFN (model.use_ffn=False).
-        'bits_per_ffn_param': bits / counts['num_ffn_params'] if counts['num_ffn_params'] else jnp.nan,
+        # The run summary divides it by the parameter counts (bits_per_param, bits_per_ffn_param).
+        'bits_stored': bits_stored(ce_NxT[:, 1], t.vocab_size),
         'exposures_per_fact': jnp.float32(tr.steps * tr.batch_size / t.num_facts),
     }
 
@@ -173,11 +164,11 @@ class AssociativeRecallTask(_SequenceTask):
   def validate(config):
     t = config.task
     for key in ('num_pairs', 'num_queries', 'vocab_size', 'num_eval'):
-      config_lib._positive_int(f'task.{key}', t[key])
-    config_lib._check(t.num_queries <= t.num_pairs,
-                      f'task.num_queries={t.num_queries} must be <= task.num_pairs={t.num_pairs}')
-    config_lib._check(t.vocab_size >= t.num_pairs,
-                      f'task.vocab_size={t.vocab_size} must be >= task.num_pairs={t.num_pairs} (distinct keys)')
+      config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.check(t.num_queries <= t.num_pairs,
+                     f'task.num_queries={t.num_queries} must be <= task.num_pairs={t.num_pairs}')
+    config_lib.check(t.vocab_size >= t.num_pairs,
+                     f'task.vocab_size={t.vocab_size} must be >= task.num_pairs={t.num_pairs} (distinct keys)')
 
   def __init__(self, config):
     super().__init__(config)
@@ -227,9 +218,9 @@ class ModularArithmeticTask(_SequenceTask):
   @staticmethod
   def validate(config):
     t = config.task
-    config_lib._positive_int('task.modulus', t.modulus)
-    config_lib._check(t.modulus >= 2, f'task.modulus={t.modulus} must be >= 2')
-    _fraction('task.train_fraction', t.train_fraction)
+    config_lib.positive_int('task.modulus', t.modulus)
+    config_lib.check(t.modulus >= 2, f'task.modulus={t.modulus} must be >= 2')
+    config_lib.fraction('task.train_fraction', t.train_fraction)
 
   def __init__(self, config):
     super().__init__(config)
@@ -276,13 +267,13 @@ class MultiHopTask(_SequenceTask):
   def validate(config):
     t = config.task
     for key in ('num_nodes', 'num_relations', 'num_hops'):
-      config_lib._positive_int(f'task.{key}', t[key])
-    config_lib._check(t.num_nodes >= 2, f'task.num_nodes={t.num_nodes} must be >= 2')
-    config_lib._check(t.num_hops >= 2, f'task.num_hops={t.num_hops} must be >= 2 (composition)')
-    _fraction('task.train_fraction', t.train_fraction)
+      config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.check(t.num_nodes >= 2, f'task.num_nodes={t.num_nodes} must be >= 2')
+    config_lib.check(t.num_hops >= 2, f'task.num_hops={t.num_hops} must be >= 2 (composition)')
+    config_lib.fraction('task.train_fraction', t.train_fraction)
     num = t.num_nodes * t.num_relations ** t.num_hops
-    config_lib._check(num <= MultiHopTask.MAX_COMPOSITIONS,
-                      f'task.num_nodes * task.num_relations ** task.num_hops = {num} exceeds '
+    config_lib.check(num <= MultiHopTask.MAX_COMPOSITIONS,
+                     f'task.num_nodes * task.num_relations ** task.num_hops = {num} exceeds '
                       f'{MultiHopTask.MAX_COMPOSITIONS} compositions')
 
   def __init__(self, config):

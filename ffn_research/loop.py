@@ -1,0 +1,489 @@
+"""The one run loop: a group of runs that share a compiled program (a lone run is a group of one).
+
+`run_group(programs, configs, run_dirs)` trains the runs together and writes each run's
+outputs (config.json is written by the caller):
+
+  metrics.jsonl, tensorboard/   one line per logged chunk; `eval/...` every train.eval_every
+  checkpoints/                  Orbax, every train.checkpoint_every steps and at the end
+                                (the final one holds the trained parameters: `load_run`)
+  summary.json                  counts, final metrics, status, timings
+
+Chunks are `lax.scan`s of train.log_every steps; a chunk's metrics are fetched after the
+next chunk is dispatched, except before a checkpoint: every logged step up to a checkpoint
+is on disk before it is saved, and the summary only after the final checkpoint, so a kill at
+any moment followed by a rerun resumes from the newest intact checkpoint and ends as an
+uninterrupted run would have (bit-identical on CPU), each step logged once.
+
+A run ends `diverged` when its loss turns non-finite, or when the blow-up rule fires: the
+logged loss exceeds train.blowup_factor times the first step's loss for
+train.blowup_patience consecutive logged chunks (train.blowup_factor = 0 turns it off).
+"""
+
+import dataclasses
+import json
+import os
+import resource
+import time
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import nnx
+
+from ffn_research import config as config_lib
+from ffn_research import io as io_lib
+from ffn_research import optim, train, validation
+
+PyTree = Any
+
+
+class NotEnoughMemory(ValueError):
+  """A run whose estimated memory exceeds what the device has; one line with both numbers."""
+
+
+# --------------------------------------------------------------------------- programs
+
+class LonePrograms:
+  """The programs of one run: jit(init), jit(train_chunk), jit(evaluate), no run axis."""
+
+  batched = False
+
+  def __init__(self, exp):
+    self.exp = exp
+    self.init_fn = jax.jit(exp.init)
+    self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
+    self.evaluate = jax.jit(exp.evaluate)
+
+  def init(self, seeds, hyperparams):
+    del hyperparams  # the config's, already in the optimizer
+    return self.init_fn(seeds[0])
+
+  def abstract_state(self, seeds, hyperparams):
+    del hyperparams
+    return jax.eval_shape(self.init_fn, seeds[0])
+
+  def run(self, tree: PyTree, i: int) -> PyTree:
+    del i
+    return tree
+
+  def stack(self, states: Sequence[PyTree]) -> PyTree:
+    return states[0]
+
+
+class GroupPrograms:
+  """The vmapped (and, over several devices, sharded) programs of a group of runs."""
+
+  batched = True
+
+  def __init__(self, exp, num_runs: int, devices: Sequence[Any]):
+    self.exp = exp
+    self.num_devices = len(devices)
+    self.padded = -(-num_runs // self.num_devices) * self.num_devices
+    self.sharding = None
+    if self.num_devices > 1:
+      mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
+      self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
+
+    def init_one(seed, hyperparams):
+      state = exp.init(seed)
+      hyper = state['opt_state'].hyperparams
+      for k, v in hyperparams.items():  # optim.HYPERPARAMS: learning rate, weight decay
+        hyper[k] = v.astype(hyper[k].dtype)
+      return state
+
+    shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
+    self.init_fn = jax.jit(jax.vmap(init_one), **shard_out)
+    self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
+    self.evaluate = jax.jit(jax.vmap(exp.evaluate))
+
+  def _chunk(self, state_R, num_steps):
+    out = jax.vmap(lambda s: self.exp.train_chunk(s, num_steps))(state_R)
+    return out if self.sharding is None else jax.lax.with_sharding_constraint(out, self.sharding)
+
+  def pad(self, x_R: np.ndarray) -> jax.Array:
+    """Pad the run axis (repeating the last run) to a multiple of the device count."""
+    x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
+    return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
+
+  def _padded(self, seeds, hyperparams):
+    return (self.pad(np.asarray(seeds, np.int32)),
+            {k: self.pad(np.asarray(v, np.float32)) for k, v in hyperparams.items()})
+
+  def init(self, seeds, hyperparams):
+    """hyperparams: {name in optim.HYPERPARAMS: one value per run}."""
+    return self.init_fn(*self._padded(seeds, hyperparams))
+
+  def abstract_state(self, seeds, hyperparams):
+    abstract = jax.eval_shape(self.init_fn, *self._padded(seeds, hyperparams))
+    if self.sharding is None:
+      return abstract
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.sharding), abstract)
+
+  def run(self, tree: PyTree, i: int) -> PyTree:
+    return jax.tree.map(lambda x: x[i], tree)
+
+  def stack(self, states: Sequence[PyTree]) -> PyTree:
+    return jax.tree.map(lambda *xs: self.pad(np.stack([np.asarray(x) for x in xs])), *states)
+
+
+# --------------------------------------------------------------------------- bookkeeping
+
+def scalars(tree: PyTree, prefix: str = '') -> dict[str, Any]:
+  """Flatten metrics to {'a/b': float or list} for JSON and TensorBoard."""
+  out = {}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    name = '/'.join(str(getattr(k, 'key', getattr(k, 'name', getattr(k, 'idx', k)))) for k in path)
+    value = np.asarray(leaf)
+    out[prefix + name] = value.item() if value.ndim == 0 else value.tolist()
+  return out
+
+
+@dataclasses.dataclass
+class Track:
+  """One run's state derived from its logged lines (so a resumed run replays it from disk)."""
+  last: dict[str, Any] = dataclasses.field(default_factory=dict)
+  initial_loss: float | None = None
+  above: int = 0           # consecutive logged chunks over the blow-up threshold
+  diverged_at: int = -1    # step at which the run was declared diverged
+  reason: str | None = None  # 'non-finite loss' or 'blow-up'
+
+  def observe(self, step: int, m: dict[str, Any], tr: ml_collections.ConfigDict) -> None:
+    self.last = m
+    if self.initial_loss is None and m.get('initial_loss') is not None:
+      self.initial_loss = float(m['initial_loss'])
+    bad = m.get('first_nonfinite_step')
+    loss = m.get('loss')
+    if bad is not None and bad >= 0:
+      self.diverged_at, self.reason = int(bad), 'non-finite loss'
+    elif loss is None or not np.isfinite(loss):  # a JSON null after a resume
+      self.diverged_at, self.reason = step, 'non-finite loss'
+    elif tr.blowup_factor > 0 and self.initial_loss and loss > tr.blowup_factor * abs(self.initial_loss):
+      self.above += 1
+      if self.above >= tr.blowup_patience:
+        self.diverged_at, self.reason = step, 'blow-up'
+    else:
+      self.above = 0
+
+
+def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
+  """The console line for one logged chunk (m: flattened metrics with steps_per_s)."""
+  return (f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
+          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | '
+          f'eta {(total_steps - step) / max(m["steps_per_s"], 1e-9):.0f}s')
+
+
+def run_summary(counts: dict[str, Any], track: Track, *, step: int, evals: dict[str, Any] | None,
+                compile_time_s: float | None, checkpoint_time_s: float, wall_time_s: float,
+                steps_per_s: float | None = None) -> dict[str, Any]:
+  """summary.json of a finished run (every entry point writes this schema).
+
+  `steps_per_s`: steps trained by this process over its training time (compiling and
+  checkpointing excluded); the last logged interval's rate when not given.
+  """
+  last = track.last
+  summary = {**counts, 'wall_time_s': wall_time_s, 'compile_time_s': compile_time_s,
+             'checkpoint_time_s': checkpoint_time_s,
+             'steps_per_s': last.get('steps_per_s') if steps_per_s is None else steps_per_s,
+             'final_loss': last.get('loss')}
+  if track.diverged_at >= 0:
+    summary.update(status='diverged', diverged_step=track.diverged_at, diverged_reason=track.reason,
+                   step=track.diverged_at, eval_loss=None)
+  else:
+    summary.update(status='completed', step=step, **evals, **per_param(evals, counts))
+  return summary
+
+
+def per_param(evals: dict[str, Any], counts: dict[str, Any]) -> dict[str, float]:
+  """bits_per_param and bits_per_ffn_param from a task's `bits_stored` (NaN without an FFN).
+
+  Divided in float32, as the device would: the summary's one place for per-parameter figures.
+  """
+  if evals.get('bits_stored') is None:
+    return {}
+  bits = np.float32(evals['bits_stored'])
+  ffn = counts.get('num_ffn_params', counts['num_params'])
+  return {'bits_per_param': (bits / np.float32(counts['num_params'])).item(),
+          'bits_per_ffn_param': (bits / np.float32(ffn)).item() if ffn else float('nan')}
+
+
+# --------------------------------------------------------------------------- memory
+
+def available_memory(device) -> tuple[int | None, str]:
+  """(bytes the run may still allocate, where that figure comes from)."""
+  if device.platform != 'cpu':
+    stats = device.memory_stats() or {}
+    if 'bytes_limit' in stats:
+      return stats['bytes_limit'] - stats.get('bytes_in_use', 0), f'{device.device_kind} memory'
+    return None, ''
+  have, source = None, ''
+  try:
+    with open('/proc/meminfo') as f:
+      info = {line.split(':')[0]: int(line.split()[1]) * 1024 for line in f}
+    have, source = info['MemAvailable'], 'MemAvailable in /proc/meminfo'
+  except (OSError, KeyError, ValueError, IndexError):
+    pass
+  limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+  if limit != resource.RLIM_INFINITY:
+    try:
+      with open('/proc/self/statm') as f:
+        used = int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError):
+      used = 0
+    if have is None or limit - used < have:
+      have, source = limit - used, 'address-space limit (ulimit -v) minus what this process maps'
+  return have, source
+
+
+def check_memory(compiled, device, num_runs: int) -> None:
+  """Refuse a program whose buffers (XLA's own count) exceed the device's free memory."""
+  analysis = compiled.memory_analysis()
+  if analysis is None:
+    return
+  need = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+          - analysis.alias_size_in_bytes + analysis.temp_size_in_bytes)
+  have, source = available_memory(device)
+  if have is not None and need > have:
+    runs = f'{num_runs} runs' if num_runs > 1 else 'the run'
+    raise NotEnoughMemory(
+        f'{runs} would need {need / 2**30:.2f} GiB (state {analysis.argument_size_in_bytes / 2**30:.2f} GiB '
+        f'+ temporaries of one chunk {analysis.temp_size_in_bytes / 2**30:.2f} GiB) but only '
+        f'{max(have, 0) / 2**30:.2f} GiB is available ({source}); use a smaller model, batch or '
+        'train.log_every' + (', or --max_group_size' if num_runs > 1 else ''))
+
+
+# --------------------------------------------------------------------------- the loop
+
+def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -> float:
+  """The step up to which every line a run logs is in `records` (inf once they show divergence)."""
+  by_step = {r['step']: r for r in records}
+  track, covered = Track(), 0
+  for end in range(tr.log_every, tr.steps + tr.log_every, tr.log_every):
+    end = min(end, tr.steps)
+    if end not in by_step:
+      return covered
+    track.observe(end, by_step[end], tr)
+    if track.diverged_at >= 0:
+      return float('inf')
+    covered = end
+  return covered
+
+
+def _restore(ckpts: list[io_lib.Checkpointer], abstract_one: PyTree, max_step: float):
+  """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
+  intact, or None; newer checkpoints are removed (a rerun recreates them)."""
+  common = set.intersection(*(set(c.steps()) for c in ckpts))
+  had_any = any(c.steps() for c in ckpts)
+  chosen = None
+  for step in sorted((s for s in common if s <= max_step), reverse=True):
+    restored = [c.restore(step, abstract_one) for c in ckpts]
+    if all(r is not None for r in restored):
+      chosen = [r[0] for r in restored], step, [r[1] for r in restored]
+      break
+  for c in ckpts:
+    for later in [s for s in c.steps() if chosen is None or s > chosen[1]]:
+      c.discard(later)
+  if chosen is None and had_any:
+    io_lib.warn(f'no usable checkpoint in {", ".join(c.directory for c in ckpts)} (damaged, or past the '
+                'last step logged in metrics.jsonl); starting over')
+  return chosen
+
+
+def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: Sequence[str], *,
+              verbose: bool = False, step_bar: Any = None) -> list[dict[str, Any]]:
+  """Train runs that share `programs` together; write each run's outputs; return summaries.
+
+  `programs`: LonePrograms (one run) or GroupPrograms. wall_time_s of a group is its time
+  divided by its size; compile_time_s is what this process spent compiling (None if
+  nothing was compiled); checkpoint_time_s the time spent saving checkpoints.
+  """
+  start_time = time.time()
+  exp, tr, num_runs = programs.exp, configs[0].train, len(configs)
+  device = jax.local_devices()[0]
+  seeds = [c.train.seed for c in configs]
+  hyperparams = {k: [c.train[k] for c in configs] for k in optim.HYPERPARAMS}
+  abstract = programs.abstract_state(seeds, hyperparams)
+  abstract_one = jax.eval_shape(jax.jit(exp.init), 0)
+  ckpts = [io_lib.Checkpointer(os.path.join(d, 'checkpoints')) for d in run_dirs]
+
+  compiled: set[int] = set()
+  compile_time = 0.0
+
+  def ensure_compiled(n: int) -> None:
+    nonlocal compile_time
+    if n not in compiled:
+      t0 = time.time()
+      executable = programs.chunk.lower(abstract, n).compile()  # the jit call below reuses it
+      compile_time += time.time() - t0
+      if not compiled:
+        check_memory(executable, device, num_runs)
+      compiled.add(n)
+
+  if not all(c.steps() and c.steps()[0] >= tr.steps for c in ckpts):
+    ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
+  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr) for d in run_dirs)
+  restored = _restore(ckpts, abstract_one, logged)
+  if restored is None:
+    state, step, wall_before = programs.init(seeds, hyperparams), 0, [0.0] * num_runs
+  else:
+    states, step, metas = restored
+    state, wall_before = programs.stack(states), [float(m['wall_time_s']) for m in metas]
+    if verbose:
+      print(f'resumed from checkpoint at step {step}', flush=True)
+
+  logs, tracks = [], []
+  try:
+    for d in run_dirs:
+      logs.append(io_lib.MetricsLog(d, resume_step=step))
+      tracks.append(Track())
+      for record in logs[-1].records:
+        tracks[-1].observe(record['step'], record, tr)
+
+    pending = None  # (step, metrics, evals) on device: fetched after the next chunk is dispatched
+    t_last, step_last, checkpoint_time = time.time(), step, 0.0
+
+    def flush(pending) -> None:
+      nonlocal t_last, step_last
+      at, metrics, evals = pending
+      host, host_evals = jax.device_get((metrics, evals))
+      now = time.time()
+      steps_per_s = (at - step_last) / max(now - t_last, 1e-9)
+      t_last, step_last = now, at
+      for i in range(num_runs):
+        if tracks[i].diverged_at >= 0:
+          continue
+        m = scalars(programs.run(host, i))
+        first = m.pop('first_step_loss')
+        if at == min(tr.log_every, tr.steps):
+          m['initial_loss'] = first  # the first chunk's line holds the first step's loss
+        m['steps_per_s'] = steps_per_s
+        if host_evals is not None:
+          m.update({'eval/' + k.removeprefix('eval_'): v for k, v in scalars(programs.run(host_evals, i)).items()})
+        logs[i].write(at, m)
+        tracks[i].observe(at, m, tr)
+        if verbose:
+          print(log_line(at, tr.steps, m), flush=True)
+
+    def save_all(at: int) -> None:
+      nonlocal checkpoint_time
+      t0 = time.time()
+      host = jax.device_get(state) if programs.batched else state
+      elapsed = (time.time() - start_time) / num_runs
+      for i, c in enumerate(ckpts):
+        c.save(at, programs.run(host, i), {'wall_time_s': wall_before[i] + elapsed})
+      checkpoint_time += time.time() - t0
+
+    def crossed(every: int, before: int, after: int) -> bool:
+      return every > 0 and after // every > before // every
+
+    loop_start, loop_step, compile_before = time.time(), step, compile_time
+    while step < tr.steps and any(t.diverged_at < 0 for t in tracks):
+      n = min(tr.log_every, tr.steps - step)
+      ensure_compiled(n)
+      if pending is None:
+        t_last = time.time()  # an empty pipeline: the interval starts at this dispatch
+      state, metrics = programs.chunk(state, n)
+      prev, step = step, step + n
+      evals = None
+      if crossed(tr.eval_every, prev, step) or (tr.eval_every > 0 and step == tr.steps):
+        evals = programs.evaluate(state['params'], state['data'])
+      if pending is not None:
+        flush(pending)
+      pending = (step, metrics, evals)
+      if step_bar is not None:
+        step_bar.update(n)
+      if crossed(tr.checkpoint_every, prev, step) and step < tr.steps:
+        if any(t.diverged_at < 0 for t in tracks):
+          flush(pending)  # every logged step is on disk before the checkpoint counts
+        pending = None
+        save_all(step)
+    if pending is not None and any(t.diverged_at < 0 for t in tracks):
+      flush(pending)
+    train_s = time.time() - loop_start - (compile_time - compile_before) - checkpoint_time
+    rate = (step - loop_step) / train_s if step > loop_step and train_s > 0 else None
+    save_all(step)  # the final state (a no-op when a rerun restored it)
+    all_evals = None
+    if any(t.diverged_at < 0 for t in tracks):
+      all_evals = jax.device_get(programs.evaluate(state['params'], state['data']))
+  finally:
+    for log in logs:
+      log.close()
+    for c in ckpts:
+      c.close()
+
+  elapsed = (time.time() - start_time) / num_runs
+  summaries = []
+  for i, d in enumerate(run_dirs):
+    evals = None if tracks[i].diverged_at >= 0 else scalars(programs.run(all_evals, i))
+    summary = run_summary(exp.counts, tracks[i], step=step, evals=evals,
+                          compile_time_s=compile_time if compiled else None,
+                          checkpoint_time_s=checkpoint_time / num_runs,
+                          wall_time_s=wall_before[i] + elapsed, steps_per_s=rate)
+    if tracks[i].diverged_at >= 0 and verbose:
+      print(f'diverged: {tracks[i].reason} at step {tracks[i].diverged_at}', flush=True)
+    summaries.append(summary)
+  return summaries
+
+
+# --------------------------------------------------------------------------- one run in a workdir
+
+def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
+  """Train one config in `workdir` (resuming from its newest intact checkpoint); write its outputs.
+
+  Raises ConfigError, io.WorkdirError (unusable, busy or mismatched workdir) or
+  NotEnoughMemory before training; a crash during training is recorded as status 'failed'.
+  """
+  validation.validate(config)
+  io_lib.prepare_workdir(workdir)
+  with io_lib.Lock(workdir):
+    io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict())
+    summary_path = os.path.join(workdir, 'summary.json')
+    previous = io_lib.read_summary(summary_path)
+    if previous and previous.get('status') in ('completed', 'diverged'):
+      print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
+      return previous
+    start_time = time.time()
+    exp = train.Experiment(config)
+    print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
+                                for k, v in exp.counts.items()), flush=True)
+    try:
+      summary = run_group(LonePrograms(exp), [config], [workdir], verbose=True)[0]
+    except NotEnoughMemory:
+      raise
+    except Exception as e:  # recorded, then re-raised: a crash is never a silent success
+      io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
+                                       'wall_time_s': time.time() - start_time})
+      raise
+    io_lib.write_json(summary_path, summary)
+  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
+  return summary
+
+
+# --------------------------------------------------------------------------- reading a run back
+
+class LoadedRun(NamedTuple):
+  config: ml_collections.ConfigDict  # the resolved config (config.json)
+  model: Any                         # the nnx model with the run's final weights
+  summary: dict[str, Any] | None     # summary.json (None while unfinished)
+
+
+def load_run(run_dir: str) -> LoadedRun:
+  """(config, model with the newest checkpoint's weights, summary) of a run directory."""
+  raw = io_lib.read_json(os.path.join(run_dir, 'config.json'))
+  if raw is None:
+    raise FileNotFoundError(f'{run_dir}/config.json not found: not a run directory')
+  config = ml_collections.ConfigDict(raw)
+  exp = train.Experiment(config)
+  ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
+  try:
+    for step in ckpt.steps():
+      restored = ckpt.restore(step, jax.eval_shape(jax.jit(exp.init), config.train.seed))
+      if restored is not None:
+        break
+    else:
+      raise FileNotFoundError(f'{run_dir}/checkpoints holds no intact checkpoint')
+  finally:
+    ckpt.close()
+  model = nnx.merge(exp.graphdef, restored[0]['params'])
+  return LoadedRun(config, model, io_lib.read_json(os.path.join(run_dir, 'summary.json')))

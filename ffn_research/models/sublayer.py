@@ -1,0 +1,54 @@
+"""The FFN sublayer a config selects (dense or gated FFN of the zoo, or an MoE of them) and
+its formula-based counts; used by the bare-FFN arch and by every sequence-model block.
+"""
+
+import ml_collections
+from flax import nnx
+
+from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import moe as moe_lib
+
+
+def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
+              rngs: nnx.Rngs) -> ffn_lib.Layer:
+  """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them."""
+  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+  e = model_cfg.moe
+  if e.num_experts > 0:
+    return moe_lib.MoE(
+        d_in, d_ff, model_cfg.activation, num_experts=e.num_experts, top_k=e.top_k,
+        capacity_factor=e.capacity_factor, router=e.router, renormalize=e.renormalize,
+        drop_priority=e.drop_priority, dispatch=e.dispatch,
+        num_shared_experts=e.num_shared_experts, granularity=e.granularity,
+        load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
+        bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,
+        dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
+        d_out=d_out, rngs=rngs)
+  return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
+                     dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
+                     dtype=model_cfg.dtype, d_out=d_out, rngs=rngs)
+
+
+def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None) -> dict[str, int]:
+  """Parameters (total and active per token) and forward FLOPs per token of one FFN sublayer.
+
+  For an MoE, 'd_ff_effective' is one expert's width and 'd_ff_active' the hidden
+  width a token uses (k G-experts plus shared); router FLOPs are included.
+  """
+  d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+  e = model_cfg.moe
+  if e.num_experts > 0:
+    g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
+    num_e, k, d_e = g * e.num_experts, g * e.top_k, d_ff // g
+    total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out)
+    active = moe_lib.moe_param_count(d_in, d_e, act, bias, k, e.num_shared_experts, d_out)
+    active += d_in * (num_e - k)  # the whole router is active
+    d_active = (k + e.num_shared_experts) * d_e
+    flops = 2 * d_in * num_e + k * ffn_lib.ffn_flops_per_token(d_in, d_e, act, d_out)
+    if e.num_shared_experts:
+      flops += ffn_lib.ffn_flops_per_token(d_in, e.num_shared_experts * d_e, act, d_out)
+    return {'num_params': total, 'num_active_params': active, 'd_ff_effective': d_e,
+            'd_ff_active': d_active, 'flops_per_token': flops}
+  n = ffn_lib.ffn_param_count(d_in, d_ff, model_cfg.activation, model_cfg.use_bias, d_out)
+  return {'num_params': n, 'num_active_params': n, 'd_ff_effective': d_ff, 'd_ff_active': d_ff,
+          'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out)}

@@ -1,0 +1,205 @@
+"""A synthetic language with an exactly known entropy floor: a sparse random Markov chain of order k.
+
+The language (drawn from the run's seed in `init_data`):
+
+- tokens [0, V), V = task.vocab_size; a context is the last k = task.markov_order
+  tokens, C = V^k contexts, indexed base V with the oldest token first;
+- every token b has m = task.num_candidates candidate successors (distinct, random);
+- every context c = (..., b) has s = task.branching possible next tokens, drawn
+  without replacement from b's candidates, with probabilities ~ Dirichlet(alpha)
+  (alpha = task.concentration).
+
+So there is structure at three levels: unigram (the stationary marginal), bigram
+(the last token fixes m candidates, about log2 m bits) and the full order-k
+context (s weighted choices, the floor). Sequences start from the stationary
+distribution pi over contexts, so every scored position has the same expected
+conditional entropy, and the best achievable next-token loss given the whole
+past is exactly the entropy rate
+
+    H = sum_c pi(c) * H(next | c)   (bits per token),
+
+computed here by power iteration on the sparse chain (tests hold it against a
+dense NumPy eigen-solve and against the empirical -log2 p of sampled text).
+Loss is scored at positions that see a full context (t >= k - 1).
+`excess_bits` = model cross-entropy minus the true chain's cross-entropy on the
+same held-out tokens: the KL the model still has to remove, with the sampling
+noise of the held-out set paired away.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+from ffn_research import config as config_lib
+from ffn_research.tasks import sequence
+
+MAX_CONTEXTS = 1 << 18      # V^k: the chain is a (V^k, s) table, its power iteration loops over it
+STATIONARY_TOL = 1e-7       # power iteration stops when ||pi P - pi||_1 is below this ...
+STATIONARY_MAX_ITERS = 5_000  # ... or after this many (lazy) steps; the residual is reported
+LOG2 = math.log(2.0)
+
+
+def _entropy_bits(p: jax.Array, axis=-1) -> jax.Array:
+  return -jnp.sum(jax.scipy.special.xlogy(p, p), axis=axis) / LOG2
+
+
+def make_chain(rng: jax.Array, vocab_size: int, order: int, branching: int,
+               num_candidates: int, concentration: float) -> dict[str, jax.Array]:
+  """The random chain: next_CxS (next tokens of each context) and prob_CxS (their probabilities)."""
+  v, c = vocab_size, vocab_size ** order
+  k_cand, k_pick, k_prob = jax.random.split(rng, 3)
+  candidates_VxM = jnp.argsort(jax.random.uniform(k_cand, (v, v)), axis=1)[:, :num_candidates]
+  pick_CxS = jnp.argsort(jax.random.uniform(k_pick, (c, num_candidates)), axis=1)[:, :branching]
+  next_CxS = jnp.take_along_axis(candidates_VxM[jnp.arange(c) % v], pick_CxS, axis=1)
+  prob_CxS = jax.random.dirichlet(k_prob, jnp.full((branching,), float(concentration)), (c,))
+  prob_CxS = jnp.maximum(prob_CxS, 1e-12)  # tiny alpha can underflow to exact zeros
+  return {'next_CxS': next_CxS, 'prob_CxS': prob_CxS / jnp.sum(prob_CxS, axis=1, keepdims=True)}
+
+
+def next_context(context_C: jax.Array, token_C: jax.Array, vocab_size: int, order: int) -> jax.Array:
+  """Drop the oldest token of each context, append `token`."""
+  return (context_C * vocab_size) % vocab_size ** order + token_C
+
+
+def chain_step(pi_C: jax.Array, chain: dict[str, jax.Array], vocab_size: int, order: int) -> jax.Array:
+  """pi P: the context distribution one token later."""
+  c = pi_C.shape[0]
+  to_CxS = next_context(jnp.arange(c)[:, None], chain['next_CxS'], vocab_size, order)
+  return jnp.zeros_like(pi_C).at[to_CxS].add(pi_C[:, None] * chain['prob_CxS'])
+
+
+def stationary(chain: dict[str, jax.Array], vocab_size: int, order: int) -> tuple[jax.Array, jax.Array]:
+  """A stationary distribution over contexts and its L1 residual ||pi P - pi||_1.
+
+  Lazy power iteration pi <- (pi + pi P) / 2 from uniform: same fixed points as P,
+  aperiodic, so it converges even if the sparse chain is periodic.
+  """
+  c = vocab_size ** order
+  step = lambda pi: chain_step(pi, chain, vocab_size, order)
+  residual = lambda pi: jnp.sum(jnp.abs(step(pi) - pi))
+
+  def body(carry):
+    pi, i, _ = carry
+    pi = 0.5 * (pi + step(pi))
+    return pi / jnp.sum(pi), i + 1, residual(pi)
+
+  pi0 = jnp.full((c,), 1.0 / c)
+  cond = lambda carry: (carry[1] < STATIONARY_MAX_ITERS) & (carry[2] > STATIONARY_TOL)
+  pi, _, res = jax.lax.while_loop(cond, body, (pi0, 0, residual(pi0)))
+  return pi, res
+
+
+def entropy_stats(chain: dict[str, jax.Array], pi_C: jax.Array, vocab_size: int) -> dict[str, jax.Array]:
+  """Exact per-token figures of the stationary chain, in bits (accuracy ceiling as a fraction).
+
+  floor_bits: entropy rate H(x_t | previous k); bigram_bits: H(x_t | x_{t-1});
+  unigram_bits: H(x_t); accuracy_ceiling: sum_c pi(c) max_y p(y | c), the
+  accuracy of always predicting the most likely next token.
+  """
+  v, prob_CxS, next_CxS = vocab_size, chain['prob_CxS'], chain['next_CxS']
+  last_C = jnp.arange(pi_C.shape[0]) % v
+  unigram_V = jnp.zeros((v,)).at[last_C].add(pi_C)  # the stationary marginal of a token
+  joint_VxV = jnp.zeros((v, v)).at[last_C[:, None], next_CxS].add(pi_C[:, None] * prob_CxS)
+  h_unigram = _entropy_bits(unigram_V)
+  return {
+      'floor_bits': jnp.sum(pi_C * _entropy_bits(prob_CxS)),
+      'bigram_bits': _entropy_bits(joint_VxV.reshape(-1)) - h_unigram,
+      'unigram_bits': h_unigram,
+      'accuracy_ceiling': jnp.sum(pi_C * jnp.max(prob_CxS, axis=1)),
+  }
+
+
+def sample_text(chain: dict[str, jax.Array], pi_C: jax.Array, rng: jax.Array, n: int, length: int,
+                vocab_size: int, order: int) -> tuple[jax.Array, jax.Array]:
+  """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k)."""
+  k_start, k_steps = jax.random.split(rng)
+  context_N = jax.random.categorical(k_start, jnp.log(pi_C), shape=(n,))
+  first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size
+                         for i in range(order)], axis=1)
+  log_prob_CxS = jnp.log(chain['prob_CxS'])
+
+  def body(context_N, key):
+    j_N = jax.random.categorical(key, log_prob_CxS[context_N])
+    token_N = chain['next_CxS'][context_N, j_N]
+    nll_N = -log_prob_CxS[context_N, j_N]
+    return next_context(context_N, token_N, vocab_size, order), (token_N, nll_N)
+
+  _, (tokens_LxN, nll_LxN) = jax.lax.scan(body, context_N, jax.random.split(k_steps, length - order))
+  return jnp.concatenate([first_NxK, tokens_LxN.T], axis=1), nll_LxN.T
+
+
+class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
+  """Next-token prediction on the chain above; fresh text every step, a fixed held-out set.
+
+  Inputs x_0..x_{T-1}, targets x_1..x_T (T = task.seq_len); positions t >= k - 1
+  are scored. `data` holds the chain, its stationary distribution, the held-out
+  text and the exact entropy figures.
+  """
+
+  @staticmethod
+  def validate(config):
+    t = config.task
+    for key in ('vocab_size', 'markov_order', 'branching', 'num_candidates', 'seq_len', 'num_eval'):
+      config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.check(t.vocab_size >= 2, f'task.vocab_size={t.vocab_size} must be >= 2')
+    config_lib.check(t.num_candidates <= t.vocab_size,
+                     f'task.num_candidates={t.num_candidates} must be <= task.vocab_size={t.vocab_size}')
+    config_lib.check(t.branching <= t.num_candidates,
+                     f'task.branching={t.branching} must be <= task.num_candidates={t.num_candidates}')
+    config_lib.check(t.vocab_size ** t.markov_order <= MAX_CONTEXTS,
+                     f'task.vocab_size ** task.markov_order = {t.vocab_size ** t.markov_order} contexts '
+                     f'exceeds {MAX_CONTEXTS}')
+    config_lib.check(t.seq_len >= t.markov_order,
+                     f'task.seq_len={t.seq_len} must be >= task.markov_order={t.markov_order} '
+                     '(at least one position with a full context)')
+    config_lib.positive_float('task.concentration', t.concentration)
+
+  def __init__(self, config):
+    super().__init__(config)
+    t = config.task
+    self.vocab_size, self.seq_len, self.order = t.vocab_size, t.seq_len, t.markov_order
+
+  def sample(self, data, rng, n: int) -> sequence.Batch:
+    """n sequences as a batch, plus 'nll': the true chain's -log p (nats) at each position (0 where unscored)."""
+    tokens, nll = sample_text(data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order)
+    scored = self.seq_len - self.order + 1
+    return {'inputs': tokens[:, :-1], 'targets': tokens[:, 1:],
+            'weights': sequence.answer_at(list(range(self.order - 1, self.seq_len)), n, self.seq_len),
+            'nll': jnp.pad(nll, ((0, 0), (self.seq_len - scored, 0)))}
+
+  def init_data(self, rng):
+    t = self.config.task
+    k_chain, k_eval = jax.random.split(jax.random.fold_in(rng, 8))
+    chain = make_chain(k_chain, t.vocab_size, t.markov_order, t.branching, t.num_candidates,
+                       t.concentration)
+    pi, residual = stationary(chain, t.vocab_size, t.markov_order)
+    data = {'chain': chain, 'pi': pi, 'stationary_residual': residual,
+            'stats': entropy_stats(chain, pi, t.vocab_size)}
+    data['eval'] = self.sample(data, k_eval, t.num_eval)
+    return data
+
+  def sample_batch(self, data, rng):
+    batch = self.sample(data, rng, self.batch_size)
+    del batch['nll']
+    return batch
+
+  def evaluate(self, apply_fn, data):
+    ev = data['eval']
+    ce_NxT, correct_NxT = sequence.scores_in_chunks(apply_fn, ev['inputs'], ev['targets'])
+    eval_loss = sequence.weighted_mean(ce_NxT, ev['weights'])
+    oracle_bits = sequence.weighted_mean(ev['nll'], ev['weights']) / LOG2
+    accuracy = sequence.weighted_mean(correct_NxT, ev['weights'])
+    return {
+        'eval_loss': eval_loss,                # nats per scored token
+        'eval_bits': eval_loss / LOG2,         # bits per scored token
+        'excess_bits': eval_loss / LOG2 - oracle_bits,  # over the true chain on the same tokens
+        'eval_oracle_bits': oracle_bits,       # the true chain's bits on the held-out tokens (~ floor)
+        'accuracy': accuracy,                  # fresh text: training distribution = test distribution
+        'eval_accuracy': accuracy,
+        **data['stats'],
+        'stationary_residual': data['stationary_residual'],
+    }
+
+
+TASKS = {'language': LanguageTask}

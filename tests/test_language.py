@@ -1,0 +1,203 @@
+"""The `language` task: the chain, its exact entropy floor (vs NumPy and vs sampled text), metrics, runs."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ffn_research import config as config_lib
+from ffn_research import validation
+from ffn_research import tasks
+from ffn_research.tasks import language
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def lang_config(**task_overrides):
+  c = config_lib.default_config()
+  c.model.arch, c.model.d_model, c.model.d_ff, c.model.num_layers, c.model.num_heads = 'transformer', 16, 32, 1, 2
+  c.task.name = 'language'
+  c.task.vocab_size, c.task.markov_order, c.task.num_candidates, c.task.branching = 6, 2, 4, 3
+  c.task.seq_len, c.task.num_eval = 12, 64
+  c.train.batch_size = 8
+  for key, value in task_overrides.items():
+    c.task[key] = value
+  validation.validate(c)
+  return c
+
+
+@pytest.fixture(scope='module')
+def small():
+  """The default test language for seeds 0 and 1 (one compile of init_data)."""
+  task = tasks.build_task(lang_config())
+  init = jax.jit(task.init_data)
+  return task, init(jax.random.PRNGKey(0)), init(jax.random.PRNGKey(0)), init(jax.random.PRNGKey(1))
+
+
+def numpy_stats(next_CxS, prob_CxS, v, k):
+  """Independent reference: dense transition matrix over contexts, stationary vector by eigen-solve."""
+  c = v ** k
+  p = np.zeros((c, c))
+  for ctx in range(c):
+    for y, q in zip(next_CxS[ctx], prob_CxS[ctx]):
+      p[ctx, (ctx * v) % c + y] += q
+  w, vecs = np.linalg.eig(p.T.astype(np.float64))
+  pi = np.real(vecs[:, np.argmin(np.abs(w - 1.0))])
+  pi = pi / pi.sum()
+  h_ctx = -np.sum(prob_CxS * np.log2(prob_CxS), axis=1)
+  # Next-token distribution given only the last token b, and the marginal of b.
+  last = np.arange(c) % v
+  joint = np.zeros((v, v))
+  for ctx in range(c):
+    for y, q in zip(next_CxS[ctx], prob_CxS[ctx]):
+      joint[last[ctx], y] += pi[ctx] * q
+  marg = joint.sum(1)
+  ent = lambda x: -np.sum(x[x > 0] * np.log2(x[x > 0]))
+  return {'floor_bits': pi @ h_ctx, 'unigram_bits': ent(marg), 'bigram_bits': ent(joint.ravel()) - ent(marg),
+          'accuracy_ceiling': pi @ prob_CxS.max(1)}, pi
+
+
+@pytest.mark.parametrize('v,k,m,s,alpha', [(6, 2, 4, 3, 1.0), (4, 3, 3, 2, 0.3), (7, 1, 5, 3, 2.0)])
+def test_floor_matches_numpy_eigen_solve(v, k, m, s, alpha):
+  chain = language.make_chain(jax.random.PRNGKey(3), v, k, s, m, alpha)
+  pi, residual = jax.jit(lambda ch: language.stationary(ch, v, k))(chain)
+  stats = language.entropy_stats(chain, pi, v)
+  want, pi_np = numpy_stats(np.asarray(chain['next_CxS']), np.asarray(chain['prob_CxS'], np.float64), v, k)
+  assert float(residual) <= language.STATIONARY_TOL
+  np.testing.assert_allclose(pi, pi_np, atol=1e-5)
+  for key, value in want.items():
+    np.testing.assert_allclose(stats[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
+  # Order-ordered levels of structure: more context never raises entropy.
+  assert want['floor_bits'] <= want['bigram_bits'] + 1e-9 <= want['unigram_bits'] + 2e-9
+  if k == 1:  # the bigram is then the whole context
+    np.testing.assert_allclose(stats['bigram_bits'], stats['floor_bits'], rtol=1e-5)
+
+
+def test_chain_structure():
+  v, k, m, s = 9, 2, 4, 3
+  chain = language.make_chain(jax.random.PRNGKey(0), v, k, s, m, 1.0)
+  nxt, prob = np.asarray(chain['next_CxS']), np.asarray(chain['prob_CxS'])
+  assert nxt.shape == prob.shape == (v ** k, s)
+  np.testing.assert_allclose(prob.sum(1), 1.0, rtol=1e-6)
+  assert all(len(set(row)) == s for row in nxt)  # distinct next tokens per context
+  # Contexts sharing a last token draw from the same m candidates.
+  for b in range(v):
+    assert len(set(nxt[np.arange(v ** k) % v == b].ravel())) <= m
+
+
+def test_sampled_text_follows_chain_and_its_entropy_is_the_floor(small):
+  """Brute force: the mean true -log2 p of long sampled text equals the exact floor within 4 SE."""
+  _, data, _, _ = small
+  v, n, length = 6, 256, 400
+  tokens, nll = jax.jit(lambda d, r: language.sample_text(d['chain'], d['pi'], r, n, length, v, 2))(
+      data, jax.random.PRNGKey(11))
+  tokens, nll = np.asarray(tokens), np.asarray(nll, np.float64) / math.log(2)
+  nxt, prob = np.asarray(data['chain']['next_CxS']), np.asarray(data['chain']['prob_CxS'])
+  assert tokens.shape == (n, length) and nll.shape == (n, length - 2)
+  for row, row_nll in zip(tokens[:20], nll[:20]):  # every step is a transition of the chain
+    for t in range(2, length):
+      ctx = row[t - 2] * v + row[t - 1]
+      j = list(nxt[ctx]).index(row[t])
+      np.testing.assert_allclose(row_nll[t - 2], -np.log2(prob[ctx, j]), rtol=1e-5)
+  per_seq = nll.mean(axis=1)  # sequences are independent: the SE comes from their spread
+  se = per_seq.std(ddof=1) / math.sqrt(n)
+  floor = float(data['stats']['floor_bits'])
+  assert abs(per_seq.mean() - floor) < 4 * se, (per_seq.mean(), floor, se)
+  assert se < 0.02  # the check has teeth: tighter than the gaps between the levels below
+  assert float(data['stats']['bigram_bits']) - floor > 0.1
+  # Sequences start stationary: the first token's frequencies match the unigram marginal.
+  marg = np.zeros(v)
+  np.add.at(marg, np.arange(v * v) % v, np.asarray(data['pi']))
+  freq = np.bincount(tokens[:, 1], minlength=v) / n
+  assert np.max(np.abs(freq - marg)) < 4 * math.sqrt(0.25 / n)
+
+
+def test_batch_layout_and_determinism(small):
+  task, data, again, other = small
+  sample = jax.jit(task.sample_batch)
+  batch = sample(data, jax.random.PRNGKey(1))
+  jax.tree.map(np.testing.assert_array_equal, batch, sample(data, jax.random.PRNGKey(1)))
+  assert not np.array_equal(batch['inputs'], sample(data, jax.random.PRNGKey(2))['inputs'])
+  np.testing.assert_array_equal(batch['inputs'][:, 1:], batch['targets'][:, :-1])  # shifted by one
+  assert batch['inputs'].shape == (8, 12) and task.vocab_size == task.output_dim == 6
+  np.testing.assert_array_equal(batch['weights'], np.tile([0.0] + [1.0] * 11, (8, 1)))  # t >= k - 1
+  jax.tree.map(np.testing.assert_array_equal, data, again)
+  assert not np.array_equal(data['chain']['next_CxS'], other['chain']['next_CxS'])
+
+
+def test_evaluate_on_the_true_chain_and_on_uniform(small):
+  task, data, _, _ = small
+  v = 6
+  log_prob = jnp.log(data['chain']['prob_CxS'])
+
+  def oracle(inputs_NxT):  # the true next-token log-probabilities (only at scored positions)
+    ctx_NxT = jnp.pad(inputs_NxT[:, :-1], ((0, 0), (1, 0))) * v + inputs_NxT
+    out = jnp.full(ctx_NxT.shape + (v,), -1e9)
+    idx = data['chain']['next_CxS'][ctx_NxT]
+    return jax.vmap(jax.vmap(lambda o, i, l: o.at[i].set(l)))(out, idx, log_prob[ctx_NxT])
+
+  m = jax.jit(lambda d: task.evaluate(oracle, d))(data)
+  np.testing.assert_allclose(m['excess_bits'], 0.0, atol=1e-5)
+  np.testing.assert_allclose(m['eval_bits'], m['eval_oracle_bits'], rtol=1e-5)
+  assert m['accuracy'] <= 1.0
+  uniform = jax.jit(lambda d: task.evaluate(lambda x: jnp.zeros(x.shape + (v,)), d))(data)
+  np.testing.assert_allclose(uniform['eval_bits'], math.log2(v), rtol=1e-5)
+  np.testing.assert_allclose(uniform['excess_bits'], math.log2(v) - m['eval_oracle_bits'], rtol=1e-5)
+  for key in ('floor_bits', 'bigram_bits', 'unigram_bits', 'accuracy_ceiling'):
+    np.testing.assert_allclose(m[key], data['stats'][key])
+
+
+@pytest.mark.parametrize('overrides,key', [
+    (dict(num_candidates=7), 'task.num_candidates'),
+    (dict(branching=5), 'task.branching'),
+    (dict(vocab_size=64, markov_order=4), 'task.markov_order'),
+    (dict(seq_len=1), 'task.seq_len'),
+    (dict(concentration=0.0), 'task.concentration'),
+])
+def test_invalid_configs_name_the_key(overrides, key):
+  with pytest.raises(config_lib.ConfigError, match=key):
+    lang_config(**overrides)
+
+
+def test_bare_ffn_rejected():
+  c = lang_config()
+  c.model.arch = 'ffn'
+  with pytest.raises(config_lib.ConfigError, match='model.arch'):
+    validation.validate(c)
+
+
+@pytest.mark.parametrize('arg', ['default', 'ffn_stack', 'no_ffn', 'smoke'])
+def test_shipped_config_validates(arg):
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  spec = importlib.util.spec_from_file_location('configs_language', os.path.join(REPO, 'configs', 'language.py'))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  validation.validate(module.get_config(arg))
+
+
+@pytest.mark.slow  # compiles a train chunk in a fresh process: 69 s measured under heavy load
+def test_smoke_run_through_the_cli(tmp_path):
+  """The real entry point: a seconds-long run learns something below uniform and reports the floor."""
+  workdir = tmp_path / 'run'
+  proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
+                         f'--workdir={workdir}'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  summary = json.loads((workdir / 'summary.json').read_text())
+  assert summary['status'] == 'completed'
+  assert summary['eval_bits'] < math.log2(8) - 0.5  # uniform over the 8 tokens is 3 bits
+  np.testing.assert_allclose(summary['excess_bits'], summary['eval_bits'] - summary['eval_oracle_bits'], rtol=1e-5)
+  assert summary['floor_bits'] < summary['bigram_bits'] < summary['unigram_bits']
+
+
+def test_cli_bad_key_is_one_line(tmp_path):
+  bad = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
+                        f'--workdir={tmp_path / "bad"}', '--config.task.branching=9'],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+  assert bad.returncode == 2 and 'Traceback' not in bad.stderr
+  assert bad.stderr.strip().splitlines()[-1].startswith('error: task.branching=9')
