@@ -34,7 +34,7 @@ from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import optim, train, validation
+from ffn_research import train, validation
 
 PyTree = Any
 
@@ -56,13 +56,15 @@ class LonePrograms:
     self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
     self.evaluate = jax.jit(exp.evaluate)
 
-  def init(self, seeds, hyperparams):
-    del hyperparams  # the config's, already in the optimizer
-    return self.init_fn(seeds[0])
+  def scalars(self, configs: Sequence[ml_collections.ConfigDict]) -> dict[str, jax.Array]:
+    """The run's train.TRACED_KEYS values as float32 arrays (passed to init and every chunk)."""
+    return {k: jnp.float32(v) for k, v in train.traced_values(configs[0]).items()}
 
-  def abstract_state(self, seeds, hyperparams):
-    del hyperparams
-    return jax.eval_shape(self.init_fn, seeds[0])
+  def init(self, seeds, scalars):
+    return self.init_fn(seeds[0], scalars)
+
+  def abstract_state(self, seeds, scalars):
+    return jax.eval_shape(self.init_fn, seeds[0], scalars)
 
   def run(self, tree: PyTree, i: int) -> PyTree:
     del i
@@ -86,20 +88,13 @@ class GroupPrograms:
       mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
       self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
 
-    def init_one(seed, hyperparams):
-      state = exp.init(seed)
-      hyper = state['opt_state'].hyperparams
-      for k, v in hyperparams.items():  # optim.HYPERPARAMS: learning rate, weight decay
-        hyper[k] = v.astype(hyper[k].dtype)
-      return state
-
     shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
-    self.init_fn = jax.jit(jax.vmap(init_one), **shard_out)
+    self.init_fn = jax.jit(jax.vmap(exp.init), **shard_out)
     self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
     self.evaluate = jax.jit(jax.vmap(exp.evaluate))
 
-  def _chunk(self, state_R, num_steps):
-    out = jax.vmap(lambda s: self.exp.train_chunk(s, num_steps))(state_R)
+  def _chunk(self, state_R, num_steps, scalars_R):
+    out = jax.vmap(lambda s, c: self.exp.train_chunk(s, num_steps, c))(state_R, scalars_R)
     return out if self.sharding is None else jax.lax.with_sharding_constraint(out, self.sharding)
 
   def pad(self, x_R: np.ndarray) -> jax.Array:
@@ -107,16 +102,16 @@ class GroupPrograms:
     x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
     return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
 
-  def _padded(self, seeds, hyperparams):
-    return (self.pad(np.asarray(seeds, np.int32)),
-            {k: self.pad(np.asarray(v, np.float32)) for k, v in hyperparams.items()})
+  def scalars(self, configs: Sequence[ml_collections.ConfigDict]) -> dict[str, jax.Array]:
+    """{key in train.TRACED_KEYS: one float32 value per run}, the run axis padded."""
+    values = [train.traced_values(c) for c in configs]
+    return {k: self.pad(np.asarray([v[k] for v in values], np.float32)) for k in train.TRACED_KEYS}
 
-  def init(self, seeds, hyperparams):
-    """hyperparams: {name in optim.HYPERPARAMS: one value per run}."""
-    return self.init_fn(*self._padded(seeds, hyperparams))
+  def init(self, seeds, scalars):
+    return self.init_fn(self.pad(np.asarray(seeds, np.int32)), scalars)
 
-  def abstract_state(self, seeds, hyperparams):
-    abstract = jax.eval_shape(self.init_fn, *self._padded(seeds, hyperparams))
+  def abstract_state(self, seeds, scalars):
+    abstract = jax.eval_shape(self.init_fn, self.pad(np.asarray(seeds, np.int32)), scalars)
     if self.sharding is None:
       return abstract
     return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.sharding), abstract)
@@ -179,8 +174,8 @@ def run_summary(counts: dict[str, Any], track: Track, *, step: int, evals: dict[
                 steps_per_s: float | None = None) -> dict[str, Any]:
   """summary.json of a finished run (every entry point writes this schema).
 
-  `steps_per_s`: steps trained by this process over its training time (compiling and
-  checkpointing excluded); the last logged interval's rate when not given.
+  `steps_per_s`: steps trained by this process over its training time (compiling, held-out
+  evaluation and checkpointing excluded); the last logged interval's rate when not given.
   """
   last = track.last
   summary = {**counts, 'wall_time_s': wall_time_s, 'compile_time_s': compile_time_s,
@@ -297,35 +292,45 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   `programs`: LonePrograms (one run) or GroupPrograms. wall_time_s of a group is its time
   divided by its size; compile_time_s is what this process spent compiling (None if
   nothing was compiled); checkpoint_time_s the time spent saving checkpoints.
+
+  Throughput: chunk k+1 is dispatched before chunk k's metrics are written, then waited for,
+  so each logged line's `steps_per_s` is its chunk's steps over the time from the end of the
+  previous chunk (or of whatever came between: compiling, evaluating, checkpointing, which are
+  not counted) to the end of this one. The summary's steps_per_s is all steps trained here over
+  the training time: the loop's wall time less compiling, held-out evaluation and checkpoints.
   """
   start_time = time.time()
   exp, tr, num_runs = programs.exp, configs[0].train, len(configs)
   device = jax.local_devices()[0]
   seeds = [c.train.seed for c in configs]
-  hyperparams = {k: [c.train[k] for c in configs] for k in optim.HYPERPARAMS}
-  abstract = programs.abstract_state(seeds, hyperparams)
+  traced = programs.scalars(configs)  # train.TRACED_KEYS, one value per run
+  abstract = programs.abstract_state(seeds, traced)
   abstract_one = jax.eval_shape(jax.jit(exp.init), 0)
   ckpts = [io_lib.Checkpointer(os.path.join(d, 'checkpoints')) for d in run_dirs]
 
   compiled: set[int] = set()
   compile_time = 0.0
 
-  def ensure_compiled(n: int) -> None:
+  def ensure_compiled(n: int) -> float:
+    """Compile the n-step chunk once; the seconds it took (0 when already compiled)."""
     nonlocal compile_time
-    if n not in compiled:
-      t0 = time.time()
-      executable = programs.chunk.lower(abstract, n).compile()  # the jit call below reuses it
-      compile_time += time.time() - t0
-      if not compiled:
-        check_memory(executable, device, num_runs)
-      compiled.add(n)
+    if n in compiled:
+      return 0.0
+    t0 = time.time()
+    executable = programs.chunk.lower(abstract, n, traced).compile()  # the jit call below reuses it
+    took = time.time() - t0
+    compile_time += took
+    if not compiled:
+      check_memory(executable, device, num_runs)
+    compiled.add(n)
+    return took
 
   if not all(c.steps() and c.steps()[0] >= tr.steps for c in ckpts):
     ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
   logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr) for d in run_dirs)
   restored = _restore(ckpts, abstract_one, logged)
   if restored is None:
-    state, step, wall_before = programs.init(seeds, hyperparams), 0, [0.0] * num_runs
+    state, step, wall_before = programs.init(seeds, traced), 0, [0.0] * num_runs
   else:
     states, step, metas = restored
     state, wall_before = programs.stack(states), [float(m['wall_time_s']) for m in metas]
@@ -340,16 +345,12 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
       for record in logs[-1].records:
         tracks[-1].observe(record['step'], record, tr)
 
-    pending = None  # (step, metrics, evals) on device: fetched after the next chunk is dispatched
-    t_last, step_last, checkpoint_time = time.time(), step, 0.0
+    pending = None  # (step, metrics, steps_per_s, evals) of a finished chunk, written after the next dispatch
+    checkpoint_time = eval_time = 0.0
 
     def flush(pending) -> None:
-      nonlocal t_last, step_last
-      at, metrics, evals = pending
+      at, metrics, steps_per_s, evals = pending
       host, host_evals = jax.device_get((metrics, evals))
-      now = time.time()
-      steps_per_s = (at - step_last) / max(now - t_last, 1e-9)
-      t_last, step_last = now, at
       for i in range(num_runs):
         if tracks[i].diverged_at >= 0:
           continue
@@ -377,30 +378,34 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
     def crossed(every: int, before: int, after: int) -> bool:
       return every > 0 and after // every > before // every
 
+    jax.block_until_ready(state)  # init or restore is not training time
     loop_start, loop_step, compile_before = time.time(), step, compile_time
+    t_mark = loop_start  # where the next chunk's interval starts: the device is idle here
     while step < tr.steps and any(t.diverged_at < 0 for t in tracks):
       n = min(tr.log_every, tr.steps - step)
-      ensure_compiled(n)
-      if pending is None:
-        t_last = time.time()  # an empty pipeline: the interval starts at this dispatch
-      state, metrics = programs.chunk(state, n)
+      t_mark += ensure_compiled(n)
+      state, metrics = programs.chunk(state, n, traced)
       prev, step = step, step + n
-      evals = None
-      if crossed(tr.eval_every, prev, step) or (tr.eval_every > 0 and step == tr.steps):
-        evals = programs.evaluate(state['params'], state['data'])
       if pending is not None:
-        flush(pending)
-      pending = (step, metrics, evals)
+        flush(pending)  # the host writes the previous chunk's line while this one runs
       if step_bar is not None:
         step_bar.update(n)
+      jax.block_until_ready((state, metrics))
+      now = time.time()
+      pending, t_mark = (step, metrics, n / max(now - t_mark, 1e-9), None), now
+      if crossed(tr.eval_every, prev, step) or (tr.eval_every > 0 and step == tr.steps):
+        evals = jax.block_until_ready(programs.evaluate(state['params'], state['data']))
+        pending, t_mark = pending[:3] + (evals,), time.time()
+        eval_time += t_mark - now
       if crossed(tr.checkpoint_every, prev, step) and step < tr.steps:
         if any(t.diverged_at < 0 for t in tracks):
           flush(pending)  # every logged step is on disk before the checkpoint counts
         pending = None
         save_all(step)
+        t_mark = time.time()
     if pending is not None and any(t.diverged_at < 0 for t in tracks):
       flush(pending)
-    train_s = time.time() - loop_start - (compile_time - compile_before) - checkpoint_time
+    train_s = time.time() - loop_start - (compile_time - compile_before) - checkpoint_time - eval_time
     rate = (step - loop_step) / train_s if step > loop_step and train_s > 0 else None
     save_all(step)  # the final state (a no-op when a rerun restored it)
     all_evals = None
@@ -485,5 +490,5 @@ def load_run(run_dir: str) -> LoadedRun:
       raise FileNotFoundError(f'{run_dir}/checkpoints holds no intact checkpoint')
   finally:
     ckpt.close()
-  model = nnx.merge(exp.graphdef, restored[0]['params'])
+  model = exp.merge(restored[0]['params'])
   return LoadedRun(config, model, io_lib.read_json(os.path.join(run_dir, 'summary.json')))

@@ -10,8 +10,9 @@ Layout of a sweep workdir:
 
 A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
 configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
-`Experiment.train_chunk` are vmapped over a leading run axis; the learning rate and
-weight decay live in `opt_state.hyperparams` (optim.HYPERPARAMS) so they can differ per run.
+`Experiment.train_chunk` are vmapped over a leading run axis, and every other key of
+VMAPPED_KEYS (train.TRACED_KEYS: learning rate, weight decay, dropout rate, MoE balancing
+coefficients, router jitter, label noise) is fed in as a traced per-run value.
 """
 
 import contextlib
@@ -36,16 +37,14 @@ from ffn_research import config as config_lib
 from ffn_research import configfile
 from ffn_research import io as io_lib
 from ffn_research import loop as loop_lib
-from ffn_research import optim
 from ffn_research import train as train_lib
 from ffn_research import validation
 
 Overrides = dict[str, Any]
 
-# Keys that change neither array shapes nor the compiled program: runs that differ
-# only in these share one vmapped program (the seed feeds init; the optimizer's
-# HYPERPARAMS, learning rate and weight decay, live in its state).
-VMAPPED_KEYS = ('train.seed', *(f'train.{k}' for k in optim.HYPERPARAMS))
+# Keys that change no array shape: runs that differ only in these share one vmapped program
+# (the seed feeds init; train.TRACED_KEYS are traced per-run values).
+VMAPPED_KEYS = ('train.seed', *train_lib.TRACED_KEYS)
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
@@ -169,10 +168,9 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
 
 def group_key(config: ml_collections.ConfigDict) -> str:
   """Equal for configs that differ only in VMAPPED_KEYS (they share one program)."""
-  shape_config = config.to_dict()
+  shape_config = config_lib.flat_keys(config)
   for key in VMAPPED_KEYS:
-    section, leaf = key.split('.')
-    shape_config[section][leaf] = None
+    shape_config[key] = None
   return json.dumps(io_lib.json_safe(shape_config), sort_keys=True)
 
 
@@ -232,12 +230,16 @@ def _resume_step(workdir: str, name: str) -> int:
 GroupPrograms = loop_lib.GroupPrograms
 
 
-_PROGRAMS: dict[tuple[str, int, tuple[Any, ...]], GroupPrograms] = {}
+_PROGRAMS: dict[tuple[Any, ...], GroupPrograms] = {}
 
 
 def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> GroupPrograms:
-  """GroupPrograms, reused within a process for groups of the same shape (no retrace)."""
-  key = (group_key(config), num_runs, devices)
+  """GroupPrograms, reused within a process for groups of the same program (no retrace).
+
+  `config`: train.group_config of the group; which traced values are > 0 is part of the program.
+  """
+  paths = tuple(v > 0 for v in train_lib.traced_values(config).values())
+  key = (group_key(config), paths, num_runs, devices)
   if key not in _PROGRAMS:
     if len(_PROGRAMS) >= 8:
       _PROGRAMS.pop(next(iter(_PROGRAMS)))
@@ -254,7 +256,7 @@ def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | Non
   resume from their newest common intact checkpoint. The caller holds the run locks.
   """
   devices = list(devices if devices is not None else jax.local_devices())
-  progs = _programs(runs[0].config, len(runs), tuple(devices))
+  progs = _programs(train_lib.group_config([r.config for r in runs]), len(runs), tuple(devices))
   summaries = loop_lib.run_group(progs, [r.config for r in runs], [_run_dir(workdir, r.name) for r in runs],
                                  step_bar=step_bar)
   for r, summary in zip(runs, summaries):

@@ -3,12 +3,13 @@
 `Experiment(config)` holds everything a config fixes (model structure, task,
 optimizer from `optim`) and exposes pure functions over pytrees:
 
-  init(seed)                                  -> run state (params, opt_state, data, rng, step)
-  train_step(params, opt_state, batch, rng)   -> (params, opt_state, metrics)
-  train_chunk(state, num_steps)               -> (state, metrics): lax.scan over steps
-  evaluate(params, data)                      -> eval metrics
+  init(seed, scalars=None)                             -> run state (params, opt_state, data, rng, step)
+  train_step(params, opt_state, batch, rng, scalars=None) -> (params, opt_state, metrics)
+  train_chunk(state, num_steps, scalars=None)          -> (state, metrics): lax.scan over steps
+  evaluate(params, data)                               -> eval metrics
 
-so a sweep can `vmap` them over runs that share shapes. The run loop around them
+so a sweep can `vmap` them over runs that share shapes. `scalars` holds each of TRACED_KEYS
+as a (traced) float32 value; None means the config's values. The run loop around them
 (logging, checkpoints, resume, summaries) is ffn_research.loop.
 """
 
@@ -20,6 +21,7 @@ import ml_collections
 import optax
 from flax import nnx
 
+from ffn_research import config as config_lib
 from ffn_research import models, optim, tasks
 
 PyTree = Any
@@ -43,6 +45,34 @@ def _sum_aux_losses(aux: PyTree) -> jax.Array:
   return total
 
 
+# Config keys that change no array shape and enter the program as traced per-run float32
+# values (`scalars`): runs that differ only in them (and the seed) share one vmapped program
+# (sweep.VMAPPED_KEYS). The optimizer's HYPERPARAMS live in opt_state.hyperparams, the model's
+# in ffn.Hyper variables, the task's are init_data arguments.
+TRACED_KEYS = (*(f'train.{k}' for k in optim.HYPERPARAMS), *models.TRACED_KEYS, *tasks.TRACED_KEYS)
+
+
+def traced_values(config: ml_collections.ConfigDict) -> dict[str, float]:
+  """{key: the config's value} for TRACED_KEYS."""
+  flat = config_lib.flat_keys(config)
+  return {k: float(flat[k]) for k in TRACED_KEYS}
+
+
+def group_config(configs) -> ml_collections.ConfigDict:
+  """The config a group's program is built from: the first's, each traced key at its largest value
+  in the group, so a path a value > 0 turns on (dropout, router jitter) is compiled in when any run
+  uses it; each run's own values are then fed in as `scalars` (a value of 0 on that path changes
+  nothing: models.TRACED_KEYS)."""
+  config = ml_collections.ConfigDict(configs[0].to_dict())
+  for key in TRACED_KEYS:
+    *path, leaf = key.split('.')
+    node = config
+    for part in path:
+      node = node[part]
+    node[leaf] = max(traced_values(c)[key] for c in configs)
+  return config
+
+
 class Experiment:
   """Pure functions for one config; see the module docstring."""
 
@@ -51,30 +81,49 @@ class Experiment:
     self.task = tasks.build_task(config)
     self.optimizer, self.unit_schedule = optim.build_optimizer(config.train)
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
-    self.graphdef, _ = nnx.split(abstract)
+    self.graphdef, self._hyper, _ = nnx.split(abstract, models.Hyper, ...)
     self.counts = models.model_counts(config, self.task)
 
   def _build_model(self, key):
     return models.build_model(self.config, self.task, nnx.Rngs(params=key))
 
-  def init(self, seed: jax.Array | int) -> dict[str, PyTree]:
-    """Run state from a seed: model init, task data and the step RNG all derive from it."""
+  def _scalars(self, scalars: dict[str, Any] | None) -> dict[str, Any]:
+    return traced_values(self.config) if scalars is None else scalars
+
+  def merge(self, params, scalars: dict[str, Any] | None = None) -> nnx.Module:
+    """The model from `params` (a run state's, or a whole nnx.state) with `scalars` in its Hyper variables."""
+    params = nnx.filter_state(params, nnx.Not(models.Hyper))
+    return nnx.merge(self.graphdef, params, models.hyper_state(self._hyper, self._scalars(scalars)))
+
+  def init(self, seed: jax.Array | int, scalars: dict[str, Any] | None = None) -> dict[str, PyTree]:
+    """Run state from a seed: model init, task data and the step RNG all derive from it.
+
+    The optimizer's hyperparameters and the task's traced keys come from `scalars`; the model's
+    Hyper variables are not part of the state (train_step takes them from `scalars`).
+    """
+    scalars = self._scalars(scalars)
     key = jax.random.PRNGKey(seed)
-    _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0)))
+    model = self._build_model(jax.random.fold_in(key, 0))
+    _, _, params = nnx.split(model, models.Hyper, ...)
+    opt_state = self.optimizer.init(nnx.state(model, nnx.Param))
+    for k in optim.HYPERPARAMS:
+      opt_state.hyperparams[k] = jnp.asarray(scalars[f'train.{k}'], opt_state.hyperparams[k].dtype)
+    task_scalars = {k: scalars[f'task.{k}'] for k in getattr(self.task, 'traced', ())}
     return {
         'params': params,
-        'opt_state': self.optimizer.init(nnx.state(nnx.merge(self.graphdef, params), nnx.Param)),
-        'data': self.task.init_data(jax.random.fold_in(key, 1)),
+        'opt_state': opt_state,
+        'data': self.task.init_data(jax.random.fold_in(key, 1), **task_scalars),
         'rng': jax.random.fold_in(key, 2),
         'step': jnp.zeros((), jnp.int32),
     }
 
-  def train_step(self, params, opt_state, batch, rng):
-    """One optimizer step. `params` is the model's whole nnx.State; gradients flow to nnx.Param."""
+  def train_step(self, params, opt_state, batch, rng, scalars=None):
+    """One optimizer step. `params` is the model's nnx.State (no Hyper); gradients flow to nnx.Param."""
     weights, rest = nnx.split_state(params, nnx.Param, ...)
+    hyper = models.hyper_state(self._hyper, self._scalars(scalars))
 
     def loss_fn(weights):
-      model = nnx.merge(self.graphdef, weights, rest)
+      model = nnx.merge(self.graphdef, weights, rest, hyper)
       outputs, aux = model.apply(batch['inputs'], rng=rng)
       task_loss, task_metrics = self.task.loss(outputs, batch)
       return task_loss + _sum_aux_losses(aux), (task_loss, task_metrics, aux)
@@ -82,9 +131,9 @@ class Experiment:
     (total, (task_loss, task_metrics, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights)
     updates, opt_state = self.optimizer.update(grads, opt_state, weights)
     weights = optax.apply_updates(weights, updates)
-    model = nnx.merge(self.graphdef, weights, rest)
+    model = nnx.merge(self.graphdef, weights, rest, hyper)
     model.after_step(aux)  # non-gradient state (e.g. MoE routing biases)
-    _, params = nnx.split(model)
+    _, _, params = nnx.split(model, models.Hyper, ...)
     count = opt_state.count - 1
     metrics = {
         'loss': task_loss, 'total_loss': total,
@@ -94,14 +143,15 @@ class Experiment:
     }
     return params, opt_state, metrics
 
-  def train_chunk(self, state, num_steps: int):
+  def train_chunk(self, state, num_steps: int, scalars=None):
     """`num_steps` steps under lax.scan; metrics averaged over the chunk, plus the first bad step."""
 
     def body(state, _):
       step_rng = jax.random.fold_in(state['rng'], state['step'])
       batch_rng, step_rng = jax.random.split(step_rng)
       batch = self.task.sample_batch(state['data'], batch_rng)
-      params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng)
+      params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng,
+                                                   scalars)
       return {**state, 'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, metrics
 
     start = state['step']
@@ -113,15 +163,6 @@ class Experiment:
     return state, out
 
   def evaluate(self, params, data):
-    model = nnx.merge(self.graphdef, params)
+    """Held-out metrics; they depend on no traced scalar (dropout and jitter act in training only)."""
+    model = self.merge(params)
     return self.task.evaluate(lambda x: model.apply(x)[0], data)
-
-
-
-
-def __getattr__(name: str):
-  """`train.train_and_evaluate` and friends moved to ffn_research.loop (kept for old callers)."""
-  if name in ('train_and_evaluate', 'run_summary', 'log_line'):
-    from ffn_research import loop  # pylint: disable=g-import-not-at-top  # loop imports this module
-    return getattr(loop, name)
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

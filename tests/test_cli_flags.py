@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ffn_research import sweep, train
+from ffn_research import loop, sweep
 from tests.conftest import REPO_ROOT
 
 # Adam at learning rate 1e30: the loss is NaN within a few steps.
@@ -22,7 +22,7 @@ def test_jax_debug_nans_flag_and_compilation_cache(tmp_path):
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   # Without the flag the run ends as 'diverged' (non-finite loss detected by the loop) ...
-  plain = train.train_and_evaluate(sweep.apply_overrides(module.get_config(), BLOW_UP), str(tmp_path / 'plain'))
+  plain = loop.train_and_evaluate(sweep.apply_overrides(module.get_config(), BLOW_UP), str(tmp_path / 'plain'))
   assert plain['status'] == 'diverged'
   # ... with --jax_debug_nans JAX itself stops at the first NaN.
   cache = tmp_path / 'cache'

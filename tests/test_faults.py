@@ -141,7 +141,7 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
   monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
   steps_run = []
   real_chunk = loop.GroupPrograms._chunk
-  monkeypatch.setattr(loop.GroupPrograms, '_chunk', lambda self, s, n: (steps_run.append(n), real_chunk(self, s, n))[1])
+  monkeypatch.setattr(loop.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1])
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   for name, summary in ref.items():
     assert out[name]['status'] == 'completed' and out[name]['eval_loss'] == summary['eval_loss']

@@ -14,7 +14,6 @@ LAZY_OK = ('tensorboardX', 'orbax', 'matplotlib')
 LAZY_FILES = {
     'ffn_research/__init__.py': 'ffn_research.load_run on first use, so importing ffn_research.config stays light',
     'ffn_research/ablations/__init__.py': 'listing and checking ablation names stays instant',
-    'ffn_research/train.py': 'train.train_and_evaluate kept for old callers (moved to loop, which imports train)',
 }
 
 

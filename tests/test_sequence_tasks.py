@@ -215,7 +215,7 @@ def test_tiny_run_beats_chance(name, tmp_path):
     config.train[k] = v
   config.train.warmup_steps = 20
   config.train.log_every = config.train.steps
-  summary = train.train_and_evaluate(config, str(tmp_path))
+  summary = loop.train_and_evaluate(config, str(tmp_path))
   assert summary['status'] == 'completed'
   assert summary[key] > threshold, summary
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
-from ffn_research import models, sweep, tasks, train
+from ffn_research import loop, models, sweep, tasks, train
 
 # A vmapped group is the same computation as a single run, but XLA fuses the batched
 # program differently, so float32 reductions round differently: results agree to
@@ -140,7 +140,7 @@ def group_sweep(tmp_path_factory):
   alone = {}
   for overrides in GROUP[1:]:  # the second seed and the second learning rate
     run_dir = str(tmp_path_factory.mktemp('alone'))
-    train.train_and_evaluate(sweep.apply_overrides(tiny_config(), overrides), run_dir)
+    loop.train_and_evaluate(sweep.apply_overrides(tiny_config(), overrides), run_dir)
     alone[sweep.run_name(overrides)] = run_dir
   return workdir, summaries, alone
 
@@ -171,7 +171,7 @@ def test_weight_decay_is_vmapped_and_equals_a_lone_run(tmp_path):
   assert len(sweep.group_runs(sweep.expand(base, grid))) == 1
   summaries = sweep.run_sweep(base, grid, str(tmp_path / 'sweep'), progress=False)
   assert {s['sweep_group_size'] for s in summaries.values()} == {2}
-  alone = train.train_and_evaluate(sweep.apply_overrides(base, grid[1]), str(tmp_path / 'alone'))
+  alone = loop.train_and_evaluate(sweep.apply_overrides(base, grid[1]), str(tmp_path / 'alone'))
   assert_close_metrics(summaries['weight_decay=0.5'], alone)
   got = read_jsonl(str(tmp_path / 'sweep' / 'runs' / 'weight_decay=0.5' / 'metrics.jsonl'))
   for g, w in zip(got, read_jsonl(str(tmp_path / 'alone' / 'metrics.jsonl')), strict=True):
@@ -206,7 +206,7 @@ def test_divergence_is_per_run(tmp_path):
   grid = sweep.values('train.learning_rate', [1e-2, 1e4])
   summaries = sweep.run_sweep(base, grid, str(tmp_path / 'sweep'), progress=False)
   ok, bad = summaries['learning_rate=0.01'], summaries['learning_rate=10000.0']
-  alone = train.train_and_evaluate(sweep.apply_overrides(base, grid[1]), str(tmp_path / 'alone'))
+  alone = loop.train_and_evaluate(sweep.apply_overrides(base, grid[1]), str(tmp_path / 'alone'))
   assert alone['status'] == bad['status'] == 'diverged'
   assert bad['diverged_step'] == alone['diverged_step'] and bad['step'] == alone['step']
   assert ok['status'] == 'completed' and ok['step'] == 30 and np.isfinite(ok['eval_loss'])

@@ -13,7 +13,7 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import optim, train
+from ffn_research import loop, optim, train
 from tests.conftest import REPO_ROOT
 
 
@@ -118,14 +118,14 @@ def test_grad_clip_bounds_update_of_sgd():
 
 def test_known_good_loss_after_200_steps(tmp_path):
   # Regression value from this code at jax 0.10.2 on CPU (threefry RNG, float32).
-  summary = train.train_and_evaluate(tiny_config(), str(tmp_path))
+  summary = loop.train_and_evaluate(tiny_config(), str(tmp_path))
   assert summary['status'] == 'completed'
   np.testing.assert_allclose(summary['eval_loss'], 0.018321976, rtol=1e-3)
 
 
 def test_outputs_in_workdir(tmp_path):
   config = tiny_config(**{'task.name': 'random_labels', 'model.d_model': 4, 'task.num_points': 32})
-  summary = train.train_and_evaluate(config, str(tmp_path))
+  summary = loop.train_and_evaluate(config, str(tmp_path))
   assert json.load(open(tmp_path / 'config.json')) == config.to_dict()
   lines = [json.loads(l) for l in open(tmp_path / 'metrics.jsonl')]
   assert [l['step'] for l in lines] == [50, 100, 150, 200]
@@ -148,7 +148,7 @@ def test_outputs_in_workdir(tmp_path):
 def test_divergence_is_a_status(tmp_path):
   config = tiny_config(**{'train.optimizer': 'sgd', 'train.learning_rate': 100.0, 'train.grad_clip': 0.0,
                           'train.warmup_steps': 0, 'train.schedule': 'constant'})
-  summary = train.train_and_evaluate(config, str(tmp_path))
+  summary = loop.train_and_evaluate(config, str(tmp_path))
   assert summary['status'] == 'diverged'
   assert 1 <= summary['diverged_step'] <= 50
   assert json.load(open(tmp_path / 'summary.json'))['diverged_step'] == summary['diverged_step']
@@ -156,7 +156,7 @@ def test_divergence_is_a_status(tmp_path):
 
 def test_resume_after_kill_matches_uninterrupted_run(tmp_path, monkeypatch):
   config = tiny_config()
-  reference = train.train_and_evaluate(config, str(tmp_path / 'ref'))
+  reference = loop.train_and_evaluate(config, str(tmp_path / 'ref'))
 
   original = io_lib.MetricsLog.write
 
@@ -166,18 +166,18 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, monkeypatch):
       raise KeyboardInterrupt  # like Ctrl-C or a SLURM kill
   monkeypatch.setattr(io_lib.MetricsLog, 'write', write_then_die)
   with pytest.raises(KeyboardInterrupt):
-    train.train_and_evaluate(config, str(tmp_path / 'run'))
+    loop.train_and_evaluate(config, str(tmp_path / 'run'))
   monkeypatch.setattr(io_lib.MetricsLog, 'write', original)
   assert not os.path.exists(tmp_path / 'run' / 'summary.json')
 
-  resumed = train.train_and_evaluate(config, str(tmp_path / 'run'))  # restarts from the step-100 checkpoint
+  resumed = loop.train_and_evaluate(config, str(tmp_path / 'run'))  # restarts from the step-100 checkpoint
   assert resumed['status'] == 'completed'
   assert resumed['eval_loss'] == reference['eval_loss']
   assert [json.loads(l)['step'] for l in open(tmp_path / 'run' / 'metrics.jsonl')] == [50, 100, 150, 200]
   # A completed workdir is not rerun; a different config is refused.
-  assert train.train_and_evaluate(config, str(tmp_path / 'run'))['eval_loss'] == reference['eval_loss']
+  assert loop.train_and_evaluate(config, str(tmp_path / 'run'))['eval_loss'] == reference['eval_loss']
   with pytest.raises(io_lib.WorkdirConfigMismatch, match='model.d_ff'):
-    train.train_and_evaluate(tiny_config(**{'model.d_ff': 8}), str(tmp_path / 'run'))
+    loop.train_and_evaluate(tiny_config(**{'model.d_ff': 8}), str(tmp_path / 'run'))
 
 
 @pytest.mark.parametrize('arg,metric,bound', [
@@ -189,7 +189,7 @@ def test_regression_tasks_learn(tmp_path, arg, metric, bound):
   config.task.name = arg
   config.model.d_model = 4
   config.task.num_points = 16  # = h*d/4 at d_ff 16, d_model 4
-  summary = train.train_and_evaluate(config, str(tmp_path))
+  summary = loop.train_and_evaluate(config, str(tmp_path))
   if bound is None:
     assert summary[metric] >= 0.9
   else:
@@ -214,7 +214,7 @@ def test_load_run_reproduces_eval_loss_exactly(tmp_path):
   import ffn_research  # pylint: disable=g-import-not-at-top
   from flax import nnx  # pylint: disable=g-import-not-at-top
   config = tiny_config(**{'model.activation': 'swiglu'})
-  summary = train.train_and_evaluate(config, str(tmp_path))
+  summary = loop.train_and_evaluate(config, str(tmp_path))
   loaded_config, model, loaded_summary = ffn_research.load_run(str(tmp_path))
   assert loaded_config.to_dict() == config.to_dict() and loaded_summary == io_lib.json_safe(summary)
   exp = train.Experiment(loaded_config)
@@ -226,7 +226,7 @@ def test_load_run_reproduces_eval_loss_exactly(tmp_path):
 
 
 def test_eval_every_logs_held_out_metrics_during_training(tmp_path):
-  summary = train.train_and_evaluate(tiny_config(**{'train.eval_every': 100}), str(tmp_path))
+  summary = loop.train_and_evaluate(tiny_config(**{'train.eval_every': 100}), str(tmp_path))
   lines = [json.loads(l) for l in open(tmp_path / 'metrics.jsonl')]
   assert [l['step'] for l in lines if 'eval/loss' in l] == [100, 200]
   assert lines[-1]['eval/loss'] == summary['eval_loss'] and lines[-1]['eval/sup_error'] == summary['sup_error']
@@ -235,6 +235,6 @@ def test_eval_every_logs_held_out_metrics_during_training(tmp_path):
 
 
 def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
-  summary = train.train_and_evaluate(tiny_config(**{'train.checkpoint_every': 50}), str(tmp_path))
+  summary = loop.train_and_evaluate(tiny_config(**{'train.checkpoint_every': 50}), str(tmp_path))
   assert summary['checkpoint_time_s'] > 0 and summary['compile_time_s'] > 0
   assert sorted(int(d) for d in os.listdir(tmp_path / 'checkpoints')) == [150, 200]  # the newest two

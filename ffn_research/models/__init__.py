@@ -8,8 +8,10 @@ Every model follows `ffn.Layer`: `apply(x, rng=None) -> (outputs, aux)` and
 `after_step(aux)`.
 """
 
-from typing import Any
+from typing import Any, Mapping
 
+import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
@@ -26,6 +28,24 @@ SEQUENCE_ARCHS = {
 }
 # model.arch names. 'ffn' is the bare FFN used for regression tasks.
 ARCHS: tuple[str, ...] = ('ffn', *SEQUENCE_ARCHS)
+
+Hyper = ffn_lib.Hyper
+# Model keys read at run time from ffn.Hyper variables named after their last component: runs
+# that differ only in these share one program (train.TRACED_KEYS). A module compiles a path in
+# only for a value > 0 (dropout, router jitter); every other use is arithmetic on the value.
+TRACED_KEYS = ('model.dropout_rate', 'model.moe.load_balance_coef', 'model.moe.z_loss_coef',
+               'model.moe.bias_update_rate', 'model.moe.jitter')
+
+
+def hyper_state(template: nnx.State, values: Mapping[str, Any]) -> nnx.State:
+  """`template` (a model's Hyper variables) with each set to values[TRACED_KEYS key ending in its name]."""
+  by_name = {k.rsplit('.', 1)[-1]: k for k in TRACED_KEYS}
+
+  def fill(path, _):
+    name = next(p.key for p in reversed(path) if isinstance(p, jax.tree_util.DictKey))
+    return jnp.asarray(values[by_name[name]], jnp.float32)
+
+  return jax.tree_util.tree_map_with_path(fill, template)
 
 
 def validate(model_cfg: ml_collections.ConfigDict) -> None:

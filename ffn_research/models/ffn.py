@@ -68,12 +68,17 @@ def add_bias(x_NxF: jax.Array, b_F: jax.Array) -> jax.Array:
   return x_NxF + jnp.broadcast_to(b_F.astype(x_NxF.dtype), x_NxF.shape)
 
 
-def dropout(x: jax.Array, rate: float, rng: jax.Array | None) -> jax.Array:
-  """Inverted dropout; the identity when rng is None (evaluation) or rate is 0."""
-  if rng is None or rate == 0.0:
-    return x
+def dropout(x: jax.Array, rate: float | jax.Array, rng: jax.Array) -> jax.Array:
+  """Inverted dropout at `rate` in [0, 1), a float or a traced scalar; rate 0 returns x exactly
+  (every unit kept: uniform draws in [0, 1) are all < 1, and x / 1 = x)."""
   keep = jax.random.bernoulli(rng, 1.0 - rate, x.shape)
-  return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+  return jnp.where(keep, x / jnp.asarray(1.0 - rate, x.dtype), jnp.zeros_like(x))
+
+
+class Hyper(nnx.Variable):
+  """A config scalar the module reads at run time (models.TRACED_KEYS): the variable named X holds
+  the value of the traced config key ending in '.X'. Not an nnx.Param (no gradient); the run state
+  leaves it out and `Experiment` sets it per run, so runs that differ in it share one program."""
 
 
 class Layer(nnx.Module):
@@ -102,7 +107,9 @@ class FFN(Layer):
                d_out: int | None = None, rngs: nnx.Rngs):
     d_out = d_model if d_out is None else d_out
     self.d_model, self.d_ff, self.d_out, self.activation = d_model, d_ff, d_out, activation
-    self.use_bias, self.dropout_rate = use_bias, dropout_rate
+    self.use_bias = use_bias
+    self.dropout_rate = Hyper(jnp.float32(dropout_rate))
+    self.use_dropout = dropout_rate > 0  # static: the dropout path is compiled in (any rate then works)
     self.dtype = DTYPES[dtype]
     self.gated = activations.is_gated(activation)
     self.act = activations.get(activation)
@@ -131,7 +138,9 @@ class FFN(Layer):
     return self.act(g_NxF) * h_NxF
 
   def __call__(self, x_NxD: jax.Array, *, rng: jax.Array | None = None) -> jax.Array:
-    h_NxF = dropout(self.hidden(x_NxD), self.dropout_rate, rng)
+    h_NxF = self.hidden(x_NxD)
+    if rng is not None and self.use_dropout:
+      h_NxF = dropout(h_NxF, self.dropout_rate[...], rng)
     y_NxO = h_NxF @ self.w2[...].astype(self.dtype)
     if self.use_bias:
       y_NxO = add_bias(y_NxO, self.b2[...])

@@ -518,9 +518,13 @@ class MoE(ffn_lib.Layer):
     self.num_shared = num_shared_experts
     self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
     self.drop_priority, self.dispatch = drop_priority, resolve_dispatch(dispatch)
-    self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
-    self.bias_update_rate, self.jitter = bias_update_rate, jitter
-    self.use_bias, self.dropout_rate = use_bias, dropout_rate
+    # Traced per-run scalars (ffn.Hyper); only dropout and jitter compile a path in, when > 0.
+    hyper = lambda v: ffn_lib.Hyper(jnp.float32(v))
+    self.load_balance_coef, self.z_loss_coef = hyper(load_balance_coef), hyper(z_loss_coef)
+    self.bias_update_rate, self.jitter = hyper(bias_update_rate), hyper(jitter)
+    self.dropout_rate = hyper(dropout_rate)
+    self.use_jitter, self.use_dropout = jitter > 0, dropout_rate > 0
+    self.use_bias = use_bias
     self.mesh, self.expert_axis = mesh, expert_axis
     self.spec = ExpertSpec(activations.get(activation), activations.is_gated(activation), use_bias,
                            ffn_lib.DTYPES[dtype])
@@ -567,9 +571,9 @@ class MoE(ffn_lib.Layer):
   def route(self, x_TxD: jax.Array, rng: jax.Array | None = None):
     """Router logits (float32, jittered only in training) and the Routing."""
     x_TxD = x_TxD.astype(jnp.float32)
-    if rng is not None and self.jitter > 0:  # Switch: multiplicative input jitter
-      x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32,
-                                         1.0 - self.jitter, 1.0 + self.jitter)
+    if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
+      jitter = self.jitter[...]
+      x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
     logits_TxE = x_TxD @ self.router_w[...]
     routing = ROUTERS[self.router](logits_TxE, self.routing_bias[...], self.top_k,
                                    self.capacity(x_TxD.shape[0]), self.renormalize)
@@ -583,7 +587,7 @@ class MoE(ffn_lib.Layer):
     plan_ = plan(routing, self.num_experts, self.capacity(num_tokens), self.drop_priority,
                  self.layout(num_tokens))
     w = self.expert_weights()
-    if rngs[1] is not None and self.dropout_rate > 0:
+    if rngs[1] is not None and self.use_dropout:
       spec = self.spec._replace(act=self._dropped_act(rngs[1]))
     else:
       spec = self.spec
@@ -594,7 +598,7 @@ class MoE(ffn_lib.Layer):
     return y_TxO.reshape(*lead, self.d_out), self._aux(logits_TxE, routing, plan_)
 
   def _dropped_act(self, rng):
-    act, rate = self.spec.act, self.dropout_rate
+    act, rate = self.spec.act, self.dropout_rate[...]
     return lambda h: ffn_lib.dropout(act(h), rate, rng)
 
   def __call__(self, x, *, rng=None):
@@ -609,8 +613,8 @@ class MoE(ffn_lib.Layer):
     p = routing.probs_TxE
     entropy = -jnp.mean(jnp.sum(jnp.where(p > 0, p * jnp.log(p), 0.0), axis=-1))
     return {
-        'load_balance_loss': self.load_balance_coef * balance,  # added to the objective
-        'z_loss': self.z_loss_coef * z,                         # added to the objective
+        'load_balance_loss': self.load_balance_coef[...] * balance,  # added to the objective
+        'z_loss': self.z_loss_coef[...] * z,                         # added to the objective
         'load_balance': balance,   # unscaled E sum f_i P_i (1 when uniform)
         'router_z': z,             # unscaled mean logsumexp^2 (ST-MoE)
         'load': load_E,            # f_i per expert, before capacity drops
@@ -620,10 +624,10 @@ class MoE(ffn_lib.Layer):
     }
 
   def after_step(self, aux) -> None:
-    """DeepSeek-V3 aux-loss-free balancing: bias -= rate * sign(load_i - 1/E), once per step."""
-    if self.bias_update_rate > 0:
-      error_E = aux['load'] - 1.0 / self.num_experts
-      self.routing_bias[...] = self.routing_bias[...] - self.bias_update_rate * jnp.sign(error_E)
+    """DeepSeek-V3 aux-loss-free balancing: bias -= rate * sign(load_i - 1/E), once per step
+    (always run: at rate 0 the bias stays exactly 0)."""
+    error_E = aux['load'] - 1.0 / self.num_experts
+    self.routing_bias[...] = self.routing_bias[...] - self.bias_update_rate[...] * jnp.sign(error_E)
 
   @property
   def num_params(self) -> int:

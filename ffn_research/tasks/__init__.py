@@ -9,6 +9,8 @@
 - `loss(outputs, batch) -> (loss, metrics)`: the training objective.
 - `evaluate(apply_fn, data) -> metrics`: held-out metrics, 'eval_loss' among them.
 - `validate(config)` (static): raise config.ConfigError for bad task keys.
+- optional `traced`: names of task keys `init_data` also takes as keyword arguments, possibly
+  traced, so runs that differ only in them share one program (TRACED_KEYS below).
 
 `validate(config)` below checks task.name and then that task's keys.
 """
@@ -25,6 +27,9 @@ TASKS = {
     'random_labels': regression.RandomLabelsTask,
     **SEQUENCE_TASKS,
 }
+
+# Task keys a task's init_data takes traced (e.g. teacher_student's label noise); unused by the others.
+TRACED_KEYS = tuple(sorted({f'task.{k}' for task in TASKS.values() for k in getattr(task, 'traced', ())}))
 
 
 def build_task(config):

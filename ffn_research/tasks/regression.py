@@ -123,12 +123,16 @@ class TeacherStudentTask(_Regression):
                      f'task.num_clusters={t.num_clusters!r} must be an integer >= 0 (0: no clusters)')
     config_lib.non_negative('task.cluster_zipf', t.cluster_zipf)
 
+  traced = ('noise_std',)  # init_data's traced keyword arguments (tasks.TRACED_KEYS)
+
   def __init__(self, config):
     super().__init__(config)
     self.output_dim = config.model.d_model
 
-  def init_data(self, rng):
+  def init_data(self, rng, noise_std: float | jax.Array | None = None):
+    """The datasets; `noise_std` (default task.noise_std) may be traced: it changes no shape."""
     t, d = self.config.task, self.config.model.d_model
+    noise_std = t.noise_std if noise_std is None else noise_std
     k_teacher, k_bias, k_train, k_eval, k_noise = jax.random.split(jax.random.fold_in(rng, 2), 5)
     teacher = ffn_lib.FFN(d, t.teacher_d_ff, t.teacher_activation, init='lecun_normal',
                           rngs=nnx.Rngs(params=k_teacher))
@@ -144,7 +148,7 @@ class TeacherStudentTask(_Regression):
       x_train = jax.random.normal(k_train, (t.num_train, d))
       x_eval = jax.random.normal(k_eval, (t.num_eval, d))
     y_train = teacher(x_train)
-    y_train = y_train + t.noise_std * jax.random.normal(k_noise, y_train.shape)
+    y_train = y_train + noise_std * jax.random.normal(k_noise, y_train.shape)
     return {'x_train': x_train, 'y_train': y_train, 'x_eval': x_eval, 'y_eval': teacher(x_eval)}
 
   def evaluate(self, apply_fn, data):
