@@ -64,12 +64,13 @@ def group_config(configs) -> ml_collections.ConfigDict:
   uses it; each run's own values are then fed in as `scalars` (a value of 0 on that path changes
   nothing: models.TRACED_KEYS)."""
   config = ml_collections.ConfigDict(configs[0].to_dict())
+  values = [traced_values(c) for c in configs]
   for key in TRACED_KEYS:
     *path, leaf = key.split('.')
     node = config
     for part in path:
       node = node[part]
-    node[leaf] = max(traced_values(c)[key] for c in configs)
+    node[leaf] = max(v[key] for v in values)
   return config
 
 
