@@ -517,7 +517,8 @@ class MoE(ffn_lib.Layer):
     self.d_expert = d_ff // granularity
     self.num_shared = num_shared_experts
     self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
-    self.drop_priority, self.dispatch = drop_priority, resolve_dispatch(dispatch)
+    self.drop_priority = drop_priority
+    self.dispatch = 'sort' if mesh is not None and dispatch == 'auto' else resolve_dispatch(dispatch)
     self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
     self.bias_update_rate, self.jitter = bias_update_rate, jitter
     self.use_bias, self.dropout_rate = use_bias, dropout_rate
