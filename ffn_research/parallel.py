@@ -65,6 +65,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
                      'parallel.expert > 1 needs model.moe.dispatch sort, einsum or auto (ragged has no expert split)')
 
 
+def check_sweep_run(config: ml_collections.ConfigDict) -> None:
+  """ConfigError for parallel keys a sweep cannot honour (its runs share devices along the run axis)."""
+  p = config.parallel
+  config_lib.check(p.data in (0, 1) and p.expert == 1,
+                   f'parallel.data={p.data}, parallel.expert={p.expert}: a sweep shards its run axis over the '
+                   'local devices instead; leave parallel.data at 0 or 1 and parallel.expert at 1 '
+                   '(train one run with experiments.train to split it over devices)')
+
+
 def mesh_shape(config: ml_collections.ConfigDict, num_devices: int) -> tuple[int, int]:
   """(data, expert) axis sizes for `num_devices` devices; ConfigError when they do not fit."""
   p = config.parallel

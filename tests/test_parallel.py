@@ -19,7 +19,7 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import loop, parallel, train, validation
+from ffn_research import loop, parallel, sweep, train, validation
 from ffn_research.models import moe as moe_lib
 from tests.conftest import REPO_ROOT
 from tests.test_faults import one_line_error, read_jsonl
@@ -246,3 +246,9 @@ def test_two_processes_match_one_and_only_process_0_writes(tmp_path):
   outs = [p.communicate(timeout=300) for p in procs]
   assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
   assert 'already completed' in outs[0][0] and not os.path.exists(tmp_path / 'p1')
+
+
+def test_a_sweep_refuses_parallel_keys_it_cannot_honour():
+  with pytest.raises(config_lib.ConfigError, match='a sweep shards its run axis'):
+    sweep.expand(make_config({**TINY_MOE, 'parallel.expert': 2}), [{'train.seed': 0}])
+  assert len(sweep.expand(make_config({'parallel.data': 1}), [{'train.seed': 0}, {'train.seed': 1}])) == 2
