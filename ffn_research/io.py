@@ -289,13 +289,14 @@ class Checkpointer:
   def _open(self) -> None:
     ocp = self.ocp
     # With several processes (jax.distributed) only process 0 checkpoints (host copies, ffn_research.parallel).
-    only_this = ocp.options.MultiprocessingOptions(primary_host=jax.process_index(),
-                                                   active_processes={jax.process_index()})
+    alone = {}
+    if jax.process_count() > 1:
+      os.makedirs(self.directory, exist_ok=True)  # Orbax cannot create it for a subset of processes
+      alone = {'create': False, 'multiprocessing_options': ocp.options.MultiprocessingOptions(
+          primary_host=jax.process_index(), active_processes={jax.process_index()})}
     self.manager = ocp.CheckpointManager(
         self.directory,
-        options=ocp.CheckpointManagerOptions(
-            max_to_keep=2, enable_async_checkpointing=False,
-            **({'multiprocessing_options': only_this} if jax.process_count() > 1 else {})))
+        options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False, **alone))
 
   def steps(self) -> list[int]:
     """Saved steps, newest first."""

@@ -464,7 +464,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     summary_path = os.path.join(workdir, 'summary.json')
     previous = parallel.from_primary(io_lib.read_summary(summary_path) if primary else None)
     if previous and previous.get('status') in ('completed', 'diverged'):
-      print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
+      if primary:
+        print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
       return previous
     start_time = time.time()
     exp = train.Experiment(config, mesh)
