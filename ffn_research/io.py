@@ -123,11 +123,12 @@ def prepare_workdir(workdir: str) -> None:
 
 
 def check_or_write_config(workdir: str, resolved: dict[str, Any],
-                          defaults: dict[str, Any] | None = None) -> None:
+                          defaults: dict[str, Any] | None = None, free: tuple[str, ...] = ()) -> None:
   """Write config.json, or refuse to resume a workdir that holds a different config.
 
   Keys missing from an older config.json count as equal when `resolved` has their
-  `defaults` value (a workdir written before a key existed still resumes).
+  `defaults` value (a workdir written before a key existed still resumes). Keys starting
+  with a prefix in `free` may change (config.json then records the new values).
   """
   path = os.path.join(workdir, 'config.json')
   try:
@@ -141,7 +142,8 @@ def check_or_write_config(workdir: str, resolved: dict[str, Any],
   if old is not None:
     old_flat, default_flat = _flat(old), _flat(json_safe(defaults or {}))
     diff = sorted(k for k in old_flat.keys() | new.keys() if old_flat.get(k) != new.get(k)
-                  and not (k not in old_flat and k in default_flat and new.get(k) == default_flat[k]))
+                  and not (k not in old_flat and k in default_flat and new.get(k) == default_flat[k])
+                  and not k.startswith(free))
     if diff:
       raise WorkdirError(
           f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '

@@ -460,7 +460,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
     io_lib.prepare_workdir(workdir)
   with io_lib.Lock(workdir) if primary else contextlib.nullcontext():
     if primary:
-      io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict())
+      io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict(),
+                                   free=('parallel.',))  # a run may resume on another mesh
     summary_path = os.path.join(workdir, 'summary.json')
     previous = parallel.from_primary(io_lib.read_summary(summary_path) if primary else None)
     if previous and previous.get('status') in ('completed', 'diverged'):

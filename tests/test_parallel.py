@@ -20,6 +20,7 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
+from ffn_research import io as io_lib
 from ffn_research import loop, parallel, sweep, train, validation
 from ffn_research.models import moe as moe_lib
 from tests.conftest import REPO_ROOT
@@ -253,3 +254,21 @@ def test_two_processes_match_one_and_only_process_0_writes(tmp_path):
   # A finished run: process 0 reads its summary and tells process 1; both stop.
   out0, out1 = _two_processes(tmp_path, args)
   assert 'already completed' in out0 and out1.strip() == ''
+
+
+def test_a_run_may_resume_on_another_mesh_but_not_with_another_model(tmp_path):
+  defaults = config_lib.default_config().to_dict()
+  io_lib.check_or_write_config(str(tmp_path), make_config({'parallel.data': 4}).to_dict(), defaults,
+                               free=('parallel.',))
+  io_lib.check_or_write_config(str(tmp_path), make_config({'parallel.data': 2}).to_dict(), defaults,
+                               free=('parallel.',))
+  assert json.load(open(tmp_path / 'config.json'))['parallel']['data'] == 2
+  with pytest.raises(io_lib.WorkdirError, match=r'differs in: model\.d_ff'):
+    io_lib.check_or_write_config(str(tmp_path), make_config({'parallel.data': 2, 'model.d_ff': 8}).to_dict(),
+                                 defaults, free=('parallel.',))
+
+
+def test_a_sweep_refuses_parallel_keys_it_cannot_honour():
+  with pytest.raises(config_lib.ConfigError, match='a sweep shards its run axis'):
+    sweep.expand(make_config({**TINY_MOE, 'parallel.expert': 2}), [{'train.seed': 0}])
+  assert len(sweep.expand(make_config({'parallel.data': 1}), [{'train.seed': 0}, {'train.seed': 1}])) == 2
