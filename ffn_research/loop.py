@@ -311,7 +311,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
 
   `programs`: LonePrograms (one run) or GroupPrograms. wall_time_s of a group is its time
   divided by its size; compile_time_s is what this process spent compiling (None if
-  nothing was compiled); checkpoint_time_s the time spent saving checkpoints.
+  nothing was compiled); checkpoint_time_s the time spent saving checkpoints. With several
+  processes (jax.distributed) every process calls this; process 0 alone reads and writes
+  `run_dirs` and hands what it read to the others (ffn_research.parallel).
   """
   start_time = time.time()
   exp, tr, num_runs = programs.exp, configs[0].train, len(configs)

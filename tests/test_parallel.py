@@ -149,6 +149,7 @@ def test_bf16_trains_like_float32(tmp_path):
                         capture_output=True, text=True, timeout=600, env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = json.loads(proc.stdout.split('RESULT ')[-1])
+  print({k: (v['eval_loss'], v.get('accuracy')) for k, v in out.items()})  # shown with -s
   f32, bf16 = out['quickstart/float32'], out['quickstart/bfloat16']
   assert bf16['status'] == 'completed' and bf16['eval_loss'] < 1e-3
   assert bf16['eval_loss'] < 3 * f32['eval_loss'] + 1e-4, (bf16['eval_loss'], f32['eval_loss'])
@@ -163,47 +164,53 @@ _MESH_SCRIPT = textwrap.dedent('''
     import json, sys
     import jax
     from ffn_research import loop, parallel, train
-    from tests.test_parallel import TINY, TINY_MOE, make_config
+    from tests import test_parallel
     assert jax.device_count() == 4
-    out, checks = {}, {}
-    for name, base, meshes in (('quickstart', TINY, ((1, 1), (2, 1), (4, 1))),
-                               ('moe', TINY_MOE, ((1, 1), (2, 1), (4, 1), (1, 2), (2, 2)))):
-      for data, expert in meshes:
-        config = make_config({**base, 'parallel.data': data, 'parallel.expert': expert})
-        key = f'{name}/{data}x{expert}'
-        loop.train_and_evaluate(config, f'{sys.argv[1]}/{name}_{data}x{expert}')
-        mesh = parallel.build_mesh(config)
-        if mesh is None:
-          continue
-        progs = loop.LonePrograms(train.Experiment(config, mesh))
+    base, checks = getattr(test_parallel, sys.argv[2]), {}
+    for mesh in sys.argv[3:]:
+      data, expert = map(int, mesh.split('x'))
+      config = test_parallel.make_config({**base, 'parallel.data': data, 'parallel.expert': expert})
+      loop.train_and_evaluate(config, f'{sys.argv[1]}/{mesh}')
+      if data * expert > 1:  # how the run's program lays things out
+        progs = loop.LonePrograms(train.Experiment(config, parallel.build_mesh(config)))
         specs = {'/'.join(str(getattr(k, 'key', getattr(k, 'name', getattr(k, 'idx', k)))) for k in p): list(s.spec)
                  for p, s in jax.tree_util.tree_leaves_with_path(progs.shardings)}
         text = progs.chunk.lower(progs.abstract_state([0], {}), 10).as_text()
-        checks[key] = {'w1': specs['params/w1/value'],
-                       'mu_w1': [v for k, v in specs.items() if 'opt_state' in k and k.endswith('w1/value')],
-                       'data_constraint': '[{"data"}' in text}
+        checks[mesh] = {'w1': specs['params/w1/value'],
+                        'mu_w1': [v for k, v in specs.items() if 'opt_state' in k and k.endswith('w1/value')],
+                        'data_constraint': '[{"data"}' in text}
     print('RESULT ' + json.dumps(checks))
 ''')
 
 
-@pytest.mark.slow  # a fresh process with 4 host devices, 8 small runs
-def test_data_and_expert_parallel_match_one_device(tmp_path):
+def _train_on_meshes(tmp_path, base: str, meshes):
+  """Train TINY or TINY_MOE on 1x1 and on each 'DATAxEXPERT' mesh of 4 host devices; same losses."""
   env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4', 'JAX_PLATFORMS': 'cpu'}
-  proc = subprocess.run([sys.executable, '-c', _MESH_SCRIPT, str(tmp_path)], cwd=REPO_ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)
+  proc = subprocess.run([sys.executable, '-c', _MESH_SCRIPT, str(tmp_path), base, '1x1', *meshes], cwd=REPO_ROOT,
+                        env=env, capture_output=True, text=True, timeout=1200)
   assert proc.returncode == 0, proc.stderr[-3000:]
   checks = json.loads(proc.stdout.split('RESULT ')[-1])
-  for name, meshes in (('quickstart', ('2x1', '4x1')), ('moe', ('2x1', '4x1', '1x2', '2x2'))):
-    ref = losses(tmp_path / f'{name}_1x1')
-    assert len(ref) == 4
-    for mesh in meshes:
-      np.testing.assert_allclose(losses(tmp_path / f'{name}_{mesh}'), ref, rtol=RTOL, err_msg=f'{name} {mesh}')
-      data, expert = map(int, mesh.split('x'))
-      assert checks[f'{name}/{mesh}']['data_constraint'] == (data > 1)  # the batch is laid out over 'data'
-  # Expert weights and their Adam moments live split over 'expert'; dense weights replicated.
-  assert checks['moe/1x2']['w1'] == ['expert'] and checks['moe/2x2']['w1'] == ['expert']
-  assert len(checks['moe/1x2']['mu_w1']) == 2 and all(s == ['expert'] for s in checks['moe/1x2']['mu_w1'])
-  assert checks['moe/2x1']['w1'] == [] and checks['quickstart/4x1']['w1'] == []
+  ref = losses(tmp_path / '1x1')
+  assert len(ref) == 4  # 3 logged chunks and the eval loss
+  for mesh in meshes:
+    np.testing.assert_allclose(losses(tmp_path / mesh), ref, rtol=RTOL, err_msg=mesh)
+    assert checks[mesh]['data_constraint'] == (mesh[0] != '1')  # the batch is laid out over 'data'
+  return checks
+
+
+@pytest.mark.slow  # a fresh process with 4 host devices, 3 tiny runs
+def test_data_parallel_matches_one_device(tmp_path):
+  checks = _train_on_meshes(tmp_path, 'TINY', ['2x1', '4x1'])
+  assert checks['4x1']['w1'] == []  # parameters replicated
+
+
+@pytest.mark.slow  # a fresh process with 4 host devices, 5 small MoE runs
+def test_moe_data_and_expert_parallel_match_one_device(tmp_path):
+  checks = _train_on_meshes(tmp_path, 'TINY_MOE', ['2x1', '4x1', '1x2', '2x2'])
+  # Expert weights and their Adam moments live split over 'expert'; replicated without an expert axis.
+  assert checks['1x2']['w1'] == ['expert'] and checks['2x2']['w1'] == ['expert']
+  assert len(checks['1x2']['mu_w1']) == 2 and all(s == ['expert'] for s in checks['1x2']['mu_w1'])
+  assert checks['2x1']['w1'] == []
 
 
 # --------------------------------------------------------------------------- two processes
