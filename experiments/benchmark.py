@@ -31,8 +31,8 @@ flags.DEFINE_enum('suite', 'cpu', ['cpu', 'gpu'], 'Which rows: the CPU suite or 
 flags.DEFINE_bool('quick', False, 'Fewer repeats and steps (same shapes).')
 flags.DEFINE_bool('tiny', False, 'Tiny shapes, one repeat: a smoke test of every row (tests).')
 flags.DEFINE_string('out', 'benchmark.json', 'JSON output file ("" for none).')
-flags.DEFINE_list('only', [], 'Row groups to run (default all): dense, moe, matmul, quickstart, '
-                  'memorization (cpu); dense_bf16, moe, sweep (gpu).')
+flags.DEFINE_list('only', [], 'Row groups to run (default all): dense, moe, matmul, xla_options, '
+                  'memorization, quickstart (cpu); dense_bf16, moe, sweep (gpu).')
 flags.DEFINE_bool('write_readme', False, 'Regenerate the README Performance block from the JSON.')
 flags.DEFINE_string('from_json', '', 'With --write_readme: take this JSON instead of running.')
 flags.DEFINE_string('readme', 'README.md', 'README file for --write_readme.')
@@ -43,7 +43,7 @@ flags.DEFINE_integer('sort_block', None, "Rows per block past the 'sort' windows
 flags.DEFINE_bool('allow_cpu', False, '--suite=gpu on a CPU backend anyway (tests of the GPU rows).')
 FLAGS = flags.FLAGS
 
-GROUPS = {'cpu': ('dense', 'moe', 'matmul', 'quickstart', 'memorization'),
+GROUPS = {'cpu': ('dense', 'moe', 'matmul', 'xla_options', 'memorization', 'quickstart'),
           'gpu': ('dense_bf16', 'moe', 'sweep')}
 README_BEGIN, README_END = '<!-- performance:begin -->', '<!-- performance:end -->'
 
@@ -81,6 +81,17 @@ GPU_SIZES = {
                  moe=dict(tokens=64, d_model=8, d_expert=16, num_experts=4, top_k=2),
                  capacity_factors=(1.25, 0.0), sweep_runs=2),
 }
+# XLA:CPU compiler options that change the compiled dense step in jax 0.10.2 (checked in the
+# compiled HLO: dots run as YNNPACK fusions by default; '' turns those off, so XLA's own Eigen
+# dots run; ELTWISE alone leaves the dots to Eigen too). The oneDNN
+# (xla_cpu_experimental_onednn_custom_call, xla_cpu_use_onednn) and XNNPACK
+# (xla_cpu_use_xnnpack, xla_cpu_experimental_xnn_fusion_type) options leave the compiled
+# program unchanged in this build, so they are not timed.
+XLA_CPU_OPTIONS = {
+    'ynn_off_eigen_dots': {'xla_cpu_experimental_ynn_fusion_type': ''},
+    'ynn_eltwise_only': {'xla_cpu_experimental_ynn_fusion_type': 'LIBRARY_FUSION_TYPE_ELTWISE'},
+    'fast_math': {'xla_cpu_enable_fast_math': True},
+}
 # Dense bf16 peak FLOP/s by device kind (vendor data sheets, no sparsity), for MFU.
 PEAK_BF16 = {'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
 
@@ -102,7 +113,7 @@ def interleaved_ms(fns, repeats):
   return [1e3 * sorted(ts)[len(ts) // 2] for ts in times]
 
 
-def jax_step_fn(model, x, y):
+def jax_step_fn(model, x, y, compiler_options=None):
   """A no-argument callable: one jitted, donated train step (MSE + the model's '_loss' aux, Adam)."""
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
@@ -115,7 +126,7 @@ def jax_step_fn(model, x, y):
     out, aux = nnx.merge(graphdef, params, rest).apply(x)
     return jnp.mean(jnp.square(out - y)) + sum(v for k, v in aux.items() if k.endswith('_loss'))
 
-  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  @functools.partial(jax.jit, donate_argnums=(0, 1), compiler_options=compiler_options)
   def step(params, opt_state, x, y):
     grads = jax.grad(loss_fn)(params, x, y)
     updates, opt_state = opt.update(grads, opt_state, params)
@@ -241,6 +252,25 @@ def matmul_rows(size, torch_mod, dense_rows_=(), dtype='float32'):
   return [r]
 
 
+def xla_option_rows(size):
+  """The dense steps under each XLA:CPU compiler option, against the default, interleaved."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from flax import nnx  # pylint: disable=g-import-not-at-top
+  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  rows = []
+  for d, f, t in size['dense'][:2]:
+    kx, ky = jax.random.split(jax.random.PRNGKey(0))
+    x, y = jax.random.normal(kx, (t, d)), jax.random.normal(ky, (t, d))
+    names = ['default', *XLA_CPU_OPTIONS]
+    fns = [jax_step_fn(ffn_lib.FFN(d, f, 'relu', rngs=nnx.Rngs(0)), x, y, XLA_CPU_OPTIONS.get(n))
+           for n in names]
+    ms = interleaved_ms(fns, size['repeats'])
+    for name, m in zip(names[1:], ms[1:]):
+      rows.append(row(f'xla_{name}_{d}x{f}_t{t}', f'dense FFN {d}/{f}, {t:,} tokens, XLA option '
+                      f'{XLA_CPU_OPTIONS[name]}', m, default_ms=ms[0], over_default=m / ms[0]))
+  return rows
+
+
 def quickstart_rows(size):
   """README quickstart through the CLI, in a subprocess: cold, then with a warm compilation cache."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -361,6 +391,8 @@ def run_suite(suite: str, size_name: str, only=(), moe_dispatches=('sort',)) -> 
       rows += moe_rows(size, torch_mod, tuple(moe_dispatches))
     if 'matmul' in groups:
       rows += matmul_rows(size, torch_mod, dense)
+    if 'xla_options' in groups:
+      rows += xla_option_rows(size)
     if 'memorization' in groups:
       rows += memorization_rows(size)
     if 'quickstart' in groups:
@@ -394,6 +426,9 @@ def describe(r) -> tuple[str, str]:
   if 'torch_loop_ms' in r:
     ref.append(f'PyTorch loop over experts {_fmt_ms(r["torch_loop_ms"])}')
     note.append(f'ours {r["torch_over_ours"]:.2f}x faster than the loop')
+  if 'over_default' in r:
+    ref.append(f'default options {_fmt_ms(r["default_ms"])}')
+    note.append(f'{r["over_default"]:.2f}x the default')
   if 'over_dense' in r:
     note.insert(0, f'{r["over_dense"]:.2f}x FLOP-matched dense')
   for key in ('torch', 'torch_loop'):

@@ -95,8 +95,9 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   doc = json.loads(out.read_text())
   ids = [r['id'] for r in doc['rows']]
   assert ids == ['dense_16x32_t64', 'moe_dense_matched', 'moe_sort_cf1', 'moe_sort_cf1.25',
-                 'moe_sort_dropless', 'matmul_64', 'memorization_ffn_stack', 'quickstart_cold',
-                 'quickstart_warm']
+                 'moe_sort_dropless', 'matmul_64', 'xla_ynn_off_eigen_dots_16x32_t64',
+                 'xla_ynn_eltwise_only_16x32_t64', 'xla_fast_math_16x32_t64',
+                 'memorization_ffn_stack', 'quickstart_cold', 'quickstart_warm']
   rows = {r['id']: r for r in doc['rows']}
   for i in ids[2:5]:
     assert rows[i]['over_dense'] == pytest.approx(rows[i]['ours_ms'] / rows['moe_dense_matched']['ours_ms'])
