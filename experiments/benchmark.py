@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,13 +55,13 @@ SIZES = {
     'full': dict(dense=((512, 2048, 8192), (128, 512, 4096), (64, 256, 1024)), repeats=7,
                  moe=dict(tokens=4096, d_model=128, d_expert=512, num_experts=8, top_k=2),
                  moe_repeats=15, capacity_factors=(1.0, 1.25, 0.0), matmul=2048,
-                 memorization=dict(facts=16384, relations=64, d_model=32, d_ff=64, batch=512,
+                 memorization=dict(facts=16384, relations=16, d_model=32, d_ff=64, batch=512,
                                    log_every=100, steps=500),
                  quickstart=[]),
     'quick': dict(dense=((512, 2048, 8192), (128, 512, 4096), (64, 256, 1024)), repeats=3,
                   moe=dict(tokens=4096, d_model=128, d_expert=512, num_experts=8, top_k=2),
                   moe_repeats=7, capacity_factors=(1.0, 1.25, 0.0), matmul=2048,
-                  memorization=dict(facts=16384, relations=64, d_model=32, d_ff=64, batch=512,
+                  memorization=dict(facts=16384, relations=16, d_model=32, d_ff=64, batch=512,
                                     log_every=100, steps=200),
                   quickstart=[]),
     'tiny': dict(dense=((16, 32, 64),), repeats=1,
@@ -110,7 +111,7 @@ def interleaved_ms(fns, repeats):
       t0 = time.perf_counter()
       fn()
       ts.append(time.perf_counter() - t0)
-  return [1e3 * sorted(ts)[len(ts) // 2] for ts in times]
+  return [1e3 * statistics.median(ts) for ts in times]
 
 
 def jax_step_fn(model, x, y, compiler_options=None):
@@ -160,24 +161,32 @@ def row(id_, workload, ours_ms=None, **fields):
 
 
 def dense_rows(size, torch_mod):
-  """Dense FFN train steps, ours vs PyTorch eager on the same model; achieved GFLOP/s."""
+  """Dense FFN train steps, ours vs PyTorch eager on the same model; achieved GFLOP/s and its
+  share of the XLA matmul ceiling (one n^3 matmul timed in the same interleaved rounds)."""
   import jax  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
   from flax import nnx  # pylint: disable=g-import-not-at-top
   from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  n = size['matmul']
+  a = jax.random.normal(jax.random.PRNGKey(0), (n, n))
+  mm = jax.jit(lambda a: a @ a)
+  ceiling_fn = lambda: mm(a).block_until_ready()  # pylint: disable=unnecessary-lambda-assignment
   rows = []
   for d, f, t in size['dense']:
     kx, ky = jax.random.split(jax.random.PRNGKey(0))
     x, y = jax.random.normal(kx, (t, d)), jax.random.normal(ky, (t, d))
-    fns = [jax_step_fn(ffn_lib.FFN(d, f, 'relu', rngs=nnx.Rngs(0)), x, y)]
+    fns = [jax_step_fn(ffn_lib.FFN(d, f, 'relu', rngs=nnx.Rngs(0)), x, y), ceiling_fn]
     if torch_mod:
       fns.append(torch_mod.train_step_fn(torch_mod.dense_ffn(d, f), np.asarray(x), np.asarray(y)))
     ms = interleaved_ms(fns, size['repeats'])
     flops = 12 * t * d * f  # forward 4 T d f (two matmuls), backward twice that
+    ceiling = 2 * n ** 3 / ms[1] / 1e6  # the XLA matmul ceiling, timed in the same rounds
     r = row(f'dense_{d}x{f}_t{t}', f'dense FFN {d}/{f}, {t:,} tokens', ms[0],
-            step_gflop=flops / 1e9, ours_gflops=flops / ms[0] / 1e6)
+            step_gflop=flops / 1e9, ours_gflops=flops / ms[0] / 1e6, ceiling_gflops=ceiling,
+            ours_of_ceiling=flops / ms[0] / 1e6 / ceiling)
     if torch_mod:
-      r.update(torch_ms=ms[1], torch_gflops=flops / ms[1] / 1e6, torch_over_ours=ms[1] / ms[0])
+      r.update(torch_ms=ms[2], torch_gflops=flops / ms[2] / 1e6, torch_over_ours=ms[2] / ms[0],
+               torch_of_ceiling=flops / ms[2] / 1e6 / ceiling)
     else:
       r['torch'] = NO_TORCH
     rows.append(r)
@@ -226,9 +235,8 @@ def moe_rows(size, torch_mod, dispatches=('sort',), dense_dtype='float32', tag='
   return rows
 
 
-def matmul_rows(size, torch_mod, dense_rows_=(), dtype='float32'):
-  """The machine's matmul ceiling (one n x n x n matmul, XLA and torch) and what the dense
-  steps reach of it."""
+def matmul_rows(size, torch_mod, dtype='float32'):
+  """The machine's matmul ceiling: one n x n x n matmul, XLA and torch (MKL / oneDNN)."""
   import jax  # pylint: disable=g-import-not-at-top
   n = size['matmul']
   a = jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(dtype)
@@ -244,11 +252,6 @@ def matmul_rows(size, torch_mod, dense_rows_=(), dtype='float32'):
     r.update(torch_ms=ms[1], torch_gflops=flops / ms[1] / 1e6, torch_over_ours=ms[1] / ms[0])
   else:
     r['torch'] = NO_TORCH
-  ceiling = r['ours_gflops']
-  for d in dense_rows_:  # achieved FLOP/s of each dense step over the XLA ceiling
-    d['ours_of_ceiling'] = d['ours_gflops'] / ceiling
-    if 'torch_gflops' in d:
-      d['torch_of_ceiling'] = d['torch_gflops'] / ceiling
   return [r]
 
 
@@ -340,7 +343,7 @@ def dense_bf16_rows(size):
           ours_tflops=flops / ms / 1e9)
   r['mfu'] = r['ours_tflops'] * 1e12 / peak if peak else None
   r['peak'] = f'{peak / 1e12:.0f} TFLOP/s ({kind})' if peak else f'unknown for {kind}'
-  return [r] + matmul_rows(size, None, [], dtype='bfloat16')
+  return [r] + matmul_rows(size, None, dtype='bfloat16')
 
 
 def sweep_rows(size):
@@ -385,12 +388,12 @@ def run_suite(suite: str, size_name: str, only=(), moe_dispatches=('sort',)) -> 
   rows = []
   if suite == 'cpu':
     size = SIZES[size_name]
-    dense = dense_rows(size, torch_mod) if 'dense' in groups else []
-    rows += dense
+    if 'dense' in groups:
+      rows += dense_rows(size, torch_mod)
     if 'moe' in groups:
       rows += moe_rows(size, torch_mod, tuple(moe_dispatches))
     if 'matmul' in groups:
-      rows += matmul_rows(size, torch_mod, dense)
+      rows += matmul_rows(size, torch_mod)
     if 'xla_options' in groups:
       rows += xla_option_rows(size)
     if 'memorization' in groups:
@@ -408,7 +411,8 @@ def run_suite(suite: str, size_name: str, only=(), moe_dispatches=('sort',)) -> 
       rows += sweep_rows(size)
   info['load_average_end'] = list(os.getloadavg())
   info['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-  return {'suite': suite, 'size': size_name, 'machine': info, 'rows': rows,
+  return {'suite': suite, 'size': size_name, 'shapes_and_repeats': size, 'machine': info,
+          'rows': rows,
           'command': ' '.join(['python -m experiments.benchmark', *sys.argv[1:]])}
 
 
@@ -439,7 +443,8 @@ def describe(r) -> tuple[str, str]:
                 + (f' ({100 * r["ours_of_ceiling"]:.0f}% of the XLA ceiling)' if 'ours_of_ceiling' in r
                    else ''))
   if 'torch_gflops' in r:
-    note.append(f'PyTorch {r["torch_gflops"]:.0f} GFLOP/s')
+    note.append(f'PyTorch {r["torch_gflops"]:.0f} GFLOP/s'
+                + (f' ({100 * r["torch_of_ceiling"]:.0f}%)' if 'torch_of_ceiling' in r else ''))
   if 'ours_tflops' in r:
     note.append(f'{r["ours_tflops"]:.0f} TFLOP/s, MFU '
                 + (f'{100 * r["mfu"]:.0f}% of {r["peak"]}' if r.get('mfu') else r['peak']))

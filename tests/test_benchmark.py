@@ -23,7 +23,8 @@ def test_tiny_dense_and_matmul_rows_in_process():
   dense, mm = doc['rows']
   assert dense['step_gflop'] == pytest.approx(12 * 64 * 16 * 32 / 1e9)
   assert dense['ours_gflops'] == pytest.approx(dense['step_gflop'] / dense['ours_ms'] * 1e3)
-  assert dense['ours_of_ceiling'] == pytest.approx(dense['ours_gflops'] / mm['ours_gflops'])
+  assert dense['ours_of_ceiling'] == pytest.approx(dense['ours_gflops'] / dense['ceiling_gflops'])
+  assert mm['ours_gflops'] == pytest.approx(2 * 64 ** 3 / mm['ours_ms'] / 1e6)
   assert ('torch_ms' in dense) == (benchmark.torch_or_none() is not None)
   m = doc['machine']
   assert m['cpu_count'] == os.cpu_count() and m['jax'] == jax.__version__
