@@ -55,6 +55,8 @@ VMAPPED_KEYS = ('train.seed', *(f'train.{k}' for k in optim.HYPERPARAMS))
 # run at the widest width) stay within this factor of its real FLOPs (flops_per_token at
 # each run's own width); wider ranges split into several programs, greedily over sorted
 # widths (`split_by_flops`). 1.0 turns padding off (only equal widths share a program).
+# Example, capacity_dense.py (widths 4..1024, doubling, 3 seeds): factor 2 gives the programs
+# {4,8,16} {32,64,128} {256,512,1024} per activation; factor 4 gives {4..256} {512,1024}.
 PAD_FLOPS_FACTOR = 2.0
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
@@ -188,17 +190,20 @@ def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
 
 
 def split_by_flops(runs: Sequence[Run], flops: Sequence[float], factor: float) -> list[list[Run]]:
-  """Runs (of one group_key) cut into programs whose padded FLOPs, len(g) * max flops, stay
-  within `factor` of their real FLOPs, sum of flops: greedy over runs sorted by width
-  (flops_per_token grows with d_ff), a new program whenever the next run would break the bound."""
-  order = sorted(range(len(runs)), key=lambda i: (models.hidden_width(runs[i].config.model), flops[i]))
+  """Runs (of one group_key) cut into programs whose padded FLOPs, len(program) * its largest
+  flops, stay within `factor` of their real FLOPs, the sum of flops: greedy over the distinct
+  widths in increasing order, all runs of a width together, a new program whenever adding
+  the next width would break the bound (flops_per_token grows with d_ff)."""
+  by_width: dict[int, list[int]] = {}
+  for i, r in enumerate(runs):
+    by_width.setdefault(models.hidden_width(r.config.model), []).append(i)
   out: list[list[int]] = []
-  for i in order:
-    cand = (out[-1] if out else []) + [i]
-    if out and len(cand) * flops[i] <= factor * sum(flops[j] for j in cand):
+  for w in sorted(by_width):
+    cand = (out[-1] if out else []) + by_width[w]
+    if out and len(cand) * max(flops[j] for j in cand) <= factor * sum(flops[j] for j in cand):
       out[-1] = cand
     else:
-      out.append([i])
+      out.append(by_width[w])
   return [[runs[i] for i in g] for g in out]
 
 

@@ -35,13 +35,17 @@ class Init(NamedTuple):
     n = {'fan_in': fan_in, 'fan_out': fan_out, 'fan_avg': (fan_in + fan_out) / 2}[self.mode]
     return jnp.sqrt(jnp.float32(self.scale) / n)
 
-  def unit_sample(self, key: jax.Array, shape) -> jax.Array:
-    """Zero-mean, unit-variance draws of the rule's distribution (float32)."""
+  def raw_sample(self, key: jax.Array, shape) -> jax.Array:
+    """Zero-mean draws of the rule's distribution with standard deviation SAMPLE_STD[distribution]."""
     if self.distribution == 'truncated_normal':
-      return jax.random.truncated_normal(key, -2, 2, shape, jnp.float32) / jnp.float32(TRUNCATED_NORMAL_STD)
+      return jax.random.truncated_normal(key, -2, 2, shape, jnp.float32)
     if self.distribution == 'normal':
       return jax.random.normal(key, shape, jnp.float32)
-    return jax.random.uniform(key, shape, jnp.float32, -1) * jnp.sqrt(jnp.float32(3))
+    return jax.random.uniform(key, shape, jnp.float32, -1)
+
+
+# Standard deviation of Init.raw_sample: a normal truncated to (-2, 2), N(0, 1), U(-1, 1).
+SAMPLE_STD = {'truncated_normal': TRUNCATED_NORMAL_STD, 'normal': 1.0, 'uniform': 3 ** -0.5}
 
 
 INITS: dict[str, Init] = {
@@ -65,8 +69,9 @@ def per_unit(init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_
   """(num_units, unit_size): row u drawn from fold_in(key, u), times init.std(fan_in, fan_out);
   rows u >= true_units (padding) are exactly 0. fan_in, fan_out and true_units may be traced."""
   units_U = jnp.arange(num_units)
-  z_UxS = jax.vmap(lambda u: init.unit_sample(jax.random.fold_in(key, u), (unit_size,)))(units_U)
-  w_UxS = z_UxS * init.std(fan_in, fan_out)
+  z_UxS = jax.vmap(lambda u: init.raw_sample(jax.random.fold_in(key, u), (unit_size,)))(units_U)
+  # One scalar multiplier, so a traced and a constant width give the same weights.
+  w_UxS = z_UxS * (init.std(fan_in, fan_out) / jnp.float32(SAMPLE_STD[init.distribution]))
   real_UxS = jnp.broadcast_to((units_U < true_units)[:, None], w_UxS.shape)
   return jnp.where(real_UxS, w_UxS, jnp.zeros_like(w_UxS))
 
