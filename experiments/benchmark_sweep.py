@@ -69,8 +69,10 @@ def padding(tmp: str) -> None:
                                  progress=False)
       wall[f] = time.time() - t0
       assert all(s['status'] == 'completed' for s in out[f].values()), 'a run did not complete'
+      compile_s = sum(s['compile_time_s'] / s['sweep_group_size'] for s in out[f].values())
+      checkpoint_s = sum(s['checkpoint_time_s'] for s in out[f].values())
       line = (f'{SWEEP_FILE}:{arg}: {len(runs)} runs, pad_flops_factor {f:g}: {len(groups):3d} programs, '
-              f'{wall[f]:7.1f} s')
+              f'{wall[f]:7.1f} s (compiling the train chunks {compile_s:.1f} s, checkpoints {checkpoint_s:.1f} s)')
       if f != 1.0:
         diff = [abs(out[f][k]['eval_loss'] - s['eval_loss']) for k, s in out[1.0].items()]
         rel = max(d / abs(s['eval_loss']) for d, s in zip(diff, out[1.0].values()))

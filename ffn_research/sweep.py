@@ -55,9 +55,12 @@ VMAPPED_KEYS = ('train.seed', *(f'train.{k}' for k in optim.HYPERPARAMS))
 # run at the widest width) stay within this factor of its real FLOPs (flops_per_token at
 # each run's own width); wider ranges split into several programs, greedily over sorted
 # widths (`split_by_flops`). 1.0 turns padding off (only equal widths share a program).
+# 4, not 2: the small models this project sweeps on CPU are bound by compiling and per-step
+# overhead, not FLOPs (docs/sweeps.md "Measured"); for large models on accelerators, where
+# time follows FLOPs, pass a smaller factor (experiments.sweep --pad_flops_factor=2).
 # Example, capacity_dense.py (widths 4..1024, doubling, 3 seeds): factor 2 gives the programs
 # {4,8,16} {32,64,128} {256,512,1024} per activation; factor 4 gives {4..256} {512,1024}.
-PAD_FLOPS_FACTOR = 2.0
+PAD_FLOPS_FACTOR = 4.0
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
