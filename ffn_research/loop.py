@@ -145,7 +145,7 @@ class GroupPrograms:
 
     def pad_one(a, x):
       x = np.asarray(x)
-      return np.pad(x, [(0, n - m) for n, m in zip(a.shape, x.shape)])
+      return np.pad(x, [(0, n - m) for n, m in zip(a.shape, x.shape)]) if x.ndim else x
 
     return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x) for x in xs])), full, *states)
 

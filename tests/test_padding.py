@@ -175,14 +175,62 @@ def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
   hyper = {k: [cfg(16).train[k]] * 2 for k in optim.HYPERPARAMS}
   state_group, metrics = group.chunk(group.init([0, 0], hyper, [16, 256]), 300)
   assert float(np.asarray(metrics['grad_norm'])[0]) > 0.05  # clipping was active
-  true = jax.tree.map(lambda x: x.shape, jax.eval_shape(lone_exp.init, 0))
+  true = jax.eval_shape(lone_exp.init, 0)
   host = jax.device_get(state_group)
   for k in ('params', 'opt_state'):
-    for (path, x), shape in zip(jax.tree_util.tree_leaves_with_path(host[k]), jax.tree.leaves(true[k])):
-      assert not padding_outside(np.asarray(x)[0], shape).any(), jax.tree_util.keystr(path)
+    for (path, x), a in zip(jax.tree_util.tree_leaves_with_path(host[k]), jax.tree.leaves(true[k])):
+      assert not padding_outside(np.asarray(x)[0], a.shape).any(), jax.tree_util.keystr(path)
   cut = group.run_state(host, 0, jax.eval_shape(lone_exp.init, 0))
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(cut['params']), jax.tree.leaves(state_lone['params'])):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-6, err_msg=jax.tree_util.keystr(path))
   ev_lone = float(lone.evaluate(state_lone['params'], state_lone['data'])['eval_loss'])
   ev_group = float(np.asarray(group.evaluate(state_group['params'], state_group['data'])['eval_loss'])[0])
   np.testing.assert_allclose(ev_group, ev_lone, rtol=1e-5)
+
+
+@pytest.mark.slow  # two sweeps and a resume of a padded group (~15 s)
+def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypatch):
+  """Checkpoints hold each run's own shapes; a killed padded group restores them zero-padded."""
+  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
+  base = tiny_config()
+  base.train.steps, base.train.checkpoint_every = 40, 20
+  grid = sweep.values('model.d_ff', [4, 8, 16])
+  ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), pad_flops_factor=100.0, progress=False)
+  real_save, saved = io_lib.Checkpointer.save, []
+
+  def save_then_die(self, step, state, meta):
+    real_save(self, step, state, meta)
+    saved.append(jax.tree.leaves(state['params']['w2'])[0].shape)  # (the run's own d_ff, 1)
+    if step == 20 and len(saved) == 3:
+      raise KeyboardInterrupt
+  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.run_sweep(base, grid, str(tmp_path / 'run'), pad_flops_factor=100.0, progress=False)
+  assert saved == [(4, 1), (8, 1), (16, 1)]
+  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), pad_flops_factor=100.0, progress=False)
+  for name, summary in ref.items():
+    assert out[name]['eval_loss'] == summary['eval_loss'] and out[name]['sweep_padded_d_ff'] == 16
+    with open(tmp_path / 'run' / 'runs' / name / 'metrics.jsonl') as f:
+      assert [json.loads(l)['step'] for l in f] == [10, 20, 30, 40]
+
+
+@pytest.mark.slow  # a transformer compiled twice (~30 s)
+def test_transformer_ffn_blocks_pad(tmp_path):
+  """The transformer's FFN blocks: d_ff 16 in a program padded to 64 vs the run alone."""
+  base = config_lib.tiny_transformer_config('memorization', None)
+  base.model.d_model, base.model.d_ff, base.model.num_heads = 16, 64, 2
+  base.task.num_facts, base.task.vocab_size = 64, 32
+  base.train.steps, base.train.log_every, base.train.batch_size = 40, 20, 16
+  base.train.warmup_steps, base.train.checkpoint_every = 5, 0
+  grid = sweep.values('model.d_ff', [16, 64])
+  summaries = sweep.run_sweep(base, grid, str(tmp_path / 'sweep'), progress=False)
+  cfg = sweep.apply_overrides(base, {'model.d_ff': 16})
+  lone = loop.train_and_evaluate(cfg, str(tmp_path / 'lone'))
+  got = summaries['d_ff=16']
+  assert got['sweep_padded_d_ff'] == 64 and got['num_ffn_params'] == lone['num_ffn_params']
+  np.testing.assert_allclose(got['eval_loss'], lone['eval_loss'], rtol=1e-5)
+  a = nnx.state(loop.load_run(str(tmp_path / 'sweep' / 'runs' / 'd_ff=16')).model, nnx.Param)
+  b = nnx.state(loop.load_run(str(tmp_path / 'lone')).model, nnx.Param)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)

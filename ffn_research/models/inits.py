@@ -66,10 +66,18 @@ def get(name: str) -> Init:
 
 def per_unit(init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_in, fan_out,
              true_units) -> jax.Array:
-  """(num_units, unit_size): row u drawn from fold_in(key, u), times init.std(fan_in, fan_out);
-  rows u >= true_units (padding) are exactly 0. fan_in, fan_out and true_units may be traced."""
+  """(num_units, unit_size) times init.std(fan_in, fan_out), row u the same whatever num_units;
+  rows u >= true_units (padding) are exactly 0. fan_in, fan_out and true_units may be traced.
+
+  With partitionable threefry (jax's default) entry (u, s) of one draw of shape (U, S) comes
+  from counter u * S + s alone, so rows do not depend on U: one draw, cheap to compile.
+  Otherwise row u is drawn from fold_in(key, u).
+  """
   units_U = jnp.arange(num_units)
-  z_UxS = jax.vmap(lambda u: init.raw_sample(jax.random.fold_in(key, u), (unit_size,)))(units_U)
+  if jax.config.jax_threefry_partitionable:
+    z_UxS = init.raw_sample(key, (num_units, unit_size))
+  else:
+    z_UxS = jax.vmap(lambda u: init.raw_sample(jax.random.fold_in(key, u), (unit_size,)))(units_U)
   # One scalar multiplier, so a traced and a constant width give the same weights.
   w_UxS = z_UxS * (init.std(fan_in, fan_out) / jnp.float32(SAMPLE_STD[init.distribution]))
   real_UxS = jnp.broadcast_to((units_U < true_units)[:, None], w_UxS.shape)
