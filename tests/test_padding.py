@@ -54,6 +54,23 @@ def test_init_and_forward_do_not_depend_on_padding(activation, init):
   assert not h[:, 5:].any()
 
 
+@pytest.mark.parametrize('partitionable', [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_per_unit_rows_do_not_depend_on_the_allocated_width(partitionable):
+  """Both draws of inits.per_unit: one matrix (partitionable threefry) or fold_in per unit."""
+  before = jax.config.jax_threefry_partitionable
+  jax.config.update('jax_threefry_partitionable', partitionable)
+  try:
+    for name in ('xavier_uniform', 'lecun_normal'):
+      draw = lambda units, init=inits.get(name): np.asarray(inits.per_unit(
+          init, jax.random.PRNGKey(3), units, 4, fan_in=4, fan_out=5, true_units=5))
+      narrow, wide = draw(5), draw(64)
+      np.testing.assert_array_equal(wide[:5], narrow)
+      assert not wide[5:].any() and np.all(narrow != 0)
+  finally:
+    jax.config.update('jax_threefry_partitionable', before)
+
+
+@pytest.mark.slow
 def test_per_unit_init_has_the_variance_scaling_std():
   """std = sqrt(scale / n) with the true fans (n = fan_in, or the mean of fan_in and fan_out)."""
   key = jax.random.PRNGKey(0)
@@ -69,6 +86,7 @@ def test_per_unit_init_has_the_variance_scaling_std():
     assert abs(w[:64].mean()) < 0.03 * want, name
 
 
+@pytest.mark.slow
 def test_traced_width_equals_static_width():
   """The width a vmapped init receives as a traced value builds the same weights as a static one."""
   cfg = tiny_config('swiglu', d_ff=32)
@@ -130,8 +148,8 @@ def test_only_dense_ffns_without_dropout_pad():
 # --------------------------------------------------------------------------- through the sweep
 
 def test_padded_sweep_equals_lone_runs_and_reports_true_counts(tmp_path):
-  """A width-4 and a width-8 run in one program padded to 32 vs each run alone; checkpoints
-  hold each run's own shapes (load_run), summaries its own counts."""
+  """A width-4 and a width-8 run in one program padded to 32; the width-4 run vs the same run
+  alone; checkpoints hold each run's own shapes (load_run), summaries its own counts."""
   base = tiny_config()
   base.train.optimizer, base.train.weight_decay, base.train.grad_clip = 'adamw', 0.1, 0.05  # clipping active
   grid = sweep.values('model.d_ff', [4, 8, 32])
@@ -140,11 +158,14 @@ def test_padded_sweep_equals_lone_runs_and_reports_true_counts(tmp_path):
   task = tasks.build_task(base)
   for d_ff in (4, 8):
     name, cfg = f'd_ff={d_ff}', sweep.apply_overrides(base, {'model.d_ff': d_ff})
-    lone = loop.train_and_evaluate(cfg, str(tmp_path / f'lone{d_ff}'))
     got = summaries[name]
     counts = models.model_counts(cfg, task)
     assert {k: got[k] for k in counts} == counts and got['num_params'] == 3 * d_ff + 1
     assert got['sweep_padded_d_ff'] == 32 and got['sweep_group_size'] == 3
+    assert jax.tree.leaves(loop.load_run(str(tmp_path / 'sweep' / 'runs' / name)).model.w2)[0].shape == (d_ff, 1)
+    if d_ff == 8:
+      continue
+    lone = loop.train_and_evaluate(cfg, str(tmp_path / f'lone{d_ff}'))
     np.testing.assert_allclose(got['eval_loss'], lone['eval_loss'], rtol=1e-5)
     a = nnx.state(loop.load_run(str(tmp_path / 'sweep' / 'runs' / name)).model, nnx.Param)
     b = nnx.state(loop.load_run(str(tmp_path / f'lone{d_ff}')).model, nnx.Param)

@@ -108,8 +108,8 @@ class FFN(Layer):
 
   `d_ff` units are allocated; the first `d_ff_true` (default d_ff; may be a traced per-run
   value, see sweep.PAD_FLOPS_FACTOR) are real, the rest are zero and masked to zero. Each
-  unit's weights come from its own key (inits.per_unit) with the true fan-in/fan-out, so a
-  run's initialisation and training do not depend on how far it is padded.
+  unit's weights do not depend on the allocated width (inits.per_unit, true fan-in/fan-out),
+  so a run's initialisation and training do not depend on how far it is padded.
   """
 
   def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,

@@ -3,9 +3,9 @@
 Every name is a variance-scaling rule (jax.nn.initializers.variance_scaling semantics):
 std = sqrt(scale / n) with n the fan-in, fan-out or their mean. `Init.__call__` draws a
 whole matrix like the jax initialiser (attention, embeddings, MoE experts); `per_unit`
-draws an FFN's hidden units one by one, each from its own key and scaled by the true
-fan-in/fan-out, so a unit's weights do not depend on how wide the matrix is allocated
-(padded sweep programs, sweep.PAD_FLOPS_FACTOR).
+draws an FFN's weights unit-major, scaled by the true fan-in/fan-out, so a hidden unit's
+weights do not depend on how wide the matrix is allocated (padded sweep programs,
+sweep.PAD_FLOPS_FACTOR).
 """
 
 from typing import NamedTuple
