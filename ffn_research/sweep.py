@@ -369,9 +369,15 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
                       leave=False, disable=not progress, dynamic_ncols=True)
       try:
         with contextlib.ExitStack() as locks:
+          free = []  # runs another process holds are skipped; their group-mates still train
           for r in g:
-            locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
-          run_group(g, workdir, devices=devices, step_bar=step_bar)
+            try:
+              locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
+              free.append(r)
+            except io_lib.Busy as e:
+              print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
+          if free:
+            run_group(free, workdir, devices=devices, step_bar=step_bar)
       except io_lib.Busy as e:
         print(f'sweep: skipped {len(g)} runs starting with {g[0].name}: {e}', file=sys.stderr, flush=True)
       except loop_lib.NotEnoughMemory as e:

@@ -227,14 +227,14 @@ def test_failed_group_recorded_then_retried(tmp_path, monkeypatch):
     real_init(self, config)
 
   monkeypatch.setattr(train.Experiment, '__init__', broken_init)
-  first = sweep.run_sweep(tiny_config(), grid, workdir, progress=False)
+  first = sweep.run_sweep(tiny_config(), grid, workdir, progress=False, pad_flops_factor=1.0)  # two groups
   assert first['d_ff=4'] == {'status': 'failed', 'error': 'RuntimeError: boom'}
   assert first['d_ff=8']['status'] == 'completed'
   _, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert [(r['name'], r['status'], r['error']) for r in rows] == [
       ('d_ff=4', 'failed', 'RuntimeError: boom'), ('d_ff=8', 'completed', '')]
   monkeypatch.setattr(train.Experiment, '__init__', real_init)
-  second = sweep.run_sweep(tiny_config(), grid, workdir, progress=False)
+  second = sweep.run_sweep(tiny_config(), grid, workdir, progress=False, pad_flops_factor=1.0)
   assert second['d_ff=4']['status'] == 'completed'
   assert second['d_ff=8'] == first['d_ff=8']  # finished runs are skipped, not retrained
 
