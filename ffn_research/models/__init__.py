@@ -42,13 +42,15 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
 
 
 def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs,
-                d_ff_true: Any = None) -> ffn_lib.Layer:
-  """The model; `d_ff_true`: every FFN's true width when config's d_ff is a padded program's."""
+                expert_mesh: Any = None, d_ff_true: Any = None) -> ffn_lib.Layer:
+  """The model a config selects; MoE experts split over `expert_mesh`'s 'expert' axis when given;
+  `d_ff_true`: every FFN's true width when config's d_ff is a padded program's."""
   m = config.model
   if m.arch == 'ffn':
-    return build_ffn(m, m.d_model, task.output_dim, rngs, d_ff_true)
+    return build_ffn(m, m.d_model, task.output_dim, rngs, expert_mesh, d_ff_true)
   if m.arch in SEQUENCE_ARCHS:
-    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs, d_ff_true=d_ff_true)
+    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh,
+                                  d_ff_true=d_ff_true)
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 

@@ -23,8 +23,10 @@ def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
 
 
 def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
-              rngs: nnx.Rngs, d_ff_true: jax.Array | None = None) -> ffn_lib.Layer:
-  """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them.
+              rngs: nnx.Rngs, mesh: jax.sharding.Mesh | None = None,
+              d_ff_true: jax.Array | None = None) -> ffn_lib.Layer:
+  """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them
+  (its experts split over `mesh`'s 'expert' axis when given).
 
   `d_ff_true`: the run's true hidden width when the config's width is a padded program's
   (dense FFNs only: `pads_d_ff`); None: the config's own.
@@ -40,7 +42,7 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
         load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
         bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,
         dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
-        d_out=d_out, rngs=rngs)
+        d_out=d_out, mesh=mesh, rngs=rngs)
   return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
                      dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
                      dtype=model_cfg.dtype, d_out=d_out, d_ff_true=d_ff_true, rngs=rngs)
