@@ -3,7 +3,7 @@
 `Experiment(config)` holds everything a config fixes (model structure, task,
 optimizer from `optim`) and exposes pure functions over pytrees:
 
-  init(seed)                                  -> run state (params, opt_state, data, rng, step)
+  init(seed, d_ff=None)                       -> run state (params, opt_state, data, rng, step)
   train_step(params, opt_state, batch, rng)   -> (params, opt_state, metrics)
   train_chunk(state, num_steps)               -> (state, metrics): lax.scan over steps
   evaluate(params, data)                      -> eval metrics
@@ -55,13 +55,18 @@ class Experiment:
     self.graphdef, _ = nnx.split(abstract)
     self.counts = models.model_counts(config, self.task)
 
-  def _build_model(self, key):
-    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh))
+  def _build_model(self, key, d_ff=None):
+    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh),
+                              d_ff_true=d_ff)
 
-  def init(self, seed: jax.Array | int) -> dict[str, PyTree]:
-    """Run state from a seed: model init, task data and the step RNG all derive from it."""
+  def init(self, seed: jax.Array | int, d_ff: jax.Array | int | None = None) -> dict[str, PyTree]:
+    """Run state from a seed: model init, task data and the step RNG all derive from it.
+
+    `d_ff`: the run's true FFN width when this Experiment's config is a padded program's
+    (sweep.PAD_FLOPS_FACTOR): units past it start at 0 and stay 0; None: the config's width.
+    """
     key = jax.random.PRNGKey(seed)
-    _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0)))
+    _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff))
     return {
         'params': params,
         'opt_state': self.optimizer.init(nnx.state(nnx.merge(self.graphdef, params), nnx.Param)),

@@ -141,8 +141,8 @@ class StubFFN(ffn_lib.Layer):
 def test_ffn_aux_collected_per_layer_and_forwarded_to_after_step(monkeypatch):
   made = []
 
-  def fake_build_ffn(model_cfg, d_in, d_out, rngs, mesh=None):
-    assert d_in == d_out == model_cfg.d_model and mesh is None
+  def fake_build_ffn(model_cfg, d_in, d_out, rngs, mesh=None, d_ff_true=None):
+    assert d_in == d_out == model_cfg.d_model and mesh is None and d_ff_true is None
     made.append(StubFFN(d_in, len(made), rngs))
     return made[-1]
 
