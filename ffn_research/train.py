@@ -53,6 +53,9 @@ class Experiment:
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, _ = nnx.split(abstract)
     self.counts = models.model_counts(config, self.task)
+    # Sequence tasks: logits only at the positions the loss can weigh (tasks.sequence `scored`).
+    scored = getattr(self.task, 'scored', None)
+    self.apply_kwargs = {} if scored is None else {'positions': scored}
 
   def _build_model(self, key):
     return models.build_model(self.config, self.task, nnx.Rngs(params=key))
@@ -75,7 +78,7 @@ class Experiment:
 
     def loss_fn(weights):
       model = nnx.merge(self.graphdef, weights, rest)
-      outputs, aux = model.apply(batch['inputs'], rng=rng)
+      outputs, aux = model.apply(batch['inputs'], rng=rng, **self.apply_kwargs)
       task_loss, task_metrics = self.task.loss(outputs, batch)
       return task_loss + _sum_aux_losses(aux), (task_loss, task_metrics, aux)
 
