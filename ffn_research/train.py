@@ -15,6 +15,7 @@ so a sweep can `vmap` them over runs that share shapes. The run loop around them
 from typing import Any
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import ml_collections
 import optax
@@ -66,18 +67,31 @@ class Experiment:
     _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0)))
     return {
         'params': params,
-        'opt_state': self.optimizer.init(nnx.state(nnx.merge(self.graphdef, params), nnx.Param)),
+        'opt_state': self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0]),
         'data': self.task.init_data(jax.random.fold_in(key, 1)),
         'rng': jax.random.fold_in(key, 2),
         'step': jnp.zeros((), jnp.int32),
     }
 
+  @staticmethod
+  def _flat(weights):
+    """(one float32 vector of every nnx.Param, the function that rebuilds the State from it).
+
+    The optimizer and the norms work on this vector: a few kernels instead of a few per
+    parameter array (compile time and per-step overhead of small models; docs/sequence.md).
+    """
+    from ffn_research.tasks import sequence  # TEMPORARY
+    if 'tree' in sequence.LEGACY:
+      return weights, lambda w: w
+    return jax.flatten_util.ravel_pytree(weights)
+
   def train_step(self, params, opt_state, batch, rng):
     """One optimizer step. `params` is the model's whole nnx.State; gradients flow to nnx.Param."""
     weights, rest = nnx.split_state(params, nnx.Param, ...)
+    weights, unflatten = self._flat(weights)
 
     def loss_fn(weights):
-      model = nnx.merge(self.graphdef, weights, rest)
+      model = nnx.merge(self.graphdef, unflatten(weights), rest)
       outputs, aux = model.apply(batch['inputs'], rng=rng, **self.apply_kwargs)
       task_loss, task_metrics = self.task.loss(outputs, batch)
       return task_loss + _sum_aux_losses(aux), (task_loss, task_metrics, aux)
@@ -85,7 +99,7 @@ class Experiment:
     (total, (task_loss, task_metrics, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights)
     updates, opt_state = self.optimizer.update(grads, opt_state, weights)
     weights = optax.apply_updates(weights, updates)
-    model = nnx.merge(self.graphdef, weights, rest)
+    model = nnx.merge(self.graphdef, unflatten(weights), rest)
     model.after_step(aux)  # non-gradient state (e.g. MoE routing biases)
     _, params = nnx.split(model)
     count = opt_state.count - 1
