@@ -28,7 +28,6 @@ from ffn_research.config import tiny_transformer_config
 
 flags.DEFINE_list('batch_sizes', ['64', '512'], 'Batch sizes to profile (sequences per step).')
 flags.DEFINE_integer('repeats', 30, 'Timed rounds (median reported); chunks run every 5th round.')
-flags.DEFINE_list('variants', ['take+argmax+positions', ''], 'TEMPORARY: legacy paths per variant.')
 flags.DEFINE_string('json', None, 'Also write the results to this JSON file.')
 FLAGS = flags.FLAGS
 
@@ -92,12 +91,9 @@ def _timed(call) -> float:
   return time.perf_counter() - t0
 
 
-def profile(configs: dict[str, object], repeats: int = 30, before=None) -> list[dict[str, float]]:
+def profile(configs: dict[str, object], repeats: int = 30) -> list[dict[str, float]]:
   """Per config: compile_s (first chunk), steps_per_s (chunks) and per-part ms, timed in turns."""
-  programs = {}
-  for name, c in configs.items():
-    if before: before(name)
-    programs[name] = _Programs(c)
+  programs = {name: _Programs(c) for name, c in configs.items()}
   times = {name: {part: [] for part in (*PARTS, 'chunk')} for name in configs}
   for r in range(repeats):
     for name, p in programs.items():
@@ -120,12 +116,7 @@ COLUMNS = ('name', 'compile_s', 'steps_per_s', 'train_step_ms', 'forward_ms', 'l
 
 def main(argv):
   del argv
-  from ffn_research.tasks import sequence
-  def before(name):
-    v = name.split(' ')[0]
-    sequence.LEGACY.clear(); sequence.LEGACY.update(x for x in v.split('+') if x != 'new')
-  rows = profile({f'{v or "new"} b{b}': ffn_stack_config(int(b)) for b in FLAGS.batch_sizes for v in FLAGS.variants},
-                 FLAGS.repeats, before)
+  rows = profile({f'batch {b}': ffn_stack_config(int(b)) for b in FLAGS.batch_sizes}, FLAGS.repeats)
   load = os.getloadavg()
   machine = (f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '
              f'{jax.default_backend()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}')

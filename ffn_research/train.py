@@ -80,9 +80,6 @@ class Experiment:
     The optimizer and the norms work on this vector: a few kernels instead of a few per
     parameter array (compile time and per-step overhead of small models; docs/sequence.md).
     """
-    from ffn_research.tasks import sequence  # TEMPORARY
-    if 'tree' in sequence.LEGACY:
-      return weights, lambda w: w
     return jax.flatten_util.ravel_pytree(weights)
 
   def train_step(self, params, opt_state, batch, rng):

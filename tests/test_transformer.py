@@ -66,6 +66,19 @@ def test_output_shapes(arch):
   assert set(aux) == {'layer_0', 'layer_1'}
 
 
+@pytest.mark.parametrize('arch', ['transformer', 'ffn_stack'])
+def test_positions_give_those_logits_and_the_same_aux(arch):
+  """apply(positions=...) (the train step's logits at scored positions) = the full logits there."""
+  model = build(model_config(arch=arch, **{'dropout_rate': 0.0}))
+  full, aux = model.apply(tokens())
+  some, some_aux = model.apply(tokens(), positions=slice(2, SEQ_LEN))
+  assert some.shape == (BATCH, SEQ_LEN - 2, VOCAB)
+  np.testing.assert_allclose(some, full[:, 2:], rtol=1e-6, atol=1e-6)
+  assert jax.tree.structure(aux) == jax.tree.structure(some_aux)
+  for a, b in zip(jax.tree.leaves(aux), jax.tree.leaves(some_aux)):
+    np.testing.assert_array_equal(a, b)
+
+
 COUNT_CASES = [
     dict(arch=arch, norm=norm, positions=positions, tie_embeddings=tie, use_ffn=use_ffn,
          activation=act, use_bias=bias)

@@ -44,11 +44,6 @@ EMBED_INIT = nnx.initializers.variance_scaling(1.0, 'fan_in', 'normal', in_axis=
 ROPE_BASE = 10_000.0
 
 
-def sequence_legacy():  # TEMPORARY (profiling comparison)
-  from ffn_research.tasks import sequence  # pylint: disable=g-import-not-at-top
-  return sequence.LEGACY
-
-
 def validate(model_cfg: ml_collections.ConfigDict) -> None:
   """ConfigError for the sequence-model keys of the model section (arch transformer or ffn_stack)."""
   m, check = model_cfg, config_lib.check
@@ -174,7 +169,7 @@ class SequenceModel(ffn_lib.Layer):
       x_BxTxD, block_aux = block(x_BxTxD, None if rng is None else jax.random.fold_in(rng, i))
       if block.ffn is not None:
         aux[f'layer_{i}'] = block_aux
-    if positions is not None and 'positions' not in sequence_legacy():
+    if positions is not None:
       x_BxTxD = x_BxTxD[:, positions]
     h_BxPxD = self.final_norm(x_BxTxD)
     w_DxV = self._maybe_frozen(self.embed[...].T if self.unembed is None else self.unembed[...])

@@ -23,7 +23,6 @@ import math
 import jax
 import jax.numpy as jnp
 import ml_collections
-import optax
 
 from ffn_research import config as config_lib
 
@@ -43,31 +42,20 @@ def bits_stored(cross_entropy_nats_N: jax.Array, num_values: int) -> jax.Array:
   return jnp.maximum(0.0, n * math.log2(num_values) - ce_bits)
 
 
-LEGACY = set()  # TEMPORARY (profiling comparison): 'take', 'argmax', 'positions'
-
-
 def token_scores(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Per-position cross-entropy (nats) and argmax correctness (float).
 
   The target's logit is picked with a one-hot mask and the argmax (first maximum) is taken
-  with two plain reductions: the same values as take_along_axis and jnp.argmax, whose
-  scatter gradient and variadic reduction XLA:CPU runs several times slower.
+  with two plain reductions: the values of take_along_axis and jnp.argmax, whose scatter
+  gradient and variadic reduction XLA:CPU runs several times slower (docs/sequence.md).
   """
   logits_BxTxV = logits_BxTxV.astype(jnp.float32)
-  vocab_V = jnp.arange(logits_BxTxV.shape[-1], dtype=targets_BxT.dtype)
-  if 'take' in LEGACY:
-    ce_BxT = optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV, targets_BxT)
-  else:
-    is_target_BxTxV = vocab_V == targets_BxT[..., None]
-    target_logit_BxT = jnp.sum(jnp.where(is_target_BxTxV, logits_BxTxV, 0.0), axis=-1)
-    ce_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1) - target_logit_BxT
-  if 'argmax' in LEGACY:
-    correct_BxT = (jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT).astype(jnp.float32)
-  else:
-    is_max_BxTxV = logits_BxTxV == jnp.max(logits_BxTxV, axis=-1, keepdims=True)
-    first_max_BxT = jnp.min(jnp.where(is_max_BxTxV, vocab_V, logits_BxTxV.shape[-1]), axis=-1)
-    correct_BxT = (first_max_BxT == targets_BxT).astype(jnp.float32)
-  return ce_BxT, correct_BxT
+  vocab_BxTxV = jax.lax.broadcasted_iota(targets_BxT.dtype, logits_BxTxV.shape, logits_BxTxV.ndim - 1)
+  target_logit_BxT = jnp.sum(jnp.where(vocab_BxTxV == targets_BxT[..., None], logits_BxTxV, 0.0), axis=-1)
+  ce_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1) - target_logit_BxT
+  is_max_BxTxV = logits_BxTxV == jnp.max(logits_BxTxV, axis=-1, keepdims=True)
+  first_max_BxT = jnp.min(jnp.where(is_max_BxTxV, vocab_BxTxV, logits_BxTxV.shape[-1]), axis=-1)
+  return ce_BxT, (first_max_BxT == targets_BxT).astype(jnp.float32)
 
 
 def weighted_mean(x_BxT: jax.Array, weights_BxT: jax.Array) -> jax.Array:
