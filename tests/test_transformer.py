@@ -235,3 +235,18 @@ def test_freeze_embeddings_needs_a_sequence_model():
   config.model.freeze_embeddings = True
   with pytest.raises(config_lib.ConfigError, match='model.freeze_embeddings'):
     validation.validate(config)
+
+
+@pytest.mark.slow
+def test_profile_step_entry_point(tmp_path):
+  """python -m experiments.profile_step runs and writes one row per batch size with positive figures."""
+  import json, subprocess, sys  # pylint: disable=g-import-not-at-top,multiple-imports
+  from tests.conftest import REPO_ROOT  # pylint: disable=g-import-not-at-top
+  out = tmp_path / 'profile.json'
+  proc = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--batch_sizes=8',
+                         '--repeats=1', f'--json={out}'], cwd=REPO_ROOT, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  rows = json.loads(out.read_text())['rows']
+  assert [r['name'] for r in rows] == ['batch 8'] and rows[0]['num_params'] == 91_488
+  assert all(rows[0][k] > 0 for k in ('compile_s', 'steps_per_s', 'train_step_ms', 'grad_ms'))
+  assert 'batch 8' in proc.stdout
