@@ -1,7 +1,10 @@
 """Tiny transformer and FFN stack: causality, shapes, exact parameter counts, aux plumbing."""
 
 import itertools
+import json
 import math
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import jax
@@ -15,6 +18,7 @@ from ffn_research import validation
 from ffn_research import models
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import sublayer, transformer
+from tests.conftest import REPO_ROOT
 
 VOCAB, SEQ_LEN, BATCH = 11, 5, 2
 TASK = SimpleNamespace(output_dim=VOCAB, vocab_size=VOCAB, seq_len=SEQ_LEN)
@@ -240,8 +244,6 @@ def test_freeze_embeddings_needs_a_sequence_model():
 @pytest.mark.slow
 def test_profile_step_entry_point(tmp_path):
   """python -m experiments.profile_step runs and writes one row per batch size with positive figures."""
-  import json, subprocess, sys  # pylint: disable=g-import-not-at-top,multiple-imports
-  from tests.conftest import REPO_ROOT  # pylint: disable=g-import-not-at-top
   out = tmp_path / 'profile.json'
   proc = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--batch_sizes=8',
                          '--repeats=1', f'--json={out}'], cwd=REPO_ROOT, capture_output=True, text=True)
