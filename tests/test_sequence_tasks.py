@@ -89,7 +89,7 @@ def test_token_scores_match_take_and_argmax():
     ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
     pytest.param('associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32),
                  marks=pytest.mark.slow),
-    ('modular_arithmetic', dict(modulus=5, train_fraction=0.6)),
+    pytest.param('modular_arithmetic', dict(modulus=5, train_fraction=0.6), marks=pytest.mark.slow),
     pytest.param('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3), marks=pytest.mark.slow),
     pytest.param('language', dict(vocab_size=4, markov_order=2, branching=2, num_candidates=3, seq_len=6,
                                   num_eval=8), marks=pytest.mark.slow),

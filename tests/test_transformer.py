@@ -74,8 +74,8 @@ def test_output_shapes(arch):
 def test_positions_give_those_logits_and_the_same_aux(arch):
   """apply(positions=...) (the train step's logits at scored positions) = the full logits there."""
   model = build(model_config(arch=arch, **{'dropout_rate': 0.0}))
-  full, aux = model.apply(tokens())
-  some, some_aux = model.apply(tokens(), positions=slice(2, SEQ_LEN))
+  full, aux = nnx.jit(lambda m, x: m.apply(x))(model, tokens())
+  some, some_aux = nnx.jit(lambda m, x: m.apply(x, positions=slice(2, SEQ_LEN)))(model, tokens())
   assert some.shape == (BATCH, SEQ_LEN - 2, VOCAB)
   np.testing.assert_allclose(some, full[:, 2:], rtol=1e-6, atol=1e-6)
   assert jax.tree.structure(aux) == jax.tree.structure(some_aux)
