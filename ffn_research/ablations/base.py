@@ -5,8 +5,12 @@ Ablation(...)`; it is found by name (ffn_research.ablations.get). See docs/repro
 """
 
 import dataclasses
+import os
 from typing import Any, Callable, Sequence
 
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import ml_collections
 import pandas as pd
 
@@ -82,3 +86,18 @@ class Ablation:
 def completed(df: pd.DataFrame) -> pd.DataFrame:
   """Rows of finished, non-diverged runs."""
   return df[df['status'] == 'completed']
+
+
+def save_figure(fig, outdir: str, file: str, caption: str, dpi: int = 120) -> Figure:
+  """Lays out, writes outdir/file and closes `fig`; returns the report's Figure entry."""
+  fig.tight_layout()
+  fig.savefig(os.path.join(outdir, file), dpi=dpi)
+  plt.close(fig)
+  return Figure(file, caption)
+
+
+def set_steps(train: ml_collections.ConfigDict, steps: int, num_logs: int = 10) -> None:
+  """Ablation runs: `steps` steps, `num_logs` metric lines, no checkpoints (runs are short)."""
+  train.steps = steps
+  train.log_every = max(1, steps // num_logs)
+  train.checkpoint_every = 0

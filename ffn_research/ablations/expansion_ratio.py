@@ -94,9 +94,9 @@ def _mod_base(m: dict[str, Any]):
   c.model.arch, c.model.num_layers = 'ffn_stack', NUM_LAYERS
   c.task.name, c.task.modulus, c.task.train_fraction = 'modular_arithmetic', m['modulus'], 0.8
   tr = c.train
-  tr.steps, tr.batch_size, tr.learning_rate = m['steps'], 256, 3e-3
+  tr.batch_size, tr.learning_rate = 256, 3e-3
+  base.set_steps(tr, m['steps'])
   tr.optimizer, tr.weight_decay = 'adamw', 1.0   # configs/modular.py: decay drives generalisation
-  tr.log_every, tr.checkpoint_every = max(1, m['steps'] // 10), 0
   return c
 
 
@@ -179,13 +179,11 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
     ax.set_title(f'{title} ({ctx.scale})')
     ax.legend(fontsize=7)
     ax.grid(True, which='both', alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(f'{ctx.outdir}/loss_vs_ratio.png', dpi=120)
-  plt.close(fig)
-  return base.Analysis(
-      verdicts=verdicts, headline='; '.join(heads), tables=tables, notes=notes,
-      figures=[base.Figure('loss_vs_ratio.png', 'loss vs d_ff/d_model at fixed d_model (a) and fixed FFN '
-                           f'parameters (b), with the 4x line and the {FLAT_LEVEL:.0%} flatness band')])
+  figure = base.save_figure(fig, ctx.outdir, 'loss_vs_ratio.png',
+                            'loss vs d_ff/d_model at fixed d_model (a) and fixed FFN '
+                            f'parameters (b), with the 4x line and the {FLAT_LEVEL:.0%} flatness band')
+  return base.Analysis(verdicts=verdicts, headline='; '.join(heads), tables=tables, notes=notes,
+                       figures=[figure])
 
 
 ABLATION = base.Ablation(

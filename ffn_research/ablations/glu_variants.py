@@ -67,8 +67,8 @@ def language_config(scale: str):
   t.name = 'language'
   t.vocab_size, t.markov_order, t.num_candidates, t.branching, t.concentration = 32, 2, 8, 4, 0.5
   t.seq_len, t.num_eval = 32, 512
-  tr.batch_size, tr.steps, tr.learning_rate = 32, SETTINGS[scale]['lang_steps'], 3e-3
-  tr.log_every, tr.checkpoint_every = max(1, tr.steps // 10), 0
+  tr.batch_size, tr.learning_rate = 32, 3e-3
+  base.set_steps(tr, SETTINGS[scale]['lang_steps'])
   if scale == 'smoke':
     m.d_model, m.d_ff = 16, 32
     t.vocab_size, t.num_candidates, t.branching, t.seq_len, t.num_eval = 8, 4, 2, 8, 64
@@ -82,8 +82,8 @@ def teacher_student_config(scale: str):
   m, t, tr = config.model, config.task, config.train
   m.d_model, m.d_ff, m.match_params = 16, 64, True
   t.name, t.teacher_activation, t.teacher_d_ff, t.num_train, t.num_eval = 'teacher_student', 'tanh', 256, 4096, 4096
-  tr.steps, tr.batch_size, tr.learning_rate = SETTINGS[scale]['ts_steps'], 256, 3e-3
-  tr.log_every, tr.checkpoint_every = max(1, tr.steps // 10), 0
+  tr.batch_size, tr.learning_rate = 256, 3e-3
+  base.set_steps(tr, SETTINGS[scale]['ts_steps'])
   return config
 
 
@@ -172,7 +172,7 @@ def table1(df: pd.DataFrame, task: str) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
-def _plot(frames: dict[str, pd.DataFrame], path: str, scale: str) -> None:
+def _plot(frames: dict[str, pd.DataFrame], outdir: str, scale: str) -> base.Figure:
   fig, axes = plt.subplots(1, len(frames), figsize=(6.0 * len(frames), 4.6), squeeze=False)
   for ax, (task, df) in zip(axes[0], frames.items()):
     column, transform, label = METRICS[task]
@@ -188,9 +188,10 @@ def _plot(frames: dict[str, pd.DataFrame], path: str, scale: str) -> None:
     ax.set_ylabel(f'{label} (mean, 95% CI)')
     ax.set_title(f'{task} ({scale}); orange: gated, blue: plain')
     ax.grid(True, alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  return base.save_figure(fig, outdir, 'glu_variants.png',
+                          "each variant's score (mean, 95% CI over seeds) against the paper's 65k-step "
+                          "log-perplexity on the x axis: the paper's ordering is the reference (points rising "
+                          'to the right = same ordering)')
 
 
 def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
@@ -207,7 +208,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
   if any(failed.values()):
     notes.append(f'runs not completed (excluded): {failed}')
-  _plot(frames, f'{ctx.outdir}/glu_variants.png', ctx.scale)
+  figure = _plot(frames, ctx.outdir, ctx.scale)
   lang = {v.claim.split(': ')[1].split(' ')[0]: v for v in verdicts if v.claim.startswith('language')}
   headline = '; '.join(f'{name} - relu on language: {v.statistic:+.3g} bits [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}]'
                        for name, v in lang.items() if name in ('geglu', 'swiglu'))
@@ -216,9 +217,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
     headline += f'; rank correlation with the paper {rank[0].statistic:.2f}'
   return base.Analysis(
       verdicts=verdicts, headline=headline or 'no language results', tables=tables,
-      figures=[base.Figure('glu_variants.png', "each variant's score (mean, 95% CI over seeds) against the "
-                           "paper's 65k-step log-perplexity on the x axis: the paper's ordering is the "
-                           'reference (points rising to the right = same ordering)')],
+      figures=[figure],
       notes=notes + ['Paired by seed: every variant of a seed sees the same data (language, teacher) and '
                      'initialisation seed. match_params=True gives the gated variants d_ff round(2/3 d_ff).'])
 

@@ -79,9 +79,7 @@ def _base(steps: int, variant: str):
   moe.router, moe.renormalize = 'softmax_topk', False
   moe.capacity_factor = 1.0
   moe.load_balance_coef, moe.z_loss_coef, moe.bias_update_rate = VARIANTS[variant]
-  config.train.steps = steps
-  config.train.log_every = max(1, steps // 20)
-  config.train.checkpoint_every = 0
+  base.set_steps(config.train, steps, num_logs=20)
   return config
 
 
@@ -174,11 +172,9 @@ def _plots(runs: pd.DataFrame, curves: pd.DataFrame, outdir: str) -> list[base.F
     ax.set_xlabel('expert (sorted by load)')
   axes[0].set_ylabel('late load fraction (mean ± sd over seeds)')
   axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(os.path.join(outdir, 'load_histograms.png'), dpi=110)
-  plt.close(fig)
-  figs.append(base.Figure('load_histograms.png', 'late-training expert load fractions, experts sorted by '
-                          'load, per variant (mean ± sd over seeds); dashed: uniform 1/E'))
+  figs.append(base.save_figure(fig, outdir, 'load_histograms.png',
+                               'late-training expert load fractions, experts sorted by load, per variant '
+                               '(mean ± sd over seeds); dashed: uniform 1/E'))
   if not curves.empty:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
     for v in VARIANTS:
@@ -193,12 +189,9 @@ def _plots(runs: pd.DataFrame, curves: pd.DataFrame, outdir: str) -> list[base.F
       ax.set_title(t)
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(outdir, 'load_over_training.png'), dpi=110)
-    plt.close(fig)
-    figs.append(base.Figure('load_over_training.png', 'max/mean load (dotted: the verdict levels), router '
-                            'entropy (dashed: log E) and dropped fraction at capacity factor 1.0 over training, '
-                            'mean over seeds'))
+    figs.append(base.save_figure(fig, outdir, 'load_over_training.png',
+                                 'max/mean load (dotted: the verdict levels), router entropy (dashed: log E) '
+                                 'and dropped fraction at capacity factor 1.0 over training, mean over seeds'))
   return figs
 
 

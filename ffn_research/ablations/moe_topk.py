@@ -61,8 +61,8 @@ def base_config(steps: int):
   e = m.moe
   e.num_experts, e.top_k, e.router, e.renormalize = TOTAL_EXPERTS, 1, LEARNING_ROUTER, False
   e.capacity_factor = 0.0  # dropless: every assignment is computed
-  tr.steps, tr.batch_size, tr.learning_rate = steps, 256, 3e-3
-  tr.log_every, tr.checkpoint_every = max(1, steps // 10), 0
+  tr.batch_size, tr.learning_rate = 256, 3e-3
+  base.set_steps(tr, steps)
   return config
 
 
@@ -198,9 +198,9 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   ax.set_title('loss vs granularity (Krajewski et al. 2024)')
   ax.legend(fontsize=7)
   ax.grid(True, which='both', alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(f'{ctx.outdir}/moe_topk.png', dpi=120)
-  plt.close(fig)
+  figure = base.save_figure(fig, ctx.outdir, 'moe_topk.png',
+                            'left: held-out 1 - R^2 vs top_k at fixed total parameters, with the k = 1 trap '
+                            'router and dense references; right: vs granularity with the G = 1 reference line')
 
   failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
   if any(failed.values()):
@@ -224,9 +224,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
               base.Table('granularity: each G > 1 against G = 1 (ln 1 - R^2, Bonferroni CIs)', t_each),
               base.Table('k = 1 routers', t_trap),
               base.Table('dense references', t_dense)],
-      figures=[base.Figure('moe_topk.png', 'left: held-out 1 - R^2 vs top_k at fixed total parameters, with the '
-                           'k = 1 trap router and dense references; right: vs granularity with the G = 1 '
-                           'reference line')],
+      figures=[figure],
       notes=notes)
 
 

@@ -162,7 +162,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines.append(f'- sweep `{s["name"]}`: {s["runs"]} runs ({s["seeds"]} seeds); {fixed}; swept {swept}')
   st = report['status_counts']
   lines += ['',
-            f'- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())),
+            '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())),
             f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
             f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
             f'- commit {env["commit"]}, {env["date"]}',

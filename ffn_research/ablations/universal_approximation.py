@@ -70,9 +70,7 @@ def _base(steps: int):
   config.task.name = 'function'
   config.task.function = 'x_squared'
   config.model.activation = 'relu'
-  config.train.steps = steps
-  config.train.log_every = max(1, steps // 20)
-  config.train.checkpoint_every = 0
+  base.set_steps(config.train, steps, num_logs=20)
   return config
 
 
@@ -195,7 +193,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
     ax.errorbar(t['N'], t['geo. mean'], yerr=np.nan_to_num(yerr), fmt='o-', color=color,
                 capsize=3, label=f'ReLU, {label} (geometric mean, 95% CI; dots: seeds)')
   if math.isfinite(v_slope.statistic):
-    intercept = float(v_slope.detail.split('intercept ')[1].split(',')[0])
+    intercept = v_slope.extra['intercept']
     ax.plot(dense, np.exp(intercept) * dense ** v_slope.statistic, 'C0--',
             label=f'fit: slope {v_slope.statistic:.2f} [{v_slope.ci[0]:.2f}, {v_slope.ci[1]:.2f}]')
   ax.set_xscale('log', base=2)
@@ -205,9 +203,9 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   ax.set_title(f'x^2 on [-1, 1]: trained ReLU FFN vs optimum ({ctx.scale})')
   ax.legend(fontsize=7)
   ax.grid(True, which='both', alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(f'{ctx.outdir}/sup_error_vs_width.png', dpi=120)
-  plt.close(fig)
+  figures = [base.save_figure(fig, ctx.outdir, 'sup_error_vs_width.png',
+                              'sup error vs width N (log-log) with the optimum 1/(2N^2), the proven lower '
+                              'bound, seeds, geometric means with 95% CIs and the fitted slope')]
 
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
   for t, color, label in [(table, 'C0', f'{steps} steps'), (table_long, 'C1', f'{LONG_FACTOR * steps} steps')]:
@@ -224,9 +222,9 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   ax.set_title('gap to the optimum (geometric mean over seeds, 95% CI)', fontsize=10)
   ax.legend(fontsize=8)
   ax.grid(True, which='both', alpha=0.3)
-  fig.tight_layout()
-  fig.savefig(f'{ctx.outdir}/gap_vs_width.png', dpi=120)
-  plt.close(fig)
+  figures.append(base.save_figure(fig, ctx.outdir, 'gap_vs_width.png',
+                                  'gap to the optimum (measured / (1/(2N^2))) per width, '
+                                  f'at 1x and {LONG_FACTOR}x steps'))
 
   last = table.iloc[-1] if len(table) else None
   headline = (f'fitted slope {v_slope.statistic:.2f} (95% CI [{v_slope.ci[0]:.2f}, {v_slope.ci[1]:.2f}]) '
@@ -241,12 +239,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
               base.Table('Controls', pd.DataFrame(ctrl_rows)),
               base.Table(f'Per seed: mean log2(err_{LONG_FACTOR}x / err) over widths >= {LONG_MIN_WIDTH}',
                          per_seed.reset_index())],
-      figures=[base.Figure('sup_error_vs_width.png', 'sup error vs width N (log-log) with the optimum '
-                           '1/(2N^2), the proven lower bound, seeds, geometric means with 95% CIs and the '
-                           'fitted slope'),
-               base.Figure('gap_vs_width.png', 'gap to the optimum (measured / (1/(2N^2))) per width, '
-                           f'at 1x and {LONG_FACTOR}x steps')],
-      checks=checks, notes=notes)
+      figures=figures, checks=checks, notes=notes)
 
 
 ABLATION = base.Ablation(

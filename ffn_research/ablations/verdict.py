@@ -39,6 +39,7 @@ class Verdict:
   n: int                        # points (or seeds) the statistic is computed from
   detail: str = ''              # why inconclusive, fit details, ...
   p_value: float | None = None  # of the test, where it has one
+  extra: dict[str, float] = dataclasses.field(default_factory=dict)  # other fitted numbers (e.g. intercept)
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -125,7 +126,8 @@ def slope(x: Sequence[float], y: Sequence[float], *, claimed: float, margin: flo
   ci = (fit.slope - half, fit.slope + half)
   outcome = decide(ci, claimed - margin, claimed + margin)
   return Verdict(claim, outcome, float(fit.slope), (float(ci[0]), float(ci[1])), test, rule, n,
-                 f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue ** 2:.4f}')
+                 f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue ** 2:.4f}',
+                 extra={'intercept': float(fit.intercept), 'r2': float(fit.rvalue ** 2)})
 
 
 def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, margin: float = 0.0,
