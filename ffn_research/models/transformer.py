@@ -159,20 +159,28 @@ class SequenceModel(ffn_lib.Layer):
     """Parameter-free mixing across positions before the blocks (none here)."""
     return x_BxTxD
 
-  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None):
-    """Embeddings -> (logits_BxTxV, aux): everything after the embedding lookup."""
+  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None,
+              positions: slice | None = None):
+    """Embeddings -> (logits_BxPxV, aux): everything after the embedding lookup.
+
+    `positions`: the positions to compute logits at (P of them; default all T). The blocks
+    still see every position, so their outputs and aux do not depend on it.
+    """
     x_BxTxD = self.mix(x_BxTxD)
     aux = {}
     for i, block in enumerate(self.blocks):
       x_BxTxD, block_aux = block(x_BxTxD, None if rng is None else jax.random.fold_in(rng, i))
       if block.ffn is not None:
         aux[f'layer_{i}'] = block_aux
-    h_BxTxD = self.final_norm(x_BxTxD)
+    if positions is not None:
+      x_BxTxD = x_BxTxD[:, positions]
+    h_BxPxD = self.final_norm(x_BxTxD)
     w_DxV = self._maybe_frozen(self.embed[...].T if self.unembed is None else self.unembed[...])
-    return (h_BxTxD @ w_DxV).astype(jnp.float32), aux
+    return (h_BxPxD @ w_DxV).astype(jnp.float32), aux
 
-  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None):
-    return self.forward(self.embed_tokens(tokens_BxT), rng=rng)
+  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None,
+            positions: slice | None = None):
+    return self.forward(self.embed_tokens(tokens_BxT), rng=rng, positions=positions)
 
   def after_step(self, aux) -> None:
     for i, block in enumerate(self.blocks):
