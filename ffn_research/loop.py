@@ -19,6 +19,7 @@ logged loss exceeds train.blowup_factor times the first step's loss for
 train.blowup_patience consecutive logged chunks (train.blowup_factor = 0 turns it off).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -30,11 +31,10 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import train, validation
+from ffn_research import models, parallel, train, validation
 
 PyTree = Any
 
@@ -46,36 +46,62 @@ class NotEnoughMemory(ValueError):
 # --------------------------------------------------------------------------- programs
 
 class LonePrograms:
-  """The programs of one run: jit(init), jit(train_chunk), jit(evaluate), no run axis."""
+  """The programs of one run: jit(init), jit(train_chunk), jit(evaluate), no run axis.
+
+  With a mesh (`exp.mesh`, parallel.build_mesh) the state is laid out by
+  parallel.state_shardings and the metrics are replicated.
+  """
 
   batched = False
 
   def __init__(self, exp):
     self.exp = exp
-    self.init_fn = jax.jit(exp.init)
-    self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
-    self.evaluate = jax.jit(exp.evaluate)
+    self.shardings, state_in, state_out, out = None, {}, {}, {}
+    if exp.mesh is not None:
+      self.shardings = parallel.state_shardings(jax.eval_shape(exp.init, 0), exp.mesh)
+      replicated = jax.sharding.NamedSharding(exp.mesh, jax.sharding.PartitionSpec())
+      state_in, out = {'in_shardings': (self.shardings, replicated)}, {'out_shardings': replicated}
+      state_out = {'out_shardings': (self.shardings, replicated)}
+    self.init_fn = jax.jit(exp.init, **({'out_shardings': self.shardings} if self.shardings else {}))
+    self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0, **state_in, **state_out)
+    self.evaluate = jax.jit(exp.evaluate, **out)
 
   def scalars(self, configs: Sequence[ml_collections.ConfigDict]) -> dict[str, jax.Array]:
     """The run's train.TRACED_KEYS values as float32 arrays (passed to init and every chunk)."""
     return {k: jnp.float32(v) for k, v in train.traced_values(configs[0]).items()}
 
-  def init(self, seeds, scalars):
+  def init(self, seeds, scalars, widths):
+    del widths  # the config's, already in the model
     return self.init_fn(seeds[0], scalars)
 
-  def abstract_state(self, seeds, scalars):
+  def abstract_state(self, seeds, scalars, widths):
+    del widths
     return jax.eval_shape(self.init_fn, seeds[0], scalars)
 
   def run(self, tree: PyTree, i: int) -> PyTree:
     del i
     return tree
 
+  def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
+    del i, abstract
+    return state
+
   def stack(self, states: Sequence[PyTree]) -> PyTree:
-    return states[0]
+    return states[0] if self.shardings is None else parallel.place(states[0], self.shardings)
+
+  def host(self, state: PyTree) -> PyTree:
+    """The state to checkpoint: as is on one device, NumPy copies (every process calls this) on a mesh."""
+    return state if self.shardings is None else parallel.to_host(state)
 
 
 class GroupPrograms:
-  """The vmapped (and, over several devices, sharded) programs of a group of runs."""
+  """The vmapped (and, over several devices, sharded) programs of a group of runs.
+
+  `exp` may be built wider than some runs (a d_ff-padded group, sweep.PAD_FLOPS_FACTOR):
+  each run gets its true FFN width at init (a traced per-run value); its state is padded
+  with zeros to the program's shapes on the way in (`stack`) and cut back to its own on
+  the way out (`run_state`), so checkpoints always hold the run's true shapes.
+  """
 
   batched = True
 
@@ -89,7 +115,7 @@ class GroupPrograms:
       self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
 
     shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
-    self.init_fn = jax.jit(jax.vmap(exp.init), **shard_out)
+    self.init_fn = jax.jit(jax.vmap(exp.init), **shard_out)  # (seed, scalars, d_ff) per run
     self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
     self.evaluate = jax.jit(jax.vmap(exp.evaluate))
 
@@ -107,11 +133,15 @@ class GroupPrograms:
     values = [train.traced_values(c) for c in configs]
     return {k: self.pad(np.asarray([v[k] for v in values], np.float32)) for k in train.TRACED_KEYS}
 
-  def init(self, seeds, scalars):
-    return self.init_fn(self.pad(np.asarray(seeds, np.int32)), scalars)
+  def _padded(self, seeds, scalars, widths):
+    return self.pad(np.asarray(seeds, np.int32)), scalars, self.pad(np.asarray(widths, np.int32))
 
-  def abstract_state(self, seeds, scalars):
-    abstract = jax.eval_shape(self.init_fn, self.pad(np.asarray(seeds, np.int32)), scalars)
+  def init(self, seeds, scalars, widths):
+    """scalars: GroupPrograms.scalars; widths: each run's true d_ff."""
+    return self.init_fn(*self._padded(seeds, scalars, widths))
+
+  def abstract_state(self, seeds, scalars, widths):
+    abstract = jax.eval_shape(self.init_fn, *self._padded(seeds, scalars, widths))
     if self.sharding is None:
       return abstract
     return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.sharding), abstract)
@@ -119,8 +149,19 @@ class GroupPrograms:
   def run(self, tree: PyTree, i: int) -> PyTree:
     return jax.tree.map(lambda x: x[i], tree)
 
+  def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
+    """Run i's state (host arrays) cut to its own shapes `abstract` (padded units dropped)."""
+    return jax.tree.map(lambda x, a: np.asarray(x[i])[tuple(slice(0, n) for n in a.shape)], state, abstract)
+
   def stack(self, states: Sequence[PyTree]) -> PyTree:
-    return jax.tree.map(lambda *xs: self.pad(np.stack([np.asarray(x) for x in xs])), *states)
+    """Runs' states (their own shapes) zero-padded to the program's and stacked on the run axis."""
+    full = jax.eval_shape(self.exp.init, 0)
+
+    def pad_one(a, x):
+      x = np.asarray(x)
+      return np.pad(x, [(0, n - m) for n, m in zip(a.shape, x.shape)]) if x.ndim else x
+
+    return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x) for x in xs])), full, *states)
 
 
 # --------------------------------------------------------------------------- bookkeeping
@@ -265,14 +306,24 @@ def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -
   return covered
 
 
-def _restore(ckpts: list[io_lib.Checkpointer], abstract_one: PyTree, max_step: float):
+def run_abstract_states(exp, configs: Sequence[ml_collections.ConfigDict]) -> list[PyTree]:
+  """Each run's state shapes at its own d_ff (what its checkpoints hold), even in a padded program."""
+  by_width = {models.hidden_width(exp.config.model): jax.eval_shape(exp.init, 0)}
+  for c in configs:
+    w = models.hidden_width(c.model)
+    if w not in by_width:
+      by_width[w] = jax.eval_shape(train.Experiment(c).init, 0)
+  return [by_width[models.hidden_width(c.model)] for c in configs]
+
+
+def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_step: float):
   """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
   intact, or None; newer checkpoints are removed (a rerun recreates them)."""
   common = set.intersection(*(set(c.steps()) for c in ckpts))
   had_any = any(c.steps() for c in ckpts)
   chosen = None
   for step in sorted((s for s in common if s <= max_step), reverse=True):
-    restored = [c.restore(step, abstract_one) for c in ckpts]
+    restored = [c.restore(step, a) for c, a in zip(ckpts, abstract_ones)]
     if all(r is not None for r in restored):
       chosen = [r[0] for r in restored], step, [r[1] for r in restored]
       break
@@ -291,7 +342,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
 
   `programs`: LonePrograms (one run) or GroupPrograms. wall_time_s of a group is its time
   divided by its size; compile_time_s is what this process spent compiling (None if
-  nothing was compiled); checkpoint_time_s the time spent saving checkpoints.
+  nothing was compiled); checkpoint_time_s the time spent saving checkpoints. With several
+  processes (jax.distributed) every process calls this; process 0 alone reads and writes
+  `run_dirs` and hands what it read to the others (ffn_research.parallel).
 
   Throughput: chunk k+1 is dispatched before chunk k's metrics are written, then waited for,
   so each logged line's `steps_per_s` is its chunk's steps over the time from the end of the
@@ -304,9 +357,12 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   device = jax.local_devices()[0]
   seeds = [c.train.seed for c in configs]
   traced = programs.scalars(configs)  # train.TRACED_KEYS, one value per run
-  abstract = programs.abstract_state(seeds, traced)
-  abstract_one = jax.eval_shape(jax.jit(exp.init), 0)
-  ckpts = [io_lib.Checkpointer(os.path.join(d, 'checkpoints')) for d in run_dirs]
+  widths = [models.hidden_width(c.model) for c in configs]  # true; the program may be wider
+  abstract = programs.abstract_state(seeds, traced, widths)
+  abstract_ones = run_abstract_states(exp, configs)
+  primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
+  ckpts = [(io_lib.Checkpointer if primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
+           for d in run_dirs]
 
   compiled: set[int] = set()
   compile_time = 0.0
@@ -327,10 +383,11 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
 
   if not all(c.steps() and c.steps()[0] >= tr.steps for c in ckpts):
     ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
-  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr) for d in run_dirs)
-  restored = _restore(ckpts, abstract_one, logged)
+  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
+               for d in run_dirs) if primary else 0
+  restored = parallel.from_primary(_restore(ckpts, abstract_ones, logged))
   if restored is None:
-    state, step, wall_before = programs.init(seeds, traced), 0, [0.0] * num_runs
+    state, step, wall_before = programs.init(seeds, traced, widths), 0, [0.0] * num_runs
   else:
     states, step, metas = restored
     state, wall_before = programs.stack(states), [float(m['wall_time_s']) for m in metas]
@@ -340,9 +397,10 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   logs, tracks = [], []
   try:
     for d in run_dirs:
-      logs.append(io_lib.MetricsLog(d, resume_step=step))
+      logs.append(io_lib.MetricsLog(d, resume_step=step) if primary else parallel.NoLog([]))
+    for records in parallel.from_primary([log.records for log in logs]):
       tracks.append(Track())
-      for record in logs[-1].records:
+      for record in records:
         tracks[-1].observe(record['step'], record, tr)
 
     pending = None  # (step, metrics, steps_per_s, evals) of a finished chunk, written after the next dispatch
@@ -369,10 +427,10 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
     def save_all(at: int) -> None:
       nonlocal checkpoint_time
       t0 = time.time()
-      host = jax.device_get(state) if programs.batched else state
+      host = jax.device_get(state) if programs.batched else programs.host(state)
       elapsed = (time.time() - start_time) / num_runs
       for i, c in enumerate(ckpts):
-        c.save(at, programs.run(host, i), {'wall_time_s': wall_before[i] + elapsed})
+        c.save(at, programs.run_state(host, i, abstract_ones[i]), {'wall_time_s': wall_before[i] + elapsed})
       checkpoint_time += time.time() - t0
 
     def crossed(every: int, before: int, after: int) -> bool:
@@ -421,7 +479,7 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   summaries = []
   for i, d in enumerate(run_dirs):
     evals = None if tracks[i].diverged_at >= 0 else scalars(programs.run(all_evals, i))
-    summary = run_summary(exp.counts, tracks[i], step=step, evals=evals,
+    summary = run_summary(models.model_counts(configs[i], exp.task), tracks[i], step=step, evals=evals,
                           compile_time_s=compile_time if compiled else None,
                           checkpoint_time_s=checkpoint_time / num_runs,
                           wall_time_s=wall_before[i] + elapsed, steps_per_s=rate)
@@ -440,28 +498,40 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   NotEnoughMemory before training; a crash during training is recorded as status 'failed'.
   """
   validation.validate(config)
-  io_lib.prepare_workdir(workdir)
-  with io_lib.Lock(workdir):
-    io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict())
+  mesh = parallel.build_mesh(config)  # ConfigError when parallel.* does not fit the devices
+  primary = parallel.is_primary()  # several processes (jax.distributed): process 0 owns the workdir
+  if primary:
+    io_lib.prepare_workdir(workdir)
+  with io_lib.Lock(workdir) if primary else contextlib.nullcontext():
+    if primary:
+      io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict(),
+                                   free=('parallel.',))  # a run may resume on another mesh
     summary_path = os.path.join(workdir, 'summary.json')
-    previous = io_lib.read_summary(summary_path)
+    previous = parallel.from_primary(io_lib.read_summary(summary_path) if primary else None)
     if previous and previous.get('status') in ('completed', 'diverged'):
-      print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
+      if primary:
+        print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
       return previous
     start_time = time.time()
-    exp = train.Experiment(config)
-    print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
-                                for k, v in exp.counts.items()), flush=True)
+    exp = train.Experiment(config, mesh)
+    if primary:
+      print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
+                                  for k, v in exp.counts.items()), flush=True)
+      if mesh is not None:
+        print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
+              f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
     try:
-      summary = run_group(LonePrograms(exp), [config], [workdir], verbose=True)[0]
+      summary = run_group(LonePrograms(exp), [config], [workdir], verbose=primary)[0]
     except NotEnoughMemory:
       raise
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
-      io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
-                                       'wall_time_s': time.time() - start_time})
+      if primary:
+        io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
+                                         'wall_time_s': time.time() - start_time})
       raise
-    io_lib.write_json(summary_path, summary)
-  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
+    if primary:
+      io_lib.write_json(summary_path, summary)
+      print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
   return summary
 
 

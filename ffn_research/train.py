@@ -3,7 +3,7 @@
 `Experiment(config)` holds everything a config fixes (model structure, task,
 optimizer from `optim`) and exposes pure functions over pytrees:
 
-  init(seed, scalars=None)                             -> run state (params, opt_state, data, rng, step)
+  init(seed, scalars=None, d_ff=None)                    -> run state (params, opt_state, data, rng, step)
   train_step(params, opt_state, batch, rng, scalars=None) -> (params, opt_state, metrics)
   train_chunk(state, num_steps, scalars=None)          -> (state, metrics): lax.scan over steps
   evaluate(params, data)                               -> eval metrics
@@ -16,13 +16,14 @@ as a (traced) float32 value; None means the config's values. The run loop around
 from typing import Any
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import ml_collections
 import optax
 from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import models, optim, tasks
+from ffn_research import models, optim, parallel, tasks
 
 PyTree = Any
 
@@ -77,16 +78,21 @@ def group_config(configs) -> ml_collections.ConfigDict:
 class Experiment:
   """Pure functions for one config; see the module docstring."""
 
-  def __init__(self, config: ml_collections.ConfigDict):
+  def __init__(self, config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh | None = None):
     self.config = config
+    self.mesh = mesh  # parallel.build_mesh: batch over 'data', MoE experts over 'expert'; None = one device
     self.task = tasks.build_task(config)
     self.optimizer, self.unit_schedule = optim.build_optimizer(config.train)
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, self._hyper, _ = nnx.split(abstract, models.Hyper, ...)
     self.counts = models.model_counts(config, self.task)
+    # Sequence tasks: logits only at the positions the loss can weigh (tasks.sequence `scored`).
+    scored = getattr(self.task, 'scored', None)
+    self.apply_kwargs = {} if scored is None else {'positions': scored}
 
-  def _build_model(self, key):
-    return models.build_model(self.config, self.task, nnx.Rngs(params=key))
+  def _build_model(self, key, d_ff=None):
+    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh),
+                              d_ff_true=d_ff)
 
   def _scalars(self, scalars: dict[str, Any] | None) -> dict[str, Any]:
     return traced_values(self.config) if scalars is None else scalars
@@ -96,17 +102,19 @@ class Experiment:
     params = nnx.filter_state(params, nnx.Not(models.Hyper))
     return nnx.merge(self.graphdef, params, models.hyper_state(self._hyper, self._scalars(scalars)))
 
-  def init(self, seed: jax.Array | int, scalars: dict[str, Any] | None = None) -> dict[str, PyTree]:
+  def init(self, seed: jax.Array | int, scalars: dict[str, Any] | None = None,
+           d_ff: jax.Array | int | None = None) -> dict[str, PyTree]:
     """Run state from a seed: model init, task data and the step RNG all derive from it.
 
     The optimizer's hyperparameters and the task's traced keys come from `scalars`; the model's
     Hyper variables are not part of the state (train_step takes them from `scalars`).
+    `d_ff`: the run's true FFN width when this Experiment's config is a padded program's
+    (sweep.PAD_FLOPS_FACTOR): units past it start at 0 and stay 0; None: the config's width.
     """
     scalars = self._scalars(scalars)
     key = jax.random.PRNGKey(seed)
-    model = self._build_model(jax.random.fold_in(key, 0))
-    _, _, params = nnx.split(model, models.Hyper, ...)
-    opt_state = self.optimizer.init(nnx.state(model, nnx.Param))
+    _, _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff), models.Hyper, ...)
+    opt_state = self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0])
     for k in optim.HYPERPARAMS:
       opt_state.hyperparams[k] = jnp.asarray(scalars[f'train.{k}'], opt_state.hyperparams[k].dtype)
     task_scalars = {k: scalars[f'task.{k}'] for k in getattr(self.task, 'traced', ())}
@@ -118,21 +126,31 @@ class Experiment:
         'step': jnp.zeros((), jnp.int32),
     }
 
+  @staticmethod
+  def _flat(weights):
+    """(one float32 vector of every nnx.Param, the function that rebuilds the State from it).
+
+    The optimizer and the norms work on this vector: a few kernels instead of a few per
+    parameter array (compile time and per-step overhead of small models; docs/sequence.md).
+    """
+    return jax.flatten_util.ravel_pytree(weights)
+
   def train_step(self, params, opt_state, batch, rng, scalars=None):
     """One optimizer step. `params` is the model's nnx.State (no Hyper); gradients flow to nnx.Param."""
     weights, rest = nnx.split_state(params, nnx.Param, ...)
+    weights, unflatten = self._flat(weights)
     hyper = models.hyper_state(self._hyper, self._scalars(scalars))
 
     def loss_fn(weights):
-      model = nnx.merge(self.graphdef, weights, rest, hyper)
-      outputs, aux = model.apply(batch['inputs'], rng=rng)
+      model = nnx.merge(self.graphdef, unflatten(weights), rest, hyper)
+      outputs, aux = model.apply(batch['inputs'], rng=rng, **self.apply_kwargs)
       task_loss, task_metrics = self.task.loss(outputs, batch)
       return task_loss + _sum_aux_losses(aux), (task_loss, task_metrics, aux)
 
     (total, (task_loss, task_metrics, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights)
     updates, opt_state = self.optimizer.update(grads, opt_state, weights)
     weights = optax.apply_updates(weights, updates)
-    model = nnx.merge(self.graphdef, weights, rest, hyper)
+    model = nnx.merge(self.graphdef, unflatten(weights), rest, hyper)
     model.after_step(aux)  # non-gradient state (e.g. MoE routing biases)
     _, _, params = nnx.split(model, models.Hyper, ...)
     count = opt_state.count - 1
@@ -150,7 +168,7 @@ class Experiment:
     def body(state, _):
       step_rng = jax.random.fold_in(state['rng'], state['step'])
       batch_rng, step_rng = jax.random.split(step_rng)
-      batch = self.task.sample_batch(state['data'], batch_rng)
+      batch = parallel.shard_batch(self.task.sample_batch(state['data'], batch_rng), self.mesh)
       params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng,
                                                    scalars)
       return {**state, 'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, metrics
@@ -167,3 +185,4 @@ class Experiment:
     """Held-out metrics; they depend on no traced scalar (dropout and jitter act in training only)."""
     model = self.merge(params)
     return self.task.evaluate(lambda x: model.apply(x)[0], data)
+
