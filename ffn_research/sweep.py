@@ -311,7 +311,7 @@ def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | Non
                                  step_bar=step_bar)
   for r, summary in zip(runs, summaries):
     summary['sweep_group_size'] = len(runs)
-    summary['sweep_padded_d_ff'] = models.hidden_width(widest.model)
+    summary['sweep_padded_d_ff'] = models.hidden_width(widest.config.model)
     io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
   return summaries
 

@@ -88,7 +88,7 @@ def test_train_step_matches_per_array_optax(overrides):
   weights, rest = nnx.split_state(state['params'], nnx.Param, ...)
 
   def loss_fn(w):
-    return e.task.loss(nnx.merge(e.graphdef, w, rest).apply(batch['inputs'], rng=rng)[0], batch)[0]
+    return e.task.loss(e.merge(nnx.merge_state(w, rest)).apply(batch['inputs'], rng=rng)[0], batch)[0]
 
   @jax.jit
   def reference(w, opt_state):
