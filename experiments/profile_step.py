@@ -64,7 +64,7 @@ class _Programs:
     weights, rest = nnx.split_state(state['params'], nnx.Param, ...)
 
     def forward(weights, inputs):
-      return nnx.merge(exp.graphdef, weights, rest).apply(inputs, rng=rng, **exp.apply_kwargs)[0]
+      return exp.merge(nnx.merge_state(weights, rest)).apply(inputs, rng=rng, **exp.apply_kwargs)[0]
 
     def loss(weights, batch):
       return exp.task.loss(forward(weights, batch['inputs']), batch)[0]

@@ -187,7 +187,10 @@ def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
   """Equal for configs that differ only in VMAPPED_KEYS and, with `pad`, in model.d_ff where
   models.pads_d_ff (such runs may share one program)."""
   shape_config = config_lib.flat_keys(config)
-  for key in VMAPPED_KEYS + (('model.d_ff',) if pad and models.pads_d_ff(config.model) else ()):
+  # Structure only (not the traced dropout rate), so runs differing in dropout still group; a
+  # group with dropout does not pad across widths (group_runs).
+  dense = config.model.moe.num_experts == 0
+  for key in VMAPPED_KEYS + (('model.d_ff',) if pad and dense else ()):
     shape_config[key] = None
   return json.dumps(io_lib.json_safe(shape_config), sort_keys=True)
 
@@ -220,9 +223,17 @@ def group_runs(runs: Sequence[Run], pad_flops_factor: float = PAD_FLOPS_FACTOR) 
     by_key.setdefault(group_key(r.config), []).append(r)
   groups = []
   for g in by_key.values():
+    if all(models.pads_d_ff(r.config.model) for r in g):
+      same_program = [g]
+    else:  # some run has dropout: each width compiles on its own (models.pads_d_ff)
+      by_width: dict[int, list[Run]] = {}
+      for r in g:
+        by_width.setdefault(models.hidden_width(r.config.model), []).append(r)
+      same_program = list(by_width.values())
     task = tasks.build_task(g[0].config)  # the same for all: only VMAPPED_KEYS and d_ff differ
-    flops = [models.model_counts(r.config, task)['flops_per_token'] for r in g]
-    groups += split_by_flops(g, flops, pad_flops_factor)
+    for h in same_program:
+      flops = [models.model_counts(r.config, task)['flops_per_token'] for r in h]
+      groups += split_by_flops(h, flops, pad_flops_factor)
   return groups
 
 

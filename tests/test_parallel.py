@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
@@ -111,7 +110,7 @@ def test_bf16_compute_keeps_float32_params_optimizer_state_and_router():
   x_TxD = jnp.ones((16, 4), jnp.bfloat16)
 
   def forward(params):  # traced only (jax.eval_shape): the dtypes are what is checked
-    model = nnx.merge(exp.graphdef, params)
+    model = exp.merge(params)
     assert isinstance(model, moe_lib.MoE)
     return model.route(x_TxD), model.apply(x_TxD)
 
