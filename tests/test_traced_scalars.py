@@ -78,7 +78,13 @@ def test_group_config_turns_a_path_on_when_any_run_uses_it():
   assert (g.model.dropout_rate, g.train.learning_rate, g.model.moe.jitter) == (0.3, 0.1, 0.0)
   assert configs[0].model.dropout_rate == 0.0  # the runs' configs are untouched
   assert sweep.group_key(configs[0]) == sweep.group_key(configs[1]) == sweep.group_key(g)
-  assert sweep.group_key(configs[0]) != sweep.group_key(teacher_student(**{'model.d_ff': 16}))
+  wider = teacher_student(**{'model.d_ff': 16})
+  assert sweep.group_key(configs[0], pad=False) != sweep.group_key(wider, pad=False)
+  # Widths pad into one program (sweep.PAD_FLOPS_FACTOR) unless a run of the group has dropout.
+  runs = [sweep.Run(str(i), {}, c) for i, c in enumerate([configs[0], wider])]
+  assert [len(g) for g in sweep.group_runs(runs)] == [2]
+  runs.append(sweep.Run('2', {}, configs[1]))
+  assert sorted(len(g) for g in sweep.group_runs(runs)) == [1, 2]
 
 
 def test_dropout_rate_zero_is_the_identity_bit_for_bit():
