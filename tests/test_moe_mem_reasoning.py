@@ -62,15 +62,10 @@ def test_active_width_fixed_and_total_grows_with_experts(scale):
 
 @pytest.mark.parametrize('scale', ['quick', 'full'])
 def test_memorization_saturated_by_construction(scale):
-  """Even at 2 bits per trainable parameter the largest MoE could store < 90% of the facts' entropy."""
+  """Even at 2 bits per parameter the largest model could store < 90% of the facts' entropy."""
   s = mr.SETTINGS[scale]
-  spec = next(sp for sp in mr.sweeps(scale) if sp.name == 'memorization_dense')
-  biggest = max((c for _, c in _counts(spec)), key=lambda c: c['num_params'])
-  mem = next(sp for sp in mr.sweeps(scale) if sp.name == 'memorization')
-  largest_moe = max((c for _, c in _counts(mem)), key=lambda c: c['num_params'])
-  for c in (biggest, largest_moe):
-    trainable = c['num_params'] - c['num_embedding_params'] - c['num_unembedding_params']
-    assert 2 * trainable < mr.SATURATED_FRACTION * mr.entropy_bits(s)
+  counts = [c for sp in mr.sweeps(scale) if sp.name.startswith('memorization') for _, c in _counts(sp)]
+  assert 2 * max(c['num_params'] for c in counts) < mr.SATURATED_FRACTION * mr.entropy_bits(s)
   assert mr.entropy_bits(s) == s['mem_facts'] * 8
 
 
@@ -138,12 +133,12 @@ def _fake_results(scale, mem_slope, hop_slope, seed=0):
     rows = []
     for o, c in _counts(spec):
       row = {'status': 'completed', 'model.d_ff': spec.base.model.d_ff, **o, **c}
-      x = c['num_params'] - c['num_embedding_params'] - c['num_unembedding_params']
+      x = c['num_params']
       noise = rng.normal(0, 0.02)
       if spec.name.startswith('memorization'):
         row.update(bits_stored=0.5 * x ** mem_slope * math.exp(noise), accuracy=0.1)
       else:
-        row.update(eval_accuracy=0.3 + hop_slope * math.log2(c['num_params']) + noise, eval_loss=2.0,
+        row.update(eval_accuracy=0.3 + hop_slope * math.log2(c['num_params'] / 10000) + noise, eval_loss=2.0,
                    accuracy=0.9, first_hop_accuracy=1.0)
       rows.append(row)
     frames[spec.name] = pd.DataFrame(rows)
@@ -151,9 +146,9 @@ def _fake_results(scale, mem_slope, hop_slope, seed=0):
 
 
 @pytest.mark.parametrize('mem_slope,hop_slope,want', [
-    (1.0, 0.0, verdict.REPRODUCED),
     (1.0, 0.08, verdict.NOT_REPRODUCED),
-    (0.1, 0.0, verdict.NOT_REPRODUCED),
+    pytest.param(1.0, 0.0, verdict.REPRODUCED, marks=pytest.mark.slow),  # ~5 s each idle (plots)
+    pytest.param(0.1, 0.0, verdict.NOT_REPRODUCED, marks=pytest.mark.slow),
 ])
 def test_analysis_on_synthetic_results(tmp_path, mem_slope, hop_slope, want):
   a = mr.analyze(_fake_results('quick', mem_slope, hop_slope), base.Context(outdir=str(tmp_path), scale='quick'))
@@ -163,7 +158,7 @@ def test_analysis_on_synthetic_results(tmp_path, mem_slope, hop_slope, want):
   assert (tmp_path / a.figures[0].file).stat().st_size > 0
   assert all(c.passed for c in a.checks)  # 0.5 * x bits: far below the entropy
   mem_table = a.tables[0].frame
-  assert list(mem_table['E']) == [1, 4, 16, 0, 0] and mem_table['seeds'].tolist() == [3] * 5
+  assert list(mem_table['E']) == [1, 4, 16] and mem_table['seeds'].tolist() == [3] * 3
 
 
 def test_reasoning_floor_and_ceiling_guard():

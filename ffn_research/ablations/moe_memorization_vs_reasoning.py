@@ -9,9 +9,9 @@ Switch-style `softmax_topk` router without renormalisation so the router gets ta
 k = 1, dropless, Switch loss 1e-2 and z-loss 1e-3 as defaults) on two tasks:
 
   * memorization: N random facts (subject, relation) -> object (V = 256), `ffn_stack` with
-    frozen random embeddings (facts can live only in the FFN), more facts than the largest
-    model can store. Score: bits stored. x: trainable parameters (FFN + norm scales; the
-    frozen embeddings are neither memory nor "parameters" here).
+    tied trainable embeddings (model A of memorization_capacity: every parameter counted, as
+    Allen-Zhu & Li and Jelassi et al. count them), more facts than the largest model can store
+    at 2 bits per parameter. Score: bits stored. x: total parameters.
   * reasoning: `multi_hop` (2 hops in a random graph, 20% of the compositions held out), a small
     transformer whose FFNs are the MoE. Score: held-out composition accuracy (eval_accuracy).
     x: all parameters (every one is trained).
@@ -26,9 +26,9 @@ Verdict rules (written before any run):
      Reproduced if the 95% CI lies above MEM_LEVEL = 0.5 (the midpoint of those two on the log
      scale: at least sqrt growth); not reproduced if it lies below 0.5; else inconclusive.
   2. reasoning: least-squares slope of held-out accuracy on log2(total params) over every
-     (E, seed). "Saturates" = the 32x range of total parameters (5 doublings) moves accuracy by
-     less than 0.1 (a tenth of the accuracy scale), i.e. slope within +-REASON_MARGIN = 0.02 per
-     doubling. Reproduced if the CI lies inside [-0.02, 0.02]; not reproduced if it lies outside;
+     (E, seed). "Saturates" = a 32x range of total parameters (5 doublings, the issue's E = 1..32)
+     moves accuracy by less than 0.1 (a tenth of the accuracy scale), i.e. slope within
+     +-REASON_MARGIN = 0.02 per doubling. Reproduced if the CI lies inside [-0.02, 0.02]; not reproduced if it lies outside;
      else inconclusive. Also inconclusive when a flat line could not have moved: the E = 1 mean
      held-out accuracy below FLOOR = 4/64 (four times chance) or the largest E's mean above
      CEILING = 0.95.
@@ -49,21 +49,28 @@ from ffn_research.ablations import base  # pylint: disable=wrong-import-position
 from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
 from ffn_research.config import default_config  # pylint: disable=wrong-import-position
 
-# Per scale: experts swept, seeds, and per task the steps (memorization: batch fixed below).
+# Per scale: experts swept; per task seeds and steps; dense references or not. Sized for a 2-core CPU
+# shared ~10x (2026-11-22): E stops at 16 and multi_hop has 3 seeds, because on CPU the MoE's cost
+# per step grows with E (see DISPATCH) and each E is its own compiled program.
 SETTINGS = {
-    'smoke': dict(experts=(1, 2, 4), seeds=3, mem_facts=512, mem_steps=20, hop_steps=20, dense=False),
-    'quick': dict(experts=(1, 4, 16), seeds=3, mem_facts=8192, mem_steps=400, hop_steps=1000, dense=True),
-    'full': dict(experts=(1, 2, 4, 8, 16, 32), seeds=5, mem_facts=8192, mem_steps=400, hop_steps=1500, dense=True),
+    'smoke': dict(experts=(1, 2, 4), mem_seeds=3, hop_seeds=3, mem_facts=512, mem_steps=20, hop_steps=20,
+                  dense=False),
+    'quick': dict(experts=(1, 4, 16), mem_seeds=3, hop_seeds=3, mem_facts=2048, mem_steps=300, hop_steps=600,
+                  dense=False),
+    'full': dict(experts=(1, 2, 4, 8, 16), mem_seeds=5, hop_seeds=3, mem_facts=2048, mem_steps=500, hop_steps=1000,
+                 dense=True),
 }
 TOP_K = 1                     # experts per token: active width = TOP_K * expert width
 ROUTER = 'softmax_topk'       # Switch-style, no renormalisation: the router learns at k = 1
-MEM_D_MODEL, MEM_WIDTH = 16, 16           # memorization: residual width, expert d_ff
+MEM_D_MODEL, MEM_WIDTH = 4, 8             # memorization: residual width, expert d_ff
 MEM_VALUES, MEM_RELATIONS = 256, 32      # objects (8 bits per fact), relations per subject
 MEM_BATCH, MEM_LR = 2048, 3e-2            # lr: memorization_capacity's calibrated 3e-2
 HOP_D_MODEL, HOP_HEADS, HOP_WIDTH = 32, 2, 32   # multi_hop transformer: d_model, heads, expert d_ff
+HOP_BATCH = 128                           # multi_hop sequences per step (configs/multi_hop.py: 256)
 HOP_LAYERS = 2                            # both tasks' models: residual blocks (memorization: 1)
-MEM_LAYERS = 1
-DISPATCH = 'ragged'           # same function as 'sort' (tested in test_moe.py); its compile time does not grow with E
+MEM_LAYERS = 2
+DISPATCH = 'ragged'           # same function as 'sort' (tested in test_moe.py); compiles in a time independent of E
+                              # (sort: a static loop over experts), but on CPU costs E dense products per step
 SATURATED_FRACTION = 0.9      # a memorization run storing more than this share of the entropy is not saturated
 MEM_LEVEL = 0.5               # rule 1: slope of ln bits on ln params must exceed this
 REASON_MARGIN = 0.02          # rule 2: |accuracy slope per doubling of total params| within this
@@ -80,7 +87,7 @@ def memorization_config(s: dict) -> 'ml_collections.ConfigDict':
   c = default_config()
   m, t, tr = c.model, c.task, c.train
   m.arch, m.num_layers, m.d_model, m.d_ff = 'ffn_stack', MEM_LAYERS, MEM_D_MODEL, MEM_WIDTH
-  m.tie_embeddings, m.freeze_embeddings = True, True
+  m.tie_embeddings = True
   _moe(c, 1)
   t.name, t.num_facts, t.num_relations, t.vocab_size = 'memorization', s['mem_facts'], MEM_RELATIONS, MEM_VALUES
   tr.batch_size, tr.learning_rate = MEM_BATCH, MEM_LR
@@ -94,29 +101,30 @@ def multi_hop_config(s: dict) -> 'ml_collections.ConfigDict':
   m.arch, m.num_layers, m.d_model, m.num_heads, m.d_ff = 'transformer', HOP_LAYERS, HOP_D_MODEL, HOP_HEADS, HOP_WIDTH
   _moe(c, 1)
   t.name, t.num_nodes, t.num_relations, t.num_hops, t.train_fraction = 'multi_hop', 64, 8, 2, 0.8
-  tr.batch_size, tr.optimizer, tr.weight_decay, tr.learning_rate = 256, 'adamw', 1.0, 3e-3  # configs/multi_hop.py
+  tr.optimizer, tr.weight_decay, tr.learning_rate = 'adamw', 1.0, 3e-3  # configs/multi_hop.py
+  tr.batch_size = HOP_BATCH
   base.set_steps(tr, s['hop_steps'])
   return c
 
 
-def expert_runs(s: dict) -> list[dict]:
-  return sweep.product(sweep.values('model.moe.num_experts', s['experts']),
-                       sweep.values('train.seed', range(s['seeds'])))
+def expert_runs(s: dict, seeds: int) -> list[dict]:
+  return sweep.product(sweep.values('model.moe.num_experts', s['experts']), sweep.values('train.seed', range(seeds)))
 
 
-def dense_runs(s: dict, width: int) -> list[dict]:
+def dense_runs(s: dict, width: int, seeds: int) -> list[dict]:
   """Dense FFNs of the expert width (same active width) and of E_max experts' width (same total)."""
   return sweep.product([{'model.moe.num_experts': 0, 'model.d_ff': w} for w in (width, max(s['experts']) * width)],
-                       sweep.values('train.seed', range(s['seeds'])))
+                       sweep.values('train.seed', range(seeds)))
 
 
 def sweeps(scale: str) -> list[base.SweepSpec]:
   s = SETTINGS[scale]
   mem, hop = memorization_config(s), multi_hop_config(s)
-  out = [base.SweepSpec('memorization', mem, expert_runs(s)), base.SweepSpec('multi_hop', hop, expert_runs(s))]
+  out = [base.SweepSpec('memorization', mem, expert_runs(s, s['mem_seeds'])),
+         base.SweepSpec('multi_hop', hop, expert_runs(s, s['hop_seeds']))]
   if s['dense']:
-    out += [base.SweepSpec('memorization_dense', mem, dense_runs(s, MEM_WIDTH)),
-            base.SweepSpec('multi_hop_dense', hop, dense_runs(s, HOP_WIDTH))]
+    out += [base.SweepSpec('memorization_dense', mem, dense_runs(s, MEM_WIDTH, s['mem_seeds'])),
+            base.SweepSpec('multi_hop_dense', hop, dense_runs(s, HOP_WIDTH, s['hop_seeds']))]
   return out
 
 
@@ -125,11 +133,6 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
 def entropy_bits(s: dict) -> float:
   """The facts' entropy N log2 V in bits."""
   return s['mem_facts'] * math.log2(MEM_VALUES)
-
-
-def trainable_params(df: pd.DataFrame) -> pd.Series:
-  """Parameters that get gradient: all but the frozen (tied) embeddings."""
-  return df['num_params'] - df['num_embedding_params'] - df['num_unembedding_params']
 
 
 def slope_above(x, y, *, level: float, claim: str, seeds) -> verdict.Verdict:
@@ -241,7 +244,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   if any(failed.values()):
     notes.append(f'runs not completed (excluded): {failed}')
 
-  mem, mem_dense = _frames(results, 'memorization', trainable_params)
+  mem, mem_dense = _frames(results, 'memorization', lambda d: d['num_params'])
   hop, hop_dense = _frames(results, 'multi_hop', lambda d: d['num_params'])
   for df in (mem, mem_dense, hop, hop_dense):
     df['label'] = _label(df) if len(df) else pd.Series(dtype=str)
@@ -281,7 +284,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
                f'{facts_fit.ci[1]:+.3g}].')
 
   mem_table = _table(pd.concat([mem, mem_dense]), {'bits_stored': 'bits', 'share_of_entropy': 'share of entropy',
-                                                   'bits_per_x': 'bits/trainable param', 'accuracy': 'accuracy'})
+                                                   'bits_per_x': 'bits/param', 'accuracy': 'accuracy'})
   hop_table = _table(pd.concat([hop, hop_dense]), {
       'eval_accuracy': 'held-out accuracy', 'eval_loss': 'held-out loss', 'accuracy': 'trained accuracy',
       'first_hop_accuracy': 'first-hop accuracy'})
@@ -292,7 +295,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   _panel(ax, mem, mem_dense, 'bits_stored', log_y=True,
          fit=(lambda g: np.exp(a) * g ** b) if math.isfinite(a) else None)
   ax.axhline(entropy, color='k', ls=':', lw=1, label=f'facts\' entropy {entropy:,.0f} bits')
-  ax.set_xlabel('trainable parameters (FFN + norms; embeddings frozen)')
+  ax.set_xlabel('total parameters (embeddings included)')
   ax.set_ylabel('bits stored')
   ax.set_title(f'memorization, {s["mem_facts"]:,} facts ({ctx.scale}): slope {b:.2f}')
   ax.legend(fontsize=7)
@@ -308,7 +311,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   ax.set_title(f'multi_hop held-out compositions ({ctx.scale}): {v_hop.statistic:+.3f} per doubling')
   ax.legend(fontsize=7)
   figure = base.save_figure(fig, ctx.outdir, 'memorization_vs_reasoning.png',
-                            'left: bits stored vs trainable parameters (log-log) as experts are added at fixed '
+                            'left: bits stored vs total parameters (log-log) as experts are added at fixed '
                             'active width, with the facts\' entropy; right: held-out 2-hop accuracy vs total '
                             'parameters; dashed: the E = 1 reference, squares: dense references')
 
@@ -330,7 +333,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   ]
   return base.Analysis(
       verdicts=verdicts, headline=headline,
-      tables=[base.Table(f'memorization ({s["mem_facts"]:,} facts, {entropy:,.0f} bits): x = trainable params',
+      tables=[base.Table(f'memorization ({s["mem_facts"]:,} facts, {entropy:,.0f} bits): x = total params',
                          mem_table),
               base.Table('multi_hop (held-out compositions): x = total params', hop_table)],
       figures=[figure], checks=checks, notes=notes)
@@ -344,8 +347,8 @@ ABLATION = base.Ablation(
     published='qualitative: memorization tracks total parameters, reasoning tracks active parameters',
     sweeps=sweeps, analyze=analyze,
     setup=(f'MoE FFNs of top-{TOP_K} of E experts ({ROUTER} router without renormalisation, dropless, Switch loss '
-           f'1e-2, z-loss 1e-3). Memorization: `ffn_stack`, {MEM_LAYERS} block, d_model {MEM_D_MODEL}, frozen tied '
-           f'random embeddings, experts of width {MEM_WIDTH}, {MEM_RELATIONS} relations, V = {MEM_VALUES}, batch '
+           f'1e-2, z-loss 1e-3). Memorization: `ffn_stack`, {MEM_LAYERS} blocks, d_model {MEM_D_MODEL}, tied trainable '
+           f'embeddings, experts of width {MEM_WIDTH}, {MEM_RELATIONS} relations, V = {MEM_VALUES}, batch '
            f'{MEM_BATCH}, Adam {MEM_LR:g}. Reasoning: `multi_hop` (64 nodes, 8 relations, 2 hops, 80% of the '
            f'compositions trained), transformer {HOP_LAYERS} layers, d_model {HOP_D_MODEL}, {HOP_HEADS} heads, '
            f'experts of width {HOP_WIDTH}, batch 256, AdamW 3e-3, weight decay 1.0. Warmup 100, cosine decay.'))
