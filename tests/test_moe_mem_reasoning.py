@@ -132,7 +132,7 @@ def _fake_results(scale, mem_slope, hop_slope, seed=0):
   for spec in mr.sweeps(scale):
     rows = []
     for o, c in _counts(spec):
-      row = {'status': 'completed', 'model.d_ff': spec.base.model.d_ff, **o, **c}
+      row = {'status': 'completed', **o, **c}  # like results.csv: only swept keys as config columns
       x = c['num_params']
       noise = rng.normal(0, 0.02)
       if spec.name.startswith('memorization'):

@@ -174,7 +174,7 @@ def overall(mem: verdict.Verdict, reason: verdict.Verdict) -> verdict.Verdict:
     outcome = verdict.INCONCLUSIVE
   return verdict.Verdict(
       'overall: memorization grows with total parameters while reasoning saturates (Jelassi et al. 2024)',
-      outcome, mem.statistic, mem.ci, 'the memorization and reasoning verdicts combined',
+      outcome, math.nan, (math.nan, math.nan), 'the memorization and reasoning verdicts combined (no statistic)',
       'reproduced if both are reproduced; not reproduced if either is not reproduced; otherwise inconclusive',
       min(mem.n, reason.n), f'memorization: {mem.outcome} (slope {mem.statistic:.3g}); reasoning: '
       f'{reason.outcome} (slope {reason.statistic:.3g} per doubling)')
@@ -207,11 +207,16 @@ def _frames(results: dict[str, pd.DataFrame], task: str, x_of) -> tuple[pd.DataF
   dense = base.completed(results[f'{task}_dense']).copy() if f'{task}_dense' in results else moe.iloc[:0].copy()
   for df, kind in ((moe, 'MoE'), (dense, 'dense')):
     df['kind'] = kind
+    if 'model.d_ff' not in df:  # not swept in the MoE sweep: one expert's width
+      df['model.d_ff'] = df['d_ff_effective']
     df['x'] = x_of(df) if len(df) else pd.Series(dtype=float)
   return moe, dense
 
 
 def _panel(ax, moe, dense, y, *, fit=None, log_y=False):
+  if log_y:  # zeros (e.g. 0 bits stored) cannot be drawn on a log axis
+    moe, dense = moe[moe[y] > 0], dense[dense[y] > 0]
+    log_y = len(moe) > 0
   t = verdict.summarize(moe, ['x', 'model.moe.num_experts'], [y])
   ax.scatter(moe['x'], moe[y], s=10, color='C0', alpha=0.4)
   if len(t):
@@ -231,6 +236,9 @@ def _panel(ax, moe, dense, y, *, fit=None, log_y=False):
     mean = g[y].mean()
     ax.scatter([g['x'].iloc[0]], [mean], marker='s', s=40, color=f'C{i + 2}', zorder=3, label=f'{label} (mean)')
   ax.set_xscale('log', base=2)
+  ticks = sorted({*moe['x'].astype(float), *dense['x'].astype(float)})
+  ax.set_xticks(ticks, [f'{v:,.0f}' for v in ticks], rotation=30, fontsize=7)
+  ax.minorticks_off()
   if log_y:
     ax.set_yscale('log')
   ax.grid(True, which='both', alpha=0.3)
