@@ -291,6 +291,21 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
                f'(atomic fact) accuracy by {facts_fit.statistic:+.3g} [{facts_fit.ci[0]:+.3g}, '
                f'{facts_fit.ci[1]:+.3g}].')
 
+  # Descriptive: bits per *added* parameter, E = 1 -> E_max and dense narrow -> wide.
+  def marginal(df, key, lo, hi):
+    g = df.groupby(key)[['bits_stored', 'x']].mean()
+    if lo not in g.index or hi not in g.index:
+      return math.nan
+    return (g.loc[hi, 'bits_stored'] - g.loc[lo, 'bits_stored']) / (g.loc[hi, 'x'] - g.loc[lo, 'x'])
+  e_lo, e_hi = min(s['experts']), max(s['experts'])
+  text = (f'descriptive: bits stored per added parameter from E = {e_lo} to {e_hi}: '
+          f'{marginal(mem, "model.moe.num_experts", e_lo, e_hi):.3g} (bits per parameter at E = {e_lo}: '
+          f'{mem.loc[mem["model.moe.num_experts"] == e_lo, "bits_per_x"].mean():.3g})')
+  if len(mem_dense):
+    text += (f'; dense d_ff {MEM_WIDTH} -> {e_hi * MEM_WIDTH}: '
+             f'{marginal(mem_dense, "model.d_ff", MEM_WIDTH, e_hi * MEM_WIDTH):.3g}')
+  notes.append(text + '.')
+
   mem_table = _table(pd.concat([mem, mem_dense]), {'bits_stored': 'bits', 'share_of_entropy': 'share of entropy',
                                                    'bits_per_x': 'bits/param', 'accuracy': 'accuracy'})
   hop_table = _table(pd.concat([hop, hop_dense]), {
@@ -323,7 +338,6 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
                             'active width, with the facts\' entropy; right: held-out 2-hop accuracy vs total '
                             'parameters; dashed: the E = 1 reference, squares: dense references')
 
-  e_lo, e_hi = min(s['experts']), max(s['experts'])
   def mean_at(df, col, e):
     return df.loc[df['model.moe.num_experts'] == e, col].mean()
   headline = (f'E = {e_lo} -> {e_hi}: bits stored {mean_at(mem, "bits_stored", e_lo):,.0f} -> '
