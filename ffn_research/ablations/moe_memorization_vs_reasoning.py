@@ -236,7 +236,7 @@ def _panel(ax, moe, dense, y, *, fit=None, log_y=False):
     mean = g[y].mean()
     ax.scatter([g['x'].iloc[0]], [mean], marker='s', s=40, color=f'C{i + 2}', zorder=3, label=f'{label} (mean)')
   ax.set_xscale('log', base=2)
-  ticks = sorted({*moe['x'].astype(float), *dense['x'].astype(float)})
+  ticks = sorted(set(moe['x'].astype(float)))  # the MoE sizes (dense squares sit near E = 1 and E_max)
   ax.set_xticks(ticks, [f'{v:,.0f}' for v in ticks], rotation=30, fontsize=7)
   ax.minorticks_off()
   if log_y:
