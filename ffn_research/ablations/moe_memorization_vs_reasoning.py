@@ -19,8 +19,9 @@ k = 1, dropless, Switch loss 1e-2 and z-loss 1e-3 as defaults) on two tasks:
 Dense references: d_ff = expert width (the same active width; E = 1 without the router) and
 d_ff = E_max x expert width (about the same total parameters as the largest MoE).
 
-Verdict rules (written before any run):
-  1. memorization: least-squares slope of ln(bits stored) on ln(trainable params) over every
+Verdict rules (written before the quick and full runs; calibration runs, one seed, only chose the
+model sizes; the floor/ceiling guard of rule 2 was added after the E = 1 multi_hop calibration):
+  1. memorization: least-squares slope of ln(bits stored) on ln(total params) over every
      (E, seed) of the MoE sweep. Under the claim bits grow in proportion to total parameters
      (constant bits per parameter, slope 1); with nothing gained from experts the slope is 0.
      Reproduced if the 95% CI lies above MEM_LEVEL = 0.5 (the midpoint of those two on the log
@@ -28,8 +29,8 @@ Verdict rules (written before any run):
   2. reasoning: least-squares slope of held-out accuracy on log2(total params) over every
      (E, seed). "Saturates" = a 32x range of total parameters (5 doublings, the issue's E = 1..32)
      moves accuracy by less than 0.1 (a tenth of the accuracy scale), i.e. slope within
-     +-REASON_MARGIN = 0.02 per doubling. Reproduced if the CI lies inside [-0.02, 0.02]; not reproduced if it lies outside;
-     else inconclusive. Also inconclusive when a flat line could not have moved: the E = 1 mean
+     +-REASON_MARGIN = 0.02 per doubling. Reproduced if the CI lies inside [-0.02, 0.02]; not
+     reproduced if it lies outside; else inconclusive. Also inconclusive when a flat line could not have moved: the E = 1 mean
      held-out accuracy below FLOOR = 4/64 (four times chance) or the largest E's mean above
      CEILING = 0.95.
   3. overall: reproduced if 1 and 2 are; not reproduced if either is not; else inconclusive.
@@ -63,12 +64,12 @@ SETTINGS = {
 TOP_K = 1                     # experts per token: active width = TOP_K * expert width
 ROUTER = 'softmax_topk'       # Switch-style, no renormalisation: the router learns at k = 1
 MEM_D_MODEL, MEM_WIDTH = 4, 8             # memorization: residual width, expert d_ff
-MEM_VALUES, MEM_RELATIONS = 256, 32      # objects (8 bits per fact), relations per subject
+MEM_VALUES, MEM_RELATIONS = 256, 32       # objects (8 bits per fact), relations per subject
 MEM_BATCH, MEM_LR = 2048, 3e-2            # lr: memorization_capacity's calibrated 3e-2
 HOP_D_MODEL, HOP_HEADS, HOP_WIDTH = 32, 2, 32   # multi_hop transformer: d_model, heads, expert d_ff
 HOP_BATCH = 128                           # multi_hop sequences per step (configs/multi_hop.py: 256)
-HOP_LAYERS = 2                            # both tasks' models: residual blocks (memorization: 1)
-MEM_LAYERS = 2
+HOP_LAYERS = 2                            # multi_hop transformer layers
+MEM_LAYERS = 2                            # memorization ffn_stack residual blocks
 DISPATCH = 'ragged'           # same function as 'sort' (tested in test_moe.py); compiles in a time independent of E
                               # (sort: a static loop over experts), but on CPU costs E dense products per step
 SATURATED_FRACTION = 0.9      # a memorization run storing more than this share of the entropy is not saturated
