@@ -54,7 +54,7 @@ from ffn_research.config import default_config  # pylint: disable=wrong-import-p
 # shared ~10x (2026-11-22): E stops at 16 and multi_hop has 3 seeds, because on CPU the MoE's cost
 # per step grows with E (see DISPATCH) and each E is its own compiled program.
 SETTINGS = {
-    'smoke': dict(experts=(1, 2, 4), mem_seeds=3, hop_seeds=3, mem_facts=512, mem_steps=20, hop_steps=20,
+    'smoke': dict(experts=(1, 2), mem_seeds=3, hop_seeds=3, mem_facts=512, mem_steps=20, hop_steps=20,
                   dense=False),
     'quick': dict(experts=(1, 4, 16), mem_seeds=3, hop_seeds=3, mem_facts=2048, mem_steps=300, hop_steps=600,
                   dense=False),
