@@ -487,6 +487,11 @@ def readme_block(doc) -> str:
       '',
       f'Machine: {machine_line(doc)}.',
       '',
+      *([f'**Under load** (load average {doc["machine"]["load_average_start"][0]:.1f} on '
+         f'{doc["machine"]["cpu_count"]} cores at the start): absolute times are not speed '
+         'claims; only ratios within one group, measured side by side, mean anything, and even '
+         'those spread by more than 15% at such loads (docs/performance.md).', '']
+        if doc['machine']['load_average_start'][0] > doc['machine']['cpu_count'] else []),
       table(doc),
       '',
       'GPU figures (`--suite=gpu`: bf16 dense MFU at d_model 2048 / d_ff 8192, `ragged` vs `sort` '

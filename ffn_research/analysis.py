@@ -42,7 +42,8 @@ COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_activ
                  'num_attention_params', 'num_embedding_params', 'num_norm_params',
                  'num_unembedding_params', 'd_ff_effective', 'd_ff_active', 'flops_per_token')
 # Result columns that are neither metrics nor counts.
-BOOKKEEPING_COLUMNS = ('name', 'status', 'error', 'step', 'diverged_step', 'sweep_group_size')
+BOOKKEEPING_COLUMNS = ('name', 'status', 'error', 'step', 'diverged_step', 'sweep_group_size',
+                       'sweep_padded_d_ff')
 
 
 # --------------------------------------------------------------------------- reading

@@ -35,7 +35,7 @@ from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import optim, parallel, train, validation
+from ffn_research import models, optim, parallel, train, validation
 
 PyTree = Any
 
@@ -67,17 +67,21 @@ class LonePrograms:
     self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0, **state_in, **state_out)
     self.evaluate = jax.jit(exp.evaluate, **out)
 
-  def init(self, seeds, hyperparams):
-    del hyperparams  # the config's, already in the optimizer
+  def init(self, seeds, hyperparams, widths):
+    del hyperparams, widths  # the config's, already in the optimizer and the model
     return self.init_fn(seeds[0])
 
-  def abstract_state(self, seeds, hyperparams):
-    del hyperparams
+  def abstract_state(self, seeds, hyperparams, widths):
+    del hyperparams, widths
     return jax.eval_shape(self.init_fn, seeds[0])
 
   def run(self, tree: PyTree, i: int) -> PyTree:
     del i
     return tree
+
+  def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
+    del i, abstract
+    return state
 
   def stack(self, states: Sequence[PyTree]) -> PyTree:
     return states[0] if self.shardings is None else parallel.place(states[0], self.shardings)
@@ -88,7 +92,13 @@ class LonePrograms:
 
 
 class GroupPrograms:
-  """The vmapped (and, over several devices, sharded) programs of a group of runs."""
+  """The vmapped (and, over several devices, sharded) programs of a group of runs.
+
+  `exp` may be built wider than some runs (a d_ff-padded group, sweep.PAD_FLOPS_FACTOR):
+  each run gets its true FFN width at init (a traced per-run value); its state is padded
+  with zeros to the program's shapes on the way in (`stack`) and cut back to its own on
+  the way out (`run_state`), so checkpoints always hold the run's true shapes.
+  """
 
   batched = True
 
@@ -101,8 +111,8 @@ class GroupPrograms:
       mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
       self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
 
-    def init_one(seed, hyperparams):
-      state = exp.init(seed)
+    def init_one(seed, hyperparams, d_ff):
+      state = exp.init(seed, d_ff)
       hyper = state['opt_state'].hyperparams
       for k, v in hyperparams.items():  # optim.HYPERPARAMS: learning rate, weight decay
         hyper[k] = v.astype(hyper[k].dtype)
@@ -122,16 +132,17 @@ class GroupPrograms:
     x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
     return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
 
-  def _padded(self, seeds, hyperparams):
+  def _padded(self, seeds, hyperparams, widths):
     return (self.pad(np.asarray(seeds, np.int32)),
-            {k: self.pad(np.asarray(v, np.float32)) for k, v in hyperparams.items()})
+            {k: self.pad(np.asarray(v, np.float32)) for k, v in hyperparams.items()},
+            self.pad(np.asarray(widths, np.int32)))
 
-  def init(self, seeds, hyperparams):
-    """hyperparams: {name in optim.HYPERPARAMS: one value per run}."""
-    return self.init_fn(*self._padded(seeds, hyperparams))
+  def init(self, seeds, hyperparams, widths):
+    """hyperparams: {name in optim.HYPERPARAMS: one value per run}; widths: each run's true d_ff."""
+    return self.init_fn(*self._padded(seeds, hyperparams, widths))
 
-  def abstract_state(self, seeds, hyperparams):
-    abstract = jax.eval_shape(self.init_fn, *self._padded(seeds, hyperparams))
+  def abstract_state(self, seeds, hyperparams, widths):
+    abstract = jax.eval_shape(self.init_fn, *self._padded(seeds, hyperparams, widths))
     if self.sharding is None:
       return abstract
     return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.sharding), abstract)
@@ -139,8 +150,19 @@ class GroupPrograms:
   def run(self, tree: PyTree, i: int) -> PyTree:
     return jax.tree.map(lambda x: x[i], tree)
 
+  def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
+    """Run i's state (host arrays) cut to its own shapes `abstract` (padded units dropped)."""
+    return jax.tree.map(lambda x, a: np.asarray(x[i])[tuple(slice(0, n) for n in a.shape)], state, abstract)
+
   def stack(self, states: Sequence[PyTree]) -> PyTree:
-    return jax.tree.map(lambda *xs: self.pad(np.stack([np.asarray(x) for x in xs])), *states)
+    """Runs' states (their own shapes) zero-padded to the program's and stacked on the run axis."""
+    full = jax.eval_shape(self.exp.init, 0)
+
+    def pad_one(a, x):
+      x = np.asarray(x)
+      return np.pad(x, [(0, n - m) for n, m in zip(a.shape, x.shape)]) if x.ndim else x
+
+    return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x) for x in xs])), full, *states)
 
 
 # --------------------------------------------------------------------------- bookkeeping
@@ -285,14 +307,24 @@ def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -
   return covered
 
 
-def _restore(ckpts: list[io_lib.Checkpointer], abstract_one: PyTree, max_step: float):
+def run_abstract_states(exp, configs: Sequence[ml_collections.ConfigDict]) -> list[PyTree]:
+  """Each run's state shapes at its own d_ff (what its checkpoints hold), even in a padded program."""
+  by_width = {models.hidden_width(exp.config.model): jax.eval_shape(exp.init, 0)}
+  for c in configs:
+    w = models.hidden_width(c.model)
+    if w not in by_width:
+      by_width[w] = jax.eval_shape(train.Experiment(c).init, 0)
+  return [by_width[models.hidden_width(c.model)] for c in configs]
+
+
+def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_step: float):
   """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
   intact, or None; newer checkpoints are removed (a rerun recreates them)."""
   common = set.intersection(*(set(c.steps()) for c in ckpts))
   had_any = any(c.steps() for c in ckpts)
   chosen = None
   for step in sorted((s for s in common if s <= max_step), reverse=True):
-    restored = [c.restore(step, abstract_one) for c in ckpts]
+    restored = [c.restore(step, a) for c, a in zip(ckpts, abstract_ones)]
     if all(r is not None for r in restored):
       chosen = [r[0] for r in restored], step, [r[1] for r in restored]
       break
@@ -320,8 +352,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   device = jax.local_devices()[0]
   seeds = [c.train.seed for c in configs]
   hyperparams = {k: [c.train[k] for c in configs] for k in optim.HYPERPARAMS}
-  abstract = programs.abstract_state(seeds, hyperparams)
-  abstract_one = jax.eval_shape(jax.jit(exp.init), 0)
+  widths = [models.hidden_width(c.model) for c in configs]  # true; the program may be wider
+  abstract = programs.abstract_state(seeds, hyperparams, widths)
+  abstract_ones = run_abstract_states(exp, configs)
   primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
   ckpts = [(io_lib.Checkpointer if primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
            for d in run_dirs]
@@ -343,9 +376,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
     ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
   logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
                for d in run_dirs) if primary else 0
-  restored = parallel.from_primary(_restore(ckpts, abstract_one, logged))
+  restored = parallel.from_primary(_restore(ckpts, abstract_ones, logged))
   if restored is None:
-    state, step, wall_before = programs.init(seeds, hyperparams), 0, [0.0] * num_runs
+    state, step, wall_before = programs.init(seeds, hyperparams, widths), 0, [0.0] * num_runs
   else:
     states, step, metas = restored
     state, wall_before = programs.stack(states), [float(m['wall_time_s']) for m in metas]
@@ -392,7 +425,7 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
       host = jax.device_get(state) if programs.batched else programs.host(state)
       elapsed = (time.time() - start_time) / num_runs
       for i, c in enumerate(ckpts):
-        c.save(at, programs.run(host, i), {'wall_time_s': wall_before[i] + elapsed})
+        c.save(at, programs.run_state(host, i, abstract_ones[i]), {'wall_time_s': wall_before[i] + elapsed})
       checkpoint_time += time.time() - t0
 
     def crossed(every: int, before: int, after: int) -> bool:
@@ -437,7 +470,7 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   summaries = []
   for i, d in enumerate(run_dirs):
     evals = None if tracks[i].diverged_at >= 0 else scalars(programs.run(all_evals, i))
-    summary = run_summary(exp.counts, tracks[i], step=step, evals=evals,
+    summary = run_summary(models.model_counts(configs[i], exp.task), tracks[i], step=step, evals=evals,
                           compile_time_s=compile_time if compiled else None,
                           checkpoint_time_s=checkpoint_time / num_runs,
                           wall_time_s=wall_before[i] + elapsed, steps_per_s=rate)

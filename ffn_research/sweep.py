@@ -12,6 +12,9 @@ A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whos
 configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
 `Experiment.train_chunk` are vmapped over a leading run axis; the learning rate and
 weight decay live in `opt_state.hyperparams` (optim.HYPERPARAMS) so they can differ per run.
+Runs that also differ in `model.d_ff` (dense FFNs without dropout, models.pads_d_ff) share a
+program allocated at the widest run's width, each run masked to its own (models/ffn.py),
+while the padded FLOPs stay within PAD_FLOPS_FACTOR of the real ones.
 """
 
 import contextlib
@@ -36,7 +39,7 @@ from ffn_research import config as config_lib
 from ffn_research import configfile
 from ffn_research import io as io_lib
 from ffn_research import loop as loop_lib
-from ffn_research import optim
+from ffn_research import models, optim, tasks
 from ffn_research import parallel
 from ffn_research import train as train_lib
 from ffn_research import validation
@@ -48,11 +51,23 @@ Overrides = dict[str, Any]
 # HYPERPARAMS, learning rate and weight decay, live in its state).
 VMAPPED_KEYS = ('train.seed', *(f'train.{k}' for k in optim.HYPERPARAMS))
 
+# Runs that differ only in VMAPPED_KEYS and model.d_ff (where models.pads_d_ff) share one
+# program padded to their widest hidden width as long as the group's padded FLOPs (every
+# run at the widest width) stay within this factor of its real FLOPs (flops_per_token at
+# each run's own width); wider ranges split into several programs, greedily over sorted
+# widths (`split_by_flops`). 1.0 turns padding off (only equal widths share a program).
+# 4, not 2: the small models this project sweeps on CPU are bound by compiling and per-step
+# overhead, not FLOPs (docs/sweeps.md "Measured"); for large models on accelerators, where
+# time follows FLOPs, pass a smaller factor (experiments.sweep --pad_flops_factor=2).
+# Example, capacity_dense.py (widths 4..1024, doubling, 3 seeds): factor 2 gives the programs
+# {4,8,16} {32,64,128} {256,512,1024} per activation; factor 4 gives {4..256} {512,1024}.
+PAD_FLOPS_FACTOR = 4.0
+
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
                  'd_ff_effective', 'flops_per_token')
 TAIL_COLUMNS = ('diverged_step', 'diverged_reason', 'wall_time_s', 'compile_time_s', 'checkpoint_time_s',
-                'steps_per_s', 'sweep_group_size', 'error')
+                'steps_per_s', 'sweep_group_size', 'sweep_padded_d_ff', 'error')
 FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
 
 
@@ -169,24 +184,52 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
   return runs
 
 
-def group_key(config: ml_collections.ConfigDict) -> str:
-  """Equal for configs that differ only in VMAPPED_KEYS (they share one program)."""
+def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
+  """Equal for configs that differ only in VMAPPED_KEYS and, with `pad`, in model.d_ff where
+  models.pads_d_ff (such runs may share one program)."""
   shape_config = config.to_dict()
-  for key in VMAPPED_KEYS:
+  for key in VMAPPED_KEYS + (('model.d_ff',) if pad and models.pads_d_ff(config.model) else ()):
     section, leaf = key.split('.')
     shape_config[section][leaf] = None
   return json.dumps(io_lib.json_safe(shape_config), sort_keys=True)
 
 
-def group_runs(runs: Sequence[Run]) -> list[list[Run]]:
-  """Runs grouped by `group_key`, groups in order of first appearance."""
-  groups: dict[str, list[Run]] = {}
+def split_by_flops(runs: Sequence[Run], flops: Sequence[float], factor: float) -> list[list[Run]]:
+  """Runs (of one group_key) cut into programs whose padded FLOPs, len(program) * its largest
+  flops, stay within `factor` of their real FLOPs, the sum of flops: greedy over the distinct
+  widths in increasing order, all runs of a width together, a new program whenever adding
+  the next width would break the bound (flops_per_token grows with d_ff)."""
+  by_width: dict[int, list[int]] = {}
+  for i, r in enumerate(runs):
+    by_width.setdefault(models.hidden_width(r.config.model), []).append(i)
+  out: list[list[int]] = []
+  for w in sorted(by_width):
+    cand = (out[-1] if out else []) + by_width[w]
+    if out and len(cand) * max(flops[j] for j in cand) <= factor * sum(flops[j] for j in cand):
+      out[-1] = cand
+    else:
+      out.append(by_width[w])
+  return [[runs[i] for i in g] for g in out]
+
+
+def group_runs(runs: Sequence[Run], pad_flops_factor: float = PAD_FLOPS_FACTOR) -> list[list[Run]]:
+  """Runs grouped into programs: by `group_key` (in order of first appearance), then split
+  by `split_by_flops` (narrowest first); pad_flops_factor 1.0 pads nothing."""
+  if not (isinstance(pad_flops_factor, (int, float)) and pad_flops_factor >= 1):
+    raise config_lib.ConfigError(f'pad_flops_factor={pad_flops_factor!r} must be a number >= 1 (1: no padding)')
+  by_key: dict[str, list[Run]] = {}
   for r in runs:
-    groups.setdefault(group_key(r.config), []).append(r)
-  return list(groups.values())
+    by_key.setdefault(group_key(r.config), []).append(r)
+  groups = []
+  for g in by_key.values():
+    task = tasks.build_task(g[0].config)  # the same for all: only VMAPPED_KEYS and d_ff differ
+    flops = [models.model_counts(r.config, task)['flops_per_token'] for r in g]
+    groups += split_by_flops(g, flops, pad_flops_factor)
+  return groups
 
 
-def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int) -> list[Run]:
+def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int,
+                 pad_flops_factor: float = PAD_FLOPS_FACTOR) -> list[Run]:
   """Shard `shard_index` of `num_shards`: contiguous blocks of the runs ordered by group.
 
   Deterministic from the sweep alone; the shards partition the runs, and keeping
@@ -194,7 +237,7 @@ def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int) -> list
   """
   if not 0 <= shard_index < num_shards:
     raise ValueError(f'shard_index={shard_index} must be in [0, num_shards={num_shards})')
-  ordered = [r for g in group_runs(runs) for r in g]
+  ordered = [r for g in group_runs(runs, pad_flops_factor) for r in g]
   n = len(ordered)
   return ordered[shard_index * n // num_shards:(shard_index + 1) * n // num_shards]
 
@@ -238,8 +281,8 @@ _PROGRAMS: dict[tuple[str, int, tuple[Any, ...]], GroupPrograms] = {}
 
 
 def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> GroupPrograms:
-  """GroupPrograms, reused within a process for groups of the same shape (no retrace)."""
-  key = (group_key(config), num_runs, devices)
+  """GroupPrograms (of `config`'s widths), reused within a process for groups of the same shape."""
+  key = (group_key(config, pad=False), num_runs, devices)
   if key not in _PROGRAMS:
     if len(_PROGRAMS) >= 8:
       _PROGRAMS.pop(next(iter(_PROGRAMS)))
@@ -251,16 +294,20 @@ def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | Non
               step_bar: Any = None) -> list[dict[str, Any]]:
   """Train runs that share one program together (ffn_research.loop); write their summaries.
 
-  Every run's outputs follow a lone run's schema (summary adds `sweep_group_size`).
+  The program is built at the widest run's d_ff; narrower runs are padded to it and masked.
+  Every run's outputs follow a lone run's schema (summary adds `sweep_group_size` and
+  `sweep_padded_d_ff`, the hidden width the program allocated; counts are the run's own).
   A run whose loss turns non-finite or blows up is 'diverged'; the others go on. Runs
   resume from their newest common intact checkpoint. The caller holds the run locks.
   """
   devices = list(devices if devices is not None else jax.local_devices())
-  progs = _programs(runs[0].config, len(runs), tuple(devices))
+  widest = max(runs, key=lambda r: models.hidden_width(r.config.model)).config
+  progs = _programs(widest, len(runs), tuple(devices))
   summaries = loop_lib.run_group(progs, [r.config for r in runs], [_run_dir(workdir, r.name) for r in runs],
                                  step_bar=step_bar)
   for r, summary in zip(runs, summaries):
     summary['sweep_group_size'] = len(runs)
+    summary['sweep_padded_d_ff'] = models.hidden_width(widest.model)
     io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
   return summaries
 
@@ -286,16 +333,18 @@ def check_shard(num_shards: int, shard_index: int) -> None:
 
 def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workdir: str, *,
               num_shards: int = 1, shard_index: int = 0, devices: Sequence[Any] | None = None,
-              max_group_size: int = 0, progress: bool = True) -> dict[str, dict[str, Any]]:
+              max_group_size: int = 0, pad_flops_factor: float = PAD_FLOPS_FACTOR,
+              progress: bool = True) -> dict[str, dict[str, Any]]:
   """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary}.
 
   Everything is checked before anything is written. One process runs a shard at a time
   (DIR/.lock-shard-I-of-N) and a run at a time (its run folder's .lock: runs held by
   another process are skipped). `max_group_size` > 0 splits larger groups (bounds memory).
+  `pad_flops_factor`: PAD_FLOPS_FACTOR (1.0: no d_ff padding).
   """
   check_shard(num_shards, shard_index)
   runs = expand(base, sweep)
-  mine = select_shard(runs, num_shards, shard_index)
+  mine = select_shard(runs, num_shards, shard_index, pad_flops_factor)
   io_lib.prepare_workdir(workdir)
   with io_lib.Lock(workdir, f'.lock-shard-{shard_index}-of-{num_shards}'):
     io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
@@ -309,7 +358,7 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
     by_step: dict[int, list[Run]] = {}
     for r in todo:
       by_step.setdefault(_resume_step(workdir, r.name), []).append(r)
-    groups = [g for step in sorted(by_step) for g in group_runs(by_step[step])]
+    groups = [g for step in sorted(by_step) for g in group_runs(by_step[step], pad_flops_factor)]
     if max_group_size > 0:
       groups = [g[i:i + max_group_size] for g in groups for i in range(0, len(g), max_group_size)]
     print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
@@ -322,9 +371,15 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
                       leave=False, disable=not progress, dynamic_ncols=True)
       try:
         with contextlib.ExitStack() as locks:
+          free = []  # runs another process holds are skipped; their group-mates still train
           for r in g:
-            locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
-          run_group(g, workdir, devices=devices, step_bar=step_bar)
+            try:
+              locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
+              free.append(r)
+            except io_lib.Busy as e:
+              print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
+          if free:
+            run_group(free, workdir, devices=devices, step_bar=step_bar)
       except io_lib.Busy as e:
         print(f'sweep: skipped {len(g)} runs starting with {g[0].name}: {e}', file=sys.stderr, flush=True)
       except loop_lib.NotEnoughMemory as e:

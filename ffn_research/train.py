@@ -3,7 +3,7 @@
 `Experiment(config)` holds everything a config fixes (model structure, task,
 optimizer from `optim`) and exposes pure functions over pytrees:
 
-  init(seed)                                  -> run state (params, opt_state, data, rng, step)
+  init(seed, d_ff=None)                       -> run state (params, opt_state, data, rng, step)
   train_step(params, opt_state, batch, rng)   -> (params, opt_state, metrics)
   train_chunk(state, num_steps)               -> (state, metrics): lax.scan over steps
   evaluate(params, data)                      -> eval metrics
@@ -15,6 +15,7 @@ so a sweep can `vmap` them over runs that share shapes. The run loop around them
 from typing import Any
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import ml_collections
 import optax
@@ -54,36 +55,54 @@ class Experiment:
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, _ = nnx.split(abstract)
     self.counts = models.model_counts(config, self.task)
+    # Sequence tasks: logits only at the positions the loss can weigh (tasks.sequence `scored`).
+    scored = getattr(self.task, 'scored', None)
+    self.apply_kwargs = {} if scored is None else {'positions': scored}
 
-  def _build_model(self, key):
-    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh))
+  def _build_model(self, key, d_ff=None):
+    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh),
+                              d_ff_true=d_ff)
 
-  def init(self, seed: jax.Array | int) -> dict[str, PyTree]:
-    """Run state from a seed: model init, task data and the step RNG all derive from it."""
+  def init(self, seed: jax.Array | int, d_ff: jax.Array | int | None = None) -> dict[str, PyTree]:
+    """Run state from a seed: model init, task data and the step RNG all derive from it.
+
+    `d_ff`: the run's true FFN width when this Experiment's config is a padded program's
+    (sweep.PAD_FLOPS_FACTOR): units past it start at 0 and stay 0; None: the config's width.
+    """
     key = jax.random.PRNGKey(seed)
-    _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0)))
+    _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff))
     return {
         'params': params,
-        'opt_state': self.optimizer.init(nnx.state(nnx.merge(self.graphdef, params), nnx.Param)),
+        'opt_state': self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0]),
         'data': self.task.init_data(jax.random.fold_in(key, 1)),
         'rng': jax.random.fold_in(key, 2),
         'step': jnp.zeros((), jnp.int32),
     }
 
+  @staticmethod
+  def _flat(weights):
+    """(one float32 vector of every nnx.Param, the function that rebuilds the State from it).
+
+    The optimizer and the norms work on this vector: a few kernels instead of a few per
+    parameter array (compile time and per-step overhead of small models; docs/sequence.md).
+    """
+    return jax.flatten_util.ravel_pytree(weights)
+
   def train_step(self, params, opt_state, batch, rng):
     """One optimizer step. `params` is the model's whole nnx.State; gradients flow to nnx.Param."""
     weights, rest = nnx.split_state(params, nnx.Param, ...)
+    weights, unflatten = self._flat(weights)
 
     def loss_fn(weights):
-      model = nnx.merge(self.graphdef, weights, rest)
-      outputs, aux = model.apply(batch['inputs'], rng=rng)
+      model = nnx.merge(self.graphdef, unflatten(weights), rest)
+      outputs, aux = model.apply(batch['inputs'], rng=rng, **self.apply_kwargs)
       task_loss, task_metrics = self.task.loss(outputs, batch)
       return task_loss + _sum_aux_losses(aux), (task_loss, task_metrics, aux)
 
     (total, (task_loss, task_metrics, aux)), grads = jax.value_and_grad(loss_fn, has_aux=True)(weights)
     updates, opt_state = self.optimizer.update(grads, opt_state, weights)
     weights = optax.apply_updates(weights, updates)
-    model = nnx.merge(self.graphdef, weights, rest)
+    model = nnx.merge(self.graphdef, unflatten(weights), rest)
     model.after_step(aux)  # non-gradient state (e.g. MoE routing biases)
     _, params = nnx.split(model)
     count = opt_state.count - 1

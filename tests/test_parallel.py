@@ -108,14 +108,17 @@ def test_bf16_compute_keeps_float32_params_optimizer_state_and_router():
   floats = [x.dtype for x in jax.tree.leaves((state['params'], state['opt_state']))
             if jnp.issubdtype(x.dtype, jnp.floating)]
   assert floats and all(d == jnp.float32 for d in floats)
-  model = nnx.merge(exp.graphdef, exp.init(0)['params'])
   x_TxD = jnp.ones((16, 4), jnp.bfloat16)
-  logits_TxE, routing = model.route(x_TxD)
+
+  def forward(params):  # traced only (jax.eval_shape): the dtypes are what is checked
+    model = nnx.merge(exp.graphdef, params)
+    assert isinstance(model, moe_lib.MoE)
+    return model.route(x_TxD), model.apply(x_TxD)
+
+  (logits_TxE, routing), (y, aux) = jax.eval_shape(forward, state['params'])
   assert logits_TxE.dtype == jnp.float32 and routing.probs_TxE.dtype == jnp.float32
   assert routing.weight_TxJ.dtype == jnp.float32
-  y, aux = model.apply(x_TxD)
   assert y.dtype == jnp.bfloat16 and aux['load_balance_loss'].dtype == jnp.float32
-  assert isinstance(model, moe_lib.MoE)
 
 
 _BF16_SCRIPT = textwrap.dedent('''

@@ -6,6 +6,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from ffn_research import config as config_lib
@@ -65,6 +66,49 @@ def test_loss_counts_only_weighted_positions():
   np.testing.assert_allclose(loss, -np.mean([logp[b, t, v] for b, t, v in picked]), rtol=1e-6)
   hits = [np.argmax(logp[b, t]) == v for b, t, v in picked]
   np.testing.assert_allclose(metrics['accuracy'], np.mean(hits), rtol=1e-6)
+
+
+def test_token_scores_match_take_and_argmax():
+  """The one-hot / two-reduction forms against optax's gather CE and NumPy's argmax (first maximum)."""
+  logits_BxTxV = np.array(jax.random.normal(jax.random.PRNGKey(0), (4, 3, 7)))
+  logits_BxTxV[0, 0, [1, 4]] = 5.0  # a tie: the first maximum (1) is the argmax
+  logits_BxTxV[0, 1, [2, 5]] = 5.0
+  targets_BxT = jnp.array([[1, 5, 0], [2, 3, 6], [0, 0, 0], [6, 5, 4]])
+  ce_BxT, correct_BxT = jax.jit(sequence.token_scores)(jnp.asarray(logits_BxTxV), targets_BxT)
+  ref_ce = optax.softmax_cross_entropy_with_integer_labels(jnp.asarray(logits_BxTxV), targets_BxT)
+  np.testing.assert_allclose(ce_BxT, ref_ce, rtol=1e-6, atol=1e-6)
+  np.testing.assert_array_equal(correct_BxT, np.argmax(logits_BxTxV, -1) == np.asarray(targets_BxT))
+  assert correct_BxT[0, 0] == 1.0 and correct_BxT[0, 1] == 0.0
+  # Gradients: softmax minus one-hot either way.
+  grad = jax.grad(lambda l: jnp.sum(sequence.token_scores(l, targets_BxT)[0]))(jnp.asarray(logits_BxTxV))
+  ref = jax.nn.softmax(logits_BxTxV) - jax.nn.one_hot(targets_BxT, 7)
+  np.testing.assert_allclose(grad, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize('name,overrides', [
+    ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
+    pytest.param('associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32),
+                 marks=pytest.mark.slow),
+    pytest.param('modular_arithmetic', dict(modulus=5, train_fraction=0.6), marks=pytest.mark.slow),
+    pytest.param('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3), marks=pytest.mark.slow),
+    pytest.param('language', dict(vocab_size=4, markov_order=2, branching=2, num_candidates=3, seq_len=6,
+                                  num_eval=8), marks=pytest.mark.slow),
+])
+def test_scored_positions_hold_every_weight(name, overrides):
+  """Weights outside `scored` are 0, so the loss from logits there alone is the full loss."""
+  task = tasks.build_task(task_config(name, **overrides))
+  data = jax.jit(task.init_data)(jax.random.PRNGKey(0))
+  batch = jax.jit(task.sample_batch)(data, jax.random.PRNGKey(1))
+  outside = np.ones(task.seq_len, bool)
+  outside[task.scored] = False
+  assert outside.sum() < task.seq_len
+  np.testing.assert_array_equal(np.asarray(batch['weights'])[:, outside], 0.0)
+  assert np.all(np.asarray(batch['weights'])[:, task.scored].sum(axis=1) > 0)
+  logits_BxTxV = jax.random.normal(jax.random.PRNGKey(2), (*batch['targets'].shape, task.vocab_size))
+  full = jax.jit(task.loss)(logits_BxTxV, batch)
+  scored = jax.jit(task.loss)(logits_BxTxV[:, task.scored], batch)
+  np.testing.assert_allclose(scored[0], full[0], rtol=1e-6)
+  np.testing.assert_allclose(scored[1]['accuracy'], full[1]['accuracy'], rtol=1e-6)
 
 
 # --------------------------------------------------------------------------- generators

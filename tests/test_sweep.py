@@ -17,7 +17,8 @@ from ffn_research import models, sweep, tasks, train
 # float32 rounding, not bit for bit (measured: max |param difference| 1.2e-7 after
 # 20 steps). Tolerance for metrics after TINY's 20 steps:
 RTOL, ATOL = 1e-4, 1e-7
-TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'checkpoint_time_s', 'steps_per_s', 'sweep_group_size'}
+TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'checkpoint_time_s', 'steps_per_s', 'sweep_group_size',
+               'sweep_padded_d_ff'}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -102,8 +103,9 @@ def test_group_runs_only_merges_vmapped_keys():
   assert sweep.VMAPPED_KEYS == ('train.seed', 'train.learning_rate', 'train.weight_decay')
   grid = sweep.product(sweep.values('model.d_ff', [4, 8]), sweep.values('train.learning_rate', [0.1, 0.2]),
                        sweep.values('train.seed', [0, 1]))
-  groups = sweep.group_runs(sweep.expand(tiny_config(), grid))
+  groups = sweep.group_runs(sweep.expand(tiny_config(), grid), pad_flops_factor=1.0)  # no d_ff padding
   assert [[r.overrides['model.d_ff'] for r in g] for g in groups] == [[4] * 4, [8] * 4]
+  assert len(sweep.group_runs(sweep.expand(tiny_config(), grid))) == 1  # padded (tests/test_padding.py)
 
 
 @pytest.mark.parametrize('num_runs', [1, 7, 23])
@@ -225,14 +227,14 @@ def test_failed_group_recorded_then_retried(tmp_path, monkeypatch):
     real_init(self, config)
 
   monkeypatch.setattr(train.Experiment, '__init__', broken_init)
-  first = sweep.run_sweep(tiny_config(), grid, workdir, progress=False)
+  first = sweep.run_sweep(tiny_config(), grid, workdir, progress=False, pad_flops_factor=1.0)  # two groups
   assert first['d_ff=4'] == {'status': 'failed', 'error': 'RuntimeError: boom'}
   assert first['d_ff=8']['status'] == 'completed'
   _, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert [(r['name'], r['status'], r['error']) for r in rows] == [
       ('d_ff=4', 'failed', 'RuntimeError: boom'), ('d_ff=8', 'completed', '')]
   monkeypatch.setattr(train.Experiment, '__init__', real_init)
-  second = sweep.run_sweep(tiny_config(), grid, workdir, progress=False)
+  second = sweep.run_sweep(tiny_config(), grid, workdir, progress=False, pad_flops_factor=1.0)
   assert second['d_ff=4']['status'] == 'completed'
   assert second['d_ff=8'] == first['d_ff=8']  # finished runs are skipped, not retrained
 
@@ -293,7 +295,8 @@ print(json.dumps(out))
 def test_capacity_dense_quick_expands():
   base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:quick'))
   runs = sweep.expand(base, grid)
-  assert len(runs) == 16 and len(sweep.group_runs(runs)) == 8  # seeds share a program
+  assert len(runs) == 16 and len(sweep.group_runs(runs, 1.0)) == 8  # seeds share a program
+  assert len(sweep.group_runs(runs)) == 2  # and d_ff 4..256 are padded into one per activation
   assert runs[0].name == 'activation=relu,d_ff=4,seed=0'
 
 

@@ -9,7 +9,9 @@ import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
+from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
@@ -67,6 +69,43 @@ def test_train_step_compiles_once(exp):
   for _ in range(3):
     state, _ = chunk(state, 5)
   assert int(state['step']) == 15
+
+
+@pytest.mark.parametrize('overrides', [
+    {},  # the regression FFN
+    pytest.param({'model.arch': 'transformer', 'model.d_model': 8, 'model.num_heads': 2, 'model.num_layers': 1,
+                  'task.name': 'memorization', 'task.num_facts': 32, 'task.num_relations': 4,
+                  'task.vocab_size': 8}, marks=pytest.mark.slow),
+])
+def test_train_step_matches_per_array_optax(overrides):
+  """The step (flat parameter vector, logits at scored positions only) against plain optax on the
+  parameter tree with full logits: same parameters and norms after 3 steps, to float32 rounding."""
+  e = train.Experiment(tiny_config(**{'train.optimizer': 'adamw', 'train.weight_decay': 0.1,
+                                      'train.grad_clip': 0.5, **overrides}))
+  state = jax.jit(e.init)(0)
+  batch = jax.jit(e.task.sample_batch)(state['data'], jax.random.PRNGKey(3))
+  rng = jax.random.PRNGKey(4)
+  weights, rest = nnx.split_state(state['params'], nnx.Param, ...)
+
+  def loss_fn(w):
+    return e.task.loss(nnx.merge(e.graphdef, w, rest).apply(batch['inputs'], rng=rng)[0], batch)[0]
+
+  @jax.jit
+  def reference(w, opt_state):
+    grads = jax.grad(loss_fn)(w)
+    updates, opt_state = e.optimizer.update(grads, opt_state, w)
+    return optax.apply_updates(w, updates), opt_state, optax.tree.norm(grads)
+
+  step = jax.jit(e.train_step)
+  params, opt_state, ref_w, ref_opt = state['params'], state['opt_state'], weights, e.optimizer.init(weights)
+  for _ in range(3):
+    params, opt_state, metrics = step(params, opt_state, batch, rng)
+    ref_w, ref_opt, ref_grad_norm = reference(ref_w, ref_opt)
+  got = nnx.split_state(params, nnx.Param, ...)[0]
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_w)):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+  np.testing.assert_allclose(metrics['grad_norm'], ref_grad_norm, rtol=1e-5)
+  np.testing.assert_allclose(metrics['param_norm'], optax.tree.norm(ref_w), rtol=1e-5)
 
 
 def test_train_step_reduces_loss_and_reports_metrics(exp):
@@ -188,10 +227,13 @@ def test_regression_tasks_learn(tmp_path, arg, metric, bound):
   config = tiny_config(**{'train.steps': 300, 'train.learning_rate': 3e-2})
   config.task.name = arg
   config.model.d_model = 4
-  config.task.num_points = 16  # = h*d/4 at d_ff 16, d_model 4
+  # Half of h*d/4 (= 16 at d_ff 16, d_model 4): every point must be fitted. At exactly h*d/4, seed 0
+  # fits 14/16 in 300 steps since the padding-independent init (seeds 1-3 fit all); behaviour at
+  # capacity is the memorization_capacity ablation's question (5 seeds, longer training).
+  config.task.num_points = 8
   summary = train.train_and_evaluate(config, str(tmp_path))
   if bound is None:
-    assert summary[metric] >= 0.9
+    assert summary[metric] == 1.0
   else:
     assert summary[metric] < bound
 
@@ -212,7 +254,6 @@ def test_cli_trains_and_loss_goes_down(tmp_path):
 
 def test_load_run_reproduces_eval_loss_exactly(tmp_path):
   import ffn_research  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
   config = tiny_config(**{'model.activation': 'swiglu'})
   summary = train.train_and_evaluate(config, str(tmp_path))
   loaded_config, model, loaded_summary = ffn_research.load_run(str(tmp_path))

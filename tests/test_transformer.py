@@ -1,7 +1,10 @@
 """Tiny transformer and FFN stack: causality, shapes, exact parameter counts, aux plumbing."""
 
 import itertools
+import json
 import math
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import jax
@@ -15,6 +18,7 @@ from ffn_research import validation
 from ffn_research import models
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import sublayer, transformer
+from tests.conftest import REPO_ROOT
 
 VOCAB, SEQ_LEN, BATCH = 11, 5, 2
 TASK = SimpleNamespace(output_dim=VOCAB, vocab_size=VOCAB, seq_len=SEQ_LEN)
@@ -64,6 +68,19 @@ def test_output_shapes(arch):
   logits, aux = nnx.jit(lambda m, x: m.apply(x))(model, tokens())
   assert logits.shape == (BATCH, SEQ_LEN, VOCAB) and logits.dtype == jnp.float32
   assert set(aux) == {'layer_0', 'layer_1'}
+
+
+@pytest.mark.parametrize('arch', ['transformer', 'ffn_stack'])
+def test_positions_give_those_logits_and_the_same_aux(arch):
+  """apply(positions=...) (the train step's logits at scored positions) = the full logits there."""
+  model = build(model_config(arch=arch, **{'dropout_rate': 0.0}))
+  full, aux = nnx.jit(lambda m, x: m.apply(x))(model, tokens())
+  some, some_aux = nnx.jit(lambda m, x: m.apply(x, positions=slice(2, SEQ_LEN)))(model, tokens())
+  assert some.shape == (BATCH, SEQ_LEN - 2, VOCAB)
+  np.testing.assert_allclose(some, full[:, 2:], rtol=1e-6, atol=1e-6)
+  assert jax.tree.structure(aux) == jax.tree.structure(some_aux)
+  for a, b in zip(jax.tree.leaves(aux), jax.tree.leaves(some_aux)):
+    np.testing.assert_array_equal(a, b)
 
 
 COUNT_CASES = [
@@ -141,8 +158,8 @@ class StubFFN(ffn_lib.Layer):
 def test_ffn_aux_collected_per_layer_and_forwarded_to_after_step(monkeypatch):
   made = []
 
-  def fake_build_ffn(model_cfg, d_in, d_out, rngs):
-    assert d_in == d_out == model_cfg.d_model
+  def fake_build_ffn(model_cfg, d_in, d_out, rngs, mesh=None, d_ff_true=None):
+    assert d_in == d_out == model_cfg.d_model and mesh is None and d_ff_true is None
     made.append(StubFFN(d_in, len(made), rngs))
     return made[-1]
 
@@ -222,3 +239,16 @@ def test_freeze_embeddings_needs_a_sequence_model():
   config.model.freeze_embeddings = True
   with pytest.raises(config_lib.ConfigError, match='model.freeze_embeddings'):
     validation.validate(config)
+
+
+@pytest.mark.slow
+def test_profile_step_entry_point(tmp_path):
+  """python -m experiments.profile_step runs and writes one row per batch size with positive figures."""
+  out = tmp_path / 'profile.json'
+  proc = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--batch_sizes=8',
+                         '--repeats=1', f'--json={out}'], cwd=REPO_ROOT, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  rows = json.loads(out.read_text())['rows']
+  assert [r['name'] for r in rows] == ['batch 8'] and rows[0]['num_params'] == 91_488
+  assert all(rows[0][k] > 0 for k in ('compile_s', 'steps_per_s', 'train_step_ms', 'grad_ms'))
+  assert 'batch 8' in proc.stdout

@@ -17,7 +17,7 @@ from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 from ffn_research.models import transformer
-from ffn_research.models.sublayer import build_ffn, ffn_counts  # the models package's API
+from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width, pads_d_ff  # the models package's API
 
 # model.arch name -> sequence model class (token inputs, vocabulary logits).
 SEQUENCE_ARCHS = {
@@ -42,13 +42,15 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
 
 
 def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs,
-                expert_mesh: Any = None) -> ffn_lib.Layer:
-  """The model a config selects; MoE experts split over `expert_mesh`'s 'expert' axis when given."""
+                expert_mesh: Any = None, d_ff_true: Any = None) -> ffn_lib.Layer:
+  """The model a config selects; MoE experts split over `expert_mesh`'s 'expert' axis when given;
+  `d_ff_true`: every FFN's true width when config's d_ff is a padded program's."""
   m = config.model
   if m.arch == 'ffn':
-    return build_ffn(m, m.d_model, task.output_dim, rngs, expert_mesh)
+    return build_ffn(m, m.d_model, task.output_dim, rngs, expert_mesh, d_ff_true)
   if m.arch in SEQUENCE_ARCHS:
-    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh)
+    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh,
+                                  d_ff_true=d_ff_true)
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 

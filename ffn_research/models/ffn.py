@@ -93,24 +93,47 @@ class Layer(nnx.Module):
     del aux
 
 
+class Width(nnx.Variable):
+  """An FFN's true hidden width (int32, may differ per run of a padded sweep program)."""
+
+
+def real_units(x_NxF: jax.Array, width: jax.Array) -> jax.Array:
+  """x with hidden units >= width (padding) set to exactly 0, so they get exactly zero gradient."""
+  mask_F = jnp.arange(x_NxF.shape[-1]) < width
+  return jnp.where(jnp.broadcast_to(mask_F, x_NxF.shape), x_NxF, jnp.zeros_like(x_NxF))
+
+
 class FFN(Layer):
-  """Dense position-wise FFN d_model -> d_ff -> d_out (default d_model), plain or gated."""
+  """Dense position-wise FFN d_model -> d_ff -> d_out (default d_model), plain or gated.
+
+  `d_ff` units are allocated; the first `d_ff_true` (default d_ff; may be a traced per-run
+  value, see sweep.PAD_FLOPS_FACTOR) are real, the rest are zero and masked to zero. Each
+  unit's weights do not depend on the allocated width (inits.per_unit, true fan-in/fan-out),
+  so a run's initialisation and training do not depend on how far it is padded.
+  """
 
   def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
                use_bias: bool = True, dropout_rate: float = 0.0,
                init: str = 'xavier_uniform', dtype: str = 'float32',
-               d_out: int | None = None, rngs: nnx.Rngs):
+               d_out: int | None = None, d_ff_true: int | jax.Array | None = None,
+               rngs: nnx.Rngs):
     d_out = d_model if d_out is None else d_out
+    true = d_ff if d_ff_true is None else d_ff_true
     self.d_model, self.d_ff, self.d_out, self.activation = d_model, d_ff, d_out, activation
     self.use_bias, self.dropout_rate = use_bias, dropout_rate
     self.dtype = DTYPES[dtype]
     self.gated = activations.is_gated(activation)
     self.act = activations.get(activation)
+    self.width = Width(jnp.asarray(true, jnp.int32))
     w_init = inits.get(init)
-    self.w1 = nnx.Param(w_init(rngs.params(), (d_model, d_ff), jnp.float32))
-    self.w2 = nnx.Param(w_init(rngs.params(), (d_ff, d_out), jnp.float32))
+    # Unit u is column u of w1 and w_gate, row u of w2.
+    self.w1 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=true,
+                                       true_units=true).T)
+    self.w2 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_out, fan_in=true, fan_out=d_out,
+                                       true_units=true))
     if self.gated:
-      self.w_gate = nnx.Param(w_init(rngs.params(), (d_model, d_ff), jnp.float32))
+      self.w_gate = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model,
+                                             fan_out=true, true_units=true).T)
     if use_bias:
       self.b1 = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
       self.b2 = nnx.Param(jnp.zeros((d_out,), jnp.float32))
@@ -118,17 +141,17 @@ class FFN(Layer):
         self.b_gate = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
 
   def hidden(self, x_NxD: jax.Array) -> jax.Array:
-    """The d_ff hidden activations (after the nonlinearity or the gate product)."""
+    """The d_ff hidden activations (after the nonlinearity or the gate product); padding is 0."""
     x_NxD = x_NxD.astype(self.dtype)
     h_NxF = x_NxD @ self.w1[...].astype(self.dtype)
     if self.use_bias:
       h_NxF = add_bias(h_NxF, self.b1[...])
     if not self.gated:
-      return self.act(h_NxF)
+      return real_units(self.act(h_NxF), self.width[...])
     g_NxF = x_NxD @ self.w_gate[...].astype(self.dtype)
     if self.use_bias:
       g_NxF = add_bias(g_NxF, self.b_gate[...])
-    return self.act(g_NxF) * h_NxF
+    return real_units(self.act(g_NxF) * h_NxF, self.width[...])
 
   def __call__(self, x_NxD: jax.Array, *, rng: jax.Array | None = None) -> jax.Array:
     h_NxF = dropout(self.hidden(x_NxD), self.dropout_rate, rng)

@@ -10,10 +10,27 @@ from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 
 
+def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
+  """Whether runs of this model may share a program padded to a wider d_ff (`d_ff_true` below):
+  dense FFNs without dropout (a dropout mask's random bits depend on the allocated width;
+  MoE experts are not padded)."""
+  return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0
+
+
+def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
+  """The FFN's true hidden width (after match_params; one expert's width times granularity for MoE)."""
+  return ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+
+
 def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
-              rngs: nnx.Rngs, mesh: jax.sharding.Mesh | None = None) -> ffn_lib.Layer:
+              rngs: nnx.Rngs, mesh: jax.sharding.Mesh | None = None,
+              d_ff_true: jax.Array | None = None) -> ffn_lib.Layer:
   """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them
-  (its experts split over `mesh`'s 'expert' axis when given)."""
+  (its experts split over `mesh`'s 'expert' axis when given).
+
+  `d_ff_true`: the run's true hidden width when the config's width is a padded program's
+  (dense FFNs only: `pads_d_ff`); None: the config's own.
+  """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
   if e.num_experts > 0:
@@ -28,7 +45,7 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
         d_out=d_out, mesh=mesh, rngs=rngs)
   return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
                      dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
-                     dtype=model_cfg.dtype, d_out=d_out, rngs=rngs)
+                     dtype=model_cfg.dtype, d_out=d_out, d_ff_true=d_ff_true, rngs=rngs)
 
 
 def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None) -> dict[str, int]:

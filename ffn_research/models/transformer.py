@@ -104,14 +104,14 @@ class Block(nnx.Module):
   """Pre-norm residual block: optional attention sublayer, optional FFN sublayer."""
 
   def __init__(self, model_cfg: ml_collections.ConfigDict, *, attention: bool, rngs: nnx.Rngs,
-               expert_mesh: jax.sharding.Mesh | None = None):
+               expert_mesh: jax.sharding.Mesh | None = None, d_ff_true: jax.Array | None = None):
     d, norm = model_cfg.d_model, NORMS[model_cfg.norm]
     self.attn_norm = norm(d, rngs) if attention else None
     self.attn = CausalSelfAttention(
         d, model_cfg.num_heads, rope=model_cfg.positions == 'rotary', init=model_cfg.init,
         dtype=model_cfg.dtype, rngs=rngs) if attention else None
     self.ffn_norm = norm(d, rngs) if model_cfg.use_ffn else None
-    self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs, expert_mesh) if model_cfg.use_ffn else None
+    self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs, expert_mesh, d_ff_true) if model_cfg.use_ffn else None
 
   def __call__(self, x_BxTxD: jax.Array, rng: jax.Array | None):
     aux = {}
@@ -129,12 +129,14 @@ class SequenceModel(ffn_lib.Layer):
   attention: bool = True
 
   def __init__(self, model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int, *,
-               rngs: nnx.Rngs, expert_mesh: jax.sharding.Mesh | None = None):
+               rngs: nnx.Rngs, expert_mesh: jax.sharding.Mesh | None = None,
+               d_ff_true: jax.Array | None = None):
     d = model_cfg.d_model
     self.embed = nnx.Param(EMBED_INIT(rngs.params(), (vocab_size, d), jnp.float32))
     self.pos_embed = (nnx.Param(EMBED_INIT(rngs.params(), (seq_len, d), jnp.float32))
                       if model_cfg.positions == 'learned' else None)
-    self.blocks = nnx.List([Block(model_cfg, attention=self.attention, rngs=rngs, expert_mesh=expert_mesh)
+    self.blocks = nnx.List([Block(model_cfg, attention=self.attention, rngs=rngs, expert_mesh=expert_mesh,
+                                  d_ff_true=d_ff_true)
                             for _ in range(model_cfg.num_layers)])
     self.final_norm = NORMS[model_cfg.norm](d, rngs)
     self.unembed = (None if model_cfg.tie_embeddings else nnx.Param(
@@ -157,20 +159,28 @@ class SequenceModel(ffn_lib.Layer):
     """Parameter-free mixing across positions before the blocks (none here)."""
     return x_BxTxD
 
-  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None):
-    """Embeddings -> (logits_BxTxV, aux): everything after the embedding lookup."""
+  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None,
+              positions: slice | None = None):
+    """Embeddings -> (logits_BxPxV, aux): everything after the embedding lookup.
+
+    `positions`: the positions to compute logits at (P of them; default all T). The blocks
+    still see every position, so their outputs and aux do not depend on it.
+    """
     x_BxTxD = self.mix(x_BxTxD)
     aux = {}
     for i, block in enumerate(self.blocks):
       x_BxTxD, block_aux = block(x_BxTxD, None if rng is None else jax.random.fold_in(rng, i))
       if block.ffn is not None:
         aux[f'layer_{i}'] = block_aux
-    h_BxTxD = self.final_norm(x_BxTxD)
+    if positions is not None:
+      x_BxTxD = x_BxTxD[:, positions]
+    h_BxPxD = self.final_norm(x_BxTxD)
     w_DxV = self._maybe_frozen(self.embed[...].T if self.unembed is None else self.unembed[...])
-    return (h_BxTxD @ w_DxV).astype(jnp.float32), aux
+    return (h_BxPxD @ w_DxV).astype(jnp.float32), aux
 
-  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None):
-    return self.forward(self.embed_tokens(tokens_BxT), rng=rng)
+  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None,
+            positions: slice | None = None):
+    return self.forward(self.embed_tokens(tokens_BxT), rng=rng, positions=positions)
 
   def after_step(self, aux) -> None:
     for i, block in enumerate(self.blocks):

@@ -159,6 +159,7 @@ class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
     super().__init__(config)
     t = config.task
     self.vocab_size, self.seq_len, self.order = t.vocab_size, t.seq_len, t.markov_order
+    self.scored = slice(self.order - 1, self.seq_len)
 
   def sample(self, data, rng, n: int) -> sequence.Batch:
     """n sequences as a batch, plus 'nll': the true chain's -log p (nats) at each position (0 where unscored)."""

@@ -23,7 +23,6 @@ import math
 import jax
 import jax.numpy as jnp
 import ml_collections
-import optax
 
 from ffn_research import config as config_lib
 
@@ -44,10 +43,19 @@ def bits_stored(cross_entropy_nats_N: jax.Array, num_values: int) -> jax.Array:
 
 
 def token_scores(logits_BxTxV: jax.Array, targets_BxT: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """Per-position cross-entropy (nats) and argmax correctness (float)."""
-  ce_BxT = optax.softmax_cross_entropy_with_integer_labels(logits_BxTxV.astype(jnp.float32), targets_BxT)
-  correct_BxT = (jnp.argmax(logits_BxTxV, axis=-1) == targets_BxT).astype(jnp.float32)
-  return ce_BxT, correct_BxT
+  """Per-position cross-entropy (nats) and argmax correctness (float).
+
+  The target's logit is picked with a one-hot mask and the argmax (first maximum) is taken
+  with two plain reductions: the values of take_along_axis and jnp.argmax, whose scatter
+  gradient and variadic reduction XLA:CPU runs several times slower (docs/sequence.md).
+  """
+  logits_BxTxV = logits_BxTxV.astype(jnp.float32)
+  vocab_BxTxV = jax.lax.broadcasted_iota(targets_BxT.dtype, logits_BxTxV.shape, logits_BxTxV.ndim - 1)
+  target_logit_BxT = jnp.sum(jnp.where(vocab_BxTxV == targets_BxT[..., None], logits_BxTxV, 0.0), axis=-1)
+  ce_BxT = jax.nn.logsumexp(logits_BxTxV, axis=-1) - target_logit_BxT
+  is_max_BxTxV = logits_BxTxV == jnp.max(logits_BxTxV, axis=-1, keepdims=True)
+  first_max_BxT = jnp.min(jnp.where(is_max_BxTxV, vocab_BxTxV, logits_BxTxV.shape[-1]), axis=-1)
+  return ce_BxT, (first_max_BxT == targets_BxT).astype(jnp.float32)
 
 
 def weighted_mean(x_BxT: jax.Array, weights_BxT: jax.Array) -> jax.Array:
@@ -79,6 +87,9 @@ class _SequenceTask:
 
   vocab_size: int
   seq_len: int
+  # Positions whose weight can be non-zero (a contiguous range); the train step computes
+  # logits only there (SequenceModel.apply's `positions`).
+  scored: slice
 
   def __init__(self, config: ml_collections.ConfigDict):
     self.config = config
@@ -88,10 +99,13 @@ class _SequenceTask:
   def output_dim(self) -> int:
     return self.vocab_size
 
-  def loss(self, logits_BxTxV, batch):
-    ce_BxT, correct_BxT = token_scores(logits_BxTxV, batch['targets'])
-    return (weighted_mean(ce_BxT, batch['weights']),
-            {'accuracy': weighted_mean(correct_BxT, batch['weights'])})
+  def loss(self, logits_BxPxV, batch):
+    """Weighted cross-entropy and accuracy, from logits at every position or at `scored` only."""
+    targets_BxP, weights_BxP = batch['targets'], batch['weights']
+    if logits_BxPxV.shape[1] != targets_BxP.shape[1]:
+      targets_BxP, weights_BxP = targets_BxP[:, self.scored], weights_BxP[:, self.scored]
+    ce_BxP, correct_BxP = token_scores(logits_BxPxV, targets_BxP)
+    return weighted_mean(ce_BxP, weights_BxP), {'accuracy': weighted_mean(correct_BxP, weights_BxP)}
 
   def sample_rows(self, rows: Batch, rng) -> Batch:
     """batch_size rows drawn uniformly with replacement."""
@@ -109,6 +123,7 @@ class MemorizationTask(_SequenceTask):
   """
 
   seq_len = 2
+  scored = slice(1, 2)
 
   @staticmethod
   def validate(config):
@@ -175,6 +190,7 @@ class AssociativeRecallTask(_SequenceTask):
     t = config.task
     self.vocab_size = 2 * t.vocab_size
     self.seq_len = 2 * t.num_pairs + t.num_queries
+    self.scored = slice(2 * t.num_pairs, self.seq_len)
 
   def generate(self, rng, n: int) -> Batch:
     t = self.config.task
@@ -214,6 +230,7 @@ class ModularArithmeticTask(_SequenceTask):
   """
 
   seq_len = 3
+  scored = slice(2, 3)
 
   @staticmethod
   def validate(config):
@@ -281,6 +298,7 @@ class MultiHopTask(_SequenceTask):
     t = config.task
     self.vocab_size = t.num_nodes + t.num_relations
     self.seq_len = 1 + t.num_hops
+    self.scored = slice(1, self.seq_len)
     self.num_compositions = t.num_nodes * t.num_relations ** t.num_hops
     self.num_train = min(max(round(t.train_fraction * self.num_compositions), 1), self.num_compositions - 1)
 

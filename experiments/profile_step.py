@@ -1,0 +1,135 @@
+"""Where a small sequence model's train step spends its time, side by side in one process.
+
+  python -m experiments.profile_step
+  python -m experiments.profile_step --batch_sizes=64,512 --repeats=30 --json=runs/profile.json
+
+The model is `configs/memorization.py:ffn_stack` at 16,384 facts (16 relations, 1,024 subjects,
+vocabulary 1,296), d_model 32, d_ff 64: 91,488 parameters (issue 12, item 4). For each batch size
+it reports the compile time of the first chunk (train.log_every steps under lax.scan, the program
+the run loop compiles), steps/s of that chunk, and, on one fixed batch, the jitted train_step,
+the model's forward, the loss, the loss's gradient and their difference (optimizer update plus
+step metrics). Every program is compiled first; the timed calls then take turns (one call of
+each per round), so all rows see the same machine load; medians over rounds are reported.
+`profile(configs)` is the function a benchmark can call.
+"""
+
+import json
+import os
+import platform
+import time
+
+from absl import app, flags
+import jax
+import numpy as np
+from flax import nnx
+
+from ffn_research import train
+from ffn_research.config import tiny_transformer_config
+
+flags.DEFINE_list('batch_sizes', ['64', '512'], 'Batch sizes to profile (sequences per step).')
+flags.DEFINE_integer('repeats', 30, 'Timed rounds (median reported); chunks run every 5th round.')
+flags.DEFINE_string('json', None, 'Also write the results to this JSON file.')
+FLAGS = flags.FLAGS
+
+PARTS = ('train_step', 'forward', 'loss', 'grad')
+
+
+def ffn_stack_config(batch_size: int = 512):
+  """The issue-12 config: memorization ffn_stack, 16,384 facts, d_model 32, d_ff 64."""
+  config = tiny_transformer_config('memorization', 'ffn_stack')
+  m, t, tr = config.model, config.task, config.train
+  m.d_model, m.d_ff = 32, 64
+  t.num_facts, t.num_relations, t.vocab_size = 16384, 16, 256
+  tr.batch_size, tr.steps, tr.log_every = batch_size, 1000, 100
+  return config
+
+
+class _Programs:
+  """One config's compiled programs and their arguments; `calls[name]()` runs one, blocking."""
+
+  def __init__(self, config):
+    exp = train.Experiment(config)
+    self.num_params = exp.counts['num_params']
+    self.steps = config.train.log_every
+    chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
+    t0 = time.perf_counter()
+    compiled = chunk.lower(jax.eval_shape(exp.init, 0), self.steps).compile()
+    self.compile_s = time.perf_counter() - t0
+
+    init = jax.jit(exp.init)
+    self.state = init(0)
+    state = init(0)
+    batch = jax.jit(exp.task.sample_batch)(state['data'], jax.random.PRNGKey(1))
+    rng = jax.random.PRNGKey(2)
+    weights, rest = nnx.split_state(state['params'], nnx.Param, ...)
+
+    def forward(weights, inputs):
+      return nnx.merge(exp.graphdef, weights, rest).apply(inputs, rng=rng, **exp.apply_kwargs)[0]
+
+    def loss(weights, batch):
+      return exp.task.loss(forward(weights, batch['inputs']), batch)[0]
+
+    def run_chunk():
+      self.state, metrics = compiled(self.state)
+      return self.state, metrics
+
+    fns = {
+        'train_step': (jax.jit(exp.train_step), (state['params'], state['opt_state'], batch, rng)),
+        'forward': (jax.jit(forward), (weights, batch['inputs'])),
+        'loss': (jax.jit(loss), (weights, batch)),
+        'grad': (jax.jit(jax.grad(loss)), (weights, batch)),
+    }
+    self.calls = {name: (lambda f=f, a=a: jax.block_until_ready(f(*a))) for name, (f, a) in fns.items()}
+    self.calls['chunk'] = lambda: jax.block_until_ready(run_chunk())
+    for call in self.calls.values():  # compile and warm up
+      call()
+
+
+def _timed(call) -> float:
+  t0 = time.perf_counter()
+  call()
+  return time.perf_counter() - t0
+
+
+def profile(configs: dict[str, object], repeats: int = 30) -> list[dict[str, float]]:
+  """Per config: compile_s (first chunk), steps_per_s (chunks) and per-part ms, timed in turns."""
+  programs = {name: _Programs(c) for name, c in configs.items()}
+  times = {name: {part: [] for part in (*PARTS, 'chunk')} for name in configs}
+  for r in range(repeats):
+    for name, p in programs.items():
+      for part in PARTS:
+        times[name][part].append(_timed(p.calls[part]))
+      if r % 5 == 0:
+        times[name]['chunk'].append(_timed(p.calls['chunk']))
+  rows = []
+  for name, p in programs.items():
+    ms = {f'{part}_ms': 1e3 * float(np.median(times[name][part])) for part in PARTS}
+    rows.append({'name': name, 'num_params': p.num_params, 'compile_s': p.compile_s,
+                 'steps_per_s': p.steps / float(np.median(times[name]['chunk'])), **ms,
+                 'optimizer_metrics_ms': ms['train_step_ms'] - ms['grad_ms']})
+  return rows
+
+
+COLUMNS = ('name', 'compile_s', 'steps_per_s', 'train_step_ms', 'forward_ms', 'loss_ms',
+           'grad_ms', 'optimizer_metrics_ms')
+
+
+def main(argv):
+  del argv
+  rows = profile({f'batch {b}': ffn_stack_config(int(b)) for b in FLAGS.batch_sizes}, FLAGS.repeats)
+  load = os.getloadavg()
+  machine = (f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '
+             f'{jax.default_backend()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}')
+  print(f'# memorization ffn_stack, 16,384 facts, d_model 32, d_ff 64, '
+        f'{rows[0]["num_params"]:,} parameters; {machine}')
+  print(' | '.join(COLUMNS))
+  for r in rows:
+    print(' | '.join(f'{r[c]:.4g}' if isinstance(r[c], float) else str(r[c]) for c in COLUMNS))
+  if FLAGS.json:
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json)), exist_ok=True)
+    with open(FLAGS.json, 'w') as f:
+      json.dump({'machine': machine, 'rows': rows}, f, indent=1)
+
+
+if __name__ == '__main__':
+  app.run(main)
