@@ -67,6 +67,7 @@ from ffn_research import loop, sweep, train  # pylint: disable=wrong-import-posi
 from ffn_research.ablations import base  # pylint: disable=wrong-import-position
 from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
 from ffn_research.config import tiny_transformer_config  # pylint: disable=wrong-import-position
+from ffn_research.models import ffn as ffn_lib  # pylint: disable=wrong-import-position
 
 ACTIVATIONS = ('relu', 'gelu', 'silu')
 # Per scale: seeds, training steps of the longest run, and the step counts read as "over training".
@@ -178,7 +179,9 @@ def hidden_acts(model, tokens_NxT: jax.Array, position: int, layer: int = 0, w1_
   x_NxD = ffn_input(model, tokens_NxT, layer)[:, position]
   if w1_DxF is None:
     return np.asarray(ffn.hidden(x_NxD))
-  pre_NxF = x_NxD @ jnp.asarray(w1_DxF) + (ffn.b1[...] if ffn.use_bias else 0.0)
+  pre_NxF = x_NxD @ jnp.asarray(w1_DxF)
+  if ffn.use_bias:
+    pre_NxF = ffn_lib.add_bias(pre_NxF, ffn.b1[...])
   return np.asarray(ffn.act(pre_NxF))
 
 
@@ -187,7 +190,7 @@ def promoted_objects(model, num_objects: int, layer: int = 0) -> np.ndarray:
   ffn = model.blocks[layer].ffn
   w_U = model.embed[...].T if model.unembed is None else model.unembed[...]
   scale = model.final_norm.scale[...]
-  logits_FxV = (ffn.w2[...] * scale[None, :]) @ w_U[:, :num_objects]
+  logits_FxV = (ffn.w2[...] * jnp.broadcast_to(scale, ffn.w2.shape)) @ w_U[:, :num_objects]
   return np.asarray(jnp.argmax(logits_FxV, axis=1))
 
 
