@@ -206,7 +206,8 @@ def analyse_model(model, data, config, seed: int) -> dict:
   t = config.task
   tokens = data['inputs']
   acts = hidden_acts(model, tokens, position=1)
-  out = {'dead_strict': dead_fraction(acts, 0.0), 'dead_tau': dead_fraction(acts, DEAD_TAU)}
+  out = {'dead_strict': dead_fraction(acts, 0.0), 'dead_tau': dead_fraction(acts, DEAD_TAU),
+         'dead_mask': np.max(acts, axis=0) <= DEAD_TAU}
   n_rel = t.num_relations
   fact = np.arange(t.num_facts)
   subject, relation = fact // n_rel, fact % n_rel
@@ -293,6 +294,20 @@ def loop_metrics(run_dir: str) -> dict[int, float]:
   return out
 
 
+def inherited(df: pd.DataFrame, act: str = 'relu') -> str:
+  """How many of `act`'s units dead at the end were already dead at initialisation (same seed)."""
+  g = df[df['activation'] == act]
+  end_step = g['step'].max() if len(g) else 0
+  dead_end = dead_both = 0
+  for _, s in g.groupby('train.seed'):
+    m0, m1 = s[s['step'] == 0]['dead_mask'], s[s['step'] == end_step]['dead_mask']
+    if len(m0) and len(m1):
+      dead_end += int(m1.iloc[0].sum())
+      dead_both += int((m0.iloc[0] & m1.iloc[0]).sum())
+  return (f'{act}: {dead_end} unit(s) dead at the end over all seeds, {dead_both} of them already dead at '
+          'initialisation.')
+
+
 def decide(df: pd.DataFrame) -> list[verdict.Verdict]:
   """The six verdicts (module docstring) from the per-(activation, seed, step) frame."""
   final = df[df['step'] == df['step'].max()] if len(df) else df
@@ -326,12 +341,13 @@ def _plots(df: pd.DataFrame, outdir: str) -> list[base.Figure]:
   figs = []
   fig, ax = plt.subplots(figsize=(6, 4))
   colors = dict(relu='tab:red', gelu='tab:blue', silu='tab:green')
-  for act in ACTIVATIONS:
+  shift = 0.01 * max(1, int(df['step'].max()))  # small x offsets so equal curves stay visible
+  for i, act in enumerate(ACTIVATIONS):
     g = df[df['activation'] == act]
     if not len(g):
       continue
     s = verdict.summarize(g, ['step'], ['dead_tau'])
-    ax.errorbar(s['step'], s['dead_tau_mean'], yerr=[s['dead_tau_mean'] - s['dead_tau_ci_lo'],
+    ax.errorbar(s['step'] + (i - 1) * shift, s['dead_tau_mean'], yerr=[s['dead_tau_mean'] - s['dead_tau_ci_lo'],
                                                      s['dead_tau_ci_hi'] - s['dead_tau_mean']],
                 marker='o', capsize=3, color=colors[act], label=f'{act} (max act <= {DEAD_TAU:g})')
     if act == 'relu':
@@ -404,6 +420,21 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
     checks.append(prefix_check(results, ctx.outdir))
     ok = bool(np.all(df['dead_strict'] <= df['dead_tau'] + 1e-12))
     checks.append(base.Check('dead (strict) <= dead (tau)', ok, 'max <= 0 implies max <= tau; a failure is a metric bug'))
+    start = df[df['step'] == 0].groupby('activation')['dead_tau'].mean()
+    end = final.groupby('activation')['dead_tau'].mean()
+    notes.append('dead fraction (max <= %g) at initialisation -> end of training: ' % DEAD_TAU + ', '.join(
+        f'{a} {start.get(a, math.nan):.4f} -> {end.get(a, math.nan):.4f}' for a in ACTIVATIONS)
+        + '. The seed fixes the initial weights, so the step-0 numbers are the same for the three activations: '
+        'units that start with no fact on their positive side. GELU/SiLU units there still get gradient and '
+        f'leave; ReLU units get none through the unit (only their inputs move). {inherited(df)}')
+    fr = final.groupby('activation')
+    notes.append('concentration split (final, means over seeds): subject trained / shuffled / chance: ' + ', '.join(
+        f"{a} {fr['trained_conc_subject'].mean().get(a, math.nan):.3f} / "
+        f"{fr['shuffled_conc_subject'].mean().get(a, math.nan):.3f}" for a in ACTIVATIONS)
+        + f" / {final['chance_conc_subject'].iloc[0]:.3f}; relation: " + ', '.join(
+        f"{a} {fr['trained_conc_relation'].mean().get(a, math.nan):.3f} / "
+        f"{fr['shuffled_conc_relation'].mean().get(a, math.nan):.3f}" for a in ACTIVATIONS)
+        + f" / {final['chance_conc_relation'].iloc[0]:.3f}. The verdict uses the larger of the two per unit.")
     fin = final.groupby('activation')['accuracy'].mean()
     notes.append('final memorization accuracy (all facts): ' + ', '.join(f'{a} {fin.get(a, math.nan):.3f}'
                                                                          for a in ACTIVATIONS))
