@@ -25,10 +25,12 @@ def main(argv):
   from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
   from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
   from ffn_research import loop  # pylint: disable=g-import-not-at-top
+  from ffn_research import parallel  # pylint: disable=g-import-not-at-top
   from ffn_research import sweep  # pylint: disable=g-import-not-at-top
   if FLAGS.compilation_cache_dir:
     sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
   try:
+    parallel.initialize_distributed(FLAGS.config.parallel)  # before anything starts JAX's backend
     summary = loop.train_and_evaluate(FLAGS.config, FLAGS.workdir)
   except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory) as e:
     print(f'error: {e}', file=sys.stderr)

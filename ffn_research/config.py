@@ -103,6 +103,12 @@ def default_config() -> ml_collections.ConfigDict:
   tr.eval_every = 0         # steps between held-out evaluations logged as eval/... (rounded to log_every); 0: end only
   tr.blowup_factor = 1e4    # 'diverged' once the logged loss exceeds this multiple of the first step's loss ...
   tr.blowup_patience = 3    # ... for this many logged chunks in a row; blowup_factor = 0 turns the rule off
+
+  # Parallelism of one run (ffn_research/parallel.py; sweeps shard their run axis instead):
+  c.parallel = p = ml_collections.ConfigDict()
+  p.data = 0                # devices on the 'data' mesh axis (the batch is split over them); 0 = all devices / expert
+  p.expert = 1              # devices on the 'expert' mesh axis (MoE experts split over them); must divide the experts
+  p.distributed = 'auto'    # jax.distributed.initialize(): 'auto' when a multi-process launch is detected, 'on', 'off'
   return c
 
 

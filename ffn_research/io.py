@@ -123,11 +123,12 @@ def prepare_workdir(workdir: str) -> None:
 
 
 def check_or_write_config(workdir: str, resolved: dict[str, Any],
-                          defaults: dict[str, Any] | None = None) -> None:
+                          defaults: dict[str, Any] | None = None, free: tuple[str, ...] = ()) -> None:
   """Write config.json, or refuse to resume a workdir that holds a different config.
 
   Keys missing from an older config.json count as equal when `resolved` has their
-  `defaults` value (a workdir written before a key existed still resumes).
+  `defaults` value (a workdir written before a key existed still resumes). Keys starting
+  with a prefix in `free` may change (config.json then records the new values).
   """
   path = os.path.join(workdir, 'config.json')
   try:
@@ -141,7 +142,8 @@ def check_or_write_config(workdir: str, resolved: dict[str, Any],
   if old is not None:
     old_flat, default_flat = _flat(old), _flat(json_safe(defaults or {}))
     diff = sorted(k for k in old_flat.keys() | new.keys() if old_flat.get(k) != new.get(k)
-                  and not (k not in old_flat and k in default_flat and new.get(k) == default_flat[k]))
+                  and not (k not in old_flat and k in default_flat and new.get(k) == default_flat[k])
+                  and not k.startswith(free))
     if diff:
       raise WorkdirError(
           f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
@@ -288,9 +290,15 @@ class Checkpointer:
 
   def _open(self) -> None:
     ocp = self.ocp
+    # With several processes (jax.distributed) only process 0 checkpoints (host copies, ffn_research.parallel).
+    alone = {}
+    if jax.process_count() > 1:
+      os.makedirs(self.directory, exist_ok=True)  # Orbax cannot create it for a subset of processes
+      alone = {'create': False, 'multiprocessing_options': ocp.options.MultiprocessingOptions(
+          primary_host=jax.process_index(), active_processes={jax.process_index()})}
     self.manager = ocp.CheckpointManager(
         self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False))
+        options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False, **alone))
 
   def steps(self) -> list[int]:
     """Saved steps, newest first."""

@@ -19,6 +19,7 @@ logged loss exceeds train.blowup_factor times the first step's loss for
 train.blowup_patience consecutive logged chunks (train.blowup_factor = 0 turns it off).
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -34,7 +35,7 @@ from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import optim, train, validation
+from ffn_research import optim, parallel, train, validation
 
 PyTree = Any
 
@@ -46,15 +47,25 @@ class NotEnoughMemory(ValueError):
 # --------------------------------------------------------------------------- programs
 
 class LonePrograms:
-  """The programs of one run: jit(init), jit(train_chunk), jit(evaluate), no run axis."""
+  """The programs of one run: jit(init), jit(train_chunk), jit(evaluate), no run axis.
+
+  With a mesh (`exp.mesh`, parallel.build_mesh) the state is laid out by
+  parallel.state_shardings and the metrics are replicated.
+  """
 
   batched = False
 
   def __init__(self, exp):
     self.exp = exp
-    self.init_fn = jax.jit(exp.init)
-    self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0)
-    self.evaluate = jax.jit(exp.evaluate)
+    self.shardings, state_in, state_out, out = None, {}, {}, {}
+    if exp.mesh is not None:
+      self.shardings = parallel.state_shardings(jax.eval_shape(exp.init, 0), exp.mesh)
+      replicated = jax.sharding.NamedSharding(exp.mesh, jax.sharding.PartitionSpec())
+      state_in, out = {'in_shardings': (self.shardings,)}, {'out_shardings': replicated}
+      state_out = {'out_shardings': (self.shardings, replicated)}
+    self.init_fn = jax.jit(exp.init, **({'out_shardings': self.shardings} if self.shardings else {}))
+    self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0, **state_in, **state_out)
+    self.evaluate = jax.jit(exp.evaluate, **out)
 
   def init(self, seeds, hyperparams):
     del hyperparams  # the config's, already in the optimizer
@@ -69,7 +80,11 @@ class LonePrograms:
     return tree
 
   def stack(self, states: Sequence[PyTree]) -> PyTree:
-    return states[0]
+    return states[0] if self.shardings is None else parallel.place(states[0], self.shardings)
+
+  def host(self, state: PyTree) -> PyTree:
+    """The state to checkpoint: as is on one device, NumPy copies (every process calls this) on a mesh."""
+    return state if self.shardings is None else parallel.to_host(state)
 
 
 class GroupPrograms:
@@ -296,7 +311,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
 
   `programs`: LonePrograms (one run) or GroupPrograms. wall_time_s of a group is its time
   divided by its size; compile_time_s is what this process spent compiling (None if
-  nothing was compiled); checkpoint_time_s the time spent saving checkpoints.
+  nothing was compiled); checkpoint_time_s the time spent saving checkpoints. With several
+  processes (jax.distributed) every process calls this; process 0 alone reads and writes
+  `run_dirs` and hands what it read to the others (ffn_research.parallel).
   """
   start_time = time.time()
   exp, tr, num_runs = programs.exp, configs[0].train, len(configs)
@@ -305,7 +322,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   hyperparams = {k: [c.train[k] for c in configs] for k in optim.HYPERPARAMS}
   abstract = programs.abstract_state(seeds, hyperparams)
   abstract_one = jax.eval_shape(jax.jit(exp.init), 0)
-  ckpts = [io_lib.Checkpointer(os.path.join(d, 'checkpoints')) for d in run_dirs]
+  primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
+  ckpts = [(io_lib.Checkpointer if primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
+           for d in run_dirs]
 
   compiled: set[int] = set()
   compile_time = 0.0
@@ -322,8 +341,9 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
 
   if not all(c.steps() and c.steps()[0] >= tr.steps for c in ckpts):
     ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
-  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr) for d in run_dirs)
-  restored = _restore(ckpts, abstract_one, logged)
+  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
+               for d in run_dirs) if primary else 0
+  restored = parallel.from_primary(_restore(ckpts, abstract_one, logged))
   if restored is None:
     state, step, wall_before = programs.init(seeds, hyperparams), 0, [0.0] * num_runs
   else:
@@ -335,9 +355,10 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   logs, tracks = [], []
   try:
     for d in run_dirs:
-      logs.append(io_lib.MetricsLog(d, resume_step=step))
+      logs.append(io_lib.MetricsLog(d, resume_step=step) if primary else parallel.NoLog([]))
+    for records in parallel.from_primary([log.records for log in logs]):
       tracks.append(Track())
-      for record in logs[-1].records:
+      for record in records:
         tracks[-1].observe(record['step'], record, tr)
 
     pending = None  # (step, metrics, evals) on device: fetched after the next chunk is dispatched
@@ -368,7 +389,7 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
     def save_all(at: int) -> None:
       nonlocal checkpoint_time
       t0 = time.time()
-      host = jax.device_get(state) if programs.batched else state
+      host = jax.device_get(state) if programs.batched else programs.host(state)
       elapsed = (time.time() - start_time) / num_runs
       for i, c in enumerate(ckpts):
         c.save(at, programs.run(host, i), {'wall_time_s': wall_before[i] + elapsed})
@@ -435,28 +456,40 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   NotEnoughMemory before training; a crash during training is recorded as status 'failed'.
   """
   validation.validate(config)
-  io_lib.prepare_workdir(workdir)
-  with io_lib.Lock(workdir):
-    io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict())
+  mesh = parallel.build_mesh(config)  # ConfigError when parallel.* does not fit the devices
+  primary = parallel.is_primary()  # several processes (jax.distributed): process 0 owns the workdir
+  if primary:
+    io_lib.prepare_workdir(workdir)
+  with io_lib.Lock(workdir) if primary else contextlib.nullcontext():
+    if primary:
+      io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict(),
+                                   free=('parallel.',))  # a run may resume on another mesh
     summary_path = os.path.join(workdir, 'summary.json')
-    previous = io_lib.read_summary(summary_path)
+    previous = parallel.from_primary(io_lib.read_summary(summary_path) if primary else None)
     if previous and previous.get('status') in ('completed', 'diverged'):
-      print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
+      if primary:
+        print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
       return previous
     start_time = time.time()
-    exp = train.Experiment(config)
-    print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
-                                for k, v in exp.counts.items()), flush=True)
+    exp = train.Experiment(config, mesh)
+    if primary:
+      print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
+                                  for k, v in exp.counts.items()), flush=True)
+      if mesh is not None:
+        print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
+              f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
     try:
-      summary = run_group(LonePrograms(exp), [config], [workdir], verbose=True)[0]
+      summary = run_group(LonePrograms(exp), [config], [workdir], verbose=primary)[0]
     except NotEnoughMemory:
       raise
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
-      io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
-                                       'wall_time_s': time.time() - start_time})
+      if primary:
+        io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
+                                         'wall_time_s': time.time() - start_time})
       raise
-    io_lib.write_json(summary_path, summary)
-  print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
+    if primary:
+      io_lib.write_json(summary_path, summary)
+      print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
   return summary
 
 

@@ -37,6 +37,7 @@ from ffn_research import configfile
 from ffn_research import io as io_lib
 from ffn_research import loop as loop_lib
 from ffn_research import optim
+from ffn_research import parallel
 from ffn_research import train as train_lib
 from ffn_research import validation
 
@@ -159,6 +160,7 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
   for overrides in sweep:
     config = apply_overrides(base, overrides)
     validation.validate(config)
+    parallel.check_sweep_run(config)
     name = run_name(overrides)
     if name in seen:
       raise ValueError(f'two runs are both named {name!r}: {seen[name]} and {overrides}')

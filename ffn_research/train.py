@@ -20,7 +20,7 @@ import ml_collections
 import optax
 from flax import nnx
 
-from ffn_research import models, optim, tasks
+from ffn_research import models, optim, parallel, tasks
 
 PyTree = Any
 
@@ -46,8 +46,9 @@ def _sum_aux_losses(aux: PyTree) -> jax.Array:
 class Experiment:
   """Pure functions for one config; see the module docstring."""
 
-  def __init__(self, config: ml_collections.ConfigDict):
+  def __init__(self, config: ml_collections.ConfigDict, mesh: jax.sharding.Mesh | None = None):
     self.config = config
+    self.mesh = mesh  # parallel.build_mesh: batch over 'data', MoE experts over 'expert'; None = one device
     self.task = tasks.build_task(config)
     self.optimizer, self.unit_schedule = optim.build_optimizer(config.train)
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
@@ -55,7 +56,7 @@ class Experiment:
     self.counts = models.model_counts(config, self.task)
 
   def _build_model(self, key):
-    return models.build_model(self.config, self.task, nnx.Rngs(params=key))
+    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh))
 
   def init(self, seed: jax.Array | int) -> dict[str, PyTree]:
     """Run state from a seed: model init, task data and the step RNG all derive from it."""
@@ -100,7 +101,7 @@ class Experiment:
     def body(state, _):
       step_rng = jax.random.fold_in(state['rng'], state['step'])
       batch_rng, step_rng = jax.random.split(step_rng)
-      batch = self.task.sample_batch(state['data'], batch_rng)
+      batch = parallel.shard_batch(self.task.sample_batch(state['data'], batch_rng), self.mesh)
       params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng)
       return {**state, 'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, metrics
 

@@ -12,7 +12,7 @@ import math
 import ml_collections
 
 from ffn_research import config as config_lib
-from ffn_research import models, optim, tasks
+from ffn_research import models, optim, parallel, tasks
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -30,6 +30,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
                      f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.SEQUENCE_TASKS)}')
   _validate_run(tr)
   optim.validate(tr)
+  parallel.validate(config)
 
 
 def _validate_run(train_cfg: ml_collections.ConfigDict) -> None:

@@ -41,12 +41,14 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   moe_lib.validate(model_cfg)
 
 
-def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs) -> ffn_lib.Layer:
+def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs,
+                expert_mesh: Any = None) -> ffn_lib.Layer:
+  """The model a config selects; MoE experts split over `expert_mesh`'s 'expert' axis when given."""
   m = config.model
   if m.arch == 'ffn':
-    return build_ffn(m, m.d_model, task.output_dim, rngs)
+    return build_ffn(m, m.d_model, task.output_dim, rngs, expert_mesh)
   if m.arch in SEQUENCE_ARCHS:
-    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs)
+    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh)
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 

@@ -286,6 +286,7 @@ class ExpertSpec(NamedTuple):
   gated: bool
   use_bias: bool
   dtype: jnp.dtype
+  dropout: bool = False  # act applies dropout (closes over an RNG): no fused grouped FFN
 
 
 def _in_weights(w, dtype):
@@ -353,6 +354,69 @@ def _combine(y_SxO, plan_: Plan, dtype):
   return jnp.sum(plan_.weight_TxJ.astype(dtype)[:, :, None] * y_TxJxO, axis=1)  # not a batched dot
 
 
+def _maybe_bias(x_BxF, b_ExF, e):
+  return x_BxF if b_ExF is None else ffn_lib.add_bias(x_BxF, b_ExF[e])
+
+
+def _grouped_ffn_loop(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used, spec):
+  """y[n] = FFN of expert[n] on block n for the first `num_used` blocks, 0 for the rest."""
+  def body(n, y_NxBxO):
+    e = expert_N[n]
+    h_BxH = _maybe_bias(x_NxBxD[n] @ w_in[e], b_in, e)
+    y_BxO = _maybe_bias(_hidden(h_BxH, spec) @ w2[e], b2, e)
+    return jax.lax.dynamic_update_index_in_dim(y_NxBxO, y_BxO, n, 0)
+  y_NxBxO = jnp.zeros((*x_NxBxD.shape[:2], w2.shape[-1]), x_NxBxD.dtype)
+  return jax.lax.fori_loop(0, num_used, body, y_NxBxO)
+
+
+def _grouped_ffn_transpose_loop(res, g_NxBxO, spec):
+  """Gradients of `_grouped_ffn_loop`: one loop over the used blocks that recomputes each
+  block's hidden activations and adds its weight gradients in place into its expert."""
+  x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used = res
+
+  def add(g_E, e, g):  # g_E[e] += g, in place
+    return jax.lax.dynamic_update_index_in_dim(g_E, g_E[e] + g, e, 0)
+
+  def body(n, grads):
+    g_x, g_w_in, g_b_in, g_w2, g_b2 = grads
+    e, x_BxD, g_BxO = expert_N[n], x_NxBxD[n], g_NxBxO[n]
+    h_BxH = _maybe_bias(x_BxD @ w_in[e], b_in, e)
+    a_BxF, act_vjp = jax.vjp(lambda h: _hidden(h, spec), h_BxH)
+    g_h_BxH, = act_vjp(g_BxO @ w2[e].T)
+    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_h_BxH @ w_in[e].T, n, 0)
+    g_w_in, g_w2 = add(g_w_in, e, x_BxD.T @ g_h_BxH), add(g_w2, e, a_BxF.T @ g_BxO)
+    if b_in is not None:
+      g_b_in = add(g_b_in, e, jnp.sum(g_h_BxH, axis=0))
+    if b2 is not None:
+      g_b2 = add(g_b2, e, jnp.sum(g_BxO, axis=0))
+    return g_x, g_w_in, g_b_in, g_w2, g_b2
+  zeros = lambda a: None if a is None else jnp.zeros_like(a)  # pylint: disable=unnecessary-lambda-assignment
+  init = (jnp.zeros_like(x_NxBxD), *map(zeros, (w_in, b_in, w2, b2)))
+  return jax.lax.fori_loop(0, num_used, body, init)
+
+
+@functools.lru_cache(maxsize=None)
+def grouped_ffn(spec: ExpertSpec):
+  """fn(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used): the whole expert FFN per used block.
+
+  Hidden activations exist one block at a time (the forward keeps none; the backward
+  recomputes them), so the static grouped area costs only its (rows, d) input and output
+  buffers, whatever d_ff. Biases may be None. Jitted: compiled once per shape when eager.
+  """
+  @jax.custom_vjp
+  def fn(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used):
+    return _grouped_ffn_loop(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used, spec)
+
+  def fwd(*res):
+    return fn(*res), res
+
+  def bwd(res, g_NxBxO):
+    return (*_grouped_ffn_transpose_loop(res, g_NxBxO, spec), None, None)
+
+  fn.defvjp(fwd, bwd)
+  return jax.jit(fn)
+
+
 def _grouped_experts(x_SxD, plan_: Plan, w, spec):
   """Every expert's FFN on the grouped part of the buffer, block by block (used blocks only)."""
   window, b = plan_.layout
@@ -361,12 +425,17 @@ def _grouped_experts(x_SxD, plan_: Plan, w, spec):
   num_used = jnp.sum((jnp.maximum(plan_.group_sizes_E - window, 0) + b - 1) // b)
   x_NxBxD = x_SxD.reshape(-1, b, x_SxD.shape[-1]).astype(spec.dtype)
   w_in, b_in = _in_weights(w, spec.dtype)
-  h_NxBxH = block_matmul(x_NxBxD, w_in, expert_N, num_used)
-  if b_in is not None:  # unused blocks: never read back, zero gradient
-    h_NxBxH = h_NxBxH + b_in[expert_N][:, None, :]
-  y_NxBxO = block_matmul(_hidden(h_NxBxH, spec), w['w2'].astype(spec.dtype), expert_N, num_used)
-  if 'b2' in w:
-    y_NxBxO = y_NxBxO + w['b2'].astype(spec.dtype)[expert_N][:, None, :]
+  if spec.dropout:  # two block matmuls, the activation (with its dropout) on the whole area
+    h_NxBxH = block_matmul(x_NxBxD, w_in, expert_N, num_used)
+    if b_in is not None:  # unused blocks: never read back, zero gradient
+      h_NxBxH = h_NxBxH + b_in[expert_N][:, None, :]
+    y_NxBxO = block_matmul(_hidden(h_NxBxH, spec), w['w2'].astype(spec.dtype), expert_N, num_used)
+    if 'b2' in w:
+      y_NxBxO = y_NxBxO + w['b2'].astype(spec.dtype)[expert_N][:, None, :]
+    return y_NxBxO.reshape(-1, y_NxBxO.shape[-1])
+  b2 = w['b2'].astype(spec.dtype) if 'b2' in w else None
+  y_NxBxO = grouped_ffn(spec)(x_NxBxD, w_in, b_in, w['w2'].astype(spec.dtype), b2, expert_N,
+                              num_used)
   return y_NxBxO.reshape(-1, y_NxBxO.shape[-1])
 
 
@@ -517,7 +586,8 @@ class MoE(ffn_lib.Layer):
     self.d_expert = d_ff // granularity
     self.num_shared = num_shared_experts
     self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
-    self.drop_priority, self.dispatch = drop_priority, resolve_dispatch(dispatch)
+    self.drop_priority = drop_priority
+    self.dispatch = 'sort' if mesh is not None and dispatch == 'auto' else resolve_dispatch(dispatch)
     self.load_balance_coef, self.z_loss_coef = load_balance_coef, z_loss_coef
     self.bias_update_rate, self.jitter = bias_update_rate, jitter
     self.use_bias, self.dropout_rate = use_bias, dropout_rate
@@ -584,7 +654,7 @@ class MoE(ffn_lib.Layer):
                  self.layout(num_tokens))
     w = self.expert_weights()
     if rngs[1] is not None and self.dropout_rate > 0:
-      spec = self.spec._replace(act=self._dropped_act(rngs[1]))
+      spec = self.spec._replace(act=self._dropped_act(rngs[1]), dropout=True)
     else:
       spec = self.spec
     y_TxO = DISPATCH[self.dispatch](x_TxD, plan_, w, spec, self.num_experts, self.mesh,

@@ -2,6 +2,7 @@
 its formula-based counts; used by the bare-FFN arch and by every sequence-model block.
 """
 
+import jax
 import ml_collections
 from flax import nnx
 
@@ -10,8 +11,9 @@ from ffn_research.models import moe as moe_lib
 
 
 def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
-              rngs: nnx.Rngs) -> ffn_lib.Layer:
-  """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them."""
+              rngs: nnx.Rngs, mesh: jax.sharding.Mesh | None = None) -> ffn_lib.Layer:
+  """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them
+  (its experts split over `mesh`'s 'expert' axis when given)."""
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
   if e.num_experts > 0:
@@ -23,7 +25,7 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
         load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
         bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,
         dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
-        d_out=d_out, rngs=rngs)
+        d_out=d_out, mesh=mesh, rngs=rngs)
   return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
                      dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
                      dtype=model_cfg.dtype, d_out=d_out, rngs=rngs)

@@ -103,14 +103,15 @@ class CausalSelfAttention(nnx.Module):
 class Block(nnx.Module):
   """Pre-norm residual block: optional attention sublayer, optional FFN sublayer."""
 
-  def __init__(self, model_cfg: ml_collections.ConfigDict, *, attention: bool, rngs: nnx.Rngs):
+  def __init__(self, model_cfg: ml_collections.ConfigDict, *, attention: bool, rngs: nnx.Rngs,
+               expert_mesh: jax.sharding.Mesh | None = None):
     d, norm = model_cfg.d_model, NORMS[model_cfg.norm]
     self.attn_norm = norm(d, rngs) if attention else None
     self.attn = CausalSelfAttention(
         d, model_cfg.num_heads, rope=model_cfg.positions == 'rotary', init=model_cfg.init,
         dtype=model_cfg.dtype, rngs=rngs) if attention else None
     self.ffn_norm = norm(d, rngs) if model_cfg.use_ffn else None
-    self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs) if model_cfg.use_ffn else None
+    self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs, expert_mesh) if model_cfg.use_ffn else None
 
   def __call__(self, x_BxTxD: jax.Array, rng: jax.Array | None):
     aux = {}
@@ -128,12 +129,12 @@ class SequenceModel(ffn_lib.Layer):
   attention: bool = True
 
   def __init__(self, model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int, *,
-               rngs: nnx.Rngs):
+               rngs: nnx.Rngs, expert_mesh: jax.sharding.Mesh | None = None):
     d = model_cfg.d_model
     self.embed = nnx.Param(EMBED_INIT(rngs.params(), (vocab_size, d), jnp.float32))
     self.pos_embed = (nnx.Param(EMBED_INIT(rngs.params(), (seq_len, d), jnp.float32))
                       if model_cfg.positions == 'learned' else None)
-    self.blocks = nnx.List([Block(model_cfg, attention=self.attention, rngs=rngs)
+    self.blocks = nnx.List([Block(model_cfg, attention=self.attention, rngs=rngs, expert_mesh=expert_mesh)
                             for _ in range(model_cfg.num_layers)])
     self.final_norm = NORMS[model_cfg.norm](d, rngs)
     self.unembed = (None if model_cfg.tie_embeddings else nnx.Param(

@@ -1,0 +1,116 @@
+"""experiments/benchmark.py: rows and JSON of the smoke path, the README block, the PyTorch reference."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from experiments import benchmark
+from ffn_research.models import moe as moe_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_tiny_dense_and_matmul_rows_in_process():
+  doc = benchmark.run_suite('cpu', 'tiny', only=('dense', 'matmul'))
+  ids = [r['id'] for r in doc['rows']]
+  assert ids == ['dense_16x32_t64', 'matmul_64']
+  dense, mm = doc['rows']
+  assert dense['step_gflop'] == pytest.approx(12 * 64 * 16 * 32 / 1e9)
+  assert dense['ours_gflops'] == pytest.approx(dense['step_gflop'] / dense['ours_ms'] * 1e3)
+  assert dense['ours_of_ceiling'] == pytest.approx(dense['ours_gflops'] / dense['ceiling_gflops'])
+  assert mm['ours_gflops'] == pytest.approx(2 * 64 ** 3 / mm['ours_ms'] / 1e6)
+  assert ('torch_ms' in dense) == (benchmark.torch_or_none() is not None)
+  m = doc['machine']
+  assert m['cpu_count'] == os.cpu_count() and m['jax'] == jax.__version__
+  assert len(m['load_average_start']) == 3 and m['peak_rss_mb'] > 0
+  json.loads(json.dumps(doc))  # JSON-serialisable as is
+
+
+def test_readme_block_is_replaced_between_markers(tmp_path):
+  doc = {'suite': 'cpu', 'size': 'tiny', 'command': 'python -m experiments.benchmark --tiny',
+         'machine': {'cpu': 'Test CPU', 'cpu_count': 2, 'devices': '1 x cpu', 'backend': 'cpu',
+                     'jax': '0', 'torch': 'not installed', 'python': '3', 'xla_flags': '',
+                     'date_utc': '2026-11-22 06:00', 'load_average_start': [1, 2, 3],
+                     'load_average_end': [3, 2, 1], 'peak_rss_mb': 10.0},
+         'rows': [benchmark.row('dense_1', 'dense FFN 1/2, 3 tokens', 12.5, torch_ms=25.0,
+                                torch_over_ours=2.0)]}
+  readme = tmp_path / 'README.md'
+  readme.write_text(f'a\n{benchmark.README_BEGIN}\nold\n{benchmark.README_END}\nb\n')
+  benchmark.write_readme(doc, str(readme))
+  text = readme.read_text()
+  assert text.startswith('a\n<!-- performance:begin -->') and text.endswith('<!-- performance:end -->\nb\n')
+  assert 'old' not in text and 'Test CPU, 2 cores' in text and '2026-11-22 06:00 UTC' in text
+  assert '| dense FFN 1/2, 3 tokens | 12.5 ms | PyTorch eager 25.0 ms | PyTorch/ours 2.00x |' in text
+  assert 'unmeasured' in text
+  readme.write_text('no markers\n')
+  with pytest.raises(ValueError, match='performance:begin'):
+    benchmark.write_readme(doc, str(readme))
+
+
+@pytest.mark.parametrize('cf', [1.0, 0.0])  # with drops; dropless (windows + blocks)
+def test_torch_loop_moe_computes_our_moe(cf):
+  """The PyTorch reference is the same function: same weights, same outputs and aux loss."""
+  torch = pytest.importorskip('torch')
+  from experiments import bench_torch  # pylint: disable=g-import-not-at-top
+  t, d, f, e, k = 64, 8, 16, 4, 2
+  ours = moe_lib.MoE(d, f, 'relu', num_experts=e, top_k=k, capacity_factor=cf, dispatch='sort',
+                     rngs=nnx.Rngs(1))
+  w = ours.expert_weights()
+  w['b1'], w['b2'] = w['b1'] + 0.1, w['b2'] - 0.1  # nonzero biases
+  ours.b1[...], ours.b2[...] = w['b1'], w['b2']
+  ref = bench_torch.LoopMoE(d, f, e, k, cf)
+  with torch.no_grad():
+    ref.router.copy_(torch.tensor(np.asarray(ours.router_w[...])))
+    for name in ('w1', 'b1', 'w2', 'b2'):
+      getattr(ref, name).copy_(torch.tensor(np.asarray(w[name])))
+  x = np.random.default_rng(0).standard_normal((t, d)).astype(np.float32) * 2
+  y, aux = nnx.jit(lambda m, x: m.apply(x))(ours, x)
+  y_ref, aux_ref = ref(torch.tensor(x))
+  np.testing.assert_allclose(y, y_ref.detach().numpy(), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(aux['load_balance_loss'] + aux['z_loss'], aux_ref.item(), rtol=1e-5)
+  if cf == 1.0:
+    assert float(aux['dropped_fraction']) > 0  # the capacity case really drops
+
+
+def test_gpu_suite_says_no_gpu_on_cpu():
+  proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark', '--suite=gpu', '--out='],
+                        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+  assert proc.returncode == 1 and proc.stderr.strip().startswith('no GPU: --suite=gpu needs a GPU')
+  assert 'Traceback' not in proc.stderr
+
+
+@pytest.mark.slow
+def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
+  """Every CPU row group through the real entry point (tiny shapes), then --from_json."""
+  out, readme = tmp_path / 'b.json', tmp_path / 'README.md'
+  readme.write_text(f'{benchmark.README_BEGIN}\n{benchmark.README_END}\n')
+  cmd = [sys.executable, '-m', 'experiments.benchmark', '--tiny', f'--out={out}']
+  proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  doc = json.loads(out.read_text())
+  ids = [r['id'] for r in doc['rows']]
+  assert ids == ['dense_16x32_t64', 'moe_dense_matched', 'moe_sort_cf1', 'moe_sort_cf1.25',
+                 'moe_sort_dropless', 'matmul_64', 'xla_ynn_off_eigen_dots_16x32_t64',
+                 'xla_ynn_eltwise_only_16x32_t64', 'xla_fast_math_16x32_t64',
+                 'memorization_ffn_stack', 'quickstart_cold', 'quickstart_warm']
+  rows = {r['id']: r for r in doc['rows']}
+  for i in ids[2:5]:
+    assert rows[i]['over_dense'] == pytest.approx(rows[i]['ours_ms'] / rows['moe_dense_matched']['ours_ms'])
+  assert rows['memorization_ffn_stack']['steps_per_s'] > 0
+  assert rows['memorization_ffn_stack']['compile_s'] > 0
+  assert rows['quickstart_cold']['peak_rss_mb'] > 0
+  assert all(r['workload'] in proc.stdout for r in doc['rows'])
+  proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={out}',
+                         '--write_readme', f'--readme={readme}'], cwd=ROOT, capture_output=True,
+                        text=True, check=False, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert rows['moe_sort_dropless']['workload'] in readme.read_text()
+  bad = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={readme}'],
+                       cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+  assert bad.returncode == 1 and bad.stderr.startswith('error: --from_json=') and 'Traceback' not in bad.stderr
