@@ -51,6 +51,7 @@ Verdict rules (fixed before any quick or full run):
   6. Values (ReLU): per seed agreement(trained) - agreement(permuted values), paired CI above 0.
 """
 
+import json
 import math
 import os
 
@@ -282,7 +283,6 @@ def prefix_check(results: dict[str, pd.DataFrame], outdir: str) -> base.Check:
 
 def loop_metrics(run_dir: str) -> dict[int, float]:
   """{step: logged loss} of a run's metrics.jsonl."""
-  import json  # pylint: disable=g-import-not-at-top
   out = {}
   path = os.path.join(run_dir, 'metrics.jsonl')
   if os.path.exists(path):
