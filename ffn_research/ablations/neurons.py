@@ -199,7 +199,7 @@ def initial_model(config):
   """The model of config at step 0 (its seed's initial weights) and the task data."""
   exp = train.Experiment(config)
   state = jax.jit(exp.init)(config.train.seed)
-  return nnx.merge(exp.graphdef, state['params']), state['data']
+  return exp.merge(state['params']), state['data']
 
 
 def analyse_model(model, data, config, seed: int) -> dict:
