@@ -421,15 +421,22 @@ def _fmt_ms(v):
                                else f'{v:.2f} ms')
 
 
+def _versus(theirs_over_ours: float, who: str) -> str:
+  """'ours 1.25x faster than X' or 'X 1.25x faster than ours' from the ratio of their time to ours."""
+  if theirs_over_ours >= 1:
+    return f'ours {theirs_over_ours:.2f}x faster than {who}'
+  return f'{who} {1 / theirs_over_ours:.2f}x faster than ours'
+
+
 def describe(r) -> tuple[str, str]:
   """(reference column, note column) of one row."""
   ref, note = [], []
   if 'torch_ms' in r:
     ref.append(f'PyTorch eager {_fmt_ms(r["torch_ms"])}')
-    note.append(f'PyTorch/ours {r["torch_over_ours"]:.2f}x')
+    note.append(_versus(r['torch_over_ours'], 'PyTorch'))
   if 'torch_loop_ms' in r:
     ref.append(f'PyTorch loop over experts {_fmt_ms(r["torch_loop_ms"])}')
-    note.append(f'ours {r["torch_over_ours"]:.2f}x faster than the loop')
+    note.append(_versus(r['torch_over_ours'], 'the loop'))
   if 'over_default' in r:
     ref.append(f'default options {_fmt_ms(r["default_ms"])}')
     note.append(f'{r["over_default"]:.2f}x the default')

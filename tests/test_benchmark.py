@@ -46,7 +46,7 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
   text = readme.read_text()
   assert text.startswith('a\n<!-- performance:begin -->') and text.endswith('<!-- performance:end -->\nb\n')
   assert 'old' not in text and 'Test CPU, 2 cores' in text and '2026-11-22 06:00 UTC' in text
-  assert '| dense FFN 1/2, 3 tokens | 12.5 ms | PyTorch eager 25.0 ms | PyTorch/ours 2.00x |' in text
+  assert '| dense FFN 1/2, 3 tokens | 12.5 ms | PyTorch eager 25.0 ms | ours 2.00x faster than PyTorch |' in text
   assert 'unmeasured' in text
   readme.write_text('no markers\n')
   with pytest.raises(ValueError, match='performance:begin'):
