@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
@@ -151,17 +152,41 @@ class GroupPrograms:
 
   def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
     """Run i's state (host arrays) cut to its own shapes `abstract` (padded units dropped)."""
-    return jax.tree.map(lambda x, a: np.asarray(x[i])[tuple(slice(0, n) for n in a.shape)], state, abstract)
+    src, dst = _param_shapes(jax.eval_shape(self.exp.init, 0)), _param_shapes(abstract)
+    return jax.tree.map(lambda x, a: _resize(np.asarray(x[i]), src, dst, a.shape), state, abstract)
 
   def stack(self, states: Sequence[PyTree]) -> PyTree:
     """Runs' states (their own shapes) zero-padded to the program's and stacked on the run axis."""
     full = jax.eval_shape(self.exp.init, 0)
+    full_shapes = _param_shapes(full)
 
-    def pad_one(a, x):
-      x = np.asarray(x)
-      return np.pad(x, [(0, n - m) for n, m in zip(a.shape, x.shape)]) if x.ndim else x
+    def pad_one(a, x, own):
+      return _resize(np.asarray(x), _param_shapes(own), full_shapes, a.shape)
 
-    return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x) for x in xs])), full, *states)
+    return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x, own) for x, own in zip(xs, states)])),
+                        full, *states)
+
+
+def _param_shapes(state: PyTree) -> list[tuple[int, ...]]:
+  """Shapes of the nnx.Param leaves of a run state, in the order train.Experiment._flat ravels them."""
+  return [tuple(x.shape) for x in jax.tree.leaves(nnx.split_state(state['params'], nnx.Param, ...)[0])]
+
+
+def _resize(x: np.ndarray, src: list[tuple[int, ...]], dst: list[tuple[int, ...]], shape) -> np.ndarray:
+  """`x` cut or zero-padded to `shape`. A flat optimizer vector (every parameter raveled, e.g. Adam's
+  mu/nu: train.Experiment._flat) is resized parameter by parameter from shapes `src` to `dst`."""
+  n_src, n_dst = sum(int(np.prod(s)) for s in src), sum(int(np.prod(s)) for s in dst)
+  if x.ndim == 1 and len(shape) == 1 and x.shape[0] == n_src and shape[0] == n_dst and n_src != n_dst:
+    parts, at = [], 0
+    for s, d in zip(src, dst):
+      piece = x[at:at + int(np.prod(s))].reshape(s)
+      at += int(np.prod(s))
+      parts.append(_resize(piece, [], [], d).ravel())
+    return np.concatenate(parts)
+  if not x.ndim:
+    return x
+  x = x[tuple(slice(0, n) for n in shape)]
+  return np.pad(x, [(0, n - m) for n, m in zip(shape, x.shape)])
 
 
 # --------------------------------------------------------------------------- bookkeeping

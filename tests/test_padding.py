@@ -198,12 +198,17 @@ def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
   assert float(np.asarray(metrics['grad_norm'])[0]) > 0.05  # clipping was active
   true = jax.eval_shape(lone_exp.init, 0)
   host = jax.device_get(state_group)
+  for (path, x), a in zip(jax.tree_util.tree_leaves_with_path(host['params']), jax.tree.leaves(true['params'])):
+    assert not padding_outside(np.asarray(x)[0], a.shape).any(), jax.tree_util.keystr(path)
+  cut = group.run_state(host, 0, true)
+  # Padding the cut state back gives the group's state: every padded entry, of the parameters and
+  # of the flat optimizer vectors (Adam's mu and nu, parameter by parameter), is exactly 0.
+  back = jax.tree.map(lambda x: x[0], jax.device_get(group.stack([cut, cut])))
+  for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(back), jax.tree.leaves(host)):
+    np.testing.assert_array_equal(x, np.asarray(y)[0], err_msg=jax.tree_util.keystr(path))
   for k in ('params', 'opt_state'):
-    for (path, x), a in zip(jax.tree_util.tree_leaves_with_path(host[k]), jax.tree.leaves(true[k])):
-      assert not padding_outside(np.asarray(x)[0], a.shape).any(), jax.tree_util.keystr(path)
-  cut = group.run_state(host, 0, jax.eval_shape(lone_exp.init, 0))
-  for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(cut['params']), jax.tree.leaves(state_lone['params'])):
-    np.testing.assert_allclose(x, y, rtol=1e-5, atol=2e-6, err_msg=jax.tree_util.keystr(path))
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(cut[k]), jax.tree.leaves(state_lone[k])):
+      np.testing.assert_allclose(x, y, rtol=1e-4, atol=2e-6, err_msg=jax.tree_util.keystr(path))
   ev_lone = float(lone.evaluate(state_lone['params'], state_lone['data'])['eval_loss'])
   ev_group = float(np.asarray(group.evaluate(state_group['params'], state_group['data'])['eval_loss'])[0])
   np.testing.assert_allclose(ev_group, ev_lone, rtol=1e-5)
