@@ -126,13 +126,16 @@ class Experiment:
         'step': jnp.zeros((), jnp.int32),
     }
 
-  @staticmethod
-  def _flat(weights):
+  def _flat(self, weights):
     """(one float32 vector of every nnx.Param, the function that rebuilds the State from it).
 
     The optimizer and the norms work on this vector: a few kernels instead of a few per
     parameter array (compile time and per-step overhead of small models; docs/sequence.md).
+    With experts split over an 'expert' mesh axis the tree stays as it is, so each expert's
+    Adam moments are laid out with its weights (a flat vector would be replicated).
     """
+    if parallel.expert_mesh(self.mesh) is not None:
+      return weights, lambda w: w
     return jax.flatten_util.ravel_pytree(weights)
 
   def train_step(self, params, opt_state, batch, rng, scalars=None):
