@@ -119,6 +119,7 @@ class GroupPrograms:
     self.init_fn = jax.jit(jax.vmap(exp.init), **shard_out)  # (seed, scalars, d_ff) per run
     self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
     self.evaluate = jax.jit(jax.vmap(exp.evaluate))
+    self.full = jax.eval_shape(exp.init, 0)  # one run's state at the program's (padded) shapes
 
   def _chunk(self, state_R, num_steps, scalars_R):
     out = jax.vmap(lambda s, c: self.exp.train_chunk(s, num_steps, c))(state_R, scalars_R)
@@ -152,13 +153,12 @@ class GroupPrograms:
 
   def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
     """Run i's state (host arrays) cut to its own shapes `abstract` (padded units dropped)."""
-    src, dst = _param_shapes(jax.eval_shape(self.exp.init, 0)), _param_shapes(abstract)
+    src, dst = _param_shapes(self.full), _param_shapes(abstract)
     return jax.tree.map(lambda x, a: _resize(np.asarray(x[i]), src, dst, a.shape), state, abstract)
 
   def stack(self, states: Sequence[PyTree]) -> PyTree:
     """Runs' states (their own shapes) zero-padded to the program's and stacked on the run axis."""
-    full = jax.eval_shape(self.exp.init, 0)
-    full_shapes = _param_shapes(full)
+    full, full_shapes = self.full, _param_shapes(self.full)
 
     def pad_one(a, x, own):
       return _resize(np.asarray(x), _param_shapes(own), full_shapes, a.shape)
