@@ -41,6 +41,7 @@ def exp():
   return train.Experiment(tiny_config(**{'model.dropout_rate': 0.1}))
 
 
+@pytest.mark.slow  # the default run has it through the loop: test_sweep.py::test_vmapped_group_equals_separate_runs
 def test_vmap_over_seeds_equals_separate_runs(exp):
   chunk = jax.jit(exp.train_chunk, static_argnums=1)
   vchunk = jax.jit(jax.vmap(exp.train_chunk, in_axes=(0, None)), static_argnums=1)

@@ -203,7 +203,7 @@ def test_arch_must_match_task_kind():
     validation.validate(config)
 
 
-@pytest.mark.parametrize('arch,tie', [('ffn_stack', False), ('transformer', True)])
+@pytest.mark.parametrize('arch,tie', [pytest.param('ffn_stack', False, marks=pytest.mark.slow), ('transformer', True)])
 def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
   from ffn_research import train  # pylint: disable=g-import-not-at-top
   config = model_config(arch=arch, tie_embeddings=tie, freeze_embeddings=True)
