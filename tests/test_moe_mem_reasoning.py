@@ -169,3 +169,14 @@ def test_reasoning_floor_and_ceiling_guard():
   ceiling = mr.guard_floor_ceiling(ok, 0.96, 0.99)
   assert ceiling.outcome == verdict.INCONCLUSIVE and 'ceiling' in ceiling.detail
   assert mr.guard_floor_ceiling(ok, math.nan, 0.5).outcome == verdict.INCONCLUSIVE
+
+
+@pytest.mark.parametrize('mem_slope,premise', [(0.3, False), pytest.param(1.0, True, marks=pytest.mark.slow)])
+def test_memorization_premise_check_reads_the_dense_references(tmp_path, mem_slope, premise):
+  """Full scale has dense d_ff 8 and E_max * 8: the check reports their log-log slope against MEM_LEVEL."""
+  a = mr.analyze(_fake_results('full', mem_slope, 0.0), base.Context(outdir=str(tmp_path), scale='full'))
+  check, = [c for c in a.checks if c.name.startswith('memorization premise')]
+  assert check.passed is premise
+  slope = float(check.detail.split()[2])
+  assert slope == pytest.approx(mem_slope, abs=0.05)
+  assert a.verdicts[1].statistic == pytest.approx(mem_slope, abs=0.05)  # the verdict's own fit is unchanged
