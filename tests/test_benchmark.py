@@ -16,7 +16,6 @@ from ffn_research.models import moe as moe_lib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.mark.slow  # with test_tiny_cli_writes_every_row_and_the_readme (slow) in CI's slow step
 def test_tiny_dense_and_matmul_rows_in_process():
   doc = benchmark.run_suite('cpu', 'tiny', only=('dense', 'matmul'))
   ids = [r['id'] for r in doc['rows']]
