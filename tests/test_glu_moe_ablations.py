@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 from flax import nnx
 
-from ffn_research import config as config_lib
 from ffn_research import validation
 from ffn_research import sweep
 from ffn_research.ablations import glu_variants, moe_topk, verdict

@@ -2,12 +2,10 @@
 synthetic frames with known answers, and the CLI's one-line error for bad skew keys."""
 
 import json
-import os
 import subprocess
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest

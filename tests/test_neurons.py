@@ -4,14 +4,13 @@ FFN-input reconstruction against the model's own forward, and the verdict rules 
 import itertools
 import math
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
 from flax import nnx
 
-from ffn_research import train, validation
+from ffn_research import validation
 from ffn_research.ablations import neurons
 from ffn_research.ablations import verdict
 from ffn_research.models import ffn as ffn_lib

@@ -20,7 +20,7 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import loop, parallel, sweep, train, validation
+from ffn_research import parallel, sweep, train, validation
 from ffn_research.models import moe as moe_lib
 from tests.conftest import REPO_ROOT
 from tests.test_faults import one_line_error, read_jsonl

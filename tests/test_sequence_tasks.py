@@ -11,7 +11,7 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import configfile, validation
-from ffn_research import loop, models, tasks, train
+from ffn_research import loop, models, tasks
 from ffn_research.tasks import sequence
 
 

@@ -3,7 +3,6 @@ coefficients, router jitter or label noise share one vmapped program, and each r
 equals the same run trained alone; a value of 0 on a compiled-in path changes nothing, bit for bit."""
 
 import json
-import os
 
 import jax
 import jax.numpy as jnp

@@ -42,6 +42,7 @@ import math
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+import ml_collections  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 import pandas as pd  # pylint: disable=wrong-import-position
 
@@ -69,9 +70,10 @@ HOP_D_MODEL, HOP_HEADS, HOP_WIDTH = 32, 2, 32   # multi_hop transformer: d_model
 HOP_BATCH = 128                           # multi_hop sequences per step (configs/multi_hop.py: 256)
 HOP_LAYERS = 2                            # multi_hop transformer layers
 MEM_LAYERS = 2                            # memorization ffn_stack residual blocks
-DISPATCH = 'auto'             # 'sort' on CPU, 'ragged' on GPU/TPU (same function, tested in test_moe.py). At E = 32, 5
-                              # seeds on 2 CPU cores sort vs ragged: multi_hop 16 vs 9 steps/s, memorization 15 vs 5 (ragged_dot
-                              # is a dense masked product on CPU, E times the work); compile ~40 s vs ~27 s
+# 'sort' on CPU, 'ragged' on GPU/TPU (the same function, tested in test_moe.py). At E = 32, 5 seeds on 2 CPU
+# cores, sort vs ragged: multi_hop 16 vs 9 steps/s, memorization 15 vs 5 (ragged_dot is a dense masked product
+# on CPU, E times the work); compile ~40 s vs ~27 s.
+DISPATCH = 'auto'
 SATURATED_FRACTION = 0.9      # a memorization run storing more than this share of the entropy is not saturated
 MEM_LEVEL = 0.5               # rule 1: slope of ln bits on ln params must exceed this
 REASON_MARGIN = 0.02          # rule 2: |accuracy slope per doubling of total params| within this
@@ -84,7 +86,7 @@ def _moe(c, experts: int) -> None:
   e.dispatch = DISPATCH
 
 
-def memorization_config(s: dict) -> 'ml_collections.ConfigDict':
+def memorization_config(s: dict) -> ml_collections.ConfigDict:
   c = default_config()
   m, t, tr = c.model, c.task, c.train
   m.arch, m.num_layers, m.d_model, m.d_ff = 'ffn_stack', MEM_LAYERS, MEM_D_MODEL, MEM_WIDTH
@@ -96,7 +98,7 @@ def memorization_config(s: dict) -> 'ml_collections.ConfigDict':
   return c
 
 
-def multi_hop_config(s: dict) -> 'ml_collections.ConfigDict':
+def multi_hop_config(s: dict) -> ml_collections.ConfigDict:
   c = default_config()
   m, t, tr = c.model, c.task, c.train
   m.arch, m.num_layers, m.d_model, m.num_heads, m.d_ff = 'transformer', HOP_LAYERS, HOP_D_MODEL, HOP_HEADS, HOP_WIDTH

@@ -62,7 +62,6 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 import pandas as pd  # pylint: disable=wrong-import-position
-from flax import nnx  # pylint: disable=wrong-import-position
 
 from ffn_research import loop, sweep, train  # pylint: disable=wrong-import-position
 from ffn_research.ablations import base  # pylint: disable=wrong-import-position
@@ -424,9 +423,10 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
     end = final.groupby('activation')['dead_tau'].mean()
     notes.append('dead fraction (max <= %g) at initialisation -> end of training: ' % DEAD_TAU + ', '.join(
         f'{a} {start.get(a, math.nan):.4f} -> {end.get(a, math.nan):.4f}' for a in ACTIVATIONS)
-        + '. The seed fixes the initial weights, so the step-0 numbers are the same for the three activations: '
-        'units that start with no fact on their positive side. GELU/SiLU units there still get gradient and '
-        f'leave; ReLU units get none through the unit (only their inputs move). {inherited(df)}')
+        + '. The seed fixes the initial weights (the same for the three activations); the step-0 numbers differ '
+        f'only because max activation <= {DEAD_TAU:g} is a slightly different pre-activation threshold per '
+        'activation: units that start with (almost) no fact on their positive side. GELU/SiLU units there '
+        f'still get gradient and leave; ReLU units get none through the unit (only their inputs move). {inherited(df)}')
     fr = final.groupby('activation')
     notes.append('concentration split (final, means over seeds): subject trained / shuffled / chance: ' + ', '.join(
         f"{a} {fr['trained_conc_subject'].mean().get(a, math.nan):.3f} / "
