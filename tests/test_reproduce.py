@@ -227,6 +227,8 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   v = verdict.threshold([1.0, 1.1, 0.9], level=2.0, direction='below', claim='it is small')
   report = {'name': 'x', 'claim': 'X is small (A 2020).', 'scale': 'full', 'headline': 'mean 1.0',
             'verdicts': [v.to_dict()], 'figures': [{'file': 'p.png', 'caption': 'cap'}],
+            'checks': [{'name': 'ok one', 'passed': True, 'detail': 'fine'},
+                       {'name': 'premise', 'passed': False, 'detail': 'slope 0.35'}],
             'wall_time_s': 12.0, 'compute_time_s': 30.0,
             'environment': {'machine': 'm', 'device': 'd', 'jax': 'j', 'date': '2026-11-22', 'commit': 'abc'}}
   (work / 'x' / 'report.json').write_text(json.dumps(report))
@@ -242,6 +244,7 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   assert '### x' in section and 'X is small (A 2020).' in section
   assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
   assert '![cap](docs/results/x/p.png)' in section and 'commit abc' in section
+  assert '**Check failed.** premise: slope 0.35' in section and 'ok one' not in section
   runner.update_readme(str(repo))  # idempotent (what --update_readme runs)
   assert (repo / 'README.md').read_text() == text
 

@@ -310,6 +310,9 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
       lines.append(f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
                    f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]})')
     lines += ['', f'**Main figure.** {r["headline"]}', '']
+    failed = [c for c in r.get('checks', []) if not c['passed']]
+    if failed:  # a failed check of the measurement is read next to the verdicts it qualifies
+      lines += [f'**Check failed.** {c["name"]}: {c["detail"]}' for c in failed] + ['']
     if r['figures']:
       f = r['figures'][0]
       lines += [f'![{f["caption"]}]({rel}/{f["file"]})', '']
