@@ -1,15 +1,16 @@
 """glu_variants: at equal parameters, do gated FFNs (GEGLU, SwiGLU, Bilinear, ...) beat ReLU?
 
 Claim (Shazeer 2020, "GLU Variants Improve Transformer", arXiv 2002.05202, Table 1;
-docs/references.md): bias-free FFNs in T5-base, gated d_ff scaled by 2/3 so that parameters
-match; held-out log-perplexity on C4 at 65,536 steps (mean of 4 runs) GEGLU 1.942, SwiGLU 1.944
-against ReLU 1.997, Bilinear 1.960; at 524,288 steps (one run) 1.633, 1.636, 1.648 against 1.677.
+docs/references.md#shazeer-2020): bias-free FFNs in T5-base, gated d_ff scaled by 2/3 so that
+parameters match; held-out log-perplexity on C4 at 65,536 steps (mean of 4 runs) GEGLU 1.942,
+SwiGLU 1.944 against ReLU 1.997, Bilinear 1.960; at 524,288 steps (one run) 1.633, 1.636, 1.648
+against 1.677.
 
-Two tasks, every variant bias-free (`model.use_bias=False`, as in the paper) and parameter-matched
-(`model.match_params=True`: gated d_ff = round(2/3 d_ff)), every variant on the same seeds (paired:
-a seed fixes the language or teacher, the data order and the initialisation), and every variant
-trained at each learning rate of a small grid in the same vmapped program; each seed's best rate
-is read per variant and budget (`verdict.best_per_point`):
+Two tasks, every variant parameter-matched (`model.match_params=True`: gated d_ff =
+round(2/3 d_ff)), the language model's FFNs bias-free (`model.use_bias=False`, as in the paper),
+every variant on the same seeds (paired: a seed fixes the language or teacher, the data order and
+the initialisation), and every variant trained at each learning rate of a small grid in the same
+vmapped program; each seed's best rate is read per variant and budget (`verdict.best_per_point`):
 
 - `language`: next-token prediction on the synthetic Markov language (tasks/language.py) with a
   2-layer transformer (attention), constant learning rate after warmup, so the evaluation at an
@@ -18,7 +19,8 @@ is read per variant and budget (`verdict.best_per_point`):
   524k column). Score `excess_bits`: model bits/token minus the true chain's on the same held-out
   tokens (the part a better FFN can remove; 0 is the entropy floor).
 - `teacher_student`: regression of a random tanh teacher FFN (tanh is none of the candidates, so
-  none is favoured by construction), one budget (`plateau`); score ln(held-out 1 - R^2).
+  none is favoured by construction) by a bare FFN with biases (see teacher_student_config), one
+  budget (`plateau`); score ln(held-out 1 - R^2).
 
 Verdict rules (fixed before any full run), per task and budget, on each seed's score at its best
 learning rate:
@@ -115,9 +117,10 @@ def language_config(scale: str):
 
 
 def teacher_student_config(scale: str):
-  """A width-256 tanh teacher on 16-d Gaussian inputs; the student FFN has d_ff 64 (gated: 43) and biases:
-  a bare bias-free gated FFN is a homogeneous quadratic-like map (Bilinear exactly), which cannot
-  represent the teacher's linear part at all, the part a transformer's residual stream carries."""
+  """A width-256 tanh teacher on 16-d Gaussian inputs; the student FFN has d_ff 64 (gated: 43) and keeps
+  its biases: without them Bilinear is a pure quadratic form and ReGLU (GEGLU, SwiGLU nearly) is
+  homogeneous of degree 2, unable to represent the teacher's near-linear part, which in a
+  transformer the residual stream carries."""
   s = SETTINGS[scale]
   config = default_config()
   m, t, tr = config.model, config.task, config.train
@@ -316,7 +319,7 @@ def _plot(budgets: list[Budget], outdir: str, scale: str) -> base.Figure:
 def param_check(df: pd.DataFrame, task: str) -> verdict.Check:
   """match_params: every variant's parameter count within PARAM_TOL of ReLU's."""
   counts = df.groupby(ACT)['num_params'].first().astype(int)
-  name = f'{task}: parameters matched across variants (match_params, bias-free)'
+  name = f'{task}: parameters matched across variants (match_params)'
   if REFERENCE not in counts:
     return verdict.Check(name, False, 'no relu runs')
   worst = float((counts / counts[REFERENCE] - 1).abs().max())
@@ -352,7 +355,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
 NOTES = [
     'Paired by seed: at one seed every variant sees the same language or teacher, the same batches and the '
     'same initial weights of its first hidden units. match_params gives the gated variants d_ff round(2/3 d_ff); '
-    'no FFN has biases (Shazeer 2020).',
+    "the language model's FFNs have no biases (Shazeer 2020); the bare teacher-student FFN keeps them.",
     "Each seed's learning rate is picked per variant and budget on the same held-out score the verdicts read "
     '(3 rates); the selection is the same for every variant, so it biases each variant down by about as much.',
     'Holm is applied by the runner over every verdict of this ablation that carries a p-value (both tasks, '
@@ -389,5 +392,5 @@ ABLATION = base.Ablation(
            'context, Dirichlet 0.5; sequences of 32), 2-layer transformer d_model 32, 2 heads, bias-free FFN d_ff 128 '
            '(gated 85), batch 16 sequences, Adam at a constant rate after 100 warmup steps, rate grid per variant; '
            'budgets: the first evaluation (early) and the last (plateau); teacher_student: 16-d Gaussian inputs, '
-           'tanh teacher of width 256, 4,096 training points, bias-free student FFN d_ff 64 (gated 43), batch 256, '
+           'tanh teacher of width 256, 4,096 training points, student FFN with biases d_ff 64 (gated 43), batch 256, '
            'Adam at a constant rate, rate grid per variant. Every variant with match_params=True, same seeds.'))
