@@ -125,7 +125,8 @@ def test_paper_ordering_reproduces_every_claim(tmp_path, task, budget):
   assert set(b.winners[f'best_{gv.LR}']) == {GRIDS[task][1]}  # the middle rate wins for every seed
   every = b.verdicts['rank'].checks
   assert all(c.passed for c in every)
-  assert len(every) == 8 * (3 if budget == 'plateau' else 2)  # edge, range (, plateau) per variant
+  assert len(every) == (3 if budget == 'plateau' else 2)  # edge, range (, plateau) over every variant
+  assert len(b.verdicts['geglu'].checks) == 2 * len(every)  # the same, for geglu and relu each
 
 
 def test_reversed_ordering_is_not_reproduced(tmp_path):

@@ -214,8 +214,34 @@ def variant_checks(task: str, budget: str, winners: pd.DataFrame, previous: pd.D
   return out
 
 
-def budget_verdicts(wide: pd.DataFrame, task: str, budget: str,
-                    checks: dict[str, list[verdict.Check]]) -> dict[str, verdict.Verdict]:
+def _short(detail: str) -> str:
+  """The one figure of a passing check's detail: 'mean 0.1234' (range) or 'relative change 0.0123' (plateau)."""
+  if 'relative change' in detail:
+    return 'relative change ' + detail.split('relative change ')[1].split(' ')[0]
+  return detail.split(' over ')[0]
+
+
+def merged_checks(checks: dict[str, list[verdict.Check]], winners: pd.DataFrame, grid) -> list[verdict.Check]:
+  """The regime checks of every variant as one check per kind (for the verdicts that read them all):
+  the learning-rate edge over all variants, then each other kind passed if every variant passes, its
+  detail naming the failed variants with their numbers, or each variant's figure."""
+  first = next(iter(checks.values()), [])
+  if not first:
+    return []
+  tag = first[0].name.split(': ')[0] + ': every variant'
+  sel = winners[winners[ACT].isin(list(checks))]
+  out = [verdict.edge_check(f'{tag}: best learning rate inside the grid', sel.set_index(ACT)[f'best_{LR}'], grid)]
+  for i in range(1, len(first)):
+    each = {name: cs[i] for name, cs in checks.items()}
+    failed = {n: c for n, c in each.items() if not c.passed}
+    detail = ('; '.join(f'{n}: {c.detail}' for n, c in failed.items()) if failed else
+              'all pass: ' + ', '.join(f'{n} {_short(c.detail)}' for n, c in each.items()))
+    out.append(verdict.Check(f'{tag}: ' + first[i].name.split(': ', 2)[-1], not failed, detail))
+  return out
+
+
+def budget_verdicts(wide: pd.DataFrame, task: str, budget: str, checks: dict[str, list[verdict.Check]],
+                    winners: pd.DataFrame, grid) -> dict[str, verdict.Verdict]:
   """Rules 1.-5. on the seeds x variants table, each gated on the checks of the variants it reads."""
   label, out = METRICS[task][2], {}
   where = f'{task}, {budget} budget'
@@ -225,7 +251,7 @@ def budget_verdicts(wide: pd.DataFrame, task: str, budget: str,
     v = verdict.paired(wide[name], wide[REFERENCE], expect='less',
                        claim=f'{where}: {name} beats {REFERENCE} at equal parameters ({label}, lower is better)')
     out[name] = verdict.gate(v, checks.get(name, []) + checks.get(REFERENCE, []))
-  every = [c for name in wide.columns for c in checks.get(name, [])]
+  every = merged_checks({name: checks[name] for name in wide.columns if name in checks}, winners, grid)
   gated = [a for a in GATED if a in wide.columns]
   plain = [a for a in PLAIN if a in wide.columns]
   if gated and plain:
@@ -249,7 +275,7 @@ def analyze_budget(evals: pd.DataFrame, task: str, budget: str, step: int, half:
   checks = variant_checks(task, budget, winners, previous, grid)
   wide = winners.pivot_table(index=SEED, columns=ACT, values='score').dropna()
   wide = wide[[a for a in PAPER_65K if a in wide.columns]]
-  return Budget(task, budget, step, winners, wide, checks, budget_verdicts(wide, task, budget, checks))
+  return Budget(task, budget, step, winners, wide, checks, budget_verdicts(wide, task, budget, checks, winners, grid))
 
 
 # --------------------------------------------------------------------------- tables and plot
