@@ -180,7 +180,8 @@ def report_markdown(report: dict[str, Any]) -> str:
   env = report['environment']
   lines = [f'# {report["name"]}', '',
            f'**Claim.** {report["claim"]}', '',
-           f'**Source.** {report["citation"]}. **Published / theoretical number.** {report["published"]}', '',
+           f'**Source.** {report["citation"]} (full references: docs/references.md in the repository). '
+           f'**Published / theoretical number.** {report["published"]}', '',
            f'**Scale: {report["scale"]}** — {report["scale_note"]}.', '',
            '## Verdicts', '']
   verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]

@@ -1,6 +1,6 @@
 """universal_approximation: does the sup error of a trained width-N ReLU FFN on x^2 fall as N^-2?
 
-Theory (REFERENCES.md, "Approximation and memorization limits"): a width-N ReLU layer on a 1-D
+Theory (docs/references.md#equal-piece-optimum-for-x-squared): a width-N ReLU layer on a 1-D
 input is piecewise linear with at most N kinks (N + 1 pieces; N pieces are guaranteed to be
 reachable), and the best sup-norm error of a K-piece linear approximation of x^2 on [-1, 1] is
 1/(2 K^2). So error *can* fall as N^-2; whether training finds it is the question (Adcock &
@@ -248,8 +248,8 @@ ABLATION = base.Ablation(
     claim=('A width-N ReLU FFN is piecewise linear with at most N kinks and the best sup-norm error for x^2 '
            'on [-1, 1] with N pieces is 1/(2N^2), so the error of trained FFNs can fall as N^-2 '
            '(slope -2 on log-log axes).'),
-    citation=('kink argument and equal-piece optimum (REFERENCES.md, "Approximation and memorization '
-              'limits"); trained nets fall short: Adcock & Dexter 2020 (arXiv 2001.07523), Hanin & Rolnick 2019'),
+    citation=('kink argument and equal-piece optimum (docs/references.md#equal-piece-optimum-for-x-squared); '
+              'trained nets fall short: Adcock & Dexter 2020 (arXiv 2001.07523), Hanin & Rolnick 2019'),
     published='optimum sup error 1/(2N^2), i.e. log-log slope -2; 1.2e-4 at N = 64',
     sweeps=sweeps, analyze=analyze,
     setup=('Task `function` (x^2 on [-1, 1], 1,024 training points, sup error on an 8,193-point grid); '
