@@ -97,6 +97,9 @@ METRICS = {
 }
 
 
+SHORT = {'language': 'excess bits/token', 'teacher_student': 'ln(1 - R^2)'}  # plot axis labels
+
+
 def language_config(scale: str):
   """The language task and a 2-layer, bias-free tiny transformer (smaller still at smoke scale)."""
   s = SETTINGS[scale]
@@ -322,7 +325,7 @@ def _plot(budgets: list[Budget], outdir: str, scale: str) -> base.Figure:
                   yerr=[[row['paired diff vs relu'] - row['CI lo']], [row['CI hi'] - row['paired diff vs relu']]])
     ax.axhline(0.0, color='k', lw=0.8)
     ax.set_xticks(x, t['variant'], rotation=30)
-    ax.set_ylabel(f'{METRICS[b.task][2]}: variant - relu (paired, 95% CI)')
+    ax.set_ylabel(f'{SHORT[b.task]}: variant - relu\n(paired by seed; mean, 95% CI)')
     ax.set_title(f'{b.task}, {b.budget} (step {b.step}, {scale})', fontsize=10)
     ax.grid(True, alpha=0.3)
     paper = ax.twinx()
@@ -332,7 +335,7 @@ def _plot(budgets: list[Budget], outdir: str, scale: str) -> base.Figure:
     span = max(abs(t[t.columns[-1]]).max(), 1e-9) * 1.2
     scale_ = span / max(abs(lo), abs(hi))
     paper.set_ylim(lo * scale_, hi * scale_)
-    paper.set_ylabel(f'paper: variant - relu at {PAPER_STEPS[b.budget]} steps (nats, x)', color='C3')
+    paper.set_ylabel(f'paper, {PAPER_STEPS[b.budget]} steps: variant - relu (nats)', color='C3')
   return base.save_figure(fig, outdir, 'glu_variants.png',
                           'each variant minus ReLU, paired by seed (mean and 95% CI over seeds, each seed at its '
                           'best learning rate; orange: gated, blue: plain; below 0 = better than ReLU), per task '
