@@ -81,7 +81,7 @@ SETTINGS = {
                                 num_eval=64)),
     'quick': dict(sizes=(38_000, 76_000), ratios=(1, 2, 8), seeds=3, lrs=LRS, steps=200, batch=32,
                   min_d_model=32, language=LANGUAGE),
-    'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, seeds=5, lrs=LRS, steps=1000, batch=32,
+    'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, seeds=5, lrs=LRS, steps=800, batch=32,
                  min_d_model=32, language=LANGUAGE),
 }
 
