@@ -112,6 +112,12 @@ def _analyze(tmp_path, frames):
   return er.analyze(frames, base.Context(outdir=str(tmp_path), scale='full'))
 
 
+@pytest.fixture
+def no_plot(monkeypatch):
+  """The verdict tests do not need the figure (drawn once, in the first analyze test)."""
+  monkeypatch.setattr(er, 'plot', lambda winners, table, ctx: base.Figure('none.png', ''))
+
+
 def test_analyze_flat_is_reproduced_steep_is_not(tmp_path):
   out = _analyze(tmp_path, _results(FLAT))
   assert [v.outcome for v in out.verdicts] == [verdict.REPRODUCED] * 2
@@ -122,12 +128,15 @@ def test_analyze_flat_is_reproduced_steep_is_not(tmp_path):
   assert (tmp_path / 'loss_vs_ratio.png').stat().st_size > 0
   t = out.tables[0].frame
   assert list(t['best rate (seeds)'].unique()) == ['0.006: 5']          # the middle rate won everywhere
+
+
+def test_analyze_steep_is_not_reproduced(tmp_path, no_plot):  # pylint: disable=redefined-outer-name,unused-argument
   out = _analyze(tmp_path, _results(STEEP))
   assert [v.outcome for v in out.verdicts] == [verdict.NOT_REPRODUCED] * 2
   assert out.verdicts[0].statistic == pytest.approx(100 * 0.3 / math.prod(STEEP.values()) ** (1 / 6), rel=0.05)
 
 
-def test_regime_checks_make_the_verdict_invalid(tmp_path):
+def test_regime_checks_make_the_verdict_invalid(tmp_path, no_plot):  # pylint: disable=redefined-outer-name,unused-argument
   # Best rate at the grid's edge.
   out = _analyze(tmp_path, _results(FLAT, best_lr=2e-2))
   assert [v.outcome for v in out.verdicts] == [verdict.INVALID] * 2
