@@ -1,7 +1,7 @@
 """memorization_capacity: how many bits of random facts does a trained model store per parameter?
 
-Claim (Allen-Zhu & Li 2024, Physics of Language Models 3.3; REFERENCES.md): at saturation a
-language model stores about 2 bits per parameter after 1,000 exposures per fact and about 1 bit
+Claim (Allen-Zhu & Li 2024, Physics of Language Models 3.3; docs/references.md#allen-zhu-and-li-2024):
+at saturation a language model stores about 2 bits per parameter after 1,000 exposures per fact and about 1 bit
 per parameter after 100; gated MLPs are about 1.3x worse at 100 exposures and equal at 1,000;
 MoE stays within 1.3x of dense. Counterpart for regression (Bubeck, Eldan, Lee, Mikulincer 2020):
 a ReLU layer of width h on d-dim inputs can fit about h*d/4 generic real labels.
