@@ -310,8 +310,9 @@ plt.show()
 #
 # An *ablation* (`ffn_research/ablations/NAME.py`) tests one published or theoretical claim: it
 # declares its sweeps per scale and an analysis that ends in verdicts — `reproduced`,
-# `not reproduced` or `inconclusive` — from a rule on 95% confidence intervals fixed in its code
-# before it ran (docs/reproduce.md). `runner.run(name, workdir, scale)` is what
+# `not reproduced`, `inconclusive`, or `invalid` when a check shows the setup cannot test the
+# claim — from a rule on 95% confidence intervals fixed in its code before it ran
+# (docs/reproduce.md). `runner.run(name, workdir, scale)` is what
 # `python -m experiments.reproduce --ablation=NAME` calls; it writes `report.md`,
 # `report.json` and plots, and returns the report as a dict.
 #
