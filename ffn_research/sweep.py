@@ -358,6 +358,8 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
   `pad_flops_factor`: PAD_FLOPS_FACTOR (1.0: no d_ff padding).
   """
   check_shard(num_shards, shard_index)
+  if not sweep:
+    raise config_lib.ConfigError('the sweep has no runs (get_sweep returned an empty list); nothing written')
   runs = expand(base, sweep)
   mine = select_shard(runs, num_shards, shard_index, pad_flops_factor)
   io_lib.prepare_workdir(workdir)

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -465,3 +466,24 @@ def test_sweep_report_counts_diverged_runs(tmp_path):
 @pytest.mark.slow  # imports the analysis stack in a subprocess (~4 s)
 def test_analyze_on_a_folder_that_is_not_a_sweep_is_one_line(tmp_path):
   one_line_error(cli('analyze', f'--workdir={tmp_path}'), f'{tmp_path}/sweep.json not found')
+
+
+@pytest.mark.slow  # two entry points in subprocesses (~10 s)
+def test_empty_sweep_and_analyze_without_finished_runs_are_one_line(tmp_path):
+  (tmp_path / 'empty.py').write_text(textwrap.dedent('''
+      from ffn_research import config
+      def get_config(arg=None):
+        return config.default_config()
+      def get_sweep(arg=None):
+        return []
+  '''))
+  proc = cli('sweep', f'--config={tmp_path}/empty.py', f'--workdir={tmp_path}/sweep', '--compilation_cache_dir=')
+  assert proc.returncode == 2
+  one_line_error(proc, 'the sweep has no runs')
+  assert not (tmp_path / 'sweep').exists()
+  workdir = tmp_path / 'unfinished'  # a sweep that has started but finished no run
+  workdir.mkdir()
+  (workdir / 'sweep.json').write_text('{"base_config": {}, "runs": [{"name": "a", "overrides": {}}]}')
+  proc = cli('analyze', f'--workdir={workdir}')
+  assert proc.returncode == 2
+  one_line_error(proc, 'no run has completed yet')
