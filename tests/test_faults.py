@@ -151,6 +151,31 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
     assert [l['loss'] for l in lines] == [l['loss'] for l in read_jsonl(str(tmp_path / 'ref' / 'runs' / name / 'metrics.jsonl'))]
 
 
+def test_kill_between_checkpoints_of_a_padded_group_resumes_bit_identically(tmp_path, monkeypatch):
+  """A kill after the narrow run of a padded group saved its checkpoint and before the wide one
+  did: the two then resume from different steps, in separate groups, each still in the program the
+  uninterrupted sweep planned (padded to the widest run), so the figures are bit-identical."""
+  base = tiny_config(**{'train.steps': 20, 'train.log_every': 10, 'train.checkpoint_every': 10})
+  grid = sweep.product(sweep.values('model.d_ff', [4, 16]), sweep.values('train.seed', [0]))
+  ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
+  assert {s['sweep_padded_d_ff'] for s in ref.values()} == {16}  # one program, padded
+  real_save = io_lib.Checkpointer.save
+
+  def save_then_die(self, step, state, meta):
+    real_save(self, step, state, meta)
+    raise KeyboardInterrupt  # after the first run's first checkpoint
+  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
+  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  steps = {n: sweep._resume_step(str(tmp_path / 'run'), n) for n in ref}  # pylint: disable=protected-access
+  assert sorted(steps.values()) == [0, 10]
+  out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
+  for name, summary in ref.items():
+    for key in ('eval_loss', 'final_loss', 'sweep_padded_d_ff'):
+      assert out[name][key] == summary[key], (name, key)
+
+
 @pytest.mark.slow  # real SIGKILLs at several moments through the entry point (~60 s)
 def test_sigkill_at_any_moment_then_rerun_equals_uninterrupted(tmp_path):
   flags = ['--config.train.steps=600', '--config.train.log_every=20', '--config.train.checkpoint_every=60']
