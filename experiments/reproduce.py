@@ -83,7 +83,7 @@ def main(argv):
           io_lib.WorkdirConfigMismatch) as e:
     fail(str(e))
   for r in reports:
-    print(f'{r["name"]}: ' + '; '.join(v['outcome'] for v in r['verdicts']) + f' — {r["headline"]}')
+    print(f'{r["name"]}: ' + '; '.join(runner.outcome_text(v) for v in r['verdicts']) + f' — {r["headline"]}')
   if failed:
     fail(f'{len(failed)} ablation(s) failed: {", ".join(failed)} (see {FLAGS.workdir}/index.md)')
 

@@ -45,12 +45,9 @@ class Figure:
   caption: str               # what is plotted, including the reference line drawn
 
 
-@dataclasses.dataclass(frozen=True)
-class Check:
-  """A sanity check of the measurement itself (e.g. a proven lower bound not beaten)."""
-  name: str
-  passed: bool
-  detail: str
+# A check of the measurement itself (e.g. a proven lower bound not beaten) or of a verdict's regime;
+# defined in verdict.py, where `gate` reads it.
+Check = verdict_lib.Check
 
 
 @dataclasses.dataclass
@@ -60,7 +57,7 @@ class Analysis:
   headline: str                              # main figure in one line, e.g. 'slope -1.21 [-1.3, -1.1]'
   tables: list[Table] = dataclasses.field(default_factory=list)
   figures: list[Figure] = dataclasses.field(default_factory=list)   # the first is the main plot
-  checks: list[Check] = dataclasses.field(default_factory=list)
+  checks: list[Check] = dataclasses.field(default_factory=list)    # of the measurement (regime checks sit on verdicts)
   notes: list[str] = dataclasses.field(default_factory=list)        # free-text observations
 
 

@@ -1,6 +1,6 @@
 """load_balancing: do token-choice routers collapse without a balancing loss, and which fix works?
 
-Claims (REFERENCES.md, MoE section): without a balancing term a learned token-choice router
+Claims (docs/references.md#mixture-of-experts): without a balancing term a learned token-choice router
 sends most tokens to few experts (Shazeer et al. 2017; Fedus et al. 2021); the Switch loss
 alpha E sum_i f_i P_i with alpha = 1e-2 keeps the load balanced (Fedus et al. 2021, Switch
 Transformer); the router z-loss (Zoph et al. 2022, ST-MoE) stabilises training without hurting

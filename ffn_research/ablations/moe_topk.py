@@ -1,7 +1,7 @@
 """moe_topk: loss against top_k at fixed total parameters, against granularity at fixed total and
 active parameters, and the k = 1 router trap.
 
-Claims tested (REFERENCES.md, "Mixture of experts"):
+Claims tested (docs/references.md#mixture-of-experts):
 - more active experts per token help at fixed total parameters: top-2 beats top-1 (the GShard /
   Shazeer et al. 2017 choice of k >= 2 against Switch's k = 1);
 - fine-grained experts (Krajewski et al. 2024): granularity G = d_ff / d_expert = 1 is rarely

@@ -30,6 +30,7 @@ from ffn_research import analysis as analysis_lib
 from ffn_research import io as io_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
+from ffn_research.ablations import verdict as verdict_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README_BEGIN = '<!-- results:begin -->'
@@ -127,27 +128,66 @@ def markdown_table(frame: pd.DataFrame) -> str:
   return '\n'.join(lines)
 
 
-def _verdict_md(v) -> list[str]:
+def failed_checks(v: dict[str, Any]) -> list[dict[str, Any]]:
+  """A report.json verdict's failed regime checks (none in reports written before checks existed)."""
+  return [c for c in v.get('checks') or () if not c['passed']]
+
+
+def outcome_text(v: dict[str, Any]) -> str:
+  """A report.json verdict's outcome in one phrase: `invalid` names its failed checks."""
+  failed = failed_checks(v)
+  if v['outcome'] == verdict_lib.INVALID and failed:
+    return f'{v["outcome"]} (failed: {", ".join(c["name"] for c in failed)})'
+  return v['outcome']
+
+
+def _p_text(v) -> str:
+  """'p = x (Holm-adjusted y)' where the verdict has a p-value; '' otherwise."""
+  if v.p_value is None or not math.isfinite(v.p_value):
+    return ''
+  holm = f', Holm-adjusted {_fmt(v.p_holm)}' if v.p_holm is not None else ''
+  return f'p = {_fmt(v.p_value)}{holm}'
+
+
+def _verdict_md(v: verdict_lib.Verdict) -> list[str]:
   lo, hi = v.ci
+  p = _p_text(v)
   out = [f'- **{v.outcome}** — {v.claim}',
-         f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}',
+         f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}' + (f'; {p}' if p else ''),
          f'  - test: {v.test}',
          f'  - rule (fixed before the run): {v.rule}']
+  if v.outcome == verdict_lib.INVALID and v.failed_checks:
+    out.append('  - **invalid: this setup cannot test the claim**; failed: '
+               + '; '.join(f'{c.name}: {c.detail}' for c in v.failed_checks))
   if v.detail:
     out.append(f'  - {v.detail}')
+  if v.checks:
+    out.append('  - regime checks:')
+    out += [f'    - {"PASS" if c.passed else "**FAIL**"} {c.name}: {c.detail}' for c in v.checks]
   return out
+
+
+def _holm_md(verdicts: Sequence[verdict_lib.Verdict]) -> list[str]:
+  m = sum(v.p_holm is not None for v in verdicts)
+  if not m:
+    return []
+  return [f'Multiple comparisons: Holm correction over the {m} verdict(s) above with a p-value (the ablation is '
+          f'one family, `invalid` verdicts excluded); a reproduced / not reproduced outcome stands only if its '
+          f'Holm-adjusted p is < {verdict_lib.ALPHA:g}. See docs/reproduce.md#outcomes-and-regime-checks.', '']
 
 
 def report_markdown(report: dict[str, Any]) -> str:
   env = report['environment']
   lines = [f'# {report["name"]}', '',
            f'**Claim.** {report["claim"]}', '',
-           f'**Source.** {report["citation"]}. **Published / theoretical number.** {report["published"]}', '',
+           f'**Source.** {report["citation"]} (full references: docs/references.md in the repository). '
+           f'**Published / theoretical number.** {report["published"]}', '',
            f'**Scale: {report["scale"]}** — {report["scale_note"]}.', '',
            '## Verdicts', '']
-  for v in report['verdicts_obj']:
+  verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]
+  for v in verdicts:
     lines += _verdict_md(v)
-  lines += ['', f'**Main figure.** {report["headline"]}', '']
+  lines += [''] + _holm_md(verdicts) + [f'**Main figure.** {report["headline"]}', '']
   if report['checks']:
     lines += ['## Checks of the measurement', '']
     for c in report['checks']:
@@ -170,7 +210,8 @@ def report_markdown(report: dict[str, Any]) -> str:
             f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
             f'{report["compute_time_s"]:.0f} s summed over the runs\' own wall times', '',
             '## Results', '']
-  for t in report['tables_obj']:
+  for t in report.get('tables_obj') or [base.Table(t['title'], pd.DataFrame(t['rows'], columns=t['columns']))
+                                        for t in report.get('tables', [])]:
     lines += [f'### {t.title}', '', markdown_table(t.frame), '']
   for f in report['figures']:
     lines += [f'![{f["caption"]}]({f["file"]})', '', f'*{f["caption"]}*', '']
@@ -205,6 +246,7 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
     frames[spec.name] = analysis_lib.load_results(os.path.join(outdir, spec.name))
   log(f'{name} ({scale}): analysing')
   analysis = ablation.analyze(frames, base.Context(outdir=outdir, scale=scale))
+  verdicts = verdict_lib.holm(analysis.verdicts)  # one family per ablation (see verdict.py)
   wall = time.time() - start
   status = pd.concat(list(frames.values()))['status'].value_counts().to_dict()
   compute = float(pd.concat(list(frames.values())).get('wall_time_s', pd.Series(dtype=float)).fillna(0).sum())
@@ -216,7 +258,7 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
       'compute_time_s': compute,
       'status_counts': {str(k): int(v) for k, v in status.items()},
       'headline': analysis.headline,
-      'verdicts': [v.to_dict() for v in analysis.verdicts],
+      'verdicts': [v.to_dict() for v in verdicts],
       'checks': [vars(c) for c in analysis.checks],
       'tables': [{'title': t.title, 'columns': list(t.frame.columns),
                   'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))} for t in analysis.tables],
@@ -224,12 +266,14 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
       'notes': list(analysis.notes),
   }
   io_lib.write_json(os.path.join(outdir, 'report.json'), report)
-  md_report = {**report, 'verdicts_obj': analysis.verdicts, 'tables_obj': analysis.tables}
+  md_report = {**report, 'verdicts_obj': verdicts, 'tables_obj': analysis.tables}
   report = io_lib.read_json(os.path.join(outdir, 'report.json'))  # what is on disk (NaN -> null)
   md = report_markdown(md_report)
   io_lib.write_text(os.path.join(outdir, 'report.md'), md)
-  for v in analysis.verdicts:
+  for v in verdicts:
     log(f'{name}: {v.outcome}: {v.claim}')
+    for c in v.failed_checks:
+      log(f'{name}:   failed regime check: {c.name}: {c.detail}')
   for c in analysis.checks:
     if not c.passed:
       log(f'{name}: CHECK FAILED: {c.name}: {c.detail}')
@@ -240,7 +284,7 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
 def index_line(name: str, report: dict[str, Any] | None, error: str | None = None) -> str:
   if report is None:
     return f'- **{name}**: error: {error}'
-  verdicts = '; '.join(f'{v["outcome"]}' for v in report['verdicts'])
+  verdicts = '; '.join(outcome_text(v) for v in report['verdicts'])
   fig = f' — [plot]({name}/{report["figures"][0]["file"]})' if report['figures'] else ''
   return (f'- **{name}** ({report["scale"]}): {report["claim"]} — **{verdicts}** — {report["headline"]}'
           f'{fig} — [report]({name}/report.md)')
@@ -307,8 +351,11 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     lines += [f'### {name}', '', f'**Claim.** {r["claim"]}', '']
     for v in r['verdicts']:
       lo, hi = v['ci']
+      holm = f', Holm-adjusted p = {_fmt(v["p_holm"])}' if v.get('p_holm') is not None else ''
       lines.append(f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
-                   f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]})')
+                   f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]}{holm})')
+      if v['outcome'] == verdict_lib.INVALID:  # why this setup cannot test the claim, next to the verdict
+        lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in failed_checks(v)]
     lines += ['', f'**Main figure.** {r["headline"]}', '']
     failed = [c for c in r.get('checks', []) if not c['passed']]
     if failed:  # a failed check of the measurement is read next to the verdicts it qualifies

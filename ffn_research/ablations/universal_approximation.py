@@ -1,6 +1,6 @@
 """universal_approximation: does the sup error of a trained width-N ReLU FFN on x^2 fall as N^-2?
 
-Theory (REFERENCES.md, "Approximation and memorization limits"): a width-N ReLU layer on a 1-D
+Theory (docs/references.md#equal-piece-optimum-for-x-squared): a width-N ReLU layer on a 1-D
 input is piecewise linear with at most N kinks (N + 1 pieces; N pieces are guaranteed to be
 reachable), and the best sup-norm error of a K-piece linear approximation of x^2 on [-1, 1] is
 1/(2 K^2). So error *can* fall as N^-2; whether training finds it is the question (Adcock &
@@ -12,7 +12,7 @@ representation?), `controls` (|x| with 2 ReLU units, exact; one bilinear and one
 x^2: one bilinear unit represents x^2 exactly).
 
 Verdict rules (fixed before any full run; see `analyze`):
-  1. slope of log sup_error on log N over all widths and seeds: claimed -2, margin 0.25.
+  1. slope of log sup_error on log N fitted per seed (verdict.slope_per_seed, CI over seeds): claimed -2, margin 0.25.
   2. 4x steps, widths >= 32: per seed, the mean over widths of log2(err_4x / err_1x);
      claim "the gap is optimization-limited": 4x steps lower the error at least 2x (mean < -1).
   3.-5. controls: mean sup error over seeds below 1e-2 (abs 2 units; bilinear 1 unit; swiglu 1 unit).
@@ -118,9 +118,10 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   verdicts, checks, notes = [], [], []
 
   # 1. the headline: slope of log error on log N.
-  v_slope = verdict.slope(main['model.d_ff'], main['sup_error'], seeds=main['train.seed'],
-                          claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN,
-                          claim='sup error of trained width-N ReLU FFNs on x^2 falls as N^-2 (log-log slope -2)')
+  v_slope = verdict.slope_per_seed(main, x='model.d_ff', y='sup_error', seed='train.seed',
+                                   claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN,
+                                   claim='sup error of trained width-N ReLU FFNs on x^2 falls as N^-2 '
+                                         '(log-log slope -2)')
   verdicts.append(v_slope)
 
   # 2. optimization vs representation: does 4x training lower the error >= 2x (widths >= 32)?
@@ -159,8 +160,8 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
 
   # Descriptive numbers (not verdicts): the slope after 4x steps, and runs no better than one line.
   if long['model.d_ff'].nunique() >= 3:
-    v_long = verdict.slope(long['model.d_ff'], long['sup_error'], seeds=long['train.seed'],
-                           claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN, claim='')
+    v_long = verdict.slope_per_seed(long, x='model.d_ff', y='sup_error', seed='train.seed',
+                                    claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN, claim='')
     notes.append(f'descriptive, not a verdict: the log-log slope after {LONG_FACTOR}x steps is '
                  f'{v_long.statistic:.2f} (95% CI [{v_long.ci[0]:.2f}, {v_long.ci[1]:.2f}], n = {v_long.n}) '
                  f'over N = {", ".join(str(int(n)) for n in sorted(long["model.d_ff"].unique()))}')
@@ -247,8 +248,8 @@ ABLATION = base.Ablation(
     claim=('A width-N ReLU FFN is piecewise linear with at most N kinks and the best sup-norm error for x^2 '
            'on [-1, 1] with N pieces is 1/(2N^2), so the error of trained FFNs can fall as N^-2 '
            '(slope -2 on log-log axes).'),
-    citation=('kink argument and equal-piece optimum (REFERENCES.md, "Approximation and memorization '
-              'limits"); trained nets fall short: Adcock & Dexter 2020 (arXiv 2001.07523), Hanin & Rolnick 2019'),
+    citation=('kink argument and equal-piece optimum (docs/references.md#equal-piece-optimum-for-x-squared); '
+              'trained nets fall short: Adcock & Dexter 2020 (arXiv 2001.07523), Hanin & Rolnick 2019'),
     published='optimum sup error 1/(2N^2), i.e. log-log slope -2; 1.2e-4 at N = 64',
     sweeps=sweeps, analyze=analyze,
     setup=('Task `function` (x^2 on [-1, 1], 1,024 training points, sup error on an 8,193-point grid); '

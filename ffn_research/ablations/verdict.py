@@ -1,4 +1,5 @@
-"""Verdict rules: pure functions from measurements to `reproduced` / `not reproduced` / `inconclusive`.
+"""Verdict rules: pure functions from measurements to `reproduced` / `not reproduced` /
+`inconclusive` / `invalid`.
 
 Every rule is an interval test on a 95% confidence interval (scipy.stats), decided in three ways:
 
@@ -10,11 +11,37 @@ Every rule is an interval test on a 95% confidence interval (scipy.stats), decid
 So a wide CI can never give `reproduced`, and a tight CI that misses the claim gives
 `not reproduced`. The rule is written in the ablation's code before it runs and is printed
 in the report (`Verdict.rule`).
+
+A fourth outcome, `invalid`, means "this setup cannot test the claim" (it is not "not
+reproduced"). A verdict rests on *regime checks* (`Check`s built by `plateau_check`,
+`range_check`, `premise_check`, `edge_check`): trained to a plateau, the measured quantity not
+pinned at a floor or ceiling, the reference arm showing what the claim needs, a tuned learning
+rate not at its grid's edge. `gate(verdict, checks)` attaches them; any failed check turns the
+verdict into `invalid` with the check's numbers in `detail` (the statistic and CI are kept, so the
+report still shows what was measured).
+
+Multiple comparisons (Holm 1979; docs/references.md#holm-1979). Each decisive outcome is a
+rejection: `reproduced` rejects "the true value lies on an edge of the allowed region or outside
+it", `not reproduced` rejects "it lies on the nearest edge or inside". A verdict's `p_value` is
+the p-value of exactly that test: the two-sided t-test of the statistic against the edge of the
+region the decision rests on (`decision_p`; for `reproduced` inside a two-sided region, the larger
+of the two edges' p-values, i.e. two one-sided tests). With a single test, `p < 0.05` if and only
+if the 95% CI decides, so a family of one is unchanged. The runner applies `holm` once per
+ablation, the family being that ablation's verdicts that carry a p-value and are not `invalid`:
+a decisive outcome stands only if its Holm-adjusted p is < 0.05, else it becomes `inconclusive`
+and says so. We chose to count equivalence verdicts (`paired(..., expect='equal')`, a slope
+"within ± margin") as rejections too: their `reproduced` rejects non-equivalence (two one-sided
+tests), which is as much a claim as a difference is, so it needs the same familywise
+protection. Holm only ever downgrades an outcome; it never turns `inconclusive` into a decision.
+A verdict built without a p-value (`p_value=None`) stays outside the family, uncorrected; rules
+that set `p_value` must set the p-value of the test their decision rests on. Holm is not applied
+to the CIs themselves (they stay 95% per verdict, as printed).
 """
 
 import dataclasses
+import itertools
 import math
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,8 +50,23 @@ from scipy import stats
 REPRODUCED = 'reproduced'
 NOT_REPRODUCED = 'not reproduced'
 INCONCLUSIVE = 'inconclusive'
-OUTCOMES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE)
+INVALID = 'invalid'            # the setup cannot test the claim (a regime check failed)
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, INVALID)
+DECISIVE = (REPRODUCED, NOT_REPRODUCED)
 CONFIDENCE = 0.95
+ALPHA = 0.05                   # familywise error rate of the Holm correction
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+  """A check of the measurement or of the regime a verdict rests on; `detail` holds its numbers."""
+  name: str
+  passed: bool
+  detail: str
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any]) -> 'Check':
+    return cls(str(d['name']), bool(d['passed']), str(d.get('detail', '')))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,12 +79,29 @@ class Verdict:
   test: str                     # the statistical test / estimator used
   rule: str                     # the decision rule in words
   n: int                        # points (or seeds) the statistic is computed from
-  detail: str = ''              # why inconclusive, fit details, ...
-  p_value: float | None = None  # of the test, where it has one
+  detail: str = ''              # why inconclusive / invalid, fit details, ...
+  p_value: float | None = None  # of the test the decision rests on (see the module docstring), where it has one
   extra: dict[str, float] = dataclasses.field(default_factory=dict)  # other fitted numbers (e.g. intercept)
+  checks: tuple[Check, ...] = ()  # the regime checks the verdict rests on (attached by gate)
+  p_holm: float | None = None   # Holm-adjusted p_value within the ablation (set by holm, i.e. the runner)
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any]) -> 'Verdict':
+    """Inverse of to_dict; also reads report.json files written before `checks`/`p_holm` existed."""
+    nan = lambda v: math.nan if v is None else float(v)  # NaN is written as null
+    ci = d.get('ci') or (None, None)
+    return cls(claim=d['claim'], outcome=d['outcome'], statistic=nan(d.get('statistic')),
+               ci=(nan(ci[0]), nan(ci[1])), test=d.get('test', ''), rule=d.get('rule', ''),
+               n=int(d.get('n') or 0), detail=d.get('detail', '') or '', p_value=d.get('p_value'),
+               extra=dict(d.get('extra') or {}), checks=tuple(Check.from_dict(c) for c in d.get('checks') or ()),
+               p_holm=d.get('p_holm'))
+
+  @property
+  def failed_checks(self) -> tuple[Check, ...]:
+    return tuple(c for c in self.checks if not c.passed)
 
   def line(self) -> str:
     lo, hi = self.ci
@@ -60,6 +119,23 @@ def decide(ci: tuple[float, float], lo: float, hi: float) -> str:
   if c_hi < lo or c_lo > hi:
     return NOT_REPRODUCED
   return INCONCLUSIVE
+
+
+def decision_p(estimate: float, se: float, dof: float, lo: float, hi: float) -> float:
+  """Two-sided t-test p of `estimate` (standard error `se`, `dof` degrees of freedom) against the
+  edge of [lo, hi] a CI decision rests on: inside the region, the larger p over its finite edges;
+  outside, the p against the nearest edge. So p < 1 - c exactly when decide() on the c-CI decides."""
+  edges = [e for e in (lo, hi) if math.isfinite(e)]
+  if not edges or not math.isfinite(estimate) or not se >= 0:
+    return math.nan
+
+  def p(edge):
+    if se == 0:
+      return 0.0 if estimate != edge else 1.0
+    return float(2 * stats.t.sf(abs(estimate - edge) / se, dof))
+  if lo <= estimate <= hi:
+    return max(p(e) for e in edges)
+  return p(lo if estimate < lo else hi)
 
 
 def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
@@ -125,8 +201,10 @@ def slope(x: Sequence[float], y: Sequence[float], *, claimed: float, margin: flo
   half = float(stats.t.ppf(0.5 + confidence / 2, n - 2) * fit.stderr) if n > 2 else math.inf
   ci = (fit.slope - half, fit.slope + half)
   outcome = decide(ci, claimed - margin, claimed + margin)
+  p = decision_p(float(fit.slope), float(fit.stderr), n - 2, claimed - margin, claimed + margin) if n > 2 else math.nan
   return Verdict(claim, outcome, float(fit.slope), (float(ci[0]), float(ci[1])), test, rule, n,
                  f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue ** 2:.4f}',
+                 p_value=None if math.isnan(p) else p,
                  extra={'intercept': float(fit.intercept), 'r2': float(fit.rvalue ** 2)})
 
 
@@ -162,11 +240,10 @@ def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, m
   m, lo, hi = mean_ci(d, confidence)
   if np.all(d == d[0]):  # zero variance: the CI is the point itself (ttest_rel returns nan)
     lo = hi = m
-    p = 0.0 if m != 0 else 1.0
-  else:
-    p = float(stats.ttest_rel(a[np.isfinite(a - b)], b[np.isfinite(a - b)]).pvalue)
+  p = decision_p(m, float(stats.sem(d)) if np.any(d != d[0]) else 0.0, n - 1, *region)
   outcome = decide((lo, hi), *region)
-  return Verdict(claim, outcome, m, (lo, hi), test, rule, n, f'two-sided p = {p:.3g}', p_value=p)
+  against = '' if margin == 0 else ' (t-test of mean(a - b) against the edge of the region the decision rests on)'
+  return Verdict(claim, outcome, m, (lo, hi), test, rule, n, f'two-sided p = {p:.3g}{against}', p_value=p)
 
 
 def threshold(values: Sequence[float], *, level: float, direction: str, claim: str, min_seeds: int = 3,
@@ -186,7 +263,9 @@ def threshold(values: Sequence[float], *, level: float, direction: str, claim: s
   if np.all(x == x[0]):
     lo = hi = m
   region = (-math.inf, level) if direction == 'below' else (level, math.inf)
-  return Verdict(claim, decide((lo, hi), *region), m, (lo, hi), test, rule, len(x))
+  p = decision_p(m, float(stats.sem(x)) if np.any(x != x[0]) else 0.0, len(x) - 1, *region)
+  return Verdict(claim, decide((lo, hi), *region), m, (lo, hi), test, rule, len(x),
+                 f'two-sided p = {p:.3g} (t-test of the mean against {level:g})', p_value=p)
 
 
 def crossing_point(x: Sequence[float], y: Sequence[float], level: float, log_x: bool = True) -> float:
@@ -227,8 +306,294 @@ def crossing(df: pd.DataFrame, *, x: str, y: str, seed: str, level: float, claim
   if not np.all(np.isfinite(points)):
     return _underpowered(claim, test, rule, n, f'{int(np.sum(~np.isfinite(points)))} seed(s) never cross {level:g}')
   m, lo, hi = mean_ci(np.log(points), confidence)
-  if np.all(np.asarray(points) == points[0]):
+  same = np.all(np.asarray(points) == points[0])
+  if same:
     lo = hi = m
   ci = (math.exp(lo), math.exp(hi))
+  p = decision_p(m, 0.0 if same else float(stats.sem(np.log(points))), n - 1,
+                 math.log(claimed / factor), math.log(claimed * factor))
   return Verdict(claim, decide(ci, claimed / factor, claimed * factor), math.exp(m), ci, test, rule, n,
-                 'crossings: ' + ', '.join(f'{p:.4g}' for p in points))
+                 'crossings: ' + ', '.join(f'{x:.4g}' for x in points) + f'; two-sided p = {p:.3g} (log scale)',
+                 p_value=p)
+
+
+# --------------------------------------------------------------------------- regime checks and `invalid`
+
+def gate(v: Verdict, checks: Sequence[Check]) -> Verdict:
+  """v with `checks` attached; `invalid` if any failed, its detail naming every failed check first."""
+  checks = tuple(v.checks) + tuple(checks)
+  failed = [c for c in checks if not c.passed]
+  if not failed:
+    return dataclasses.replace(v, checks=checks)
+  why = 'invalid: ' + '; '.join(f'{c.name}: {c.detail}' for c in failed)
+  was = f' (the rule alone gave {v.outcome})' if v.outcome != INVALID else ''
+  detail = why + was + (f' — {v.detail}' if v.detail else '')
+  return dataclasses.replace(v, outcome=INVALID, checks=checks, detail=detail)
+
+
+def _mean(values) -> tuple[float, int]:
+  x = np.atleast_1d(np.asarray(values, float))
+  x = x[np.isfinite(x)]
+  return (float(x.mean()) if len(x) else math.nan), len(x)
+
+
+def _values(values) -> str:
+  m, n = _mean(values)
+  return f'{m:.4g}' if np.ndim(values) == 0 or n == 1 else f'{m:.4g} (mean of {n})'
+
+
+def plateau_check(name: str, last, previous, tol: float, relative: bool = True) -> Check:
+  """Trained to a plateau: the statistic at the last evaluation (or at 2x steps) differs from the
+  previous one by < tol (relative to |previous| by default). Per-seed arrays compare their means."""
+  m1, _ = _mean(last)
+  m0, _ = _mean(previous)
+  change = abs(m1 - m0) / abs(m0) if relative else abs(m1 - m0)
+  if relative and m0 == 0:
+    change = 0.0 if m1 == 0 else math.inf
+  passed = bool(math.isfinite(change) and change < tol)
+  kind = 'relative change' if relative else 'change'
+  return Check(name, passed, f'{_values(last)} at the last evaluation vs {_values(previous)} at the previous: '
+                             f'{kind} {change:.3g} ({"<" if passed else ">="} tolerance {tol:g})')
+
+
+def range_check(name: str, values, floor: float | None = None, ceiling: float | None = None,
+                margin: float = 0.05) -> Check:
+  """Dynamic range: the mean of `values` lies more than `margin` (absolute, in the quantity's units;
+  the default suits accuracies and fractions) above `floor` and below `ceiling` (chance, entropy, zero
+  error), where given; else the quantity is pinned and cannot move with what the claim varies."""
+  m, n = _mean(values)
+  parts, passed = [f'mean {m:.4g} over {n} value(s)'], bool(n > 0)
+  if floor is not None:
+    ok = bool(m - floor > margin)
+    parts.append(f'{m - floor:+.3g} from the floor {floor:g}' + ('' if ok else ' (pinned)'))
+    passed &= ok
+  if ceiling is not None:
+    ok = bool(ceiling - m > margin)
+    parts.append(f'{m - ceiling:+.3g} from the ceiling {ceiling:g}' + ('' if ok else ' (pinned)'))
+    passed &= ok
+  return Check(name, passed, ', '.join(parts) + f'; required: more than {margin:g} away from each')
+
+
+def premise_check(name: str, statistic: float, ci: tuple[float, float], lo: float, hi: float = math.inf,
+                  what: str = 'the reference arm') -> Check:
+  """Premise: `what` (a statistic with its CI) shows what the claim needs: the CI lies inside [lo, hi]."""
+  c_lo, c_hi = (float(c) for c in ci)
+  passed = bool(math.isfinite(c_lo) and math.isfinite(c_hi) and lo <= c_lo and c_hi <= hi)
+  need = f'>= {lo:g}' if hi == math.inf else f'<= {hi:g}' if lo == -math.inf else f'inside [{lo:g}, {hi:g}]'
+  return Check(name, passed, f'{what}: {statistic:.4g} (95% CI [{c_lo:.4g}, {c_hi:.4g}]); the CI must lie {need}')
+
+
+def edge_check(name: str, best_values, grid: Sequence[float]) -> Check:
+  """A tuned hyperparameter whose per-seed best sits at the smallest or largest grid value at any point
+  fails (the grid may not contain the optimum). `best_values`: {point: per-seed bests}, or a pd.Series
+  indexed by point (repeated per seed), e.g. `winners.set_index(by)['best_train.learning_rate']`."""
+  if isinstance(best_values, pd.Series):
+    idx = list(range(best_values.index.nlevels))
+    best_values = {k: g.to_numpy() for k, g in best_values.groupby(level=idx if len(idx) > 1 else 0)}
+  lo, hi = float(np.min(grid)), float(np.max(grid))
+  at_edge = []
+  for point, vals in best_values.items():
+    vals = np.atleast_1d(np.asarray(vals, float))
+    n_lo, n_hi = int(np.isclose(vals, lo).sum()), int(np.isclose(vals, hi).sum())
+    if n_lo or n_hi:
+      where = ', '.join(w for w in (f'{n_lo}/{len(vals)} seeds at {lo:g}' if n_lo else '',
+                                    f'{n_hi}/{len(vals)} seeds at {hi:g}' if n_hi else '') if w)
+      at_edge.append(f'{point}: {where}')
+  grid_s = ', '.join(f'{g:g}' for g in sorted(grid))
+  if at_edge:
+    return Check(name, False, f'best value at the edge of the grid {{{grid_s}}} for ' + '; '.join(at_edge))
+  return Check(name, True, f'every per-seed best is inside the grid {{{grid_s}}} ({len(best_values)} points)')
+
+
+# --------------------------------------------------------------------------- multiple comparisons
+
+def holm_adjust(p: Sequence[float]) -> np.ndarray:
+  """Holm (1979) step-down adjusted p-values, in the input order: sorted ascending, p_(i) * (m - i + 1),
+  made monotone by a running maximum and capped at 1."""
+  p = np.asarray(p, float)
+  m = len(p)
+  order = np.argsort(p, kind='stable')
+  adj_sorted = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
+  out = np.empty(m)
+  out[order] = adj_sorted
+  return out
+
+
+def holm(verdicts: Sequence[Verdict], alpha: float = ALPHA) -> list[Verdict]:
+  """Holm correction over the verdicts that carry a finite p-value and are not `invalid` (one family):
+  sets `p_holm`; a decisive outcome whose p_holm >= alpha becomes `inconclusive` (see the module docstring)."""
+  family = [i for i, v in enumerate(verdicts) if v.outcome != INVALID and v.p_value is not None
+            and math.isfinite(v.p_value)]
+  out = list(verdicts)
+  if not family:
+    return out
+  adjusted = holm_adjust([verdicts[i].p_value for i in family])
+  m = len(family)
+  for i, p_adj in zip(family, adjusted):
+    v = dataclasses.replace(verdicts[i], p_holm=float(p_adj))
+    if v.outcome in DECISIVE and p_adj >= alpha:
+      why = (f'inconclusive after Holm correction: p = {v.p_value:.3g}, Holm-adjusted p = {p_adj:.3g} >= {alpha:g} '
+             f'over the {m} verdicts with a p-value in this ablation (uncorrected outcome: {v.outcome})')
+      v = dataclasses.replace(v, outcome=INCONCLUSIVE, detail=why + (f' — {v.detail}' if v.detail else ''))
+    out[i] = v
+  return out
+
+
+# --------------------------------------------------------------------------- slopes over seeds
+
+def per_seed_fits(x: np.ndarray, y: np.ndarray, seeds: np.ndarray, min_points: int = 3) -> pd.DataFrame:
+  """One row per seed with >= min_points distinct x: least-squares slope, intercept, residual RMS of the
+  line, and the quadratic coefficient of a parabola in centred x (nan with < 3 distinct x)."""
+  rows = []
+  for s in pd.unique(seeds):
+    sel = seeds == s
+    xs, ys = x[sel], y[sel]
+    if len(np.unique(xs)) < min_points:
+      continue
+    slope_, intercept = np.polyfit(xs, ys, 1)
+    resid = ys - (slope_ * xs + intercept)
+    curv = np.polyfit(xs - xs.mean(), ys, 2)[0] if len(np.unique(xs)) >= 3 else math.nan
+    rows.append({'seed': s, 'slope': slope_, 'intercept': intercept,
+                 'residual_rms': float(np.sqrt(np.mean(resid ** 2))), 'curvature': curv, 'points': len(xs)})
+  return pd.DataFrame(rows, columns=['seed', 'slope', 'intercept', 'residual_rms', 'curvature', 'points'])
+
+
+def slope_per_seed(df: pd.DataFrame, *, x: str, y: str, seed: str, claimed: float, margin: float, claim: str,
+                   log: bool = True, min_seeds: int = 3, min_points: int = 3,
+                   confidence: float = CONFIDENCE) -> Verdict:
+  """Slope of (log) y on (log) x fitted per seed; mean and Student-t CI over the per-seed slopes (the
+  seeds, not the (x, seed) points, are the independent units) against claimed ± margin.
+
+  Reproduced if the CI lies inside [claimed - margin, claimed + margin]; not reproduced if it lies
+  entirely outside; inconclusive otherwise, or with < min_seeds seeds having >= min_points distinct x.
+  Lack of fit in `extra`/`detail`: RMS residual of the per-seed lines (in the fitted units) and the mean
+  quadratic coefficient with its CI over seeds (a CI excluding 0 means the curve bends).
+  """
+  kind = 'log-log' if log else 'linear'
+  test = (f'least-squares slope of a {kind} fit per seed (numpy.polyfit); mean over seeds with a Student-t '
+          f'{confidence:.0%} CI')
+  rule = (f'reproduced if the {confidence:.0%} CI of the mean per-seed slope lies inside [{claimed - margin:g}, '
+          f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
+          f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive')
+  xv, yv, sv = (df[c].to_numpy() for c in (x, y, seed))
+  xv, yv = xv.astype(float), yv.astype(float)
+  ok = np.isfinite(xv) & np.isfinite(yv)
+  if log:
+    ok &= (xv > 0) & (yv > 0)
+  xv, yv, sv = xv[ok], yv[ok], sv[ok]
+  if log:
+    xv, yv = np.log(xv), np.log(yv)
+  fits = per_seed_fits(xv, yv, sv, min_points)
+  n = len(fits)
+  if n < min_seeds:
+    return _underpowered(claim, test, rule, n, f'{n} seeds with >= {min_points} distinct x < {min_seeds}',
+                         statistic=fits['slope'].mean() if n else math.nan)
+  slopes = fits['slope'].to_numpy()
+  m, lo, hi = mean_ci(slopes, confidence)
+  se = float(stats.sem(slopes))
+  if np.allclose(slopes, slopes[0], rtol=0, atol=1e-12):
+    lo = hi = m
+    se = 0.0
+  p = decision_p(m, se, n - 1, claimed - margin, claimed + margin)
+  c_m, c_lo, c_hi = mean_ci(fits['curvature'], confidence)
+  rms = float(np.sqrt(np.mean(fits['residual_rms'] ** 2)))
+  extra = {'intercept': float(fits['intercept'].mean()), 'slope_sd': float(np.std(slopes, ddof=1)),
+           'residual_rms': rms, 'curvature': c_m, 'curvature_ci_lo': c_lo, 'curvature_ci_hi': c_hi,
+           'seeds': float(n)}
+  detail = (f'two-sided p = {p:.3g}; per-seed slopes ' + ', '.join(f'{s:.3g}' for s in slopes)
+            + f'; mean intercept {extra["intercept"]:.4g}; lack of fit: residual RMS {rms:.3g}'
+            f'{" (log units)" if log else ""}, curvature {c_m:.3g} (95% CI [{c_lo:.3g}, {c_hi:.3g}])')
+  return Verdict(claim, decide((lo, hi), claimed - margin, claimed + margin), m, (lo, hi), test, rule, n,
+                 detail, p_value=p, extra=extra)
+
+
+# --------------------------------------------------------------------------- rank agreement
+
+def _permuted_rhos(ra: np.ndarray, rb: np.ndarray, n_perm: int, seed: int) -> tuple[np.ndarray, bool]:
+  """Pearson correlations of ranks ra with permutations of rb: every permutation when n! <= n_perm
+  (exact), else n_perm random ones; returns (rhos, exact)."""
+  n = len(ra)
+  exact = math.factorial(n) <= n_perm
+  if exact:
+    perms = np.array(list(itertools.permutations(range(n))))
+  else:
+    rng = np.random.default_rng(seed)
+    perms = np.argsort(rng.random((n_perm, n)), axis=1)
+  a = ra - ra.mean()
+  b = rb[perms] - rb.mean()
+  return (b @ a) / (np.linalg.norm(a) * np.linalg.norm(b, axis=1)), exact
+
+
+def rank_agreement(a: Sequence[float], b: Sequence[float], *, claim: str, n_perm: int = 10000, seed: int = 0,
+                   threshold: float = 0.5, alpha: float = ALPHA, min_n: int = 4,
+                   confidence: float = CONFIDENCE) -> Verdict:
+  """Spearman rho between a and b (e.g. our per-variant means and the paper's), decided by a
+  permutation test (exact over all orderings when n! <= n_perm; no bootstrap).
+
+  Reproduced if rho >= threshold and the one-sided permutation p (rho at least as large under random
+  orderings) < alpha; not reproduced if the ordering is significantly reversed (one-sided p for rho at
+  least as negative < alpha); otherwise, or with < min_n items, inconclusive. The CI is Fisher's z
+  with the Bonett-Wright (2000) variance (1 + rho^2 / 2) / (n - 3), shown, not used by the rule.
+  """
+  a = np.asarray(a, float)
+  b = np.asarray(b, float)
+  if a.shape != b.shape:
+    raise ValueError(f'rank_agreement needs equally many values, got {a.shape} and {b.shape}')
+  ok = np.isfinite(a) & np.isfinite(b)
+  a, b = a[ok], b[ok]
+  n = len(a)
+  test = f'Spearman rho with a permutation test (up to {n_perm} orderings; exact when n! <= {n_perm})'
+  rule = (f'reproduced if rho >= {threshold:g} and the one-sided permutation p < {alpha:g}; not reproduced if '
+          f'rho < 0 with one-sided p < {alpha:g} (ordering reversed); otherwise, or with < {min_n} items, '
+          'inconclusive')
+  if n < min_n:
+    return _underpowered(claim, test, rule, n, f'{n} items < {min_n}')
+  ra, rb = stats.rankdata(a), stats.rankdata(b)
+  if np.all(ra == ra[0]) or np.all(rb == rb[0]):
+    return _underpowered(claim, test, rule, n, 'all values tied: no ordering to compare')
+  rho = float(np.corrcoef(ra, rb)[0, 1])
+  rhos, exact = _permuted_rhos(ra, rb, n_perm, seed)
+  tol = 1e-12
+  if exact:
+    p_pos, p_neg = float(np.mean(rhos >= rho - tol)), float(np.mean(rhos <= rho + tol))
+  else:
+    p_pos = float((1 + np.sum(rhos >= rho - tol)) / (1 + len(rhos)))
+    p_neg = float((1 + np.sum(rhos <= rho + tol)) / (1 + len(rhos)))
+  if n > 3:
+    z, se = np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), math.sqrt((1 + rho ** 2 / 2) / (n - 3))
+    q = stats.norm.ppf(0.5 + confidence / 2)
+    ci = (float(np.tanh(z - q * se)), float(np.tanh(z + q * se)))
+  else:
+    ci = (math.nan, math.nan)
+  if rho >= threshold and p_pos < alpha:
+    outcome, p = REPRODUCED, p_pos
+  elif rho < 0 and p_neg < alpha:
+    outcome, p = NOT_REPRODUCED, p_neg
+  else:
+    outcome, p = INCONCLUSIVE, (p_pos if rho >= 0 else p_neg)
+  how = f'exact over all {len(rhos)} orderings' if exact else f'{len(rhos)} random orderings (seed {seed})'
+  detail = (f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, '
+            f'{how}' + ('' if outcome != INCONCLUSIVE or rho < 0 or p_pos >= alpha
+                        else f'; significant but rho {rho:.3g} < {threshold:g}'))
+  return Verdict(claim, outcome, rho, ci, test, rule, n, detail, p_value=p,
+                 extra={'p_positive': p_pos, 'p_negative': p_neg})
+
+
+# --------------------------------------------------------------------------- hyperparameter grids
+
+def best_per_point(df: pd.DataFrame, *, by: Sequence[str] | str, over: str = 'train.learning_rate', metric: str,
+                   mode: str = 'min', seed: str = 'train.seed') -> pd.DataFrame:
+  """Each seed's best row per point of `by`, over the grid values of `over` (rows with a NaN metric, e.g.
+  diverged runs, never win; a (point, seed) whose runs all diverged is dropped). Returns the winning rows
+  with a column `best_<over>`; `edge_check` reads `winners.set_index(by)[f'best_{over}']`."""
+  if mode not in ('min', 'max'):
+    raise ValueError(f"mode={mode!r}; allowed: min, max")
+  by = [by] if isinstance(by, str) else list(by)
+  ok = df[np.isfinite(df[metric].astype(float))]
+  if ok.empty:
+    return df.iloc[:0].assign(**{f'best_{over}': pd.Series(dtype=float)})
+  groups = ok[metric].astype(float).groupby([ok[c] for c in by + [seed]], sort=True)
+  idx = groups.idxmin() if mode == 'min' else groups.idxmax()
+  winners = ok.loc[idx.to_numpy()].copy()
+  winners[f'best_{over}'] = winners[over]
+  return winners.reset_index(drop=True)

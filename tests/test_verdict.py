@@ -1,0 +1,363 @@
+"""The verdict machinery of issue 17 on synthetic inputs with known answers: `invalid` and the regime
+checks, Holm, per-seed slopes, rank agreement by permutation, best-per-point learning rates, and how
+the runner renders them (report.md, report.json, README Results, the console line)."""
+
+import dataclasses
+import glob
+import json
+import math
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from ffn_research.ablations import base, runner, verdict
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+R, NR, INC, INV = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE, verdict.INVALID
+
+
+def _v(outcome=R, p=None, claim='c'):
+  return verdict.Verdict(claim, outcome, 1.0, (0.5, 1.5), 'test', 'rule', 5, 'fit', p_value=p)
+
+
+# --------------------------------------------------------------------------- invalid and gate
+
+def test_invalid_is_an_outcome_and_check_moved():
+  assert verdict.OUTCOMES == (R, NR, INC, INV) and INV == 'invalid'
+  assert base.Check is verdict.Check
+
+
+def test_gate_failed_check_gives_invalid_with_its_numbers():
+  ok = verdict.Check('plateau', True, 'change 0.001')
+  bad = verdict.Check('premise', False, 'slope 0.35 < 0.8')
+  bad2 = verdict.Check('range', False, 'pinned at 0.0625')
+  v = verdict.gate(_v(NR, p=0.01), [ok, bad, bad2])
+  assert v.outcome == INV and v.checks == (ok, bad, bad2)
+  assert v.detail.startswith('invalid: premise: slope 0.35 < 0.8; range: pinned at 0.0625')
+  assert 'the rule alone gave not reproduced' in v.detail and v.detail.endswith('fit')
+  assert (v.statistic, v.ci, v.p_value) == (1.0, (0.5, 1.5), 0.01)  # what was measured is kept
+  assert v.failed_checks == (bad, bad2)
+
+
+def test_gate_passing_checks_keep_the_outcome():
+  for outcome in (R, NR, INC):
+    v = verdict.gate(_v(outcome), [verdict.Check('a', True, 'x'), verdict.Check('b', True, 'y')])
+    assert v.outcome == outcome and len(v.checks) == 2 and v.detail == 'fit'
+
+
+def test_verdict_round_trips_through_json_and_reads_old_reports():
+  v = verdict.gate(_v(R, p=0.02), [verdict.Check('p', False, 'd')])
+  v = verdict.holm([v, _v(R, p=0.01)])[0]
+  back = verdict.Verdict.from_dict(json.loads(json.dumps(v.to_dict())))
+  assert back == v
+  old = {k: val for k, val in _v(R, p=0.02).to_dict().items() if k not in ('checks', 'p_holm')}
+  old['ci'] = [None, None]
+  back = verdict.Verdict.from_dict(old)
+  assert back.checks == () and back.p_holm is None and math.isnan(back.ci[0])
+
+
+# --------------------------------------------------------------------------- regime checks
+
+def test_plateau_check():
+  c = verdict.plateau_check('trained to a plateau', [1.00, 1.02], [1.01, 1.03], tol=0.02)
+  assert c.passed and '1.01 (mean of 2)' in c.detail and '1.02 (mean of 2)' in c.detail
+  c = verdict.plateau_check('plateau', 0.8, 1.0, tol=0.05)
+  assert not c.passed and 'relative change 0.2' in c.detail
+  assert verdict.plateau_check('abs', 0.8, 1.0, tol=0.25, relative=False).passed
+  assert not verdict.plateau_check('nan', math.nan, 1.0, tol=0.1).passed
+
+
+def test_range_check_fires_when_pinned():
+  c = verdict.range_check('reasoning above chance', [0.067, 0.066], floor=0.0625, margin=0.05)
+  assert not c.passed and 'floor 0.0625 (pinned)' in c.detail
+  assert verdict.range_check('acc', [0.5, 0.6], floor=0.0625, ceiling=1.0).passed
+  assert not verdict.range_check('acc', [0.99, 1.0], floor=0.0, ceiling=1.0).passed
+  assert not verdict.range_check('empty', [], floor=0.0).passed
+
+
+def test_premise_check():
+  assert verdict.premise_check('dense slope', 0.9, (0.82, 0.98), 0.8).passed
+  c = verdict.premise_check('dense slope', 0.35, (0.2, 0.5), 0.8, what='dense bits vs params slope')
+  assert not c.passed and c.detail.startswith('dense bits vs params slope: 0.35') and '>= 0.8' in c.detail
+  assert not verdict.premise_check('p', 0.9, (0.7, 1.1), 0.8).passed  # CI not above the bar
+  assert not verdict.premise_check('p', 0.9, (0.85, 1.1), 0.8, 1.0).passed
+  assert not verdict.premise_check('p', math.nan, (math.nan, math.nan), 0.8).passed
+
+
+def test_edge_check_fires_at_the_edge():
+  grid = [1e-3, 3e-3, 1e-2]
+  c = verdict.edge_check('learning rate inside the grid', {'d=8': [3e-3, 3e-3, 3e-3], 'd=64': [1e-3, 3e-3, 1e-3]},
+                         grid)
+  assert not c.passed and 'd=64: 2/3 seeds at 0.001' in c.detail and 'd=8' not in c.detail
+  c = verdict.edge_check('lr', {'a': [1e-2], 'b': [3e-3]}, grid)
+  assert not c.passed and 'a: 1/1 seeds at 0.01' in c.detail
+  assert verdict.edge_check('lr', {'a': [3e-3, 3e-3], 'b': [3e-3]}, grid).passed
+  series = pd.Series([3e-3, 1e-2], index=pd.Index([16, 32], name='d'))
+  c = verdict.edge_check('lr', series, grid)
+  assert not c.passed and '32: 1/1 seeds at 0.01' in c.detail
+
+
+# --------------------------------------------------------------------------- Holm
+
+def test_holm_hand_computed():
+  # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04)
+  assert np.allclose(verdict.holm_adjust([0.01, 0.04, 0.03]), [0.03, 0.06, 0.06])
+  out = verdict.holm([_v(R, 0.01, 'a'), _v(R, 0.04, 'b'), _v(NR, 0.03, 'c')])
+  assert [v.p_holm for v in out] == pytest.approx([0.03, 0.06, 0.06])
+  assert [v.outcome for v in out] == [R, INC, INC]
+  assert 'inconclusive after Holm correction' in out[1].detail and 'uncorrected outcome: reproduced' in out[1].detail
+  assert 'uncorrected outcome: not reproduced' in out[2].detail
+  assert verdict.holm(out) == out  # idempotent
+
+
+def test_holm_family_excludes_invalid_and_verdicts_without_p():
+  gated = verdict.gate(_v(R, 0.001), [verdict.Check('x', False, 'y')])
+  out = verdict.holm([gated, _v(R, None), _v(R, 0.02), _v(INC, 0.5), _v(R, math.nan)])
+  assert out[0] == gated and out[1].p_holm is None and out[4].p_holm is None
+  assert out[2].p_holm == pytest.approx(0.04) and out[2].outcome == R  # family of 2
+  assert out[3].p_holm == pytest.approx(0.5) and out[3].outcome == INC  # never upgraded
+  assert verdict.holm([_v(R, 0.03)])[0].outcome == R  # a family of one is unchanged
+
+
+def test_holm_adjusted_p_is_monotone_and_at_least_p():
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    p = rng.uniform(0, 0.2, rng.integers(1, 12))
+    adj = verdict.holm_adjust(p)
+    order = np.argsort(p)
+    assert np.all(np.diff(adj[order]) >= -1e-15) and np.all(adj >= p) and np.all(adj <= 1)
+    assert adj[order[0]] == pytest.approx(min(1, len(p) * p[order[0]]))
+
+
+def test_decision_p_agrees_with_the_ci_decision():
+  rng = np.random.default_rng(1)
+  for _ in range(60):
+    a, b = rng.normal(0, 1, 6), rng.normal(rng.uniform(-1, 1), 1, 6)
+    for expect, margin in [('less', 0.0), ('greater', 0.0), ('less', 0.3), ('equal', 0.8)]:
+      v = verdict.paired(a, b, expect=expect, margin=margin, claim='c')
+      assert (v.outcome != INC) == (v.p_value < 0.05)
+    t = verdict.threshold(a, level=0.3, direction='below', claim='c')
+    assert (t.outcome != INC) == (t.p_value < 0.05)
+  # margin 0: the paired p is scipy's ttest_rel p
+  v = verdict.paired(a, b, expect='less', claim='c')
+  assert v.p_value == pytest.approx(stats.ttest_rel(a, b).pvalue)
+
+
+def test_equivalence_p_is_two_one_sided_tests_and_holm_can_downgrade_it():
+  rng = np.random.default_rng(5)
+  b = rng.normal(2.0, 0.1, 6)
+  a = b + 0.01 + rng.normal(0, 0.01, 6)
+  d = a - b
+  v = verdict.paired(a, b, expect='equal', margin=0.03, claim='a = b within 0.03')
+  edges = [stats.ttest_1samp(d, e).pvalue for e in (-0.03, 0.03)]
+  assert v.outcome == R and v.p_value == pytest.approx(max(edges))  # the farther edge is trivially rejected
+  far = verdict.paired(a + 0.1, b, expect='equal', margin=0.03, claim='c')
+  assert far.outcome == NR and far.p_value == pytest.approx(stats.ttest_1samp(d + 0.1, 0.03).pvalue)
+  # with enough other tests in the family, a borderline equivalence loses its decision like any other
+  weak = dataclasses.replace(v, p_value=0.03)
+  out = verdict.holm([weak, _v(R, 0.04), _v(NR, 0.045)])
+  assert out[0].p_holm == pytest.approx(0.09) and [o.outcome for o in out] == [INC, INC, INC]
+
+
+# --------------------------------------------------------------------------- per-seed slopes
+
+def _slope_frame(slopes, noise, rng, widths=(4, 8, 16, 32, 64, 128)):
+  rows = []
+  for s, b in enumerate(slopes):
+    for w in widths:
+      rows.append({'d': w, 'seed': s, 'err': 0.3 * w ** b * math.exp(noise * rng.standard_normal())})
+  return pd.DataFrame(rows)
+
+
+def test_slope_per_seed_known_answers():
+  rng = np.random.default_rng(0)
+  df = _slope_frame([-2.0, -2.0, -2.0], 0.0, rng)
+  v = verdict.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
+  assert v.outcome == R and v.statistic == pytest.approx(-2.0) and v.n == 3
+  assert v.extra['intercept'] == pytest.approx(math.log(0.3)) and v.extra['residual_rms'] < 1e-9
+  df = _slope_frame([-1.0, -1.02, -0.98, -1.01], 0.0, rng)
+  v = verdict.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
+  assert v.outcome == NR and v.ci == pytest.approx(stats.t.interval(0.95, 3, loc=-1.0025,
+                                                                      scale=stats.sem([-1, -1.02, -0.98, -1.01])))
+  two = _slope_frame([-2.0, -2.0], 0.0, rng)
+  assert verdict.slope_per_seed(two, x='d', y='err', seed='seed', claimed=-2, margin=0.25,
+                                claim='c').outcome == INC
+  few = df[df['d'] <= 8]
+  v = verdict.slope_per_seed(few, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
+  assert v.outcome == INC and 'underpowered' in v.detail
+
+
+def test_slope_per_seed_reports_curvature():
+  x = np.array([1, 2, 4, 8, 16, 32], float)
+  rows = [{'x': xi, 's': s, 'y': math.exp(0.5 * math.log(xi) ** 2) * (1 + 0.01 * s)} for s in range(4) for xi in x]
+  v = verdict.slope_per_seed(pd.DataFrame(rows), x='x', y='y', seed='s', claimed=1, margin=10, claim='c')
+  assert v.extra['curvature'] == pytest.approx(0.5) and v.extra['residual_rms'] > 0.5
+  assert 'curvature 0.5' in v.detail
+
+
+def test_slope_per_seed_ci_covers_the_true_slope_at_the_stated_rate():
+  # 400 datasets of 5 seeds; each seed has its own slope (seed-level variation) plus point noise.
+  rng = np.random.default_rng(42)
+  true, sims, seeds = -1.5, 400, 5
+  lx = np.log(np.array([4, 8, 16, 32, 64, 128], float))
+  slopes = true + 0.1 * rng.standard_normal((sims, seeds))
+  ly = 1.0 + slopes[..., None] * lx + 0.05 * rng.standard_normal((sims, seeds, len(lx)))
+  # vectorised per-seed least squares (the same estimator as slope_per_seed), t CI over seeds
+  xc = lx - lx.mean()
+  b = (ly - ly.mean(-1, keepdims=True)) @ xc / (xc @ xc)
+  half = stats.t.ppf(0.975, seeds - 1) * b.std(-1, ddof=1) / math.sqrt(seeds)
+  covered = np.abs(b.mean(-1) - true) <= half
+  assert 0.92 <= covered.mean() <= 0.98
+  # the function itself agrees with the vectorised computation on a few of them
+  for i in range(5):
+    df = pd.DataFrame({'x': np.tile(np.exp(lx), seeds), 'seed': np.repeat(np.arange(seeds), len(lx)),
+                       'y': np.exp(ly[i]).ravel()})
+    v = verdict.slope_per_seed(df, x='x', y='y', seed='seed', claimed=true, margin=0.5, claim='c')
+    assert v.statistic == pytest.approx(b[i].mean()) and v.ci[1] - v.statistic == pytest.approx(half[i])
+  # pooling every (x, seed) point as independent (verdict.slope's fit) under-covers with seed-level variation
+  x = np.tile(lx, seeds)
+  xp = x - x.mean()
+  y = ly.reshape(sims, -1)
+  bp = (y - y.mean(-1, keepdims=True)) @ xp / (xp @ xp)
+  resid = y - y.mean(-1, keepdims=True) - bp[:, None] * xp
+  se = np.sqrt((resid ** 2).sum(-1) / (len(x) - 2) / (xp @ xp))
+  assert np.mean(np.abs(bp - true) <= stats.t.ppf(0.975, len(x) - 2) * se) < 0.92
+  fit = stats.linregress(x, y[0])
+  assert (fit.slope, fit.stderr) == pytest.approx((bp[0], se[0]))
+
+
+# --------------------------------------------------------------------------- rank agreement
+
+def test_rank_agreement_monotone_vs_shuffled():
+  a = np.arange(7, dtype=float)
+  v = verdict.rank_agreement(a, a ** 2 + 3, claim='c')
+  assert v.outcome == R and v.statistic == pytest.approx(1.0)
+  assert v.p_value == pytest.approx(1 / math.factorial(7))  # exact: only the identity ordering reaches rho 1
+  assert 'exact over all 5040 orderings' in v.detail
+  rev = verdict.rank_agreement(a, -a, claim='c')
+  assert rev.outcome == NR and rev.p_value == pytest.approx(1 / math.factorial(7))
+  shuffled = verdict.rank_agreement(a, np.array([3, 6, 0, 5, 1, 2, 4.0]), claim='c')
+  rho = stats.spearmanr(a, [3, 6, 0, 5, 1, 2, 4]).statistic
+  assert shuffled.statistic == pytest.approx(rho) and shuffled.outcome == INC and shuffled.p_value > 0.2
+  # the issue's case: rho 0.4 over 5 items is no evidence (p ~ 0.3)
+  five = verdict.rank_agreement([1, 2, 3, 4, 5], [2, 1, 5, 3, 4], claim='c')
+  assert five.statistic == pytest.approx(0.6) and five.outcome == INC and five.p_value > 0.1
+  assert verdict.rank_agreement([1, 2, 3], [1, 2, 3], claim='c').outcome == INC  # < 4 items
+
+
+def test_rank_agreement_permutation_p_matches_scipy_and_exact():
+  rng = np.random.default_rng(3)
+  a = rng.normal(size=6)
+  b = a + rng.normal(scale=1.0, size=6)
+  v = verdict.rank_agreement(a, b, claim='c', threshold=0.0)  # 6! = 720 orderings: exact
+  ref = stats.permutation_test((b,), lambda y: stats.spearmanr(a, y).statistic, permutation_type='pairings',
+                               n_resamples=1000, alternative='greater').pvalue
+  assert 'exact over all 720' in v.detail and v.extra['p_positive'] == pytest.approx(ref)
+  a, b = rng.normal(size=8), rng.normal(size=8)
+  exact = verdict.rank_agreement(a, b, claim='c', n_perm=50000)
+  sampled = verdict.rank_agreement(a, b, claim='c', n_perm=10000)
+  assert 'random orderings' in sampled.detail and 'exact' in exact.detail
+  assert sampled.extra['p_positive'] == pytest.approx(exact.extra['p_positive'], abs=0.015)
+
+
+# --------------------------------------------------------------------------- learning rate per point
+
+def test_best_per_point_and_its_edge_check():
+  rows = []
+  for d, best in [(16, 3e-3), (64, 1e-3)]:
+    for seed in range(3):
+      for lr in (1e-3, 3e-3, 1e-2):
+        loss = (math.log(lr) - math.log(best)) ** 2 + 0.01 * seed
+        rows.append({'model.d_model': d, 'train.seed': seed, 'train.learning_rate': lr, 'loss': loss})
+  rows.append({'model.d_model': 16, 'train.seed': 0, 'train.learning_rate': 3e-2, 'loss': math.nan})  # diverged
+  df = pd.DataFrame(rows)
+  w = verdict.best_per_point(df, by='model.d_model', metric='loss')
+  assert len(w) == 6 and set(w['best_train.learning_rate'][w['model.d_model'] == 16]) == {3e-3}
+  assert set(w['best_train.learning_rate'][w['model.d_model'] == 64]) == {1e-3}
+  c = verdict.edge_check('lr', w.set_index('model.d_model')['best_train.learning_rate'], [1e-3, 3e-3, 1e-2])
+  assert not c.passed and '64: 3/3 seeds at 0.001' in c.detail and '16:' not in c.detail
+  top = verdict.best_per_point(df, by=['model.d_model'], metric='loss', mode='max')
+  assert set(top['best_train.learning_rate'][top['model.d_model'] == 64]) == {1e-2}
+
+
+# --------------------------------------------------------------------------- runner rendering
+
+def _fake_ablation():
+  def analyze(results, ctx):
+    del results, ctx
+    gated = verdict.gate(_v(NR, 0.001, 'the claim an unfit setup cannot test'),
+                         [verdict.Check('trained to a plateau', True, 'change 0.001'),
+                          verdict.Check('premise: dense slope >= 0.8', False, 'slope 0.35 (95% CI [0.2, 0.5])')])
+    return base.Analysis(verdicts=[gated, _v(R, 0.01, 'strong'), _v(R, 0.04, 'weak'), _v(NR, 0.03, 'other')],
+                         headline='h', checks=[base.Check('metric sane', True, 'ok')])
+
+  return base.Ablation(name='fake', claim='A fake claim (Nobody 2026).', citation='Nobody 2026', published='1',
+                       sweeps=lambda scale: [base.SweepSpec('main', None, [{}])], analyze=analyze)
+
+
+def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
+  monkeypatch.setattr(runner.ablations, 'get', lambda name: _fake_ablation())
+  monkeypatch.setattr(runner.sweep_lib, 'run_sweep', lambda *a, **k: None)
+  monkeypatch.setattr(runner.analysis_lib, 'load_results',
+                      lambda path: pd.DataFrame({'status': ['completed'], 'wall_time_s': [1.0]}))
+  monkeypatch.setattr(runner, 'describe_sweep', lambda spec: {'name': spec.name, 'runs': 1, 'seeds': 1,
+                                                              'fixed': {}, 'swept': {}})
+  report = runner.run('fake', str(tmp_path / 'work'), 'full', progress=False)
+  outcomes = [v['outcome'] for v in report['verdicts']]
+  assert outcomes == [INV, R, INC, INC]  # Holm over the 3 non-invalid verdicts: 0.03, 0.06, 0.06
+  assert [v['p_holm'] for v in report['verdicts']] == [None, pytest.approx(0.03), pytest.approx(0.06),
+                                                       pytest.approx(0.06)]
+  assert report['verdicts'][0]['checks'][1] == {'name': 'premise: dense slope >= 0.8', 'passed': False,
+                                                'detail': 'slope 0.35 (95% CI [0.2, 0.5])'}
+  md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
+  assert '- **invalid** — the claim an unfit setup cannot test' in md
+  assert '**invalid: this setup cannot test the claim**; failed: premise: dense slope >= 0.8: slope 0.35' in md
+  assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
+  assert 'p = 0.04, Holm-adjusted 0.06' in md and 'Holm correction over the 3 verdict(s)' in md
+  assert runner.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
+  assert runner.index_line('fake', report).count('invalid (failed: premise') == 1
+  # README Results block
+  (tmp_path / 'README.md').write_text(f'# T\n\n{runner.README_BEGIN}\nold\n{runner.README_END}\n')
+  runner.publish('fake', str(tmp_path / 'work'), repo_root=str(tmp_path))
+  section = (tmp_path / 'README.md').read_text().split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert '- **invalid**: the claim an unfit setup cannot test' in section
+  assert '  - failed check: premise: dense slope >= 0.8: slope 0.35 (95% CI [0.2, 0.5])' in section
+  assert 'trained to a plateau' not in section  # passing checks stay in report.md
+  assert '- **inconclusive**: weak (1, 95% CI [0.5, 1.5], n = 5, Holm-adjusted p = 0.06)' in section
+  # report.md regenerates from report.json alone (what an old published report has)
+  again = runner.report_markdown(json.loads((tmp_path / 'work' / 'fake' / 'report.json').read_text()))
+  assert again == md
+
+
+@pytest.mark.parametrize('path', sorted(glob.glob(os.path.join(REPO, 'docs', 'results', '*', 'report.json'))))
+def test_published_reports_still_render(path):
+  r = json.loads(open(path, encoding='utf-8').read())
+  if 'verdicts' not in r:
+    pytest.skip('not an ablation report')
+  md = runner.report_markdown(r)
+  assert all(f'**{v["outcome"]}** — {v["claim"]}' in md for v in r['verdicts'])
+  assert all(runner.outcome_text(v) for v in r['verdicts'])
+
+
+def test_results_section_renders_published_reports():
+  section = runner.results_section(REPO)
+  for path in glob.glob(os.path.join(REPO, 'docs', 'results', '*', 'report.json')):
+    assert f'### {json.loads(open(path, encoding="utf-8").read())["name"]}' in section
+
+
+def test_memorization_capacity_verdicts_carry_their_decision_p():
+  from ffn_research.ablations import memorization_capacity as mc  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(2)
+  for scale in (1.0, 1.5, 3.0):
+    rows = [{'model.d_model': d, 'train.seed': s, 'num_params': 100.0 * d,
+             'bits_stored': scale * 100.0 * d * math.exp(0.2 * rng.standard_normal())}
+            for d in (4, 8, 16) for s in range(3)]
+    df = pd.DataFrame(rows)
+    v = mc.bits_per_param_verdict(df, params='num_params', claimed=1.0, claim='c', size='model.d_model')
+    assert v.p_value is not None and (v.outcome != INC) == (v.p_value < 0.05)
+    other = df.assign(bits_stored=df['bits_stored'] * np.exp(0.1 * rng.standard_normal(len(df))))
+    r = mc.ratio_verdict(df, other, lo_ok=0.9, hi_ok=1.1, claim='c')
+    assert r.p_value is not None and (r.outcome != INC) == (r.p_value < 0.05)
