@@ -129,8 +129,8 @@ def jax_step_fn(model, x, y, compiler_options=None):
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   opt = optax.adam(1e-3)
 
-  def loss_fn(params, x, y):
-    out, aux = nnx.merge(graphdef, params, rest).apply(x)
+  def loss_fn(params, x, y):  # rng given: training mode (MoE capacity applies; no dropout or jitter set)
+    out, aux = nnx.merge(graphdef, params, rest).apply(x, rng=jax.random.key(0))
     return jnp.mean(jnp.square(out - y)) + sum(v for k, v in aux.items() if k.endswith('_loss'))
 
   @functools.partial(jax.jit, donate_argnums=(0, 1), compiler_options=compiler_options)
