@@ -504,7 +504,8 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   summaries = []
   for i, d in enumerate(run_dirs):
     evals = None if tracks[i].diverged_at >= 0 else scalars(programs.run(all_evals, i))
-    summary = run_summary(models.model_counts(configs[i], exp.task), tracks[i], step=step, evals=evals,
+    summary = run_summary({**models.model_counts(configs[i], exp.task), **models.run_notes(configs[i])},
+                          tracks[i], step=step, evals=evals,
                           compile_time_s=compile_time if compiled else None,
                           checkpoint_time_s=checkpoint_time / num_runs,
                           wall_time_s=wall_before[i] + elapsed, steps_per_s=rate)

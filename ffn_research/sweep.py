@@ -29,7 +29,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import ml_collections
@@ -304,8 +304,31 @@ def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[A
   return _PROGRAMS[key]
 
 
+def resume_groups(mine: Sequence[Run], todo: Sequence[Run], resume_step: Callable[[Run], int],
+                  pad_flops_factor: float, max_group_size: int) -> list[tuple[list[Run], list[Run]]]:
+  """(runs to train together, the program's runs) for the unfinished runs `todo` of a shard.
+
+  Programs are planned over all the shard's runs, finished or not (`group_runs`), as an
+  uninterrupted sweep plans them, so a resumed run gets the same program (padded width, traced
+  paths) and so bit-identical figures, however many of its group-mates finished before a kill;
+  within a program, runs train together only from the same checkpoint step.
+  """
+  left = {r.name for r in todo}
+  out = []
+  for program in group_runs(mine, pad_flops_factor):
+    by_step: dict[int, list[Run]] = {}
+    for r in program:
+      if r.name in left:
+        by_step.setdefault(resume_step(r), []).append(r)
+    for step in sorted(by_step):
+      g = by_step[step]
+      size = max_group_size if max_group_size > 0 else len(g)
+      out += [(g[i:i + size], program) for i in range(0, len(g), size)]
+  return out
+
+
 def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | None = None,
-              step_bar: Any = None) -> list[dict[str, Any]]:
+              step_bar: Any = None, program: Sequence[Run] | None = None) -> list[dict[str, Any]]:
   """Train runs that share one program together (ffn_research.loop); write their summaries.
 
   The program is built at the widest run's d_ff; narrower runs are padded to it and masked.
@@ -313,10 +336,12 @@ def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | Non
   `sweep_padded_d_ff`, the hidden width the program allocated; counts are the run's own).
   A run whose loss turns non-finite or blows up is 'diverged'; the others go on. Runs
   resume from their newest common intact checkpoint. The caller holds the run locks.
+  `program`: the runs the program is planned for (`resume_groups`; default `runs`).
   """
   devices = list(devices if devices is not None else jax.local_devices())
-  widest = max(runs, key=lambda r: models.hidden_width(r.config.model))
-  configs = [widest.config] + [r.config for r in runs if r is not widest]
+  program = list(program if program is not None else runs)
+  widest = max(program, key=lambda r: models.hidden_width(r.config.model))
+  configs = [widest.config] + [r.config for r in program if r is not widest]
   progs = _programs(train_lib.group_config(configs), len(runs), tuple(devices))
   summaries = loop_lib.run_group(progs, [r.config for r in runs], [_run_dir(workdir, r.name) for r in runs],
                                  step_bar=step_bar)
@@ -358,6 +383,8 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
   `pad_flops_factor`: PAD_FLOPS_FACTOR (1.0: no d_ff padding).
   """
   check_shard(num_shards, shard_index)
+  if not sweep:
+    raise config_lib.ConfigError('the sweep has no runs (get_sweep returned an empty list); nothing written')
   runs = expand(base, sweep)
   mine = select_shard(runs, num_shards, shard_index, pad_flops_factor)
   io_lib.prepare_workdir(workdir)
@@ -369,19 +396,14 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
     for r in mine:  # refuse to mix runs of different configs before any training
       io_lib.check_or_write_config(_run_dir(workdir, r.name), r.config.to_dict(), defaults)
     todo = [r for r in mine if (_read_summary(workdir, r.name) or {}).get('status') not in FINISHED]
-    # Runs resume together only from the same step: group by program and by checkpoint step.
-    by_step: dict[int, list[Run]] = {}
-    for r in todo:
-      by_step.setdefault(_resume_step(workdir, r.name), []).append(r)
-    groups = [g for step in sorted(by_step) for g in group_runs(by_step[step], pad_flops_factor)]
-    if max_group_size > 0:
-      groups = [g[i:i + max_group_size] for g in groups for i in range(0, len(g), max_group_size)]
+    groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor,
+                           max_group_size)
     print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
           f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
           file=sys.stderr, flush=True)
 
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
-    for g in groups:
+    for g, program in groups:
       step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
                       leave=False, disable=not progress, dynamic_ncols=True)
       try:
@@ -394,7 +416,7 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
             except io_lib.Busy as e:
               print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
           if free:
-            run_group(free, workdir, devices=devices, step_bar=step_bar)
+            run_group(free, workdir, devices=devices, step_bar=step_bar, program=program)
       except io_lib.Busy as e:
         print(f'sweep: skipped {len(g)} runs starting with {g[0].name}: {e}', file=sys.stderr, flush=True)
       except loop_lib.NotEnoughMemory as e:

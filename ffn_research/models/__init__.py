@@ -86,3 +86,10 @@ def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]
   if m.arch in SEQUENCE_ARCHS:
     return transformer.counts(m, task.output_dim, task.seq_len, ffn_counts(m, m.d_model, m.d_model))
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+
+
+def run_notes(config: ml_collections.ConfigDict) -> dict[str, str]:
+  """What a run's summary.json must say about its model beyond the counts: {'moe_noncausal': why}
+  when a sequence model's MoE leaks later tokens or other sequences (model.moe.allow_noncausal)."""
+  reason = moe_lib.noncausal_reason(config.model)
+  return {} if reason is None else {'moe_noncausal': f'model.moe.{reason}'}

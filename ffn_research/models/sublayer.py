@@ -34,10 +34,11 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
   if e.num_experts > 0:
+    scope, priority = moe_lib.routing_settings(model_cfg)
     return moe_lib.MoE(
         d_in, d_ff, model_cfg.activation, num_experts=e.num_experts, top_k=e.top_k,
         capacity_factor=e.capacity_factor, router=e.router, renormalize=e.renormalize,
-        drop_priority=e.drop_priority, dispatch=e.dispatch,
+        drop_priority=priority, capacity_scope=scope, dispatch=e.dispatch,
         num_shared_experts=e.num_shared_experts, granularity=e.granularity,
         load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
         bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,
