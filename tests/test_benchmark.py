@@ -76,7 +76,8 @@ def test_torch_loop_moe_computes_our_moe(cf):
     for name in ('w1', 'b1', 'w2', 'b2'):
       getattr(ref, name).copy_(torch.tensor(np.asarray(w[name])))
   x = np.random.default_rng(0).standard_normal((t, d)).astype(np.float32) * 2
-  y, aux = nnx.jit(lambda m, x: m.apply(x))(ours, x)
+  # training mode (an rng), as the benchmark's train step: evaluation with batch-wide capacity is dropless
+  y, aux = nnx.jit(lambda m, x: m.apply(x, rng=jax.random.key(0)))(ours, x)
   y_ref, aux_ref = ref(torch.tensor(x))
   np.testing.assert_allclose(y, y_ref.detach().numpy(), rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(aux['load_balance_loss'] + aux['z_loss'], aux_ref.item(), rtol=1e-5)
