@@ -52,7 +52,7 @@ DENSITIES = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 SETTINGS = {
     'smoke': dict(densities=(1.0, 0.1, 0.01), seeds=3, steps=200, batch=256),
     'quick': dict(densities=DENSITIES, seeds=5, steps=3000, batch=1024),
-    'full': dict(densities=DENSITIES, seeds=10, steps=10000, batch=1024),
+    'full': dict(densities=DENSITIES, seeds=6, steps=5000, batch=1024),
 }
 # Sweep name -> (model.arch, importance decay r, label).
 ARMS = {
