@@ -122,6 +122,7 @@ def test_analyze_on_synthetic_stats(tmp_path):
   assert a.verdicts[0].statistic == pytest.approx(10.4)  # seeds 0..4 give 10, 11, 10, 11, 10
   assert (tmp_path / 'features_vs_sparsity.png').stat().st_size > 1000
   assert any('from 1 - S = 0.1 to 0.03' in n for n in a.notes)  # the largest step: 6 -> ~10.4
+  assert any(n.startswith('tied, descriptive') and 'seed 4: 5' in n and 'minus dense: +5.40' in n for n in a.notes)
   # No plateau: invalid. Superposition already at density 1: the dense premise fails, invalid.
   assert all(v.outcome == verdict.INVALID for v in sp.analyze_stats(_stats(10, 3, plateau_jump=0.5), ctx).verdicts)
   assert sp.analyze_stats(_stats(10, 3, dense=8), ctx).verdicts[0].outcome == verdict.INVALID

@@ -192,6 +192,22 @@ def sharpest_step(table: pd.DataFrame, arm: str) -> str:
           + ', '.join(f'{x:+.2f}' for x in jumps) + ')')
 
 
+def dense_vs_sparse(stats: pd.DataFrame, arm: str) -> str:
+  """Descriptive (not a verdict; added after the first full run): per seed the dense count and the
+  paired difference (mean over densities <= SPARSE_MAX_DENSITY) - (density 1)."""
+  g = stats[stats['arm'] == arm]
+  dense = g[g[DENSITY] >= 1.0].set_index(SEED)['represented']
+  sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY + 1e-12].groupby(SEED)['represented'].mean()
+  diff = (sparse - dense).dropna()
+  if diff.empty:
+    return f'{arm}: no seed has both a dense and a sparse run'
+  m, lo, hi = _ci(diff)
+  return (f'{arm}, descriptive (not a verdict): represented at 1 - S = 1 per seed: '
+          + ', '.join(f'seed {int(s)}: {int(c)}' for s, c in dense.items())
+          + f'; per seed, sparse (1 - S <= {SPARSE_MAX_DENSITY:g}) minus dense: {m:+.2f} (95% CI [{lo:.2f}, {hi:.2f}], '
+          f'n = {len(diff)})')
+
+
 def analyze_stats(stats: pd.DataFrame, ctx: base.Context, failed: dict[str, int] | None = None) -> base.Analysis:
   """The verdicts, tables and figures from collect's frame (pure in the frame; tests feed a synthetic one)."""
   verdicts = [
@@ -204,6 +220,7 @@ def analyze_stats(stats: pd.DataFrame, ctx: base.Context, failed: dict[str, int]
   ]
   table = density_table(stats)
   notes = [sharpest_step(table, arm) for arm in ARMS if arm in set(stats['arm'])]
+  notes += [dense_vs_sparse(stats, arm) for arm in ARMS if arm in set(stats['arm'])]
   notes.append('dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||')
   if failed and any(failed.values()):
     notes.append(f'runs not completed (excluded): {failed}')
