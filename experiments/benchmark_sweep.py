@@ -8,7 +8,7 @@
 
 --mode=padding: each sweep with today's grouping (sweep.group_runs with pad_flops_factor 1:
 a program per d_ff), then with d_ff padding (each of --pad_flops_factors, default
-sweep.PAD_FLOPS_FACTOR); prints wall times, the ratios and the largest eval_loss difference
+programs.PAD_FLOPS_FACTOR); prints wall times, the ratios and the largest eval_loss difference
 of a run between the padded sweep and the same run unpadded.
 --mode=seeds: N seeds of a config as one vmapped sweep group vs N separate
 `train_and_evaluate` runs. The persistent compilation cache is off and in-process caches
@@ -27,7 +27,7 @@ from absl import app, flags, logging
 flags.DEFINE_enum('mode', 'padding', ['padding', 'seeds'], 'What to compare (see the docstring).')
 flags.DEFINE_list('sweeps', ['quick', 'regression'], 'padding: capacity_dense.py arguments to run '
                   '(quick: 16 runs, 500 steps; regression: the full 162 runs, 2000 steps).')
-flags.DEFINE_list('pad_flops_factors', [], 'padding: factors of the padded sides (default: sweep.PAD_FLOPS_FACTOR).')
+flags.DEFINE_list('pad_flops_factors', [], 'padding: factors of the padded sides (default: programs.PAD_FLOPS_FACTOR).')
 flags.DEFINE_integer('num_runs', 16, 'seeds: seeds to train.')
 flags.DEFINE_string('config', 'configs/regression.py', 'seeds: config file (get_config() default arg).')
 FLAGS = flags.FLAGS
@@ -53,8 +53,8 @@ def fresh_caches() -> None:
 
 def padding(tmp: str) -> None:
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from ffn_research import configfile, sweep  # pylint: disable=g-import-not-at-top
-  factors = [float(f) for f in FLAGS.pad_flops_factors] or [sweep.PAD_FLOPS_FACTOR]
+  from ffn_research import configfile, programs, sweep  # pylint: disable=g-import-not-at-top
+  factors = [float(f) for f in FLAGS.pad_flops_factors] or [programs.PAD_FLOPS_FACTOR]
   print(machine())
   for arg in FLAGS.sweeps:
     base, grid = configfile.load_sweep_file(f'{SWEEP_FILE}:{arg}')

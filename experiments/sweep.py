@@ -22,7 +22,7 @@ flags.DEFINE_integer('shard_index', None, 'Which shard to run (default: SLURM_AR
 flags.DEFINE_bool('merge_only', False, 'Only rebuild results.csv from every run summary.')
 flags.DEFINE_integer('max_group_size', 0, 'Split vmapped groups larger than this (0: no limit).')
 flags.DEFINE_float('pad_flops_factor', None, 'Runs differing in model.d_ff share a program padded to '
-                   'the widest while padded FLOPs <= this x real FLOPs (default sweep.PAD_FLOPS_FACTOR; '
+                   'the widest while padded FLOPs <= this x real FLOPs (default programs.PAD_FLOPS_FACTOR; '
                    '1: no padding).')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
@@ -40,6 +40,7 @@ def main(argv):
   from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
   from ffn_research import loop  # pylint: disable=g-import-not-at-top
   from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research import programs  # pylint: disable=g-import-not-at-top
   try:
     if FLAGS.merge_only:
       print(f'wrote {sweep.write_results(FLAGS.workdir)}')
@@ -53,7 +54,7 @@ def main(argv):
       sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
     summaries = sweep.run_sweep(FLAGS.config, runs, FLAGS.workdir, num_shards=num_shards,
                                 shard_index=shard_index, max_group_size=FLAGS.max_group_size,
-                                pad_flops_factor=(sweep.PAD_FLOPS_FACTOR if FLAGS.pad_flops_factor is None
+                                pad_flops_factor=(programs.PAD_FLOPS_FACTOR if FLAGS.pad_flops_factor is None
                                                   else FLAGS.pad_flops_factor),
                                 progress=FLAGS.progress)
   except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory, FileNotFoundError,

@@ -59,22 +59,6 @@ def traced_values(config: ml_collections.ConfigDict) -> dict[str, float]:
   return {k: float(flat[k]) for k in TRACED_KEYS}
 
 
-def group_config(configs) -> ml_collections.ConfigDict:
-  """The config a group's program is built from: the first's, each traced key at its largest value
-  in the group, so a path a value > 0 turns on (dropout, router jitter) is compiled in when any run
-  uses it; each run's own values are then fed in as `scalars` (a value of 0 on that path changes
-  nothing: models.TRACED_KEYS)."""
-  config = ml_collections.ConfigDict(configs[0].to_dict())
-  values = [traced_values(c) for c in configs]
-  for key in TRACED_KEYS:
-    *path, leaf = key.split('.')
-    node = config
-    for part in path:
-      node = node[part]
-    node[leaf] = max(v[key] for v in values)
-  return config
-
-
 class Experiment:
   """Pure functions for one config; see the module docstring."""
 
@@ -109,7 +93,7 @@ class Experiment:
     The optimizer's hyperparameters and the task's traced keys come from `scalars`; the model's
     Hyper variables are not part of the state (train_step takes them from `scalars`).
     `d_ff`: the run's true FFN width when this Experiment's config is a padded program's
-    (sweep.PAD_FLOPS_FACTOR): units past it start at 0 and stay 0; None: the config's width.
+    (d_ff padding: ffn_research.programs): units past it start at 0 and stay 0; None: the config's width.
     """
     scalars = self._scalars(scalars)
     key = jax.random.PRNGKey(seed)
