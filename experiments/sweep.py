@@ -64,7 +64,7 @@ def main(argv):
   statuses = [s['status'] for s in summaries.values() if s]
   print(f'shard {shard_index}/{num_shards}: ' + ', '.join(
       f'{statuses.count(s)} {s}' for s in sorted(set(statuses))) + f'; {FLAGS.workdir}/results.csv')
-  finished = len(statuses) == len(summaries) and all(s in ('completed', 'diverged') for s in statuses)
+  finished = len(statuses) == len(summaries) and all(s in io_lib.FINISHED for s in statuses)
   sys.exit(0 if finished else 1)
 
 

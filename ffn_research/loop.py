@@ -32,7 +32,6 @@ import jax
 import ml_collections
 import numpy as np
 
-from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import models, parallel, train, validation
 from ffn_research import programs as programs_lib
@@ -437,6 +436,7 @@ def train_group(programs: programs_lib.Programs, configs: Sequence[ml_collection
     loop.close()
   return loop.finish(rate, evals)
 
+
 # --------------------------------------------------------------------------- one run in a workdir
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
@@ -444,43 +444,45 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   Raises ConfigError, io.WorkdirError (unusable, busy or mismatched workdir) or
   NotEnoughMemory before training; a crash during training is recorded as status 'failed'.
+  With several processes (jax.distributed) process 0 alone owns the workdir.
   """
   validation.validate(config)
   mesh = parallel.build_mesh(config)  # ConfigError when parallel.* does not fit the devices
-  primary = parallel.is_primary()  # several processes (jax.distributed): process 0 owns the workdir
+  primary, run = parallel.is_primary(), io_lib.RunDir(workdir)
   if primary:
     io_lib.prepare_workdir(workdir)
-  with io_lib.Lock(workdir) if primary else contextlib.nullcontext():
+  with run.lock() if primary else contextlib.nullcontext():
     if primary:
-      io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict(),
-                                   free=('parallel.',))  # a run may resume on another mesh
-    summary_path = os.path.join(workdir, 'summary.json')
-    previous = parallel.from_primary(io_lib.read_summary(summary_path) if primary else None)
-    if previous and previous.get('status') in ('completed', 'diverged'):
+      run.check_config(config.to_dict(), free=('parallel.',))  # a run may resume on another mesh
+    previous = parallel.from_primary(run.finished() if primary else None)
+    if previous:
       if primary:
         print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
       return previous
     start_time = time.time()
     exp = train.Experiment(config, mesh)
     if primary:
-      print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
-                                  for k, v in exp.counts.items()), flush=True)
-      if mesh is not None:
-        print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
-              f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
+      _print_model(exp, mesh)
     try:
       summary = train_group(programs_lib.LonePrograms(exp), [config], [workdir], verbose=primary)[0]
     except NotEnoughMemory:
       raise
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
       if primary:
-        io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
-                                         'wall_time_s': time.time() - start_time})
+        run.write_failure(e, wall_time_s=time.time() - start_time)
       raise
     if primary:
-      io_lib.write_json(summary_path, summary)
+      run.write_summary(summary)
       print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
   return summary
+
+
+def _print_model(exp: train.Experiment, mesh: jax.sharding.Mesh | None) -> None:
+  print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
+                              for k, v in exp.counts.items()), flush=True)
+  if mesh is not None:
+    print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
+          f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
 
 
 # --------------------------------------------------------------------------- reading a run back
@@ -509,4 +511,4 @@ def load_run(run_dir: str) -> LoadedRun:
   finally:
     ckpt.close()
   model = exp.merge(restored[0]['params'])
-  return LoadedRun(config, model, io_lib.read_json(os.path.join(run_dir, 'summary.json')))
+  return LoadedRun(config, model, io_lib.read_json(io_lib.RunDir(run_dir).summary_path))

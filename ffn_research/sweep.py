@@ -55,7 +55,6 @@ COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_activ
                  'd_ff_effective', 'flops_per_token')
 TAIL_COLUMNS = ('diverged_step', 'diverged_reason', 'wall_time_s', 'compile_time_s', 'checkpoint_time_s',
                 'steps_per_s', 'sweep_group_size', 'sweep_padded_d_ff', 'error')
-FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
 
 
 # --------------------------------------------------------------------------- defining sweeps
@@ -106,12 +105,13 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, A
   """A copy of `config` with dotted keys set; unknown keys or wrong types raise ConfigError."""
   config = ml_collections.ConfigDict(config.to_dict())
   for key, value in overrides.items():
-    *path, leaf = key.split('.')
-    node = config
-    for part in path:
-      if not isinstance(node.get(part), ml_collections.ConfigDict):
-        raise config_lib.ConfigError(f'sweep override {key!r}: no config section {part!r}')
-      node = node[part]
+    section, _, leaf = key.rpartition('.')
+    try:
+      node = config_lib.get_path(config, section) if section else config
+    except (KeyError, TypeError):
+      node = None
+    if not isinstance(node, ml_collections.ConfigDict):
+      raise config_lib.ConfigError(f'sweep override {key!r}: no config section {section!r}')
     if leaf not in node:
       options = ', '.join(sorted(node.keys()))
       raise config_lib.ConfigError(f'sweep override {key!r} is not a config key; keys here: {options}')
@@ -226,17 +226,13 @@ def enable_compilation_cache(directory: str) -> None:
 
 # --------------------------------------------------------------------------- running a group
 
-def _run_dir(workdir: str, name: str) -> str:
-  return os.path.join(workdir, 'runs', name)
-
-
-def _read_summary(workdir: str, name: str) -> dict[str, Any] | None:
-  return io_lib.read_summary(os.path.join(_run_dir(workdir, name), 'summary.json'))
+def _run_dir(workdir: str, name: str) -> io_lib.RunDir:
+  return io_lib.RunDir(os.path.join(workdir, 'runs', name))
 
 
 def _resume_step(workdir: str, name: str) -> int:
   """The newest checkpoint step of a run (0 if none), from folder names alone."""
-  folder = os.path.join(_run_dir(workdir, name), 'checkpoints')
+  folder = os.path.join(_run_dir(workdir, name).path, 'checkpoints')
   steps = [int(d) for d in os.listdir(folder) if d.isdigit()] if os.path.isdir(folder) else []
   return max(steps, default=0)
 
@@ -280,37 +276,57 @@ def resume_groups(mine: Sequence[Run], todo: Sequence[Run], resume_step: Callabl
   return out
 
 
-def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | None = None,
-              step_bar: Any = None, program: Sequence[Run] | None = None) -> list[dict[str, Any]]:
-  """Train runs that share one program together (ffn_research.loop); write their summaries.
+def _train_runs(runs: Sequence[Run], workdir: str, program: Sequence[Run], devices: Sequence[Any] | None,
+                step_bar: Any) -> None:
+  """Train runs that share one program together (loop.train_group); write their summaries.
 
-  The program is built at the widest run's d_ff; narrower runs are padded to it and masked.
-  Every run's outputs follow a lone run's schema (summary adds `sweep_group_size` and
-  `sweep_padded_d_ff`, the hidden width the program allocated; counts are the run's own).
-  A run whose loss turns non-finite or blows up is 'diverged'; the others go on. Runs
-  resume from their newest common intact checkpoint. The caller holds the run locks.
-  `program`: the runs the program is planned for (`resume_groups`; default `runs`).
+  The program is planned for the runs `program` (resume_groups) and built at the widest one's
+  d_ff; narrower runs are padded to it and masked (ffn_research.programs). Every run's outputs
+  follow a lone run's schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden
+  width the program allocated; counts are the run's own). A run whose loss turns non-finite or
+  blows up is 'diverged'; the others go on. Runs resume from their newest common intact
+  checkpoint. The caller holds the run locks.
   """
-  devices = list(devices if devices is not None else jax.local_devices())
-  program = list(program if program is not None else runs)
+  devices = tuple(devices if devices is not None else jax.local_devices())
   config = programs_lib.program_config([r.config for r in program])
-  progs = _programs(config, len(runs), tuple(devices))
-  summaries = loop_lib.train_group(progs, [r.config for r in runs], [_run_dir(workdir, r.name) for r in runs],
-                                   step_bar=step_bar)
-  for r, summary in zip(runs, summaries):
+  run_dirs = [_run_dir(workdir, r.name) for r in runs]
+  summaries = loop_lib.train_group(_programs(config, len(runs), devices), [r.config for r in runs],
+                                   [d.path for d in run_dirs], step_bar=step_bar)
+  for run_dir, summary in zip(run_dirs, summaries):
     summary['sweep_group_size'] = len(runs)
     summary['sweep_padded_d_ff'] = models.hidden_width(config.model)
-    io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
-  return summaries
+    run_dir.write_summary(summary)
 
 
-def _write_failed(runs: Sequence[Run], workdir: str, error: BaseException) -> list[dict[str, Any]]:
-  out = []
-  for r in runs:
-    summary = {'status': 'failed', 'error': f'{type(error).__name__}: {error}'.splitlines()[0]}
-    io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
-    out.append(summary)
-  return out
+def _train_group(runs: Sequence[Run], program: Sequence[Run], workdir: str, devices: Sequence[Any] | None,
+                 progress: bool) -> None:
+  """_train_runs for the runs no other process holds; a group that fails or does not fit in
+  memory is recorded 'failed' (retried on rerun), the sweep goes on."""
+  step_bar = tqdm(total=runs[0].config.train.steps, desc=f'{len(runs)} x {runs[0].name}', unit='step',
+                  leave=False, disable=not progress, dynamic_ncols=True)
+  what = f'group of {len(runs)} runs starting with {runs[0].name}'
+  try:
+    with contextlib.ExitStack() as locks:
+      free = []  # runs another process holds are skipped; their group-mates still train
+      for r in runs:
+        try:
+          locks.enter_context(_run_dir(workdir, r.name).lock())
+          free.append(r)
+        except io_lib.Busy as e:
+          print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
+      if free:
+        _train_runs(free, workdir, program, devices, step_bar)
+  except io_lib.Busy as e:
+    print(f'sweep: skipped {len(runs)} runs starting with {runs[0].name}: {e}', file=sys.stderr, flush=True)
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, loop_lib.NotEnoughMemory):
+      print(f'sweep: {what} refused: {e}', file=sys.stderr, flush=True)
+    else:
+      traceback.print_exc()
+      print(f'sweep: {what} failed: {e}', file=sys.stderr, flush=True)
+    for r in runs:
+      _run_dir(workdir, r.name).write_failure(e)
+  step_bar.close()
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -344,47 +360,21 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
     io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
         'base_config': base.to_dict(),
         'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]})
-    defaults = config_lib.default_config().to_dict()
     for r in mine:  # refuse to mix runs of different configs before any training
-      io_lib.check_or_write_config(_run_dir(workdir, r.name), r.config.to_dict(), defaults)
-    todo = [r for r in mine if (_read_summary(workdir, r.name) or {}).get('status') not in FINISHED]
+      _run_dir(workdir, r.name).check_config(r.config.to_dict())
+    todo = [r for r in mine if not _run_dir(workdir, r.name).finished()]
     groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor,
                            max_group_size)
     print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
           f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
           file=sys.stderr, flush=True)
-
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
     for g, program in groups:
-      step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
-                      leave=False, disable=not progress, dynamic_ncols=True)
-      try:
-        with contextlib.ExitStack() as locks:
-          free = []  # runs another process holds are skipped; their group-mates still train
-          for r in g:
-            try:
-              locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
-              free.append(r)
-            except io_lib.Busy as e:
-              print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
-          if free:
-            run_group(free, workdir, devices=devices, step_bar=step_bar, program=program)
-      except io_lib.Busy as e:
-        print(f'sweep: skipped {len(g)} runs starting with {g[0].name}: {e}', file=sys.stderr, flush=True)
-      except loop_lib.NotEnoughMemory as e:
-        print(f'sweep: group of {len(g)} runs starting with {g[0].name} refused: {e}',
-              file=sys.stderr, flush=True)
-        _write_failed(g, workdir, e)
-      except Exception as e:  # pylint: disable=broad-except
-        traceback.print_exc()
-        print(f'sweep: group of {len(g)} runs starting with {g[0].name} failed: {e}',
-              file=sys.stderr, flush=True)
-        _write_failed(g, workdir, e)
-      step_bar.close()
+      _train_group(g, program, workdir, devices, progress)
       run_bar.update(len(g))
     run_bar.close()
   write_results(workdir)
-  return {r.name: _read_summary(workdir, r.name) for r in mine}
+  return {r.name: _run_dir(workdir, r.name).summary() for r in mine}
 
 
 # --------------------------------------------------------------------------- results.csv
@@ -410,21 +400,15 @@ def results_rows(workdir: str) -> tuple[list[str], list[dict[str, Any]]]:
   rows = []
   for run in spec['runs']:
     try:
-      config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']), 'config.json'))
+      config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']).path, 'config.json'))
     except io_lib.CorruptFile as e:
       io_lib.warn(str(e))
       config = None
-    summary = _read_summary(workdir, run['name']) or {'status': 'pending'}
+    summary = _run_dir(workdir, run['name']).summary() or {'status': 'pending'}
     row = {'name': run['name'], **summary}
     for key in swept:
-      section, leaf = key.rsplit('.', 1)
       value = run['overrides'].get(key)
-      if value is None and config is not None:
-        node = config
-        for part in section.split('.'):
-          node = node[part]
-        value = node[leaf]
-      row[key] = value
+      row[key] = config_lib.get_path(config, key) if value is None and config is not None else value
     rows.append(row)
   front = ['name', 'status', *swept, *COUNT_COLUMNS, 'step', 'final_loss']
   rest = sorted({k for row in rows for k in row} - set(front) - set(TAIL_COLUMNS))
