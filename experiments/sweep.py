@@ -14,6 +14,10 @@ import sys
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: a bad flag or sweep file fails at once, before jax loads; jax
+# registers its own flags just before app.run.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_string('workdir', None, 'Sweep folder; rerunning on it resumes.')
 flags.DEFINE_integer('num_shards', None, 'Split the runs into this many shards '
                      '(default: SLURM_ARRAY_TASK_COUNT, else 1).')
@@ -35,12 +39,12 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import loop  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
-  from ffn_research import programs  # pylint: disable=g-import-not-at-top
+  from ffn_research import config as config_lib
+  from ffn_research import configfile
+  from ffn_research import io as io_lib
+  from ffn_research import loop
+  from ffn_research import sweep
+  from ffn_research import programs
   try:
     if FLAGS.merge_only:
       print(f'wrote {sweep.write_results(FLAGS.workdir)}')
@@ -69,11 +73,11 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
-  from ffn_research.config import unknown_override_error  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile
+  from ffn_research.config import unknown_override_error
   if error := unknown_override_error(sys.argv):
     sys.exit(f'error: {error}')
   SPEC, SWEEP_MODULE = configfile.define_config_flag(sys.argv)
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

@@ -16,6 +16,7 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
+from ffn_research import io as io_lib
 from ffn_research import loop, models, programs, sweep, tasks, train
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
@@ -217,7 +218,6 @@ def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
 @pytest.mark.slow  # two sweeps and a resume of a padded group (~15 s)
 def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypatch):
   """Checkpoints hold each run's own shapes; a killed padded group restores them zero-padded."""
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
   base = tiny_config()
   base.train.steps, base.train.checkpoint_every = 40, 20
   grid = sweep.values('model.d_ff', [4, 8, 16])

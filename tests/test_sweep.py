@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
+from flax import nnx
 
+import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import configfile
 from ffn_research import loop, models, sweep, tasks, train
@@ -335,9 +338,6 @@ def test_sweep_and_analyze_entry_points(tmp_path):
 def test_load_run_of_a_sweep_run(group_sweep):
   """Every sweep run keeps its trained weights; evaluated alone they give its eval_loss to float32
   rounding (the group evaluated them vmapped)."""
-  import ffn_research  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
   workdir, summaries, _ = group_sweep
   name = 'learning_rate=0.05,seed=2'
   config, model, summary = ffn_research.load_run(os.path.join(workdir, 'runs', name))

@@ -221,8 +221,8 @@ def report_markdown(report: dict[str, Any]) -> str:
 def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
   ablation = ablations.get(name)
-  if scale not in base.SCALES:
-    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(base.SCALES)}')
+  if scale not in ablations.SCALES:
+    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
   if scale not in ablation.scales:
     raise ReproduceError(f'ablation {name} has no {scale!r} scale; it has: {", ".join(ablation.scales)}')
   outdir = os.path.join(workdir, name)
