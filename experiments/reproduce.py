@@ -4,7 +4,7 @@
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --quick
   python -m experiments.reproduce --ablation=all --workdir=runs/repro_quick --quick
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --publish
-  python -m experiments.reproduce --update_readme     # README Results from docs/results/*/report.json
+  python -m experiments.reproduce --update_readme     # Results sections from docs/results/*/report.json
 
 Writes DIR/NAME/report.md, report.json and PNGs (DIR/index.md for --ablation=all). Rerunning
 resumes: finished runs are not redone. See docs/reproduce.md.
@@ -24,9 +24,9 @@ flags.DEFINE_string('scale', 'full', 'smoke (seconds, tests), quick (<= 10 min o
 flags.DEFINE_bool('quick', False, 'Shorthand for --scale=quick.')
 flags.DEFINE_bool('list', False, 'List the ablations with their claims and exit.')
 flags.DEFINE_bool('publish', False, 'After running, copy the (full-scale) report to docs/results/NAME/ '
-                  'and regenerate the README Results section.')
-flags.DEFINE_bool('update_readme', False, 'Only regenerate the README Results section from every '
-                  'docs/results/*/report.json (e.g. after a merge) and exit.')
+                  'and regenerate the Results sections (README.md, docs/results/README.md).')
+flags.DEFINE_bool('update_readme', False, 'Only regenerate the Results sections (README.md, '
+                  'docs/results/README.md) from every docs/results/*/report.json (e.g. after a merge) and exit.')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -47,7 +47,7 @@ def main(argv):
   if FLAGS.update_readme:
     from ffn_research.ablations import runner
     runner.update_readme()
-    print(f'updated {runner.REPO_ROOT}/README.md from docs/results/*/report.json')
+    print(f'updated {runner.REPO_ROOT}/README.md and {runner.RESULTS_PAGE} from docs/results/*/report.json')
     return
   if not FLAGS.list:  # bad requests fail here, before jax and the ablations are imported
     if not FLAGS.ablation or not FLAGS.workdir:
