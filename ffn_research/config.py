@@ -147,6 +147,20 @@ def tiny_transformer_config(task_name: str, arg: str | None,
   return config
 
 
+def get_path(cfg: Any, key: str) -> Any:
+  """cfg['a']['b'] for the dotted key 'a.b' (a ConfigDict or a plain nested dict)."""
+  node = cfg
+  for part in key.split('.'):
+    node = node[part]
+  return node
+
+
+def set_path(cfg: Any, key: str, value: Any) -> None:
+  """cfg['a']['b'] = value for the dotted key 'a.b'."""
+  section, _, leaf = key.rpartition('.')
+  (get_path(cfg, section) if section else cfg)[leaf] = value
+
+
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:
   """{'section.key': value} of a (nested) config."""
   out = {}

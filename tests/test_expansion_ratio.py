@@ -140,7 +140,13 @@ def test_regime_checks_make_the_verdict_invalid(tmp_path, no_plot):  # pylint: d
   # Best rate at the grid's edge.
   out = _analyze(tmp_path, _results(FLAT, best_lr=2e-2))
   assert [v.outcome for v in out.verdicts] == [verdict.INVALID] * 2
-  assert 'learning rate inside the grid' in out.verdicts[0].detail and '5/5 seeds at 0.02' in out.verdicts[0].detail
+  assert 'learning rate inside the grid at N=38,000' in out.verdicts[0].detail
+  assert '5/5 seeds at 0.02' in out.verdicts[0].detail
+  # The edge is checked per size: an untuned shape at one size leaves the other size's verdict standing.
+  frames, edge = _results(FLAT), _results(FLAT, best_lr=2e-2)
+  frames['n76000'] = edge['n76000']
+  out = _analyze(tmp_path, frames)
+  assert [v.outcome for v in out.verdicts] == [verdict.REPRODUCED, verdict.INVALID]
   # Still moving: at the previous evaluation the shapes were STEEP, at the last FLAT (spread ~30 vs ~2 points).
   frames, prev = _results(FLAT), _results(STEEP)
   for k in frames:

@@ -228,8 +228,6 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   df = with_points(results, ctx.scale, ctx.outdir)
   winners = verdict.best_per_point(df, by=['size', 'ratio'], metric='excess_bits')
   winners = excess_over_fit(winners)
-  edge = verdict.edge_check('learning rate inside the grid', winners.set_index(['size', 'ratio'])[f'best_{LR}'],
-                            s['lrs'])
   alphas = winners.groupby(SEED)['alpha'].first()
   a_mean, a_lo, a_hi = verdict.mean_ci(alphas)
   previous = excess_over_fit(winners.drop(columns=['fit', 'excess_pct', 'alpha']), y='excess_bits_prev')
@@ -247,6 +245,8 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
     coverage = verdict.Check(f'every shape measured at N={n:,}', bool((counts == s['seeds']).all()),
                              'seeds with a completed run per ratio: '
                              + ', '.join(f'{r:g}: {c}/{s["seeds"]}' for r, c in counts.items()))
+    edge = verdict.edge_check(f'learning rate inside the grid at N={n:,}',
+                              w.set_index(['size', 'ratio'])[f'best_{LR}'], s['lrs'])
     checks = [coverage, verdict.plateau_check(f'plateau at N={n:,} (mean spread, points, at {PLATEAU_AT:g} of the steps '
                                     'and at the end)', spreads, spreads_prev, PLATEAU_TOL, relative=False),
               _worst(f'dynamic range at N={n:,} (excess bits between 0 and the bigram excess)', ranges),

@@ -20,7 +20,7 @@ from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 from ffn_research.models import toy
 from ffn_research.models import transformer
-from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width, pads_d_ff  # the models package's API
+from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width  # the models package's API
 
 # model.arch name -> sequence model class (token inputs, vocabulary logits).
 SEQUENCE_ARCHS = {
