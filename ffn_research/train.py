@@ -4,6 +4,7 @@
 optimizer from `optim`) and exposes pure functions over pytrees:
 
   init(seed, scalars=None, d_ff=None)                    -> run state (params, opt_state, data, rng, step)
+  task_data(seed, scalars=None)                          -> the run's task data (init(seed)['data'])
   train_step(params, opt_state, batch, rng, scalars=None) -> (params, opt_state, metrics)
   train_chunk(state, num_steps, scalars=None)          -> (state, metrics): lax.scan over steps
   evaluate(params, data)                               -> eval metrics
@@ -117,14 +118,20 @@ class Experiment:
     opt_state = self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0])
     for k in optim.HYPERPARAMS:
       opt_state.hyperparams[k] = jnp.asarray(scalars[f'train.{k}'], opt_state.hyperparams[k].dtype)
-    task_scalars = {k: scalars[f'task.{k}'] for k in getattr(self.task, 'traced', ())}
     return {
         'params': params,
         'opt_state': opt_state,
-        'data': self.task.init_data(jax.random.fold_in(key, 1), **task_scalars),
+        'data': self.task_data(seed, scalars),
         'rng': jax.random.fold_in(key, 2),
         'step': jnp.zeros((), jnp.int32),
     }
+
+  def task_data(self, seed: jax.Array | int, scalars: dict[str, Any] | None = None) -> PyTree:
+    """The task's data (datasets, teachers) of the run with this seed: `init(seed)['data']`, without
+    building the model or the optimizer state (e.g. the facts of a loaded run, `load_run`)."""
+    scalars = self._scalars(scalars)
+    task_scalars = {k: scalars[f'task.{k}'] for k in getattr(self.task, 'traced', ())}
+    return self.task.init_data(jax.random.fold_in(jax.random.PRNGKey(seed), 1), **task_scalars)
 
   def _flat(self, weights):
     """(one float32 vector of every nnx.Param, the function that rebuilds the State from it).

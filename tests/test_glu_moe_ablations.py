@@ -1,6 +1,6 @@
-"""glu_variants and moe_topk: sweep specs and verdict rules on synthetic results with known answers.
+"""moe_topk: sweep specs and the k = 1 router trap (glu_variants: tests/test_glu_variants.py).
 
-(Their pipelines through `python -m experiments.reproduce` at smoke scale are covered by
+(Its pipeline through `python -m experiments.reproduce` at smoke scale is covered by
 tests/test_reproduce.py, which runs every registered ablation.)
 """
 
@@ -13,78 +13,10 @@ from flax import nnx
 
 from ffn_research import validation
 from ffn_research import sweep
-from ffn_research.ablations import glu_variants, moe_topk, verdict
+from ffn_research.ablations import moe_topk, verdict
 from ffn_research.models import moe as moe_lib
 
 R, NR, INC = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE
-
-
-def fake_results(task, means, seeds=5, noise=1e-4, seed=0):
-  """A results frame: per variant, metric = mean + a shared per-seed offset + small noise."""
-  rng = np.random.default_rng(seed)
-  offset = rng.normal(0, 0.05, seeds)  # seeds differ a lot; pairing removes it
-  column = glu_variants.METRICS[task][0]
-  rows = []
-  for name, m in means.items():
-    for s in range(seeds):
-      value = m + offset[s] + rng.normal(0, noise)
-      if task == 'teacher_student':
-        value = float(np.exp(value))  # the score is ln(eval_relative_mse)
-      rows.append({'model.activation': name, 'train.seed': s, column: value, 'status': 'completed',
-                   'num_params': 100, 'eval_bits': value, 'accuracy': 0.5, 'eval_loss': value})
-  return pd.DataFrame(rows)
-
-
-@pytest.mark.parametrize('task', ['language', 'teacher_student'])
-def test_glu_verdicts_on_the_papers_own_numbers(task):
-  """Results ordered exactly as the paper (its 65k numbers) reproduce every claim."""
-  wide = glu_variants.score_table(fake_results(task, glu_variants.PAPER_65K), task)
-  verdicts, pairs = glu_variants.task_verdicts(wide, task)
-  assert [v.outcome for v in verdicts] == [R] * 5
-  assert len(pairs) == len(glu_variants.GATED)
-  geglu = verdicts[0]
-  assert 'geglu' in geglu.claim and geglu.statistic == pytest.approx(1.942 - 1.997, abs=2e-3)
-  assert verdicts[-1].statistic == pytest.approx(1.0)  # Spearman of the paper with itself
-
-
-def test_glu_verdicts_reversed_and_null():
-  reversed_means = {k: -v for k, v in glu_variants.PAPER_65K.items()}
-  wide = glu_variants.score_table(fake_results('language', reversed_means), 'language')
-  verdicts, _ = glu_variants.task_verdicts(wide, 'language')
-  assert [v.outcome for v in verdicts] == [NR] * 5
-  assert verdicts[-1].statistic == pytest.approx(-1.0)
-  # No real differences and large per-seed noise: nothing is decided.
-  null = fake_results('language', {k: 0.0 for k in glu_variants.PAPER_65K}, noise=0.05, seed=3)
-  verdicts, _ = glu_variants.task_verdicts(glu_variants.score_table(null, 'language'), 'language')
-  assert INC in [v.outcome for v in verdicts[:4]]
-  # Two seeds: underpowered.
-  two = fake_results('language', glu_variants.PAPER_65K, seeds=2)
-  verdicts, _ = glu_variants.task_verdicts(glu_variants.score_table(two, 'language'), 'language')
-  assert {v.outcome for v in verdicts} == {INC}
-
-
-def test_glu_rank_bootstrap_is_deterministic_and_brackets_rho():
-  df = fake_results('language', glu_variants.PAPER_65K, noise=0.02)
-  wide = glu_variants.score_table(df, 'language')
-  a, b = glu_variants.rank_verdict(wide, 'language'), glu_variants.rank_verdict(wide, 'language')
-  assert a == b and a.ci[0] <= a.statistic <= a.ci[1] + 1e-12
-
-
-@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_glu_sweeps(scale):
-  specs = glu_variants.sweeps(scale)
-  s = glu_variants.SETTINGS[scale]
-  assert [spec.name for spec in specs] == ['language', 'teacher_student']
-  for spec in specs:
-    assert spec.base.model.match_params is True
-    runs = sweep.expand(spec.base, spec.overrides)
-    assert len(runs) == len(s['activations']) * s['seeds']
-    for run in runs:
-      validation.validate(run.config)
-  ts = specs[1].base.task
-  assert ts.teacher_activation not in glu_variants.PAPER_65K  # no candidate favoured by construction
-  if scale == 'full':
-    assert s['seeds'] >= 5 and set(s['activations']) == set(glu_variants.PAPER_65K)
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])

@@ -2,6 +2,7 @@
 checks, Holm, per-seed slopes, rank agreement by permutation, best-per-point learning rates, and how
 the runner renders them (report.md, report.json, README Results, the console line)."""
 
+import dataclasses
 import glob
 import json
 import math
@@ -143,6 +144,22 @@ def test_decision_p_agrees_with_the_ci_decision():
   # margin 0: the paired p is scipy's ttest_rel p
   v = verdict.paired(a, b, expect='less', claim='c')
   assert v.p_value == pytest.approx(stats.ttest_rel(a, b).pvalue)
+
+
+def test_equivalence_p_is_two_one_sided_tests_and_holm_can_downgrade_it():
+  rng = np.random.default_rng(5)
+  b = rng.normal(2.0, 0.1, 6)
+  a = b + 0.01 + rng.normal(0, 0.01, 6)
+  d = a - b
+  v = verdict.paired(a, b, expect='equal', margin=0.03, claim='a = b within 0.03')
+  edges = [stats.ttest_1samp(d, e).pvalue for e in (-0.03, 0.03)]
+  assert v.outcome == R and v.p_value == pytest.approx(max(edges))  # the farther edge is trivially rejected
+  far = verdict.paired(a + 0.1, b, expect='equal', margin=0.03, claim='c')
+  assert far.outcome == NR and far.p_value == pytest.approx(stats.ttest_1samp(d + 0.1, 0.03).pvalue)
+  # with enough other tests in the family, a borderline equivalence loses its decision like any other
+  weak = dataclasses.replace(v, p_value=0.03)
+  out = verdict.holm([weak, _v(R, 0.04), _v(NR, 0.045)])
+  assert out[0].p_holm == pytest.approx(0.09) and [o.outcome for o in out] == [INC, INC, INC]
 
 
 # --------------------------------------------------------------------------- per-seed slopes
@@ -329,3 +346,18 @@ def test_results_section_renders_published_reports():
   section = runner.results_section(REPO)
   for path in glob.glob(os.path.join(REPO, 'docs', 'results', '*', 'report.json')):
     assert f'### {json.loads(open(path, encoding="utf-8").read())["name"]}' in section
+
+
+def test_memorization_capacity_verdicts_carry_their_decision_p():
+  from ffn_research.ablations import memorization_capacity as mc  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(2)
+  for scale in (1.0, 1.5, 3.0):
+    rows = [{'model.d_model': d, 'train.seed': s, 'num_params': 100.0 * d,
+             'bits_stored': scale * 100.0 * d * math.exp(0.2 * rng.standard_normal())}
+            for d in (4, 8, 16) for s in range(3)]
+    df = pd.DataFrame(rows)
+    v = mc.bits_per_param_verdict(df, params='num_params', claimed=1.0, claim='c', size='model.d_model')
+    assert v.p_value is not None and (v.outcome != INC) == (v.p_value < 0.05)
+    other = df.assign(bits_stored=df['bits_stored'] * np.exp(0.1 * rng.standard_normal(len(df))))
+    r = mc.ratio_verdict(df, other, lo_ok=0.9, hi_ok=1.1, claim='c')
+    assert r.p_value is not None and (r.outcome != INC) == (r.p_value < 0.05)
