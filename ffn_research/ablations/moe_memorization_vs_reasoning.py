@@ -304,9 +304,16 @@ def task_gaps(w: pd.DataFrame, col: str, width: int, e_max: int) -> dict[str, tu
 
 
 def _plateau(task: str, points: dict[str, pd.DataFrame], metric: str, tol: float, relative: bool) -> list:
-  return [verdict.plateau_check(f'{task} {name}: trained to a plateau ({metric}, last vs previous evaluation)',
-                                p[metric].to_numpy(), p[f'prev_{metric}'].to_numpy(), tol, relative=relative)
-          for name, p in points.items()]
+  out = []
+  for name, p in points.items():
+    label = f'{task} {name}: trained to a plateau ({metric}, last vs previous evaluation)'
+    last, prev = p[metric].to_numpy(float), p[f'prev_{metric}'].to_numpy(float)
+    if relative and not np.nanmean(prev) != 0:  # no relative change from 0 (or from no evaluation)
+      out.append(verdict.Check(label, False, f'{np.nanmean(last):.4g} at the last evaluation vs '
+                                             f'{np.nanmean(prev):.4g} at the previous: no relative change defined'))
+    else:
+      out.append(verdict.plateau_check(label, last, prev, tol, relative=relative))
+  return out
 
 
 def memorization_checks(w: pd.DataFrame, s: dict, arm: str) -> list[verdict.Check]:
