@@ -69,14 +69,18 @@ def test_facts_exceed_twice_the_dense_total_capacity(scale):
 
 def test_every_point_trains_its_lr_grid_in_one_program():
   s = mr.SETTINGS['full']
+  assert mr.grid(s, 'mem', 'dense', 0.1) == (0.1 / 3, 0.1, 0.1 * 3, 0.1 * 9)  # widened (see SETTINGS)
+  assert mr.grid(s, 'mem', 'top1', 0.03) == (0.01, 0.03, 0.09) == mr.grid(s, 'hop', 'dense', 0.03)
   for spec in mr.sweeps('full'):
     key = 'mem' if spec.name.startswith('memorization') else 'hop'
     arm = spec.name.rsplit('_', 1)[1]
     lr = s[f'{key}_lr'][arm]
     runs = sweep.expand(spec.base, spec.overrides)
-    assert {r.overrides['train.learning_rate'] for r in runs} == {lr / 3, lr, lr * 3}
+    grid = mr.grid(s, key, arm, lr)
+    assert {r.overrides['train.learning_rate'] for r in runs} == set(grid) and lr in grid
+    assert min(grid) < lr < max(grid)  # the arm's rate is inside its grid
     points = len(s[f'{key}_dense']) if arm == 'dense' else len(s['experts'])
-    assert len(runs) == points * (s['seeds'] + 2 * s['grid_seeds'])
+    assert len(runs) == points * (s['seeds'] + (len(grid) - 1) * s['grid_seeds'])
     assert len(sweep.group_runs(runs)) == points if arm != 'dense' else 1  # rates and seeds share a program
 
 
