@@ -204,3 +204,10 @@ def test_other_checks_and_rules(tmp_path, kw, check):
     return
   assert all(v.outcome == verdict.INVALID for v in a.verdicts)
   assert all(check in v.detail for v in a.verdicts)
+
+
+def test_every_seed_gap_check():
+  t = pd.DataFrame({'active': [1.0, 2.0], 'total': [3.0, 1.5]})
+  c = mr.every_seed_gap('x', t)
+  assert not c.passed and c.detail == 'per-seed gaps 2, -0.5'
+  assert mr.every_seed_gap('x', t.assign(total=[3.0, 2.5])).passed
