@@ -355,7 +355,7 @@ print(report['figures'][0]['caption'])
 #   `memorization.py`, `recall.py`, `modular.py`, `multi_hop.py`, `language.py`); any key can be
 #   overridden: `python -m experiments.train --config=configs/regression.py --workdir=runs/x
 #   --config.model.activation=swiglu`. Every key and its meaning: `ffn_research/config.py` and
-#   the README's tables; sequence tasks and the transformer: docs/sequence.md; MoE:
+#   docs/config.md; sequence tasks and the transformer: docs/sequence.md; MoE:
 #   docs/moe.md.
 # - **Sweeps at scale.** Sweep files (`configs/sweeps/capacity_dense.py`, `moe_topk.py`) run with
 #   `python -m experiments.sweep --config=FILE:ARG --workdir=DIR` and analyse with

@@ -48,7 +48,17 @@ def default_config() -> ml_collections.ConfigDict:
   moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
   moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice
   moe.renormalize = False     # softmax_topk only: renormalise the k weights to sum to 1
-  moe.drop_priority = 'token'  # over capacity keep: 'token' (1st choices in token order, then 2nd) or 'score'
+  # Over capacity keep: 'position' (all k choices of token t before token t+1), 'token' (all 1st
+  # choices in token order, then 2nd, GShard) or 'score' (highest weight first); 'auto' = 'position'
+  # in sequence models (causal), 'token' for the bare FFN.
+  moe.drop_priority = 'auto'
+  # Tokens that share the capacity C: 'sequence' (each sequence its own C; causal, GShard's groups) or
+  # 'batch' (the whole batch); 'auto' = 'sequence' in sequence models, 'batch' for the bare FFN.
+  moe.capacity_scope = 'auto'
+  # Sequence models refuse MoE settings that leak later tokens or other sequences into a token's output
+  # (expert_choice, batch-wide capacity, 'token' priority with k > 1, 'score'); True accepts the leak and
+  # the run's summary.json says so (moe_noncausal). See docs/moe.md#causality.
+  moe.allow_noncausal = False
   moe.dispatch = 'auto'       # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
   moe.num_shared_experts = 0  # always-active experts of width d_ff / granularity (DeepSeekMoE)
   moe.granularity = 1         # G: G*E experts of width d_ff/G, top G*k (fine-grained experts)
@@ -132,6 +142,20 @@ def tiny_transformer_config(task_name: str, arg: str | None,
   elif arg == 'no_ffn':
     m.use_ffn = False
   return config
+
+
+def get_path(cfg: Any, key: str) -> Any:
+  """cfg['a']['b'] for the dotted key 'a.b' (a ConfigDict or a plain nested dict)."""
+  node = cfg
+  for part in key.split('.'):
+    node = node[part]
+  return node
+
+
+def set_path(cfg: Any, key: str, value: Any) -> None:
+  """cfg['a']['b'] = value for the dotted key 'a.b'."""
+  section, _, leaf = key.rpartition('.')
+  (get_path(cfg, section) if section else cfg)[leaf] = value
 
 
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:

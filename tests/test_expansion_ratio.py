@@ -124,7 +124,7 @@ def test_analyze_flat_is_reproduced_steep_is_not(tmp_path):
   for v in out.verdicts:
     assert v.statistic == pytest.approx(100 * (1.01 - 0.99) / math.prod([1.10, 1.01, 1.0, 0.99, 1.0, 1.08]) ** (1 / 6),
                                         abs=0.5)
-    assert [c.passed for c in v.checks] == [True] * 3   # plateau, dynamic range, learning rate
+    assert [c.passed for c in v.checks] == [True] * 4   # coverage, plateau, dynamic range, learning rate
   assert (tmp_path / 'loss_vs_ratio.png').stat().st_size > 0
   t = out.tables[0].frame
   assert list(t['best rate (seeds)'].unique()) == ['0.006: 5']          # the middle rate won everywhere
@@ -140,7 +140,13 @@ def test_regime_checks_make_the_verdict_invalid(tmp_path, no_plot):  # pylint: d
   # Best rate at the grid's edge.
   out = _analyze(tmp_path, _results(FLAT, best_lr=2e-2))
   assert [v.outcome for v in out.verdicts] == [verdict.INVALID] * 2
-  assert 'learning rate inside the grid' in out.verdicts[0].detail and '5/5 seeds at 0.02' in out.verdicts[0].detail
+  assert 'learning rate inside the grid at N=38,000' in out.verdicts[0].detail
+  assert '5/5 seeds at 0.02' in out.verdicts[0].detail
+  # The edge is checked per size: an untuned shape at one size leaves the other size's verdict standing.
+  frames, edge = _results(FLAT), _results(FLAT, best_lr=2e-2)
+  frames['n76000'] = edge['n76000']
+  out = _analyze(tmp_path, frames)
+  assert [v.outcome for v in out.verdicts] == [verdict.REPRODUCED, verdict.INVALID]
   # Still moving: at the previous evaluation the shapes were STEEP, at the last FLAT (spread ~30 vs ~2 points).
   frames, prev = _results(FLAT), _results(STEEP)
   for k in frames:
@@ -156,6 +162,13 @@ def test_regime_checks_make_the_verdict_invalid(tmp_path, no_plot):  # pylint: d
   out = _analyze(tmp_path, _results(FLAT, scale_excess=0.01))
   assert [v.outcome for v in out.verdicts] == [verdict.INVALID] * 2
   assert 'dynamic range' in out.verdicts[0].detail and '(pinned)' in out.verdicts[0].detail
+  # A shape missing (its runs pending or diverged at every rate) for one seed.
+  frames = _results(FLAT)
+  df = frames['n38000']
+  frames['n38000'] = df[~((df['model.d_model'] == 56) & (df[er.SEED] == 0))]
+  out = _analyze(tmp_path, frames)
+  assert [v.outcome for v in out.verdicts] == [verdict.INVALID, verdict.REPRODUCED]
+  assert out.verdicts[0].detail.startswith('invalid: every shape measured at N=38,000: ') and '4: 4/5' in out.verdicts[0].detail
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])

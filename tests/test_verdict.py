@@ -1,6 +1,6 @@
 """The verdict machinery of issue 17 on synthetic inputs with known answers: `invalid` and the regime
 checks, Holm, per-seed slopes, rank agreement by permutation, best-per-point learning rates, and how
-the runner renders them (report.md, report.json, README Results, the console line)."""
+the runner renders them (report.md, report.json, the Results sections, the console line)."""
 
 import dataclasses
 import glob
@@ -322,7 +322,9 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   # README Results block
   (tmp_path / 'README.md').write_text(f'# T\n\n{runner.README_BEGIN}\nold\n{runner.README_END}\n')
   runner.publish('fake', str(tmp_path / 'work'), repo_root=str(tmp_path))
-  section = (tmp_path / 'README.md').read_text().split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert '| 1 reproduced, 2 inconclusive, 1 invalid |' in (tmp_path / 'README.md').read_text()
+  page = (tmp_path / 'docs' / 'results' / 'README.md').read_text()
+  section = page.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
   assert '- **invalid**: the claim an unfit setup cannot test' in section
   assert '  - failed check: premise: dense slope >= 0.8: slope 0.35 (95% CI [0.2, 0.5])' in section
   assert 'trained to a plateau' not in section  # passing checks stay in report.md

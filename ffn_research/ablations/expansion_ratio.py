@@ -39,7 +39,8 @@ Regime checks (`verdict.gate`; any failure makes the verdict `invalid` with the 
     last two evaluations;
   - dynamic range: every shape's mean excess bits is more than RANGE_MARGIN bits above 0 (the floor)
     and below the bigram excess (bigram entropy - floor: a model that ignores the order-2 context);
-  - learning rate: no shape's per-seed best rate sits at the edge of the grid (`verdict.edge_check`).
+  - learning rate: no shape's per-seed best rate sits at the edge of the grid (`verdict.edge_check`);
+  - coverage: every shape of the size has a completed run for every seed (a partial sweep decides nothing).
 The L(N) exponent alpha (per seed, t CI over seeds) is reported with the headline, not gated on: the
 statistic is defined whether or not the two sizes differ in loss.
 """
@@ -72,7 +73,7 @@ LR = 'train.learning_rate'
 SEED = 'train.seed'
 
 # Per scale: target non-embedding parameter counts, ratios, seeds, learning-rate grid, steps,
-# batch (sequences per step), the smallest d_model, and the language (None: LANGUAGE).
+# batch (sequences per step), the smallest d_model, and the language's task keys.
 LANGUAGE = dict(vocab_size=64, num_candidates=16, branching=4, concentration=0.5, seq_len=16, num_eval=2048)
 LRS = (2e-3, 6e-3, 2e-2)            # learning-rate grid per shape (Adam, cosine schedule)
 SETTINGS = {
@@ -227,8 +228,6 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   df = with_points(results, ctx.scale, ctx.outdir)
   winners = verdict.best_per_point(df, by=['size', 'ratio'], metric='excess_bits')
   winners = excess_over_fit(winners)
-  edge = verdict.edge_check('learning rate inside the grid', winners.set_index(['size', 'ratio'])[f'best_{LR}'],
-                            s['lrs'])
   alphas = winners.groupby(SEED)['alpha'].first()
   a_mean, a_lo, a_hi = verdict.mean_ci(alphas)
   previous = excess_over_fit(winners.drop(columns=['fit', 'excess_pct', 'alpha']), y='excess_bits_prev')
@@ -242,7 +241,13 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
                                         margin=RANGE_MARGIN))
     spreads = [spread(g) for _, g in w.groupby(SEED, sort=True)]
     spreads_prev = [spread(g) for _, g in w_prev.groupby(SEED, sort=True)]
-    checks = [verdict.plateau_check(f'plateau at N={n:,} (mean spread, points, at {PLATEAU_AT:g} of the steps '
+    counts = w.groupby('ratio')[SEED].nunique().reindex(s['ratios'], fill_value=0)
+    coverage = verdict.Check(f'every shape measured at N={n:,}', bool((counts == s['seeds']).all()),
+                             'seeds with a completed run per ratio: '
+                             + ', '.join(f'{r:g}: {c}/{s["seeds"]}' for r, c in counts.items()))
+    edge = verdict.edge_check(f'learning rate inside the grid at N={n:,}',
+                              w.set_index(['size', 'ratio'])[f'best_{LR}'], s['lrs'])
+    checks = [coverage, verdict.plateau_check(f'plateau at N={n:,} (mean spread, points, at {PLATEAU_AT:g} of the steps '
                                     'and at the end)', spreads, spreads_prev, PLATEAU_TOL, relative=False),
               _worst(f'dynamic range at N={n:,} (excess bits between 0 and the bigram excess)', ranges),
               edge]

@@ -19,7 +19,7 @@ from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 from ffn_research.models import transformer
-from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width, pads_d_ff  # the models package's API
+from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width  # the models package's API
 
 # model.arch name -> sequence model class (token inputs, vocabulary logits).
 SEQUENCE_ARCHS = {
@@ -86,3 +86,10 @@ def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]
   if m.arch in SEQUENCE_ARCHS:
     return transformer.counts(m, task.output_dim, task.seq_len, ffn_counts(m, m.d_model, m.d_model))
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+
+
+def run_notes(config: ml_collections.ConfigDict) -> dict[str, str]:
+  """What a run's summary.json must say about its model beyond the counts: {'moe_noncausal': why}
+  when a sequence model's MoE leaks later tokens or other sequences (model.moe.allow_noncausal)."""
+  reason = moe_lib.noncausal_reason(config.model)
+  return {} if reason is None else {'moe_noncausal': f'model.moe.{reason}'}
