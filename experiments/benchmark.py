@@ -28,6 +28,10 @@ import time
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: a bad flag fails at once; jax, and the optional PyTorch, load
+# only for the rows that run.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_enum('suite', 'cpu', ['cpu', 'gpu'], 'Which rows: the CPU suite or the GPU suite.')
 flags.DEFINE_bool('quick', False, 'Fewer repeats and steps (same shapes).')
 flags.DEFINE_bool('tiny', False, 'Tiny shapes, one repeat: a smoke test of every row (tests).')
@@ -122,10 +126,10 @@ def interleaved_ms(fns, repeats):
 
 def jax_step_fn(model, x, y, compiler_options=None):
   """A no-argument callable: one jitted, donated train step (MSE + the model's '_loss' aux, Adam)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import optax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
+  import optax
+  from flax import nnx
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   opt = optax.adam(1e-3)
 
@@ -149,7 +153,7 @@ def jax_step_fn(model, x, y, compiler_options=None):
 def torch_or_none():
   """experiments.bench_torch, or None when PyTorch is not installed."""
   try:
-    from experiments import bench_torch  # pylint: disable=g-import-not-at-top
+    from experiments import bench_torch
   except ImportError:
     return None
   return bench_torch
@@ -169,10 +173,10 @@ def row(id_, workload, ours_ms=None, **fields):
 def dense_rows(size, torch_mod):
   """Dense FFN train steps, ours vs PyTorch eager on the same model; achieved GFLOP/s and its
   share of the XLA matmul ceiling (one n^3 matmul timed in the same interleaved rounds)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
   n = size['matmul']
   a = jax.random.normal(jax.random.PRNGKey(0), (n, n))
   mm = jax.jit(lambda a: a @ a)
@@ -202,11 +206,11 @@ def dense_rows(size, torch_mod):
 def moe_rows(size, torch_mod, dispatches=('sort',), dense_dtype='float32', tag=''):
   """MoE top-k train steps at each capacity factor vs the FLOP-matched dense FFN and a
   seed-style PyTorch loop over experts."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import moe as moe_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
+  from ffn_research.models import moe as moe_lib
   m = size['moe']
   t, d, f, e, k = m['tokens'], m['d_model'], m['d_expert'], m['num_experts'], m['top_k']
   kx, ky = jax.random.split(jax.random.PRNGKey(0))
@@ -243,7 +247,7 @@ def moe_rows(size, torch_mod, dispatches=('sort',), dense_dtype='float32', tag='
 
 def matmul_rows(size, torch_mod, dtype='float32'):
   """The machine's matmul ceiling: one n x n x n matmul, XLA and torch (MKL / oneDNN)."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   n = size['matmul']
   a = jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(dtype)
   mm = jax.jit(lambda a: a @ a)
@@ -263,9 +267,9 @@ def matmul_rows(size, torch_mod, dtype='float32'):
 
 def xla_option_rows(size):
   """The dense steps under each XLA:CPU compiler option, against the default, interleaved."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
   rows = []
   for d, f, t in size['dense'][:2]:
     kx, ky = jax.random.split(jax.random.PRNGKey(0))
@@ -305,7 +309,7 @@ def quickstart_rows(size):
 
 def memorization_config(m):
   """configs/memorization.py:ffn_stack at issue 12's size (through the public config API)."""
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile
   config = configfile.get_config('configs/memorization.py:ffn_stack')
   config.task.num_facts, config.task.num_relations = m['facts'], m['relations']
   config.model.d_model, config.model.d_ff = m['d_model'], m['d_ff']
@@ -317,7 +321,7 @@ def memorization_config(m):
 
 def memorization_rows(size):
   """Steps/s and first-chunk compile time of the small sequence model, through loop.train_and_evaluate."""
-  from ffn_research import loop  # pylint: disable=g-import-not-at-top
+  from ffn_research import loop
   m = size['memorization']
   config = memorization_config(m)
   with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
@@ -334,9 +338,9 @@ def memorization_rows(size):
 
 def dense_bf16_rows(size):
   """bf16 dense FFN train step at d_model 2048 / d_ff 8192: ms, TFLOP/s, MFU."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
   d, f, t = size['dense']
   kx, ky = jax.random.split(jax.random.PRNGKey(0))
   x, y = jax.random.normal(kx, (t, d)), jax.random.normal(ky, (t, d))
@@ -354,7 +358,7 @@ def dense_bf16_rows(size):
 
 def sweep_rows(size):
   """A sweep of quickstart seeds as vmapped groups: runs per hour (compile included)."""
-  from ffn_research import configfile, sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile, sweep
   config = configfile.get_config('configs/regression.py')
   n = size['sweep_runs']
   with tempfile.TemporaryDirectory() as tmp:
@@ -369,7 +373,7 @@ def sweep_rows(size):
 
 
 def machine_info():
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   cpu = platform.processor() or platform.machine()
   with contextlib.suppress(OSError):
     with open('/proc/cpuinfo', encoding='utf-8') as fh:
@@ -546,7 +550,7 @@ def main(argv):
   if bad:
     sys.exit(f'error: --only={",".join(bad)} is not a {f.suite} row group; allowed: '
              f'{", ".join(GROUPS[f.suite])}')
-  from ffn_research.models import moe as moe_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research.models import moe as moe_lib
   bad = [d for d in f.moe_dispatches if d not in moe_lib.DISPATCH]
   if bad:
     sys.exit(f'error: --moe_dispatches={",".join(bad)} is unknown; allowed: {", ".join(moe_lib.DISPATCH)}')
@@ -562,7 +566,7 @@ def main(argv):
     except (OSError, ValueError, KeyError, TypeError) as e:
       sys.exit(f'error: --from_json={f.from_json}: not a benchmark JSON ({e})')
   else:
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     if f.suite == 'gpu' and jax.default_backend() != 'gpu' and not f.allow_cpu:
       sys.exit(f'no GPU: --suite=gpu needs a GPU backend, this one is {jax.default_backend()} '
                '(GPU figures stay unmeasured)')
@@ -583,6 +587,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()
   app.run(main)

@@ -14,6 +14,10 @@ import sys
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: listing and checking --ablation/--scale answers at once; jax
+# and the ablations load only for a valid request.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_string('ablation', None, 'Ablation name, or "all" (see --list).')
 flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
 flags.DEFINE_string('scale', 'full', 'smoke (seconds, tests), quick (<= 10 min on 2 cores), full, large.')
@@ -38,10 +42,10 @@ def main(argv):
   if len(argv) > 1:
     fail(f'unexpected arguments {argv[1:]}')
   logging.set_verbosity(logging.WARNING)
-  from ffn_research import ablations  # pylint: disable=g-import-not-at-top  (light: no jax yet)
+  from ffn_research import ablations  # light: no jax yet
   scale = 'quick' if FLAGS.quick else FLAGS.scale
   if FLAGS.update_readme:
-    from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+    from ffn_research.ablations import runner
     runner.update_readme()
     print(f'updated {runner.REPO_ROOT}/README.md and {runner.RESULTS_PAGE} from docs/results/*/report.json')
     return
@@ -59,10 +63,10 @@ def main(argv):
         fail(str(e))
     if FLAGS.publish and scale != 'full':
       fail(f'--publish needs --scale=full (got {scale}); only full-scale reports may be published')
-  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
-  from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+  from ffn_research import config as config_lib
+  from ffn_research import io as io_lib
+  from ffn_research import sweep
+  from ffn_research.ablations import runner
   if FLAGS.list:
     for name in ablations.names():
       a = ablations.get(name)

@@ -18,7 +18,7 @@ import pytest
 
 from ffn_research import configfile
 from ffn_research import io as io_lib
-from ffn_research import loop, sweep
+from ffn_research import loop, programs, sweep
 from tests.conftest import REPO_ROOT
 
 TINY_FLAGS = ['--config.model.d_ff=16', '--config.train.steps=200', '--config.train.batch_size=32',
@@ -141,8 +141,8 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
   steps_run = []
-  real_chunk = loop.GroupPrograms._chunk
-  monkeypatch.setattr(loop.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1])
+  real_chunk = programs.GroupPrograms._chunk
+  monkeypatch.setattr(programs.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1])
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   for name, summary in ref.items():
     assert out[name]['status'] == 'completed' and out[name]['eval_loss'] == summary['eval_loss']

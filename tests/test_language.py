@@ -1,5 +1,6 @@
 """The `language` task: the chain, its exact entropy floor (vs NumPy and vs sampled text), metrics, runs."""
 
+import importlib.util
 import json
 import math
 import os
@@ -216,7 +217,6 @@ def test_bare_ffn_rejected():
 
 @pytest.mark.parametrize('arg', ['default', 'ffn_stack', 'no_ffn', 'smoke'])
 def test_shipped_config_validates(arg):
-  import importlib.util  # pylint: disable=g-import-not-at-top
   spec = importlib.util.spec_from_file_location('configs_language', os.path.join(REPO, 'configs', 'language.py'))
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)

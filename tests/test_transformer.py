@@ -15,7 +15,7 @@ from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import validation
-from ffn_research import models
+from ffn_research import models, train
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import sublayer, transformer
 from ffn_research.tasks import sequence
@@ -302,7 +302,6 @@ def test_arch_must_match_task_kind():
 
 @pytest.mark.parametrize('arch,tie', [pytest.param('ffn_stack', False, marks=pytest.mark.slow), ('transformer', True)])
 def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
-  from ffn_research import train  # pylint: disable=g-import-not-at-top
   config = model_config(arch=arch, tie_embeddings=tie, freeze_embeddings=True)
   config.task.num_facts, config.task.num_relations, config.task.vocab_size = 8, 2, 5
   config.train.steps, config.train.batch_size = 3, 4

@@ -43,8 +43,8 @@ def figures_per_section(nb) -> dict[int, int]:
   return counts
 
 
-# Slow: it trains three runs, a 36-run sweep and an ablation at smoke scale (85 s of CPU; 268-273 s
-# of wall time on the shared 2-core dev machine at load average 12-18, 2026-11-23).
+# Slow: it trains three runs, a 36-run sweep and an ablation at smoke scale (85-105 s of CPU; 268-499 s
+# of wall time on the shared 2-core dev machine at load average 12-25, 2026-11-23).
 @pytest.mark.slow
 def test_notebook_runs_end_to_end(tmp_path, monkeypatch):
   # The kernel inherits the environment: this checkout's package, and TMPDIR so the notebook's

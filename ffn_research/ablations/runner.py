@@ -30,6 +30,7 @@ import pandas as pd
 
 from ffn_research import ablations
 from ffn_research import analysis as analysis_lib
+from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
@@ -86,13 +87,6 @@ def environment() -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- setup description
 
-def _get(config, key: str) -> Any:
-  node = config
-  for part in key.split('.'):
-    node = node[part]
-  return node
-
-
 def describe_sweep(spec: base.SweepSpec) -> dict[str, Any]:
   """Task, model, steps and the swept values of one sweep, read from its configs."""
   swept: dict[str, list[Any]] = {}
@@ -106,7 +100,7 @@ def describe_sweep(spec: base.SweepSpec) -> dict[str, Any]:
               'train.steps', 'train.batch_size', 'train.learning_rate', 'train.optimizer'):
     if key not in swept:
       try:
-        fixed[key] = _get(spec.base, key)
+        fixed[key] = config_lib.get_path(spec.base, key)
       except (KeyError, AttributeError):
         pass
   return {'name': spec.name, 'runs': len(spec.overrides), 'seeds': len(swept.get('train.seed', [0])),
@@ -232,8 +226,8 @@ def report_markdown(report: dict[str, Any]) -> str:
 def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
   ablation = ablations.get(name)
-  if scale not in base.SCALES:
-    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(base.SCALES)}')
+  if scale not in ablations.SCALES:
+    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
   if scale not in ablation.scales:
     raise ReproduceError(f'ablation {name} has no {scale!r} scale; it has: {", ".join(ablation.scales)}')
   outdir = os.path.join(workdir, name)

@@ -10,13 +10,6 @@ from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 
 
-def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
-  """Whether runs of this model may share a program padded to a wider d_ff (`d_ff_true` below):
-  dense FFNs without dropout (a dropout mask's random bits depend on the allocated width;
-  MoE experts are not padded)."""
-  return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0
-
-
 def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
   """The FFN's true hidden width (after match_params; one expert's width times granularity for MoE)."""
   return ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
@@ -29,7 +22,7 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
   (its experts split over `mesh`'s 'expert' axis when given).
 
   `d_ff_true`: the run's true hidden width when the config's width is a padded program's
-  (dense FFNs only: `pads_d_ff`); None: the config's own.
+  (dense FFNs only; d_ff padding: ffn_research.programs); None: the config's own.
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
