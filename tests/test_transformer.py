@@ -17,6 +17,7 @@ from ffn_research import config as config_lib
 from ffn_research import validation
 from ffn_research import models, train
 from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import moe as moe_lib
 from ffn_research.models import sublayer, transformer
 from ffn_research.tasks import sequence
 from tests.conftest import REPO_ROOT
@@ -123,6 +124,10 @@ def test_moe_transformer_is_causal_and_per_sequence(dispatch, router, k, cf):
     assert earlier <= 1e-5 and other <= 1e-5, (train, earlier, other)
     if train and cf == 0.5:
       assert dropped > 0  # the capacity limit is really exercised
+
+
+def test_causal_archs_are_the_sequence_models():
+  assert set(moe_lib.CAUSAL_SEQUENCE_ARCHS) == set(models.SEQUENCE_ARCHS)
 
 
 def test_moe_evaluation_does_not_depend_on_chunking():

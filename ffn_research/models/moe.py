@@ -555,9 +555,13 @@ def validate(model_cfg) -> None:
           'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
 
 
+# model.arch values of the causal sequence models (models.SEQUENCE_ARCHS; named here, as models
+# imports this module): their MoE capacity defaults to per sequence and must be causal.
+CAUSAL_SEQUENCE_ARCHS = ('transformer', 'ffn_stack')
+
+
 def is_sequence_model(model_cfg) -> bool:
-  """Every arch but the bare FFN ('ffn', regression) is a causal sequence model."""
-  return model_cfg.arch != 'ffn'
+  return model_cfg.arch in CAUSAL_SEQUENCE_ARCHS
 
 
 def routing_settings(model_cfg) -> tuple[str, str]:
