@@ -363,3 +363,8 @@ def test_memorization_capacity_verdicts_carry_their_decision_p():
     other = df.assign(bits_stored=df['bits_stored'] * np.exp(0.1 * rng.standard_normal(len(df))))
     r = mc.ratio_verdict(df, other, lo_ok=0.9, hi_ok=1.1, claim='c')
     assert r.p_value is not None and (r.outcome != INC) == (r.p_value < 0.05)
+
+
+def test_plateau_check_with_a_zero_previous_value():
+  assert verdict.plateau_check('p', [0.0, 0.0], [0.0, 0.0], tol=0.05).passed
+  assert not verdict.plateau_check('p', [0.1], [0.0], tol=0.05).passed
