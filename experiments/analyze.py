@@ -5,7 +5,13 @@
 Rebuilds DIR/results.csv from every run summary first (merging all shards).
 """
 
+import sys
+
 from absl import app, flags
+
+# Imports inside functions on purpose: a bad flag fails at once, before jax and pandas load; jax
+# registers its own flags just before app.run.
+# pylint: disable=g-import-not-at-top
 
 flags.DEFINE_string('workdir', None, 'Sweep folder (holds sweep.json, runs/ and results.csv).')
 flags.DEFINE_string('metric', 'eval_loss', 'Loss column to aggregate, plot and fit.')
@@ -16,8 +22,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  import sys  # pylint: disable=g-import-not-at-top
-  from ffn_research import analysis, io, sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research import analysis, io, sweep
   try:
     if FLAGS.merge:  # every run summary on disk, whichever shard wrote it (under the results lock)
       sweep.write_results(FLAGS.workdir)
@@ -28,6 +33,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

@@ -2,8 +2,8 @@
 
   python -m experiments.benchmark                      # CPU suite, writes benchmark.json
   python -m experiments.benchmark --quick              # fewer repeats (~3 minutes)
-  python -m experiments.benchmark --out=b.json --write_readme   # and regenerate README Performance
-  python -m experiments.benchmark --from_json=b.json --write_readme  # README only, no timing
+  python -m experiments.benchmark --out=b.json --write_readme   # and regenerate the Performance blocks
+  python -m experiments.benchmark --from_json=b.json --write_readme  # the blocks only, no timing
   python -m experiments.benchmark --suite=gpu          # GPU rows (exits "no GPU" on a CPU)
 
 Every row is timed side by side in one process after warm-up (variants interleaved, so
@@ -28,15 +28,22 @@ import time
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: a bad flag fails at once; jax, and the optional PyTorch, load
+# only for the rows that run.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_enum('suite', 'cpu', ['cpu', 'gpu'], 'Which rows: the CPU suite or the GPU suite.')
 flags.DEFINE_bool('quick', False, 'Fewer repeats and steps (same shapes).')
 flags.DEFINE_bool('tiny', False, 'Tiny shapes, one repeat: a smoke test of every row (tests).')
 flags.DEFINE_string('out', 'benchmark.json', 'JSON output file ("" for none).')
 flags.DEFINE_list('only', [], 'Row groups to run (default all): dense, moe, matmul, xla_options, '
                   'memorization, quickstart (cpu); dense_bf16, moe, sweep (gpu).')
-flags.DEFINE_bool('write_readme', False, 'Regenerate the README Performance block from the JSON.')
+flags.DEFINE_bool('write_readme', False, 'Regenerate the Performance blocks from the JSON: headline rows '
+                  'in --readme, every row in --performance_page.')
 flags.DEFINE_string('from_json', '', 'With --write_readme: take this JSON instead of running.')
-flags.DEFINE_string('readme', 'README.md', 'README file for --write_readme.')
+flags.DEFINE_string('readme', 'README.md', 'README file for --write_readme (headline rows).')
+flags.DEFINE_string('performance_page', 'docs/performance.md', 'Page for --write_readme with every row '
+                    '("" for none).')
 flags.DEFINE_list('moe_dispatches', ['sort'], 'MoE dispatches timed at every capacity factor '
                   '(sort, einsum, ragged; the GPU suite times ragged and sort).')
 flags.DEFINE_integer('sort_block', None, "Rows per block past the 'sort' windows (default "
@@ -47,6 +54,9 @@ FLAGS = flags.FLAGS
 GROUPS = {'cpu': ('dense', 'moe', 'matmul', 'xla_options', 'memorization', 'quickstart'),
           'gpu': ('dense_bf16', 'moe', 'sweep')}
 README_BEGIN, README_END = '<!-- performance:begin -->', '<!-- performance:end -->'
+# Rows the README shows (the page shows all): dense vs PyTorch, MoE vs dense, the ceiling, the quickstart.
+HEADLINE_IDS = ('dense_512x2048_t8192', 'moe_dense_matched', 'moe_sort_cf1', 'matmul_2048', 'quickstart_cold',
+                'quickstart_warm')
 
 # Shapes and repeats per size. dense: (d_model, d_ff, tokens); moe: top-k of E experts of width
 # d_expert vs a dense FFN of width k d_expert (the same active FLOPs); memorization: the
@@ -116,15 +126,15 @@ def interleaved_ms(fns, repeats):
 
 def jax_step_fn(model, x, y, compiler_options=None):
   """A no-argument callable: one jitted, donated train step (MSE + the model's '_loss' aux, Adam)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  import optax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
+  import optax
+  from flax import nnx
   graphdef, params, rest = nnx.split(model, nnx.Param, ...)
   opt = optax.adam(1e-3)
 
-  def loss_fn(params, x, y):
-    out, aux = nnx.merge(graphdef, params, rest).apply(x)
+  def loss_fn(params, x, y):  # rng given: training mode (MoE capacity applies; no dropout or jitter set)
+    out, aux = nnx.merge(graphdef, params, rest).apply(x, rng=jax.random.key(0))
     return jnp.mean(jnp.square(out - y)) + sum(v for k, v in aux.items() if k.endswith('_loss'))
 
   @functools.partial(jax.jit, donate_argnums=(0, 1), compiler_options=compiler_options)
@@ -143,7 +153,7 @@ def jax_step_fn(model, x, y, compiler_options=None):
 def torch_or_none():
   """experiments.bench_torch, or None when PyTorch is not installed."""
   try:
-    from experiments import bench_torch  # pylint: disable=g-import-not-at-top
+    from experiments import bench_torch
   except ImportError:
     return None
   return bench_torch
@@ -163,10 +173,10 @@ def row(id_, workload, ours_ms=None, **fields):
 def dense_rows(size, torch_mod):
   """Dense FFN train steps, ours vs PyTorch eager on the same model; achieved GFLOP/s and its
   share of the XLA matmul ceiling (one n^3 matmul timed in the same interleaved rounds)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
   n = size['matmul']
   a = jax.random.normal(jax.random.PRNGKey(0), (n, n))
   mm = jax.jit(lambda a: a @ a)
@@ -196,11 +206,11 @@ def dense_rows(size, torch_mod):
 def moe_rows(size, torch_mod, dispatches=('sort',), dense_dtype='float32', tag=''):
   """MoE top-k train steps at each capacity factor vs the FLOP-matched dense FFN and a
   seed-style PyTorch loop over experts."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import moe as moe_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  import numpy as np
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
+  from ffn_research.models import moe as moe_lib
   m = size['moe']
   t, d, f, e, k = m['tokens'], m['d_model'], m['d_expert'], m['num_experts'], m['top_k']
   kx, ky = jax.random.split(jax.random.PRNGKey(0))
@@ -237,7 +247,7 @@ def moe_rows(size, torch_mod, dispatches=('sort',), dense_dtype='float32', tag='
 
 def matmul_rows(size, torch_mod, dtype='float32'):
   """The machine's matmul ceiling: one n x n x n matmul, XLA and torch (MKL / oneDNN)."""
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   n = size['matmul']
   a = jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(dtype)
   mm = jax.jit(lambda a: a @ a)
@@ -257,9 +267,9 @@ def matmul_rows(size, torch_mod, dtype='float32'):
 
 def xla_option_rows(size):
   """The dense steps under each XLA:CPU compiler option, against the default, interleaved."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
   rows = []
   for d, f, t in size['dense'][:2]:
     kx, ky = jax.random.split(jax.random.PRNGKey(0))
@@ -299,7 +309,7 @@ def quickstart_rows(size):
 
 def memorization_config(m):
   """configs/memorization.py:ffn_stack at issue 12's size (through the public config API)."""
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile
   config = configfile.get_config('configs/memorization.py:ffn_stack')
   config.task.num_facts, config.task.num_relations = m['facts'], m['relations']
   config.model.d_model, config.model.d_ff = m['d_model'], m['d_ff']
@@ -311,7 +321,7 @@ def memorization_config(m):
 
 def memorization_rows(size):
   """Steps/s and first-chunk compile time of the small sequence model, through loop.train_and_evaluate."""
-  from ffn_research import loop  # pylint: disable=g-import-not-at-top
+  from ffn_research import loop
   m = size['memorization']
   config = memorization_config(m)
   with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
@@ -328,9 +338,9 @@ def memorization_rows(size):
 
 def dense_bf16_rows(size):
   """bf16 dense FFN train step at d_model 2048 / d_ff 8192: ms, TFLOP/s, MFU."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
-  from ffn_research.models import ffn as ffn_lib  # pylint: disable=g-import-not-at-top
+  import jax
+  from flax import nnx
+  from ffn_research.models import ffn as ffn_lib
   d, f, t = size['dense']
   kx, ky = jax.random.split(jax.random.PRNGKey(0))
   x, y = jax.random.normal(kx, (t, d)), jax.random.normal(ky, (t, d))
@@ -348,7 +358,7 @@ def dense_bf16_rows(size):
 
 def sweep_rows(size):
   """A sweep of quickstart seeds as vmapped groups: runs per hour (compile included)."""
-  from ffn_research import configfile, sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile, sweep
   config = configfile.get_config('configs/regression.py')
   n = size['sweep_runs']
   with tempfile.TemporaryDirectory() as tmp:
@@ -363,7 +373,7 @@ def sweep_rows(size):
 
 
 def machine_info():
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   cpu = platform.processor() or platform.machine()
   with contextlib.suppress(OSError):
     with open('/proc/cpuinfo', encoding='utf-8') as fh:
@@ -485,7 +495,10 @@ def machine_line(doc) -> str:
           f'{m["peak_rss_mb"]:.0f} MB')
 
 
-def readme_block(doc) -> str:
+def readme_block(doc, headline: bool = False) -> str:
+  """The Performance block: every row, or (headline) the HEADLINE_IDS rows (the first five if none is there)."""
+  if headline:
+    doc = {**doc, 'rows': [r for r in doc['rows'] if r['id'] in HEADLINE_IDS] or doc['rows'][:5]}
   return '\n'.join([
       README_BEGIN,
       f'Generated by `{doc["command"]}` (suite {doc["suite"]}, size {doc["size"]}); regenerate '
@@ -501,22 +514,32 @@ def readme_block(doc) -> str:
         if doc['machine']['load_average_start'][0] > doc['machine']['cpu_count'] else []),
       table(doc),
       '',
+      *(['Headline rows; every row, the method and the XLA options: '
+         '[docs/performance.md](docs/performance.md).', ''] if headline else []),
       'GPU figures (`--suite=gpu`: bf16 dense MFU at d_model 2048 / d_ff 8192, `ragged` vs `sort` '
       'vs dense MoE dispatch, a sweep\'s runs per hour) are unmeasured: no GPU was available to '
       'the development sessions.',
       README_END])
 
 
-def write_readme(doc, path: str) -> None:
+def write_block(path: str, block: str) -> None:
+  """Replace the text between the performance markers of `path` with `block`."""
   with open(path, encoding='utf-8') as fh:
     text = fh.read()
   pattern = re.compile(re.escape(README_BEGIN) + '.*?' + re.escape(README_END), re.S)
   if not pattern.search(text):
     raise ValueError(f'{path} has no {README_BEGIN} ... {README_END} block')
-  text = pattern.sub(lambda _: readme_block(doc), text)
+  text = pattern.sub(lambda _: block, text)
   with open(path + '.tmp', 'w', encoding='utf-8') as fh:
     fh.write(text)
   os.replace(path + '.tmp', path)
+
+
+def write_readme(doc, path: str, page: str = '') -> None:
+  """Headline rows into the README at `path`; every row into `page` (if given)."""
+  write_block(path, readme_block(doc, headline=True))
+  if page:
+    write_block(page, readme_block(doc))
 
 
 def main(argv):
@@ -527,7 +550,7 @@ def main(argv):
   if bad:
     sys.exit(f'error: --only={",".join(bad)} is not a {f.suite} row group; allowed: '
              f'{", ".join(GROUPS[f.suite])}')
-  from ffn_research.models import moe as moe_lib  # pylint: disable=g-import-not-at-top
+  from ffn_research.models import moe as moe_lib
   bad = [d for d in f.moe_dispatches if d not in moe_lib.DISPATCH]
   if bad:
     sys.exit(f'error: --moe_dispatches={",".join(bad)} is unknown; allowed: {", ".join(moe_lib.DISPATCH)}')
@@ -543,7 +566,7 @@ def main(argv):
     except (OSError, ValueError, KeyError, TypeError) as e:
       sys.exit(f'error: --from_json={f.from_json}: not a benchmark JSON ({e})')
   else:
-    import jax  # pylint: disable=g-import-not-at-top
+    import jax
     if f.suite == 'gpu' and jax.default_backend() != 'gpu' and not f.allow_cpu:
       sys.exit(f'no GPU: --suite=gpu needs a GPU backend, this one is {jax.default_backend()} '
                '(GPU figures stay unmeasured)')
@@ -557,13 +580,13 @@ def main(argv):
   print(table(doc))
   if f.write_readme:
     try:
-      write_readme(doc, f.readme)
+      write_readme(doc, f.readme, f.performance_page)
     except (OSError, ValueError) as e:
-      sys.exit(f'error: --readme={f.readme}: {e}')
-    print(f'wrote the Performance block of {f.readme}')
+      sys.exit(f'error: --write_readme: {e}')
+    print(f'wrote the Performance blocks of {f.readme}' + (f' and {f.performance_page}' if f.performance_page else ''))
 
 
 if __name__ == '__main__':
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()
   app.run(main)

@@ -8,7 +8,7 @@
 
 --mode=padding: each sweep with today's grouping (sweep.group_runs with pad_flops_factor 1:
 a program per d_ff), then with d_ff padding (each of --pad_flops_factors, default
-sweep.PAD_FLOPS_FACTOR); prints wall times, the ratios and the largest eval_loss difference
+programs.PAD_FLOPS_FACTOR); prints wall times, the ratios and the largest eval_loss difference
 of a run between the padded sweep and the same run unpadded.
 --mode=seeds: N seeds of a config as one vmapped sweep group vs N separate
 `train_and_evaluate` runs. The persistent compilation cache is off and in-process caches
@@ -24,10 +24,14 @@ import time
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: a bad flag fails at once; jax and the heavy optional imports
+# load inside the timed modes, outside the timings.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_enum('mode', 'padding', ['padding', 'seeds'], 'What to compare (see the docstring).')
 flags.DEFINE_list('sweeps', ['quick', 'regression'], 'padding: capacity_dense.py arguments to run '
                   '(quick: 16 runs, 500 steps; regression: the full 162 runs, 2000 steps).')
-flags.DEFINE_list('pad_flops_factors', [], 'padding: factors of the padded sides (default: sweep.PAD_FLOPS_FACTOR).')
+flags.DEFINE_list('pad_flops_factors', [], 'padding: factors of the padded sides (default: programs.PAD_FLOPS_FACTOR).')
 flags.DEFINE_integer('num_runs', 16, 'seeds: seeds to train.')
 flags.DEFINE_string('config', 'configs/regression.py', 'seeds: config file (get_config() default arg).')
 FLAGS = flags.FLAGS
@@ -36,7 +40,7 @@ SWEEP_FILE = 'configs/sweeps/capacity_dense.py'
 
 
 def machine() -> str:
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   devices = jax.local_devices()
   return (f'machine: {platform.machine()} {platform.processor() or ""}, {os.cpu_count()} CPUs, '
           f'{len(devices)} x {devices[0].device_kind} ({jax.default_backend()}), '
@@ -45,16 +49,16 @@ def machine() -> str:
 
 def fresh_caches() -> None:
   """Forget every compiled program of this process (the persistent cache is never on here)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  import jax
+  from ffn_research import sweep
   sweep._PROGRAMS.clear()  # pylint: disable=protected-access
   jax.clear_caches()
 
 
 def padding(tmp: str) -> None:
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from ffn_research import configfile, sweep  # pylint: disable=g-import-not-at-top
-  factors = [float(f) for f in FLAGS.pad_flops_factors] or [sweep.PAD_FLOPS_FACTOR]
+  import numpy as np
+  from ffn_research import configfile, programs, sweep
+  factors = [float(f) for f in FLAGS.pad_flops_factors] or [programs.PAD_FLOPS_FACTOR]
   print(machine())
   for arg in FLAGS.sweeps:
     base, grid = configfile.load_sweep_file(f'{SWEEP_FILE}:{arg}')
@@ -83,8 +87,8 @@ def padding(tmp: str) -> None:
 
 
 def seeds(tmp: str) -> None:
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from ffn_research import configfile, loop, sweep  # pylint: disable=g-import-not-at-top
+  import numpy as np
+  from ffn_research import configfile, loop, sweep
   config = configfile.get_config(FLAGS.config)
   grid = sweep.values('train.seed', range(FLAGS.num_runs))
   fresh_caches()
@@ -115,15 +119,15 @@ def seeds(tmp: str) -> None:
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  import jax  # pylint: disable=g-import-not-at-top
-  import orbax.checkpoint  # pylint: disable=g-import-not-at-top,unused-import
-  import tensorboardX  # pylint: disable=g-import-not-at-top,unused-import  # imports torch: ~5-25 s
+  import jax
+  import orbax.checkpoint  # pylint: disable=unused-import
+  import tensorboardX  # pylint: disable=unused-import  # imports torch: ~5-25 s
   jax.jit(lambda x: x + 1)(1.0).block_until_ready()  # start-up and imports are charged to neither side
   with tempfile.TemporaryDirectory() as tmp:
     (padding if FLAGS.mode == 'padding' else seeds)(tmp)
 
 
 if __name__ == '__main__':
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

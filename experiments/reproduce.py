@@ -4,7 +4,7 @@
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --quick
   python -m experiments.reproduce --ablation=all --workdir=runs/repro_quick --quick
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --publish
-  python -m experiments.reproduce --update_readme     # README Results from docs/results/*/report.json
+  python -m experiments.reproduce --update_readme     # Results sections from docs/results/*/report.json
 
 Writes DIR/NAME/report.md, report.json and PNGs (DIR/index.md for --ablation=all). Rerunning
 resumes: finished runs are not redone. See docs/reproduce.md.
@@ -14,15 +14,19 @@ import sys
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: listing and checking --ablation/--scale answers at once; jax
+# and the ablations load only for a valid request.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_string('ablation', None, 'Ablation name, or "all" (see --list).')
 flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
 flags.DEFINE_string('scale', 'full', 'smoke (seconds, tests), quick (<= 10 min on 2 cores), full, large.')
 flags.DEFINE_bool('quick', False, 'Shorthand for --scale=quick.')
 flags.DEFINE_bool('list', False, 'List the ablations with their claims and exit.')
 flags.DEFINE_bool('publish', False, 'After running, copy the (full-scale) report to docs/results/NAME/ '
-                  'and regenerate the README Results section.')
-flags.DEFINE_bool('update_readme', False, 'Only regenerate the README Results section from every '
-                  'docs/results/*/report.json (e.g. after a merge) and exit.')
+                  'and regenerate the Results sections (README.md, docs/results/README.md).')
+flags.DEFINE_bool('update_readme', False, 'Only regenerate the Results sections (README.md, '
+                  'docs/results/README.md) from every docs/results/*/report.json (e.g. after a merge) and exit.')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -38,12 +42,12 @@ def main(argv):
   if len(argv) > 1:
     fail(f'unexpected arguments {argv[1:]}')
   logging.set_verbosity(logging.WARNING)
-  from ffn_research import ablations  # pylint: disable=g-import-not-at-top  (light: no jax yet)
+  from ffn_research import ablations  # light: no jax yet
   scale = 'quick' if FLAGS.quick else FLAGS.scale
   if FLAGS.update_readme:
-    from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+    from ffn_research.ablations import runner
     runner.update_readme()
-    print(f'updated {runner.REPO_ROOT}/README.md from docs/results/*/report.json')
+    print(f'updated {runner.REPO_ROOT}/README.md and {runner.RESULTS_PAGE} from docs/results/*/report.json')
     return
   if not FLAGS.list:  # bad requests fail here, before jax and the ablations are imported
     if not FLAGS.ablation or not FLAGS.workdir:
@@ -59,10 +63,10 @@ def main(argv):
         fail(str(e))
     if FLAGS.publish and scale != 'full':
       fail(f'--publish needs --scale=full (got {scale}); only full-scale reports may be published')
-  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
-  from ffn_research.ablations import runner  # pylint: disable=g-import-not-at-top
+  from ffn_research import config as config_lib
+  from ffn_research import io as io_lib
+  from ffn_research import sweep
+  from ffn_research.ablations import runner
   if FLAGS.list:
     for name in ablations.names():
       a = ablations.get(name)

@@ -14,6 +14,10 @@ import sys
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: a bad flag or sweep file fails at once, before jax loads; jax
+# registers its own flags just before app.run.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_string('workdir', None, 'Sweep folder; rerunning on it resumes.')
 flags.DEFINE_integer('num_shards', None, 'Split the runs into this many shards '
                      '(default: SLURM_ARRAY_TASK_COUNT, else 1).')
@@ -22,7 +26,7 @@ flags.DEFINE_integer('shard_index', None, 'Which shard to run (default: SLURM_AR
 flags.DEFINE_bool('merge_only', False, 'Only rebuild results.csv from every run summary.')
 flags.DEFINE_integer('max_group_size', 0, 'Split vmapped groups larger than this (0: no limit).')
 flags.DEFINE_float('pad_flops_factor', None, 'Runs differing in model.d_ff share a program padded to '
-                   'the widest while padded FLOPs <= this x real FLOPs (default sweep.PAD_FLOPS_FACTOR; '
+                   'the widest while padded FLOPs <= this x real FLOPs (default programs.PAD_FLOPS_FACTOR; '
                    '1: no padding).')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
@@ -35,11 +39,12 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
-  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import loop  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research import config as config_lib
+  from ffn_research import configfile
+  from ffn_research import io as io_lib
+  from ffn_research import loop
+  from ffn_research import sweep
+  from ffn_research import programs
   try:
     if FLAGS.merge_only:
       print(f'wrote {sweep.write_results(FLAGS.workdir)}')
@@ -53,7 +58,7 @@ def main(argv):
       sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
     summaries = sweep.run_sweep(FLAGS.config, runs, FLAGS.workdir, num_shards=num_shards,
                                 shard_index=shard_index, max_group_size=FLAGS.max_group_size,
-                                pad_flops_factor=(sweep.PAD_FLOPS_FACTOR if FLAGS.pad_flops_factor is None
+                                pad_flops_factor=(programs.PAD_FLOPS_FACTOR if FLAGS.pad_flops_factor is None
                                                   else FLAGS.pad_flops_factor),
                                 progress=FLAGS.progress)
   except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory, FileNotFoundError,
@@ -63,16 +68,16 @@ def main(argv):
   statuses = [s['status'] for s in summaries.values() if s]
   print(f'shard {shard_index}/{num_shards}: ' + ', '.join(
       f'{statuses.count(s)} {s}' for s in sorted(set(statuses))) + f'; {FLAGS.workdir}/results.csv')
-  finished = len(statuses) == len(summaries) and all(s in ('completed', 'diverged') for s in statuses)
+  finished = len(statuses) == len(summaries) and all(s in io_lib.FINISHED for s in statuses)
   sys.exit(0 if finished else 1)
 
 
 if __name__ == '__main__':
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
-  from ffn_research.config import unknown_override_error  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile
+  from ffn_research.config import unknown_override_error
   if error := unknown_override_error(sys.argv):
     sys.exit(f'error: {error}')
   SPEC, SWEEP_MODULE = configfile.define_config_flag(sys.argv)
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

@@ -12,6 +12,10 @@ import sys
 
 from absl import app, flags, logging
 
+# Imports inside functions on purpose: a bad flag or config fails at once, before jax loads; jax
+# registers its own flags just before app.run.
+# pylint: disable=g-import-not-at-top
+
 flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
 flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
                     'Persistent XLA compilation cache ("" disables it).')
@@ -22,11 +26,11 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)  # Orbax logs every save at INFO
-  from ffn_research import config as config_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
-  from ffn_research import loop  # pylint: disable=g-import-not-at-top
-  from ffn_research import parallel  # pylint: disable=g-import-not-at-top
-  from ffn_research import sweep  # pylint: disable=g-import-not-at-top
+  from ffn_research import config as config_lib
+  from ffn_research import io as io_lib
+  from ffn_research import loop
+  from ffn_research import parallel
+  from ffn_research import sweep
   if FLAGS.compilation_cache_dir:
     sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
   try:
@@ -39,11 +43,11 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  from ffn_research import configfile  # pylint: disable=g-import-not-at-top
-  from ffn_research.config import unknown_override_error  # pylint: disable=g-import-not-at-top
+  from ffn_research import configfile
+  from ffn_research.config import unknown_override_error
   if error := unknown_override_error(sys.argv):
     sys.exit(f'error: {error}')
   configfile.define_config_flag(sys.argv)
-  import jax  # pylint: disable=g-import-not-at-top
+  import jax
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

@@ -267,7 +267,13 @@ def default_plots(results: pd.DataFrame, swept: Sequence[str], metric: str) -> l
 
 def analyze(workdir: str, metric: str = 'eval_loss') -> str:
   """Write DIR/analysis/{report.md, aggregate.csv, *.png} from DIR/results.csv; return report path."""
-  results = load_results(workdir)
+  try:
+    results = load_results(workdir)
+  except (FileNotFoundError, pd.errors.EmptyDataError):
+    results = pd.DataFrame()
+  if 'status' not in results or not (results['status'] == 'completed').any():
+    raise FileNotFoundError(f'{workdir}: no run has completed yet ({len(results)} finished or failed '
+                            'rows in results.csv); nothing to analyse')
   swept = [k for k in swept_keys(workdir) if k in results.columns]
   outdir = os.path.join(workdir, 'analysis')
   os.makedirs(outdir, exist_ok=True)

@@ -22,7 +22,7 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
 
   c.model = m = ml_collections.ConfigDict()
-  m.arch = 'ffn'            # 'ffn': the bare FFN (regression); see models.ARCHS
+  m.arch = 'ffn'            # 'ffn': the bare FFN (regression); 'tied_relu': ReLU(W^T W x + b); see models.ARCHS
   m.d_model = 1             # input/output features of the FFN (1 for 1-D functions)
   m.d_ff = 64               # hidden width (before match_params scaling)
   m.activation = 'relu'     # plain or gated name, see models/activations.py
@@ -48,7 +48,17 @@ def default_config() -> ml_collections.ConfigDict:
   moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
   moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice
   moe.renormalize = False     # softmax_topk only: renormalise the k weights to sum to 1
-  moe.drop_priority = 'token'  # over capacity keep: 'token' (1st choices in token order, then 2nd) or 'score'
+  # Over capacity keep: 'position' (all k choices of token t before token t+1), 'token' (all 1st
+  # choices in token order, then 2nd, GShard) or 'score' (highest weight first); 'auto' = 'position'
+  # in sequence models (causal), 'token' for the bare FFN.
+  moe.drop_priority = 'auto'
+  # Tokens that share the capacity C: 'sequence' (each sequence its own C; causal, GShard's groups) or
+  # 'batch' (the whole batch); 'auto' = 'sequence' in sequence models, 'batch' for the bare FFN.
+  moe.capacity_scope = 'auto'
+  # Sequence models refuse MoE settings that leak later tokens or other sequences into a token's output
+  # (expert_choice, batch-wide capacity, 'token' priority with k > 1, 'score'); True accepts the leak and
+  # the run's summary.json says so (moe_noncausal). See docs/moe.md#causality.
+  moe.allow_noncausal = False
   moe.dispatch = 'auto'       # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
   moe.num_shared_experts = 0  # always-active experts of width d_ff / granularity (DeepSeekMoE)
   moe.granularity = 1         # G: G*E experts of width d_ff/G, top G*k (fine-grained experts)
@@ -61,7 +71,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.name = 'function'       # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
   t.num_train = 1024        # training-set size (function, teacher_student)
-  t.num_eval = 4096         # held-out points (function, teacher_student) or sequences (associative_recall, language)
+  t.num_eval = 4096         # held-out points (function, teacher_student, sparse_features) or sequences (associative_recall, language)
   t.grid_size = 8193        # dense grid on [-1, 1] for the sup-norm error (function)
   t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
@@ -70,6 +80,9 @@ def default_config() -> ml_collections.ConfigDict:
   t.cluster_zipf = 1.0      # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
   t.num_points = 256        # N random points to memorise (random_labels)
   t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
+  # sparse_features (Elhage et al. 2022): n = model.d_model features, reconstructed (tasks/regression.py).
+  t.feature_sparsity = 0.0  # S: probability that a feature is 0 (else uniform on [0, 1]); in [0, 1)
+  t.importance_decay = 1.0  # r: feature i's weight in the loss is r^i (1 = uniform importance)
   # Sequence tasks (tasks/sequence.py):
   t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall); tokens (language)
   t.num_facts = 1024        # facts (subject, relation) -> object (memorization)
@@ -132,6 +145,20 @@ def tiny_transformer_config(task_name: str, arg: str | None,
   elif arg == 'no_ffn':
     m.use_ffn = False
   return config
+
+
+def get_path(cfg: Any, key: str) -> Any:
+  """cfg['a']['b'] for the dotted key 'a.b' (a ConfigDict or a plain nested dict)."""
+  node = cfg
+  for part in key.split('.'):
+    node = node[part]
+  return node
+
+
+def set_path(cfg: Any, key: str, value: Any) -> None:
+  """cfg['a']['b'] = value for the dotted key 'a.b'."""
+  section, _, leaf = key.rpartition('.')
+  (get_path(cfg, section) if section else cfg)[leaf] = value
 
 
 def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any]:

@@ -16,6 +16,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from ffn_research import config as config_lib
+
 
 def json_safe(obj: Any) -> Any:
   """Non-finite floats become None (strict JSON has no NaN); NumPy scalars become Python."""
@@ -258,6 +260,46 @@ class Lock:
     if self.file is not None:
       self.file.close()  # releases the flock
       self.file = None
+
+
+# --------------------------------------------------------------------------- a run's folder
+
+FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
+
+
+class RunDir:
+  """One run's folder and its lifecycle, the same for a lone run and a sweep's runs: its lock,
+  the config.json check, its status and the one place summary.json is written."""
+
+  def __init__(self, path: str):
+    self.path = path
+    self.summary_path = os.path.join(path, 'summary.json')
+
+  def lock(self) -> Lock:
+    """One process trains the run at a time (io.Busy otherwise)."""
+    return Lock(self.path)
+
+  def check_config(self, resolved: dict[str, Any], free: tuple[str, ...] = ()) -> None:
+    """Write config.json, or refuse (WorkdirError) a folder that holds a different config."""
+    check_or_write_config(self.path, resolved, config_lib.default_config().to_dict(), free)
+
+  def summary(self) -> dict[str, Any] | None:
+    """summary.json, None while unfinished (read_summary)."""
+    return read_summary(self.summary_path)
+
+  def finished(self) -> dict[str, Any] | None:
+    """summary.json when the run is finished (FINISHED: a rerun skips it), else None."""
+    summary = self.summary()
+    return summary if summary is not None and summary.get('status') in FINISHED else None
+
+  def write_summary(self, summary: dict[str, Any]) -> None:
+    write_json(self.summary_path, summary)
+
+  def write_failure(self, error: BaseException, **extra: Any) -> dict[str, Any]:
+    """Record a crash as status 'failed' with its one-line error (the run is retried on rerun)."""
+    summary = {'status': 'failed', 'error': f'{type(error).__name__}: {error}'.splitlines()[0], **extra}
+    self.write_summary(summary)
+    return summary
 
 
 CHECKSUMS = 'sha256.json'  # in each checkpoint folder: {relative path: sha256} of its files

@@ -1,12 +1,12 @@
-"""The one run loop: a group of runs that share a compiled program (a lone run is a group of one).
+"""The one run loop: a group of runs that share compiled programs (a lone run is a group of one).
 
-`run_group(programs, configs, run_dirs)` trains the runs together and writes each run's
-outputs (config.json is written by the caller):
+`train_group(programs, configs, run_dirs)` trains the runs together (`GroupLoop`) and writes each
+run's logs and checkpoints; the caller writes config.json before and summary.json after
+(`train_and_evaluate` for a lone run, ffn_research.sweep for a sweep's groups):
 
   metrics.jsonl, tensorboard/   one line per logged chunk; `eval/...` every train.eval_every
   checkpoints/                  Orbax, every train.checkpoint_every steps and at the end
                                 (the final one holds the trained parameters: `load_run`)
-  summary.json                  counts, final metrics, status, timings
 
 Chunks are `lax.scan`s of train.log_every steps; a chunk's metrics are fetched after the
 next chunk is dispatched, except before a checkpoint: every logged step up to a checkpoint
@@ -19,6 +19,7 @@ logged loss exceeds train.blowup_factor times the first step's loss for
 train.blowup_patience consecutive logged chunks (train.blowup_factor = 0 turns it off).
 """
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -28,14 +29,12 @@ import time
 from typing import Any, NamedTuple, Sequence
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from flax import nnx
 
-from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import models, parallel, train, validation
+from ffn_research import programs as programs_lib
 
 PyTree = Any
 
@@ -44,154 +43,9 @@ class NotEnoughMemory(ValueError):
   """A run whose estimated memory exceeds what the device has; one line with both numbers."""
 
 
-# --------------------------------------------------------------------------- programs
-
-class LonePrograms:
-  """The programs of one run: jit(init), jit(train_chunk), jit(evaluate), no run axis.
-
-  With a mesh (`exp.mesh`, parallel.build_mesh) the state is laid out by
-  parallel.state_shardings and the metrics are replicated.
-  """
-
-  batched = False
-
-  def __init__(self, exp):
-    self.exp = exp
-    self.shardings, state_in, state_out, out = None, {}, {}, {}
-    if exp.mesh is not None:
-      self.shardings = parallel.state_shardings(jax.eval_shape(exp.init, 0), exp.mesh)
-      replicated = jax.sharding.NamedSharding(exp.mesh, jax.sharding.PartitionSpec())
-      state_in, out = {'in_shardings': (self.shardings, replicated)}, {'out_shardings': replicated}
-      state_out = {'out_shardings': (self.shardings, replicated)}
-    self.init_fn = jax.jit(exp.init, **({'out_shardings': self.shardings} if self.shardings else {}))
-    self.chunk = jax.jit(exp.train_chunk, static_argnums=1, donate_argnums=0, **state_in, **state_out)
-    self.evaluate = jax.jit(exp.evaluate, **out)
-
-  def scalars(self, configs: Sequence[ml_collections.ConfigDict]) -> dict[str, jax.Array]:
-    """The run's train.TRACED_KEYS values as float32 arrays (passed to init and every chunk)."""
-    return {k: jnp.float32(v) for k, v in train.traced_values(configs[0]).items()}
-
-  def init(self, seeds, scalars, widths):
-    del widths  # the config's, already in the model
-    return self.init_fn(seeds[0], scalars)
-
-  def abstract_state(self, seeds, scalars, widths):
-    del widths
-    return jax.eval_shape(self.init_fn, seeds[0], scalars)
-
-  def run(self, tree: PyTree, i: int) -> PyTree:
-    del i
-    return tree
-
-  def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
-    del i, abstract
-    return state
-
-  def stack(self, states: Sequence[PyTree]) -> PyTree:
-    return states[0] if self.shardings is None else parallel.place(states[0], self.shardings)
-
-  def host(self, state: PyTree) -> PyTree:
-    """The state to checkpoint: as is on one device, NumPy copies (every process calls this) on a mesh."""
-    return state if self.shardings is None else parallel.to_host(state)
-
-
-class GroupPrograms:
-  """The vmapped (and, over several devices, sharded) programs of a group of runs.
-
-  `exp` may be built wider than some runs (a d_ff-padded group, sweep.PAD_FLOPS_FACTOR):
-  each run gets its true FFN width at init (a traced per-run value); its state is padded
-  with zeros to the program's shapes on the way in (`stack`) and cut back to its own on
-  the way out (`run_state`), so checkpoints always hold the run's true shapes.
-  """
-
-  batched = True
-
-  def __init__(self, exp, num_runs: int, devices: Sequence[Any]):
-    self.exp = exp
-    self.num_devices = len(devices)
-    self.padded = -(-num_runs // self.num_devices) * self.num_devices
-    self.sharding = None
-    if self.num_devices > 1:
-      mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
-      self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
-
-    shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
-    self.init_fn = jax.jit(jax.vmap(exp.init), **shard_out)  # (seed, scalars, d_ff) per run
-    self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
-    self.evaluate = jax.jit(jax.vmap(exp.evaluate))
-    self.full = jax.eval_shape(exp.init, 0)  # one run's state at the program's (padded) shapes
-
-  def _chunk(self, state_R, num_steps, scalars_R):
-    out = jax.vmap(lambda s, c: self.exp.train_chunk(s, num_steps, c))(state_R, scalars_R)
-    return out if self.sharding is None else jax.lax.with_sharding_constraint(out, self.sharding)
-
-  def pad(self, x_R: np.ndarray) -> jax.Array:
-    """Pad the run axis (repeating the last run) to a multiple of the device count."""
-    x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
-    return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
-
-  def scalars(self, configs: Sequence[ml_collections.ConfigDict]) -> dict[str, jax.Array]:
-    """{key in train.TRACED_KEYS: one float32 value per run}, the run axis padded."""
-    values = [train.traced_values(c) for c in configs]
-    return {k: self.pad(np.asarray([v[k] for v in values], np.float32)) for k in train.TRACED_KEYS}
-
-  def _padded(self, seeds, scalars, widths):
-    return self.pad(np.asarray(seeds, np.int32)), scalars, self.pad(np.asarray(widths, np.int32))
-
-  def init(self, seeds, scalars, widths):
-    """scalars: GroupPrograms.scalars; widths: each run's true d_ff."""
-    return self.init_fn(*self._padded(seeds, scalars, widths))
-
-  def abstract_state(self, seeds, scalars, widths):
-    abstract = jax.eval_shape(self.init_fn, *self._padded(seeds, scalars, widths))
-    if self.sharding is None:
-      return abstract
-    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=self.sharding), abstract)
-
-  def run(self, tree: PyTree, i: int) -> PyTree:
-    return jax.tree.map(lambda x: x[i], tree)
-
-  def run_state(self, state: PyTree, i: int, abstract: PyTree) -> PyTree:
-    """Run i's state (host arrays) cut to its own shapes `abstract` (padded units dropped)."""
-    src, dst = _param_shapes(self.full), _param_shapes(abstract)
-    return jax.tree.map(lambda x, a: _resize(np.asarray(x[i]), src, dst, a.shape), state, abstract)
-
-  def stack(self, states: Sequence[PyTree]) -> PyTree:
-    """Runs' states (their own shapes) zero-padded to the program's and stacked on the run axis."""
-    full, full_shapes = self.full, _param_shapes(self.full)
-
-    def pad_one(a, x, own):
-      return _resize(np.asarray(x), _param_shapes(own), full_shapes, a.shape)
-
-    return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x, own) for x, own in zip(xs, states)])),
-                        full, *states)
-
-
-def _param_shapes(state: PyTree) -> list[tuple[int, ...]]:
-  """Shapes of the nnx.Param leaves of a run state, in the order train.Experiment._flat ravels them."""
-  return [tuple(x.shape) for x in jax.tree.leaves(nnx.split_state(state['params'], nnx.Param, ...)[0])]
-
-
-def _resize(x: np.ndarray, src: list[tuple[int, ...]], dst: list[tuple[int, ...]], shape) -> np.ndarray:
-  """`x` cut or zero-padded to `shape`. A flat optimizer vector (every parameter raveled, e.g. Adam's
-  mu/nu: train.Experiment._flat) is resized parameter by parameter from shapes `src` to `dst`."""
-  n_src, n_dst = sum(int(np.prod(s)) for s in src), sum(int(np.prod(s)) for s in dst)
-  if x.ndim == 1 and len(shape) == 1 and x.shape[0] == n_src and shape[0] == n_dst and n_src != n_dst:
-    parts, at = [], 0
-    for s, d in zip(src, dst):
-      piece = x[at:at + int(np.prod(s))].reshape(s)
-      at += int(np.prod(s))
-      parts.append(_resize(piece, [], [], d).ravel())
-    return np.concatenate(parts)
-  if not x.ndim:
-    return x
-  x = x[tuple(slice(0, n) for n in shape)]
-  return np.pad(x, [(0, n - m) for n, m in zip(shape, x.shape)])
-
-
 # --------------------------------------------------------------------------- bookkeeping
 
-def scalars(tree: PyTree, prefix: str = '') -> dict[str, Any]:
+def flatten_metrics(tree: PyTree, prefix: str = '') -> dict[str, Any]:
   """Flatten metrics to {'a/b': float or list} for JSON and TensorBoard."""
   out = {}
   for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
@@ -331,16 +185,6 @@ def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -
   return covered
 
 
-def run_abstract_states(exp, configs: Sequence[ml_collections.ConfigDict]) -> list[PyTree]:
-  """Each run's state shapes at its own d_ff (what its checkpoints hold), even in a padded program."""
-  by_width = {models.hidden_width(exp.config.model): jax.eval_shape(exp.init, 0)}
-  for c in configs:
-    w = models.hidden_width(c.model)
-    if w not in by_width:
-      by_width[w] = jax.eval_shape(train.Experiment(c).init, 0)
-  return [by_width[models.hidden_width(c.model)] for c in configs]
-
-
 def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_step: float):
   """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
   intact, or None; newer checkpoints are removed (a rerun recreates them)."""
@@ -361,15 +205,222 @@ def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_
   return chosen
 
 
-def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: Sequence[str], *,
-              verbose: bool = False, step_bar: Any = None) -> list[dict[str, Any]]:
-  """Train runs that share `programs` together; write each run's outputs; return summaries.
+class Stopwatch:
+  """Wall time since creation, seconds spent per activity that is not training (compiling,
+  held-out evaluation, checkpointing), and the training time between them."""
 
-  `programs`: LonePrograms (one run) or GroupPrograms. wall_time_s of a group is its time
-  divided by its size; compile_time_s is what this process spent compiling (None if
-  nothing was compiled); checkpoint_time_s the time spent saving checkpoints. With several
-  processes (jax.distributed) every process calls this; process 0 alone reads and writes
-  `run_dirs` and hands what it read to the others (ffn_research.parallel).
+  def __init__(self):
+    self.start = self.mark = self.train_start = time.time()
+    self.spent: dict[str, float] = collections.defaultdict(float)
+    self._spent_before = 0.0  # spent before start_training
+
+  @contextlib.contextmanager
+  def excluded(self, activity: str):
+    """Time `activity` into spent[activity]; the current training interval starts after it."""
+    t0 = time.time()
+    try:
+      yield
+    finally:
+      self.mark = time.time()
+      self.spent[activity] += self.mark - t0
+
+  def lap(self) -> float:
+    """Seconds since the end of the last lap or excluded activity; a new lap starts now."""
+    now = time.time()
+    took, self.mark = now - self.mark, now
+    return took
+
+  def start_training(self) -> None:
+    self.mark = self.train_start = time.time()
+    self._spent_before = sum(self.spent.values())
+
+  def training_time(self) -> float:
+    """Seconds since start_training less every excluded activity since then."""
+    return time.time() - self.train_start - (sum(self.spent.values()) - self._spent_before)
+
+  def elapsed(self) -> float:
+    return time.time() - self.start
+
+
+@dataclasses.dataclass
+class Chunk:
+  """A finished chunk whose lines are not written yet (they are written after the next dispatch)."""
+  step: int              # the step it ended at
+  metrics: PyTree        # on device
+  steps_per_s: float     # its steps over its own interval (Stopwatch.lap)
+  evals: PyTree = None   # held-out metrics at `step`, when due
+
+
+def _crossed(every: int, before: int, after: int) -> bool:
+  return every > 0 and after // every > before // every
+
+
+class GroupLoop:
+  """Trains the runs that share `programs` together, chunk by chunk (`train_group`).
+
+  State: `step` (of every run: they train in lockstep), `state` (the programs'), `pending`
+  (the last chunk, its lines not yet written), `tracks` (per run, from its logged lines).
+  """
+
+  def __init__(self, programs: programs_lib.Programs, configs: Sequence[ml_collections.ConfigDict],
+               run_dirs: Sequence[str], verbose: bool, step_bar: Any):
+    self.programs, self.configs, self.run_dirs = programs, configs, run_dirs
+    self.tr, self.num_runs = configs[0].train, len(configs)
+    self.verbose, self.step_bar = verbose, step_bar
+    self.clock = Stopwatch()
+    self.traced = programs.traced(configs)  # train.TRACED_KEYS, one value per run
+    self.abstract = programs.abstract_state(configs, self.traced)
+    self.run_abstracts = programs_lib.run_abstract_states(programs.exp, configs)  # what checkpoints hold
+    self.primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
+    self.ckpts = [(io_lib.Checkpointer if self.primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
+                  for d in run_dirs]
+    self.compiled: set[int] = set()  # chunk lengths compiled
+    self.state, self.step, self.wall_before = None, 0, [0.0] * self.num_runs
+    self.logs: list[Any] = []
+    self.tracks: list[Track] = []
+    self.pending: Chunk | None = None
+
+  @property
+  def training(self) -> bool:
+    """Whether some run has not diverged."""
+    return any(t.diverged_at < 0 for t in self.tracks)
+
+  def compile(self, n: int) -> None:
+    """Compile the n-step chunk once (the jit call reuses it); the first also checks memory."""
+    if n in self.compiled:
+      return
+    with self.clock.excluded('compile'):
+      executable = self.programs.chunk.lower(self.abstract, n, self.traced).compile()
+    if not self.compiled:
+      check_memory(executable, jax.local_devices()[0], self.num_runs)
+    self.compiled.add(n)
+
+  def resume(self) -> None:
+    """Start fresh, or from the newest checkpoint every run has intact and logged; open the logs."""
+    tr = self.tr
+    if not all(c.steps() and c.steps()[0] >= tr.steps for c in self.ckpts):
+      self.compile(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
+    logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
+                 for d in self.run_dirs) if self.primary else 0
+    restored = parallel.from_primary(_restore(self.ckpts, self.run_abstracts, logged))
+    if restored is None:
+      self.state = self.programs.init(self.configs, self.traced)
+    else:
+      states, self.step, metas = restored
+      self.state, self.wall_before = self.programs.stack(states), [float(m['wall_time_s']) for m in metas]
+      if self.verbose:
+        print(f'resumed from checkpoint at step {self.step}', flush=True)
+    for d in self.run_dirs:
+      self.logs.append(io_lib.MetricsLog(d, resume_step=self.step) if self.primary else parallel.NoLog([]))
+    for records in parallel.from_primary([log.records for log in self.logs]):
+      self.tracks.append(Track())
+      for record in records:
+        self.tracks[-1].observe(record['step'], record, tr)
+
+  def dispatch(self) -> int:
+    """Run the next chunk, writing the previous chunk's lines meanwhile; the step it started at."""
+    n = min(self.tr.log_every, self.tr.steps - self.step)
+    self.compile(n)
+    self.state, metrics = self.programs.chunk(self.state, n, self.traced)
+    start, self.step = self.step, self.step + n
+    self.flush()  # the host writes the previous chunk's lines while this one runs
+    if self.step_bar is not None:
+      self.step_bar.update(n)
+    jax.block_until_ready((self.state, metrics))
+    self.pending = Chunk(self.step, metrics, n / max(self.clock.lap(), 1e-9))
+    return start
+
+  def flush(self) -> None:
+    """Write the pending chunk's line of every run still training."""
+    chunk, self.pending = self.pending, None
+    if chunk is None or not self.training:
+      return
+    metrics, evals = jax.device_get((chunk.metrics, chunk.evals))
+    metrics = self.programs.per_run(metrics, self.num_runs)
+    evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
+    for i, track in enumerate(self.tracks):
+      if track.diverged_at >= 0:
+        continue
+      m = flatten_metrics(metrics[i])
+      first = m.pop('first_step_loss')
+      if chunk.step == min(self.tr.log_every, self.tr.steps):
+        m['initial_loss'] = first  # the first chunk's line holds the first step's loss
+      m['steps_per_s'] = chunk.steps_per_s
+      if evals[i] is not None:
+        m.update({'eval/' + k.removeprefix('eval_'): v for k, v in flatten_metrics(evals[i]).items()})
+      self.logs[i].write(chunk.step, m)
+      track.observe(chunk.step, m, self.tr)
+      if self.verbose:
+        print(log_line(chunk.step, self.tr.steps, m), flush=True)
+
+  def evaluate(self, start: int) -> None:
+    """Held-out metrics for the pending chunk's line every train.eval_every steps and at the end."""
+    every = self.tr.eval_every
+    if _crossed(every, start, self.step) or (every > 0 and self.step == self.tr.steps):
+      with self.clock.excluded('eval'):
+        self.pending.evals = jax.block_until_ready(
+            self.programs.evaluate(self.state['params'], self.state['data']))
+
+  def checkpoint(self) -> None:
+    """Save every run's state at the current step (as its own shapes), its lines already on disk."""
+    self.flush()  # every logged step is on disk before the checkpoint counts
+    with self.clock.excluded('checkpoint'):
+      states = self.programs.unstack(self.state, self.run_abstracts)
+      elapsed = self.clock.elapsed() / self.num_runs
+      for c, state, before in zip(self.ckpts, states, self.wall_before):
+        c.save(self.step, state, {'wall_time_s': before + elapsed})
+
+  def train(self) -> tuple[float | None, PyTree]:
+    """(steps per second of training time, final held-out metrics or None if every run diverged)."""
+    jax.block_until_ready(self.state)  # init or restore is not training time
+    first_step = self.step
+    self.clock.start_training()
+    while self.step < self.tr.steps and self.training:
+      start = self.dispatch()
+      self.evaluate(start)
+      if _crossed(self.tr.checkpoint_every, start, self.step) and self.step < self.tr.steps:
+        self.checkpoint()
+    self.flush()
+    train_s = self.clock.training_time()
+    rate = (self.step - first_step) / train_s if self.step > first_step and train_s > 0 else None
+    self.checkpoint()  # the final state (a no-op when a rerun restored it)
+    evals = None
+    if self.training:
+      evals = jax.device_get(self.programs.evaluate(self.state['params'], self.state['data']))
+    return rate, evals
+
+  def finish(self, rate: float | None, evals: PyTree) -> list[dict[str, Any]]:
+    """Each run's summary.json content (the caller writes it)."""
+    elapsed = self.clock.elapsed() / self.num_runs
+    evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
+    summaries = []
+    for config, track, run_evals, before in zip(self.configs, self.tracks, evals, self.wall_before):
+      counts = {**models.model_counts(config, self.programs.exp.task), **models.run_notes(config)}
+      summaries.append(run_summary(
+          counts, track, step=self.step, evals=None if track.diverged_at >= 0 else flatten_metrics(run_evals),
+          compile_time_s=self.clock.spent['compile'] if self.compiled else None,
+          checkpoint_time_s=self.clock.spent['checkpoint'] / self.num_runs,
+          wall_time_s=before + elapsed, steps_per_s=rate))
+      if track.diverged_at >= 0 and self.verbose:
+        print(f'diverged: {track.reason} at step {track.diverged_at}', flush=True)
+    return summaries
+
+  def close(self) -> None:
+    for log in self.logs:
+      log.close()
+    for c in self.ckpts:
+      c.close()
+
+
+def train_group(programs: programs_lib.Programs, configs: Sequence[ml_collections.ConfigDict],
+                run_dirs: Sequence[str], *, verbose: bool = False, step_bar: Any = None) -> list[dict[str, Any]]:
+  """Train runs that share `programs` together; write each run's logs and checkpoints; return
+  their summaries (a lone run is a group of one: programs.LonePrograms).
+
+  wall_time_s of a group is its time divided by its size; compile_time_s is what this process
+  spent compiling (None if nothing was compiled); checkpoint_time_s the time spent saving
+  checkpoints. With several processes (jax.distributed) every process calls this; process 0
+  alone reads and writes `run_dirs` and hands what it read to the others (ffn_research.parallel).
 
   Throughput: chunk k+1 is dispatched before chunk k's metrics are written, then waited for,
   so each logged line's `steps_per_s` is its chunk's steps over the time from the end of the
@@ -377,141 +428,13 @@ def run_group(programs, configs: Sequence[ml_collections.ConfigDict], run_dirs: 
   not counted) to the end of this one. The summary's steps_per_s is all steps trained here over
   the training time: the loop's wall time less compiling, held-out evaluation and checkpoints.
   """
-  start_time = time.time()
-  exp, tr, num_runs = programs.exp, configs[0].train, len(configs)
-  device = jax.local_devices()[0]
-  seeds = [c.train.seed for c in configs]
-  traced = programs.scalars(configs)  # train.TRACED_KEYS, one value per run
-  widths = [models.hidden_width(c.model) for c in configs]  # true; the program may be wider
-  abstract = programs.abstract_state(seeds, traced, widths)
-  abstract_ones = run_abstract_states(exp, configs)
-  primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
-  ckpts = [(io_lib.Checkpointer if primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
-           for d in run_dirs]
-
-  compiled: set[int] = set()
-  compile_time = 0.0
-
-  def ensure_compiled(n: int) -> float:
-    """Compile the n-step chunk once; the seconds it took (0 when already compiled)."""
-    nonlocal compile_time
-    if n in compiled:
-      return 0.0
-    t0 = time.time()
-    executable = programs.chunk.lower(abstract, n, traced).compile()  # the jit call below reuses it
-    took = time.time() - t0
-    compile_time += took
-    if not compiled:
-      check_memory(executable, device, num_runs)
-    compiled.add(n)
-    return took
-
-  if not all(c.steps() and c.steps()[0] >= tr.steps for c in ckpts):
-    ensure_compiled(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
-  logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
-               for d in run_dirs) if primary else 0
-  restored = parallel.from_primary(_restore(ckpts, abstract_ones, logged))
-  if restored is None:
-    state, step, wall_before = programs.init(seeds, traced, widths), 0, [0.0] * num_runs
-  else:
-    states, step, metas = restored
-    state, wall_before = programs.stack(states), [float(m['wall_time_s']) for m in metas]
-    if verbose:
-      print(f'resumed from checkpoint at step {step}', flush=True)
-
-  logs, tracks = [], []
+  loop = GroupLoop(programs, configs, run_dirs, verbose, step_bar)
   try:
-    for d in run_dirs:
-      logs.append(io_lib.MetricsLog(d, resume_step=step) if primary else parallel.NoLog([]))
-    for records in parallel.from_primary([log.records for log in logs]):
-      tracks.append(Track())
-      for record in records:
-        tracks[-1].observe(record['step'], record, tr)
-
-    pending = None  # (step, metrics, steps_per_s, evals) of a finished chunk, written after the next dispatch
-    checkpoint_time = eval_time = 0.0
-
-    def flush(pending) -> None:
-      at, metrics, steps_per_s, evals = pending
-      host, host_evals = jax.device_get((metrics, evals))
-      for i in range(num_runs):
-        if tracks[i].diverged_at >= 0:
-          continue
-        m = scalars(programs.run(host, i))
-        first = m.pop('first_step_loss')
-        if at == min(tr.log_every, tr.steps):
-          m['initial_loss'] = first  # the first chunk's line holds the first step's loss
-        m['steps_per_s'] = steps_per_s
-        if host_evals is not None:
-          m.update({'eval/' + k.removeprefix('eval_'): v for k, v in scalars(programs.run(host_evals, i)).items()})
-        logs[i].write(at, m)
-        tracks[i].observe(at, m, tr)
-        if verbose:
-          print(log_line(at, tr.steps, m), flush=True)
-
-    def save_all(at: int) -> None:
-      nonlocal checkpoint_time
-      t0 = time.time()
-      host = jax.device_get(state) if programs.batched else programs.host(state)
-      elapsed = (time.time() - start_time) / num_runs
-      for i, c in enumerate(ckpts):
-        c.save(at, programs.run_state(host, i, abstract_ones[i]), {'wall_time_s': wall_before[i] + elapsed})
-      checkpoint_time += time.time() - t0
-
-    def crossed(every: int, before: int, after: int) -> bool:
-      return every > 0 and after // every > before // every
-
-    jax.block_until_ready(state)  # init or restore is not training time
-    loop_start, loop_step, compile_before = time.time(), step, compile_time
-    t_mark = loop_start  # where the next chunk's interval starts: the device is idle here
-    while step < tr.steps and any(t.diverged_at < 0 for t in tracks):
-      n = min(tr.log_every, tr.steps - step)
-      t_mark += ensure_compiled(n)
-      state, metrics = programs.chunk(state, n, traced)
-      prev, step = step, step + n
-      if pending is not None:
-        flush(pending)  # the host writes the previous chunk's line while this one runs
-      if step_bar is not None:
-        step_bar.update(n)
-      jax.block_until_ready((state, metrics))
-      now = time.time()
-      pending, t_mark = (step, metrics, n / max(now - t_mark, 1e-9), None), now
-      if crossed(tr.eval_every, prev, step) or (tr.eval_every > 0 and step == tr.steps):
-        evals = jax.block_until_ready(programs.evaluate(state['params'], state['data']))
-        pending, t_mark = pending[:3] + (evals,), time.time()
-        eval_time += t_mark - now
-      if crossed(tr.checkpoint_every, prev, step) and step < tr.steps:
-        if any(t.diverged_at < 0 for t in tracks):
-          flush(pending)  # every logged step is on disk before the checkpoint counts
-        pending = None
-        save_all(step)
-        t_mark = time.time()
-    if pending is not None and any(t.diverged_at < 0 for t in tracks):
-      flush(pending)
-    train_s = time.time() - loop_start - (compile_time - compile_before) - checkpoint_time - eval_time
-    rate = (step - loop_step) / train_s if step > loop_step and train_s > 0 else None
-    save_all(step)  # the final state (a no-op when a rerun restored it)
-    all_evals = None
-    if any(t.diverged_at < 0 for t in tracks):
-      all_evals = jax.device_get(programs.evaluate(state['params'], state['data']))
+    loop.resume()
+    rate, evals = loop.train()
   finally:
-    for log in logs:
-      log.close()
-    for c in ckpts:
-      c.close()
-
-  elapsed = (time.time() - start_time) / num_runs
-  summaries = []
-  for i, d in enumerate(run_dirs):
-    evals = None if tracks[i].diverged_at >= 0 else scalars(programs.run(all_evals, i))
-    summary = run_summary(models.model_counts(configs[i], exp.task), tracks[i], step=step, evals=evals,
-                          compile_time_s=compile_time if compiled else None,
-                          checkpoint_time_s=checkpoint_time / num_runs,
-                          wall_time_s=wall_before[i] + elapsed, steps_per_s=rate)
-    if tracks[i].diverged_at >= 0 and verbose:
-      print(f'diverged: {tracks[i].reason} at step {tracks[i].diverged_at}', flush=True)
-    summaries.append(summary)
-  return summaries
+    loop.close()
+  return loop.finish(rate, evals)
 
 
 # --------------------------------------------------------------------------- one run in a workdir
@@ -521,43 +444,45 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
   Raises ConfigError, io.WorkdirError (unusable, busy or mismatched workdir) or
   NotEnoughMemory before training; a crash during training is recorded as status 'failed'.
+  With several processes (jax.distributed) process 0 alone owns the workdir.
   """
   validation.validate(config)
   mesh = parallel.build_mesh(config)  # ConfigError when parallel.* does not fit the devices
-  primary = parallel.is_primary()  # several processes (jax.distributed): process 0 owns the workdir
+  primary, run = parallel.is_primary(), io_lib.RunDir(workdir)
   if primary:
     io_lib.prepare_workdir(workdir)
-  with io_lib.Lock(workdir) if primary else contextlib.nullcontext():
+  with run.lock() if primary else contextlib.nullcontext():
     if primary:
-      io_lib.check_or_write_config(workdir, config.to_dict(), config_lib.default_config().to_dict(),
-                                   free=('parallel.',))  # a run may resume on another mesh
-    summary_path = os.path.join(workdir, 'summary.json')
-    previous = parallel.from_primary(io_lib.read_summary(summary_path) if primary else None)
-    if previous and previous.get('status') in ('completed', 'diverged'):
+      run.check_config(config.to_dict(), free=('parallel.',))  # a run may resume on another mesh
+    previous = parallel.from_primary(run.finished() if primary else None)
+    if previous:
       if primary:
         print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
       return previous
     start_time = time.time()
     exp = train.Experiment(config, mesh)
     if primary:
-      print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
-                                  for k, v in exp.counts.items()), flush=True)
-      if mesh is not None:
-        print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
-              f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
+      _print_model(exp, mesh)
     try:
-      summary = run_group(LonePrograms(exp), [config], [workdir], verbose=primary)[0]
+      summary = train_group(programs_lib.LonePrograms(exp), [config], [workdir], verbose=primary)[0]
     except NotEnoughMemory:
       raise
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
       if primary:
-        io_lib.write_json(summary_path, {'status': 'failed', 'error': f'{type(e).__name__}: {e}',
-                                         'wall_time_s': time.time() - start_time})
+        run.write_failure(e, wall_time_s=time.time() - start_time)
       raise
     if primary:
-      io_lib.write_json(summary_path, summary)
+      run.write_summary(summary)
       print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
   return summary
+
+
+def _print_model(exp: train.Experiment, mesh: jax.sharding.Mesh | None) -> None:
+  print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
+                              for k, v in exp.counts.items()), flush=True)
+  if mesh is not None:
+    print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
+          f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
 
 
 # --------------------------------------------------------------------------- reading a run back
@@ -586,4 +511,4 @@ def load_run(run_dir: str) -> LoadedRun:
   finally:
     ckpt.close()
   model = exp.merge(restored[0]['params'])
-  return LoadedRun(config, model, io_lib.read_json(os.path.join(run_dir, 'summary.json')))
+  return LoadedRun(config, model, io_lib.read_json(io_lib.RunDir(run_dir).summary_path))

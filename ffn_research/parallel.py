@@ -22,7 +22,7 @@ global mesh; process 0 alone reads and writes the workdir and hands what it read
 restored state, the logged lines) to the others (`from_primary`).
 
 Sweeps do not use this: a vmapped group shards its run axis over the local devices
-(loop.GroupPrograms) and shards of a sweep run as independent processes (docs/sweeps.md).
+(programs.GroupPrograms) and shards of a sweep run as independent processes (docs/sweeps.md).
 """
 
 import os

@@ -13,9 +13,9 @@ configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
 `Experiment.train_chunk` are vmapped over a leading run axis, and every other key of
 VMAPPED_KEYS (train.TRACED_KEYS: learning rate, weight decay, dropout rate, MoE balancing
 coefficients, router jitter, label noise) is fed in as a traced per-run value.
-Runs that also differ in `model.d_ff` (dense FFNs without dropout, models.pads_d_ff) share a
-program allocated at the widest run's width, each run masked to its own (models/ffn.py),
-while the padded FLOPs stay within PAD_FLOPS_FACTOR of the real ones.
+Runs that also differ in `model.d_ff` (dense FFNs without dropout) share a program allocated
+at the widest run's width, each run masked to its own, while the padded FLOPs stay within
+a factor of the real ones (d_ff padding: ffn_research.programs).
 """
 
 import contextlib
@@ -29,18 +29,18 @@ import os
 import re
 import sys
 import traceback
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import ml_collections
 from tqdm import tqdm
 
 from ffn_research import config as config_lib
-from ffn_research import configfile
 from ffn_research import io as io_lib
 from ffn_research import loop as loop_lib
-from ffn_research import models, tasks
+from ffn_research import models
 from ffn_research import parallel
+from ffn_research import programs as programs_lib
 from ffn_research import train as train_lib
 from ffn_research import validation
 
@@ -50,24 +50,11 @@ Overrides = dict[str, Any]
 # (the seed feeds init; train.TRACED_KEYS are traced per-run values).
 VMAPPED_KEYS = ('train.seed', *train_lib.TRACED_KEYS)
 
-# Runs that differ only in VMAPPED_KEYS and model.d_ff (where models.pads_d_ff) share one
-# program padded to their widest hidden width as long as the group's padded FLOPs (every
-# run at the widest width) stay within this factor of its real FLOPs (flops_per_token at
-# each run's own width); wider ranges split into several programs, greedily over sorted
-# widths (`split_by_flops`). 1.0 turns padding off (only equal widths share a program).
-# 4, not 2: the small models this project sweeps on CPU are bound by compiling and per-step
-# overhead, not FLOPs (docs/sweeps.md "Measured"); for large models on accelerators, where
-# time follows FLOPs, pass a smaller factor (experiments.sweep --pad_flops_factor=2).
-# Example, capacity_dense.py (widths 4..1024, doubling, 3 seeds): factor 2 gives the programs
-# {4,8,16} {32,64,128} {256,512,1024} per activation; factor 4 gives {4..256} {512,1024}.
-PAD_FLOPS_FACTOR = 4.0
-
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
                  'd_ff_effective', 'flops_per_token')
 TAIL_COLUMNS = ('diverged_step', 'diverged_reason', 'wall_time_s', 'compile_time_s', 'checkpoint_time_s',
                 'steps_per_s', 'sweep_group_size', 'sweep_padded_d_ff', 'error')
-FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
 
 
 # --------------------------------------------------------------------------- defining sweeps
@@ -118,12 +105,13 @@ def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, A
   """A copy of `config` with dotted keys set; unknown keys or wrong types raise ConfigError."""
   config = ml_collections.ConfigDict(config.to_dict())
   for key, value in overrides.items():
-    *path, leaf = key.split('.')
-    node = config
-    for part in path:
-      if not isinstance(node.get(part), ml_collections.ConfigDict):
-        raise config_lib.ConfigError(f'sweep override {key!r}: no config section {part!r}')
-      node = node[part]
+    section, _, leaf = key.rpartition('.')
+    try:
+      node = config_lib.get_path(config, section) if section else config
+    except (KeyError, TypeError):
+      node = None
+    if not isinstance(node, ml_collections.ConfigDict):
+      raise config_lib.ConfigError(f'sweep override {key!r}: no config section {section!r}')
     if leaf not in node:
       options = ', '.join(sorted(node.keys()))
       raise config_lib.ConfigError(f'sweep override {key!r} is not a config key; keys here: {options}')
@@ -185,7 +173,7 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
 
 def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
   """Equal for configs that differ only in VMAPPED_KEYS and, with `pad`, in model.d_ff where
-  models.pads_d_ff (such runs may share one program)."""
+  programs.pads_d_ff (such runs may share one program)."""
   shape_config = config_lib.flat_keys(config)
   # Structure only (not the traced dropout rate), so runs differing in dropout still group; a
   # group with dropout does not pad across widths (group_runs).
@@ -195,50 +183,20 @@ def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
   return json.dumps(io_lib.json_safe(shape_config), sort_keys=True)
 
 
-def split_by_flops(runs: Sequence[Run], flops: Sequence[float], factor: float) -> list[list[Run]]:
-  """Runs (of one group_key) cut into programs whose padded FLOPs, len(program) * its largest
-  flops, stay within `factor` of their real FLOPs, the sum of flops: greedy over the distinct
-  widths in increasing order, all runs of a width together, a new program whenever adding
-  the next width would break the bound (flops_per_token grows with d_ff)."""
-  by_width: dict[int, list[int]] = {}
-  for i, r in enumerate(runs):
-    by_width.setdefault(models.hidden_width(r.config.model), []).append(i)
-  out: list[list[int]] = []
-  for w in sorted(by_width):
-    cand = (out[-1] if out else []) + by_width[w]
-    if out and len(cand) * max(flops[j] for j in cand) <= factor * sum(flops[j] for j in cand):
-      out[-1] = cand
-    else:
-      out.append(by_width[w])
-  return [[runs[i] for i in g] for g in out]
-
-
-def group_runs(runs: Sequence[Run], pad_flops_factor: float = PAD_FLOPS_FACTOR) -> list[list[Run]]:
-  """Runs grouped into programs: by `group_key` (in order of first appearance), then split
-  by `split_by_flops` (narrowest first); pad_flops_factor 1.0 pads nothing."""
+def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR) -> list[list[Run]]:
+  """Runs grouped into programs: by `group_key` (in order of first appearance), then by
+  programs.plan (d_ff padding; pad_flops_factor 1.0 pads nothing)."""
   if not (isinstance(pad_flops_factor, (int, float)) and pad_flops_factor >= 1):
     raise config_lib.ConfigError(f'pad_flops_factor={pad_flops_factor!r} must be a number >= 1 (1: no padding)')
   by_key: dict[str, list[Run]] = {}
   for r in runs:
     by_key.setdefault(group_key(r.config), []).append(r)
-  groups = []
-  for g in by_key.values():
-    if all(models.pads_d_ff(r.config.model) for r in g):
-      same_program = [g]
-    else:  # some run has dropout: each width compiles on its own (models.pads_d_ff)
-      by_width: dict[int, list[Run]] = {}
-      for r in g:
-        by_width.setdefault(models.hidden_width(r.config.model), []).append(r)
-      same_program = list(by_width.values())
-    task = tasks.build_task(g[0].config)  # the same for all: only VMAPPED_KEYS and d_ff differ
-    for h in same_program:
-      flops = [models.model_counts(r.config, task)['flops_per_token'] for r in h]
-      groups += split_by_flops(h, flops, pad_flops_factor)
-  return groups
+  return [[g[i] for i in program] for g in by_key.values()
+          for program in programs_lib.plan([r.config for r in g], pad_flops_factor)]
 
 
 def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int,
-                 pad_flops_factor: float = PAD_FLOPS_FACTOR) -> list[Run]:
+                 pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR) -> list[Run]:
   """Shard `shard_index` of `num_shards`: contiguous blocks of the runs ordered by group.
 
   Deterministic from the sweep alone; the shards partition the runs, and keeping
@@ -268,72 +226,107 @@ def enable_compilation_cache(directory: str) -> None:
 
 # --------------------------------------------------------------------------- running a group
 
-def _run_dir(workdir: str, name: str) -> str:
-  return os.path.join(workdir, 'runs', name)
-
-
-def _read_summary(workdir: str, name: str) -> dict[str, Any] | None:
-  return io_lib.read_summary(os.path.join(_run_dir(workdir, name), 'summary.json'))
+def _run_dir(workdir: str, name: str) -> io_lib.RunDir:
+  return io_lib.RunDir(os.path.join(workdir, 'runs', name))
 
 
 def _resume_step(workdir: str, name: str) -> int:
   """The newest checkpoint step of a run (0 if none), from folder names alone."""
-  folder = os.path.join(_run_dir(workdir, name), 'checkpoints')
+  folder = os.path.join(_run_dir(workdir, name).path, 'checkpoints')
   steps = [int(d) for d in os.listdir(folder) if d.isdigit()] if os.path.isdir(folder) else []
   return max(steps, default=0)
 
 
-GroupPrograms = loop_lib.GroupPrograms
+_PROGRAMS: dict[tuple[Any, ...], programs_lib.GroupPrograms] = {}
 
 
-_PROGRAMS: dict[tuple[Any, ...], GroupPrograms] = {}
-
-
-def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> GroupPrograms:
-  """GroupPrograms (of `config`'s widths), reused within a process for groups of the same program.
-
-  `config`: train.group_config of the group, widest run first; which traced values are > 0 is
-  part of the program.
-  """
+def _programs(config: ml_collections.ConfigDict, num_runs: int,
+              devices: tuple[Any, ...]) -> programs_lib.GroupPrograms:
+  """GroupPrograms of programs.program_config `config`, reused within a process for groups of the
+  same program (which traced values are > 0 is part of it)."""
   paths = tuple(v > 0 for v in train_lib.traced_values(config).values())
   key = (group_key(config, pad=False), paths, num_runs, devices)
   if key not in _PROGRAMS:
     if len(_PROGRAMS) >= 8:
       _PROGRAMS.pop(next(iter(_PROGRAMS)))
-    _PROGRAMS[key] = GroupPrograms(train_lib.Experiment(config), num_runs, devices)
+    _PROGRAMS[key] = programs_lib.GroupPrograms(train_lib.Experiment(config), num_runs, devices)
   return _PROGRAMS[key]
 
 
-def run_group(runs: Sequence[Run], workdir: str, *, devices: Sequence[Any] | None = None,
-              step_bar: Any = None) -> list[dict[str, Any]]:
-  """Train runs that share one program together (ffn_research.loop); write their summaries.
+def resume_groups(mine: Sequence[Run], todo: Sequence[Run], resume_step: Callable[[Run], int],
+                  pad_flops_factor: float, max_group_size: int) -> list[tuple[list[Run], list[Run]]]:
+  """(runs to train together, the program's runs) for the unfinished runs `todo` of a shard.
 
-  The program is built at the widest run's d_ff; narrower runs are padded to it and masked.
-  Every run's outputs follow a lone run's schema (summary adds `sweep_group_size` and
-  `sweep_padded_d_ff`, the hidden width the program allocated; counts are the run's own).
-  A run whose loss turns non-finite or blows up is 'diverged'; the others go on. Runs
-  resume from their newest common intact checkpoint. The caller holds the run locks.
+  Programs are planned over all the shard's runs, finished or not (`group_runs`), as an
+  uninterrupted sweep plans them, so a resumed run gets the same program (padded width, traced
+  paths) and so bit-identical figures, however many of its group-mates finished before a kill;
+  within a program, runs train together only from the same checkpoint step.
   """
-  devices = list(devices if devices is not None else jax.local_devices())
-  widest = max(runs, key=lambda r: models.hidden_width(r.config.model))
-  configs = [widest.config] + [r.config for r in runs if r is not widest]
-  progs = _programs(train_lib.group_config(configs), len(runs), tuple(devices))
-  summaries = loop_lib.run_group(progs, [r.config for r in runs], [_run_dir(workdir, r.name) for r in runs],
-                                 step_bar=step_bar)
-  for r, summary in zip(runs, summaries):
-    summary['sweep_group_size'] = len(runs)
-    summary['sweep_padded_d_ff'] = models.hidden_width(widest.config.model)
-    io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
-  return summaries
-
-
-def _write_failed(runs: Sequence[Run], workdir: str, error: BaseException) -> list[dict[str, Any]]:
+  left = {r.name for r in todo}
   out = []
-  for r in runs:
-    summary = {'status': 'failed', 'error': f'{type(error).__name__}: {error}'.splitlines()[0]}
-    io_lib.write_json(os.path.join(_run_dir(workdir, r.name), 'summary.json'), summary)
-    out.append(summary)
+  for program in group_runs(mine, pad_flops_factor):
+    by_step: dict[int, list[Run]] = {}
+    for r in program:
+      if r.name in left:
+        by_step.setdefault(resume_step(r), []).append(r)
+    for step in sorted(by_step):
+      g = by_step[step]
+      size = max_group_size if max_group_size > 0 else len(g)
+      out += [(g[i:i + size], program) for i in range(0, len(g), size)]
   return out
+
+
+def _train_runs(runs: Sequence[Run], workdir: str, program: Sequence[Run], devices: Sequence[Any] | None,
+                step_bar: Any) -> None:
+  """Train runs that share one program together (loop.train_group); write their summaries.
+
+  The program is planned for the runs `program` (resume_groups) and built at the widest one's
+  d_ff; narrower runs are padded to it and masked (ffn_research.programs). Every run's outputs
+  follow a lone run's schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden
+  width the program allocated; counts are the run's own). A run whose loss turns non-finite or
+  blows up is 'diverged'; the others go on. Runs resume from their newest common intact
+  checkpoint. The caller holds the run locks.
+  """
+  devices = tuple(devices if devices is not None else jax.local_devices())
+  config = programs_lib.program_config([r.config for r in program])
+  run_dirs = [_run_dir(workdir, r.name) for r in runs]
+  summaries = loop_lib.train_group(_programs(config, len(runs), devices), [r.config for r in runs],
+                                   [d.path for d in run_dirs], step_bar=step_bar)
+  for run_dir, summary in zip(run_dirs, summaries):
+    summary['sweep_group_size'] = len(runs)
+    summary['sweep_padded_d_ff'] = models.hidden_width(config.model)
+    run_dir.write_summary(summary)
+
+
+def _train_group(runs: Sequence[Run], program: Sequence[Run], workdir: str, devices: Sequence[Any] | None,
+                 progress: bool) -> None:
+  """_train_runs for the runs no other process holds; a group that fails or does not fit in
+  memory is recorded 'failed' (retried on rerun), the sweep goes on."""
+  step_bar = tqdm(total=runs[0].config.train.steps, desc=f'{len(runs)} x {runs[0].name}', unit='step',
+                  leave=False, disable=not progress, dynamic_ncols=True)
+  what = f'group of {len(runs)} runs starting with {runs[0].name}'
+  try:
+    with contextlib.ExitStack() as locks:
+      free = []  # runs another process holds are skipped; their group-mates still train
+      for r in runs:
+        try:
+          locks.enter_context(_run_dir(workdir, r.name).lock())
+          free.append(r)
+        except io_lib.Busy as e:
+          print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
+      if free:
+        _train_runs(free, workdir, program, devices, step_bar)
+  except io_lib.Busy as e:
+    print(f'sweep: skipped {len(runs)} runs starting with {runs[0].name}: {e}', file=sys.stderr, flush=True)
+  except Exception as e:  # pylint: disable=broad-except
+    if isinstance(e, loop_lib.NotEnoughMemory):
+      print(f'sweep: {what} refused: {e}', file=sys.stderr, flush=True)
+    else:
+      traceback.print_exc()
+      print(f'sweep: {what} failed: {e}', file=sys.stderr, flush=True)
+    for r in runs:
+      _run_dir(workdir, r.name).write_failure(e)
+  step_bar.close()
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -348,16 +341,18 @@ def check_shard(num_shards: int, shard_index: int) -> None:
 
 def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workdir: str, *,
               num_shards: int = 1, shard_index: int = 0, devices: Sequence[Any] | None = None,
-              max_group_size: int = 0, pad_flops_factor: float = PAD_FLOPS_FACTOR,
+              max_group_size: int = 0, pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR,
               progress: bool = True) -> dict[str, dict[str, Any]]:
   """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary}.
 
   Everything is checked before anything is written. One process runs a shard at a time
   (DIR/.lock-shard-I-of-N) and a run at a time (its run folder's .lock: runs held by
   another process are skipped). `max_group_size` > 0 splits larger groups (bounds memory).
-  `pad_flops_factor`: PAD_FLOPS_FACTOR (1.0: no d_ff padding).
+  `pad_flops_factor`: programs.PAD_FLOPS_FACTOR (1.0: no d_ff padding).
   """
   check_shard(num_shards, shard_index)
+  if not sweep:
+    raise config_lib.ConfigError('the sweep has no runs (get_sweep returned an empty list); nothing written')
   runs = expand(base, sweep)
   mine = select_shard(runs, num_shards, shard_index, pad_flops_factor)
   io_lib.prepare_workdir(workdir)
@@ -365,52 +360,21 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
     io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
         'base_config': base.to_dict(),
         'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]})
-    defaults = config_lib.default_config().to_dict()
     for r in mine:  # refuse to mix runs of different configs before any training
-      io_lib.check_or_write_config(_run_dir(workdir, r.name), r.config.to_dict(), defaults)
-    todo = [r for r in mine if (_read_summary(workdir, r.name) or {}).get('status') not in FINISHED]
-    # Runs resume together only from the same step: group by program and by checkpoint step.
-    by_step: dict[int, list[Run]] = {}
-    for r in todo:
-      by_step.setdefault(_resume_step(workdir, r.name), []).append(r)
-    groups = [g for step in sorted(by_step) for g in group_runs(by_step[step], pad_flops_factor)]
-    if max_group_size > 0:
-      groups = [g[i:i + max_group_size] for g in groups for i in range(0, len(g), max_group_size)]
+      _run_dir(workdir, r.name).check_config(r.config.to_dict())
+    todo = [r for r in mine if not _run_dir(workdir, r.name).finished()]
+    groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor,
+                           max_group_size)
     print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
           f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
           file=sys.stderr, flush=True)
-
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
-    for g in groups:
-      step_bar = tqdm(total=g[0].config.train.steps, desc=f'{len(g)} x {g[0].name}', unit='step',
-                      leave=False, disable=not progress, dynamic_ncols=True)
-      try:
-        with contextlib.ExitStack() as locks:
-          free = []  # runs another process holds are skipped; their group-mates still train
-          for r in g:
-            try:
-              locks.enter_context(io_lib.Lock(_run_dir(workdir, r.name)))
-              free.append(r)
-            except io_lib.Busy as e:
-              print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
-          if free:
-            run_group(free, workdir, devices=devices, step_bar=step_bar)
-      except io_lib.Busy as e:
-        print(f'sweep: skipped {len(g)} runs starting with {g[0].name}: {e}', file=sys.stderr, flush=True)
-      except loop_lib.NotEnoughMemory as e:
-        print(f'sweep: group of {len(g)} runs starting with {g[0].name} refused: {e}',
-              file=sys.stderr, flush=True)
-        _write_failed(g, workdir, e)
-      except Exception as e:  # pylint: disable=broad-except
-        traceback.print_exc()
-        print(f'sweep: group of {len(g)} runs starting with {g[0].name} failed: {e}',
-              file=sys.stderr, flush=True)
-        _write_failed(g, workdir, e)
-      step_bar.close()
+    for g, program in groups:
+      _train_group(g, program, workdir, devices, progress)
       run_bar.update(len(g))
     run_bar.close()
   write_results(workdir)
-  return {r.name: _read_summary(workdir, r.name) for r in mine}
+  return {r.name: _run_dir(workdir, r.name).summary() for r in mine}
 
 
 # --------------------------------------------------------------------------- results.csv
@@ -436,21 +400,15 @@ def results_rows(workdir: str) -> tuple[list[str], list[dict[str, Any]]]:
   rows = []
   for run in spec['runs']:
     try:
-      config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']), 'config.json'))
+      config = io_lib.read_json(os.path.join(_run_dir(workdir, run['name']).path, 'config.json'))
     except io_lib.CorruptFile as e:
       io_lib.warn(str(e))
       config = None
-    summary = _read_summary(workdir, run['name']) or {'status': 'pending'}
+    summary = _run_dir(workdir, run['name']).summary() or {'status': 'pending'}
     row = {'name': run['name'], **summary}
     for key in swept:
-      section, leaf = key.rsplit('.', 1)
       value = run['overrides'].get(key)
-      if value is None and config is not None:
-        node = config
-        for part in section.split('.'):
-          node = node[part]
-        value = node[leaf]
-      row[key] = value
+      row[key] = config_lib.get_path(config, key) if value is None and config is not None else value
     rows.append(row)
   front = ['name', 'status', *swept, *COUNT_COLUMNS, 'step', 'final_loss']
   rest = sorted({k for row in rows for k in row} - set(front) - set(TAIL_COLUMNS))
@@ -477,4 +435,3 @@ def write_results(workdir: str) -> str:
   return path
 
 
-load_sweep_file = configfile.load_sweep_file  # (get_config(arg), get_sweep(arg)) of 'path[:arg]'

@@ -1,16 +1,17 @@
-"""Training: a pure, jit-compiled train step and the run loop around it.
+"""Training's pure functions: the train step, a chunk of steps and the evaluation of one config.
 
 `Experiment(config)` holds everything a config fixes (model structure, task,
 optimizer from `optim`) and exposes pure functions over pytrees:
 
-  init(seed, scalars=None, d_ff=None)                    -> run state (params, opt_state, data, rng, step)
-  train_step(params, opt_state, batch, rng, scalars=None) -> (params, opt_state, metrics)
-  train_chunk(state, num_steps, scalars=None)          -> (state, metrics): lax.scan over steps
+  init(seed, traced=None, d_ff=None)                    -> run state (params, opt_state, data, rng, step)
+  task_data(seed, traced=None)                          -> the run's task data (init(seed)['data'])
+  train_step(params, opt_state, batch, rng, traced=None) -> (params, opt_state, metrics)
+  train_chunk(state, num_steps, traced=None)          -> (state, metrics): lax.scan over steps
   evaluate(params, data)                               -> eval metrics
 
-so a sweep can `vmap` them over runs that share shapes. `scalars` holds each of TRACED_KEYS
-as a (traced) float32 value; None means the config's values. The run loop around them
-(logging, checkpoints, resume, summaries) is ffn_research.loop.
+so a sweep can `vmap` them over runs that share shapes. `traced` holds each of TRACED_KEYS
+as a traced float32 value; None means the config's values. They are compiled in
+ffn_research.programs and driven by the run loop (logging, checkpoints, resume) in ffn_research.loop.
 """
 
 from typing import Any
@@ -47,7 +48,7 @@ def _sum_aux_losses(aux: PyTree) -> jax.Array:
 
 
 # Config keys that change no array shape and enter the program as traced per-run float32
-# values (`scalars`): runs that differ only in them (and the seed) share one vmapped program
+# values (`traced`): runs that differ only in them (and the seed) share one vmapped program
 # (sweep.VMAPPED_KEYS). The optimizer's HYPERPARAMS live in opt_state.hyperparams, the model's
 # in ffn.Hyper variables, the task's are init_data arguments.
 TRACED_KEYS = (*(f'train.{k}' for k in optim.HYPERPARAMS), *models.TRACED_KEYS, *tasks.TRACED_KEYS)
@@ -57,22 +58,6 @@ def traced_values(config: ml_collections.ConfigDict) -> dict[str, float]:
   """{key: the config's value} for TRACED_KEYS."""
   flat = config_lib.flat_keys(config)
   return {k: float(flat[k]) for k in TRACED_KEYS}
-
-
-def group_config(configs) -> ml_collections.ConfigDict:
-  """The config a group's program is built from: the first's, each traced key at its largest value
-  in the group, so a path a value > 0 turns on (dropout, router jitter) is compiled in when any run
-  uses it; each run's own values are then fed in as `scalars` (a value of 0 on that path changes
-  nothing: models.TRACED_KEYS)."""
-  config = ml_collections.ConfigDict(configs[0].to_dict())
-  values = [traced_values(c) for c in configs]
-  for key in TRACED_KEYS:
-    *path, leaf = key.split('.')
-    node = config
-    for part in path:
-      node = node[part]
-    node[leaf] = max(v[key] for v in values)
-  return config
 
 
 class Experiment:
@@ -94,37 +79,43 @@ class Experiment:
     return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh),
                               d_ff_true=d_ff)
 
-  def _scalars(self, scalars: dict[str, Any] | None) -> dict[str, Any]:
-    return traced_values(self.config) if scalars is None else scalars
+  def _traced(self, traced: dict[str, Any] | None) -> dict[str, Any]:
+    return traced_values(self.config) if traced is None else traced
 
-  def merge(self, params, scalars: dict[str, Any] | None = None) -> nnx.Module:
-    """The model from `params` (a run state's, or a whole nnx.state) with `scalars` in its Hyper variables."""
+  def merge(self, params, traced: dict[str, Any] | None = None) -> nnx.Module:
+    """The model from `params` (a run state's, or a whole nnx.state) with `traced` in its Hyper variables."""
     params = nnx.filter_state(params, nnx.Not(models.Hyper))
-    return nnx.merge(self.graphdef, params, models.hyper_state(self._hyper, self._scalars(scalars)))
+    return nnx.merge(self.graphdef, params, models.hyper_state(self._hyper, self._traced(traced)))
 
-  def init(self, seed: jax.Array | int, scalars: dict[str, Any] | None = None,
+  def init(self, seed: jax.Array | int, traced: dict[str, Any] | None = None,
            d_ff: jax.Array | int | None = None) -> dict[str, PyTree]:
     """Run state from a seed: model init, task data and the step RNG all derive from it.
 
-    The optimizer's hyperparameters and the task's traced keys come from `scalars`; the model's
-    Hyper variables are not part of the state (train_step takes them from `scalars`).
+    The optimizer's hyperparameters and the task's traced keys come from `traced`; the model's
+    Hyper variables are not part of the state (train_step takes them from `traced`).
     `d_ff`: the run's true FFN width when this Experiment's config is a padded program's
-    (sweep.PAD_FLOPS_FACTOR): units past it start at 0 and stay 0; None: the config's width.
+    (d_ff padding: ffn_research.programs): units past it start at 0 and stay 0; None: the config's width.
     """
-    scalars = self._scalars(scalars)
+    traced = self._traced(traced)
     key = jax.random.PRNGKey(seed)
     _, _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff), models.Hyper, ...)
     opt_state = self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0])
     for k in optim.HYPERPARAMS:
-      opt_state.hyperparams[k] = jnp.asarray(scalars[f'train.{k}'], opt_state.hyperparams[k].dtype)
-    task_scalars = {k: scalars[f'task.{k}'] for k in getattr(self.task, 'traced', ())}
+      opt_state.hyperparams[k] = jnp.asarray(traced[f'train.{k}'], opt_state.hyperparams[k].dtype)
     return {
         'params': params,
         'opt_state': opt_state,
-        'data': self.task.init_data(jax.random.fold_in(key, 1), **task_scalars),
+        'data': self.task_data(seed, traced),
         'rng': jax.random.fold_in(key, 2),
         'step': jnp.zeros((), jnp.int32),
     }
+
+  def task_data(self, seed: jax.Array | int, traced: dict[str, Any] | None = None) -> PyTree:
+    """The task's data (datasets, teachers) of the run with this seed: `init(seed)['data']`, without
+    building the model or the optimizer state (e.g. the facts of a loaded run, `load_run`)."""
+    traced = self._traced(traced)
+    task_traced = {k: traced[f'task.{k}'] for k in getattr(self.task, 'traced', ())}
+    return self.task.init_data(jax.random.fold_in(jax.random.PRNGKey(seed), 1), **task_traced)
 
   def _flat(self, weights):
     """(one float32 vector of every nnx.Param, the function that rebuilds the State from it).
@@ -138,11 +129,11 @@ class Experiment:
       return weights, lambda w: w
     return jax.flatten_util.ravel_pytree(weights)
 
-  def train_step(self, params, opt_state, batch, rng, scalars=None):
+  def train_step(self, params, opt_state, batch, rng, traced=None):
     """One optimizer step. `params` is the model's nnx.State (no Hyper); gradients flow to nnx.Param."""
     weights, rest = nnx.split_state(params, nnx.Param, ...)
     weights, unflatten = self._flat(weights)
-    hyper = models.hyper_state(self._hyper, self._scalars(scalars))
+    hyper = models.hyper_state(self._hyper, self._traced(traced))
 
     def loss_fn(weights):
       model = nnx.merge(self.graphdef, unflatten(weights), rest, hyper)
@@ -165,7 +156,7 @@ class Experiment:
     }
     return params, opt_state, metrics
 
-  def train_chunk(self, state, num_steps: int, scalars=None):
+  def train_chunk(self, state, num_steps: int, traced=None):
     """`num_steps` steps under lax.scan; metrics averaged over the chunk, plus the first bad step."""
 
     def body(state, _):
@@ -173,7 +164,7 @@ class Experiment:
       batch_rng, step_rng = jax.random.split(step_rng)
       batch = parallel.shard_batch(self.task.sample_batch(state['data'], batch_rng), self.mesh)
       params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng,
-                                                   scalars)
+                                                   traced)
       return {**state, 'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, metrics
 
     start = state['step']

@@ -40,14 +40,20 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
                      'load_average_end': [3, 2, 1], 'peak_rss_mb': 10.0},
          'rows': [benchmark.row('dense_1', 'dense FFN 1/2, 3 tokens', 12.5, torch_ms=25.0,
                                 torch_over_ours=2.0)]}
-  readme = tmp_path / 'README.md'
+  doc['rows'].append(benchmark.row('matmul_2048', 'one matmul', 3.0))
+  readme, page = tmp_path / 'README.md', tmp_path / 'performance.md'
   readme.write_text(f'a\n{benchmark.README_BEGIN}\nold\n{benchmark.README_END}\nb\n')
-  benchmark.write_readme(doc, str(readme))
-  text = readme.read_text()
+  page.write_text(f'# P\n{benchmark.README_BEGIN}\n{benchmark.README_END}\n')
+  benchmark.write_readme(doc, str(readme), str(page))
+  text, full = readme.read_text(), page.read_text()
   assert text.startswith('a\n<!-- performance:begin -->') and text.endswith('<!-- performance:end -->\nb\n')
-  assert 'old' not in text and 'Test CPU, 2 cores' in text and '2026-11-22 06:00 UTC' in text
-  assert '| dense FFN 1/2, 3 tokens | 12.5 ms | PyTorch eager 25.0 ms | ours 2.00x faster than PyTorch |' in text
-  assert 'unmeasured' in text
+  assert full.startswith('# P\n<!-- performance:begin -->') and full.endswith('<!-- performance:end -->\n')
+  for t in (text, full):
+    assert 'old' not in t and 'Test CPU, 2 cores' in t and '2026-11-22 06:00 UTC' in t and 'unmeasured' in t
+    assert '| one matmul | 3.00 ms |  |  |' in t
+  dense = '| dense FFN 1/2, 3 tokens | 12.5 ms | PyTorch eager 25.0 ms | ours 2.00x faster than PyTorch |'
+  assert dense in full and dense not in text  # the README shows the HEADLINE_IDS rows only
+  assert '[docs/performance.md](docs/performance.md)' in text and 'docs/performance.md)' not in full
   readme.write_text('no markers\n')
   with pytest.raises(ValueError, match='performance:begin'):
     benchmark.write_readme(doc, str(readme))
@@ -70,7 +76,8 @@ def test_torch_loop_moe_computes_our_moe(cf):
     for name in ('w1', 'b1', 'w2', 'b2'):
       getattr(ref, name).copy_(torch.tensor(np.asarray(w[name])))
   x = np.random.default_rng(0).standard_normal((t, d)).astype(np.float32) * 2
-  y, aux = nnx.jit(lambda m, x: m.apply(x))(ours, x)
+  # training mode (an rng), as the benchmark's train step: evaluation with batch-wide capacity is dropless
+  y, aux = nnx.jit(lambda m, x: m.apply(x, rng=jax.random.key(0)))(ours, x)
   y_ref, aux_ref = ref(torch.tensor(x))
   np.testing.assert_allclose(y, y_ref.detach().numpy(), rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(aux['load_balance_loss'] + aux['z_loss'], aux_ref.item(), rtol=1e-5)
@@ -106,11 +113,14 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   assert rows['memorization_ffn_stack']['compile_s'] > 0
   assert rows['quickstart_cold']['peak_rss_mb'] > 0
   assert all(r['workload'] in proc.stdout for r in doc['rows'])
+  page = tmp_path / 'performance.md'
+  page.write_text(readme.read_text())
   proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={out}',
-                         '--write_readme', f'--readme={readme}'], cwd=ROOT, capture_output=True,
-                        text=True, check=False, timeout=120)
+                         '--write_readme', f'--readme={readme}', f'--performance_page={page}'], cwd=ROOT,
+                        capture_output=True, text=True, check=False, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  assert rows['moe_sort_dropless']['workload'] in readme.read_text()
+  assert rows['moe_sort_dropless']['workload'] in page.read_text()
+  assert rows['moe_sort_cf1']['workload'] in readme.read_text()
   bad = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={readme}'],
                        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
   assert bad.returncode == 1 and bad.stderr.startswith('error: --from_json=') and 'Traceback' not in bad.stderr

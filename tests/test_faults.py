@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 
 from ffn_research import configfile
 from ffn_research import io as io_lib
-from ffn_research import loop, sweep
+from ffn_research import loop, programs, sweep
 from tests.conftest import REPO_ROOT
 
 TINY_FLAGS = ['--config.model.d_ff=16', '--config.train.steps=200', '--config.train.batch_size=32',
@@ -140,14 +141,39 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
   steps_run = []
-  real_chunk = loop.GroupPrograms._chunk
-  monkeypatch.setattr(loop.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1])
+  real_chunk = programs.GroupPrograms._chunk
+  monkeypatch.setattr(programs.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1])
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   for name, summary in ref.items():
     assert out[name]['status'] == 'completed' and out[name]['eval_loss'] == summary['eval_loss']
     lines = read_jsonl(str(tmp_path / 'run' / 'runs' / name / 'metrics.jsonl'))
     assert [l['step'] for l in lines] == [10, 20, 30, 40]
     assert [l['loss'] for l in lines] == [l['loss'] for l in read_jsonl(str(tmp_path / 'ref' / 'runs' / name / 'metrics.jsonl'))]
+
+
+def test_kill_between_checkpoints_of_a_padded_group_resumes_bit_identically(tmp_path, monkeypatch):
+  """A kill after the narrow run of a padded group saved its checkpoint and before the wide one
+  did: the two then resume from different steps, in separate groups, each still in the program the
+  uninterrupted sweep planned (padded to the widest run), so the figures are bit-identical."""
+  base = tiny_config(**{'train.steps': 20, 'train.log_every': 10, 'train.checkpoint_every': 10})
+  grid = sweep.product(sweep.values('model.d_ff', [4, 16]), sweep.values('train.seed', [0]))
+  ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
+  assert {s['sweep_padded_d_ff'] for s in ref.values()} == {16}  # one program, padded
+  real_save = io_lib.Checkpointer.save
+
+  def save_then_die(self, step, state, meta):
+    real_save(self, step, state, meta)
+    raise KeyboardInterrupt  # after the first run's first checkpoint
+  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
+  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  steps = {n: sweep._resume_step(str(tmp_path / 'run'), n) for n in ref}  # pylint: disable=protected-access
+  assert sorted(steps.values()) == [0, 10]
+  out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
+  for name, summary in ref.items():
+    for key in ('eval_loss', 'final_loss', 'sweep_padded_d_ff'):
+      assert out[name][key] == summary[key], (name, key)
 
 
 @pytest.mark.slow  # real SIGKILLs at several moments through the entry point (~60 s)
@@ -465,3 +491,24 @@ def test_sweep_report_counts_diverged_runs(tmp_path):
 @pytest.mark.slow  # imports the analysis stack in a subprocess (~4 s)
 def test_analyze_on_a_folder_that_is_not_a_sweep_is_one_line(tmp_path):
   one_line_error(cli('analyze', f'--workdir={tmp_path}'), f'{tmp_path}/sweep.json not found')
+
+
+@pytest.mark.slow  # two entry points in subprocesses (~10 s)
+def test_empty_sweep_and_analyze_without_finished_runs_are_one_line(tmp_path):
+  (tmp_path / 'empty.py').write_text(textwrap.dedent('''
+      from ffn_research import config
+      def get_config(arg=None):
+        return config.default_config()
+      def get_sweep(arg=None):
+        return []
+  '''))
+  proc = cli('sweep', f'--config={tmp_path}/empty.py', f'--workdir={tmp_path}/sweep', '--compilation_cache_dir=')
+  assert proc.returncode == 2
+  one_line_error(proc, 'the sweep has no runs')
+  assert not (tmp_path / 'sweep').exists()
+  workdir = tmp_path / 'unfinished'  # a sweep that has started but finished no run
+  workdir.mkdir()
+  (workdir / 'sweep.json').write_text('{"base_config": {}, "runs": [{"name": "a", "overrides": {}}]}')
+  proc = cli('analyze', f'--workdir={workdir}')
+  assert proc.returncode == 2
+  one_line_error(proc, 'no run has completed yet')

@@ -9,6 +9,7 @@ import jax
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.cluster.vq import kmeans2
 
 from ffn_research import config as config_lib
 from ffn_research import validation
@@ -57,7 +58,6 @@ def test_teacher_student_inputs_cluster_only_when_asked():
   skew = regression.TeacherStudentTask(_ts_config(3)).init_data(jax.random.PRNGKey(0))
   x = np.asarray(skew['x_train'])
   # every point lies near one of at most 3 centres: 3 distinct rounded cluster means
-  from scipy.cluster.vq import kmeans2  # pylint: disable=g-import-not-at-top
   centres, labels = kmeans2(x, 3, seed=0, minit='++')
   spread = np.linalg.norm(x - centres[labels], axis=1)
   assert np.median(spread) < 4 * regression.CLUSTER_STD

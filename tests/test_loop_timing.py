@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ffn_research import config as config_lib
-from ffn_research import loop, train
+from ffn_research import loop, programs, train
 
 SLEEP_S = 0.05  # each chunk's program sleeps this long on the device (a host callback)
 
@@ -38,7 +38,7 @@ def test_every_line_is_timed_by_its_own_chunk(tmp_path):
   run_dir = str(tmp_path / 'run')
   os.makedirs(run_dir)
   t0 = time.time()
-  summary = loop.run_group(loop.LonePrograms(exp), [c], [run_dir])[0]
+  summary = loop.train_group(programs.LonePrograms(exp), [c], [run_dir])[0]
   wall = time.time() - t0
   lines = [json.loads(line) for line in open(os.path.join(run_dir, 'metrics.jsonl'))]
   assert [m['step'] for m in lines] == list(range(10, 90, 10))

@@ -43,8 +43,12 @@ def inputs(seed=1, n=T):
 # Tiny shapes run eagerly: op-by-op dispatch is far cheaper than compiling each variant.
 
 
+TRAIN_RNG = jax.random.key(0)  # training mode: the configured capacity (evaluation, rng None, is
+                                # dropless with batch-wide capacity); no jitter or dropout is set
+
+
 def apply(m, x):
-  return m.apply(x)
+  return m.apply(x, rng=TRAIN_RNG)
 
 
 def grads(m, x):
@@ -52,7 +56,7 @@ def grads(m, x):
   r = jnp.asarray(np.random.default_rng(7).standard_normal((x.shape[0], m.d_out)), jnp.float32)
 
   def loss(params):
-    y, aux = nnx.merge(graphdef, params, rest).apply(x)
+    y, aux = nnx.merge(graphdef, params, rest).apply(x, rng=TRAIN_RNG)
     return jnp.sum(y * r) + aux['load_balance_loss'] + aux['z_loss']
   return jax.grad(loss)(params)
 
@@ -93,7 +97,7 @@ def numpy_moe(m: moe_lib.MoE, x):
         top = np.argsort(-p, kind='stable')[:k]
         wt = p[top] / (p[top].sum() if m.renormalize else 1.0)
       for j in range(k):
-        key = (j, t) if m.drop_priority == 'token' else (-wt[j], t * k + j)
+        key = {'token': (j, t), 'position': (t, j), 'score': (-wt[j], t * k + j)}[m.drop_priority]
         assignments.append((key, t, top[j], wt[j]))
     assignments.sort(key=lambda a: a[0])
   load = np.zeros(e_num, int)
@@ -181,13 +185,13 @@ def test_sort_blocks_with_dropout(monkeypatch):
   monkeypatch.setattr(moe_lib, 'SORT_BLOCK', 3)
   m = make_moe(dispatch='sort', capacity_factor=0.0, dropout_rate=0.5)
   x = inputs()
-  np.testing.assert_array_equal(apply(m, x)[0], apply(make_moe(dispatch='sort', capacity_factor=0.0), x)[0])
+  np.testing.assert_array_equal(m.apply(x)[0], make_moe(dispatch='sort', capacity_factor=0.0).apply(x)[0])
   graphdef, params, rest = nnx.split(m, nnx.Param, ...)
 
   def loss(params, rng):
     return jnp.sum(jnp.square(nnx.merge(graphdef, params, rest).apply(x, rng=rng)[0]))
   value, g = jax.jit(jax.value_and_grad(loss))(params, jax.random.PRNGKey(0))
-  assert not np.isclose(float(value), float(jnp.sum(jnp.square(apply(m, x)[0]))))
+  assert not np.isclose(float(value), float(jnp.sum(jnp.square(m.apply(x)[0]))))
   assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(g))
 
 
@@ -368,7 +372,8 @@ def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, layout):
     if priority == 'score':
       assert weights[mine_kept].min() >= weights[mine_drop].max()
     else:
-      rank = lambda mask: [j * T + t for t, j in zip(*np.nonzero(mask))]
+      major = (lambda t, j: j * T + t) if priority == 'token' else (lambda t, j: t * k + j)
+      rank = lambda mask: [major(t, j) for t, j in zip(*np.nonzero(mask))]
       assert max(rank(mine_kept)) < min(rank(mine_drop))
 
 
@@ -401,6 +406,39 @@ def test_leading_dimensions_and_d_out():
   y, _ = m.apply(x)
   assert y.shape == (4, 6, 3)
   np.testing.assert_allclose(y.reshape(-1, 3), m.apply(x.reshape(-1, D))[0], rtol=1e-6)
+
+
+SEQUENCE_CASES = [  # (router, top_k, capacity_factor): every one drops at these shapes
+    ('topk_softmax', 2, 0.5),
+    ('sigmoid', 1, 0.5),
+    ('expert_choice', 1, 1.0),
+]
+
+
+@pytest.mark.parametrize('dispatch', DISPATCHES)
+@pytest.mark.parametrize('router,k,cf', SEQUENCE_CASES)
+def test_sequence_capacity_matches_numpy_run_per_sequence(dispatch, router, k, cf):
+  """capacity_scope='sequence' on (B, T, D) is exactly the batch-wide MoE run on each sequence alone."""
+  m = make_moe(4, k, router=router, capacity_factor=cf, drop_priority='position',
+               capacity_scope='sequence', dispatch=dispatch)
+  x_BxTxD = inputs(n=3 * 8).reshape(3, 8, D)
+  y, aux = apply(m, x_BxTxD)
+  refs = [numpy_moe(m, x_BxTxD[b]) for b in range(3)]
+  np.testing.assert_allclose(y, np.stack([r[0] for r in refs]), rtol=2e-5, atol=2e-5)
+  if router != 'expert_choice':  # (expert choice: every expert takes exactly its C of each sequence)
+    assert min(r[1] for r in refs) < 1  # capacity binds in some sequence
+    np.testing.assert_allclose(aux['dropped_fraction'], 1 - np.mean([r[1] for r in refs]), atol=1e-6)
+
+
+def test_evaluation_with_batch_capacity_is_dropless_and_chunk_independent():
+  m = make_moe(4, 2, capacity_factor=0.5)
+  dropless = make_moe(4, 2, capacity_factor=0.0)
+  x = inputs()
+  y_eval, aux = m.apply(x)
+  assert float(apply(m, x)[1]['dropped_fraction']) > 0  # training drops
+  assert float(aux['dropped_fraction']) == 0.0
+  np.testing.assert_array_equal(y_eval, dropless.apply(x)[0])
+  np.testing.assert_allclose(m.apply(x[:7])[0], y_eval[:7], rtol=1e-6, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- router details
@@ -567,6 +605,8 @@ def test_auto_dispatch_is_sort_on_cpu():
     ({'jitter': 1.5}, 'model.moe.jitter'),
     ({'load_balance_coef': -1.0}, 'model.moe.load_balance_coef'),
     ({'drop_priority': 'random'}, 'model.moe.drop_priority'),
+    ({'capacity_scope': 'sequence'}, 'model.moe.capacity_scope'),  # the bare FFN has no sequences
+    ({'capacity_scope': 'rows'}, 'model.moe.capacity_scope'),
 ])
 def test_config_errors_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')) as e:

@@ -1,4 +1,4 @@
-"""d_ff padding: runs of different widths in one program (sweep.PAD_FLOPS_FACTOR).
+"""d_ff padding: runs of different widths in one program (programs.PAD_FLOPS_FACTOR).
 
 A padded run must equal the same run alone: its initialisation does not depend on the
 allocated width (per-unit keys, true fan-in/fan-out), padded units are exactly zero and get
@@ -16,7 +16,8 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import loop, models, sweep, tasks, train
+from ffn_research import io as io_lib
+from ffn_research import loop, models, programs, sweep, tasks, train
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
 
@@ -189,18 +190,18 @@ def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
     c.train.optimizer, c.train.weight_decay, c.train.grad_clip = 'adamw', 0.1, 0.05
     return c
   lone_exp, wide_exp = train.Experiment(cfg(16)), train.Experiment(cfg(256))
-  lone = loop.LonePrograms(lone_exp)
-  lone_scalars = lone.scalars([cfg(16)])
-  state_lone, _ = lone.chunk(lone.init([0], lone_scalars, None), 300, lone_scalars)
-  group = loop.GroupPrograms(wide_exp, 2, jax.local_devices()[:1])
-  scalars = group.scalars([cfg(16), cfg(256)])
-  state_group, metrics = group.chunk(group.init([0, 0], scalars, [16, 256]), 300, scalars)
+  lone = programs.LonePrograms(lone_exp)
+  lone_traced = lone.traced([cfg(16)])
+  state_lone, _ = lone.chunk(lone.init([cfg(16)], lone_traced), 300, lone_traced)
+  group = programs.GroupPrograms(wide_exp, 2, jax.local_devices()[:1])
+  traced = group.traced([cfg(16), cfg(256)])
+  state_group, metrics = group.chunk(group.init([cfg(16), cfg(256)], traced), 300, traced)
   assert float(np.asarray(metrics['grad_norm'])[0]) > 0.05  # clipping was active
   true = jax.eval_shape(lone_exp.init, 0)
   host = jax.device_get(state_group)
   for (path, x), a in zip(jax.tree_util.tree_leaves_with_path(host['params']), jax.tree.leaves(true['params'])):
     assert not padding_outside(np.asarray(x)[0], a.shape).any(), jax.tree_util.keystr(path)
-  cut = group.run_state(host, 0, true)
+  cut = group.unstack(state_group, [true])[0]
   # Padding the cut state back gives the group's state: every padded entry, of the parameters and
   # of the flat optimizer vectors (Adam's mu and nu, parameter by parameter), is exactly 0.
   back = jax.tree.map(lambda x: x[0], jax.device_get(group.stack([cut, cut])))
@@ -217,7 +218,6 @@ def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
 @pytest.mark.slow  # two sweeps and a resume of a padded group (~15 s)
 def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypatch):
   """Checkpoints hold each run's own shapes; a killed padded group restores them zero-padded."""
-  from ffn_research import io as io_lib  # pylint: disable=g-import-not-at-top
   base = tiny_config()
   base.train.steps, base.train.checkpoint_every = 40, 20
   grid = sweep.values('model.d_ff', [4, 8, 16])

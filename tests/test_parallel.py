@@ -165,7 +165,7 @@ def test_bf16_trains_like_float32(tmp_path):
 _MESH_SCRIPT = textwrap.dedent('''
     import json, sys
     import jax
-    from ffn_research import loop, parallel, train
+    from ffn_research import loop, parallel, programs, train
     from tests import test_parallel
     assert jax.device_count() == 4
     base, checks = getattr(test_parallel, sys.argv[2]), {}
@@ -174,11 +174,11 @@ _MESH_SCRIPT = textwrap.dedent('''
       config = test_parallel.make_config({**base, 'parallel.data': data, 'parallel.expert': expert})
       loop.train_and_evaluate(config, f'{sys.argv[1]}/{mesh}')
       if data * expert > 1:  # how the run's program lays things out
-        progs = loop.LonePrograms(train.Experiment(config, parallel.build_mesh(config)))
+        progs = programs.LonePrograms(train.Experiment(config, parallel.build_mesh(config)))
         specs = {'/'.join(str(getattr(k, 'key', getattr(k, 'name', getattr(k, 'idx', k)))) for k in p): list(s.spec)
                  for p, s in jax.tree_util.tree_leaves_with_path(progs.shardings)}
-        scalars = progs.scalars([config])
-        text = progs.chunk.lower(progs.abstract_state([0], scalars, None), 10, scalars).as_text()
+        traced = progs.traced([config])
+        text = progs.chunk.lower(progs.abstract_state([config], traced), 10, traced).as_text()
         checks[mesh] = {'w1': specs['params/w1/value'],
                         'mu_w1': [v for k, v in specs.items() if 'opt_state' in k and k.endswith('w1/value')],
                         'data_constraint': '[{"data"}' in text}

@@ -1,9 +1,11 @@
 """experiments.reproduce: verdict rules on synthetic results with known answers, the runner and
 report/publish pipeline, and every registered ablation through the real entry point."""
 
+import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -236,17 +238,43 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   (work / 'x' / 'p.png').write_bytes(b'png')
   readme = '# T\n\n## Results\n\n<!-- results:begin -->\nold\n<!-- results:end -->\n\n## After\n'
   (repo / 'README.md').write_text(readme)
+  (repo / 'docs' / 'results' / 'x').mkdir(parents=True)
+  (repo / 'docs' / 'results' / 'x' / 'history.md').write_text('earlier runs\n')
+  (repo / 'docs' / 'results' / 'x' / 'stale.png').write_bytes(b'png')
   runner.publish('x', str(work), repo_root=str(repo))
-  assert sorted(os.listdir(repo / 'docs' / 'results' / 'x')) == ['p.png', 'report.json', 'report.md']
+  assert sorted(os.listdir(repo / 'docs' / 'results' / 'x')) == ['history.md', 'p.png', 'report.json', 'report.md']
+  # README.md: the headline row (the question falls back to the claim: 'x' has no module)
   text = (repo / 'README.md').read_text()
   assert 'old' not in text and text.endswith('## After\n') and text.count(runner.README_BEGIN) == 1
   section = text.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert '| [x](docs/results/x/report.md) | X is small (A 2020). | 1 reproduced |' in section
+  assert '[docs/results/README.md](docs/results/README.md)' in section and 'it is small' not in section
+  # docs/results/README.md (created with a heading): the full section, links relative to docs/results/
+  page = (repo / 'docs' / 'results' / 'README.md').read_text()
+  assert page.startswith('# Results\n\n' + runner.README_BEGIN)
+  section = page.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
   assert '### x' in section and 'X is small (A 2020).' in section
   assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
-  assert '![cap](docs/results/x/p.png)' in section and 'commit abc' in section
+  assert '![cap](x/p.png)' in section and 'commit abc' in section and '(x/report.md)' in section
+  assert '[docs/reproduce.md](../reproduce.md)' in section
   assert '**Check failed.** premise: slope 0.35' in section and 'ok one' not in section
   runner.update_readme(str(repo))  # idempotent (what --update_readme runs)
   assert (repo / 'README.md').read_text() == text
+  assert (repo / 'docs' / 'results' / 'README.md').read_text() == page
+
+
+def test_headline_question_and_verdict_counts():
+  assert runner.question('universal_approximation') == (
+      'does the sup error of a trained width-N ReLU FFN on x^2 fall as N^-2?')
+  assert runner.question('no_such_ablation') == ''
+  assert runner.relink('[a](docs/reproduce.md#x) [b](https://e.org) [c](#top) ![d](docs/results/n/p.png)',
+                       'docs/results') == '[a](../reproduce.md#x) [b](https://e.org) [c](#top) ![d](n/p.png)'
+  section = runner.headline_section(runner.REPO_ROOT)
+  for path in glob.glob(os.path.join(runner.REPO_ROOT, 'docs', 'results', '*', 'report.json')):
+    r = json.loads(open(path, encoding='utf-8').read())
+    row = next(l for l in section.splitlines() if l.startswith(f'| [{r["name"]}]('))
+    assert sum(int(n) for n in re.findall(r'(\d+) (?:reproduced|not reproduced|inconclusive|invalid)', row)) == len(
+        r['verdicts'])
 
 
 def test_registry_finds_ablation_modules():
@@ -287,7 +315,6 @@ def test_registry_import_is_light():
           'assert "jax" not in sys.modules and "pandas" not in sys.modules, sorted(sys.modules)')
   proc = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  assert ablations.Ablation is base.Ablation
 
 
 @pytest.fixture(scope='module')

@@ -6,10 +6,14 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
+from flax import nnx
 
+import ffn_research
 from ffn_research import config as config_lib
+from ffn_research import configfile
 from ffn_research import loop, models, sweep, tasks, train
 
 # A vmapped group is the same computation as a single run, but XLA fuses the batched
@@ -273,10 +277,10 @@ def test_sharded_over_four_devices(tmp_path, group_sweep):
 import jax, json, sys
 sys.path.insert(0, {REPO!r})
 from tests.test_sweep import tiny_config, GROUP
-from ffn_research import sweep, train
+from ffn_research import programs, sweep, train
 assert len(jax.local_devices()) == 4
 runs = sweep.expand(tiny_config(), GROUP)
-progs = sweep.GroupPrograms(train.Experiment(runs[0].config), 3, jax.local_devices())
+progs = programs.GroupPrograms(train.Experiment(runs[0].config), 3, jax.local_devices())
 assert progs.padded == 4 and len(progs.pad(__import__('numpy').arange(3)).sharding.device_set) == 4
 out = sweep.run_sweep(tiny_config(), GROUP, {str(tmp_path)!r}, progress=False)
 print(json.dumps(out))
@@ -294,7 +298,7 @@ print(json.dumps(out))
 # --------------------------------------------------------------------------- shipped sweeps
 
 def test_capacity_dense_quick_expands():
-  base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:quick'))
+  base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:quick'))
   runs = sweep.expand(base, grid)
   assert len(runs) == 16 and len(sweep.group_runs(runs, 1.0)) == 8  # seeds share a program
   assert len(sweep.group_runs(runs)) == 2  # and d_ff 4..256 are padded into one per activation
@@ -302,12 +306,12 @@ def test_capacity_dense_quick_expands():
 
 
 def test_capacity_dense_memorization_expands():
-  base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:memorization_quick'))
+  base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:memorization_quick'))
   assert len(sweep.expand(base, grid)) == 8
 
 
 def test_moe_topk_quick_expands():
-  base, grid = sweep.load_sweep_file(os.path.join(REPO, 'configs/sweeps/moe_topk.py:quick'))
+  base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/moe_topk.py:quick'))
   runs = sweep.expand(base, grid)
   assert len(runs) == 10 and all(r.config.model.moe.top_k <= r.config.model.moe.num_experts for r in runs)
 
@@ -334,9 +338,6 @@ def test_sweep_and_analyze_entry_points(tmp_path):
 def test_load_run_of_a_sweep_run(group_sweep):
   """Every sweep run keeps its trained weights; evaluated alone they give its eval_loss to float32
   rounding (the group evaluated them vmapped)."""
-  import ffn_research  # pylint: disable=g-import-not-at-top
-  import jax  # pylint: disable=g-import-not-at-top
-  from flax import nnx  # pylint: disable=g-import-not-at-top
   workdir, summaries, _ = group_sweep
   name = 'learning_rate=0.05,seed=2'
   config, model, summary = ffn_research.load_run(os.path.join(workdir, 'runs', name))

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import loop, models, sweep, tasks, train
+from ffn_research import loop, models, programs, sweep, tasks, train
 from ffn_research.models import ffn as ffn_lib
 
 # A vmapped group rounds float32 reductions differently from a lone run (tests/test_sweep.py).
@@ -71,15 +71,15 @@ def test_traced_keys():
   assert names == {k.rsplit('.', 1)[-1] for k in models.TRACED_KEYS}
 
 
-def test_group_config_turns_a_path_on_when_any_run_uses_it():
+def test_program_config_turns_a_path_on_when_any_run_uses_it():
   configs = [teacher_student(), teacher_student(**{'model.dropout_rate': 0.3, 'train.learning_rate': 0.1})]
-  g = train.group_config(configs)
+  g = programs.program_config(configs)
   assert (g.model.dropout_rate, g.train.learning_rate, g.model.moe.jitter) == (0.3, 0.1, 0.0)
   assert configs[0].model.dropout_rate == 0.0  # the runs' configs are untouched
   assert sweep.group_key(configs[0]) == sweep.group_key(configs[1]) == sweep.group_key(g)
   wider = teacher_student(**{'model.d_ff': 16})
   assert sweep.group_key(configs[0], pad=False) != sweep.group_key(wider, pad=False)
-  # Widths pad into one program (sweep.PAD_FLOPS_FACTOR) unless a run of the group has dropout.
+  # Widths pad into one program (programs.PAD_FLOPS_FACTOR) unless a run of the group has dropout.
   runs = [sweep.Run(str(i), {}, c) for i, c in enumerate([configs[0], wider])]
   assert [len(g) for g in sweep.group_runs(runs)] == [2]
   runs.append(sweep.Run('2', {}, configs[1]))
@@ -115,7 +115,7 @@ def test_dense_group_equals_lone_runs_and_zero_is_bit_identical():
   plain = teacher_student()
   runs = [plain, teacher_student(**{'model.dropout_rate': 0.3}), teacher_student(**{'task.noise_std': 0.5})]
   assert len(sweep.group_runs(sweep.expand(plain, [{}, {'model.dropout_rate': 0.3}, {'task.noise_std': 0.5}]))) == 1
-  exp = train.Experiment(train.group_config(runs))
+  exp = train.Experiment(programs.program_config(runs))
   values = [{k: jnp.float32(v) for k, v in train.traced_values(r).items()} for r in runs]
   values_R = jax.tree.map(lambda *v: jnp.stack(v), *values)
   states = jax.jit(jax.vmap(exp.init))(jnp.zeros(3, jnp.int32), values_R)  # label noise per run
@@ -138,7 +138,7 @@ def test_dense_group_equals_lone_runs_and_zero_is_bit_identical():
 def test_moe_zero_on_a_compiled_in_path_is_bit_identical():
   """As above for an MoE with the dropout and router-jitter paths compiled in (both at 0)."""
   plain = moe()
-  on = train.group_config([plain, moe(**{'model.dropout_rate': 0.3, 'model.moe.jitter': 0.1})])
+  on = programs.program_config([plain, moe(**{'model.dropout_rate': 0.3, 'model.moe.jitter': 0.1})])
   [without] = _chunk_params(plain, [plain])
   with_path, used = _chunk_params(on, [plain, on])
   for a, b in zip(jax.tree.leaves(without), jax.tree.leaves(with_path), strict=True):

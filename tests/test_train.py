@@ -13,6 +13,7 @@ import optax
 import pytest
 from flax import nnx
 
+import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import loop, optim, train
@@ -254,7 +255,6 @@ def test_cli_trains_and_loss_goes_down(tmp_path):
 
 
 def test_load_run_reproduces_eval_loss_exactly(tmp_path):
-  import ffn_research  # pylint: disable=g-import-not-at-top
   config = tiny_config(**{'model.activation': 'swiglu'})
   summary = loop.train_and_evaluate(config, str(tmp_path))
   loaded_config, model, loaded_summary = ffn_research.load_run(str(tmp_path))

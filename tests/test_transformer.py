@@ -15,9 +15,11 @@ from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import validation
-from ffn_research import models
+from ffn_research import models, train
 from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import moe as moe_lib
 from ffn_research.models import sublayer, transformer
+from ffn_research.tasks import sequence
 from tests.conftest import REPO_ROOT
 
 VOCAB, SEQ_LEN, BATCH = 11, 5, 2
@@ -60,6 +62,106 @@ def test_causal_through_gradients(arch, positions):
   np.testing.assert_array_equal(influence_TxS[later], 0.0)
   assert np.all(influence_TxS[~later] > 0), influence_TxS  # every earlier position matters
   np.testing.assert_array_equal(np.asarray(jnp.abs(jac[0, :, :, 1])), 0.0)  # batch rows independent
+
+
+# Gradients see only the dense path: a discrete routing choice (which assignment capacity drops)
+# has zero derivative, so MoE causality is tested below by changing tokens (finite differences).
+MOE_BATCH, MOE_SEQ = 4, 8
+
+
+def moe_model_config(**moe):
+  c = model_config(d_model=8, d_ff=8, num_layers=2)
+  c.model.moe.num_experts, c.model.moe.top_k = 4, 2
+  for key, value in moe.items():
+    c.model.moe[key] = value
+  return c
+
+
+def token_leak(config, train: bool, seed=0):
+  """Max |logit change| at positions <= t of sequence 0, and anywhere in the other sequences,
+  when sequence 0's tokens after t change (several t and draws); and the smallest dropped
+  fraction seen (training), which must be > 0 for a finite capacity to be under test."""
+  task = SimpleNamespace(output_dim=VOCAB, vocab_size=VOCAB, seq_len=MOE_SEQ)
+  model = models.build_model(config, task, nnx.Rngs(params=jax.random.PRNGKey(seed)))
+  rng = jax.random.PRNGKey(5) if train else None
+
+  @jax.jit
+  def run(x_BxT):
+    logits, aux = model.apply(x_BxT, rng=rng)
+    return logits, aux['layer_0']['dropped_fraction']
+
+  draws = np.random.default_rng(seed)
+  earlier = other = 0.0
+  dropped = 1.0
+  for t in (0, 3, 6):
+    x = draws.integers(0, VOCAB, (MOE_BATCH, MOE_SEQ))
+    y = x.copy()
+    y[0, t + 1:] = (x[0, t + 1:] + draws.integers(1, VOCAB, MOE_SEQ - t - 1)) % VOCAB
+    (a, da), (b, _) = run(jnp.asarray(x)), run(jnp.asarray(y))
+    a, b = np.asarray(a), np.asarray(b)
+    earlier = max(earlier, float(np.abs(a[0, :t + 1] - b[0, :t + 1]).max()))
+    other = max(other, float(np.abs(a[1:] - b[1:]).max()))
+    dropped = min(dropped, float(da))
+  return earlier, other, dropped
+
+
+CAUSAL_ROUTINGS = [('topk_softmax', 2, 0.5), ('softmax_topk', 2, 0.5), ('sigmoid', 2, 0.5),
+                   ('topk_softmax', 1, 0.5), ('topk_softmax', 2, 1.25), ('softmax_topk', 2, 0.0)]
+# Every router x capacity with the CPU default dispatch in the default run; the other dispatches
+# (they share the capacity plan) on two routings there, and on all of them in the slow run.
+CAUSAL_CASES = [pytest.param(d, *r, marks=() if d == 'sort' or r in CAUSAL_ROUTINGS[::5] else pytest.mark.slow)
+                for d in ('sort', 'einsum', 'ragged') for r in CAUSAL_ROUTINGS]
+
+
+@pytest.mark.parametrize('dispatch,router,k,cf', CAUSAL_CASES)
+def test_moe_transformer_is_causal_and_per_sequence(dispatch, router, k, cf):
+  """Default (auto) capacity scope and priority: nothing at positions <= t and nothing in other
+  sequences moves when later tokens change, in training and in evaluation (float rounding only)."""
+  config = moe_model_config(router=router, top_k=k, capacity_factor=cf, dispatch=dispatch)
+  validation.validate(config)
+  for train in (True, False):
+    earlier, other, dropped = token_leak(config, train)
+    assert earlier <= 1e-5 and other <= 1e-5, (train, earlier, other)
+    if train and cf == 0.5:
+      assert dropped > 0  # the capacity limit is really exercised
+
+
+def test_causal_archs_are_the_sequence_models():
+  assert set(moe_lib.CAUSAL_SEQUENCE_ARCHS) == set(models.SEQUENCE_ARCHS)
+
+
+def test_moe_evaluation_does_not_depend_on_chunking():
+  """Held-out scores of 10 sequences in chunks of 3 (the last padded with token-0 rows) and all at once."""
+  config = moe_model_config(capacity_factor=0.5)
+  task = SimpleNamespace(output_dim=VOCAB, vocab_size=VOCAB, seq_len=MOE_SEQ)
+  model = models.build_model(config, task, nnx.Rngs(params=jax.random.PRNGKey(0)))
+  apply_fn = jax.jit(lambda x: model.apply(x)[0])
+  draws = np.random.default_rng(3)
+  x, y = (jnp.asarray(draws.integers(0, VOCAB, (10, MOE_SEQ))) for _ in range(2))
+  ce_whole, correct_whole = sequence.scores_in_chunks(apply_fn, x, y)
+  ce_chunked, correct_chunked = sequence.scores_in_chunks(apply_fn, x, y, chunk=3)
+  np.testing.assert_allclose(ce_chunked, ce_whole, rtol=1e-6, atol=1e-6)
+  np.testing.assert_array_equal(correct_chunked, correct_whole)
+
+
+@pytest.mark.parametrize('moe,where', [
+    (dict(router='expert_choice', top_k=1, capacity_factor=1.0), 'earlier'),
+    (dict(capacity_factor=0.5, capacity_scope='batch'), 'other'),
+    (dict(capacity_factor=0.5, drop_priority='score', router='softmax_topk'), 'earlier'),
+])
+def test_noncausal_moe_is_refused_and_the_probe_sees_its_leak(moe, where):
+  """The settings that leak are refused in one line; accepted with allow_noncausal, the probe above
+  detects their leak (so it can fail), and the run summary names it (models.run_notes)."""
+  config = moe_model_config(**moe)
+  with pytest.raises(config_lib.ConfigError, match='allow_noncausal') as e:
+    validation.validate(config)
+  assert '\n' not in str(e.value)
+  config.model.moe.allow_noncausal = True
+  validation.validate(config)
+  earlier, other, _ = token_leak(config, train=True)
+  assert {'earlier': earlier, 'other': other}[where] > 1e-3
+  assert models.run_notes(config)['moe_noncausal'].startswith('model.moe.')
+  assert models.run_notes(moe_model_config()) == {}
 
 
 @pytest.mark.parametrize('arch', ['transformer', 'ffn_stack'])
@@ -205,7 +307,6 @@ def test_arch_must_match_task_kind():
 
 @pytest.mark.parametrize('arch,tie', [pytest.param('ffn_stack', False, marks=pytest.mark.slow), ('transformer', True)])
 def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
-  from ffn_research import train  # pylint: disable=g-import-not-at-top
   config = model_config(arch=arch, tie_embeddings=tie, freeze_embeddings=True)
   config.task.num_facts, config.task.num_relations, config.task.vocab_size = 8, 2, 5
   config.train.steps, config.train.batch_size = 3, 4

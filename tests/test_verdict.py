@@ -1,6 +1,6 @@
 """The verdict machinery of issue 17 on synthetic inputs with known answers: `invalid` and the regime
 checks, Holm, per-seed slopes, rank agreement by permutation, best-per-point learning rates, and how
-the runner renders them (report.md, report.json, README Results, the console line)."""
+the runner renders them (report.md, report.json, the Results sections, the console line)."""
 
 import dataclasses
 import glob
@@ -322,7 +322,9 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   # README Results block
   (tmp_path / 'README.md').write_text(f'# T\n\n{runner.README_BEGIN}\nold\n{runner.README_END}\n')
   runner.publish('fake', str(tmp_path / 'work'), repo_root=str(tmp_path))
-  section = (tmp_path / 'README.md').read_text().split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert '| 1 reproduced, 2 inconclusive, 1 invalid |' in (tmp_path / 'README.md').read_text()
+  page = (tmp_path / 'docs' / 'results' / 'README.md').read_text()
+  section = page.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
   assert '- **invalid**: the claim an unfit setup cannot test' in section
   assert '  - failed check: premise: dense slope >= 0.8: slope 0.35 (95% CI [0.2, 0.5])' in section
   assert 'trained to a plateau' not in section  # passing checks stay in report.md
@@ -346,3 +348,23 @@ def test_results_section_renders_published_reports():
   section = runner.results_section(REPO)
   for path in glob.glob(os.path.join(REPO, 'docs', 'results', '*', 'report.json')):
     assert f'### {json.loads(open(path, encoding="utf-8").read())["name"]}' in section
+
+
+def test_memorization_capacity_verdicts_carry_their_decision_p():
+  from ffn_research.ablations import memorization_capacity as mc  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(2)
+  for scale in (1.0, 1.5, 3.0):
+    rows = [{'model.d_model': d, 'train.seed': s, 'num_params': 100.0 * d,
+             'bits_stored': scale * 100.0 * d * math.exp(0.2 * rng.standard_normal())}
+            for d in (4, 8, 16) for s in range(3)]
+    df = pd.DataFrame(rows)
+    v = mc.bits_per_param_verdict(df, params='num_params', claimed=1.0, claim='c', size='model.d_model')
+    assert v.p_value is not None and (v.outcome != INC) == (v.p_value < 0.05)
+    other = df.assign(bits_stored=df['bits_stored'] * np.exp(0.1 * rng.standard_normal(len(df))))
+    r = mc.ratio_verdict(df, other, lo_ok=0.9, hi_ok=1.1, claim='c')
+    assert r.p_value is not None and (r.outcome != INC) == (r.p_value < 0.05)
+
+
+def test_plateau_check_with_a_zero_previous_value():
+  assert verdict.plateau_check('p', [0.0, 0.0], [0.0, 0.0], tol=0.05).passed
+  assert not verdict.plateau_check('p', [0.1], [0.0], tol=0.05).passed

@@ -5,7 +5,7 @@
   python -m experiments.analyze --workdir=runs/moe     # loss vs total and vs active params per top_k
 
 Each expert is a zoo FFN of width model.d_ff; num_experts = 1, top_k = 1 is the dense
-baseline. Runs with top_k > num_experts are left out. Needs the model.moe.* keys (issue 3).
+baseline. Runs with top_k > num_experts are left out.
 
 Arguments: default (1..32 experts x top_k 1, 2, 4 x 3 seeds, 3000 steps),
 quick (1, 4, 8 experts x top_k 1, 2 x 2 seeds, 400 steps: a few minutes on 2 CPU cores).
@@ -17,9 +17,6 @@ from ffn_research.config import default_config
 
 def get_config(arg: str = ''):
   config = default_config()
-  if 'moe' not in config.model:
-    raise ValueError('configs/sweeps/moe_topk.py needs the model.moe.* config keys (MoE, issue 3), '
-                     'which this checkout lacks')
   config.task.name = 'teacher_student'
   config.task.teacher_d_ff = 256  # a wide teacher: capacity, not optimisation, limits the student
   config.task.num_train = 4096

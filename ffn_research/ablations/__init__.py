@@ -14,13 +14,6 @@ _MACHINERY = frozenset({'base', 'verdict', 'runner'})
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 
 
-def __getattr__(attr: str):
-  if attr == 'Ablation':  # ablations.Ablation, as before this module became light
-    from ffn_research.ablations import base  # pylint: disable=g-import-not-at-top
-    return base.Ablation
-  raise AttributeError(f'module {__name__!r} has no attribute {attr!r}')
-
-
 def names() -> list[str]:
   """Registered ablation names, sorted."""
   return sorted(m.name for m in pkgutil.iter_modules(__path__)

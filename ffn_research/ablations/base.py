@@ -14,7 +14,6 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-imp
 import ml_collections
 import pandas as pd
 
-from ffn_research.ablations import SCALES  # pylint: disable=unused-import
 from ffn_research.ablations import verdict as verdict_lib
 
 SCALE_NOTES = {
@@ -65,7 +64,7 @@ class Analysis:
 class Context:
   """Handed to an ablation's analysis."""
   outdir: str                # where PNGs go (DIR/NAME)
-  scale: str                 # one of SCALES
+  scale: str                 # one of ablations.SCALES
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,32 +1,52 @@
-"""expansion_ratio: is d_ff = 4 d_model at a knee, and does loss barely depend on the ratio at fixed size?
+"""expansion_ratio: at a fixed non-embedding parameter count, does a language model's loss change by
+only a few percent over d_ff / d_model from about 1 to 10?
 
-Claims: the 4x rule (Vaswani et al. 2017; the seeds' convention, d_ff = 4 d_model), and Kaplan et
-al. 2020 (Scaling Laws for Neural Language Models, Fig. 5): at a fixed non-embedding parameter
-count, loss depends only weakly on d_ff / d_model (a few percent over roughly 1 to 10+).
+Claim (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Fig. 5, middle panel;
+docs/references.md): at fixed non-embedding parameters N, the loss of a transformer language model
+depends only weakly on its shape; over the feed-forward ratio d_ff / d_model from about 1 to 10 it
+changes by a few percent. Kaplan et al. plot each shape's loss as a percent excess over the fit L(N)
+across model sizes, which absorbs the small differences in N between shapes.
 
-Sweeps, for r = d_ff / d_model in RATIOS, on two tasks where the FFN does the work:
-  * `memorization`: model A of memorization_capacity (ffn_stack, 2 blocks, trainable tied
-    embeddings, excluded from the count as in Kaplan et al.), N facts at 100 exposures, more facts
-    than the model can hold; loss = mean cross-entropy over the facts (nats). (Model B, frozen
-    embeddings, stored nothing at d_model 8 in 200 steps: the first full run, docs/reproduce.md.)
-  * `modular`: (a + b) mod 31 on the ffn_stack (trainable embeddings, excluded from the count as
-    in Kaplan et al.), 80% of the pairs trained, AdamW with weight decay 1.0 (configs/modular.py);
-    loss = cross-entropy on the held-out pairs.
-  (a) fixed d_model, d_ff = r d_model (FFN parameters grow with r);
-  (b) fixed non-embedding (FFN) parameter count: per r, the integer d_model whose
-      d_ff = round(r d_model) gives the count closest to that of r = 4 at the (a) d_model.
+Setup: the `language` task (tasks/language.py: an order-2 sparse Markov chain whose entropy floor is
+computed exactly) and a pre-norm transformer with causal attention (`model.arch = 'transformer'`,
+NUM_LAYERS layers, ReLU FFN with biases, learned positions, untied unembedding). Non-embedding
+parameters = attention + FFN (with biases) + norms, i.e. everything but the token and position
+embeddings and the unembedding (Kaplan et al.'s N; `non_embedding_params`, held against the model's
+own counts in the tests). Per size N in SIZES and nominal ratio r in RATIOS, `shape_for` picks the
+d_model (a multiple of NUM_HEADS, >= the scale's min_d_model) and d_ff = round((N - rest) / (2 d + 1))
+whose actual d_ff / d_model is closest to r in log; the achieved N and its deviation from the target
+are reported per shape. Loss = `excess_bits`: the model's held-out bits per token minus the true
+chain's on the same tokens (the part of the loss above the exact entropy floor).
 
-Verdict rules (written before any full run):
-  1. (a) knee, per task: per seed, the share of the sweep's loss improvement reached at ratio r,
-     f(r) = (L(r_min) - L(r)) / (L(r_min) - min_r L(r)); the knee is where f first reaches
-     KNEE_LEVEL (log-r interpolation). Claim "4x is at the knee": the knee's geometric mean over
-     seeds has a 95% CI inside [4 / KNEE_FACTOR, 4 * KNEE_FACTOR] (verdict.crossing).
-  2. (b) flatness, per task: per seed, the relative spread (max - min) / min of the loss over the
-     ratios in FLAT_RATIOS; claim "flat within a few percent": the 95% CI of its mean lies below
-     FLAT_LEVEL (verdict.threshold); above it: not reproduced.
+Learning rate tuned per point: every shape trains LR_GRID x seeds in one compiled program (the
+learning rate is a traced scalar, sweep.VMAPPED_KEYS); each seed's best rate per shape is read
+(`verdict.best_per_point`, lowest final excess bits). Seeds are paired across shapes (seed s draws the
+same language for every shape).
+
+Statistic (Kaplan's), per seed: fit log L = a - alpha log N by least squares over that seed's best
+points (every shape of every size); each shape's % excess = 100 (L / L_fit(N) - 1). Per seed and size,
+the spread = max - min of the % excess over the shapes with r in FLAT_RATIOS (Kaplan's "about 1 to
+10"). r = 0.5 and 16 are measured and shown but not in the spread.
+
+Verdict rule, per size (written before the full run): "the loss changes by only a few percent over
+d_ff / d_model in FLAT_RATIOS" is reproduced if the 95% t CI of the mean spread over seeds lies below
+FLAT_LEVEL percentage points, not reproduced if it lies above, else inconclusive (`verdict.threshold`).
+The knee rule of the previous design is dropped: no paper claims 4x is a knee.
+
+Regime checks (`verdict.gate`; any failure makes the verdict `invalid` with the numbers):
+  - plateau: the headline statistic (the mean spread, computed the same way from each winner's
+    previous evaluation, at PLATEAU_AT of the steps) moves by less than PLATEAU_TOL points between the
+    last two evaluations;
+  - dynamic range: every shape's mean excess bits is more than RANGE_MARGIN bits above 0 (the floor)
+    and below the bigram excess (bigram entropy - floor: a model that ignores the order-2 context);
+  - learning rate: no shape's per-seed best rate sits at the edge of the grid (`verdict.edge_check`);
+  - coverage: every shape of the size has a completed run for every seed (a partial sweep decides nothing).
+The L(N) exponent alpha (per seed, t CI over seeds) is reported with the headline, not gated on: the
+statistic is defined whether or not the two sizes differ in loss.
 """
 
 import math
+import os
 from typing import Any
 
 import matplotlib
@@ -35,166 +55,302 @@ import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-imp
 import numpy as np  # pylint: disable=wrong-import-position
 import pandas as pd  # pylint: disable=wrong-import-position
 
+from ffn_research import io as io_lib  # pylint: disable=wrong-import-position
 from ffn_research import sweep  # pylint: disable=wrong-import-position
 from ffn_research.ablations import base  # pylint: disable=wrong-import-position
-from ffn_research.ablations import memorization_capacity as memcap  # pylint: disable=wrong-import-position
 from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
 from ffn_research.config import default_config  # pylint: disable=wrong-import-position
 
-RATIOS = (0.5, 1, 2, 4, 8, 16)
-KNEE_LEVEL, KNEE_CLAIM, KNEE_FACTOR = 0.9, 4.0, 2.0   # rule 1
-FLAT_RATIOS = (1, 2, 4, 8, 16)                         # rule 2: Kaplan's "roughly 1 to 10+"
-FLAT_LEVEL = 0.05                                      # rule 2: "a few percent"
-NUM_LAYERS = 2
+RATIOS = (0.5, 1, 2, 4, 8, 16)       # nominal d_ff / d_model per size
+FLAT_RATIOS = (1, 2, 4, 8)           # the spread is read over these: Kaplan's "about 1 to 10"
+FLAT_LEVEL = 5.0                     # rule: "a few percent" = spread below 5 percentage points
+PLATEAU_AT = 0.75                    # the previous evaluation, as a fraction of the steps (eval_every = steps / 4)
+PLATEAU_TOL = 2.0                    # plateau: the mean spread moves by less than this many points between them
+RANGE_MARGIN = 0.02                  # range: mean excess bits more than this from the floor and ceiling
+NUM_HEADS = 2                        # attention heads (d_model a multiple of it)
+NUM_LAYERS = 1                       # transformer layers, every shape
+LR = 'train.learning_rate'
+SEED = 'train.seed'
 
-# Per scale and task: the (a) d_model, steps, seeds, ratios; memorization facts.
+# Per scale: target non-embedding parameter counts, ratios, seeds, learning-rate grid, steps,
+# batch (sequences per step), the smallest d_model, and the language's task keys.
+LANGUAGE = dict(vocab_size=64, num_candidates=16, branching=4, concentration=0.5, seq_len=16, num_eval=2048)
+LRS = (2e-3, 6e-3, 2e-2)            # learning-rate grid per shape (Adam, cosine schedule)
 SETTINGS = {
-    'smoke': dict(ratios=(1, 4), seeds=3, mem=dict(facts=256, relations=16, values=16, batch=128,
-                                                   exposures=10, d_model=4),
-                  mod=dict(modulus=7, steps=20, d_model=8)),
-    'quick': dict(ratios=RATIOS, seeds=3, mem=dict(facts=512, relations=16, values=256, batch=512,
-                                                   exposures=100, d_model=4),
-                  mod=dict(modulus=31, steps=500, d_model=8)),
-    'full': dict(ratios=RATIOS, seeds=3, mem=dict(facts=1024, relations=32, values=256, batch=512,
-                                                  exposures=100, d_model=8),
-                 mod=dict(modulus=31, steps=1000, d_model=16)),
+    'smoke': dict(sizes=(600, 2400), ratios=(1, 4), seeds=3, lrs=LRS, steps=20, batch=16, min_d_model=8,
+                  language=dict(vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8,
+                                num_eval=64)),
+    'quick': dict(sizes=(38_000, 76_000), ratios=(1, 2, 8), seeds=3, lrs=LRS, steps=200, batch=32,
+                  min_d_model=32, language=LANGUAGE),
+    'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, seeds=5, lrs=LRS, steps=800, batch=32,
+                 min_d_model=32, language=LANGUAGE),
 }
 
 
-def ffn_params(d_model: int, d_ff: int, num_layers: int = NUM_LAYERS) -> int:
-  """Dense FFN parameters with biases over the blocks: L (2 d d_ff + d_ff + d)."""
-  return num_layers * (2 * d_model * d_ff + d_ff + d_model)
+# --------------------------------------------------------------------------- shapes
+
+def non_embedding_params(d_model: int, d_ff: int, num_layers: int = NUM_LAYERS) -> int:
+  """Attention 4 d^2, FFN 2 d d_ff + d_ff + d and two RMSNorms 2 d per layer, plus the final norm d."""
+  d = d_model
+  return num_layers * (4 * d * d + 2 * d * d_ff + d_ff + d + 2 * d) + d
 
 
-def shape_for(ratio: float, target: int) -> tuple[int, int]:
-  """(d_model, d_ff = round(ratio d_model)) with FFN parameters closest to target (ties: smaller d)."""
+def shape_for(ratio: float, target: int, min_d_model: int, num_layers: int = NUM_LAYERS,
+              step: int = NUM_HEADS) -> tuple[int, int]:
+  """(d_model, d_ff): d_model a multiple of `step`, >= min_d_model; d_ff the integer that brings the
+  non-embedding count closest to target; the pair whose d_ff / d_model is closest to ratio in log."""
   best = None
-  for d in range(1, 4 * int(math.sqrt(target)) + 2):
-    d_ff = max(1, round(ratio * d))
-    err = abs(ffn_params(d, d_ff) - target)
+  d = -(-min_d_model // step) * step
+  while True:
+    rest = non_embedding_params(d, 0, num_layers)
+    d_ff = round((target - rest) / (num_layers * (2 * d + 1)))
+    if d_ff < 1:
+      break
+    err = abs(math.log(d_ff / d / ratio))
     if best is None or err < best[0]:
       best = (err, d, d_ff)
+    d += step
+  if best is None:
+    raise ValueError(f'no shape with d_model >= {min_d_model} fits {target} non-embedding parameters')
   return best[1], best[2]
 
 
-def shapes(d_model: int, ratios) -> dict[str, list[tuple[float, int, int]]]:
-  """{'fixed_d_model': [(r, d, d_ff)], 'fixed_params': [(r, d, d_ff)]}."""
-  target = ffn_params(d_model, 4 * d_model)
-  return {'fixed_d_model': [(r, d_model, max(1, round(r * d_model))) for r in ratios],
-          'fixed_params': [(r, *shape_for(r, target)) for r in ratios]}
-
-
-def _mem_base(m: dict[str, Any]):
-  s = dict(m, exposures=(m['exposures'],), batches=(m['batch'],))
-  return memcap._memorization_base(s, m['exposures'], frozen=False)  # pylint: disable=protected-access
-
-
-def _mod_base(m: dict[str, Any]):
-  c = default_config()
-  c.model.arch, c.model.num_layers = 'ffn_stack', NUM_LAYERS
-  c.task.name, c.task.modulus, c.task.train_fraction = 'modular_arithmetic', m['modulus'], 0.8
-  tr = c.train
-  tr.batch_size, tr.learning_rate = 256, 3e-3
-  base.set_steps(tr, m['steps'])
-  tr.optimizer, tr.weight_decay = 'adamw', 1.0   # configs/modular.py: decay drives generalisation
-  return c
-
-
-def sweeps(scale: str) -> list[base.SweepSpec]:
+def shapes(scale: str) -> list[dict[str, Any]]:
+  """Per (size, nominal ratio): d_model, d_ff, the achieved non-embedding count and its deviation."""
   s = SETTINGS[scale]
-  seeds = sweep.values('train.seed', range(s['seeds']))
   out = []
-  for task, base_fn in (('memorization', _mem_base), ('modular', _mod_base)):
-    for kind, shape_list in shapes(s[task[:3]]['d_model'], s['ratios']).items():
-      runs = [{'model.d_model': d, 'model.d_ff': d_ff} for _, d, d_ff in shape_list]
-      out.append(base.SweepSpec(f'{task}_{kind}', base_fn(s[task[:3]]), sweep.product(runs, seeds)))
+  for n in s['sizes']:
+    for r in s['ratios']:
+      d, d_ff = shape_for(r, n, s['min_d_model'])
+      achieved = non_embedding_params(d, d_ff)
+      out.append(dict(size=n, ratio=r, d_model=d, d_ff=d_ff, num_layers=NUM_LAYERS, actual_ratio=d_ff / d,
+                      non_embedding_params=achieved, deviation=(achieved - n) / n))
   return out
 
 
-# --------------------------------------------------------------------------- analysis
+def language_config(scale: str):
+  """The language task and the transformer (shape set per run) at `scale`."""
+  s = SETTINGS[scale]
+  c = default_config()
+  m, t, tr = c.model, c.task, c.train
+  m.arch, m.num_layers, m.num_heads = 'transformer', NUM_LAYERS, NUM_HEADS
+  t.name, t.markov_order = 'language', 2
+  for k, v in s['language'].items():
+    t[k] = v
+  tr.batch_size = s['batch']
+  base.set_steps(tr, s['steps'], num_logs=20)            # steps: a multiple of 20
+  tr.eval_every = s['steps'] // 4                        # evaluations at 1/4 ... 3/4 (PLATEAU_AT), 1 of the steps
+  tr.warmup_steps = max(1, s['steps'] // 20)
+  return c
 
-def improvement_share(frame: pd.DataFrame) -> pd.Series:
-  """f(r) per row of one seed's frame (columns ratio, eval_loss): share of the improvement reached."""
-  first = frame.loc[frame['ratio'].idxmin(), 'eval_loss']
-  best = frame['eval_loss'].min()
-  return (first - frame['eval_loss']) / (first - best) if first > best else frame['eval_loss'] * 0 + 1.0
+
+def sweep_name(size: int) -> str:
+  return f'n{size}'
 
 
-def relative_spread(frame: pd.DataFrame) -> float:
-  """(max - min) / min of eval_loss over FLAT_RATIOS in one seed's frame."""
-  g = frame[frame['ratio'].isin(FLAT_RATIOS)]['eval_loss']
-  return float((g.max() - g.min()) / g.min()) if len(g) else math.nan
+def sweeps(scale: str) -> list[base.SweepSpec]:
+  """One sweep per size: its shapes x learning rates x seeds (each shape one program)."""
+  s = SETTINGS[scale]
+  grid = sweep.product(sweep.values(LR, s['lrs']), sweep.values(SEED, range(s['seeds'])))
+  out = []
+  for n in s['sizes']:
+    runs = [{'model.d_model': p['d_model'], 'model.d_ff': p['d_ff']} for p in shapes(scale) if p['size'] == n]
+    out.append(base.SweepSpec(sweep_name(n), language_config(scale), sweep.product(runs, grid)))
+  return out
 
 
-def _with_ratio(df: pd.DataFrame) -> pd.DataFrame:
-  df = base.completed(df).copy()
-  # The nominal ratio: the sweep's value nearest (in log) to d_ff / d_model.
-  nominal = np.asarray(RATIOS, float)
-  actual = (df['model.d_ff'] / df['model.d_model']).to_numpy(float)
-  df['ratio'] = nominal[np.argmin(np.abs(np.log(actual[:, None] / nominal[None, :])), axis=1)] if len(df) else []
-  return df
+# --------------------------------------------------------------------------- analysis (pure)
+
+def excess_over_fit(frame: pd.DataFrame, *, n: str = 'non_embedding_params', y: str = 'excess_bits',
+                    seed: str = SEED) -> pd.DataFrame:
+  """Per seed: least-squares fit log y = a - alpha log n over the seed's rows; adds `fit` (L_fit(n)),
+  `excess_pct` = 100 (y / fit - 1) and `alpha` (the seed's fitted exponent) to a copy of frame."""
+  out = []
+  for _, g in frame.groupby(seed, sort=True):
+    lx, ly = np.log(g[n].to_numpy(float)), np.log(g[y].to_numpy(float))
+    slope, intercept = np.polyfit(lx, ly, 1) if np.ptp(lx) > 0 else (0.0, float(ly.mean()))
+    fit = np.exp(intercept + slope * lx)
+    out.append(g.assign(fit=fit, excess_pct=100 * (g[y].to_numpy(float) / fit - 1), alpha=-slope))
+  return pd.concat(out) if out else frame.assign(fit=[], excess_pct=[], alpha=[])
+
+
+def spread(frame: pd.DataFrame, ratios=FLAT_RATIOS) -> float:
+  """max - min of one seed's excess_pct over the rows whose nominal ratio is in `ratios`."""
+  g = frame[frame['ratio'].isin(ratios)]['excess_pct']
+  return float(g.max() - g.min()) if len(g) else math.nan
+
+
+def _label(size: int, ratio: float) -> str:
+  return f'N={size:,} r={ratio:g}'
+
+
+def _worst(name: str, checks: list[verdict.Check]) -> verdict.Check:
+  """One check from per-shape checks: passes if all pass; detail names the failing shapes (or all)."""
+  failed = [c for c in checks if not c.passed]
+  shown = failed or checks
+  return verdict.Check(name, not failed, '; '.join(f'{c.name}: {c.detail}' for c in shown))
+
+
+def _previous_eval(run_dir: str, key: str = 'eval/excess_bits') -> float:
+  """The second-to-last logged value of `key` in a run's metrics.jsonl (NaN if absent)."""
+  records, _ = io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))
+  vals = [float(r[key]) for r in records if key in r]
+  return vals[-2] if len(vals) >= 2 else math.nan
+
+
+def with_points(results: dict[str, pd.DataFrame], scale: str, outdir: str | None = None) -> pd.DataFrame:
+  """Completed rows of every size, with size, ratio, non_embedding_params and (read from each run's
+  metrics.jsonl under outdir when the column is absent) excess_bits_prev, the previous evaluation."""
+  table = {(p['d_model'], p['d_ff']): p for p in shapes(scale)}
+  frames = []
+  for n in SETTINGS[scale]['sizes']:
+    df = base.completed(results.get(sweep_name(n), pd.DataFrame(columns=['status']))).copy()
+    if df.empty:
+      continue
+    pts = [table[(int(d), int(f))] for d, f in zip(df['model.d_model'], df['model.d_ff'])]
+    df['size'] = [p['size'] for p in pts]
+    df['ratio'] = [p['ratio'] for p in pts]
+    df['non_embedding_params'] = [non_embedding_params(int(d), int(f))
+                                  for d, f in zip(df['model.d_model'], df['model.d_ff'])]
+    if 'excess_bits_prev' not in df and outdir is not None:
+      df['excess_bits_prev'] = [_previous_eval(os.path.join(outdir, sweep_name(n), 'runs', name))
+                                for name in df['name']]
+    frames.append(df)
+  return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
   s = SETTINGS[ctx.scale]
-  verdicts, tables, notes = [], [], []
+  notes = []
   failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
   if any(failed.values()):
-    notes.append(f'runs not completed (excluded): {failed}')
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-  heads = []
-  for ax, task, title in zip(axes, ('memorization', 'modular'),
-                             ('memorization, fact loss', 'a + b mod p, held-out loss')):
-    a, b = _with_ratio(results[f'{task}_fixed_d_model']), _with_ratio(results[f'{task}_fixed_params'])
-    shares = pd.concat([improvement_share(g) for _, g in a.groupby('train.seed')]) if len(a) else pd.Series(dtype=float)
-    a = a.assign(share=shares)
-    v_knee = verdict.crossing(a, x='ratio', y='share', seed='train.seed', level=KNEE_LEVEL, claimed=KNEE_CLAIM,
-                              factor=KNEE_FACTOR,
-                              claim=f'{task}, fixed d_model {s[task[:3]]["d_model"]}: d_ff = 4 d_model is at the knee '
-                                    f'(where {KNEE_LEVEL:.0%} of the improvement over the sweep is reached)')
-    spreads = [relative_spread(g) for _, g in b.groupby('train.seed')]
-    v_flat = verdict.threshold(spreads, level=FLAT_LEVEL, direction='below',
-                               claim=f'{task}, fixed FFN parameters: the loss varies by less than {FLAT_LEVEL:.0%} '
-                                     f'over d_ff/d_model in {list(FLAT_RATIOS)} (relative spread, per seed)')
-    verdicts += [v_knee, v_flat]
-    heads.append(f'{task}: knee at {v_knee.statistic:.3g}x, spread {v_flat.statistic:.1%} at fixed params')
-    for frame, label, color in ((a, '(a) fixed d_model', 'C0'), (b, '(b) fixed FFN params', 'C1')):
-      t = verdict.summarize(frame, ['ratio', 'model.d_model', 'model.d_ff', 'num_ffn_params'], ['eval_loss'])
-      tables.append(base.Table(f'{task}, {label}: loss (mean over seeds, 95% CI)', t))
-      if len(t):
-        yerr = np.array([t['eval_loss_mean'] - t['eval_loss_ci_lo'], t['eval_loss_ci_hi'] - t['eval_loss_mean']])
-        ax.errorbar(t['ratio'], t['eval_loss_mean'], yerr=np.nan_to_num(np.clip(yerr, 0, None)), fmt='o-',
-                    color=color, capsize=3, label=f'{label} (mean, 95% CI)')
-        ax.scatter(frame['ratio'], frame['eval_loss'], s=8, color=color, alpha=0.4)
-    if len(b):
-      lo = b[b['ratio'].isin(FLAT_RATIOS)]['eval_loss'].min()
-      ax.axhspan(lo, lo * (1 + FLAT_LEVEL), color='C1', alpha=0.15,
-                 label=f'Kaplan et al.: flat within {FLAT_LEVEL:.0%} (band above the best)')
-    ax.axvline(KNEE_CLAIM, color='k', ls='--', label='4x rule')
-    if math.isfinite(v_knee.statistic):
-      ax.axvline(v_knee.statistic, color='C0', ls=':', label=f'measured knee {v_knee.statistic:.3g}x')
-    ax.set_xscale('log', base=2)
-    ax.set_xlabel('d_ff / d_model')
-    ax.set_ylabel('loss (nats)')
-    ax.set_title(f'{title} ({ctx.scale})')
-    ax.legend(fontsize=7)
-    ax.grid(True, which='both', alpha=0.3)
-  figure = base.save_figure(fig, ctx.outdir, 'loss_vs_ratio.png',
-                            'loss vs d_ff/d_model at fixed d_model (a) and fixed FFN '
-                            f'parameters (b), with the 4x line and the {FLAT_LEVEL:.0%} flatness band')
-  return base.Analysis(verdicts=verdicts, headline='; '.join(heads), tables=tables, notes=notes,
-                       figures=[figure])
+    notes.append(f'runs not completed (excluded; a diverged rate never wins): {failed}')
+  df = with_points(results, ctx.scale, ctx.outdir)
+  winners = verdict.best_per_point(df, by=['size', 'ratio'], metric='excess_bits')
+  winners = excess_over_fit(winners)
+  alphas = winners.groupby(SEED)['alpha'].first()
+  a_mean, a_lo, a_hi = verdict.mean_ci(alphas)
+  previous = excess_over_fit(winners.drop(columns=['fit', 'excess_pct', 'alpha']), y='excess_bits_prev')
+  verdicts, heads = [], []
+  for n in s['sizes']:
+    w, w_prev = winners[winners['size'] == n], previous[previous['size'] == n]
+    ranges = []
+    for r, g in w.groupby('ratio', sort=True):
+      ceiling = float((g['bigram_bits'] - g['floor_bits']).mean())
+      ranges.append(verdict.range_check(_label(n, r), g['excess_bits'], floor=0.0, ceiling=ceiling,
+                                        margin=RANGE_MARGIN))
+    spreads = [spread(g) for _, g in w.groupby(SEED, sort=True)]
+    spreads_prev = [spread(g) for _, g in w_prev.groupby(SEED, sort=True)]
+    counts = w.groupby('ratio')[SEED].nunique().reindex(s['ratios'], fill_value=0)
+    coverage = verdict.Check(f'every shape measured at N={n:,}', bool((counts == s['seeds']).all()),
+                             'seeds with a completed run per ratio: '
+                             + ', '.join(f'{r:g}: {c}/{s["seeds"]}' for r, c in counts.items()))
+    edge = verdict.edge_check(f'learning rate inside the grid at N={n:,}',
+                              w.set_index(['size', 'ratio'])[f'best_{LR}'], s['lrs'])
+    checks = [coverage, verdict.plateau_check(f'plateau at N={n:,} (mean spread, points, at {PLATEAU_AT:g} of the steps '
+                                    'and at the end)', spreads, spreads_prev, PLATEAU_TOL, relative=False),
+              _worst(f'dynamic range at N={n:,} (excess bits between 0 and the bigram excess)', ranges),
+              edge]
+    v = verdict.threshold(spreads, level=FLAT_LEVEL, direction='below',
+                          claim=f'at N = {n:,} non-embedding parameters the loss (excess bits over the entropy '
+                                f'floor) changes by less than {FLAT_LEVEL:g}% over d_ff/d_model in '
+                                f'{list(FLAT_RATIOS)} (per-seed spread of the % excess over the L(N) fit)')
+    verdicts.append(verdict.gate(v, checks))
+    heads.append(f'N={n:,}: spread {v.statistic:.3g} points (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])')
+  table = shape_table(df, winners, ctx.scale)
+  figure = plot(winners, table, ctx)
+  total = _total_loss_note(df)
+  if total:
+    notes.append(total)
+  notes.append(f'learning rate fitted per shape over {{{", ".join(f"{x:g}" for x in s["lrs"])}}} '
+               f'(each seed its own best; counts per rate in the table)')
+  return base.Analysis(verdicts=verdicts,
+                       headline='; '.join(heads) + f'; L(N) exponent alpha {a_mean:.3g} [{a_lo:.3g}, {a_hi:.3g}]',
+                       tables=[base.Table('Shapes, achieved non-embedding parameters and loss at each seed\'s '
+                                          'best learning rate (mean and 95% CI over seeds)', table)],
+                       figures=[figure], notes=notes)
+
+
+def shape_table(df: pd.DataFrame, winners: pd.DataFrame, scale: str) -> pd.DataFrame:
+  """One row per shape: its dimensions and achieved N, the winners' loss and % excess, the winning rates."""
+  rows = []
+  for p in shapes(scale):
+    w = winners[(winners['size'] == p['size']) & (winners['ratio'] == p['ratio'])]
+    row = {'N target': p['size'], 'r': p['ratio'], 'd_model': p['d_model'], 'd_ff': p['d_ff'],
+           'd_ff/d_model': p['actual_ratio'], 'N achieved': p['non_embedding_params'],
+           'deviation %': 100 * p['deviation'], 'seeds': len(w)}
+    for col, name in (('excess_bits', 'excess bits'), ('excess_pct', '% over L(N)')):
+      m, lo, hi = verdict.mean_ci(w[col]) if len(w) else (math.nan,) * 3
+      row[f'{name}'], row[f'{name} CI'] = m, f'[{lo:.3g}, {hi:.3g}]'
+    counts = w[f'best_{LR}'].value_counts().sort_index()
+    row['best rate (seeds)'] = ', '.join(f'{k:g}: {v}' for k, v in counts.items())
+    prev = w['excess_bits_prev'].mean() if len(w) else math.nan
+    row['loss change since previous eval %'] = 100 * (w['excess_bits'].mean() - prev) / prev if len(w) else math.nan
+    rows.append(row)
+  return pd.DataFrame(rows)
+
+
+def _total_loss_note(df: pd.DataFrame) -> str:
+  """The same statistic on total bits per token (Kaplan's literal loss, floor included), for context."""
+  if df.empty or 'eval_bits' not in df:
+    return ''
+  w = excess_over_fit(verdict.best_per_point(df, by=['size', 'ratio'], metric='eval_bits'), y='eval_bits')
+  parts = []
+  for n, g in w.groupby('size'):
+    m, lo, hi = verdict.mean_ci([spread(h) for _, h in g.groupby(SEED)])
+    parts.append(f'N={n:,}: {m:.3g} [{lo:.3g}, {hi:.3g}]')
+  return ('the same spread on total bits per token (entropy floor included, as Kaplan et al.\'s loss; not a '
+          'verdict, the floor dilutes every difference): ' + '; '.join(parts) + ' percentage points')
+
+
+def plot(winners: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.Figure:
+  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+  for i, (n, g) in enumerate(winners.groupby('size')):
+    t = verdict.summarize(g, ['ratio'], ['excess_pct'])
+    yerr = np.array([t['excess_pct_mean'] - t['excess_pct_ci_lo'], t['excess_pct_ci_hi'] - t['excess_pct_mean']])
+    ax1.errorbar(t['ratio'], t['excess_pct_mean'], yerr=np.nan_to_num(np.clip(yerr, 0, None)), fmt='o-',
+                 color=f'C{i}', capsize=3, label=f'N = {n:,} (mean, 95% CI over seeds)')
+    ax1.scatter(g['ratio'], g['excess_pct'], s=8, color=f'C{i}', alpha=0.4)
+    ax2.scatter(g['non_embedding_params'], g['excess_bits'], s=10, color=f'C{i}', alpha=0.5,
+                label=f'N = {n:,}: each seed\'s best rate, every shape')
+  ax1.axvspan(min(FLAT_RATIOS), max(FLAT_RATIOS), color='0.9', zorder=0,
+              label=f'ratios of the spread {list(FLAT_RATIOS)}')
+  ax1.axhline(0, color='k', lw=0.8)
+  ax1.set_xscale('log', base=2)
+  ax1.set_xlabel('d_ff / d_model (nominal)')
+  ax1.set_ylabel('% excess over the L(N) fit')
+  ax1.set_title(f'Kaplan et al. Fig. 5 statistic ({ctx.scale}); claim: spread < {FLAT_LEVEL:g} points')
+  ax1.legend(fontsize=7)
+  ax1.grid(True, which='both', alpha=0.3)
+  if len(winners):
+    x = np.geomspace(winners['non_embedding_params'].min() * 0.8, winners['non_embedding_params'].max() * 1.25)
+    b = winners.groupby(SEED).apply(lambda g: np.polyfit(np.log(g['non_embedding_params']),
+                                                         np.log(g['excess_bits']), 1), include_groups=False)
+    slope, intercept = np.mean(np.stack(b.to_numpy()), axis=0)
+    ax2.plot(x, np.exp(intercept + slope * np.log(x)), 'k--', label=f'L(N) fit (mean over seeds), alpha {-slope:.3g}')
+  ax2.set_xscale('log')
+  ax2.set_yscale('log')
+  ax2.set_xlabel('non-embedding parameters N')
+  ax2.set_ylabel('excess bits per token over the entropy floor')
+  ax2.set_title('loss vs N, every shape')
+  ax2.legend(fontsize=7)
+  ax2.grid(True, which='both', alpha=0.3)
+  return base.save_figure(fig, ctx.outdir, 'loss_vs_ratio.png',
+                          'left: % excess of each shape\'s loss (excess bits, each seed\'s best learning rate) over '
+                          'the per-seed L(N) fit, vs d_ff/d_model, per size; right: the losses vs N with the fit')
 
 
 ABLATION = base.Ablation(
     name='expansion_ratio',
-    claim=('d_ff = 4 d_model is a convention (Vaswani et al. 2017); at a fixed non-embedding parameter count '
-           'the loss depends only weakly on d_ff/d_model, changing by a few percent over roughly 1 to 10+ '
-           '(Kaplan et al. 2020, Fig. 5).'),
-    citation='Kaplan et al. 2020, Scaling Laws for Neural Language Models, Fig. 5; Vaswani et al. 2017',
-    published='loss within a few percent for d_ff/d_model from about 1 to 10+ at fixed non-embedding parameters',
+    claim=('At a fixed non-embedding parameter count a transformer language model\'s loss changes by only a few '
+           'percent over d_ff/d_model from about 1 to 10 (Kaplan et al. 2020, Fig. 5).'),
+    citation='Kaplan et al. 2020, Scaling Laws for Neural Language Models, Fig. 5 (docs/references.md)',
+    published=('loss within a few percent of the L(N) fit for d_ff/d_model from about 1 to 10 at fixed '
+               'non-embedding parameters'),
     sweeps=sweeps, analyze=analyze,
-    setup=('Two tasks on `ffn_stack` (2 residual FFN blocks, ReLU): fact memorization with trainable tied '
-           'embeddings at 100 exposures (Adam 3e-2, as memorization_capacity model A) and (a + b) mod 31 with '
-           '80% of the pairs trained (AdamW 3e-3, weight decay 1.0, trainable embeddings excluded from the '
-           'count). (a) fixed d_model, d_ff = r d_model; (b) FFN parameters fixed at those of r = 4.'))
+    setup=('The `language` task (order-2 sparse Markov chain, V 64, 16 candidates, 4 next tokens, Dirichlet 0.5; '
+           'exact entropy floor) on a 1-layer pre-norm transformer with attention (2 heads, ReLU FFN with biases, '
+           'learned positions). Two sizes of non-embedding parameters (attention + FFN + norms); per size six shapes '
+           'd_ff/d_model ~ 0.5 ... 16 (d_model >= 32) at the size\'s budget. Adam, cosine schedule; three learning '
+           'rates x seeds per shape in one compiled program, each seed\'s best rate read. Loss = excess bits per '
+           'token over the exact floor; statistic = % excess over the per-seed L(N) fit (Kaplan et al.).'))

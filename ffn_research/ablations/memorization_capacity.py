@@ -159,7 +159,9 @@ def bits_per_param_verdict(df: pd.DataFrame, *, params: str, claimed: float, cla
   if n_sizes < min_sizes or n_seeds < min_seeds:
     return verdict.Verdict(claim, verdict.INCONCLUSIVE, k, (lo, hi), test, rule, len(df),
                            f'underpowered: {n_sizes} sizes, {n_seeds} seeds')
-  return verdict.Verdict(claim, verdict.decide((lo, hi), lo_ok, hi_ok), k, (lo, hi), test, rule, len(df))
+  se = (hi - lo) / (2 * stats.t.ppf(0.975, len(df) - 1))  # the decision's p-value, for the runner's Holm family
+  return verdict.Verdict(claim, verdict.decide((lo, hi), lo_ok, hi_ok), k, (lo, hi), test, rule, len(df),
+                         p_value=verdict.decision_p(k, se, len(df) - 1, lo_ok, hi_ok))
 
 
 def ratio_verdict(a: pd.DataFrame, b: pd.DataFrame, *, lo_ok: float, hi_ok: float, claim: str,
@@ -178,7 +180,9 @@ def ratio_verdict(a: pd.DataFrame, b: pd.DataFrame, *, lo_ok: float, hi_ok: floa
   if len(log_r) < min_pairs:
     return verdict.Verdict(claim, verdict.INCONCLUSIVE, stat, ci, test, rule, len(log_r),
                            f'underpowered: {len(log_r)} pairs')
-  return verdict.Verdict(claim, verdict.decide(ci, lo_ok, hi_ok), stat, ci, test, rule, len(log_r))
+  p = verdict.decision_p(m, float(stats.sem(log_r)), len(log_r) - 1, math.log(lo_ok) if lo_ok > 0 else -math.inf,
+                         math.log(hi_ok))
+  return verdict.Verdict(claim, verdict.decide(ci, lo_ok, hi_ok), stat, ci, test, rule, len(log_r), p_value=p)
 
 
 def kind_of(df: pd.DataFrame) -> pd.Series:

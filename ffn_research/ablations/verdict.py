@@ -347,9 +347,12 @@ def plateau_check(name: str, last, previous, tol: float, relative: bool = True) 
   previous one by < tol (relative to |previous| by default). Per-seed arrays compare their means."""
   m1, _ = _mean(last)
   m0, _ = _mean(previous)
-  change = abs(m1 - m0) / abs(m0) if relative else abs(m1 - m0)
-  if relative and m0 == 0:
+  if not relative:
+    change = abs(m1 - m0)
+  elif m0 == 0:
     change = 0.0 if m1 == 0 else math.inf
+  else:
+    change = abs(m1 - m0) / abs(m0)
   passed = bool(math.isfinite(change) and change < tol)
   kind = 'relative change' if relative else 'change'
   return Check(name, passed, f'{_values(last)} at the last evaluation vs {_values(previous)} at the previous: '

@@ -112,7 +112,7 @@ class FFN(Layer):
   """Dense position-wise FFN d_model -> d_ff -> d_out (default d_model), plain or gated.
 
   `d_ff` units are allocated; the first `d_ff_true` (default d_ff; may be a traced per-run
-  value, see sweep.PAD_FLOPS_FACTOR) are real, the rest are zero and masked to zero. Each
+  value: d_ff padding, ffn_research.programs) are real, the rest are zero and masked to zero. Each
   unit's weights do not depend on the allocated width (inits.per_unit, true fan-in/fan-out),
   so a run's initialisation and training do not depend on how far it is padded.
   """

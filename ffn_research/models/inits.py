@@ -4,8 +4,7 @@ Every name is a variance-scaling rule (jax.nn.initializers.variance_scaling sema
 std = sqrt(scale / n) with n the fan-in, fan-out or their mean. `Init.__call__` draws a
 whole matrix like the jax initialiser (attention, embeddings, MoE experts); `per_unit`
 draws an FFN's weights unit-major, scaled by the true fan-in/fan-out, so a hidden unit's
-weights do not depend on how wide the matrix is allocated (padded sweep programs,
-sweep.PAD_FLOPS_FACTOR).
+weights do not depend on how wide the matrix is allocated (d_ff padding: ffn_research.programs).
 """
 
 from typing import NamedTuple

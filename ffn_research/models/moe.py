@@ -13,12 +13,25 @@ Conventions, documented once here:
 
 * Token choice gives J = k slots per token; expert choice (Zhou et al. 2022)
   gives J = E (slot j is "expert j took this token").
-* Capacity C = ceil(capacity_factor * T * k / E) (at most T); capacity_factor
-  <= 0 is dropless. Over capacity, assignments are dropped in priority order:
-  'token' (default): all first choices in token order, then all second choices,
-  ... (GShard); 'score': by combine weight, highest first, across the batch
+* Capacity C = ceil(capacity_factor * T * k / E) (at most T) per group of T tokens;
+  capacity_factor <= 0 is dropless. A group is the whole batch (capacity_scope
+  'batch') or one sequence ('sequence', GShard's groups): with 'sequence' a token
+  competes for capacity only with tokens of its own sequence. Over capacity,
+  assignments are dropped in priority order: 'position': all k choices of token t
+  before any of token t + 1; 'token': all first choices in token order, then all
+  second choices, ... (GShard); 'score': by combine weight, highest first
   (Batch Prioritized Routing, Riquelme et al. 2021). A dropped assignment
   contributes exactly zero (the residual stream carries the token).
+* Causality (docs/moe.md#causality): in a causal sequence model a token's output
+  may depend only on tokens at positions <= its own in its own sequence. Token
+  choice with capacity_scope 'sequence' and priority 'position' is causal (whether
+  token t's choice is admitted depends only on the routing of tokens 0..t); dropless
+  routing is causal whatever the priority; batch-wide capacity, 'token' priority
+  with k > 1, 'score' priority and expert choice are not. Sequence models default
+  to the causal setting and refuse the others unless model.moe.allow_noncausal.
+* Evaluation (rng None) with batch-wide capacity is dropless, so held-out figures
+  do not depend on how the evaluation set is chunked or padded; per-sequence
+  capacity is chunk-independent as it stands, so it evaluates as it trains.
 * Load fraction f_i = (assignments routed to expert i, before drops) / (all
   assignments) = count_i / (T k): sums to 1 whatever k, so a token counts once
   in each of its k experts, divided by k. The Switch loss alpha E sum_i f_i P_i
@@ -112,7 +125,8 @@ ROUTERS: dict[str, Callable[..., Routing]] = {
     'expert_choice': expert_choice,
 }
 
-DROP_PRIORITIES = ('token', 'score')
+DROP_PRIORITIES = ('position', 'token', 'score')
+CAPACITY_SCOPES = ('sequence', 'batch')
 
 
 def capacity(num_tokens: int, num_experts: int, k: int, capacity_factor: float) -> int:
@@ -171,7 +185,9 @@ def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str,
   expert_TxJ, weight_TxJ, valid_TxJ, _ = routing
   num_tokens, j = expert_TxJ.shape
   a = num_tokens * j
-  if drop_priority == 'token':  # choice rank major, then token: a column-major walk
+  if drop_priority == 'position':  # token major: all k choices of token t before token t + 1
+    prio_A = jnp.arange(a, dtype=jnp.int32)
+  elif drop_priority == 'token':  # choice rank major, then token: a column-major walk
     prio_A = jnp.arange(a, dtype=jnp.int32).reshape(num_tokens, j).T.reshape(-1)
   else:  # 'score': highest combine weight first
     prio_A = jnp.argsort(-weight_TxJ.reshape(-1), stable=True).astype(jnp.int32)
@@ -506,7 +522,10 @@ def validate(model_cfg) -> None:
   check(isinstance(e.capacity_factor, (int, float)) and math.isfinite(e.capacity_factor),
         f'model.moe.capacity_factor={e.capacity_factor!r} must be a number (<= 0: dropless)')
   config_lib.one_of('model.moe.router', e.router, ROUTERS)
-  config_lib.one_of('model.moe.drop_priority', e.drop_priority, DROP_PRIORITIES)
+  config_lib.one_of('model.moe.drop_priority', e.drop_priority, ('auto', *DROP_PRIORITIES))
+  config_lib.one_of('model.moe.capacity_scope', e.capacity_scope, ('auto', *CAPACITY_SCOPES))
+  check(isinstance(e.allow_noncausal, bool),
+        f'model.moe.allow_noncausal={e.allow_noncausal!r} must be True or False')
   config_lib.one_of('model.moe.dispatch', e.dispatch, ('auto', *DISPATCH))
   config_lib.non_negative_int('model.moe.num_shared_experts', e.num_shared_experts)
   config_lib.positive_int('model.moe.granularity', e.granularity)
@@ -521,11 +540,59 @@ def validate(model_cfg) -> None:
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   check(d_ff % e.granularity == 0,
         f'model.moe.granularity={e.granularity} must divide the effective d_ff {d_ff}')
+  check(e.capacity_scope != 'sequence' or is_sequence_model(model_cfg),
+        f'model.moe.capacity_scope=sequence needs a sequence model (transformer, ffn_stack); '
+        f'model.arch={model_cfg.arch!r} has no sequences')
+  reason = noncausal_reason(model_cfg)
+  check(reason is None or e.allow_noncausal,
+        f'model.moe.{reason}: not causal in a sequence model (docs/moe.md#causality); use the defaults '
+        f"(capacity_scope and drop_priority 'auto'), a dropless capacity_factor <= 0, or set "
+        f'model.moe.allow_noncausal=True to accept the leak')
   if e.router == 'expert_choice':
     check(e.capacity_factor > 0,
           'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
     check(e.bias_update_rate == 0,
           'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
+
+
+# model.arch values of the causal sequence models (models.SEQUENCE_ARCHS; named here, as models
+# imports this module): their MoE capacity defaults to per sequence and must be causal.
+CAUSAL_SEQUENCE_ARCHS = ('transformer', 'ffn_stack')
+
+
+def is_sequence_model(model_cfg) -> bool:
+  return model_cfg.arch in CAUSAL_SEQUENCE_ARCHS
+
+
+def routing_settings(model_cfg) -> tuple[str, str]:
+  """(capacity_scope, drop_priority) with 'auto' resolved: ('sequence', 'position') in sequence
+  models (causal), ('batch', 'token') for the bare FFN."""
+  e, seq = model_cfg.moe, is_sequence_model(model_cfg)
+  scope = e.capacity_scope if e.capacity_scope != 'auto' else ('sequence' if seq else 'batch')
+  priority = e.drop_priority if e.drop_priority != 'auto' else ('position' if seq else 'token')
+  return scope, priority
+
+
+def noncausal_reason(model_cfg) -> str | None:
+  """Why this MoE leaks later tokens or other sequences into a token's output in a sequence model
+  (a 'key=value: why' line), or None when it is causal (or not a sequence model, or dense)."""
+  e = model_cfg.moe
+  if e.num_experts == 0 or not is_sequence_model(model_cfg):
+    return None
+  scope, priority = routing_settings(model_cfg)
+  if e.router == 'expert_choice':
+    return ('router=expert_choice: an expert takes the top-scored tokens of its group, so whether a '
+            'token is taken depends on later tokens' + (' and other sequences' if scope == 'batch' else ''))
+  if e.capacity_factor <= 0:
+    return None
+  if scope == 'batch':
+    return ('capacity_scope=batch: tokens compete for capacity across the batch, so a token can be '
+            'dropped because of other sequences')
+  if priority == 'score':
+    return 'drop_priority=score: a later token with a higher combine weight can push an earlier one out'
+  if priority == 'token' and e.top_k * e.granularity > 1:
+    return "drop_priority=token with k > 1: a later token's first choice outranks an earlier token's second"
+  return None
 
 
 # --------------------------------------------------------------------------- module
@@ -570,7 +637,7 @@ class MoE(ffn_lib.Layer):
   def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
                num_experts: int, top_k: int, capacity_factor: float = 1.25,
                router: str = 'topk_softmax', renormalize: bool = False,
-               drop_priority: str = 'token', dispatch: str = 'auto',
+               drop_priority: str = 'token', capacity_scope: str = 'batch', dispatch: str = 'auto',
                num_shared_experts: int = 0, granularity: int = 1,
                load_balance_coef: float = 1e-2, z_loss_coef: float = 1e-3,
                bias_update_rate: float = 0.0, jitter: float = 0.0,
@@ -586,7 +653,7 @@ class MoE(ffn_lib.Layer):
     self.d_expert = d_ff // granularity
     self.num_shared = num_shared_experts
     self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
-    self.drop_priority = drop_priority
+    self.drop_priority, self.capacity_scope = drop_priority, capacity_scope
     self.dispatch = 'sort' if mesh is not None and dispatch == 'auto' else resolve_dispatch(dispatch)
     # Traced per-run scalars (ffn.Hyper); only dropout and jitter compile a path in, when > 0.
     hyper = lambda v: ffn_lib.Hyper(jnp.float32(v))
@@ -624,38 +691,69 @@ class MoE(ffn_lib.Layer):
     names = ('w1', 'w_gate', 'w2', 'b1', 'b_gate', 'b2')
     return {n: getattr(self, n)[...] for n in names if hasattr(self, n)}
 
-  def capacity(self, num_tokens: int) -> int:
-    return capacity(num_tokens, self.num_experts, self.top_k, self.capacity_factor)
+  def num_groups(self, x: jax.Array) -> int:
+    """Groups that share capacity: the sequences of x (B, T, D) with scope 'sequence', else 1."""
+    return x.shape[0] if self.capacity_scope == 'sequence' and x.ndim == 3 else 1
 
-  def layout(self, num_tokens: int) -> Layout:
+  def capacity_factor_for(self, training: bool) -> float:
+    """Evaluation with batch-wide capacity is dropless (module docstring); else the configured cf."""
+    if training or self.capacity_scope == 'sequence' or self.router == 'expert_choice':
+      return self.capacity_factor
+    return 0.0
+
+  def capacity(self, num_tokens: int, groups: int = 1, capacity_factor: float | None = None) -> int:
+    """Capacity per group of num_tokens / groups tokens."""
+    cf = self.capacity_factor if capacity_factor is None else capacity_factor
+    return capacity(num_tokens // groups, self.num_experts, self.top_k, cf)
+
+  def layout(self, num_tokens: int, capacity_: int | None = None) -> Layout:
     """'ragged': packed; 'sort': windows of the mean load ceil(T k / E), the rest (dropless or
     capacity_factor > 1) in blocks; capacity buffers for 'einsum', expert choice (every expert
-    fills exactly C) and expert parallelism (the blocks' experts are dynamic: not shardable)."""
-    c = self.capacity(num_tokens)
+    fills exactly C) and expert parallelism (the blocks' experts are dynamic: not shardable).
+    `capacity_`: of the whole batch (default: one group of num_tokens)."""
+    c = self.capacity(num_tokens) if capacity_ is None else capacity_
     if self.dispatch == 'ragged':
       return Layout(0, 1)
     if self.dispatch == 'sort' and self.mesh is None and self.router != 'expert_choice':
       return Layout(min(c, math.ceil(num_tokens * self.top_k / self.num_experts)), SORT_BLOCK)
     return Layout(c, 1)
 
-  def route(self, x_TxD: jax.Array, rng: jax.Array | None = None):
-    """Router logits (float32, jittered only in training) and the Routing."""
+  def route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1,
+            capacity_: int | None = None):
+    """Router logits (float32, jittered only in training) and the Routing, each of `groups`
+    consecutive groups of tokens routed on its own (expert choice picks within its group)."""
     x_TxD = x_TxD.astype(jnp.float32)
     if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
       jitter = self.jitter[...]
       x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
     logits_TxE = x_TxD @ self.router_w[...]
-    routing = ROUTERS[self.router](logits_TxE, self.routing_bias[...], self.top_k,
-                                   self.capacity(x_TxD.shape[0]), self.renormalize)
-    return logits_TxE, routing
+    c = self.capacity(x_TxD.shape[0], groups) if capacity_ is None else capacity_
+    router = functools.partial(ROUTERS[self.router], bias_E=self.routing_bias[...], k=self.top_k,
+                               capacity=c, renormalize=self.renormalize)
+    if groups == 1:
+      return logits_TxE, router(logits_TxE)
+    routing = jax.vmap(router)(logits_TxE.reshape(groups, -1, logits_TxE.shape[-1]))
+    return logits_TxE, jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), routing)
+
+  def admit(self, routing: Routing, groups: int, capacity_: int) -> Routing:
+    """Routing with only the assignments within each group's capacity valid (drop priority
+    within the group); `routing` itself when one group (plan drops) or dropless."""
+    num_tokens = routing.expert_TxJ.shape[0]
+    if groups == 1 or capacity_ >= num_tokens // groups:
+      return routing
+    kept_GxTxJ = jax.vmap(lambda r: plan(r, self.num_experts, capacity_, self.drop_priority).kept_TxJ)(
+        jax.tree.map(lambda a: a.reshape(groups, -1, a.shape[-1]), routing))
+    kept_TxJ = kept_GxTxJ.reshape(num_tokens, -1)
+    return routing._replace(valid_TxJ=kept_TxJ, weight_TxJ=jnp.where(kept_TxJ, routing.weight_TxJ, 0.0))
 
   def apply(self, x: jax.Array, *, rng: jax.Array | None = None):
     lead, x_TxD = x.shape[:-1], x.reshape(-1, x.shape[-1])
-    num_tokens = x_TxD.shape[0]
+    num_tokens, groups = x_TxD.shape[0], self.num_groups(x)
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
-    logits_TxE, routing = self.route(x_TxD, rngs[0])
-    plan_ = plan(routing, self.num_experts, self.capacity(num_tokens), self.drop_priority,
-                 self.layout(num_tokens))
+    c_group = self.capacity(num_tokens, groups, self.capacity_factor_for(rng is not None))
+    logits_TxE, routing = self.route(x_TxD, rngs[0], groups, c_group)
+    plan_ = plan(self.admit(routing, groups, c_group), self.num_experts, groups * c_group,
+                 self.drop_priority, self.layout(num_tokens, groups * c_group))
     w = self.expert_weights()
     if rngs[1] is not None and self.use_dropout:
       spec = self.spec._replace(act=self._dropped_act(rngs[1]), dropout=True)

@@ -10,13 +10,6 @@ from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 
 
-def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
-  """Whether runs of this model may share a program padded to a wider d_ff (`d_ff_true` below):
-  dense FFNs without dropout (a dropout mask's random bits depend on the allocated width;
-  MoE experts are not padded)."""
-  return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0
-
-
 def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
   """The FFN's true hidden width (after match_params; one expert's width times granularity for MoE)."""
   return ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
@@ -29,15 +22,16 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
   (its experts split over `mesh`'s 'expert' axis when given).
 
   `d_ff_true`: the run's true hidden width when the config's width is a padded program's
-  (dense FFNs only: `pads_d_ff`); None: the config's own.
+  (dense FFNs only; d_ff padding: ffn_research.programs); None: the config's own.
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
   if e.num_experts > 0:
+    scope, priority = moe_lib.routing_settings(model_cfg)
     return moe_lib.MoE(
         d_in, d_ff, model_cfg.activation, num_experts=e.num_experts, top_k=e.top_k,
         capacity_factor=e.capacity_factor, router=e.router, renormalize=e.renormalize,
-        drop_priority=e.drop_priority, dispatch=e.dispatch,
+        drop_priority=priority, capacity_scope=scope, dispatch=e.dispatch,
         num_shared_experts=e.num_shared_experts, granularity=e.granularity,
         load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
         bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,

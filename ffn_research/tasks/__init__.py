@@ -25,6 +25,7 @@ TASKS = {
     'function': regression.FunctionTask,
     'teacher_student': regression.TeacherStudentTask,
     'random_labels': regression.RandomLabelsTask,
+    'sparse_features': regression.SparseFeaturesTask,  # Elhage et al. 2022's sparse inputs, reconstructed
     **SEQUENCE_TASKS,
 }
 

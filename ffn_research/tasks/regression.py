@@ -196,3 +196,63 @@ class RandomLabelsTask(_Regression):
         'points_fitted': fitted,
         'fraction_fitted': fitted / err.shape[0],
     }
+
+
+def sparse_features(rng, shape, density: float | jax.Array) -> jax.Array:
+  """Elhage et al. 2022's inputs: each entry 0 with probability 1 - density, else uniform on [0, 1]."""
+  k_on, k_value = jax.random.split(rng)
+  on = jax.random.uniform(k_on, shape) < density
+  return jnp.where(on, jax.random.uniform(k_value, shape), 0.0)
+
+
+def importance(n: int, decay: float) -> jax.Array:
+  """Feature importances I_i = decay^i, i = 0..n-1 (decay 1: uniform)."""
+  return jnp.asarray(decay, jnp.float32) ** jnp.arange(n, dtype=jnp.float32)
+
+
+def weighted_mse(pred_BxN: jax.Array, target_BxN: jax.Array, importance_N: jax.Array) -> jax.Array:
+  """Mean over examples of sum_i I_i (pred_i - target_i)^2 (Elhage et al. 2022's loss)."""
+  err_BxN = jnp.square(pred_BxN.astype(jnp.float32) - target_BxN)
+  return jnp.mean(jnp.sum(err_BxN * jnp.broadcast_to(importance_N, err_BxN.shape), axis=-1))
+
+
+class SparseFeaturesTask:
+  """Reconstruct x from itself through a bottleneck (Elhage et al. 2022, toy models of superposition):
+  n = model.d_model features, each 0 with probability task.feature_sparsity (S), else U[0, 1]; loss
+  sum_i I_i (y_i - x_i)^2 with I_i = task.importance_decay^i. Fresh inputs every step."""
+
+  traced = ('feature_sparsity',)  # init_data's traced keyword arguments (tasks.TRACED_KEYS)
+
+  @staticmethod
+  def validate(config):
+    t = config.task
+    s = t.feature_sparsity
+    config_lib.check(isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 1,
+                     f'task.feature_sparsity={s!r} must be in [0, 1) (probability that a feature is 0)')
+    config_lib.positive_float('task.importance_decay', t.importance_decay)
+    config_lib.positive_int('task.num_eval', t.num_eval)
+
+  def __init__(self, config):
+    self.config = config
+    self.batch_size = config.train.batch_size
+    self.output_dim = config.model.d_model
+    self.importance_N = importance(config.model.d_model, config.task.importance_decay)
+
+  def init_data(self, rng, feature_sparsity: float | jax.Array | None = None):
+    """The run's feature density 1 - S (may be traced) and a held-out set of num_eval inputs."""
+    s = self.config.task.feature_sparsity if feature_sparsity is None else feature_sparsity
+    density = 1.0 - jnp.asarray(s, jnp.float32)
+    x_eval = sparse_features(jax.random.fold_in(rng, 4), (self.config.task.num_eval, self.output_dim), density)
+    return {'density': density, 'x_eval': x_eval}
+
+  def sample_batch(self, data, rng):
+    x_BxN = sparse_features(rng, (self.batch_size, self.output_dim), data['density'])
+    return {'inputs': x_BxN, 'targets': x_BxN}
+
+  def loss(self, outputs, batch):
+    return weighted_mse(outputs, batch['targets'], self.importance_N), {}
+
+  def evaluate(self, apply_fn, data):
+    pred = _batched_apply(apply_fn, data['x_eval'])
+    return {'eval_loss': weighted_mse(pred, data['x_eval'], self.importance_N),
+            'eval_mse': mse(pred, data['x_eval'])}
