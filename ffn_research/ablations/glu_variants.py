@@ -331,10 +331,10 @@ def _plot(budgets: list[Budget], outdir: str, scale: str) -> base.Figure:
     paper = ax.twinx()
     paper.plot(x, t[t.columns[-1]], 'x', color='C3')
     paper.axhline(0.0, color='C3', lw=0.5, ls=':')
-    lo, hi = ax.get_ylim()      # both axes centred on 0 at the same height
+    lo, hi = ax.get_ylim()      # both axes symmetric about 0, so their zeros line up and nothing is clipped
+    ax.set_ylim(-max(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
     span = max(abs(t[t.columns[-1]]).max(), 1e-9) * 1.2
-    scale_ = span / max(abs(lo), abs(hi))
-    paper.set_ylim(lo * scale_, hi * scale_)
+    paper.set_ylim(-span, span)
     paper.set_ylabel(f'paper, {PAPER_STEPS[b.budget]} steps: variant - relu (nats)', color='C3')
   return base.save_figure(fig, outdir, 'glu_variants.png',
                           'each variant minus ReLU, paired by seed (mean and 95% CI over seeds, each seed at its '
