@@ -219,6 +219,11 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, monkeypatch):
   assert loop.train_and_evaluate(config, str(tmp_path / 'run'))['eval_loss'] == reference['eval_loss']
   with pytest.raises(io_lib.WorkdirConfigMismatch, match='model.d_ff'):
     loop.train_and_evaluate(tiny_config(**{'model.d_ff': 8}), str(tmp_path / 'run'))
+  # A dense run ignores model.moe.*: a changed MoE key (e.g. a new default) does not block it.
+  assert loop.train_and_evaluate(tiny_config(**{'model.moe.top_k': 3}),
+                                 str(tmp_path / 'run'))['eval_loss'] == reference['eval_loss']
+  with pytest.raises(io_lib.WorkdirConfigMismatch, match='model.moe.num_experts'):
+    loop.train_and_evaluate(tiny_config(**{'model.moe.num_experts': 4}), str(tmp_path / 'run'))
 
 
 @pytest.mark.parametrize('arg,metric,bound', [
