@@ -368,3 +368,10 @@ def test_memorization_capacity_verdicts_carry_their_decision_p():
 def test_plateau_check_with_a_zero_previous_value():
   assert verdict.plateau_check('p', [0.0, 0.0], [0.0, 0.0], tol=0.05).passed
   assert not verdict.plateau_check('p', [0.1], [0.0], tol=0.05).passed
+
+
+def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():
+  for direction in ('below', 'above'):
+    v = verdict.threshold([5.0] * 4, level=5.0, direction=direction, claim='c')
+    assert v.outcome == verdict.NOT_REPRODUCED
+  assert verdict.threshold([6.0] * 4, level=5.0, direction='above', claim='c').outcome == verdict.REPRODUCED

@@ -264,7 +264,10 @@ def threshold(values: Sequence[float], *, level: float, direction: str, claim: s
     lo = hi = m
   region = (-math.inf, level) if direction == 'below' else (level, math.inf)
   p = decision_p(m, float(stats.sem(x)) if np.any(x != x[0]) else 0.0, len(x) - 1, *region)
-  return Verdict(claim, decide((lo, hi), *region), m, (lo, hi), test, rule, len(x),
+  outcome = decide((lo, hi), *region)
+  if lo == hi == level:  # every seed exactly at the level: strictly below / above it is not shown
+    outcome = NOT_REPRODUCED
+  return Verdict(claim, outcome, m, (lo, hi), test, rule, len(x),
                  f'two-sided p = {p:.3g} (t-test of the mean against {level:g})', p_value=p)
 
 
