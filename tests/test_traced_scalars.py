@@ -60,7 +60,8 @@ def assert_group_equals_lone(base, grid, tmp_path):
 def test_traced_keys():
   assert train.TRACED_KEYS == (
       'train.learning_rate', 'train.weight_decay', 'model.dropout_rate', 'model.moe.load_balance_coef',
-      'model.moe.z_loss_coef', 'model.moe.bias_update_rate', 'model.moe.jitter', 'task.noise_std')
+      'model.moe.z_loss_coef', 'model.moe.bias_update_rate', 'model.moe.jitter', 'task.feature_sparsity',
+      'task.noise_std')
   assert sweep.VMAPPED_KEYS == ('train.seed', *train.TRACED_KEYS)
   # every traced key is a config key, and each model key names the Hyper variables that read it
   flat = config_lib.flat_keys(config_lib.default_config())
