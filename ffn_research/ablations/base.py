@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import ml_collections
+import numpy as np
 import pandas as pd
 
 from ffn_research.ablations import verdict as verdict_lib
@@ -90,6 +91,32 @@ def save_figure(fig, outdir: str, file: str, caption: str, dpi: int = 120) -> Fi
   fig.savefig(os.path.join(outdir, file), dpi=dpi)
   plt.close(fig)
   return Figure(file, caption)
+
+
+def style_axes(ax, *, xlabel: str, ylabel: str, title: str = '', xscale: str | None = None,
+               yscale: str | None = None, xbase: float = 10, legend: bool = True, fontsize: float = 7,
+               title_size: float | None = None) -> None:
+  """The axis setup every ablation plot repeats: scales, labels, title, legend, grid."""
+  if xscale == 'log':
+    ax.set_xscale('log', base=xbase)
+  elif xscale:
+    ax.set_xscale(xscale)
+  if yscale:
+    ax.set_yscale(yscale)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  if title:
+    ax.set_title(title, fontsize=title_size)
+  if legend:
+    ax.legend(fontsize=fontsize)
+  ax.grid(True, which='both', alpha=0.3)
+
+
+def errorbar_ci(ax, x, mean, lo, hi, **kwargs) -> None:
+  """Points at `mean` with asymmetric bars to [lo, hi] (NaN bars drawn as none)."""
+  mean, lo, hi = (np.asarray(v, float) for v in (mean, lo, hi))
+  yerr = np.nan_to_num(np.clip(np.array([mean - lo, hi - mean]), 0, None))
+  ax.errorbar(np.asarray(x, float), mean, yerr=yerr, **{'fmt': 'o-', 'capsize': 3, **kwargs})
 
 
 def set_steps(train: ml_collections.ConfigDict, steps: int, num_logs: int = 10) -> None:
