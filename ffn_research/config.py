@@ -66,6 +66,7 @@ def default_config() -> ml_collections.ConfigDict:
   moe.z_loss_coef = 1e-3      # router z-loss coefficient (ST-MoE)
   moe.bias_update_rate = 0.0  # DeepSeek-V3 aux-loss-free bias step gamma per train step; 0 = off
   moe.jitter = 0.0            # multiplicative router-input jitter U(1-j, 1+j) in training; 0 = off
+  moe.freeze_router = False   # True: router weights stay at their random init (stop_gradient; AdamW/Lion decay would still shrink them)
 
   c.task = t = ml_collections.ConfigDict()
   t.name = 'function'       # see tasks.TASKS

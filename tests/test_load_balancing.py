@@ -1,7 +1,9 @@
-"""load_balancing ablation: skewed (clustered Zipf) inputs, late-window metrics, verdict rules on
-synthetic frames with known answers, and the CLI's one-line error for bad skew keys."""
+"""load_balancing ablation: the max/mean load of known assignments, the frozen-router knob, the verdict
+rules on synthetic frames (including `invalid` when a premise fails), the task's skewed-input option
+and the CLI's one-line error for bad skew keys; a smoke run through the real entry point (slow)."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -12,7 +14,10 @@ import pytest
 from scipy.cluster.vq import kmeans2
 
 from ffn_research import config as config_lib
+from ffn_research import sweep
+from ffn_research import train as train_lib
 from ffn_research import validation
+from ffn_research.ablations import base
 from ffn_research.ablations import load_balancing as lb
 from ffn_research.ablations import verdict
 from ffn_research.tasks import regression
@@ -83,57 +88,135 @@ def test_cli_bad_skew_key_exits_with_one_line(tmp_path):
   assert len(lines) == 1 and 'task.num_clusters' in lines[0], proc.stderr
 
 
-def test_read_curves_and_late_summary(tmp_path):
-  with open(tmp_path / 'metrics.jsonl', 'w') as f:
-    for i, step in enumerate(range(100, 900, 100)):  # 8 chunks; the last quarter = 2 chunks
-      load = [0.5, 0.5, 0, 0] if i < 6 else [0.1, 0.7, 0.1, 0.1]
-      f.write(json.dumps({'step': step, 'loss': 1.0, 'aux/load': load, 'aux/max_load_ratio': 4 * max(load),
-                          'aux/router_entropy': 0.1 * i, 'aux/dropped_fraction': 0.2,
-                          'aux/router_z': 3.0}) + '\n')
-    f.write(json.dumps({'step': 800, 'eval_loss': 0.3}) + '\n')  # an eval line without aux: skipped
-  curves = lb.read_curves(str(tmp_path))
-  assert len(curves) == 8
-  late = lb.late_summary(curves)
-  assert late["max_load_ratio"] == pytest.approx(2.8)
-  assert late["first_max_load_ratio"] == pytest.approx(2.0)
-  assert late['router_entropy'] == pytest.approx((0.6 + 0.7) / 2)
-  np.testing.assert_allclose(late['sorted_load'], [0.7, 0.1, 0.1, 0.1])
-  assert lb.read_curves(str(tmp_path / 'missing')).empty
+def test_max_mean_load_of_known_assignments():
+  load = lb.assignment_load(np.array([0, 0, 0, 1]), 4)
+  np.testing.assert_array_equal(load, [0.75, 0.25, 0, 0])
+  assert lb.max_mean_load(load) == 3.0
+  assert lb.max_mean_load(lb.assignment_load(np.arange(8), 8)) == 1.0  # uniform
+  assert lb.max_mean_load(lb.assignment_load(np.full(10, 5), 8)) == 8.0  # every token on one expert
 
 
-def _runs(loads, mse_ratio=1.0, seeds=5):
+def _moe_config(freeze):
+  config = lb._base(steps=5, freeze=freeze)
+  config.task.num_train, config.task.num_eval, config.train.batch_size = 64, 64, 32
+  validation.validate(config)
+  return config
+
+
+def test_router_load_matches_numpy_argmax():
+  exp = train_lib.Experiment(_moe_config(False))
+  state = exp.init(0)
+  model, x = exp.merge(state['params']), np.asarray(state['data']['x_eval'])
+  expert_T = np.argmax(x @ np.asarray(model.router_w[...]), axis=1)  # top-1 of softmax = top-1 of logits
+  np.testing.assert_allclose(lb.router_load(model, x), lb.assignment_load(expert_T, lb.NUM_EXPERTS), atol=1e-7)
+
+
+@pytest.mark.parametrize('freeze', [True, False])
+def test_frozen_router_weights_do_not_move(freeze):
+  exp = train_lib.Experiment(_moe_config(freeze))
+  state = exp.init(0)
+  after, _ = jax.jit(exp.train_chunk, static_argnums=1)(state, 5)
+  before_m, after_m = exp.merge(state['params']), exp.merge(after['params'])
+  router_same = np.array_equal(np.asarray(before_m.router_w[...]), np.asarray(after_m.router_w[...]))
+  assert router_same == freeze
+  assert not np.array_equal(np.asarray(before_m.w1[...]), np.asarray(after_m.w1[...]))  # experts train either way
+
+
+def test_unstable_rule():
+  assert not lb.unstable(False, [4.0, 100.0])                 # RMS logsumexp 10 < 16
+  assert lb.unstable(False, [4.0, 16.5 ** 2])
+  assert lb.unstable(True, [])                                 # diverged
+  assert not lb.unstable(False, [])
+
+
+def _frame(change, seeds=6, unstable_none=(1.0, 0.0), unstable_z=0.0, plateau_drift=0.0):
+  """A synthetic collect() frame: load change per arm; unstable flags per learning rate (lowest first)."""
   rng = np.random.default_rng(0)
   rows = []
-  for v, level in loads.items():
-    for s in range(seeds):
-      mse = 0.1 * (1 + 0.01 * rng.standard_normal()) * (mse_ratio if v == 'switch_z' else 1.0)
-      rows.append({'variant': v, 'train.seed': s, 'eval_loss': mse,
-                   'max_load_ratio': level + 0.02 * rng.standard_normal()})
+  for s in range(seeds):
+    for arm, c in change.items():
+      last = 1.5 + c
+      rows.append({'arm': arm, 'train.seed': s, 'status': 'completed', 'eval_loss': 0.1, 'lr': lb.DEFAULT_LR,
+                   'load_start': 1.4,
+                   'load_final': 1.4 + c + 0.01 * rng.standard_normal() * (arm != 'frozen'),
+                   'log_last': last * (1 + plateau_drift), 'log_previous': last})
+      rows[-1]['load_change'] = rows[-1]['load_final'] - 1.4
+    for lr, frac in zip(lb.UNSTABLE_LRS, unstable_none):
+      rows.append({'arm': 'z_none', 'train.seed': s, 'status': 'completed', 'lr': lr,
+                   'unstable': float(s < round(frac * seeds)), 'max_lse': 3.0})
+      rows.append({'arm': 'z_loss', 'train.seed': s, 'status': 'completed', 'lr': lr,
+                   'unstable': float(s < round(unstable_z * seeds)), 'max_lse': 2.0})
   return pd.DataFrame(rows)
 
 
+COLLAPSE = {'none': 0.4, 'switch': -0.1, 'bias': -0.2, 'frozen': 0.0}
+
+
 def test_verdicts_known_answers():
-  loads = {'none': 4.0, 'switch': 1.2, 'zloss': 4.0, 'switch_z': 1.2, 'bias': 1.1}
-  v = lb.decide(_runs(loads))
+  v = lb.decide(_frame(COLLAPSE))
   assert [x.outcome for x in v] == [verdict.REPRODUCED] * 4
-  # no collapse, switch unbalanced, z-loss costs 50% quality, bias unbalanced
-  loads = {'none': 1.2, 'switch': 3.0, 'zloss': 1.2, 'switch_z': 3.0, 'bias': 2.5}
-  v = lb.decide(_runs(loads, mse_ratio=1.5))
-  assert [x.outcome for x in v] == [verdict.NOT_REPRODUCED] * 4
-  # two seeds: underpowered
-  v = lb.decide(_runs(loads, seeds=2))
-  assert [x.outcome for x in v] == [verdict.INCONCLUSIVE] * 4
-  assert v[2].statistic == pytest.approx(0.0, abs=0.05)
+  assert v[0].statistic == pytest.approx(0.4, abs=0.02)
+  assert lb.test_lr(_frame(COLLAPSE, unstable_none=(0.0, 0.5, 1.0))) == lb.UNSTABLE_LRS[1]
+  # the fixes make it worse; the z-loss run is as unstable as without it
+  worse = {'none': 0.4, 'switch': 0.8, 'bias': 0.9, 'frozen': 0.0}
+  v = lb.decide(_frame(worse, unstable_z=1.0))
+  assert [x.outcome for x in v] == [verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.NOT_REPRODUCED,
+                                    verdict.NOT_REPRODUCED]
+  # training spreads the load: verdict 1 not reproduced, and 2 and 4 have nothing to reduce
+  v = lb.decide(_frame({'none': -0.3, 'switch': -0.4, 'bias': -0.4, 'frozen': 0.0}))
+  assert [x.outcome for x in v] == [verdict.NOT_REPRODUCED, verdict.INVALID, verdict.REPRODUCED, verdict.INVALID]
+  assert 'premise' in v[1].detail
+
+
+def test_zloss_invalid_without_instability():
+  v = lb.decide(_frame(COLLAPSE, unstable_none=(0.0, 0.1, 0.0)))  # never >= 25% unstable without the z-loss
+  assert v[2].outcome == verdict.INVALID and 'premise' in v[2].detail
+  assert math.isnan(lb.test_lr(_frame(COLLAPSE, unstable_none=(0.0, 0.0))))
+
+
+def test_no_plateau_is_invalid():
+  v = lb.decide(_frame(COLLAPSE, plateau_drift=0.2))
+  assert [x.outcome for x in v] == [verdict.INVALID, verdict.INVALID, verdict.REPRODUCED, verdict.INVALID]
+
+
+def test_analysis_of_a_synthetic_frame(tmp_path):
+  stats = _frame(COLLAPSE)
+  logs = pd.DataFrame([{'step': st, 'max_load_ratio': 1.5, 'arm': a, 'seed': 0} for a in COLLAPSE for st in (1, 2)])
+  out = lb.analyze_stats(stats, logs, base.Context(str(tmp_path), 'smoke'))
+  assert [c.passed for c in out.checks] == [True, True]
+  assert list(dict.fromkeys(out.tables[0].frame['arm'])) == list(lb.ARMS)
+  assert len(out.tables[0].frame) == 4 + 2 * 2  # the z-loss arms per learning rate
+  assert (tmp_path / out.figures[0].file).stat().st_size > 1000
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_sweeps_differ_only_in_the_balancing_coefficients(scale):
+def test_sweeps_share_one_program_per_shape(scale):
   specs = lb.sweeps(scale)
-  assert [s.name for s in specs] == list(lb.VARIANTS)
-  for s in specs:
-    validation.validate(s.base)
-    m = s.base.model.moe
-    assert (m.load_balance_coef, m.z_loss_coef, m.bias_update_rate) == lb.VARIANTS[s.name]
+  assert [s.name for s in specs] == ['trained', 'frozen', 'unstable']
+  s = lb.SETTINGS[scale]
+  assert [len(x.overrides) for x in specs] == [3 * s['seeds'], s['seeds'], 2 * len(lb.UNSTABLE_LRS) * s['z_seeds']]
+  for spec in specs:
+    validation.validate(spec.base)
+    m = spec.base.model.moe
     assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
-    assert len(s.overrides) == lb.SETTINGS[scale]['seeds'] >= 3
-    assert s.base.train.steps == lb.SETTINGS[scale]['steps']
+    assert spec.base.task.num_clusters == 0 and m.freeze_router == (spec.name == 'frozen')
+    assert len(sweep.group_runs(sweep.expand(spec.base, spec.overrides))) == 1
+  assert specs[2].base.train.grad_clip == 0 and specs[2].base.model.moe.load_balance_coef == lb.SWITCH_ALPHA
+
+
+@pytest.mark.slow  # the real entry point at smoke scale (~1 minute)
+def test_smoke_through_entry_point(tmp_path):
+  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=load_balancing',
+                         f'--workdir={tmp_path}', '--scale=smoke'], cwd=REPO_ROOT, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  report = json.loads((tmp_path / 'load_balancing' / 'report.json').read_text())
+  assert len(report['verdicts']) == 4 and all(v['outcome'] in verdict.OUTCOMES for v in report['verdicts'])
+  assert [c['passed'] for c in report['checks']] == [True, True]  # the frozen router's load does not move
+
+
+def test_paired_all_pairs_on_the_edge_is_not_reproduced():
+  """0/1 outcomes often tie: equal arms must not count as 'less' (verdict.paired's zero-spread case)."""
+  assert verdict.paired([1, 1, 1], [1, 1, 1], expect='less', claim='').outcome == verdict.NOT_REPRODUCED
+  assert verdict.paired([0, 0, 0], [1, 1, 1], expect='less', claim='').outcome == verdict.REPRODUCED
+  assert verdict.paired([1, 1, 1], [1, 1, 1], expect='equal', claim='').outcome == verdict.REPRODUCED

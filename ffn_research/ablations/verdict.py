@@ -242,6 +242,8 @@ def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, m
     lo = hi = m
   p = decision_p(m, float(stats.sem(d)) if np.any(d != d[0]) else 0.0, n - 1, *region)
   outcome = decide((lo, hi), *region)
+  if expect != 'equal' and lo == hi == (-margin if expect == 'less' else margin):
+    outcome = NOT_REPRODUCED  # every pair exactly on the edge: strictly below / above it is not shown
   against = '' if margin == 0 else ' (t-test of mean(a - b) against the edge of the region the decision rests on)'
   return Verdict(claim, outcome, m, (lo, hi), test, rule, n, f'two-sided p = {p:.3g}{against}', p_value=p)
 

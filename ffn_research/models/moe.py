@@ -526,6 +526,7 @@ def validate(model_cfg) -> None:
   config_lib.one_of('model.moe.capacity_scope', e.capacity_scope, ('auto', *CAPACITY_SCOPES))
   check(isinstance(e.allow_noncausal, bool),
         f'model.moe.allow_noncausal={e.allow_noncausal!r} must be True or False')
+  check(isinstance(e.freeze_router, bool), f'model.moe.freeze_router={e.freeze_router!r} must be True or False')
   config_lib.one_of('model.moe.dispatch', e.dispatch, ('auto', *DISPATCH))
   config_lib.non_negative_int('model.moe.num_shared_experts', e.num_shared_experts)
   config_lib.positive_int('model.moe.granularity', e.granularity)
@@ -640,7 +641,7 @@ class MoE(ffn_lib.Layer):
                drop_priority: str = 'token', capacity_scope: str = 'batch', dispatch: str = 'auto',
                num_shared_experts: int = 0, granularity: int = 1,
                load_balance_coef: float = 1e-2, z_loss_coef: float = 1e-3,
-               bias_update_rate: float = 0.0, jitter: float = 0.0,
+               bias_update_rate: float = 0.0, jitter: float = 0.0, freeze_router: bool = False,
                use_bias: bool = True, dropout_rate: float = 0.0, init: str = 'xavier_uniform',
                dtype: str = 'float32', d_out: int | None = None,
                mesh: jax.sharding.Mesh | None = None, expert_axis: str = 'expert',
@@ -661,7 +662,7 @@ class MoE(ffn_lib.Layer):
     self.bias_update_rate, self.jitter = hyper(bias_update_rate), hyper(jitter)
     self.dropout_rate = hyper(dropout_rate)
     self.use_jitter, self.use_dropout = jitter > 0, dropout_rate > 0
-    self.use_bias = use_bias
+    self.use_bias, self.freeze_router = use_bias, freeze_router
     self.mesh, self.expert_axis = mesh, expert_axis
     self.spec = ExpertSpec(activations.get(activation), activations.is_gated(activation), use_bias,
                            ffn_lib.DTYPES[dtype])
@@ -726,7 +727,8 @@ class MoE(ffn_lib.Layer):
     if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
       jitter = self.jitter[...]
       x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
-    logits_TxE = x_TxD @ self.router_w[...]
+    w_DxE = jax.lax.stop_gradient(self.router_w[...]) if self.freeze_router else self.router_w[...]
+    logits_TxE = x_TxD @ w_DxE
     c = self.capacity(x_TxD.shape[0], groups) if capacity_ is None else capacity_
     router = functools.partial(ROUTERS[self.router], bias_E=self.routing_bias[...], k=self.top_k,
                                capacity=c, renormalize=self.renormalize)
