@@ -281,6 +281,7 @@ def figures(stats: pd.DataFrame, logs: pd.DataFrame, outdir: str) -> list[base.F
     g = logs[logs['arm'] == arm].groupby('step')['max_load_ratio'].mean() if len(logs) else pd.Series(dtype=float)
     axes[1].plot(g.index, g.values, color=f'C{i}', label=arm)
   axes[0].axhline(0, color='k', ls='--', lw=1, label='no change')
+  axes[0].set_xticks(range(4), ARMS[:4])
   base.style_axes(axes[0], xlabel='arm', ylabel='max/mean load: end - step 0', title='load change (95% CI)')
   base.style_axes(axes[1], xlabel='step', ylabel='max/mean load (training batch)', title='over training (mean over seeds)')
   for i, arm in enumerate(('z_none', 'z_loss')):
