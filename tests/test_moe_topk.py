@@ -2,7 +2,11 @@
 rules on synthetic frames (the router gradient tests: tests/test_moe.py, tests/test_glu_moe_ablations.py)."""
 
 import inspect
+import json
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -161,3 +165,18 @@ def test_sweeps_isolate_what_they_claim(scale):
     assert c.task.cluster_teachers and c.task.num_clusters == moe_topk.CLUSTERS
   for c in runs['routers']:
     assert c.model.moe.top_k == 1 and c.model.moe.num_experts == moe_topk.CLUSTERS
+
+
+@pytest.mark.slow  # the real entry point at smoke scale: 6 sweeps, ~20 compiled groups (~2-3 min idle)
+def test_smoke_through_entry_point(tmp_path):
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=moe_topk', '--scale=smoke',
+                         f'--workdir={tmp_path}', '--noprogress'], cwd=repo, capture_output=True, text=True,
+                        timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  report = json.loads((tmp_path / 'moe_topk' / 'report.json').read_text())
+  assert len(report['verdicts']) == 5 and all(v['outcome'] in verdict.OUTCOMES for v in report['verdicts'])
+  rows = report['tables'][0]['rows']
+  mi = {r['point']: r['I(expert; cluster) nats'] for r in rows if r['sweep'] == 'routers'}
+  assert set(mi) == set(moe_topk.ARMS)
+  assert mi['hash'] < 0.05 < mi['frozen']  # the hash ignores the clusters; a random linear router does not
