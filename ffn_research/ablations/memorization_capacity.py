@@ -63,10 +63,10 @@ from ffn_research.config import default_config  # pylint: disable=wrong-import-p
 SETTINGS = {
     'smoke': dict(d_model=8, d_ffs=(8, 16, 32), facts=(64, 128), relations=8, values=16, steps={10: 20},
                   lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(64, 2048), rl_steps=100),
-    'quick': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048), relations=16, values=256,
-                  steps={1000: 500, 100: 200}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(256, 1024, 2048),
+    'quick': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024), relations=16, values=256,
+                  steps={1000: 1000, 100: 400}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(256, 1024, 2048),
                   rl_steps=2000),
-    'full': dict(d_model=16, d_ffs=(32, 64, 128), facts=(512, 1024, 2048, 4096), relations=32, values=256,
+    'full': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048), relations=16, values=256,
                  steps={1000: 1000, 100: 400}, lrs=(0.03, 0.1, 0.3), seeds=3,
                  rl_points=(128, 256, 512, 1024, 2048), rl_steps=4000),
 }
