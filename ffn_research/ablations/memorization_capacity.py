@@ -61,7 +61,7 @@ from ffn_research.config import default_config  # pylint: disable=wrong-import-p
 # steps: optimizer steps per exposure count (batch = E N / steps); lrs: the learning-rate grid;
 # rl_points: random-label N grid (its largest above the bare FFN's 1,153 parameters), rl_steps.
 SETTINGS = {
-    'smoke': dict(d_model=8, d_ffs=(8, 16, 32), facts=(64, 128), relations=8, values=16, steps={10: 20},
+    'smoke': dict(d_model=8, d_ffs=(8, 16, 32), facts=(64, 128), relations=8, values=16, steps={100: 20},
                   lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(64, 2048), rl_steps=100),
     'quick': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024), relations=16, values=256,
                   steps={1000: 1000, 100: 400}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(256, 1024, 2048),
