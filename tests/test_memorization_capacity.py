@@ -49,6 +49,7 @@ def test_peak_selection_on_a_synthetic_frame():
   df = _frame(peak_n=1024)
   best, top = mc.peaks(df)
   assert len(best) == len(SIZES) * len(FACTS) * 3 and (best[f'best_{mc.LR}'] == 0.1).all()
+  assert (best[mc.LR] == 0.1).all() and (top[f'best_{mc.LR}'] == 0.1).all()
   assert len(top) == len(SIZES) * 3 and (top[mc.N] == 1024).all()
   pick = df[(df[mc.N] == 1024) & (df[mc.LR] == 0.1)].set_index([mc.SIZE, mc.SEED])['bits_stored']
   np.testing.assert_array_equal(top.set_index([mc.SIZE, mc.SEED])['bits_stored'].sort_index(), pick.sort_index())
@@ -102,7 +103,7 @@ def test_analyze_stats_end_to_end_on_synthetic_frames(tmp_path):
   assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
   assert (tmp_path / 'bits_vs_params.png').stat().st_size > 1000
   table = a.tables[0].frame
-  assert set(table['peak N per seed']) == {'2048, 2048, 2048'}
+  assert set(table['peak N']) == {2048} and set(table['best lr']) == {0.1} and set(table['seeds']) == {3}
   np.testing.assert_allclose(table['bits/FFN param'] / table['bits/non-emb param'],
                              table['non-embedding params'] / table['FFN params'], rtol=1e-12)
 
@@ -130,3 +131,15 @@ def test_smoke_through_the_entry_point(tmp_path):
   report = (tmp_path / 'memorization_capacity' / 'report.md').read_text()
   assert 'peak bits per non-embedding parameter' in report and (tmp_path / 'memorization_capacity' /
                                                                  'bits_vs_params.png').exists()
+
+
+def test_peak_is_chosen_on_the_seed_mean_not_per_seed():
+  # Seed 0 does best at N = 512 / lr 0.03, seeds 1 and 2 (and the mean) at N = 1024 / lr 0.1: every seed is
+  # read at N = 1024, lr 0.1.
+  rows = [{mc.E: 1000, mc.SIZE: 100, mc.N: n, mc.LR: lr, mc.SEED: s,
+           'bits_stored': {(512, 0.03, 0): 500.0, (1024, 0.1, 1): 400.0, (1024, 0.1, 2): 400.0,
+                           (1024, 0.1, 0): 300.0}.get((n, lr, s), 100.0)}
+          for n in (512, 1024) for lr in (0.03, 0.1) for s in range(3)]
+  best, top = mc.peaks(pd.DataFrame(rows))
+  assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
+  assert set(best[best[mc.N] == 512][mc.LR]) == {0.03}  # mean at N = 512: 0.03 -> 233, 0.1 -> 100
