@@ -256,7 +256,7 @@ def plot_capacity(top: pd.DataFrame, best: pd.DataFrame, values: int, ctx: base.
                        label=f'{size} params')
     ns = np.array(sorted(best[N].unique()), float)
     ax.plot(ns, ns * math.log2(values), 'k:', lw=1, label='entropy N log2 V')
-    base.style_axes(ax, xlabel='facts N', ylabel='bits stored (best lr, mean over seeds)', xscale='log', xbase=2,
+    base.style_axes(ax, xlabel='facts N', ylabel='bits stored (best rate, mean over seeds)', xscale='log', xbase=2,
                     yscale='log', title=f'{e} exposures: bits vs N per size')
   return [base.save_figure(fig, ctx.outdir, 'bits_vs_params.png',
                            'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) '
@@ -285,7 +285,7 @@ def analyze_stats(df: pd.DataFrame, rl: pd.DataFrame, ctx: base.Context) -> base
   verdicts.append(random_labels_verdict(rl))
   tables = [base.Table('Peak over N of the bits stored, per exposure count and size (mean over seeds, 95% CI)',
                        peak_table(top)),
-            base.Table('Bits stored per N (best learning rate per seed; mean over seeds, 95% CI)',
+            base.Table('Bits stored per N at the learning rate best in the seed mean (mean over seeds, 95% CI)',
                        verdict.summarize(best, [E, SIZE, N], ['bits_stored', 'accuracy'])),
             base.Table('Random labels: fraction of N points fitted, mean and 95% CI',
                        verdict.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']))]
