@@ -52,8 +52,10 @@ def test_sweeps_cover_every_shape_with_checkpoints_at_half_and_end():
     assert set(specs) == {'relu', 'gelu', 'silu'}
     runs = {(name, o['model.d_model'], o['model.d_ff']) for name, spec in specs.items() for o in spec.overrides}
     assert runs == set(asp.shapes(scale))
-    for spec in specs.values():
-      assert len(spec.overrides) == s['seeds'] * len({(o['model.d_model'], o['model.d_ff']) for o in spec.overrides})
+    for name, spec in specs.items():
+      extra = len(s['lr_arm']) if name == 'relu' else 0   # the reference shape at other learning rates
+      shapes = {(o['model.d_model'], o['model.d_ff']) for o in spec.overrides}
+      assert len(spec.overrides) == s['seeds'] * (len(shapes) + extra)
       tr, m = spec.base.train, spec.base.model
       assert tr.checkpoint_every * 2 == tr.steps and m.use_bias is False and m.num_layers == 2
     d_ref, f_ref = s['ref']
@@ -77,7 +79,7 @@ def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_mode
 
 
 def synthetic(scale='full', trained=0.05, init=0.5, d_ff_exp=-0.3, d_model_exp=-0.2, plateau=True,
-              eval_bits=2.0) -> pd.DataFrame:
+              eval_bits=2.0, settle=1.05) -> pd.DataFrame:
   """A stats frame like collect's: every shape, seed, point and layer, with seed-to-seed noise."""
   s = asp.SETTINGS[scale]
   d_ref, f_ref = s['ref']
@@ -86,10 +88,10 @@ def synthetic(scale='full', trained=0.05, init=0.5, d_ff_exp=-0.3, d_model_exp=-
     for seed in range(s['seeds']):
       jitter = 1 + 0.02 * (seed - 2)
       end = trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter
-      run = {'activation': act, 'd_model': d, 'd_ff': f, asp.SEED: seed, 'loss_last': 1.0,
+      run = {'activation': act, 'd_model': d, 'd_ff': f, asp.SEED: seed, 'lr': s['lr'], 'loss_last': 1.0,
              'loss_previous': 1.01 if plateau else 1.5, 'eval_bits': eval_bits, 'unigram_bits': 3.0,
              'floor_bits': 1.5}
-      for step, point, dens in ((0, 'init', init * jitter), (s['steps'] // 2, 'half', 2 * end), (s['steps'], 'end', end)):
+      for step, point, dens in ((0, 'init', init * jitter), (s['steps'] // 2, 'half', settle * end), (s['steps'], 'end', end)):
         for layer in range(2):
           rows.append({**run, 'step': step, 'point': point, 'layer': layer, 'density': dens,
                        'density_tau': dens, 'positive': dens, 'dead': 0.0})
@@ -113,12 +115,23 @@ def test_verdicts_on_synthetic_frames(tmp_path):
     (dict(init=0.2), 'init premise'),                 # already sparse at initialisation: nothing emerged
     (dict(plateau=False), 'plateau'),
     (dict(eval_bits=2.95), 'learned'),                # no better than the unigram model
+    (dict(settle=1.5), 'density settled'),            # still falling fast: not at its plateau
 ])
 def test_a_failed_regime_check_makes_every_verdict_invalid(kwargs, failed):
   verdicts = asp.decide(synthetic(**kwargs), 'full')
   assert [v.outcome for v in verdicts] == [verdict.INVALID] * 3
   for v in verdicts:
     assert [c.name.split(':')[0] for c in v.failed_checks] == [failed]
+
+
+def test_learning_rate_arm_is_kept_out_of_the_verdicts(tmp_path):
+  frame = synthetic()
+  arm = frame[(frame['activation'] == 'relu') & (frame['d_model'] == 32) & (frame['d_ff'] == 128)].copy()
+  arm['lr'], arm['density'] = 1e-2, 0.9           # a dense arm at another rate: descriptive only
+  a = asp.analyze_stats(pd.concat([frame, arm]), base.Context(str(tmp_path), 'full'))
+  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
+  assert a.verdicts[0].statistic == pytest.approx(0.05)
+  assert any('0.01: 0.900' in n for n in a.notes)
 
 
 def test_missing_seed_fails_coverage():

@@ -10,9 +10,10 @@ larger transformers (more layers, wider FFNs) are sparser.
 Setup: the `language` task (tasks/language.py, an order-2 sparse Markov chain with an exact entropy
 floor) on a 2-layer pre-norm transformer with causal attention, bias-free FFNs as in T5 (so at
 initialisation a unit's pre-activation is symmetric about 0), Adam LR with warmup and cosine decay,
-one fixed learning rate (the claim is about activations, not loss). Shapes: the reference (d_model
-REF_D_MODEL, d_ff REF_D_FF), d_ff in D_FFS at d_model REF_D_MODEL, and d_model in D_MODELS at d_ff =
-4 d_model; ReLU at every shape, GELU and SiLU at the reference. Seeds are paired (a seed fixes the
+one fixed learning rate for the verdicts (the claim is about activations, not loss; the reference
+shape also trains at the rates in lr_arm, in the same compiled program, reported descriptively).
+Shapes (SETTINGS): the reference (d_model, d_ff) = ref, d_ff in d_ffs at the reference d_model, and
+d_model in d_models at d_ff = 4 d_model; ReLU at every shape, GELU and SiLU at the reference. Seeds are paired (a seed fixes the
 language, the data order and the initialisation) and vmapped (one compiled program per shape).
 
 Measurement (pure: `density`, `layer_densities`): the FFN hidden activations of each layer
@@ -39,7 +40,10 @@ Each verdict is gated (`verdict.gate`) on the shapes it reads:
   - init premise: the t CI of the mean density at initialisation lies inside [INIT_LO, INIT_HI] =
     [0.4, 0.6] at every shape (the sparsity must emerge from training, not be there at the start);
   - plateau: the training loss (mean over the logged chunk) at the last two logs changes by less than
-    PLATEAU_TOL = 5% relative, mean over seeds, every shape;
+    PLATEAU_TOL = 5% relative, mean over seeds, every shape; and the density itself has settled: at
+    the end within DENSITY_TOL = 10% (relative) of its value halfway, mean over seeds, every shape
+    (added after the quick run, before the full run: with a cosine schedule the loss flattens as the
+    rate decays whether or not the model has converged, so the statistic is checked too);
   - learned something: the held-out bits per token lie more than RANGE_MARGIN = 0.1 bits below the
     unigram entropy (a model that ignores the context), mean over seeds, every shape;
   - coverage: every shape has a completed run for every seed.
@@ -72,20 +76,26 @@ PAPER_T5, PAPER_VIT = 0.030, 0.063   # Li et al. 2023, abstract: mean fraction o
 TAU = 0.1               # GELU/SiLU: |a| > TAU counts as on (fixed before any run; module docstring)
 INIT_LO, INIT_HI = 0.4, 0.6   # init premise: density at initialisation near 1/2
 PLATEAU_TOL = 0.05      # relative change of the training loss between the last two logs
+DENSITY_TOL = 0.10      # relative change of the density between half and the end of training
 RANGE_MARGIN = 0.1      # held-out bits per token at least this far below the unigram entropy
 NUM_LAYERS, NUM_HEADS = 2, 2
 SEED = 'train.seed'
+LR = 'train.learning_rate'
 STEP_NAMES = {0: 'init', 1: 'half', 2: 'end'}   # the three measurement points, as fractions 0, 1/2, 1
 
 LANGUAGE = dict(vocab_size=16, markov_order=2, num_candidates=8, branching=4, concentration=0.5, seq_len=32,
                 num_eval=256)
-# Per scale: seeds, steps, batch, learning rate, the reference shape and the size axes.
+# Per scale: seeds, steps, batch, learning rate, the extra learning rates of the ReLU reference shape
+# (descriptive; the same compiled program), the reference shape (d_model, d_ff) and the size axes.
 SETTINGS = {
-    'smoke': dict(seeds=3, steps=40, batch=8, lr=3e-3, ref=(16, 32), d_ffs=(16, 32), d_models=(16,),
+    'smoke': dict(seeds=3, steps=40, batch=8, lr=3e-3, lr_arm=(1e-2,), ref=(16, 32), d_ffs=(16, 32),
+                  d_models=(16,),
                   language=dict(LANGUAGE, vocab_size=8, num_candidates=4, branching=2, seq_len=8, num_eval=32)),
-    'quick': dict(seeds=3, steps=600, batch=16, lr=3e-3, ref=(32, 128), d_ffs=(32, 128, 512),
+    'quick': dict(seeds=3, steps=600, batch=16, lr=3e-3, lr_arm=(1e-3, 1e-2), ref=(32, 128),
+                  d_ffs=(32, 128, 512),
                   d_models=(32, 64), language=LANGUAGE),
-    'full': dict(seeds=5, steps=1500, batch=16, lr=3e-3, ref=(32, 128), d_ffs=(32, 64, 128, 256, 512),
+    'full': dict(seeds=5, steps=1000, batch=16, lr=3e-3, lr_arm=(1e-3, 1e-2), ref=(32, 128),
+                 d_ffs=(32, 64, 128, 256, 512),
                  d_models=(32, 48, 64), language=LANGUAGE),
 }
 
@@ -154,6 +164,9 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
   out = []
   for act in ('relu', 'gelu', 'silu'):
     runs = [{'model.d_model': d, 'model.d_ff': f} for a, d, f in shapes(scale) if a == act]
+    if act == 'relu':   # the reference shape at other learning rates: traced, so in the same program
+      d_ref, f_ref = SETTINGS[scale]['ref']
+      runs += [{'model.d_model': d_ref, 'model.d_ff': f_ref, LR: lr} for lr in SETTINGS[scale]['lr_arm']]
     out.append(base.SweepSpec(act, language_config(scale, act), sweep.product(runs, seeds)))
   return out
 
@@ -219,7 +232,7 @@ def collect(results: dict[str, pd.DataFrame], outdir: str) -> pd.DataFrame:
       last, prev = _losses(run_dir)
       steps = config.train.steps
       run = {'activation': act, 'd_model': int(r['model.d_model']), 'd_ff': int(r['model.d_ff']),
-             SEED: int(r[SEED]), 'loss_last': last, 'loss_previous': prev,
+             SEED: int(r[SEED]), 'lr': float(config.train.learning_rate), 'loss_last': last, 'loss_previous': prev,
              'eval_bits': float(r['eval_bits']), 'unigram_bits': float(r['unigram_bits']),
              'floor_bits': float(r['floor_bits'])}
       for step, model in models.items():
@@ -234,7 +247,7 @@ def collect(results: dict[str, pd.DataFrame], outdir: str) -> pd.DataFrame:
 def per_run(stats: pd.DataFrame, point: str = 'end') -> pd.DataFrame:
   """Per (activation, shape, seed) at `point`: figures averaged over the layers."""
   g = stats[stats['point'] == point]
-  keys = ['activation', 'd_model', 'd_ff', SEED]
+  keys = ['activation', 'd_model', 'd_ff', 'lr', SEED]
   cols = ['density', 'density_tau', 'positive', 'dead', 'loss_last', 'loss_previous', 'eval_bits',
           'unigram_bits', 'floor_bits']
   return g.groupby(keys, as_index=False)[cols].mean()
@@ -246,21 +259,23 @@ def _shape(d: int, f: int) -> str:
 
 def shape_checks(stats: pd.DataFrame, shape_list, seeds: int) -> list[verdict.Check]:
   """Init premise, plateau, learned-something and coverage checks of ReLU at the given shapes."""
-  init, end = per_run(stats, 'init'), per_run(stats, 'end')
-  premise, plateau, learned, missing = [], [], [], []
+  init, half, end = per_run(stats, 'init'), per_run(stats, 'half'), per_run(stats, 'end')
+  premise, plateau, settled, learned, missing = [], [], [], [], []
   for d, f in shape_list:
     sel = lambda t: t[(t['activation'] == 'relu') & (t['d_model'] == d) & (t['d_ff'] == f)]
-    i, e = sel(init), sel(end)
+    i, h, e = sel(init), sel(half), sel(end)
     if e[SEED].nunique() < seeds:
       missing.append(f'{_shape(d, f)}: {e[SEED].nunique()}/{seeds} seeds')
     premise.append(verdict.premise_check(_shape(d, f), *_mci(i['density']), INIT_LO, INIT_HI,
                                          what='density at initialisation'))
     plateau.append(verdict.plateau_check(_shape(d, f), e['loss_last'], e['loss_previous'], PLATEAU_TOL))
+    settled.append(verdict.plateau_check(_shape(d, f), e['density'], h['density'], DENSITY_TOL))
     learned.append(verdict.range_check(_shape(d, f), e['eval_bits'], ceiling=float(e['unigram_bits'].mean()),
                                        margin=RANGE_MARGIN))
   return [verdict.Check('coverage: every shape has every seed', not missing, '; '.join(missing) or 'complete'),
           _all(f'init premise: ReLU density at initialisation inside [{INIT_LO:g}, {INIT_HI:g}]', premise),
           _all(f'plateau: training loss at the last two logs within {PLATEAU_TOL:.0%}', plateau),
+          _all(f'density settled: density at the end within {DENSITY_TOL:.0%} of halfway', settled),
           _all(f'learned: held-out bits more than {RANGE_MARGIN:g} below the unigram entropy', learned)]
 
 
@@ -315,8 +330,8 @@ def density_table(stats: pd.DataFrame) -> pd.DataFrame:
       for layer, gl in pl.groupby('layer'):
         row[f'layer {layer}'] = float(gl['density'].mean())
       row.update({f'|a| > {TAU:g}': float(g['density_tau'].mean()), 'pre-act > 0': float(g['positive'].mean()),
-                  'dead units': float(g['dead'].mean()), 'eval bits': float(g['eval_bits'].mean()),
-                  'unigram bits': float(g['unigram_bits'].mean())})
+                  'dead units': float(g['dead'].mean()), 'excess bits': float((g['eval_bits'] - g['floor_bits']).mean()),
+                  'unigram - floor bits': float((g['unigram_bits'] - g['floor_bits']).mean())})
       rows.append(row)
   t = pd.DataFrame(rows)
   order = {p: i for i, p in enumerate(STEP_NAMES.values())}
@@ -347,6 +362,21 @@ def descriptive_notes(stats: pd.DataFrame, scale: str) -> list[str]:
                  f'units on average over shapes and seeds (max {relu["dead"].max():.3f}); density among live units '
                  'is density / (1 - dead)')
   return notes
+
+
+def lr_notes(stats: pd.DataFrame, arm: pd.DataFrame) -> list[str]:
+  """Descriptive: the ReLU reference shape's density and excess bits at each learning rate."""
+  if arm.empty:
+    return []
+  ref = arm[['d_model', 'd_ff']].iloc[0]
+  both = pd.concat([stats[(stats['activation'] == 'relu') & (stats['d_model'] == ref['d_model'])
+                          & (stats['d_ff'] == ref['d_ff'])], arm])
+  parts = []
+  for lr, g in per_run(both, 'end').groupby('lr'):
+    m, lo, hi = verdict.mean_ci(g['density'])
+    parts.append(f'{lr:g}: {m:.3f} [{lo:.3f}, {hi:.3f}] (excess bits {(g["eval_bits"] - g["floor_bits"]).mean():.3f})')
+  return [f'descriptive (not a verdict): ReLU at d_model {ref["d_model"]}, d_ff {ref["d_ff"]}, density at the end '
+          'per learning rate (mean, 95% CI over seeds): ' + '; '.join(parts)]
 
 
 def plot(stats: pd.DataFrame, ctx: base.Context) -> list[base.Figure]:
@@ -385,9 +415,11 @@ def plot(stats: pd.DataFrame, ctx: base.Context) -> list[base.Figure]:
 
 def analyze_stats(stats: pd.DataFrame, ctx: base.Context, failed: dict[str, int] | None = None) -> base.Analysis:
   """Verdicts, table, notes and figure from collect's frame (pure in the frame; tests feed a synthetic one)."""
+  arm = stats[stats['lr'] != SETTINGS[ctx.scale]['lr']]
+  stats = stats[stats['lr'] == SETTINGS[ctx.scale]['lr']]
   verdicts = decide(stats, ctx.scale)
   table = density_table(stats)
-  notes = descriptive_notes(stats, ctx.scale)
+  notes = descriptive_notes(stats, ctx.scale) + lr_notes(stats, arm)
   if failed and any(failed.values()):
     notes.append(f'runs not completed (excluded): {failed}')
   init = per_run(stats, 'init')
