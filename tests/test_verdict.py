@@ -316,6 +316,7 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert '- **invalid** — the claim an unfit setup cannot test' in md
   assert '**invalid: this setup cannot test the claim**; failed: premise: dense slope >= 0.8: slope 0.35' in md
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
+  assert md.count('slope 0.35 (95% CI [0.2, 0.5])') == 1  # a failed check's numbers are said once
   assert 'p = 0.04, Holm-adjusted 0.06' in md and 'Holm correction over the 3 verdict(s)' in md
   assert runner.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
   assert runner.index_line('fake', report).count('invalid (failed: premise') == 1
