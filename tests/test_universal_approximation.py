@@ -116,7 +116,7 @@ def test_verdicts_on_synthetic_stats(tmp_path):
   assert a.verdicts[0].statistic == pytest.approx(-2.0, abs=1e-9) and a.verdicts[0].n == 5
   assert a.verdicts[1].statistic == pytest.approx(-0.5, abs=1e-9)
   assert a.verdicts[2].statistic == pytest.approx(-2.0, abs=1e-9)
-  assert all(c.passed for c in a.verdicts[0].checks) and len(a.verdicts[0].checks) == 5 + 1 + 1
+  assert all(c.passed for c in a.verdicts[0].checks) and len(a.verdicts[0].checks) == 5 + 1 + 1 + 1
   assert a.checks[0].passed and {f.file for f in a.figures} <= set(os.listdir(tmp_path))
   t = a.tables[0].frame.set_index(ua.N)
   assert t.loc[2, 'collapsed'] == 5 and t.loc[4, 'collapsed'] == 5 and t.loc[8, 'collapsed'] == 1
@@ -139,6 +139,9 @@ def test_failed_regime_checks_give_invalid():
   # 2 of 5 runs collapsed at a fitted N (40% > 20%): invalid
   vs, out = outcomes(_stats(collapse={16: 2}))
   assert out[:2] == [INV, INV] and 'collapsed' in vs[0].detail and '16: 40%' in vs[0].detail
+  # 4x steps change the slope from -2 to -1 (more than the margin 0.25): the slope is not at a plateau, invalid
+  vs, out = outcomes(_stats(long=lambda n: 0.1 / n))
+  assert out[:2] == [INV, INV] and 'slope plateau in steps' in vs[0].detail and 'change 1 ' in vs[0].detail
   # one collapsed of 5 (20%) is allowed
   assert outcomes(_stats(collapse={16: 1}))[1][:2] == [R, R]
   # data premise: the equal-kink baseline falls only as N^-1 (the training points do not pin x^2): verdict 1 invalid

@@ -37,8 +37,11 @@ Verdict rules (fixed before the full run; see `analyze_stats`):
   4.-6. controls: mean sup error over seeds below 1e-2 (abs 2 units; bilinear 1 unit; swiglu 1 unit).
 Verdicts 1 and 2 are gated (verdict.gate) on: plateau (training loss, mean over the logged chunk, at
 the last two logs within PLATEAU_TOL relative, mean over the fitted seeds, at every fitted N; the
-cosine schedule ends at learning rate 0, so this is necessary, not sufficient: verdict 3 is the
-stronger test), collapse (at most MAX_COLLAPSED of the runs collapsed at every fitted N), and for
+cosine schedule ends at learning rate 0, so this is necessary, not sufficient), slope plateau in
+steps (per seed over the N both arms fit, slope at 4x steps minus slope at 1x, mean over seeds,
+within SLOPE_MARGIN of 0: more training would not move the statistic past the margin; added after the
+quick run, where 4x steps lowered the errors 5x, and before the full run's analysis), collapse (at
+most MAX_COLLAPSED of the runs collapsed at every fitted N), and for
 verdict 1 the data premise (the `equal` baseline's per-seed slope has its CI inside [-2.25, -1.75]:
 the training points pin x^2 finely enough that a fit to them can show N^-2). With the earlier 1,024
 training points the premise fails (equal-kink slopes -0.45 to -1.1 over N = 8..512 for seeds 0-2:
@@ -217,18 +220,29 @@ def seed_slopes(fit: pd.DataFrame, column: str) -> pd.Series:
 
 
 def regime_checks(stats: pd.DataFrame, arm: str = '1x') -> list[verdict.Check]:
-  """Plateau at every fitted N and the collapse fraction at every fitted N."""
+  """Plateau of the loss at every fitted N, plateau of the slope in steps, collapse fraction at every fitted N."""
   g = stats[(stats['arm'] == arm) & (stats[N] >= MIN_FIT_WIDTH)]
   fit = fitted(stats, arm)
   checks = [verdict.plateau_check(f'plateau at N = {n} (training loss at the last two logs)',
                                   h['loss_last'].to_numpy(), h['loss_previous'].to_numpy(), PLATEAU_TOL)
             for n, h in fit.groupby(N)]
+  checks.append(budget_check(stats))
   frac = g.groupby(N)['sup_error'].apply(lambda e: float(np.mean(collapsed(e))))
   bad = frac[frac > MAX_COLLAPSED]
   checks.append(verdict.Check(
       f'collapsed runs at most {MAX_COLLAPSED:.0%} at every fitted N', bool(len(frac)) and bad.empty,
       f'collapsed (sup error >= {COLLAPSE_ERROR:g}) per N: ' + ', '.join(f'{n}: {f:.0%}' for n, f in frac.items())))
   return checks
+
+
+def budget_check(stats: pd.DataFrame) -> verdict.Check:
+  """The slope is at a plateau in the training budget: per seed over the N both arms fit, the 4x slope
+  minus the 1x slope, mean over seeds, is within SLOPE_MARGIN of 0."""
+  long = fitted(stats, f'{LONG_FACTOR}x')
+  short = fitted(stats).merge(long[[N, SEED]], on=[N, SEED])
+  return verdict.plateau_check(f'slope plateau in steps: per-seed slope at {LONG_FACTOR}x vs 1x steps (same N, same '
+                               f'seeds), within {SLOPE_MARGIN:g}', seed_slopes(long, 'sup_error').to_numpy(),
+                               seed_slopes(short, 'sup_error').to_numpy(), SLOPE_MARGIN, relative=False)
 
 
 def data_premise(stats: pd.DataFrame) -> verdict.Check:
