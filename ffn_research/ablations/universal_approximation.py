@@ -348,8 +348,10 @@ def main_figure(stats: pd.DataFrame, tables: dict[str, pd.DataFrame], v: verdict
     bad = collapsed(g['sup_error'])
     ax.scatter(g[N][~bad], g['sup_error'][~bad], s=10, color=f'C{i}', alpha=0.4)
     ax.scatter(g[N][bad], g['sup_error'][bad], s=25, color=f'C{i}', marker='x', alpha=0.6)
+    t = t[t['fitted']]
     base.errorbar_ci(ax, t[N], t['sup error (geo. mean)'], t['CI lo'], t['CI hi'], color=f'C{i}',
-                     label=f'trained ReLU, {arm} steps (geo. mean, 95% CI; dots: seeds, x: collapsed)')
+                     label=f'trained ReLU, {arm} steps (geo. mean over N >= {MIN_FIT_WIDTH}, 95% CI; dots: seeds, '
+                           'x: collapsed)')
   if math.isfinite(v.statistic):
     x = dense[dense >= MIN_FIT_WIDTH]
     ax.plot(x, np.exp(v.extra['intercept']) * x ** v.statistic, 'C0-.', label=f'per-seed fit, mean slope '
