@@ -19,7 +19,8 @@ Definitions (fixed before the full run):
   baselines   least squares (numpy.linalg.lstsq, float64) of x^2 on the run's own training points
               in the basis {1, x, ReLU(x - t_j), j = 1..N}: every continuous piecewise-linear
               function with kinks at the fixed t_j (N + 1 pieces; one linear degree of freedom more
-              than a width-N net has at those kinks). Sup error on the same 8,193-point grid.
+              than a width-N net has at those kinks). Sup error on the same 8,193-point grid. Where pieces
+              hold too few points (random kinks at N >= 256) lstsq's minimum-norm solution decides.
               `equal`: t_j = -1 + 2j/(N + 1), N + 1 equal pieces (the best-placed fixed kinks).
               `random`: t_j iid uniform on [-1, 1] from numpy default_rng((seed, N)): a net whose
               first layer never moves from a random spread of kinks. (The nets' own kinks at init
