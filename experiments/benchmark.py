@@ -6,11 +6,15 @@
   python -m experiments.benchmark --from_json=b.json --write_readme  # the blocks only, no timing
   python -m experiments.benchmark --suite=gpu          # GPU rows (exits "no GPU" on a CPU)
 
-Every row is timed side by side in one process after warm-up (variants interleaved, so
-machine load hits all alike), medians over repeats; one train step = forward, backward and
-Adam. PyTorch (`pip install -e .[bench]`) is optional: without it its columns say so.
+One train step = forward, backward and Adam. Within one framework, the variants of a group are
+timed side by side in one process after warm-up (interleaved, so machine load hits all alike),
+medians over repeats. Frameworks are compared in separate processes (PyTorch working inside a JAX
+process can slow it, issue 20): per round one process per side (`--worker=GROUP:SIDE`), the order
+of the sides alternating between rounds, and each row's figure the median over rounds.
+PyTorch (`pip install -e .[bench]`) is optional: without it its columns say so.
 """
 
+import collections
 import contextlib
 import datetime
 import functools
@@ -25,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from absl import app, flags, logging
 
@@ -36,8 +41,8 @@ flags.DEFINE_enum('suite', 'cpu', ['cpu', 'gpu'], 'Which rows: the CPU suite or 
 flags.DEFINE_bool('quick', False, 'Fewer repeats and steps (same shapes).')
 flags.DEFINE_bool('tiny', False, 'Tiny shapes, one repeat: a smoke test of every row (tests).')
 flags.DEFINE_string('out', 'benchmark.json', 'JSON output file ("" for none).')
-flags.DEFINE_list('only', [], 'Row groups to run (default all): dense, moe, matmul, xla_options, '
-                  'memorization, quickstart (cpu); dense_bf16, moe, sweep (gpu).')
+flags.DEFINE_list('only', [], 'Row groups to run (default all): dense, moe, matmul, experiment, '
+                  'xla_options, memorization, quickstart (cpu); dense_bf16, moe, sweep (gpu).')
 flags.DEFINE_bool('write_readme', False, 'Regenerate the Performance blocks from the JSON: headline rows '
                   'in --readme, every row in --performance_page.')
 flags.DEFINE_string('from_json', '', 'With --write_readme: take this JSON instead of running.')
@@ -48,17 +53,23 @@ flags.DEFINE_list('moe_dispatches', ['sort'], 'MoE dispatches timed at every cap
                   '(sort, einsum, ragged; the GPU suite times ragged and sort).')
 flags.DEFINE_integer('sort_block', None, "Rows per block past the 'sort' windows (default "
                      'models/moe.py SORT_BLOCK).')
+flags.DEFINE_integer('rounds', None, 'Rounds of separate processes per group (default: 5 full, 3 quick, '
+                     '1 tiny); each row is the median over rounds.')
+flags.DEFINE_string('worker', '', 'Internal: time one side of one group in this process, print its JSON '
+                    '(GROUP:SIDE, e.g. dense:torch).')
+flags.DEFINE_enum('size', 'full', ['full', 'quick', 'tiny'], 'Internal, with --worker: the shapes.')
 flags.DEFINE_bool('allow_cpu', False, '--suite=gpu on a CPU backend anyway (tests of the GPU rows).')
 FLAGS = flags.FLAGS
 
-GROUPS = {'cpu': ('dense', 'moe', 'matmul', 'xla_options', 'memorization', 'quickstart'),
+GROUPS = {'cpu': ('dense', 'moe', 'matmul', 'experiment', 'xla_options', 'memorization', 'quickstart'),
           'gpu': ('dense_bf16', 'moe', 'sweep')}
 README_BEGIN, README_END = '<!-- performance:begin -->', '<!-- performance:end -->'
 # Rows the README shows (the page shows all): dense vs PyTorch, MoE vs dense, the ceiling, the quickstart.
 HEADLINE_IDS = ('dense_512x2048_t8192', 'moe_dense_matched', 'moe_sort_cf1', 'matmul_2048', 'quickstart_cold',
                 'quickstart_warm')
 
-# Shapes and repeats per size. dense: (d_model, d_ff, tokens); moe: top-k of E experts of width
+# Shapes and repeats per size; rounds: separate-process rounds per framework comparison; experiment: the
+# Experiment-path rows (activations at the MoE shape, configs/language.py's argument, steps per timed call). dense: (d_model, d_ff, tokens); moe: top-k of E experts of width
 # d_expert vs a dense FFN of width k d_expert (the same active FLOPs); memorization: the
 # ffn_stack config of issue 12 (16,384 facts, d_model 32, d_ff 64, batch 512).
 SIZES = {
@@ -67,19 +78,25 @@ SIZES = {
                  moe_repeats=15, capacity_factors=(1.0, 1.25, 0.0), matmul=2048,
                  memorization=dict(facts=16384, relations=16, d_model=32, d_ff=64, batch=512,
                                    log_every=100, steps=500),
-                 quickstart=[]),
+                 quickstart=[], rounds=5,
+                 experiment=dict(activations=('relu', 'gelu', 'swiglu'), language='default', steps=5, repeats=5,
+                                 torch_between=('dense_gelu', 'moe_gelu'))),
     'quick': dict(dense=((512, 2048, 8192), (128, 512, 4096), (64, 256, 1024)), repeats=3,
                   moe=dict(tokens=4096, d_model=128, d_expert=512, num_experts=8, top_k=2),
                   moe_repeats=7, capacity_factors=(1.0, 1.25, 0.0), matmul=2048,
                   memorization=dict(facts=16384, relations=16, d_model=32, d_ff=64, batch=512,
                                     log_every=100, steps=200),
-                  quickstart=[]),
+                  quickstart=[], rounds=3,
+                  experiment=dict(activations=('relu', 'gelu', 'swiglu'), language='default', steps=5, repeats=3,
+                                  torch_between=('dense_gelu', 'moe_gelu'))),
     'tiny': dict(dense=((16, 32, 64),), repeats=1,
                  moe=dict(tokens=64, d_model=8, d_expert=16, num_experts=4, top_k=2),
                  moe_repeats=1, capacity_factors=(1.0, 1.25, 0.0), matmul=64,
                  memorization=dict(facts=256, relations=16, d_model=8, d_ff=16, batch=64,
                                    log_every=2, steps=4),
-                 quickstart=['--config.train.steps=4', '--config.train.log_every=2']),
+                 quickstart=['--config.train.steps=4', '--config.train.log_every=2'], rounds=1,
+                 experiment=dict(activations=('gelu',), language='smoke', steps=2, repeats=1,
+                                 torch_between=('moe_gelu',))),
 }
 GPU_SIZES = {
     'full': dict(dense=(2048, 8192, 8192), repeats=10, matmul=8192,
@@ -110,14 +127,17 @@ PEAK_BF16 = {'H100': 989e12, 'H200': 989e12, 'A100': 312e12}
 # --------------------------------------------------------------------------- timing
 
 
-def interleaved_ms(fns, repeats):
+def interleaved_ms(fns, repeats, between=None):
   """Median ms per call of each no-argument callable, after one warm-up call each; the
-  variants take turns in every round so that machine load hits all alike."""
+  variants take turns in every round so that machine load hits all alike. `between`: an
+  untimed callable run before every timed call (e.g. PyTorch working in the process)."""
   for fn in fns:
     fn()
   times = [[] for _ in fns]
   for _ in range(repeats):
     for fn, ts in zip(fns, times):
+      if between:
+        between()
       t0 = time.perf_counter()
       fn()
       ts.append(time.perf_counter() - t0)
@@ -151,12 +171,62 @@ def jax_step_fn(model, x, y, compiler_options=None):
 
 
 def torch_or_none():
-  """experiments.bench_torch, or None when PyTorch is not installed."""
+  """experiments.bench_torch, or None when PyTorch is not installed (imports torch: workers only)."""
   try:
     from experiments import bench_torch
   except ImportError:
     return None
   return bench_torch
+
+
+def torch_version() -> str | None:
+  """PyTorch's installed version without importing it (the timing processes of JAX stay torch-free)."""
+  import importlib.metadata
+  try:
+    return importlib.metadata.version('torch')
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+TORCH = None  # experiments.bench_torch, set in a worker process that times the PyTorch side
+WORKER_TAG = 'BENCHMARK_WORKER_TIMES '
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def worker_times(spec: str, size: dict, dispatches=('sort',)) -> dict[str, float]:
+  """`--worker=GROUP:SIDE`: ms per label of one side of one group, timed in this process."""
+  global TORCH  # pylint: disable=global-statement
+  group, side = spec.split(':')
+  if side == 'torch':
+    TORCH = torch_or_none()
+    if TORCH is None:
+      raise RuntimeError(NO_TORCH)
+  timers = {'dense': dense_times, 'moe': functools.partial(moe_times, dispatches=dispatches),
+            'matmul': matmul_times, 'experiment': experiment_times}
+  return timers[group](size, side)
+
+
+def run_worker(spec: str, size_name: str, extra=()) -> dict[str, float]:
+  """One worker process (`--worker=spec`); its labels' ms."""
+  cmd = [sys.executable, '-m', 'experiments.benchmark', f'--worker={spec}', f'--size={size_name}', *extra]
+  proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+  lines = [l for l in proc.stdout.splitlines() if l.startswith(WORKER_TAG)]
+  if proc.returncode or not lines:
+    raise RuntimeError(f'benchmark worker {spec} failed: {proc.stderr.strip()[-800:]}')
+  return json.loads(lines[-1][len(WORKER_TAG):])
+
+
+def side_by_side(group: str, sides, size_name: str, rounds: int, extra=()) -> dict[str, dict[str, Any]]:
+  """Each side of `group` in its own process per round, the sides' order alternating between rounds;
+  {side: {label: median ms over rounds}} plus {'rounds': {side: {label: [ms per round]}}}."""
+  per = {side: collections.defaultdict(list) for side in sides}
+  for r in range(rounds):
+    for side in (sides if r % 2 == 0 else sides[::-1]):
+      for label, ms in run_worker(f'{group}:{side}', size_name, extra).items():
+        per[side][label].append(ms)
+  out = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in per.items()}
+  out['rounds'] = {side: dict(d) for side, d in per.items()}
+  return out
 
 
 NO_TORCH = 'torch not installed (pip install -e .[bench])'
@@ -170,99 +240,204 @@ def row(id_, workload, ours_ms=None, **fields):
 # --------------------------------------------------------------------------- CPU rows
 
 
-def dense_rows(size, torch_mod):
-  """Dense FFN train steps, ours vs PyTorch eager on the same model; achieved GFLOP/s and its
-  share of the XLA matmul ceiling (one n^3 matmul timed in the same interleaved rounds)."""
-  import jax
+def dense_times(size, side):
+  """ms of the dense FFN steps (and, on the JAX side, the XLA matmul ceiling in the same rounds)."""
   import numpy as np
-  from flax import nnx
-  from ffn_research.models import ffn as ffn_lib
-  n = size['matmul']
-  a = jax.random.normal(jax.random.PRNGKey(0), (n, n))
-  mm = jax.jit(lambda a: a @ a)
-  ceiling_fn = lambda: mm(a).block_until_ready()  # pylint: disable=unnecessary-lambda-assignment
-  rows = []
+  import jax
+  fns = {}
+  if side == 'jax':
+    from flax import nnx
+    from ffn_research.models import ffn as ffn_lib
+    n = size['matmul']
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n))
+    mm = jax.jit(lambda a: a @ a)
+    fns['ceiling'] = lambda: mm(a).block_until_ready()
   for d, f, t in size['dense']:
     kx, ky = jax.random.split(jax.random.PRNGKey(0))
     x, y = jax.random.normal(kx, (t, d)), jax.random.normal(ky, (t, d))
-    fns = [jax_step_fn(ffn_lib.FFN(d, f, 'relu', rngs=nnx.Rngs(0)), x, y), ceiling_fn]
-    if torch_mod:
-      fns.append(torch_mod.train_step_fn(torch_mod.dense_ffn(d, f), np.asarray(x), np.asarray(y)))
-    ms = interleaved_ms(fns, size['repeats'])
-    flops = 12 * t * d * f  # forward 4 T d f (two matmuls), backward twice that
-    ceiling = 2 * n ** 3 / ms[1] / 1e6  # the XLA matmul ceiling, timed in the same rounds
-    r = row(f'dense_{d}x{f}_t{t}', f'dense FFN {d}/{f}, {t:,} tokens', ms[0],
-            step_gflop=flops / 1e9, ours_gflops=flops / ms[0] / 1e6, ceiling_gflops=ceiling,
-            ours_of_ceiling=flops / ms[0] / 1e6 / ceiling)
-    if torch_mod:
-      r.update(torch_ms=ms[2], torch_gflops=flops / ms[2] / 1e6, torch_over_ours=ms[2] / ms[0],
-               torch_of_ceiling=flops / ms[2] / 1e6 / ceiling)
+    if side == 'jax':
+      fns[f'{d}x{f}_t{t}'] = jax_step_fn(ffn_lib.FFN(d, f, 'relu', rngs=nnx.Rngs(0)), x, y)
+    else:
+      fns[f'{d}x{f}_t{t}'] = TORCH.train_step_fn(TORCH.dense_ffn(d, f), np.asarray(x), np.asarray(y))
+  return dict(zip(fns, interleaved_ms(list(fns.values()), size['repeats'])))
+
+
+def dense_rows(size, times):
+  """Dense FFN train steps, ours vs PyTorch eager on the same model; achieved GFLOP/s and its
+  share of the XLA matmul ceiling (one n^3 matmul timed in the same interleaved rounds)."""
+  ours, theirs = times['jax'], times.get('torch')
+  ceiling = 2 * size['matmul'] ** 3 / ours['ceiling'] / 1e6
+  rows = []
+  for d, f, t in size['dense']:
+    label, flops = f'{d}x{f}_t{t}', 12 * t * d * f  # forward 4 T d f (two matmuls), backward twice that
+    ms = ours[label]
+    r = row(f'dense_{label}', f'dense FFN {d}/{f}, {t:,} tokens', ms,
+            step_gflop=flops / 1e9, ours_gflops=flops / ms / 1e6, ceiling_gflops=ceiling,
+            ours_of_ceiling=flops / ms / 1e6 / ceiling)
+    if theirs:
+      r.update(torch_ms=theirs[label], torch_gflops=flops / theirs[label] / 1e6,
+               torch_over_ours=theirs[label] / ms, torch_of_ceiling=flops / theirs[label] / 1e6 / ceiling)
     else:
       r['torch'] = NO_TORCH
     rows.append(r)
   return rows
 
 
-def moe_rows(size, torch_mod, dispatches=('sort',), dense_dtype='float32', tag=''):
-  """MoE top-k train steps at each capacity factor vs the FLOP-matched dense FFN and a
-  seed-style PyTorch loop over experts."""
+def moe_times(size, side, dispatches=('sort',), dense_dtype='float32'):
+  """ms of the MoE steps at each capacity factor and of the FLOP-matched dense FFN (JAX side),
+  or of the seed-style PyTorch loop over experts (torch side)."""
   import jax
   import numpy as np
-  from flax import nnx
-  from ffn_research.models import ffn as ffn_lib
-  from ffn_research.models import moe as moe_lib
   m = size['moe']
   t, d, f, e, k = m['tokens'], m['d_model'], m['d_expert'], m['num_experts'], m['top_k']
   kx, ky = jax.random.split(jax.random.PRNGKey(0))
   x, y = jax.random.normal(kx, (t, d)), jax.random.normal(ky, (t, d))
-  dense = ffn_lib.FFN(d, k * f, 'relu', dtype=dense_dtype, rngs=nnx.Rngs(0))
-  labels, fns = ['dense'], [jax_step_fn(dense, x, y)]
-  for cf in size['capacity_factors']:
-    for dispatch in dispatches:
-      model = moe_lib.MoE(d, f, 'relu', num_experts=e, top_k=k, capacity_factor=cf,
-                          dispatch=dispatch, dtype=dense_dtype, rngs=nnx.Rngs(0))
-      labels.append((dispatch, cf))
-      fns.append(jax_step_fn(model, x, y))
-    if torch_mod:
-      labels.append(('torch', cf))
-      fns.append(torch_mod.train_step_fn(torch_mod.LoopMoE(d, f, e, k, cf), np.asarray(x),
-                                         np.asarray(y)))
-  ms = dict(zip(labels, interleaved_ms(fns, size.get('moe_repeats', size['repeats']))))
+  fns = {}
+  if side == 'jax':
+    from flax import nnx
+    from ffn_research.models import ffn as ffn_lib
+    from ffn_research.models import moe as moe_lib
+    fns['dense'] = jax_step_fn(ffn_lib.FFN(d, k * f, 'relu', dtype=dense_dtype, rngs=nnx.Rngs(0)), x, y)
+    for cf in size['capacity_factors']:
+      for dispatch in dispatches:
+        model = moe_lib.MoE(d, f, 'relu', num_experts=e, top_k=k, capacity_factor=cf,
+                            dispatch=dispatch, dtype=dense_dtype, rngs=nnx.Rngs(0))
+        fns[f'{dispatch}_{cf:g}'] = jax_step_fn(model, x, y)
+  else:
+    for cf in size['capacity_factors']:
+      fns[f'loop_{cf:g}'] = TORCH.train_step_fn(TORCH.LoopMoE(d, f, e, k, cf), np.asarray(x), np.asarray(y))
+  return dict(zip(fns, interleaved_ms(list(fns.values()), size.get('moe_repeats', size['repeats']))))
+
+
+def moe_rows(size, times, dispatches=('sort',), tag=''):
+  """MoE top-k train steps at each capacity factor vs the FLOP-matched dense FFN and a
+  seed-style PyTorch loop over experts."""
+  m = size['moe']
+  t, d, f, e, k = m['tokens'], m['d_model'], m['d_expert'], m['num_experts'], m['top_k']
+  ours, theirs = times['jax'], times.get('torch')
   shape = f'top-{k} of {e}, {t:,} tokens, d {d}, expert d_ff {f}'
-  rows = [row(f'moe{tag}_dense_matched', f'dense FFN {d}/{k * f} (FLOP-matched to MoE {shape})',
-              ms['dense'])]
+  rows = [row(f'moe{tag}_dense_matched', f'dense FFN {d}/{k * f} (FLOP-matched to MoE {shape})', ours['dense'])]
   for cf in size['capacity_factors']:
     name = 'dropless' if cf <= 0 else f'cf {cf:g}'
     for dispatch in dispatches:
-      ours = ms[(dispatch, cf)]
+      ms = ours[f'{dispatch}_{cf:g}']
       r = row(f'moe{tag}_{dispatch}_{name.replace(" ", "")}', f'MoE {shape}, `{dispatch}`, {name}',
-              ours, dense_ms=ms['dense'], over_dense=ours / ms['dense'])
-      if torch_mod and ('torch', cf) in ms:
-        r.update(torch_loop_ms=ms[('torch', cf)], torch_over_ours=ms[('torch', cf)] / ours)
-      elif not torch_mod and tag == '':
+              ms, dense_ms=ours['dense'], over_dense=ms / ours['dense'])
+      if theirs:
+        r.update(torch_loop_ms=theirs[f'loop_{cf:g}'], torch_over_ours=theirs[f'loop_{cf:g}'] / ms)
+      elif tag == '':
         r['torch_loop'] = NO_TORCH
       rows.append(r)
   return rows
 
 
-def matmul_rows(size, torch_mod, dtype='float32'):
-  """The machine's matmul ceiling: one n x n x n matmul, XLA and torch (MKL / oneDNN)."""
+def matmul_times(size, side, dtype='float32'):
   import jax
   n = size['matmul']
-  a = jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(dtype)
-  mm = jax.jit(lambda a: a @ a)
-  fns = [lambda: mm(a).block_until_ready()]
-  if torch_mod:
-    fns.append(torch_mod.matmul_fn(n))
-  ms = interleaved_ms(fns, max(5, size['repeats']))
+  if side == 'torch':
+    fn = TORCH.matmul_fn(n)
+  else:
+    a = jax.random.normal(jax.random.PRNGKey(0), (n, n)).astype(dtype)
+    mm = jax.jit(lambda a: a @ a)
+    fn = lambda: mm(a).block_until_ready()  # pylint: disable=unnecessary-lambda-assignment
+  return {'matmul': interleaved_ms([fn], max(5, size['repeats']))[0]}
+
+
+def matmul_rows(size, times, dtype='float32'):
+  """The machine's matmul ceiling: one n x n x n matmul, XLA and torch (MKL / oneDNN)."""
+  n, ms = size['matmul'], times['jax']['matmul']
   flops = 2 * n ** 3
-  r = row(f'matmul_{n}', f'one {n}x{n}x{n} {dtype} matmul (the ceiling)', ms[0],
-          ours_gflops=flops / ms[0] / 1e6)
-  if torch_mod:
-    r.update(torch_ms=ms[1], torch_gflops=flops / ms[1] / 1e6, torch_over_ours=ms[1] / ms[0])
+  r = row(f'matmul_{n}', f'one {n}x{n}x{n} {dtype} matmul (the ceiling)', ms, ours_gflops=flops / ms / 1e6)
+  if times.get('torch'):
+    theirs = times['torch']['matmul']
+    r.update(torch_ms=theirs, torch_gflops=flops / theirs / 1e6, torch_over_ours=theirs / ms)
   else:
     r['torch'] = NO_TORCH
   return [r]
+
+
+def experiment_configs(size):
+  """What users run, through `train.Experiment`: dense and MoE FFNs per activation on teacher_student at
+  the MoE benchmark shape (the dense one FLOP-matched, width k * expert width), and configs/language.py."""
+  from ffn_research import configfile
+  from ffn_research.config import default_config
+  m = size['moe']
+  out = {}
+  for act in size['experiment']['activations']:
+    for kind in ('dense', 'moe'):
+      c = default_config()
+      c.task.name, c.model.d_model, c.model.activation = 'teacher_student', m['d_model'], act
+      c.train.batch_size = m['tokens']
+      c.model.d_ff = m['d_expert'] if kind == 'moe' else m['top_k'] * m['d_expert']
+      if kind == 'moe':
+        c.model.moe.num_experts, c.model.moe.top_k, c.model.moe.capacity_factor = m['num_experts'], m['top_k'], 1.25
+      out[f'{kind}_{act}'] = c
+  out['language'] = configfile.get_config(f'configs/language.py:{size["experiment"]["language"]}')
+  return out
+
+
+def experiment_step_fn(config, steps):
+  """A no-argument callable: `steps` train steps through Experiment.train_chunk (one lax.scan), donated."""
+  import jax
+  from ffn_research import train
+  exp = train.Experiment(config)
+  chunk = jax.jit(lambda state: exp.train_chunk(state, steps)[0], donate_argnums=0)
+  state = [jax.jit(exp.init)(0)]
+
+  def run():
+    state[0] = jax.block_until_ready(chunk(state[0]))
+  return run
+
+
+def torch_work_fn():
+  """A small PyTorch training step (GELU MLP, Adam), as a tokenizer or data pipeline might run."""
+  import torch
+  model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+  opt, x = torch.optim.Adam(model.parameters()), torch.randn(1024, 64)
+
+  def work():
+    for _ in range(3):
+      loss = model(x).square().mean()
+      opt.zero_grad()
+      loss.backward()
+      opt.step()
+  return work
+
+
+def experiment_times(size, side):
+  """ms per step through Experiment; side 'jax+torch': the GELU rows with a PyTorch step before each call."""
+  e = size['experiment']
+  configs = experiment_configs(size)
+  if side == 'jax+torch':
+    configs = {k: configs[k] for k in e['torch_between']}
+  fns = {k: experiment_step_fn(c, e['steps']) for k, c in configs.items()}
+  ms = interleaved_ms(list(fns.values()), e['repeats'], between=torch_work_fn() if side == 'jax+torch' else None)
+  return {k: v / e['steps'] for k, v in zip(fns, ms)}
+
+
+def experiment_rows(size, times):
+  """Dense and MoE steps as users run them (task sampling, the flat optimizer, metrics), MoE over its
+  FLOP-matched dense per activation, the language model, and the GELU steps with PyTorch working between."""
+  e, m, ours = size['experiment'], size['moe'], times['jax']
+  shape = f'{m["tokens"]:,} tokens, d {m["d_model"]}'
+  rows = []
+  for act in e['activations']:
+    dense, moe = ours[f'dense_{act}'], ours[f'moe_{act}']
+    rows.append(row(f'experiment_dense_{act}', f'Experiment step, dense {act} FFN {m["d_model"]}/'
+                    f'{m["top_k"] * m["d_expert"]}, teacher_student, {shape}', dense))
+    rows.append(row(f'experiment_moe_{act}', f'Experiment step, MoE {act} top-{m["top_k"]} of {m["num_experts"]}, '
+                    f'expert d_ff {m["d_expert"]}, cf 1.25, teacher_student, {shape}', moe,
+                    dense_ms=dense, over_dense=moe / dense))
+  lm = experiment_configs(size)['language'].model
+  rows.append(row('experiment_language', f'Experiment step, configs/language.py:{e["language"]} ({lm.num_layers}-layer '
+                  f'transformer, d_model {lm.d_model}, one run)', ours['language'], steps_per_s=1e3 / ours['language']))
+  for k, ms in (times.get('jax+torch') or {}).items():
+    rows.append(row(f'experiment_{k}_torch_between', f'the {k.replace("_", " ")} Experiment step with a PyTorch '
+                    'training step before each call, same process', ms, without_ms=ours[k], over_without=ms / ours[k]))
+  if 'jax+torch' not in times:
+    rows.append(row('experiment_torch_between', 'the GELU Experiment steps with PyTorch working in the process',
+                    torch=NO_TORCH))
+  return rows
 
 
 def xla_option_rows(size):
@@ -353,7 +528,7 @@ def dense_bf16_rows(size):
           ours_tflops=flops / ms / 1e9)
   r['mfu'] = r['ours_tflops'] * 1e12 / peak if peak else None
   r['peak'] = f'{peak / 1e12:.0f} TFLOP/s ({kind})' if peak else f'unknown for {kind}'
-  return [r] + matmul_rows(size, None, dtype='bfloat16')
+  return [r] + matmul_rows(size, {'jax': matmul_times(size, 'jax', 'bfloat16')}, dtype='bfloat16')
 
 
 def sweep_rows(size):
@@ -378,52 +553,59 @@ def machine_info():
   with contextlib.suppress(OSError):
     with open('/proc/cpuinfo', encoding='utf-8') as fh:
       cpu = next((l.split(':', 1)[1].strip() for l in fh if l.startswith('model name')), cpu)
-  torch_mod = torch_or_none()
   devices = jax.devices()
   return {'cpu': cpu, 'cpu_count': os.cpu_count(), 'platform': platform.platform(),
           'python': platform.python_version(), 'jax': jax.__version__,
           'backend': jax.default_backend(),
           'devices': f'{len(devices)} x {devices[0].device_kind}',
-          'torch': torch_mod.version() if torch_mod else 'not installed',
+          'torch': torch_version() or 'not installed',
           'xla_flags': os.environ.get('XLA_FLAGS', ''),
           'date_utc': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M'),
           'load_average_start': list(os.getloadavg())}
 
 
-def run_suite(suite: str, size_name: str, only=(), moe_dispatches=('sort',)) -> dict:
-  """Every row of `suite` at `size_name` ('full', 'quick', 'tiny'); the JSON document."""
+def run_suite(suite: str, size_name: str, only=(), moe_dispatches=('sort',), rounds=None, extra=()) -> dict:
+  """Every row of `suite` at `size_name` ('full', 'quick', 'tiny'); the JSON document. `extra`: flags
+  the worker processes get (e.g. --sort_block)."""
   info = machine_info()
   groups = [g for g in GROUPS[suite] if not only or g in only]
-  torch_mod = torch_or_none() if suite == 'cpu' else None
-  rows = []
+  rows, round_ms = [], {}
   if suite == 'cpu':
     size = SIZES[size_name]
-    if 'dense' in groups:
-      rows += dense_rows(size, torch_mod)
-    if 'moe' in groups:
-      rows += moe_rows(size, torch_mod, tuple(moe_dispatches))
-    if 'matmul' in groups:
-      rows += matmul_rows(size, torch_mod)
-    if 'xla_options' in groups:
-      rows += xla_option_rows(size)
-    if 'memorization' in groups:
-      rows += memorization_rows(size)
-    if 'quickstart' in groups:
-      rows += quickstart_rows(size)
+    rounds = rounds or size['rounds']
+    torch_ok = torch_version() is not None
+    extra = (f'--moe_dispatches={",".join(moe_dispatches)}', *extra)
+    builders = {'dense': dense_rows, 'moe': functools.partial(moe_rows, dispatches=tuple(moe_dispatches)),
+                'matmul': matmul_rows, 'experiment': experiment_rows}
+    for g in groups:
+      if g in builders:
+        other = 'jax+torch' if g == 'experiment' else 'torch'
+        log_progress(f'{g}: {rounds} round(s) of separate processes')
+        times = side_by_side(g, ('jax', other) if torch_ok else ('jax',), size_name, rounds, extra)
+        round_ms[g] = times.pop('rounds')
+        rows += builders[g](size, times)
+      else:
+        log_progress(f'{g}: in this process')
+        rows += {'xla_options': xla_option_rows, 'memorization': memorization_rows,
+                 'quickstart': quickstart_rows}[g](size)
   else:
     size = GPU_SIZES[size_name]
     if 'dense_bf16' in groups:
       rows += dense_bf16_rows(size)
     if 'moe' in groups:
-      rows += moe_rows(size, None, dispatches=('ragged', 'sort'),
-                       dense_dtype='bfloat16', tag='_bf16')
+      dispatches = ('ragged', 'sort')
+      rows += moe_rows(size, {'jax': moe_times(size, 'jax', dispatches, 'bfloat16')}, dispatches, tag='_bf16')
     if 'sweep' in groups:
       rows += sweep_rows(size)
   info['load_average_end'] = list(os.getloadavg())
   info['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
   return {'suite': suite, 'size': size_name, 'shapes_and_repeats': size, 'machine': info,
-          'rows': rows,
+          'rounds': rounds, 'round_ms': round_ms, 'rows': rows,
           'command': ' '.join(['python -m experiments.benchmark', *sys.argv[1:]])}
+
+
+def log_progress(msg: str) -> None:
+  print(f'[benchmark {time.strftime("%H:%M:%S")}] {msg}', file=sys.stderr, flush=True)
 
 
 def _fmt_ms(v):
@@ -450,6 +632,9 @@ def describe(r) -> tuple[str, str]:
   if 'over_default' in r:
     ref.append(f'default options {_fmt_ms(r["default_ms"])}')
     note.append(f'{r["over_default"]:.2f}x the default')
+  if 'over_without' in r:
+    ref.append(f'without PyTorch working {_fmt_ms(r["without_ms"])}')
+    note.append(f'{r["over_without"]:.2f}x the step without PyTorch working')
   if 'over_dense' in r:
     note.insert(0, f'{r["over_dense"]:.2f}x FLOP-matched dense')
   for key in ('torch', 'torch_loop'):
@@ -466,7 +651,8 @@ def describe(r) -> tuple[str, str]:
     note.append(f'{r["ours_tflops"]:.0f} TFLOP/s, MFU '
                 + (f'{100 * r["mfu"]:.0f}% of {r["peak"]}' if r.get('mfu') else r['peak']))
   if 'steps_per_s' in r:
-    note.append(f'{r["steps_per_s"]:.0f} steps/s, first chunk compiles in {r["compile_s"]:.1f} s')
+    note.append(f'{r["steps_per_s"]:.0f} steps/s'
+                + (f', first chunk compiles in {r["compile_s"]:.1f} s' if 'compile_s' in r else ''))
   if 'peak_rss_mb' in r:
     note.append(f'peak RSS {r["peak_rss_mb"]:.0f} MB')
   if 'cold_over_warm' in r:
@@ -495,6 +681,14 @@ def machine_line(doc) -> str:
           f'{m["peak_rss_mb"]:.0f} MB')
 
 
+def method(doc) -> str:
+  """How the document's figures were timed (documents written before the separate-process rounds say so)."""
+  if 'rounds' not in doc:
+    return 'medians over repeats, all variants of a group interleaved in one process.'
+  return ('medians over repeats, the variants of one framework interleaved in one process; frameworks in '
+          f'separate processes, {doc["rounds"]} round(s) alternating their order, each figure the median over rounds.')
+
+
 def readme_block(doc, headline: bool = False) -> str:
   """The Performance block: every row, or (headline) the HEADLINE_IDS rows (the first five if none is there)."""
   if headline:
@@ -503,7 +697,7 @@ def readme_block(doc, headline: bool = False) -> str:
       README_BEGIN,
       f'Generated by `{doc["command"]}` (suite {doc["suite"]}, size {doc["size"]}); regenerate '
       'with `python -m experiments.benchmark --write_readme`. One train step = forward, backward, '
-      'Adam; medians over repeats, all variants of a group interleaved in one process.',
+      'Adam; ' + method(doc),
       '',
       f'Machine: {machine_line(doc)}.',
       '',
@@ -558,6 +752,12 @@ def main(argv):
     if f.sort_block < 1:
       sys.exit(f'error: --sort_block={f.sort_block} must be a positive integer')
     moe_lib.SORT_BLOCK = f.sort_block
+  if f.worker:
+    size = (SIZES if f.suite == 'cpu' else GPU_SIZES)[f.size]
+    print(WORKER_TAG + json.dumps(worker_times(f.worker, size, tuple(f.moe_dispatches))), flush=True)
+    return
+  if f.rounds is not None and f.rounds < 1:
+    sys.exit(f'error: --rounds={f.rounds} must be a positive integer')
   if f.from_json:
     try:
       with open(f.from_json, encoding='utf-8') as fh:
@@ -571,7 +771,8 @@ def main(argv):
       sys.exit(f'no GPU: --suite=gpu needs a GPU backend, this one is {jax.default_backend()} '
                '(GPU figures stay unmeasured)')
     doc = run_suite(f.suite, 'tiny' if f.tiny else 'quick' if f.quick else 'full', f.only,
-                    f.moe_dispatches)
+                    f.moe_dispatches, f.rounds,
+                    extra=() if f.sort_block is None else (f'--sort_block={f.sort_block}',))
     if f.out:
       with open(f.out + '.tmp', 'w', encoding='utf-8') as fh:
         json.dump(doc, fh, indent=1)

@@ -46,8 +46,11 @@ def default_config() -> ml_collections.ConfigDict:
   moe.num_experts = 0         # routed experts E (before granularity); 0 = dense FFN
   moe.top_k = 2               # experts per token k (before granularity); the "MoE top-k" sweep axis
   moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
-  moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice
+  moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice, hash
   moe.renormalize = False     # softmax_topk only: renormalise the k weights to sum to 1
+  moe.freeze_router = False   # True: router weights stay at their random init (no gradient, no optimizer state)
+  moe.stop_combine_grad = False  # True: no gradient through the combine weights (forward unchanged; the
+                                 # router then learns only from the aux losses through P_i and z)
   # Over capacity keep: 'position' (all k choices of token t before token t+1), 'token' (all 1st
   # choices in token order, then 2nd, GShard) or 'score' (highest weight first); 'auto' = 'position'
   # in sequence models (causal), 'token' for the bare FFN.
@@ -78,6 +81,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.noise_std = 0.0         # Gaussian label noise on training targets (teacher_student)
   t.num_clusters = 0        # teacher_student inputs: 0 = x ~ N(0, I); K > 0 = K Gaussian clusters (skewed, below)
   t.cluster_zipf = 1.0      # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
+  t.cluster_teachers = False  # True: each cluster has its own random teacher (targets teacher_c(x)); num_clusters > 0 only
   t.num_points = 256        # N random points to memorise (random_labels)
   t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
   # sparse_features (Elhage et al. 2022): n = model.d_model features, reconstructed (tasks/regression.py).

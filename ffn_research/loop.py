@@ -82,6 +82,18 @@ class Track:
       self.above = 0
 
 
+def eval_log_names(evals: dict[str, Any]) -> dict[str, Any]:
+  """Held-out metrics as logged: `eval_X` -> `eval/X`; a training-set `X` beside an `eval_X` -> `eval/train_X`
+  (e.g. modular arithmetic's training `accuracy` and held-out `eval_accuracy`); any other `Y` -> `eval/Y`."""
+  out = {}
+  for k, v in evals.items():
+    if k.startswith('eval_'):
+      out['eval/' + k.removeprefix('eval_')] = v
+    else:
+      out[('eval/train_' if f'eval_{k}' in evals else 'eval/') + k] = v
+  return out
+
+
 def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
   """The console line for one logged chunk (m: flattened metrics with steps_per_s)."""
   return (f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
@@ -347,7 +359,7 @@ class GroupLoop:
         m['initial_loss'] = first  # the first chunk's line holds the first step's loss
       m['steps_per_s'] = chunk.steps_per_s
       if evals[i] is not None:
-        m.update({'eval/' + k.removeprefix('eval_'): v for k, v in flatten_metrics(evals[i]).items()})
+        m.update(eval_log_names(flatten_metrics(evals[i])))
       self.logs[i].write(chunk.step, m)
       track.observe(chunk.step, m, self.tr)
       if self.verbose:

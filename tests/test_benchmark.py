@@ -16,20 +16,48 @@ from ffn_research.models import moe as moe_lib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_tiny_dense_and_matmul_rows_in_process():
-  doc = benchmark.run_suite('cpu', 'tiny', only=('dense', 'matmul'))
-  ids = [r['id'] for r in doc['rows']]
-  assert ids == ['dense_16x32_t64', 'matmul_64']
-  dense, mm = doc['rows']
+def test_tiny_dense_and_matmul_rows():
+  """The JAX sides timed in this process (as a worker would), the rows built from them."""
+  size = benchmark.SIZES['tiny']
+  times = {g: {'jax': benchmark.worker_times(f'{g}:jax', size)} for g in ('dense', 'matmul')}
+  dense, = benchmark.dense_rows(size, times['dense'])
+  mm, = benchmark.matmul_rows(size, times['matmul'])
+  assert (dense['id'], mm['id']) == ('dense_16x32_t64', 'matmul_64')
   assert dense['step_gflop'] == pytest.approx(12 * 64 * 16 * 32 / 1e9)
   assert dense['ours_gflops'] == pytest.approx(dense['step_gflop'] / dense['ours_ms'] * 1e3)
   assert dense['ours_of_ceiling'] == pytest.approx(dense['ours_gflops'] / dense['ceiling_gflops'])
   assert mm['ours_gflops'] == pytest.approx(2 * 64 ** 3 / mm['ours_ms'] / 1e6)
-  assert ('torch_ms' in dense) == (benchmark.torch_or_none() is not None)
-  m = doc['machine']
-  assert m['cpu_count'] == os.cpu_count() and m['jax'] == jax.__version__
-  assert len(m['load_average_start']) == 3 and m['peak_rss_mb'] > 0
-  json.loads(json.dumps(doc))  # JSON-serialisable as is
+  assert dense['torch'] == mm['torch'] == benchmark.NO_TORCH  # no torch side given
+  with_torch = benchmark.dense_rows(size, {**times['dense'], 'torch': {'16x32_t64': 2 * dense['ours_ms']}})[0]
+  assert with_torch['torch_over_ours'] == pytest.approx(2.0) and 'torch' not in with_torch
+  m = benchmark.machine_info()
+  assert m['cpu_count'] == os.cpu_count() and m['jax'] == jax.__version__ and len(m['load_average_start']) == 3
+
+
+def test_the_orchestrating_process_never_imports_torch():
+  """JAX rows timed in the main process (xla_options, memorization) run without PyTorch loaded."""
+  code = ('import sys; from experiments import benchmark; m = benchmark.machine_info(); '
+          'print(m["torch"] == (benchmark.torch_version() or "not installed"), "torch" in sys.modules)')
+  proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+  assert proc.stdout.split() == ['True', 'False']
+
+
+def test_side_by_side_alternates_sides_and_takes_medians(monkeypatch):
+  calls = []
+
+  def fake_worker(spec, size_name, extra=()):
+    calls.append(spec)
+    return {'x': {'g:a': 1.0, 'g:b': 3.0}[spec] * len(calls)}
+  monkeypatch.setattr(benchmark, 'run_worker', fake_worker)
+  out = benchmark.side_by_side('g', ('a', 'b'), 'tiny', 3)
+  assert calls == ['g:a', 'g:b', 'g:b', 'g:a', 'g:a', 'g:b']  # the order alternates between rounds
+  assert out['rounds'] == {'a': {'x': [1.0, 4.0, 5.0]}, 'b': {'x': [6.0, 9.0, 18.0]}}
+  assert out['a'] == {'x': 4.0} and out['b'] == {'x': 9.0}
+
+
+def test_worker_failure_is_one_clear_error():
+  with pytest.raises(RuntimeError, match='benchmark worker nope:jax failed'):
+    benchmark.run_worker('nope:jax', 'tiny')
 
 
 def test_readme_block_is_replaced_between_markers(tmp_path):
@@ -102,13 +130,18 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   doc = json.loads(out.read_text())
   ids = [r['id'] for r in doc['rows']]
+  torch_rows = ['experiment_moe_gelu_torch_between'] if benchmark.torch_version() else ['experiment_torch_between']
   assert ids == ['dense_16x32_t64', 'moe_dense_matched', 'moe_sort_cf1', 'moe_sort_cf1.25',
-                 'moe_sort_dropless', 'matmul_64', 'xla_ynn_off_eigen_dots_16x32_t64',
+                 'moe_sort_dropless', 'matmul_64', 'experiment_dense_gelu', 'experiment_moe_gelu',
+                 'experiment_language', *torch_rows, 'xla_ynn_off_eigen_dots_16x32_t64',
                  'xla_ynn_eltwise_only_16x32_t64', 'xla_fast_math_16x32_t64',
                  'memorization_ffn_stack', 'quickstart_cold', 'quickstart_warm']
   rows = {r['id']: r for r in doc['rows']}
   for i in ids[2:5]:
     assert rows[i]['over_dense'] == pytest.approx(rows[i]['ours_ms'] / rows['moe_dense_matched']['ours_ms'])
+  assert rows['experiment_moe_gelu']['over_dense'] == pytest.approx(
+      rows['experiment_moe_gelu']['ours_ms'] / rows['experiment_dense_gelu']['ours_ms'])
+  assert doc['rounds'] == 1 and set(doc['round_ms']) == {'dense', 'moe', 'matmul', 'experiment'}
   assert rows['memorization_ffn_stack']['steps_per_s'] > 0
   assert rows['memorization_ffn_stack']['compile_s'] > 0
   assert rows['quickstart_cold']['peak_rss_mb'] > 0

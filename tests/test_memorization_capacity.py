@@ -1,85 +1,145 @@
-"""memorization_capacity ablation: its statistics against NumPy, its verdict rules on known answers,
-its sweeps (valid configs, parameter matching, saturation by construction)."""
+"""memorization_capacity: the bits of a known fit, peak selection, the verdicts on synthetic frames (including
+`invalid` when a regime check fails), and its sweeps (valid configs, one program per (N, exposures))."""
 
 import math
+import subprocess
+import sys
 
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 
 from ffn_research import models, sweep, tasks
+from ffn_research.ablations import base, verdict
 from ffn_research.ablations import memorization_capacity as mc
-from ffn_research.ablations import verdict
+from ffn_research.tasks import sequence
+
+SIZES = (2000, 4000, 8000)
+FACTS = (512, 1024, 2048, 4096)
+LRS = mc.SETTINGS['full']['lrs']
 
 
-def test_fit_through_origin_matches_numpy():
-  rng = np.random.default_rng(0)
-  x = rng.uniform(1e3, 1e4, 12)
-  y = 1.7 * x + rng.normal(0, 300, 12)
-  k, lo, hi = mc.fit_through_origin(x, y)
-  (k_np,), res, _, _ = np.linalg.lstsq(x[:, None], y, rcond=None)
-  se = math.sqrt(res[0] / (len(x) - 1) / np.sum(x * x))
-  t = stats.t.ppf(0.975, len(x) - 1)
-  np.testing.assert_allclose([k, lo, hi], [k_np, k_np - t * se, k_np + t * se], rtol=1e-10)
+def test_bits_of_a_known_fit():
+  # Every one of 1,000 facts over V = 256 objects predicted with p = 1/2 on the right object: 7 bits each.
+  ce_nats = np.full(1000, math.log(2.0))
+  assert mc.bits_of_fit(float(ce_nats.sum() / math.log(2)), 1000, 256) == pytest.approx(7000.0)
+  assert float(sequence.bits_stored(jnp.asarray(ce_nats), 256)) == pytest.approx(7000.0, rel=1e-6)
+  assert mc.bits_of_fit(1000 * 8.0, 1000, 256) == 0.0 and mc.bits_of_fit(1e9, 1000, 256) == 0.0  # uniform, floor
+  assert float(sequence.bits_stored(jnp.full(10, math.log(256.0)), 256)) == pytest.approx(0.0, abs=1e-3)
 
 
-def _frame(sizes, seeds, bits_per_param, noise=0.0, seed=0):
-  rng = np.random.default_rng(seed)
-  rows = [{'model.d_model': d, 'train.seed': s, 'num_params': 1000 * d,
-           'bits_stored': bits_per_param * 1000 * d * (1 + noise * rng.normal())} for d in sizes for s in range(seeds)]
+def _frame(bits_per_param=2.0, power=1.0, e=1000, peak_n=2048, plateau_jump=0.0, best_lr=0.1, seeds=3):
+  """Bits = k params^power x shape(N), peaking at peak_n; the best rate `best_lr`, others 20% worse."""
+  rows, rng = [], np.random.default_rng(0)
+  for size in SIZES:
+    for n in FACTS:
+      shape = 1.0 - 0.1 * abs(math.log2(n / peak_n))
+      for lr in LRS:
+        for s in range(seeds):
+          bits = bits_per_param * SIZES[0] * (size / SIZES[0]) ** power * shape * (1 + 0.01 * rng.normal())
+          rows.append({mc.E: e, mc.N: n, 'model.d_ff': size // 100, mc.LR: lr, mc.SEED: s, mc.SIZE: size,
+                       'ffn_params': size - 48, 'all_params': size + 5000,
+                       'bits_stored': bits * (1.0 if lr == best_lr else 0.8), 'accuracy': 0.5,
+                       'loss_last': 1.0 + plateau_jump, 'loss_previous': 1.0})
   return pd.DataFrame(rows)
 
 
-def test_bits_per_param_rule_known_answers():
-  kw = dict(params='num_params', size='model.d_model', claim='c')
-  exact = mc.bits_per_param_verdict(_frame([1, 2, 4], 3, 2.0), claimed=2.0, **kw)
-  assert exact.outcome == verdict.REPRODUCED and exact.statistic == pytest.approx(2.0) and exact.n == 9
-  half = mc.bits_per_param_verdict(_frame([1, 2, 4], 3, 1.0, noise=0.01), claimed=2.0, **kw)
-  assert half.outcome == verdict.NOT_REPRODUCED and half.ci[1] < 1.6
-  two_sizes = mc.bits_per_param_verdict(_frame([1, 2], 3, 2.0), claimed=2.0, **kw)
-  assert two_sizes.outcome == verdict.INCONCLUSIVE and 'underpowered' in two_sizes.detail
-  noisy = mc.bits_per_param_verdict(_frame([1, 2, 4], 3, 1.6, noise=0.5, seed=1), claimed=2.0, **kw)
-  assert noisy.outcome == verdict.INCONCLUSIVE  # the CI straddles an edge of [1.6, 2.5]
+def test_peak_selection_on_a_synthetic_frame():
+  df = _frame(peak_n=1024)
+  best, top = mc.peaks(df)
+  assert len(best) == len(SIZES) * len(FACTS) * 3 and (best[f'best_{mc.LR}'] == 0.1).all()
+  assert (best[mc.LR] == 0.1).all() and (top[f'best_{mc.LR}'] == 0.1).all()
+  assert len(top) == len(SIZES) * 3 and (top[mc.N] == 1024).all()
+  pick = df[(df[mc.N] == 1024) & (df[mc.LR] == 0.1)].set_index([mc.SIZE, mc.SEED])['bits_stored']
+  np.testing.assert_array_equal(top.set_index([mc.SIZE, mc.SEED])['bits_stored'].sort_index(), pick.sort_index())
+  assert mc.peak_inside_check(best, 1000).passed
+  assert not mc.peak_inside_check(mc.peaks(_frame(peak_n=8192))[0], 1000).passed  # still rising at N = 4096
 
 
-def test_ratio_rule_known_answers():
-  relu = _frame([1, 2, 4], 3, 1.3)
-  swiglu = _frame([1, 2, 4], 3, 1.0)
-  gated = dict(lo_ok=mc.GATED_RATIO / mc.GATED_FACTOR, hi_ok=mc.GATED_RATIO * mc.GATED_FACTOR, claim='c')
-  v = mc.ratio_verdict(relu, swiglu, **gated)
-  assert v.outcome == verdict.REPRODUCED and v.statistic == pytest.approx(1.3) and v.n == 9
-  same = mc.ratio_verdict(relu, relu, **gated)
-  assert same.outcome == verdict.NOT_REPRODUCED and same.statistic == pytest.approx(1.0)
-  assert mc.ratio_verdict(relu, relu, lo_ok=1 / 1.1, hi_ok=1.1, claim='c').outcome == verdict.REPRODUCED
-  few = mc.ratio_verdict(relu.iloc[:2], swiglu.iloc[:2], **gated)
-  assert few.outcome == verdict.INCONCLUSIVE
+def _verdict(**kw):
+  best, top = mc.peaks(_frame(**kw))
+  return mc.capacity_verdict(top, best, kw.get('e', 1000), LRS)
+
+
+def test_capacity_verdict_known_answers_and_invalid():
+  v = _verdict()
+  assert v.outcome == verdict.REPRODUCED and v.statistic == pytest.approx(2.0, rel=0.02) and v.n == 3
+  assert all(c.passed for c in v.checks) and len(v.checks) == 4
+  assert _verdict(bits_per_param=1.0).outcome == verdict.NOT_REPRODUCED
+  assert _verdict(e=100, bits_per_param=1.0).outcome == verdict.REPRODUCED  # 100 exposures: claimed 1
+  steep = _verdict(power=1.4)  # bits not proportional to params: the slope check fails
+  assert steep.outcome == verdict.INVALID and 'bits proportional to params' in steep.detail
+  assert steep.extra['slope'] == pytest.approx(1.4, abs=0.02)
+  assert _verdict(plateau_jump=0.2).outcome == verdict.INVALID   # no plateau
+  assert _verdict(best_lr=0.3).outcome == verdict.INVALID        # best rate at the grid's edge
+  assert _verdict(peak_n=8192).outcome == verdict.INVALID        # peak beyond the N grid
+  few = _verdict(seeds=2)
+  assert few.outcome == verdict.INVALID or 'underpowered' in few.detail
+
+
+def test_capacity_verdict_carries_its_decision_p():
+  for k in (1.5, 2.0, 3.0):
+    v = _verdict(bits_per_param=k)
+    assert v.p_value is not None and (v.outcome != verdict.INCONCLUSIVE) == (v.p_value < 0.05)
+
+
+def _rl(at_quarter=1.0, at_top=0.3):
+  return pd.DataFrame([{'task.num_points': n, mc.SEED: s, 'eval_loss': 0.0,
+                        'fraction_fitted': {256: at_quarter, 2048: at_top}.get(n, 1.0) - 0.01 * s}
+                       for n in (128, 256, 2048) for s in range(3)])
+
+
+def test_random_labels_verdict_can_fail_and_is_invalid_when_it_cannot():
+  assert mc.random_labels_verdict(_rl()).outcome == verdict.REPRODUCED
+  assert mc.random_labels_verdict(_rl(at_quarter=0.5)).outcome == verdict.NOT_REPRODUCED
+  cannot = mc.random_labels_verdict(_rl(at_top=1.0))  # fits even N > parameters: the check cannot fail
+  assert cannot.outcome == verdict.INVALID and 'can fail' in cannot.detail
+
+
+def test_analyze_stats_end_to_end_on_synthetic_frames(tmp_path):
+  df = pd.concat([_frame(e=1000), _frame(e=100, bits_per_param=1.0)])
+  a = mc.analyze_stats(df, _rl(), base.Context(str(tmp_path), 'full'))
+  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
+  assert (tmp_path / 'bits_vs_params.png').stat().st_size > 1000
+  table = a.tables[0].frame
+  assert set(table['peak N']) == {2048} and set(table['best lr']) == {0.1} and set(table['seeds']) == {3}
+  np.testing.assert_allclose(table['bits/FFN param'] / table['bits/non-emb param'],
+                             table['non-embedding params'] / table['FFN params'], rtol=1e-12)
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_sweeps_validate_and_match_parameters(scale):
+def test_sweeps_validate_and_share_one_program_per_n(scale):
   s = mc.SETTINGS[scale]
   specs = mc.sweeps(scale)
-  assert [x.name for x in specs] == [f'exposures_{e}' for e in s['exposures']] + ['ffn_only', 'random_labels']
-  for spec, e in zip(specs, s['exposures']):
-    assert spec.base.train.steps * spec.base.train.batch_size == e * s['facts']
-  counts = {}
-  for spec in specs[:1]:
-    for r in sweep.expand(spec.base, spec.overrides):  # validates every config
-      counts[(mc.kind_of(pd.DataFrame([{'model.moe.num_experts': r.config.model.moe.num_experts,
-                                        'model.activation': r.config.model.activation}]))[0],
-              r.config.model.d_model)] = models.model_counts(r.config, tasks.build_task(r.config))
-  entropy = mc.entropy_bits(s)
-  for d in s['d_models']:
-    relu = counts[('relu', d)]
-    if ('swiglu', d) in counts:  # match_params: gated FFN weights within rounding of the dense ones
-      assert abs(counts[('swiglu', d)]['num_ffn_params'] - relu['num_ffn_params']) <= 0.15 * relu['num_ffn_params']
-    if ('moe', d) in counts:  # same expert weights as the dense FFN, plus a d x E router per layer
-      moe = counts[('moe', d)]
-      assert moe['num_ffn_params'] - relu['num_ffn_params'] == 2 * (d * mc.EXPERTS + (mc.EXPERTS - 1) * d)
-  if scale != 'smoke':  # saturation by construction: 2 bits/param of the largest model < the entropy
-    assert 2 * max(c['num_params'] for c in counts.values()) < entropy
-    ffn = specs[-2]
-    biggest = max(sweep.expand(ffn.base, ffn.overrides), key=lambda r: r.config.model.d_ff).config
-    assert biggest.model.freeze_embeddings
-    assert 2 * models.model_counts(biggest, tasks.build_task(biggest))['num_ffn_params'] < entropy
+  assert [x.name for x in specs] == [mc.sweep_name(e, n) for e in s['steps'] for n in s['facts']] + ['random_labels']
+  for spec in specs[:-1]:
+    runs = sweep.expand(spec.base, spec.overrides)  # validates every config
+    assert len(sweep.group_runs(runs)) == 1  # d_ff x learning rate x seeds: one padded, vmapped program
+    c = spec.base
+    assert c.model.freeze_embeddings and c.train.steps * c.train.batch_size == int(spec.name.split('_')[0][1:]) * c.task.num_facts
+  assert max(s['rl_points']) > mc.RL_PARAMS  # the random-label arm can fail
+  rl = sweep.expand(specs[-1].base, specs[-1].overrides)[0].config
+  assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS
+
+
+@pytest.mark.slow
+def test_smoke_through_the_entry_point(tmp_path):
+  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=memorization_capacity',
+                         f'--workdir={tmp_path}', '--scale=smoke'], capture_output=True, text=True, timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  report = (tmp_path / 'memorization_capacity' / 'report.md').read_text()
+  assert 'peak bits per non-embedding parameter' in report and (tmp_path / 'memorization_capacity' /
+                                                                 'bits_vs_params.png').exists()
+
+
+def test_peak_is_chosen_on_the_seed_mean_not_per_seed():
+  # Seed 0 does best at N = 512 / lr 0.03, seeds 1 and 2 (and the mean) at N = 1024 / lr 0.1: every seed is
+  # read at N = 1024, lr 0.1.
+  rows = [{mc.E: 1000, mc.SIZE: 100, mc.N: n, mc.LR: lr, mc.SEED: s,
+           'bits_stored': {(512, 0.03, 0): 500.0, (1024, 0.1, 1): 400.0, (1024, 0.1, 2): 400.0,
+                           (1024, 0.1, 0): 300.0}.get((n, lr, s), 100.0)}
+          for n in (512, 1024) for lr in (0.03, 0.1) for s in range(3)]
+  best, top = mc.peaks(pd.DataFrame(rows))
+  assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
+  assert set(best[best[mc.N] == 512][mc.LR]) == {0.03}  # mean at N = 512: 0.03 -> 233, 0.1 -> 100

@@ -466,11 +466,89 @@ def test_expert_choice_gives_each_expert_exactly_capacity_tokens():
   np.testing.assert_array_equal(jnp.sum(routing.valid_TxJ, axis=0), [m.capacity(T)] * 4)
 
 
-@pytest.mark.parametrize('router', list(moe_lib.ROUTERS))
+@pytest.mark.parametrize('router', [r for r in moe_lib.ROUTERS if r not in moe_lib.INPUT_ROUTERS])
 def test_router_receives_gradients(router):
   m = make_moe(router=router)  # aux coefficients 0: the gradient comes through the combine weights
   g = grads(m, inputs())['router_w'][...]
   assert np.all(np.isfinite(g)) and np.abs(g).min() > 0
+
+
+def numpy_input_hash(x):
+  """Reference of moe.input_hash in plain Python integers: FNV-1a over the float32 words, then fmix32."""
+  out = []
+  for row in np.asarray(x, np.float32):
+    h = 2166136261
+    for word in row.view(np.uint32):
+      h = ((h ^ int(word)) * 16777619) % 2**32
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) % 2**32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) % 2**32
+    out.append(h ^ (h >> 16))
+  return np.array(out, np.uint64)
+
+
+def test_input_hash_matches_python_reference():
+  x = inputs(n=40).at[0].set(0.0).at[1, 2].set(-0.0)
+  np.testing.assert_array_equal(np.asarray(moe_lib.input_hash(x)).astype(np.uint64), numpy_input_hash(x))
+
+
+def test_hash_routing_is_deterministic_fixed_and_balanced():
+  e, n = 8, 8000
+  x = jnp.asarray(np.random.default_rng(3).standard_normal((n, D)), jnp.float32)
+  m = make_moe(e, 2, router='hash', capacity_factor=0.0)
+  _, r = m.route(x)
+  first = numpy_input_hash(x) % e
+  np.testing.assert_array_equal(r.expert_TxJ, np.stack([first, (first + 1) % e], 1))  # slot j: (h + j) mod E
+  np.testing.assert_array_equal(r.weight_TxJ, 0.5)
+  m.router_w[...] = 10.0 * m.router_w[...]  # the router weights play no part
+  np.testing.assert_array_equal(m.route(x)[1].expert_TxJ, r.expert_TxJ)
+  np.testing.assert_array_equal(m.route(x[::-1])[1].expert_TxJ, r.expert_TxJ[::-1])  # per input, no batch effect
+  share = np.bincount(first, minlength=e) / n  # 1/8 = 0.125; binomial sd 0.0037
+  assert np.all(np.abs(share - 1 / e) < 0.02), share
+  grouped = m.route(x[:T * 4], groups=4)[1].expert_TxJ  # per-group routing (sequence capacity) agrees
+  np.testing.assert_array_equal(grouped, r.expert_TxJ[:T * 4])
+
+
+def test_stop_combine_grad_same_forward_no_router_gradient_through_the_weight():
+  x = inputs()
+  kw = dict(router='softmax_topk', capacity_factor=0.0, dispatch='einsum')  # einsum: the cheapest to compile
+  learned, stopped = make_moe(4, 1, **kw), make_moe(4, 1, stop_combine_grad=True, **kw)
+  np.testing.assert_array_equal(apply(stopped, x)[0], apply(learned, x)[0])  # same weights, same output
+  g_learned, g_stopped = grads(learned, x), grads(stopped, x)
+  assert np.abs(g_learned['router_w'][...]).max() > 1e-3
+  np.testing.assert_array_equal(g_stopped['router_w'][...], 0.0)  # aux coefficients 0
+  np.testing.assert_allclose(g_stopped['w1'][...], g_learned['w1'][...], rtol=1e-6)  # experts train alike
+  # With the aux losses on, the stopped router's gradient is exactly the aux losses' own.
+  kw.update(load_balance_coef=0.1, z_loss_coef=0.01)
+  stopped, aux_only = make_moe(4, 1, stop_combine_grad=True, **kw), make_moe(4, 1, **kw)
+  graphdef, params, rest = nnx.split(aux_only, nnx.Param, ...)
+
+  def aux_loss(params):
+    _, aux = nnx.merge(graphdef, params, rest).apply(x, rng=TRAIN_RNG)
+    return aux['load_balance_loss'] + aux['z_loss']
+  np.testing.assert_allclose(grads(stopped, x)['router_w'][...], jax.grad(aux_loss)(params)['router_w'][...],
+                             rtol=1e-5, atol=1e-8)
+
+
+def test_frozen_router_is_not_a_param():
+  frozen = make_moe(freeze_router=True)
+  assert 'router_w' not in nnx.state(frozen, nnx.Param) and 'router_w' in nnx.state(frozen)
+  assert frozen.num_params == make_moe().num_params  # the frozen weights are still weights of the model
+  np.testing.assert_array_equal(frozen.router_w[...], make_moe(randomize=False).router_w[...])  # same init
+
+
+@pytest.mark.slow  # compiles a train chunk
+def test_frozen_router_weights_do_not_move_in_training():
+  """Train steps with AdamW (weight decay on) move every nnx.Param but not the frozen router."""
+  config = moe_config(freeze_router=True, router='softmax_topk', top_k=1)
+  config.train.optimizer, config.train.weight_decay = 'adamw', 0.1
+  validation.validate(config)
+  exp = train.Experiment(config)
+  state = exp.init(0)
+  after, _ = jax.jit(lambda s: exp.train_chunk(s, 3))(state)
+  np.testing.assert_array_equal(after['params']['router_w'][...], state['params']['router_w'][...])
+  assert not np.allclose(after['params']['w1'][...], state['params']['w1'][...])
 
 
 # --------------------------------------------------------------------------- losses and balancing
@@ -607,6 +685,7 @@ def test_auto_dispatch_is_sort_on_cpu():
     ({'drop_priority': 'random'}, 'model.moe.drop_priority'),
     ({'capacity_scope': 'sequence'}, 'model.moe.capacity_scope'),  # the bare FFN has no sequences
     ({'capacity_scope': 'rows'}, 'model.moe.capacity_scope'),
+    ({'router': 'hash', 'bias_update_rate': 1e-3}, 'model.moe.bias_update_rate'),
 ])
 def test_config_errors_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')) as e:

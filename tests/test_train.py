@@ -285,3 +285,9 @@ def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
   summary = loop.train_and_evaluate(tiny_config(**{'train.checkpoint_every': 50}), str(tmp_path))
   assert summary['checkpoint_time_s'] > 0 and summary['compile_time_s'] > 0
   assert sorted(int(d) for d in os.listdir(tmp_path / 'checkpoints')) == [150, 200]  # the newest two
+
+
+def test_eval_log_names_keep_training_and_held_out_metrics_apart():
+  evals = {'eval_loss': 1.0, 'train_loss': 0.5, 'accuracy': 0.9, 'eval_accuracy': 0.4, 'sup_error': 0.1}
+  assert loop.eval_log_names(evals) == {'eval/loss': 1.0, 'eval/train_loss': 0.5, 'eval/train_accuracy': 0.9,
+                                        'eval/accuracy': 0.4, 'eval/sup_error': 0.1}

@@ -316,6 +316,7 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert '- **invalid** — the claim an unfit setup cannot test' in md
   assert '**invalid: this setup cannot test the claim**; failed: premise: dense slope >= 0.8: slope 0.35' in md
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
+  assert md.count('slope 0.35 (95% CI [0.2, 0.5])') == 1  # a failed check's numbers are said once
   assert 'p = 0.04, Holm-adjusted 0.06' in md and 'Holm correction over the 3 verdict(s)' in md
   assert runner.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
   assert runner.index_line('fake', report).count('invalid (failed: premise') == 1
@@ -353,16 +354,14 @@ def test_results_section_renders_published_reports():
 def test_memorization_capacity_verdicts_carry_their_decision_p():
   from ffn_research.ablations import memorization_capacity as mc  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(2)
-  for scale in (1.0, 1.5, 3.0):
-    rows = [{'model.d_model': d, 'train.seed': s, 'num_params': 100.0 * d,
-             'bits_stored': scale * 100.0 * d * math.exp(0.2 * rng.standard_normal())}
-            for d in (4, 8, 16) for s in range(3)]
-    df = pd.DataFrame(rows)
-    v = mc.bits_per_param_verdict(df, params='num_params', claimed=1.0, claim='c', size='model.d_model')
-    assert v.p_value is not None and (v.outcome != INC) == (v.p_value < 0.05)
-    other = df.assign(bits_stored=df['bits_stored'] * np.exp(0.1 * rng.standard_normal(len(df))))
-    r = mc.ratio_verdict(df, other, lo_ok=0.9, hi_ok=1.1, claim='c')
-    assert r.p_value is not None and (r.outcome != INC) == (r.p_value < 0.05)
+  lrs = (0.03, 0.1, 0.3)
+  for scale in (1.0, 1.5, 2.0, 3.0):
+    rows = [{mc.E: 1000, mc.N: n, mc.SIZE: 1000 * d, mc.SEED: s, mc.LR: 0.1, 'loss_last': 1.0, 'loss_previous': 1.0,
+             'bits_stored': scale * 1000.0 * d * math.exp(0.03 * rng.standard_normal()) * (1.0 if n == 2 else 0.9)}
+            for d in (4, 8, 16) for n in (1, 2, 4) for s in range(3)]
+    best, top = mc.peaks(pd.DataFrame(rows))
+    v = mc.capacity_verdict(top, best, 1000, lrs)
+    assert v.outcome != verdict.INVALID and v.p_value is not None and (v.outcome != INC) == (v.p_value < 0.05)
 
 
 def test_plateau_check_with_a_zero_previous_value():

@@ -307,34 +307,24 @@ def plot(winners: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.
   fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
   for i, (n, g) in enumerate(winners.groupby('size')):
     t = verdict.summarize(g, ['ratio'], ['excess_pct'])
-    yerr = np.array([t['excess_pct_mean'] - t['excess_pct_ci_lo'], t['excess_pct_ci_hi'] - t['excess_pct_mean']])
-    ax1.errorbar(t['ratio'], t['excess_pct_mean'], yerr=np.nan_to_num(np.clip(yerr, 0, None)), fmt='o-',
-                 color=f'C{i}', capsize=3, label=f'N = {n:,} (mean, 95% CI over seeds)')
+    base.errorbar_ci(ax1, t['ratio'], t['excess_pct_mean'], t['excess_pct_ci_lo'], t['excess_pct_ci_hi'],
+                     color=f'C{i}', label=f'N = {n:,} (mean, 95% CI over seeds)')
     ax1.scatter(g['ratio'], g['excess_pct'], s=8, color=f'C{i}', alpha=0.4)
     ax2.scatter(g['non_embedding_params'], g['excess_bits'], s=10, color=f'C{i}', alpha=0.5,
                 label=f'N = {n:,}: each seed\'s best rate, every shape')
   ax1.axvspan(min(FLAT_RATIOS), max(FLAT_RATIOS), color='0.9', zorder=0,
               label=f'ratios of the spread {list(FLAT_RATIOS)}')
   ax1.axhline(0, color='k', lw=0.8)
-  ax1.set_xscale('log', base=2)
-  ax1.set_xlabel('d_ff / d_model (nominal)')
-  ax1.set_ylabel('% excess over the L(N) fit')
-  ax1.set_title(f'Kaplan et al. Fig. 5 statistic ({ctx.scale}); claim: spread < {FLAT_LEVEL:g} points')
-  ax1.legend(fontsize=7)
-  ax1.grid(True, which='both', alpha=0.3)
+  base.style_axes(ax1, xlabel='d_ff / d_model (nominal)', ylabel='% excess over the L(N) fit', xscale='log', xbase=2,
+                  title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale}); claim: spread < {FLAT_LEVEL:g} points')
   if len(winners):
     x = np.geomspace(winners['non_embedding_params'].min() * 0.8, winners['non_embedding_params'].max() * 1.25)
     b = winners.groupby(SEED).apply(lambda g: np.polyfit(np.log(g['non_embedding_params']),
                                                          np.log(g['excess_bits']), 1), include_groups=False)
     slope, intercept = np.mean(np.stack(b.to_numpy()), axis=0)
     ax2.plot(x, np.exp(intercept + slope * np.log(x)), 'k--', label=f'L(N) fit (mean over seeds), alpha {-slope:.3g}')
-  ax2.set_xscale('log')
-  ax2.set_yscale('log')
-  ax2.set_xlabel('non-embedding parameters N')
-  ax2.set_ylabel('excess bits per token over the entropy floor')
-  ax2.set_title('loss vs N, every shape')
-  ax2.legend(fontsize=7)
-  ax2.grid(True, which='both', alpha=0.3)
+  base.style_axes(ax2, xlabel='non-embedding parameters N', ylabel='excess bits per token over the entropy floor',
+                  title='loss vs N, every shape', xscale='log', yscale='log')
   return base.save_figure(fig, ctx.outdir, 'loss_vs_ratio.png',
                           'left: % excess of each shape\'s loss (excess bits, each seed\'s best learning rate) over '
                           'the per-seed L(N) fit, vs d_ff/d_model, per size; right: the losses vs N with the fit')

@@ -414,44 +414,23 @@ def _panel(ax, w, y, title, ylabel, log_y=False):
     if not len(g):
       continue
     t = verdict.summarize(g, ['x'], [y])
-    m = t[f'{y}_mean']
-    yerr = np.nan_to_num(np.clip(np.array([m - t[f'{y}_ci_lo'], t[f'{y}_ci_hi'] - m]), 0, None))
     label = 'dense (d_ff swept)' if arm == 'dense' else f'MoE {arm} (E swept)'
-    ax.errorbar(t['x'], m, yerr=yerr, fmt=markers[arm] + ('--' if arm == 'dense' else '-'), color=f'C{i}',
-                capsize=3, label=label + ', mean, 95% CI')
-  ax.set_xscale('log')
-  if log_y:
-    ax.set_yscale('log')
-  ax.set_xlabel('total parameters')
-  ax.set_ylabel(ylabel)
-  ax.set_title(title, fontsize=9)
-  ax.grid(True, which='both', alpha=0.3)
-  ax.legend(fontsize=7)
+    base.errorbar_ci(ax, t['x'], t[f'{y}_mean'], t[f'{y}_ci_lo'], t[f'{y}_ci_hi'],
+                     fmt=markers[arm] + ('--' if arm == 'dense' else '-'), color=f'C{i}', label=label + ', mean, 95% CI')
+  base.style_axes(ax, xlabel='total parameters', ylabel=ylabel, title=title, xscale='log',
+                  yscale='log' if log_y else None, title_size=9)
 
 
-def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
-  s = SETTINGS[ctx.scale]
-  e_max, entropy = max(s['experts']), entropy_bits(s)
-  notes = []
-  failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
-  if any(failed.values()):
-    notes.append(f'runs not completed (excluded): {failed}')
-
-  mem_all = frame(results, 'memorization', 'bits_stored', ctx.outdir)
-  hop_all = frame(results, 'multi_hop', 'eval_accuracy', ctx.outdir)
-  mem_lr, mem_lr_table = lr_grid_check(mem_all, 'memorization', s, 'mem', 'bits_stored', 'max')
-  hop_lr, hop_lr_table = lr_grid_check(hop_all, 'reasoning', s, 'hop', 'train_loss', 'min')
-  mem, hop = at_rate(mem_all, s['mem_lr']), at_rate(hop_all, s['hop_lr'])
-  mem['share_of_entropy'] = mem['bits_stored'] / entropy
+def router_verdicts(mem: pd.DataFrame, hop: pd.DataFrame, s: dict, e_max: int, lr_checks) -> tuple[list, list]:
+  """Per router: the overall verdict and the two per-task verdicts (gated), and the gap-closed table rows."""
   mem_gaps = task_gaps(mem, 'bits_stored', MEM_WIDTH, e_max)
   hop_gaps = task_gaps(hop, 'eval_accuracy', HOP_WIDTH, e_max)
-
   overall, per_task, gap_rows = [], [], []
   for arm in ROUTERS:
     k = ROUTERS[arm][0]
     what = (f'{arm} (top-{k} of {ROUTERS[arm][3] * e_max} experts of width {{w}}{", renormalised" if ROUTERS[arm][2] else ""})')
     g_mem, g_hop = mem_gaps[arm][1], hop_gaps[arm][1]
-    c_mem, c_hop = memorization_checks(mem, s, arm) + [mem_lr], reasoning_checks(hop, s, arm) + [hop_lr]
+    c_mem, c_hop = memorization_checks(mem, s, arm) + [lr_checks[0]], reasoning_checks(hop, s, arm) + [lr_checks[1]]
     v_mem = verdict.threshold(g_mem, level=HALF, direction='above', claim=(
         f'memorization, {what.format(w=MEM_WIDTH // ROUTERS[arm][4])}: the MoE closes more than half of the gap in '
         'bits stored between dense-active and dense-total'))
@@ -467,34 +446,14 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
       m, lo, hi = verdict.mean_ci(g)
       gap_rows.append({'router': arm, 'task': task, 'seeds': len(g), 'gap closed': m, 'CI': f'[{lo:.3g}, {hi:.3g}]',
                        'per seed': ', '.join(f'{v:.3g}' for v in g)})
-  verdicts = overall + per_task
+  return overall + per_task, gap_rows
 
-  # Descriptive: the MoE's own per-seed log-log slope of bits on total parameters over E.
-  for arm in ROUTERS:
-    v = verdict.slope_per_seed(mem[mem['arm'] == arm], x='x', y='bits_stored', seed=SEED, claimed=1.0,
-                               margin=math.inf, claim='')
-    notes.append(f'descriptive, not a verdict: MoE {arm} bits stored vs total parameters over E: per-seed log-log '
-                 f'slope {v.statistic:.3g} (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}], {v.n} seeds).')
 
-  mem_table = _table(mem, {'bits_stored': 'bits', 'share_of_entropy': 'share of entropy',
-                           'prev_bits_stored': 'bits at 3/4 steps'})
-  hop_table = _table(hop, {'eval_accuracy': 'held-out accuracy', 'prev_eval_accuracy': 'held-out at 3/4 steps',
-                           'accuracy': 'trained accuracy', 'first_hop_accuracy': 'first-hop accuracy',
-                           'eval_loss': 'held-out loss'})
-
-  fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.6))
-  _panel(axes[0], mem, 'bits_stored', f'memorization: {s["mem_facts"]:,} facts ({entropy:,.0f} bits), '
-         f'active width {MEM_WIDTH}', 'bits stored', log_y=True)
-  _panel(axes[1], hop, 'eval_accuracy', f'multi_hop: held-out compositions, active width {HOP_WIDTH}',
-         'held-out 2-hop accuracy')
-  axes[1].axhline(1 / HOP_NODES, color='k', ls=':', lw=1, label=f'chance (1/{HOP_NODES})')
-  ax = axes[2]
+def _gap_panel(ax, gap_rows: list[dict], e_max: int) -> None:
   for i, r in enumerate(gap_rows):
     g = np.array([float(v) for v in r['per seed'].split(', ')]) if r['per seed'] else np.array([])
     m, lo, hi = verdict.mean_ci(g)
-    ax.errorbar([i], [m], yerr=[[max(m - lo, 0) if math.isfinite(lo) else 0], [max(hi - m, 0) if math.isfinite(hi)
-                                                                                else 0]],
-                fmt='o', color='C1' if r['task'] == 'memorization' else 'C2', capsize=4)
+    base.errorbar_ci(ax, [i], [m], [lo], [hi], fmt='o', color='C1' if r['task'] == 'memorization' else 'C2', capsize=4)
     ax.scatter(np.full(len(g), i + 0.1), g, s=8, color='gray', alpha=0.6)
   ax.set_xticks(range(len(gap_rows)), [f'{r["router"]}\n{r["task"]}' for r in gap_rows], fontsize=8)
   ax.axhline(0, color='k', lw=0.8)
@@ -503,15 +462,33 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
   ax.set_ylabel(f'gap closed by the MoE at E = {e_max} (mean, 95% CI; dots: seeds)')
   ax.set_title('share of the dense-active -> dense-total gap the MoE closes', fontsize=9)
   ax.grid(True, alpha=0.3)
-  figure = base.save_figure(fig, ctx.outdir, 'memorization_vs_reasoning.png',
-                            'left: bits stored vs total parameters for dense FFNs (d_ff swept) and MoEs (E swept at '
-                            'fixed active width), each seed at its best learning rate; middle: held-out 2-hop '
-                            'accuracy, the same arms; right: the share of the dense-active -> dense-total gap the '
-                            f'MoE of E = {e_max} closes, per router and task (0: no better than dense-active, '
-                            '1: as good as dense-total)')
 
-  headline = '; '.join(f'{r["router"]} {r["task"]}: gap closed {r["gap closed"]:.2f} {r["CI"]}' for r in gap_rows)
-  notes += [
+
+def main_figure(mem, hop, gap_rows, s, e_max, entropy, ctx) -> base.Figure:
+  fig, axes = plt.subplots(1, 3, figsize=(15.0, 4.6))
+  _panel(axes[0], mem, 'bits_stored', f'memorization: {s["mem_facts"]:,} facts ({entropy:,.0f} bits), '
+         f'active width {MEM_WIDTH}', 'bits stored', log_y=True)
+  _panel(axes[1], hop, 'eval_accuracy', f'multi_hop: held-out compositions, active width {HOP_WIDTH}',
+         'held-out 2-hop accuracy')
+  axes[1].axhline(1 / HOP_NODES, color='k', ls=':', lw=1, label=f'chance (1/{HOP_NODES})')
+  _gap_panel(axes[2], gap_rows, e_max)
+  return base.save_figure(fig, ctx.outdir, 'memorization_vs_reasoning.png',
+                          'left: bits stored vs total parameters for dense FFNs (d_ff swept) and MoEs (E swept at '
+                          'fixed active width), each seed at its best learning rate; middle: held-out 2-hop '
+                          'accuracy, the same arms; right: the share of the dense-active -> dense-total gap the '
+                          f'MoE of E = {e_max} closes, per router and task (0: no better than dense-active, '
+                          '1: as good as dense-total)')
+
+
+def method_notes(mem: pd.DataFrame, s: dict) -> list[str]:
+  """The descriptive MoE slopes, then how the learning rate, the active parameters and the scope were set."""
+  notes = []
+  for arm in ROUTERS:  # descriptive: the MoE's own per-seed log-log slope of bits on total parameters over E
+    v = verdict.slope_per_seed(mem[mem['arm'] == arm], x='x', y='bits_stored', seed=SEED, claimed=1.0,
+                               margin=math.inf, claim='')
+    notes.append(f'descriptive, not a verdict: MoE {arm} bits stored vs total parameters over E: per-seed log-log '
+                 f'slope {v.statistic:.3g} (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}], {v.n} seeds).')
+  return notes + [
       'Learning rate: each arm trains at its own rate (memorization ' + ', '.join(f'{a} {r:g}' for a, r in
       s['mem_lr'].items()) + '; multi_hop ' + ', '.join(f'{a} {r:g}' for a, r in s['hop_lr'].items()) + '), set '
       f'from the probes; every point also trains rate / {GRID_STEP:g} and rate x {GRID_STEP:g} on the first '
@@ -523,6 +500,27 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
       'in stored bits and in held-out composition accuracy; it says nothing about scale (Jelassi et al. train '
       'billion-parameter models on phone-book and graph/math tasks).',
   ]
+
+
+def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
+  s = SETTINGS[ctx.scale]
+  e_max, entropy = max(s['experts']), entropy_bits(s)
+  failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
+  notes = [f'runs not completed (excluded): {failed}'] if any(failed.values()) else []
+  mem_all = frame(results, 'memorization', 'bits_stored', ctx.outdir)
+  hop_all = frame(results, 'multi_hop', 'eval_accuracy', ctx.outdir)
+  mem_lr, mem_lr_table = lr_grid_check(mem_all, 'memorization', s, 'mem', 'bits_stored', 'max')
+  hop_lr, hop_lr_table = lr_grid_check(hop_all, 'reasoning', s, 'hop', 'train_loss', 'min')
+  mem, hop = at_rate(mem_all, s['mem_lr']), at_rate(hop_all, s['hop_lr'])
+  mem['share_of_entropy'] = mem['bits_stored'] / entropy
+  verdicts, gap_rows = router_verdicts(mem, hop, s, e_max, (mem_lr, hop_lr))
+  notes += method_notes(mem, s)
+  mem_table = _table(mem, {'bits_stored': 'bits', 'share_of_entropy': 'share of entropy',
+                           'prev_bits_stored': 'bits at 3/4 steps'})
+  hop_table = _table(hop, {'eval_accuracy': 'held-out accuracy', 'prev_eval_accuracy': 'held-out at 3/4 steps',
+                           'accuracy': 'trained accuracy', 'first_hop_accuracy': 'first-hop accuracy',
+                           'eval_loss': 'held-out loss'})
+  headline = '; '.join(f'{r["router"]} {r["task"]}: gap closed {r["gap closed"]:.2f} {r["CI"]}' for r in gap_rows)
   return base.Analysis(
       verdicts=verdicts, headline=headline,
       tables=[base.Table('gap closed by the MoE at E_max, per router and task (per-seed values)',
@@ -531,7 +529,7 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
               base.Table('multi_hop (held-out compositions)', hop_table),
               base.Table('learning-rate grids: best rate per seed at every point',
                          pd.concat([mem_lr_table, hop_lr_table], ignore_index=True))],
-      figures=[figure], notes=notes)
+      figures=[main_figure(mem, hop, gap_rows, s, e_max, entropy, ctx)], notes=notes)
 
 
 ABLATION = base.Ablation(

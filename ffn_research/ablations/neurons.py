@@ -336,6 +336,19 @@ def decide(df: pd.DataFrame) -> list[verdict.Verdict]:
   return out
 
 
+def _bars(ax, final: pd.DataFrame, series, chance: float, chance_label: str, ylabel: str) -> None:
+  """Per activation, a trained and a baseline bar (mean ± sd over seeds) with the chance line."""
+  x = np.arange(len(ACTIVATIONS))
+  for off, ((key, label), c) in enumerate(zip(series, ('tab:blue', 'tab:gray'))):
+    m = [final[final['activation'] == a][key].mean() for a in ACTIVATIONS]
+    sd = [final[final['activation'] == a][key].std() for a in ACTIVATIONS]
+    ax.bar(x + (off - 0.5) * 0.35, m, 0.35, yerr=sd, color=c, label=label, capsize=3)
+  ax.axhline(chance, color='k', ls='--', lw=1, label=chance_label)
+  ax.set_xticks(x, ACTIVATIONS)
+  ax.set_ylabel(ylabel)
+  ax.legend(fontsize=7)
+
+
 def _plots(df: pd.DataFrame, outdir: str) -> list[base.Figure]:
   figs = []
   fig, ax = plt.subplots(figsize=(6, 4))
@@ -363,26 +376,11 @@ def _plots(df: pd.DataFrame, outdir: str) -> list[base.Figure]:
   final = df[df['step'] == df['step'].max()]
   if len(final):
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    x = np.arange(len(ACTIVATIONS))
-    for off, (key, label, c) in enumerate((('trained_conc', 'trained', 'tab:blue'),
-                                           ('shuffled_conc', 'shuffled keys', 'tab:gray'))):
-      m = [final[final['activation'] == a][key].mean() for a in ACTIVATIONS]
-      sd = [final[final['activation'] == a][key].std() for a in ACTIVATIONS]
-      axes[0].bar(x + (off - 0.5) * 0.35, m, 0.35, yerr=sd, color=c, label=label, capsize=3)
-    axes[0].axhline(float(final['chance_conc'].iloc[0]), color='k', ls='--', lw=1, label='chance')
-    axes[0].set_xticks(x, ACTIVATIONS)
-    axes[0].set_ylabel(f'top-{TOP_K} facts sharing subject or relation')
+    _bars(axes[0], final, (('trained_conc', 'trained'), ('shuffled_conc', 'shuffled keys')),
+          float(final['chance_conc'].iloc[0]), 'chance', f'top-{TOP_K} facts sharing subject or relation')
     axes[0].set_ylim(0, 1.05)
-    axes[0].legend(fontsize=7)
-    for off, (key, label, c) in enumerate((('value_agreement', 'own value row', 'tab:blue'),
-                                           ('value_agreement_permuted', 'permuted value rows', 'tab:gray'))):
-      m = [final[final['activation'] == a][key].mean() for a in ACTIVATIONS]
-      sd = [final[final['activation'] == a][key].std() for a in ACTIVATIONS]
-      axes[1].bar(x + (off - 0.5) * 0.35, m, 0.35, yerr=sd, color=c, label=label, capsize=3)
-    axes[1].axhline(1 / 256, color='k', ls='--', lw=1, label='chance 1/256')
-    axes[1].set_xticks(x, ACTIVATIONS)
-    axes[1].set_ylabel(f'top-{TOP_K} facts whose answer the unit promotes')
-    axes[1].legend(fontsize=7)
+    _bars(axes[1], final, (('value_agreement', 'own value row'), ('value_agreement_permuted', 'permuted value rows')),
+          1 / 256, 'chance 1/256', f'top-{TOP_K} facts whose answer the unit promotes')
     figs.append(base.save_figure(fig, outdir, 'key_value.png',
                                  f'left: concentration of each live unit\'s top-{TOP_K} facts (fraction sharing the '
                                  'modal subject or relation), trained vs shuffled input weights, dashed: chance; '
@@ -391,8 +389,21 @@ def _plots(df: pd.DataFrame, outdir: str) -> list[base.Figure]:
   return figs
 
 
-def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
-  df = collect(results, ctx.outdir)
+SCOPE_NOTES = [
+    'Toy scope: one FFN block on a 2-token input whose FFN input is RMSNorm of (e_subject + e_relation + '
+    'positions) / 2, i.e. nearly additive in subject and relation, so any unit\'s pre-activation is about '
+    'a_s + b_r: top-activating facts of *any* key (also random ones) tend to share a subject or relation. That is '
+    'why the shuffled-keys baseline, not chance, is the comparison for the key claim. Geva et al. studied a '
+    '16-layer language model and human-labelled patterns over natural prefixes; this toy can only test the '
+    'mechanism (keys select facts, values promote their answers), not their layer-wise findings.',
+    'Dead units are counted on the probe set of all facts at the answer position; a unit dead there may still '
+    'fire at the subject position, which carries no loss. GELU/SiLU are never exactly zero, so the GELU/SiLU '
+    f'verdicts use max <= {DEAD_TAU:g} for all three activations.',
+]
+
+
+def with_chance(df: pd.DataFrame) -> pd.DataFrame:
+  """df plus the chance concentrations of the memorization facts (subject, relation, either)."""
   if len(df):
     any_cfg = tiny_transformer_config('memorization', 'ffn_stack').task
     fact = np.arange(any_cfg.num_facts)
@@ -400,61 +411,65 @@ def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysi
                                              labels2_N=fact % any_cfg.num_relations)
     df['chance_conc_subject'] = chance_concentration(fact // any_cfg.num_relations, TOP_K)
     df['chance_conc_relation'] = chance_concentration(fact % any_cfg.num_relations, TOP_K)
-  verdicts = decide(df)
-  tables, figures, checks, notes = [], [], [], []
-  if len(df):
-    over = verdict.summarize(df, ['activation', 'step'], ['dead_strict', 'dead_tau'])
-    tables.append(base.Table(f'dead fraction over training (strict: max <= 0; tau: max <= {DEAD_TAU:g}), mean and '
-                             '95% CI over seeds; step 0 = initial weights', over))
-    final = df[df['step'] == df['step'].max()]
-    keys = ['accuracy', 'trained_live', 'trained_conc', 'shuffled_conc', 'chance_conc',
-            'trained_conc_subject', 'shuffled_conc_subject', 'chance_conc_subject',
-            'trained_conc_relation', 'shuffled_conc_relation', 'chance_conc_relation',
-            'value_agreement', 'value_agreement_permuted']
-    kv = verdict.summarize(final, ['activation'], keys)
-    keep = ['activation', 'n'] + [c for c in kv.columns if c.endswith('_mean')]
-    tables.append(base.Table(f'key-value memories at the final step (means over seeds; live units only, top-{TOP_K} '
-                             'facts; 95% CIs in report.json verdicts)', kv[keep]))
-    figures = _plots(df, ctx.outdir)
-    checks.append(prefix_check(results, ctx.outdir))
-    ok = bool(np.all(df['dead_strict'] <= df['dead_tau'] + 1e-12))
-    checks.append(base.Check('dead (strict) <= dead (tau)', ok, 'max <= 0 implies max <= tau; a failure is a metric bug'))
-    start = df[df['step'] == 0].groupby('activation')['dead_tau'].mean()
-    end = final.groupby('activation')['dead_tau'].mean()
-    notes.append('dead fraction (max <= %g) at initialisation -> end of training: ' % DEAD_TAU + ', '.join(
-        f'{a} {start.get(a, math.nan):.4f} -> {end.get(a, math.nan):.4f}' for a in ACTIVATIONS)
-        + '. The seed fixes the initial weights (the same for the three activations); the step-0 numbers differ '
-        f'only because max activation <= {DEAD_TAU:g} is a slightly different pre-activation threshold per '
-        'activation: units that start with (almost) no fact on their positive side. GELU/SiLU units there '
-        f'still get gradient and leave; ReLU units get none through the unit (only their inputs move). {inherited(df)}')
-    fr = final.groupby('activation')
-    notes.append('concentration split (final, means over seeds): subject trained / shuffled / chance: ' + ', '.join(
-        f"{a} {fr['trained_conc_subject'].mean().get(a, math.nan):.3f} / "
-        f"{fr['shuffled_conc_subject'].mean().get(a, math.nan):.3f}" for a in ACTIVATIONS)
-        + f" / {final['chance_conc_subject'].iloc[0]:.3f}; relation: " + ', '.join(
-        f"{a} {fr['trained_conc_relation'].mean().get(a, math.nan):.3f} / "
-        f"{fr['shuffled_conc_relation'].mean().get(a, math.nan):.3f}" for a in ACTIVATIONS)
-        + f" / {final['chance_conc_relation'].iloc[0]:.3f}. The verdict uses the larger of the two per unit.")
-    fin = final.groupby('activation')['accuracy'].mean()
-    notes.append('final memorization accuracy (all facts): ' + ', '.join(f'{a} {fin.get(a, math.nan):.3f}'
-                                                                         for a in ACTIVATIONS))
-  notes += [
-      'Toy scope: one FFN block on a 2-token input whose FFN input is RMSNorm of (e_subject + e_relation + '
-      'positions) / 2, i.e. nearly additive in subject and relation, so any unit\'s pre-activation is about '
-      'a_s + b_r: top-activating facts of *any* key (also random ones) tend to share a subject or relation. That is '
-      'why the shuffled-keys baseline, not chance, is the comparison for the key claim. Geva et al. studied a '
-      '16-layer language model and human-labelled patterns over natural prefixes; this toy can only test the '
-      'mechanism (keys select facts, values promote their answers), not their layer-wise findings.',
-      f'Dead units are counted on the probe set of all facts at the answer position; a unit dead there may still '
-      'fire at the subject position, which carries no loss. GELU/SiLU are never exactly zero, so the GELU/SiLU '
-      f'verdicts use max <= {DEAD_TAU:g} for all three activations.',
+  return df
+
+
+def tables(df: pd.DataFrame, final: pd.DataFrame) -> list[base.Table]:
+  over = verdict.summarize(df, ['activation', 'step'], ['dead_strict', 'dead_tau'])
+  keys = ['accuracy', 'trained_live', 'trained_conc', 'shuffled_conc', 'chance_conc',
+          'trained_conc_subject', 'shuffled_conc_subject', 'chance_conc_subject',
+          'trained_conc_relation', 'shuffled_conc_relation', 'chance_conc_relation',
+          'value_agreement', 'value_agreement_permuted']
+  kv = verdict.summarize(final, ['activation'], keys)
+  keep = ['activation', 'n'] + [c for c in kv.columns if c.endswith('_mean')]
+  return [base.Table(f'dead fraction over training (strict: max <= 0; tau: max <= {DEAD_TAU:g}), mean and '
+                     '95% CI over seeds; step 0 = initial weights', over),
+          base.Table(f'key-value memories at the final step (means over seeds; live units only, top-{TOP_K} '
+                     'facts; 95% CIs in report.json verdicts)', kv[keep])]
+
+
+def measurement_notes(df: pd.DataFrame, final: pd.DataFrame) -> list[str]:
+  """Dead fraction from initialisation to the end, the concentration split, the final accuracy."""
+  start = df[df['step'] == 0].groupby('activation')['dead_tau'].mean()
+  end = final.groupby('activation')['dead_tau'].mean()
+  fr = final.groupby('activation')
+  fin = fr['accuracy'].mean()
+  return [
+      'dead fraction (max <= %g) at initialisation -> end of training: ' % DEAD_TAU + ', '.join(
+          f'{a} {start.get(a, math.nan):.4f} -> {end.get(a, math.nan):.4f}' for a in ACTIVATIONS)
+      + '. The seed fixes the initial weights (the same for the three activations); the step-0 numbers differ '
+      f'only because max activation <= {DEAD_TAU:g} is a slightly different pre-activation threshold per '
+      'activation: units that start with (almost) no fact on their positive side. GELU/SiLU units there '
+      f'still get gradient and leave; ReLU units get none through the unit (only their inputs move). {inherited(df)}',
+      'concentration split (final, means over seeds): subject trained / shuffled / chance: ' + ', '.join(
+          f"{a} {fr['trained_conc_subject'].mean().get(a, math.nan):.3f} / "
+          f"{fr['shuffled_conc_subject'].mean().get(a, math.nan):.3f}" for a in ACTIVATIONS)
+      + f" / {final['chance_conc_subject'].iloc[0]:.3f}; relation: " + ', '.join(
+          f"{a} {fr['trained_conc_relation'].mean().get(a, math.nan):.3f} / "
+          f"{fr['shuffled_conc_relation'].mean().get(a, math.nan):.3f}" for a in ACTIVATIONS)
+      + f" / {final['chance_conc_relation'].iloc[0]:.3f}. The verdict uses the larger of the two per unit.",
+      'final memorization accuracy (all facts): ' + ', '.join(f'{a} {fin.get(a, math.nan):.3f}' for a in ACTIVATIONS),
   ]
+
+
+def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
+  df = with_chance(collect(results, ctx.outdir))
+  verdicts = decide(df)
+  tabs, figures, checks, notes = [], [], [], []
+  if len(df):
+    final = df[df['step'] == df['step'].max()]
+    tabs = tables(df, final)
+    figures = _plots(df, ctx.outdir)
+    ok = bool(np.all(df['dead_strict'] <= df['dead_tau'] + 1e-12))
+    checks = [prefix_check(results, ctx.outdir),
+              base.Check('dead (strict) <= dead (tau)', ok, 'max <= 0 implies max <= tau; a failure is a metric bug')]
+    notes = measurement_notes(df, final)
   v0 = verdicts[0]
   headline = (f'ReLU dead fraction {v0.statistic:.3f} [{v0.ci[0]:.3f}, {v0.ci[1]:.3f}]; relu-gelu '
               f'{verdicts[1].statistic:+.3f}, relu-silu {verdicts[2].statistic:+.3f}; key concentration minus '
               f'shuffled {verdicts[3].statistic:+.3f}; value agreement minus permuted {verdicts[5].statistic:+.3f}')
-  return base.Analysis(verdicts=verdicts, headline=headline, tables=tables, figures=figures, checks=checks,
-                       notes=notes)
+  return base.Analysis(verdicts=verdicts, headline=headline, tables=tabs, figures=figures, checks=checks,
+                       notes=notes + SCOPE_NOTES)
 
 
 ABLATION = base.Ablation(

@@ -155,14 +155,15 @@ def _verdict_md(v: verdict_lib.Verdict) -> list[str]:
          f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}' + (f'; {p}' if p else ''),
          f'  - test: {v.test}',
          f'  - rule (fixed before the run): {v.rule}']
-  if v.outcome == verdict_lib.INVALID and v.failed_checks:
-    out.append('  - **invalid: this setup cannot test the claim**; failed: '
-               + '; '.join(f'{c.name}: {c.detail}' for c in v.failed_checks))
-  if v.detail:
+  gated = v.outcome == verdict_lib.INVALID and v.failed_checks and v.detail.startswith('invalid: ')
+  if gated:  # gate's detail names each failed check with its numbers: said once, here
+    out.append('  - **invalid: this setup cannot test the claim**; failed: ' + v.detail.removeprefix('invalid: '))
+  elif v.detail:
     out.append(f'  - {v.detail}')
   if v.checks:
     out.append('  - regime checks:')
-    out += [f'    - {"PASS" if c.passed else "**FAIL**"} {c.name}: {c.detail}' for c in v.checks]
+    out += [f'    - PASS {c.name}: {c.detail}' if c.passed else f'    - **FAIL** {c.name}' + ('' if gated else f': {c.detail}')
+            for c in v.checks]
   return out
 
 
@@ -269,10 +270,13 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
   report = io_lib.read_json(os.path.join(outdir, 'report.json'))  # what is on disk (NaN -> null)
   md = report_markdown(md_report)
   io_lib.write_text(os.path.join(outdir, 'report.md'), md)
-  for v in verdicts:
-    log(f'{name}: {v.outcome}: {v.claim}')
+  failed = {}  # a check shared by several verdicts is printed once, with the verdicts it invalidates
+  for i, v in enumerate(verdicts, 1):
+    log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
     for c in v.failed_checks:
-      log(f'{name}:   failed regime check: {c.name}: {c.detail}')
+      failed.setdefault((c.name, c.detail), []).append(str(i))
+  for (check, detail), which in failed.items():
+    log(f'{name}: failed regime check (verdict {", ".join(which)}): {check}: {detail}')
   for c in analysis.checks:
     if not c.passed:
       log(f'{name}: CHECK FAILED: {c.name}: {c.detail}')

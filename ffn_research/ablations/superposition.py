@@ -230,24 +230,19 @@ def analyze_stats(stats: pd.DataFrame, ctx: base.Context, failed: dict[str, int]
     t = table[table['arm'] == arm]
     if t.empty:
       continue
-    yerr = np.nan_to_num(np.array([t['represented mean'] - t['CI lo'], t['CI hi'] - t['represented mean']]))
-    axes[0].errorbar(t['1 - S'], t['represented mean'], yerr=yerr, fmt='o-', color=f'C{i}', capsize=3, label=label)
+    base.errorbar_ci(axes[0], t['1 - S'], t['represented mean'], t['CI lo'], t['CI hi'], color=f'C{i}', label=label)
     g = stats[stats['arm'] == arm]
     axes[0].scatter(g[DENSITY] * (1 + 0.04 * (i - 1)), g['represented'], s=8, color=f'C{i}', alpha=0.3)
     axes[1].plot(t['1 - S'], t['dims/feature'], 'o-', color=f'C{i}', label=label)
   axes[0].axhline(M_HIDDEN, color='k', ls='--', label=f'm = {M_HIDDEN} (no superposition)')
   axes[0].axvline(SPARSE_MAX_DENSITY, color='gray', ls=':', label=f'verdicts read 1 - S <= {SPARSE_MAX_DENSITY:g}')
-  axes[0].set_ylabel(f'features represented (norm > {NORM_LEVEL})')
-  axes[0].set_title(f'n = {N_FEATURES} features, m = {M_HIDDEN} dims ({ctx.scale})', fontsize=10)
   axes[1].axhline(1.0, color='k', ls='--', label='1 (one dimension per feature)')
-  axes[1].set_ylabel('dimensions per feature')
-  axes[1].set_title('dimensions per feature (mean over seeds)', fontsize=10)
-  for ax in axes:
-    ax.set_xscale('log')
+  for ax, ylabel, title in ((axes[0], f'features represented (norm > {NORM_LEVEL})',
+                             f'n = {N_FEATURES} features, m = {M_HIDDEN} dims ({ctx.scale})'),
+                            (axes[1], 'dimensions per feature', 'dimensions per feature (mean over seeds)')):
+    base.style_axes(ax, xlabel='feature density 1 - S (sparser to the right)', ylabel=ylabel, title=title,
+                    xscale='log', title_size=10)
     ax.invert_xaxis()
-    ax.set_xlabel('feature density 1 - S (sparser to the right)')
-    ax.grid(True, which='both', alpha=0.3)
-    ax.legend(fontsize=7)
   figures = [base.save_figure(fig, ctx.outdir, 'features_vs_sparsity.png',
                               'left: features represented vs density 1 - S (mean over seeds, 95% CI; dots: seeds) '
                               'with m; right: dimensions per feature')]

@@ -59,6 +59,11 @@ class RoutingBias(nnx.Variable):
   """Per-expert selection bias (DeepSeek-V3 aux-loss-free balancing); not an nnx.Param, so no gradient."""
 
 
+class FrozenWeight(nnx.Variable):
+  """A weight kept at its initialisation (model.moe.freeze_router): not an nnx.Param, so no gradient
+  and no optimizer state; counted in num_params like any weight of the model."""
+
+
 # --------------------------------------------------------------------------- routers
 
 
@@ -75,9 +80,9 @@ def _token_choice(scores_TxE, bias_E, k):
   return expert_TxK, jnp.take_along_axis(scores_TxE, expert_TxK, axis=-1)
 
 
-def softmax_topk(logits_TxE, bias_E, k, capacity, renormalize):
+def softmax_topk(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   """Softmax over all experts, then top-k (vmoe, flaxformer); optionally renormalised over the k."""
-  del capacity
+  del x_TxD, capacity
   probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
   expert_TxK, weight_TxK = _token_choice(probs_TxE, bias_E, k)
   if renormalize:
@@ -85,18 +90,18 @@ def softmax_topk(logits_TxE, bias_E, k, capacity, renormalize):
   return Routing(expert_TxK, weight_TxK, jnp.ones(expert_TxK.shape, bool), probs_TxE)
 
 
-def topk_softmax(logits_TxE, bias_E, k, capacity, renormalize):
+def topk_softmax(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   """Top-k on logits, then softmax over those k (Mixtral, MaxText's default)."""
-  del capacity, renormalize
+  del x_TxD, capacity, renormalize
   expert_TxK, top_TxK = _token_choice(logits_TxE, bias_E, k)
   probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
   return Routing(expert_TxK, jax.nn.softmax(top_TxK, axis=-1), jnp.ones(expert_TxK.shape, bool),
                  probs_TxE)
 
 
-def sigmoid_topk(logits_TxE, bias_E, k, capacity, renormalize):
+def sigmoid_topk(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   """Sigmoid scores, top-k, weights normalised over the chosen k (DeepSeek-V3)."""
-  del capacity, renormalize
+  del x_TxD, capacity, renormalize
   scores_TxE = jax.nn.sigmoid(logits_TxE)
   expert_TxK, weight_TxK = _token_choice(scores_TxE, bias_E, k)
   weight_TxK = weight_TxK / jnp.sum(weight_TxK, axis=-1, keepdims=True)
@@ -104,9 +109,9 @@ def sigmoid_topk(logits_TxE, bias_E, k, capacity, renormalize):
   return Routing(expert_TxK, weight_TxK, jnp.ones(expert_TxK.shape, bool), probs_TxE)
 
 
-def expert_choice(logits_TxE, bias_E, k, capacity, renormalize):
+def expert_choice(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   """Each expert takes its top-C tokens by softmax probability (Zhou et al. 2022); slot j = expert j."""
-  del bias_E, k, renormalize
+  del x_TxD, bias_E, k, renormalize
   num_tokens, num_experts = logits_TxE.shape
   probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
   _, token_ExC = jax.lax.top_k(probs_TxE.T, capacity)
@@ -117,13 +122,45 @@ def expert_choice(logits_TxE, bias_E, k, capacity, renormalize):
   return Routing(expert_TxE, jnp.where(valid_TxE, probs_TxE, 0.0), valid_TxE, probs_TxE)
 
 
-# model.moe.router names -> fn(logits_TxE, bias_E, k, capacity, renormalize) -> Routing.
+# FNV-1a (32-bit) offset basis and prime, and murmur3's fmix32 multipliers: `input_hash`.
+FNV_OFFSET, FNV_PRIME = 2166136261, 16777619
+FMIX_1, FMIX_2 = 0x85EBCA6B, 0xC2B2AE35
+
+
+def input_hash(x_TxD: jax.Array) -> jax.Array:
+  """uint32 hash of each row: FNV-1a over the float32 bit patterns of its coordinates (one 32-bit
+  word per coordinate, in order), then murmur3's fmix32 finaliser. Depends on the exact input only."""
+  bits_DxT = jax.lax.bitcast_convert_type(x_TxD.astype(jnp.float32), jnp.uint32).T
+  h_T = jnp.full(x_TxD.shape[:1], FNV_OFFSET, jnp.uint32)
+  h_T, _ = jax.lax.scan(lambda h, b: ((h ^ b) * jnp.uint32(FNV_PRIME), None), h_T, bits_DxT)
+  h_T = (h_T ^ (h_T >> 16)) * jnp.uint32(FMIX_1)
+  h_T = (h_T ^ (h_T >> 13)) * jnp.uint32(FMIX_2)
+  return h_T ^ (h_T >> 16)
+
+
+def hash_route(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
+  """Fixed hash of the input (hash layers, Roller et al. 2021, on the input's bits rather than a token
+  id): slot j < k gets expert (input_hash(x) + j) mod E, weight 1/k; the router weights are unused."""
+  del bias_E, capacity, renormalize
+  num_experts = logits_TxE.shape[-1]
+  first_T = (input_hash(x_TxD) % jnp.uint32(num_experts)).astype(jnp.int32)
+  expert_TxK = (first_T[:, None] + jnp.arange(k, dtype=jnp.int32)[None, :]) % num_experts
+  probs_TxE = jnp.mean(jax.nn.one_hot(expert_TxK, num_experts, dtype=jnp.float32), axis=1)
+  return Routing(expert_TxK, jnp.full(expert_TxK.shape, 1.0 / k, jnp.float32),
+                 jnp.ones(expert_TxK.shape, bool), probs_TxE)
+
+
+# model.moe.router names -> fn(logits_TxE, x_TxD, bias_E, k, capacity, renormalize) -> Routing.
+# x_TxD: the router's input (float32, before jitter); only `hash` reads it, the others route on logits.
 ROUTERS: dict[str, Callable[..., Routing]] = {
     'softmax_topk': softmax_topk,
     'topk_softmax': topk_softmax,
     'sigmoid': sigmoid_topk,
     'expert_choice': expert_choice,
+    'hash': hash_route,
 }
+# Routers whose choice ignores the logits (no router gradient from any loss).
+INPUT_ROUTERS = ('hash',)
 
 DROP_PRIORITIES = ('position', 'token', 'score')
 CAPACITY_SCOPES = ('sequence', 'batch')
@@ -548,6 +585,11 @@ def validate(model_cfg) -> None:
         f'model.moe.{reason}: not causal in a sequence model (docs/moe.md#causality); use the defaults '
         f"(capacity_scope and drop_priority 'auto'), a dropless capacity_factor <= 0, or set "
         f'model.moe.allow_noncausal=True to accept the leak')
+  for key in ('freeze_router', 'stop_combine_grad'):
+    check(isinstance(e[key], bool), f'model.moe.{key}={e[key]!r} must be True or False')
+  if e.router in INPUT_ROUTERS:
+    check(e.bias_update_rate == 0,
+          f'model.moe.bias_update_rate must be 0 with router={e.router} (the route is a fixed function of the input)')
   if e.router == 'expert_choice':
     check(e.capacity_factor > 0,
           'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
@@ -637,6 +679,7 @@ class MoE(ffn_lib.Layer):
   def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
                num_experts: int, top_k: int, capacity_factor: float = 1.25,
                router: str = 'topk_softmax', renormalize: bool = False,
+               freeze_router: bool = False, stop_combine_grad: bool = False,
                drop_priority: str = 'token', capacity_scope: str = 'batch', dispatch: str = 'auto',
                num_shared_experts: int = 0, granularity: int = 1,
                load_balance_coef: float = 1e-2, z_loss_coef: float = 1e-3,
@@ -653,6 +696,7 @@ class MoE(ffn_lib.Layer):
     self.d_expert = d_ff // granularity
     self.num_shared = num_shared_experts
     self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
+    self.stop_combine_grad = stop_combine_grad
     self.drop_priority, self.capacity_scope = drop_priority, capacity_scope
     self.dispatch = 'sort' if mesh is not None and dispatch == 'auto' else resolve_dispatch(dispatch)
     # Traced per-run scalars (ffn.Hyper); only dropout and jitter compile a path in, when > 0.
@@ -671,7 +715,8 @@ class MoE(ffn_lib.Layer):
     def stacked(shape):  # each expert initialised as its own (fan_in, fan_out) matrix
       return jnp.stack([w_init(key, shape, jnp.float32) for key in jax.random.split(rngs.params(), e)])
 
-    self.router_w = nnx.Param(w_init(rngs.params(), (d_model, e), jnp.float32))
+    router_kind = FrozenWeight if freeze_router else nnx.Param
+    self.router_w = router_kind(w_init(rngs.params(), (d_model, e), jnp.float32))
     self.routing_bias = RoutingBias(jnp.zeros((e,), jnp.float32))
     self.w1 = nnx.Param(stacked((d_model, f)))
     if self.spec.gated:
@@ -721,8 +766,9 @@ class MoE(ffn_lib.Layer):
   def route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1,
             capacity_: int | None = None):
     """Router logits (float32, jittered only in training) and the Routing, each of `groups`
-    consecutive groups of tokens routed on its own (expert choice picks within its group)."""
-    x_TxD = x_TxD.astype(jnp.float32)
+    consecutive groups of tokens routed on its own (expert choice picks within its group).
+    With stop_combine_grad the combine weights carry no gradient (forward unchanged)."""
+    x_TxD = x_in_TxD = x_TxD.astype(jnp.float32)
     if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
       jitter = self.jitter[...]
       x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
@@ -731,9 +777,14 @@ class MoE(ffn_lib.Layer):
     router = functools.partial(ROUTERS[self.router], bias_E=self.routing_bias[...], k=self.top_k,
                                capacity=c, renormalize=self.renormalize)
     if groups == 1:
-      return logits_TxE, router(logits_TxE)
-    routing = jax.vmap(router)(logits_TxE.reshape(groups, -1, logits_TxE.shape[-1]))
-    return logits_TxE, jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), routing)
+      routing = router(logits_TxE, x_in_TxD)
+    else:
+      split = lambda a: a.reshape(groups, -1, a.shape[-1])
+      routing = jax.vmap(router)(split(logits_TxE), split(x_in_TxD))
+      routing = jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), routing)
+    if self.stop_combine_grad:
+      routing = routing._replace(weight_TxJ=jax.lax.stop_gradient(routing.weight_TxJ))
+    return logits_TxE, routing
 
   def admit(self, routing: Routing, groups: int, capacity_: int) -> Routing:
     """Routing with only the assignments within each group's capacity valid (drop priority

@@ -31,6 +31,7 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
     return moe_lib.MoE(
         d_in, d_ff, model_cfg.activation, num_experts=e.num_experts, top_k=e.top_k,
         capacity_factor=e.capacity_factor, router=e.router, renormalize=e.renormalize,
+        freeze_router=e.freeze_router, stop_combine_grad=e.stop_combine_grad,
         drop_priority=priority, capacity_scope=scope, dispatch=e.dispatch,
         num_shared_experts=e.num_shared_experts, granularity=e.granularity,
         load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,

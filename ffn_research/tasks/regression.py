@@ -107,9 +107,28 @@ def clustered_inputs(rng, centers_KxD: jax.Array, probs_K: jax.Array, n: int):
   return x_NxD, cluster_N
 
 
+# Teacher c of task.cluster_teachers: weights from fold_in(fold_in(k_teacher, CLUSTER_TEACHER_TAG), c),
+# hidden biases from fold_in(fold_in(k_bias, CLUSTER_TEACHER_TAG), c) (k_teacher, k_bias: init_data's).
+CLUSTER_TEACHER_TAG = 11
+
+
+def teacher_ffn(d: int, width: int, activation: str, key_w, key_b) -> ffn_lib.FFN:
+  """A random teacher: lecun_normal weights, N(0, 0.5^2) hidden biases (its kinks away from the origin)."""
+  teacher = ffn_lib.FFN(d, width, activation, init='lecun_normal', rngs=nnx.Rngs(params=key_w))
+  teacher.b1[...] = 0.5 * jax.random.normal(key_b, (width,))
+  return teacher
+
+
+def per_cluster_targets(teachers: list, x_NxD: jax.Array, cluster_N: jax.Array) -> jax.Array:
+  """y_n = teachers[cluster_n](x_n)."""
+  y_KxNxO = jnp.stack([t(x_NxD) for t in teachers])
+  return jnp.take_along_axis(y_KxNxO, cluster_N[None, :, None], axis=0)[0]
+
+
 class TeacherStudentTask(_Regression):
   """Regress a random teacher FFN (d_model -> teacher_d_ff -> d_model) on x ~ N(0, I), or on
-  skewed inputs: task.num_clusters Gaussian clusters drawn with Zipf probabilities (MoE routing)."""
+  skewed inputs: task.num_clusters Gaussian clusters drawn with Zipf probabilities (MoE routing);
+  with task.cluster_teachers each cluster has a teacher of its own (so routing by cluster matters)."""
 
   @staticmethod
   def validate(config):
@@ -122,6 +141,10 @@ class TeacherStudentTask(_Regression):
                      and t.num_clusters >= 0,
                      f'task.num_clusters={t.num_clusters!r} must be an integer >= 0 (0: no clusters)')
     config_lib.non_negative('task.cluster_zipf', t.cluster_zipf)
+    config_lib.check(isinstance(t.cluster_teachers, bool),
+                     f'task.cluster_teachers={t.cluster_teachers!r} must be True or False')
+    config_lib.check(not t.cluster_teachers or t.num_clusters > 0,
+                     'task.cluster_teachers=True needs task.num_clusters > 0 (one teacher per cluster)')
 
   traced = ('noise_std',)  # init_data's traced keyword arguments (tasks.TRACED_KEYS)
 
@@ -130,26 +153,34 @@ class TeacherStudentTask(_Regression):
     self.output_dim = config.model.d_model
 
   def init_data(self, rng, noise_std: float | jax.Array | None = None):
-    """The datasets; `noise_std` (default task.noise_std) may be traced: it changes no shape."""
+    """The datasets; `noise_std` (default task.noise_std) may be traced: it changes no shape.
+    With cluster_teachers also each point's cluster ('cluster_train', 'cluster_eval', int32)."""
     t, d = self.config.task, self.config.model.d_model
     noise_std = t.noise_std if noise_std is None else noise_std
     k_teacher, k_bias, k_train, k_eval, k_noise = jax.random.split(jax.random.fold_in(rng, 2), 5)
-    teacher = ffn_lib.FFN(d, t.teacher_d_ff, t.teacher_activation, init='lecun_normal',
-                          rngs=nnx.Rngs(params=k_teacher))
-    # Random hidden biases put the teacher's kinks away from the origin.
-    teacher.b1[...] = 0.5 * jax.random.normal(k_bias, (t.teacher_d_ff,))
+    teacher = teacher_ffn(d, t.teacher_d_ff, t.teacher_activation, k_teacher, k_bias)
+    cluster = {}
     if t.num_clusters:
       k_centers = jax.random.fold_in(k_teacher, 7)  # k_teacher's other uses are unchanged
       centers_KxD = jax.random.normal(k_centers, (t.num_clusters, d))
       probs_K = cluster_probs(t.num_clusters, t.cluster_zipf)
-      x_train, _ = clustered_inputs(k_train, centers_KxD, probs_K, t.num_train)
-      x_eval, _ = clustered_inputs(k_eval, centers_KxD, probs_K, t.num_eval)
+      x_train, c_train = clustered_inputs(k_train, centers_KxD, probs_K, t.num_train)
+      x_eval, c_eval = clustered_inputs(k_eval, centers_KxD, probs_K, t.num_eval)
+      cluster = {'cluster_train': c_train.astype(jnp.int32), 'cluster_eval': c_eval.astype(jnp.int32)}
     else:
       x_train = jax.random.normal(k_train, (t.num_train, d))
       x_eval = jax.random.normal(k_eval, (t.num_eval, d))
-    y_train = teacher(x_train)
+    if t.num_clusters and t.cluster_teachers:
+      fold = lambda k, c: jax.random.fold_in(jax.random.fold_in(k, CLUSTER_TEACHER_TAG), c)
+      teachers = [teacher_ffn(d, t.teacher_d_ff, t.teacher_activation, fold(k_teacher, c), fold(k_bias, c))
+                  for c in range(t.num_clusters)]
+      target = lambda x, c: per_cluster_targets(teachers, x, c)
+      y_train, y_eval = target(x_train, cluster['cluster_train']), target(x_eval, cluster['cluster_eval'])
+    else:
+      y_train, y_eval = teacher(x_train), teacher(x_eval)
+      cluster = {}  # the data of runs without cluster teachers stay as they were (checkpoints restore)
     y_train = y_train + noise_std * jax.random.normal(k_noise, y_train.shape)
-    return {'x_train': x_train, 'y_train': y_train, 'x_eval': x_eval, 'y_eval': teacher(x_eval)}
+    return {'x_train': x_train, 'y_train': y_train, 'x_eval': x_eval, 'y_eval': y_eval, **cluster}
 
   def evaluate(self, apply_fn, data):
     eval_mse = mse(_batched_apply(apply_fn, data['x_eval']), data['y_eval'])
