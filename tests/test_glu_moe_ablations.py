@@ -22,15 +22,16 @@ R, NR, INC = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
 def test_moe_sweeps_avoid_the_k1_trap(scale):
   specs = {spec.name: spec for spec in moe_topk.sweeps(scale)}
-  assert set(specs) == {'fixed_total', 'granularity', 'router_k1', 'dense'}
+  assert set(specs) == set(moe_topk.POINT)
   for name, spec in specs.items():
     for run in sweep.expand(spec.base, spec.overrides):
       validation.validate(run.config)
       e = run.config.model.moe
-      if e.num_experts and name != 'router_k1':  # every MoE point outside the trap demo learns at k = 1
-        assert e.router == 'softmax_topk' and e.renormalize is False
-      if name == 'router_k1':
-        assert e.router == 'topk_softmax' and e.top_k == 1
+      if e.num_experts and name != 'routers':  # every MoE point outside the router arms learns at k = 1
+        assert e.router == 'softmax_topk' and e.renormalize is False and not e.stop_combine_grad
+        assert not e.freeze_router
+      if name == 'routers':
+        assert e.top_k == 1
   # Granularity keeps total and active expert parameters fixed.
   gran = [r.config.model for r in sweep.expand(specs['granularity'].base, specs['granularity'].overrides)]
   widths = {(m.moe.num_experts * m.moe.granularity, m.d_ff // m.moe.granularity, m.moe.top_k * m.moe.granularity)

@@ -1,14 +1,25 @@
-"""moe_topk: the per-cluster-teacher task option (the router tests: tests/test_moe.py)."""
+"""moe_topk: the per-cluster-teacher task option, router-cluster mutual information, and the verdict
+rules on synthetic frames (the router gradient tests: tests/test_moe.py, tests/test_glu_moe_ablations.py)."""
 
+import inspect
+import json
 import math
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
+import pandas as pd
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import sweep
 from ffn_research import validation
+from ffn_research.ablations import base, moe_topk, verdict
 from ffn_research.tasks import regression
+
+R, NR, INC, INV = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE, verdict.INVALID
 
 
 def _cluster_config(cluster_teachers, num_clusters=3):
@@ -52,3 +63,120 @@ def test_cluster_teachers_needs_clusters():
   with pytest.raises(config_lib.ConfigError, match=r'task\.cluster_teachers') as e:
     validation.validate(config)
   assert '\n' not in str(e.value)
+
+
+# --------------------------------------------------------------------------- mutual information
+
+def test_mutual_information_known_tables():
+  assert moe_topk.mutual_information(np.eye(4) * 25) == pytest.approx(math.log(4), rel=1e-12)  # one expert per cluster
+  assert moe_topk.mutual_information(np.outer([1, 2, 3], [4, 1])) == pytest.approx(0.0, abs=1e-12)  # independent
+  # p = [[1/2, 0], [1/4, 1/4]]: rows 1/2, 1/2; columns 3/4, 1/4
+  want = 0.5 * math.log(4 / 3) + 0.25 * math.log(2 / 3) + 0.25 * math.log(2)
+  assert moe_topk.mutual_information(np.array([[2, 0], [1, 1]])) == pytest.approx(want, rel=1e-12)
+  table = moe_topk.contingency(np.array([0, 0, 1, 1]), np.array([0, 0, 0, 1]), 2, 3)
+  np.testing.assert_array_equal(table, [[2, 0, 0], [1, 1, 0]])
+  assert moe_topk.mutual_information(table) == pytest.approx(want, rel=1e-12)  # an empty expert changes nothing
+  assert moe_topk.entropy(np.array([1, 1, 2, 0])) == pytest.approx(1.5 * math.log(2), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- verdict rules on synthetic frames
+
+SEEDS = range(5)
+
+
+def synthetic_stats(shift=None, loss_drift=0.0, seeds=SEEDS):
+  """A collect()-shaped frame: score = base + shift[(sweep, point)] + small per-seed noise."""
+  shift = shift or {}
+  points = {'fixed_total': [1, 2, 4], 'matched_active': [1, 2, 4], 'granularity': [1, 2, 4, 8], 'dense': [32, 256],
+            'routers': list(moe_topk.ARMS), 'cluster_dense': [32, 256]}
+  rng = np.random.default_rng(0)
+  rows = []
+  for s, pts in points.items():
+    for p in pts:
+      for seed in seeds:
+        score = -2.0 + 0.1 * seed + shift.get((s, p), 0.0) + rng.normal(0, 0.005)
+        rows.append({'sweep': s, 'point': p, moe_topk.SEED: seed, 'rel_mse': math.exp(score), 'score': score,
+                     'params': 100, 'active': 10, 'loss_last': 1.0 + loss_drift, 'loss_previous': 1.0,
+                     **({'mi': 1.0, 'h_cluster': 1.8, 'max_load': 2.0} if s == 'routers' else {})})
+  return pd.DataFrame(rows)
+
+
+ROUTING_MATTERS = {('cluster_dense', 32): 1.0, ('routers', 'frozen'): 0.5, ('routers', 'hash'): 1.0}
+
+
+def outcomes(stats):
+  return [v.outcome for v in moe_topk.verdicts_of(stats)[0]]
+
+
+def test_verdicts_come_out_as_the_rules_say():
+  shift = {('fixed_total', 2): -0.3, ('matched_active', 2): 0.2, ('granularity', 4): -0.1,
+           ('routers', 'stop_grad'): 0.3, ('routers', 'weight_1'): 0.0, **ROUTING_MATTERS}
+  assert outcomes(synthetic_stats(shift)) == [R, NR, R, R, INC]
+  shift[('routers', 'weight_1')] = -0.2  # the weight-1 router wins
+  assert outcomes(synthetic_stats(shift))[4] == NR
+
+
+def test_premise_routing_matters_else_invalid():
+  shift = {('routers', 'stop_grad'): 0.3, ('routers', 'weight_1'): 0.3}  # dense and frozen as good as learned
+  got = moe_topk.verdicts_of(synthetic_stats(shift))[0]
+  assert [v.outcome for v in got[3:]] == [INV, INV] and 'routing matters' in got[3].detail
+  assert [v.outcome for v in got[:3]] != [INV] * 3  # the iid verdicts do not rest on that premise
+  shift[('routers', 'frozen')] = 0.5  # learned beats the frozen router: enough
+  assert outcomes(synthetic_stats(shift))[3:] == [R, R]
+  del shift[('routers', 'frozen')]
+  shift[('cluster_dense', 32)] = 0.5  # or it beats the dense FFN of its expert width
+  assert outcomes(synthetic_stats(shift))[3:] == [R, R]
+
+
+def test_no_plateau_is_invalid_and_too_few_seeds_inconclusive():
+  shift = {('fixed_total', 2): -0.3, **ROUTING_MATTERS}
+  assert set(outcomes(synthetic_stats(shift, loss_drift=-0.2))) == {INV}  # loss still falling 20% per log
+  assert outcomes(synthetic_stats(shift, loss_drift=-0.01))[0] == R  # within PLATEAU_TOL
+  assert outcomes(synthetic_stats(shift, seeds=range(2)))[0] == INC
+
+
+def test_analyze_stats_tables_figure_and_line_budget(tmp_path):
+  stats = synthetic_stats({('fixed_total', 2): -0.3, **ROUTING_MATTERS})
+  out = moe_topk.analyze_stats(stats, base.Context(str(tmp_path), 'smoke'))
+  assert len(out.verdicts) == 5 and (tmp_path / 'moe_topk.png').exists()
+  table = out.tables[0].frame
+  routers = table[table['sweep'] == 'routers']
+  assert list(routers['point']) == list(moe_topk.ARMS) and np.allclose(routers['I(expert; cluster) nats'], 1.0)
+  for fn in (moe_topk.analyze, moe_topk.analyze_stats):
+    assert len(inspect.getsource(fn).splitlines()) <= 60
+
+
+@pytest.mark.parametrize('scale', ['smoke', 'full'])
+def test_sweeps_isolate_what_they_claim(scale):
+  specs = {spec.name: spec for spec in moe_topk.sweeps(scale)}
+  assert set(specs) == set(moe_topk.POINT)
+  runs = {name: [r.config for r in sweep.expand(spec.base, spec.overrides)] for name, spec in specs.items()}
+  for configs in runs.values():
+    for c in configs:
+      validation.validate(c)
+      assert c.model.moe.capacity_factor == 0.0 and c.model.moe.renormalize is False
+  for c in runs['matched_active']:  # k experts of width 32 / k: the active expert width is fixed
+    assert c.model.moe.top_k * c.model.d_ff == moe_topk.TOTAL_WIDTH and c.model.moe.num_experts == moe_topk.TOTAL_EXPERTS
+  for c in runs['fixed_total'] + runs['matched_active'] + runs['granularity']:
+    assert c.model.moe.router == 'softmax_topk' and not c.task.num_clusters
+  arms = {moe_topk.arm_of({k: c.model.moe[k.split('.')[-1]] for k in moe_topk.ARM_KEYS}) for c in runs['routers']}
+  assert arms == set(moe_topk.ARMS)
+  for c in runs['routers'] + runs['cluster_dense']:  # E = K, a teacher per cluster
+    assert c.task.cluster_teachers and c.task.num_clusters == moe_topk.CLUSTERS
+  for c in runs['routers']:
+    assert c.model.moe.top_k == 1 and c.model.moe.num_experts == moe_topk.CLUSTERS
+
+
+@pytest.mark.slow  # the real entry point at smoke scale: 6 sweeps, ~20 compiled groups (~2-3 min idle)
+def test_smoke_through_entry_point(tmp_path):
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=moe_topk', '--scale=smoke',
+                         f'--workdir={tmp_path}', '--noprogress'], cwd=repo, capture_output=True, text=True,
+                        timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  report = json.loads((tmp_path / 'moe_topk' / 'report.json').read_text())
+  assert len(report['verdicts']) == 5 and all(v['outcome'] in verdict.OUTCOMES for v in report['verdicts'])
+  rows = report['tables'][0]['rows']
+  mi = {r['point']: r['I(expert; cluster) nats'] for r in rows if r['sweep'] == 'routers'}
+  assert set(mi) == set(moe_topk.ARMS)
+  assert mi['hash'] < 0.05 < mi['frozen']  # the hash ignores the clusters; a random linear router does not
