@@ -318,7 +318,7 @@ plt.show()
 #
 # `universal_approximation` asks whether the sup-norm error of trained width-$N$ ReLU FFNs on
 # $x^2$ falls as $N^{-2}$, as the best piecewise-linear approximation does. The `smoke` scale
-# (three widths, 100 steps) checks the pipeline in under a minute; **its verdicts are not
+# (four widths, 500 steps) checks the pipeline in about a minute; **its verdicts are not
 # results** (the report says so). The real answer is the full-scale one in the README's
 # Results section.
 
@@ -334,7 +334,7 @@ verdicts[['claim', 'outcome', 'statistic', '95% CI', 'n']]
 
 # %% [markdown]
 # Each row is one claim with its statistic, its 95% confidence interval and the outcome the
-# fixed rule gives. At smoke scale (100 steps, three seeds) the networks are barely trained, so
+# fixed rule gives. At smoke scale (500 steps, three seeds) the networks are barely trained, so
 # whatever these outcomes are, they only show that the pipeline runs end to end. `report.md`
 # next to the figures holds the rule behind each verdict, the tables and any failed
 # measurement check.
