@@ -329,13 +329,15 @@ report = runner.run('universal_approximation', os.path.join(WORKDIR, 'reproduce'
 print(report['scale_note'])
 print('headline:', report['headline'])
 verdicts = pd.DataFrame(report['verdicts'])
-verdicts['95% CI'] = verdicts['ci'].map(lambda ci: f'[{ci[0]:.3g}, {ci[1]:.3g}]')
+fmt = lambda v: 'n/a' if v is None else f'{v:.3g}'   # report.json writes an undefined number as null
+verdicts['95% CI'] = verdicts['ci'].map(lambda ci: f'[{fmt(ci[0])}, {fmt(ci[1])}]')
 verdicts[['claim', 'outcome', 'statistic', '95% CI', 'n']]
 
 # %% [markdown]
 # Each row is one claim with its statistic, its 95% confidence interval and the outcome the
 # fixed rule gives. At smoke scale (500 steps, three seeds) the networks are barely trained, so
-# whatever these outcomes are, they only show that the pipeline runs end to end. `report.md`
+# whatever these outcomes are, they only show that the pipeline runs end to end (an `n/a` CI is a
+# statistic that smoke runs leave undefined, e.g. a slope when every run collapsed). `report.md`
 # next to the figures holds the rule behind each verdict, the tables and any failed
 # measurement check.
 
