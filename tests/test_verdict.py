@@ -374,3 +374,66 @@ def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():
     v = verdict.threshold([5.0] * 4, level=5.0, direction=direction, claim='c')
     assert v.outcome == verdict.NOT_REPRODUCED
   assert verdict.threshold([6.0] * 4, level=5.0, direction='above', claim='c').outcome == verdict.REPRODUCED
+
+
+# --------------------------------------------------------------------------- tune_per_point
+
+def _tuning_frame(curve, budgets=(50, 100), seeds=3, points=('a', 'b')):
+  """A synthetic rate x budget x seed frame: metric = curve(point, rate, budget) + seed offset."""
+  rows = []
+  for p in points:
+    for b in budgets:
+      for r in (1e-3, 3e-3, 1e-2):
+        for s in range(seeds):
+          rows.append({'point': p, 'train.steps': b, 'train.learning_rate': r, 'train.seed': s,
+                       'loss': curve(p, r, b) + 0.01 * s})
+  return pd.DataFrame(rows)
+
+
+def test_tune_per_point_picks_the_mean_best_rate_and_passes_interior_plateaued_points():
+  t = verdict.tune_per_point(_tuning_frame(lambda p, r, b: abs(math.log10(r / 3e-3)) + (1.0 if p == 'a' else 2.0)),
+                             by='point', metric='loss', tol=0.05)
+  assert t.table.set_index('point')['learning_rate'].to_dict() == {'a': 3e-3, 'b': 3e-3}
+  assert sorted(t.rows['train.seed']) == [0, 0, 1, 1, 2, 2] and set(t.rows['train.steps']) == {100}
+  assert all(c.passed for c in t.checks_for('a', 'b'))
+  assert t.table.set_index('point')['loss_full']['a'] == pytest.approx(1.01)
+
+
+def test_tune_per_point_fails_the_edge_and_the_budget():
+  # 'a': best rate at the grid's edge; 'b': doubling the budget halves the loss (not a plateau)
+  curve = lambda p, r, b: (-math.log10(r) if p == 'a' else 1.0 + abs(math.log10(r / 3e-3))) * (100 / b)
+  t = verdict.tune_per_point(_tuning_frame(curve), by='point', metric='loss', tol=0.05)
+  edge_a, flat_a = t.checks['a']
+  edge_b, flat_b = t.checks['b']
+  assert not edge_a.passed and 'at 0.01' in edge_a.detail
+  assert edge_b.passed and not flat_b.passed and '100 steps' in flat_b.detail and '50 steps' in flat_b.detail
+  # absolute tolerance (log scores): 0.3 change passes at tol 0.5, fails at 0.2
+  shift = lambda p, r, b: abs(math.log10(r / 3e-3)) + (0.3 if b == 50 else 0.0)
+  assert all(c.passed for c in verdict.tune_per_point(_tuning_frame(shift), by='point', metric='loss', tol=0.5,
+                                                      relative=False).checks_for('a'))
+  assert not verdict.tune_per_point(_tuning_frame(shift), by='point', metric='loss', tol=0.2,
+                                    relative=False).checks['a'][1].passed
+
+
+def test_tune_per_point_needs_two_budgets_and_ignores_diverged_rates():
+  df = _tuning_frame(lambda p, r, b: abs(math.log10(r / 3e-3)), budgets=(100,))
+  t = verdict.tune_per_point(df, by='point', metric='loss', tol=0.05)
+  assert not t.checks['a'][1].passed and 'only one step budget' in t.checks['a'][1].detail
+  # the best-looking rate lost a seed to divergence: a mean over its survivors is not eligible
+  df = _tuning_frame(lambda p, r, b: abs(math.log10(r / 1e-2)))
+  df.loc[(df['train.learning_rate'] == 1e-2) & (df['train.seed'] == 2), 'loss'] = math.nan
+  assert set(verdict.tune_per_point(df, by='point', metric='loss', tol=0.05).rows['train.learning_rate']) == {3e-3}
+  assert not verdict.tune_per_point(df, by='point', metric='loss', tol=0.05).checks_for('missing')[0].passed
+  # mode='max' and a multi-column point
+  df = _tuning_frame(lambda p, r, b: -abs(math.log10(r / 3e-3))).assign(k=1)
+  t = verdict.tune_per_point(df, by=['point', 'k'], metric='loss', tol=0.05, mode='max')
+  assert list(t.checks) == [('a', 1), ('b', 1)] and all(c.passed for c in t.checks_for(('a', 1)))
+
+
+def test_tuning_grid_overrides():
+  from ffn_research.ablations import base
+  grid = base.tuning_grid([1e-3, 3e-3], 100, num_logs=10)
+  assert grid == [{'train.steps': 50, 'train.log_every': 5, 'train.learning_rate': 1e-3},
+                  {'train.steps': 50, 'train.log_every': 5, 'train.learning_rate': 3e-3},
+                  {'train.steps': 100, 'train.log_every': 10, 'train.learning_rate': 1e-3},
+                  {'train.steps': 100, 'train.log_every': 10, 'train.learning_rate': 3e-3}]

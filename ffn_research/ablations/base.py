@@ -124,3 +124,11 @@ def set_steps(train: ml_collections.ConfigDict, steps: int, num_logs: int = 10) 
   train.steps = steps
   train.log_every = max(1, steps // num_logs)
   train.checkpoint_every = 0
+
+
+def tuning_grid(rates: Sequence[float], steps: int, num_logs: int = 10) -> list[dict[str, Any]]:
+  """Sweep overrides of a learning-rate x step-budget grid for `verdict.tune_per_point`: every rate at
+  `steps` and at steps // 2 (a run of its own, with its own schedule and as many logs). Combine with the
+  points and seeds by sweep.product; the rate is traced, so a budget's rates share one compiled program."""
+  budgets = [{'train.steps': s, 'train.log_every': max(1, s // num_logs)} for s in (steps // 2, steps)]
+  return [{**b, 'train.learning_rate': float(r)} for b in budgets for r in rates]

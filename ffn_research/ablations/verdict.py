@@ -605,3 +605,71 @@ def best_per_point(df: pd.DataFrame, *, by: Sequence[str] | str, over: str = 'tr
   winners = ok.loc[idx.to_numpy()].copy()
   winners[f'best_{over}'] = winners[over]
   return winners.reset_index(drop=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuned:
+  """`tune_per_point`'s answer: per point one learning rate, its runs, and the checks a verdict on them needs."""
+  rows: pd.DataFrame                 # the chosen rate's rows at the full budget (every seed), per point
+  table: pd.DataFrame                # per point: chosen rate, mean metric at the full and at the half budget
+  checks: dict[Any, tuple[Check, ...]]  # per point: learning rate inside the grid, step-budget plateau
+
+  def checks_for(self, *points) -> list[Check]:
+    """The checks of every named point (a missing point fails: nothing was run there)."""
+    out = []
+    for p in points:
+      out += list(self.checks.get(p, (Check(f'{p}: tuned runs', False, 'no completed runs at this point'),)))
+    return out
+
+
+def tune_per_point(df: pd.DataFrame, *, by: Sequence[str] | str, metric: str, tol: float, relative: bool = True,
+                   mode: str = 'min', over: str = 'train.learning_rate', budget: str = 'train.steps',
+                   grid: Sequence[float] | None = None, seed: str = 'train.seed') -> Tuned:
+  """Learning rate tuned per point, and a step-budget plateau, from a sweep of rate x budget x seeds.
+
+  Per point of `by`: the rate whose mean `metric` over seeds is best at the largest `budget` (each seed's
+  run at that rate is kept: one rate per point, so paired seeds stay comparable and no seed picks its own
+  lucky rate). Two checks per point:
+    - learning rate inside the grid (`edge_check` on the chosen rate): at an edge, the optimum may lie
+      outside the grid;
+    - step-budget plateau: the best mean metric at the largest budget against the best at the next smaller
+      one (separate runs with their own schedules, not a point inside one run: under cosine decay the loss
+      of a run flattens as the rate decays whether or not more steps would help); the change must be below
+      `tol` (relative to the smaller budget's by default, absolute with relative=False, e.g. log scores).
+  Rows with a NaN metric (diverged runs) never win; a rate with fewer finite seeds than the most at its
+  point is not eligible (a mean over the survivors would flatter it)."""
+  if mode not in ('min', 'max'):
+    raise ValueError(f"mode={mode!r}; allowed: min, max")
+  by = [by] if isinstance(by, str) else list(by)
+  grid = sorted(set(df[over].astype(float))) if grid is None else sorted(float(g) for g in grid)
+  sign = 1.0 if mode == 'min' else -1.0
+  ok = df[np.isfinite(df[metric].astype(float))]
+  rows, table, checks = [], [], {}
+  for point, g in ok.groupby(by if len(by) > 1 else by[0], sort=True):
+    budgets = sorted(set(g[budget].astype(int)))
+    best = {}
+    for b in budgets:
+      at = g[g[budget].astype(int) == b]
+      n = at.groupby(over)[seed].nunique()
+      means = at.groupby(over)[metric].mean()[n == n.max()]
+      rate = float((sign * means).idxmin())
+      best[b] = (rate, float(means.loc[rate]), at[at[over].astype(float) == rate])
+    full = budgets[-1]
+    rate, m_full, chosen = best[full]
+    rows.append(chosen)
+    name = ' '.join(map(str, point)) if isinstance(point, tuple) else str(point)
+    edge = edge_check(f'{name}: learning rate inside the grid (chosen on the mean over seeds)', {name: [rate]}, grid)
+    if len(budgets) < 2:
+      flat = Check(f'{name}: step-budget plateau', False, f'only one step budget ({full}) was run: no plateau shown')
+      m_half = math.nan
+    else:
+      half = budgets[-2]
+      m_half = best[half][1]
+      flat = plateau_check(f'{name}: step-budget plateau ({metric}, tuned, {full} vs {half} steps)', m_full, m_half,
+                           tol, relative=relative)
+      flat = dataclasses.replace(flat, detail=flat.detail.replace('the last evaluation', f'{full} steps').replace(
+          'the previous', f'{half} steps (its own schedule)'))
+    checks[point] = (edge, flat)
+    table.append({**dict(zip(by, point if isinstance(point, tuple) else (point,))), 'learning_rate': rate,
+                  f'{metric}_full': m_full, f'{metric}_half': m_half, 'seeds': int(chosen[seed].nunique())})
+  return Tuned(pd.concat(rows, ignore_index=True) if rows else df.iloc[:0], pd.DataFrame(table), checks)
