@@ -51,11 +51,9 @@ A failed check makes the verdict `invalid`; the runner applies Holm over the thr
 """
 
 import dataclasses
-import json
 import math
 import os
 
-import jax
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -63,10 +61,8 @@ import ml_collections  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 import pandas as pd  # pylint: disable=wrong-import-position
 
-from ffn_research import io as io_lib  # pylint: disable=wrong-import-position
 from ffn_research import probe  # pylint: disable=wrong-import-position
 from ffn_research import sweep  # pylint: disable=wrong-import-position
-from ffn_research import train  # pylint: disable=wrong-import-position
 from ffn_research.ablations import base  # pylint: disable=wrong-import-position
 from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
 from ffn_research.config import default_config  # pylint: disable=wrong-import-position
@@ -173,38 +169,6 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
 
 # --------------------------------------------------------------------------- reading runs
 
-_PROGRAMS: dict[str, tuple] = {}   # config without its seed -> (Experiment, jitted init, abstract state)
-
-
-def _program(config: ml_collections.ConfigDict):
-  """The Experiment of `config`, its jitted init (the seed traced) and the abstract state, one per shape."""
-  raw = config.to_dict()
-  raw['train'] = {k: v for k, v in raw['train'].items() if k != 'seed'}
-  key = json.dumps(raw, sort_keys=True, default=str)
-  if key not in _PROGRAMS:
-    exp = train.Experiment(config)
-    init = jax.jit(exp.init)
-    _PROGRAMS[key] = (exp, init, jax.eval_shape(init, config.train.seed))
-  return _PROGRAMS[key]
-
-
-def models_over_training(run_dir: str):
-  """(config, {0: initial model, steps / 2: checkpoint, steps: final}, task data) of a run."""
-  config = ml_collections.ConfigDict(io_lib.read_json(os.path.join(run_dir, 'config.json')))
-  exp, init, abstract = _program(config)
-  state = init(config.train.seed)
-  out = {0: exp.merge(state['params'])}
-  ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
-  try:
-    for step in sorted(ckpt.steps()):
-      restored = ckpt.restore(step, abstract)
-      if restored is not None:
-        out[int(step)] = exp.merge(restored[0]['params'])
-  finally:
-    ckpt.close()
-  return config, out, state['data']
-
-
 def model_rows(model, tokens_NxT, activation: str) -> list[dict]:
   """Per layer: layer_densities of the model's FFN hidden activations on the tokens."""
   rows = []
@@ -217,19 +181,14 @@ def model_rows(model, tokens_NxT, activation: str) -> list[dict]:
   return rows
 
 
-def _losses(run_dir: str) -> tuple[float, float]:
-  losses = [r['loss'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'loss' in r]
-  return (float(losses[-1]) if losses else math.nan), (float(losses[-2]) if len(losses) > 1 else math.nan)
-
-
 def collect(results: dict[str, pd.DataFrame], outdir: str) -> pd.DataFrame:
   """One row per (run, measurement point, layer) of every completed run."""
   rows = []
   for act, df in results.items():
     for _, r in base.completed(df).iterrows():
       run_dir = os.path.join(outdir, act, 'runs', r['name'])
-      config, models, data = models_over_training(run_dir)
-      last, prev = _losses(run_dir)
+      config, models, data = base.models_over_training(run_dir)
+      last, prev = base.last_two_losses(run_dir)
       steps = config.train.steps
       run = {'activation': act, 'd_model': int(r['model.d_model']), 'd_ff': int(r['model.d_ff']),
              SEED: int(r[SEED]), 'lr': float(config.train.learning_rate), 'loss_last': last, 'loss_previous': prev,
@@ -284,11 +243,7 @@ def _mci(values) -> tuple[float, tuple[float, float]]:
   return m, (lo, hi)
 
 
-def _all(name: str, checks: list[verdict.Check]) -> verdict.Check:
-  """One check from per-shape checks: passes if all pass; detail names the failing shapes (or all)."""
-  failed = [c for c in checks if not c.passed]
-  return verdict.Check(name, bool(checks) and not failed,
-                       '; '.join(f'{c.name}: {c.detail}' for c in (failed or checks)) or 'no shapes')
+_all = verdict.all_of
 
 
 def decide(stats: pd.DataFrame, scale: str) -> list[verdict.Verdict]:

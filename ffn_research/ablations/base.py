@@ -5,9 +5,12 @@ Ablation(...)`; it is found by name (ffn_research.ablations.get). See docs/repro
 """
 
 import dataclasses
+import json
+import math
 import os
 from typing import Any, Callable, Sequence
 
+import jax
 import matplotlib
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -15,6 +18,8 @@ import ml_collections
 import numpy as np
 import pandas as pd
 
+from ffn_research import io as io_lib
+from ffn_research import train as train_lib
 from ffn_research.ablations import verdict as verdict_lib
 
 SCALE_NOTES = {
@@ -132,3 +137,47 @@ def tuning_grid(rates: Sequence[float], steps: int, num_logs: int = 10) -> list[
   points and seeds by sweep.product; the rate is traced, so a budget's rates share one compiled program."""
   budgets = [{'train.steps': s, 'train.log_every': max(1, s // num_logs)} for s in (steps // 2, steps)]
   return [{**b, 'train.learning_rate': float(r)} for b in budgets for r in rates]
+
+
+# --------------------------------------------------------------------------- reading a run's models
+
+_PROGRAMS: dict[str, tuple] = {}   # config without what leaves init's program unchanged -> (Experiment, init, abstract)
+# Train keys that change neither the initial parameters and data (the seed draws them) nor the structure of
+# the state (traced hyperparameters are values in it; the schedule is a function of its step count).
+_NOT_IN_INIT = ('seed', 'learning_rate', 'steps', 'warmup_steps', 'log_every', 'checkpoint_every', 'eval_every')
+
+
+def _program(config: ml_collections.ConfigDict):
+  """The Experiment of `config`, its jitted init (the seed traced) and the abstract state, one per program."""
+  raw = config.to_dict()
+  raw['train'] = {k: v for k, v in raw['train'].items() if k not in _NOT_IN_INIT}
+  raw['train']['weight_decay'] = raw['train']['weight_decay'] > 0   # a value in the state; only whether it is on
+  key = json.dumps(raw, sort_keys=True, default=str)
+  if key not in _PROGRAMS:
+    exp = train_lib.Experiment(config)
+    init = jax.jit(exp.init)
+    _PROGRAMS[key] = (exp, init, jax.eval_shape(init, config.train.seed))
+  return _PROGRAMS[key]
+
+
+def models_over_training(run_dir: str):
+  """(config, {0: initial model, step: model of each kept checkpoint}, task data) of a run directory."""
+  config = ml_collections.ConfigDict(io_lib.read_json(os.path.join(run_dir, 'config.json')))
+  exp, init, abstract = _program(config)
+  state = init(config.train.seed)
+  out = {0: exp.merge(state['params'])}
+  ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
+  try:
+    for step in sorted(ckpt.steps()):
+      restored = ckpt.restore(step, abstract)
+      if restored is not None:
+        out[int(step)] = exp.merge(restored[0]['params'])
+  finally:
+    ckpt.close()
+  return config, out, state['data']
+
+
+def last_two_losses(run_dir: str) -> tuple[float, float]:
+  """The training loss of a run's last and second-to-last logged lines (nan where missing)."""
+  losses = [r['loss'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'loss' in r]
+  return (float(losses[-1]) if losses else math.nan), (float(losses[-2]) if len(losses) > 1 else math.nan)

@@ -413,6 +413,13 @@ def edge_check(name: str, best_values, grid: Sequence[float]) -> Check:
   return Check(name, True, f'every per-seed best is inside the grid {{{grid_s}}} ({len(best_values)} points)')
 
 
+def all_of(name: str, checks: Sequence[Check]) -> Check:
+  """One check from several (e.g. one per shape): passes if all pass; its detail names the failing ones (or all)."""
+  failed = [c for c in checks if not c.passed]
+  return Check(name, bool(checks) and not failed,
+               '; '.join(f'{c.name}: {c.detail}' for c in (failed or checks)) or 'no checks')
+
+
 # --------------------------------------------------------------------------- multiple comparisons
 
 def holm_adjust(p: Sequence[float]) -> np.ndarray:
