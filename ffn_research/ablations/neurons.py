@@ -22,9 +22,11 @@ Setup: the `language` task (activation_sparsity's LANGUAGE: order-2 sparse Marko
 candidates, 4 next tokens, Dirichlet 0.5, sequences of 32) on a 2-layer pre-norm transformer (2 heads,
 d_model 32, d_ff 128, ReLU, bias-free FFN as in T5; activation_sparsity's reference shape). AdamW
 (decoupled weight decay on every parameter), warmup steps / 20 then cosine decay, batch 16. Grid:
-learning rate in LRS x weight decay in WDS x two step budgets (each budget its own run with its own
+learning rate in LRS = 1e-3, 1e-2, 3e-2, 1e-1 x weight decay in WDS = 0, 0.1 x two step budgets (each budget its own run with its own
 schedule); seeds paired (a seed fixes the language, the data order and the initial weights) and vmapped
-(one compiled program per budget: rate and decay are traced).
+(one compiled program per budget: rate and decay are traced). The rate 1e-1 was added after the quick
+run (1,000 steps, 3 seeds) of the grid 1e-3..3e-2 killed at most 1% of a layer (layer 1 at 3e-2; the
+"kills" premise failed): the grid needs a harsh end to be able to show dying units. Nothing else changed.
 
 Dead units (pure: `dead_mask`): a unit of a layer whose activation is 0 at every position of the held-out
 sequences (task.num_eval sequences x seq_len positions; `probe.ffn_hidden`), at initialisation, at the
@@ -97,11 +99,11 @@ POINTS = {0: 'init', 1: 'half', 2: 'end'}
 
 _SMOKE_LANGUAGE = dict(sparsity.LANGUAGE, vocab_size=8, num_candidates=4, branching=2, seq_len=8, num_eval=32)
 SETTINGS = {
-    'smoke': dict(seeds=3, budgets=(20, 40), batch=8, lrs=(1e-3, 1e-2, 3e-2), wds=(0.0, 0.1), ref_lr=1e-2,
+    'smoke': dict(seeds=3, budgets=(20, 40), batch=8, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
                   shape=(16, 32), language=_SMOKE_LANGUAGE),
-    'quick': dict(seeds=3, budgets=(250, 1000), batch=16, lrs=(1e-3, 1e-2, 3e-2), wds=(0.0, 0.1), ref_lr=1e-2,
+    'quick': dict(seeds=3, budgets=(250, 1000), batch=16, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
                   shape=(32, 128), language=sparsity.LANGUAGE),
-    'full': dict(seeds=5, budgets=(500, 2000), batch=16, lrs=(1e-3, 1e-2, 3e-2), wds=(0.0, 0.1), ref_lr=1e-2,
+    'full': dict(seeds=5, budgets=(500, 2000), batch=16, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
                  shape=(32, 128), language=sparsity.LANGUAGE),
 }
 
@@ -518,5 +520,5 @@ ABLATION = base.Ablation(
     sweeps=sweeps, analyze=analyze,
     setup=('The `language` task (order-2 sparse Markov chain, V 16, sequences of 32) on a 2-layer pre-norm '
            'transformer (2 heads, d_model 32, d_ff 128, ReLU, bias-free FFN). AdamW, warmup then cosine decay, '
-           'batch 16; learning rate 1e-3 / 1e-2 / 3e-2 x weight decay 0 / 0.1 x 500 / 2,000 steps, 5 seeds. Dead '
+           'batch 16; learning rate 1e-3 / 1e-2 / 3e-2 / 1e-1 x weight decay 0 / 0.1 x 500 / 2,000 steps, 5 seeds. Dead '
            'units and keys/values read per layer on 256 held-out sequences at initialisation, half and end.'))
