@@ -1,184 +1,210 @@
-"""neurons ablation: dead-unit and key-value metrics on hand-built weights with known answers, the
-FFN-input reconstruction against the model's own forward, and the verdict rules on synthetic frames."""
+"""neurons ablation: dead-unit and key/value metrics against hand-computed NumPy, the probe path on a tiny
+transformer, the sweep grid, the verdict rules and gates on synthetic frames, and a smoke run through
+the real entry point."""
 
 import itertools
+import json
 import math
+import os
+import subprocess
+import sys
 
-import jax.numpy as jnp
+import jax
+
 import numpy as np
 import pandas as pd
 import pytest
-from flax import nnx
 
+from ffn_research import io as io_lib
+from ffn_research import probe
+from ffn_research import train
 from ffn_research import validation
+from ffn_research.ablations import base
 from ffn_research.ablations import neurons
 from ffn_research.ablations import verdict
-from ffn_research.models import ffn as ffn_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _hand_ffn(activation: str) -> ffn_lib.FFN:
-  """d_model 2, d_ff 3: unit 0 has negative weights and bias (dead on x >= 0), units 1 and 2 fire."""
-  f = ffn_lib.FFN(2, 3, activation, rngs=nnx.Rngs(0))
-  f.w1[...] = jnp.array([[-1.0, 1.0, 0.5], [-2.0, 0.0, -1.0]])
-  f.b1[...] = jnp.array([-0.5, 0.0, 0.0])
-  return f
+def test_dead_mask_hand_computed():
+  acts = np.array([[0.0, 0.0, 1.0], [0.0, 2.0, 0.0], [-0.5, 0.0, 0.0]])
+  np.testing.assert_array_equal(neurons.dead_mask(acts), [True, False, False])
+  assert neurons.dead_mask(np.full((4, 5), -0.1)).all() and not neurons.dead_mask(np.eye(5)).any()
+  assert neurons.dead_mask(np.array([[0.0, 1e-30]])).tolist() == [True, False]
 
 
-def test_dead_fraction_of_hand_built_units():
-  x = jnp.asarray(np.random.default_rng(0).uniform(0.0, 1.0, (50, 2)), jnp.float32)  # x >= 0
-  relu = np.asarray(_hand_ffn('relu').hidden(x))
-  assert np.all(relu[:, 0] == 0) and relu[:, 1].max() > 0 and relu[:, 2].max() > 0
-  assert neurons.dead_fraction(relu, 0.0) == 1 / 3
-  # GELU of a pre-activation <= -0.5 is negative, never above tau: dead under the tau rule only.
-  gelu = np.asarray(_hand_ffn('gelu').hidden(x))
-  assert gelu[:, 0].max() < 0 and neurons.dead_fraction(gelu, neurons.DEAD_TAU) == 1 / 3
-  assert neurons.dead_fraction(np.full((4, 5), -0.1), 0.0) == 1.0
-  assert neurons.dead_fraction(np.eye(5), 0.0) == 0.0
-  # A unit with max exactly tau is dead, one just above is not.
-  assert neurons.dead_fraction(np.array([[0.01, 0.0100001]]), 0.01) == 0.5
-
-
-def test_concentration_known_answers():
-  num_facts, num_rel = 16, 4
-  fact = np.arange(num_facts)
-  subject, relation = fact // num_rel, fact % num_rel
-  acts = np.zeros((num_facts, 3))
-  acts[subject == 2, 0] = [1.0, 2.0, 3.0, 4.0]  # unit 0 fires only on subject 2's facts
-  acts[:, 1] = fact                             # unit 1: top 4 = facts 15, 14, 13, 12 (subject 3)
-  acts[relation == 1, 2] = fact[relation == 1]  # unit 2 fires only on relation 1
-  np.testing.assert_array_equal(neurons.top_k_indices(acts, 4)[:, 1], [15, 14, 13, 12])
-  np.testing.assert_allclose(neurons.concentration(acts, subject, 4), [1.0, 1.0, 0.25])
-  np.testing.assert_allclose(neurons.concentration(acts, relation, 4), [0.25, 0.25, 1.0])
-  # top 2 of [3, 3, 1]-like columns: modal fractions
+def test_top_k_live_and_concentration_known_answers():
+  labels = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+  acts = np.zeros((8, 3))
+  acts[[2, 3], 0] = [5.0, 4.0]            # unit 0 fires only on label 1
+  acts[:, 1] = np.arange(8)               # unit 1: top 2 = inputs 7, 6 (label 3); top 4 = 7, 6, 5, 4
+  acts[[0, 4], 2] = [1.0, 1.0]            # unit 2: a tie, broken by the lower index
+  np.testing.assert_array_equal(neurons.top_k_indices(acts, 2)[:, 1], [7, 6])
+  np.testing.assert_array_equal(neurons.top_k_indices(acts, 2)[:, 2], [0, 4])
+  np.testing.assert_allclose(neurons.concentration(acts, labels, 2), [1.0, 1.0, 0.5])
+  np.testing.assert_allclose(neurons.concentration(acts[:, 1:2], labels, 4), [0.5])
+  np.testing.assert_array_equal(neurons.live_units(acts, 2), [True, True, True])
+  np.testing.assert_array_equal(neurons.live_units(acts, 3), [False, True, False])  # unit 1's 3rd largest is 5
   np.testing.assert_allclose(neurons.modal_fraction(np.array([[1, 1], [1, 2], [2, 3]])), [2 / 3, 1 / 3])
-  # live: k-th largest above tau
-  np.testing.assert_array_equal(neurons.live_units(acts, 4, 0.0), [True, True, True])
-  np.testing.assert_array_equal(neurons.live_units(acts, 5, 0.0), [False, True, False])
-
-
-def test_ties_broken_by_lower_index():
-  acts = np.array([[1.0], [2.0], [2.0], [0.0]])
-  np.testing.assert_array_equal(neurons.top_k_indices(acts, 3)[:, 0], [1, 2, 0])
-
-
-def _exact_chance(labels, k):
-  """Mean modal fraction over every k-subset (brute force)."""
-  fr = [np.unique(np.asarray(labels)[list(c)], return_counts=True)[1].max() / k
-        for c in itertools.combinations(range(len(labels)), k)]
-  return float(np.mean(fr))
 
 
 def test_chance_concentration_against_enumeration():
-  labels = np.array([0, 0, 1, 1])
-  assert abs(_exact_chance(labels, 2) - 2 / 3) < 1e-12  # P(same) = 2/6: 1/3 * 1 + 2/3 * 1/2
-  assert abs(neurons.chance_concentration(labels, 2) - 2 / 3) < 0.01
-  labels = np.arange(12) % 3
-  exact = _exact_chance(labels, 4)
-  assert abs(neurons.chance_concentration(labels, 4) - exact) < 0.01
-  # the max of two labelings is at least either one
-  fact = np.arange(12)
-  both = neurons.chance_concentration(fact // 3, 3, labels2_N=fact % 3)
-  exact_both = float(np.mean([max(np.unique((fact // 3)[list(c)], return_counts=True)[1].max(),
-                                  np.unique((fact % 3)[list(c)], return_counts=True)[1].max()) / 3
-                              for c in itertools.combinations(range(12), 3)]))
-  assert abs(both - exact_both) < 0.01
+  for labels, k in ((np.array([0, 0, 1, 1]), 2), (np.arange(12) % 3, 4)):
+    exact = np.mean([np.unique(labels[list(c)], return_counts=True)[1].max() / k
+                     for c in itertools.combinations(range(len(labels)), k)])
+    assert abs(neurons.chance_concentration(labels, k, draws=20000) - exact) < 0.01
+  assert neurons.chance_concentration(np.zeros(10, int), 3) == 1.0
 
 
-def test_value_agreement_and_shuffled_keys():
+def test_value_agreement_shuffle_keys_and_ngram_labels():
   acts = np.array([[3.0, 0.0], [2.0, 0.0], [1.0, 5.0], [0.0, 4.0]])
-  answers = np.array([7, 7, 8, 9])
-  np.testing.assert_allclose(neurons.value_agreement(acts, answers, np.array([7, 9]), 2), [1.0, 0.5])
-  np.testing.assert_allclose(neurons.value_agreement(acts, answers, np.array([9, 7]), 2), [0.0, 0.0])
+  nxt = np.array([7, 7, 8, 9])
+  np.testing.assert_allclose(neurons.value_agreement(acts, nxt, np.array([7, 9]), 2), [1.0, 0.5])
+  np.testing.assert_allclose(neurons.value_agreement(acts, nxt, np.array([9, 7]), 2), [0.0, 0.0])
   w = np.arange(12.0).reshape(4, 3)
   s = neurons.shuffle_keys(w, seed=0)
   np.testing.assert_array_equal(np.sort(s, axis=0), np.sort(w, axis=0))  # each unit keeps its weights
   assert not np.array_equal(s, w)
-
-
-def _tiny_model(activation='relu', seed=0):
-  config = neurons._base(activation, (10,))
-  config.task.num_facts, config.task.vocab_size = 32, 16
-  config.model.d_model, config.model.d_ff = 8, 12
-  config.train.seed = seed
-  validation.validate(config)
-  model, data = neurons.initial_model(config)
-  return config, model, data
+  lab = neurons.ngram_labels(np.array([[1, 2, 3], [0, 3, 3]]), vocab=4)
+  np.testing.assert_array_equal(lab['token'], [2, 3, 3, 3])
+  np.testing.assert_array_equal(lab['ngram'], [1 * 4 + 2, 2 * 4 + 3, 0 * 4 + 3, 3 * 4 + 3])
 
 
 @pytest.fixture(scope='module')
-def gelu_model():
-  return _tiny_model('gelu')
-
-
-def test_hidden_acts_reproduce_the_forward_pass(gelu_model):
-  """Residual + FFN(hidden) through the final norm and unembedding equals the model's own logits."""
-  config, model, data = gelu_model
-  # Perturb the final-norm scale and biases so the test is not passed by ones and zeros.
+def tiny():
+  """A smoke-shaped 2-layer transformer at its initial weights, with trained-like random final-norm scale."""
+  config = neurons._base('smoke')
+  config.train.seed = 3
+  validation.validate(config)
+  _, init, _ = base._program(config)
+  exp = base._program(config)[0]
+  state = init(3)
+  model = exp.merge(state['params'])
   rng = np.random.default_rng(1)
-  model.final_norm.scale[...] = jnp.asarray(rng.uniform(0.5, 1.5, config.model.d_model), jnp.float32)
-  ffn = model.blocks[0].ffn
-  ffn.b1[...] = jnp.asarray(rng.normal(0, 0.3, ffn.b1.shape), jnp.float32)
-  tokens = data['inputs']
-  logits, _ = model.apply(tokens)
-  h = neurons.hidden_acts(model, tokens, position=1)
-  resid = model.mix(model.embed_tokens(tokens))[:, 1]
-  resid, h = np.asarray(resid), np.asarray(h)
-  out = resid + h @ np.asarray(ffn.w2[...]) + np.asarray(ffn.b2[...])
-  rms = np.sqrt(np.mean(out ** 2, axis=-1, keepdims=True) + 1e-6)
-  ref = (out / rms * np.asarray(model.final_norm.scale[...])) @ np.asarray(model.unembed[...])
-  np.testing.assert_allclose(np.asarray(logits[:, 1]), np.asarray(ref), rtol=1e-4, atol=1e-4)
-  # Keys passed explicitly: the model's own w1 gives the same activations.
-  np.testing.assert_allclose(neurons.hidden_acts(model, tokens, 1, w1_DxF=ffn.w1[...]), h, rtol=1e-5, atol=1e-6)
+  model.final_norm.scale[...] = rng.uniform(0.5, 1.5, config.model.d_model).astype(np.float32)
+  return config, model, state['data']
 
 
-def test_promoted_objects_brute_force(gelu_model):
-  config, model, _ = gelu_model
-  got = neurons.promoted_objects(model, config.task.vocab_size)
-  w2 = np.asarray(model.blocks[0].ffn.w2[...])
-  scale = np.asarray(model.final_norm.scale[...])
-  w_u = np.asarray(model.unembed[...])
-  for i in range(w2.shape[0]):
-    scores = [float(np.dot(w2[i] * scale, w_u[:, o])) for o in range(config.task.vocab_size)]
-    assert got[i] == int(np.argmax(scores))
+def test_key_value_matches_the_probe_and_brute_force(tiny):
+  config, model, data = tiny
+  tokens, nxt = np.asarray(data['eval']['inputs']), np.asarray(data['eval']['targets'])
+  v = config.task.vocab_size
+  for layer in (0, 1):
+    h = probe.ffn_hidden(model, tokens, layer)[:, 1:].reshape(-1, config.model.d_ff)
+    out = neurons.key_value(model, tokens, nxt, layer, seed=0)
+    live = neurons.live_units(h, neurons.TOP_K)
+    assert out['trained_live'] == live.sum() > 0
+    lab = neurons.ngram_labels(tokens, v)
+    assert math.isclose(out['trained_ngram'], neurons.concentration(h[:, live], lab['ngram'], neurons.TOP_K).mean(),
+                        rel_tol=1e-6)
+    # promoted tokens by brute force over the vocabulary
+    w2 = np.asarray(model.blocks[layer].ffn.w2[...])
+    w_u, scale = np.asarray(model.unembed[...]), np.asarray(model.final_norm.scale[...])
+    got = neurons.promoted_tokens(model, layer)
+    for i in range(w2.shape[0]):
+      assert got[i] == int(np.argmax([np.dot(w2[i] * scale, w_u[:, o]) for o in range(v)]))
+    agree = neurons.value_agreement(h[:, live], nxt[:, 1:].reshape(-1), got[live], neurons.TOP_K).mean()
+    assert math.isclose(out['value'], agree, rel_tol=1e-6)
 
 
-@pytest.mark.slow  # two more model inits; the step-0 rows of every report show the same too
-def test_same_seed_same_initial_weights_across_activations():
-  """The paired dead-unit comparison starts every activation from the same weights."""
-  _, relu, _ = _tiny_model('relu', seed=3)
-  _, silu, _ = _tiny_model('silu', seed=3)
-  np.testing.assert_array_equal(relu.blocks[0].ffn.w1[...], silu.blocks[0].ffn.w1[...])
+@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
+def test_sweeps_one_program_per_budget(scale):
+  s = neurons.SETTINGS[scale]
+  (spec,) = neurons.sweeps(scale)
+  validation.validate(spec.base)
+  m = spec.base.model
+  assert (m.arch, m.num_layers, m.activation, m.use_bias) == ('transformer', 2, 'relu', False)
+  assert spec.base.train.optimizer == 'adamw' and spec.base.task.name == 'language'
+  assert len(spec.overrides) == len(s['budgets']) * len(s['lrs']) * len(s['wds']) * s['seeds']
+  assert s['seeds'] >= 3 and (scale != 'full' or s['seeds'] >= 5) and len(s['lrs']) >= 3
+  structural = {tuple((k, v) for k, v in sorted(o.items()) if k not in (neurons.LR, neurons.WD, neurons.SEED))
+                for o in spec.overrides}
+  assert len(structural) == len(s['budgets'])      # rate, decay and seed are traced: one program per budget
+  for o in spec.overrides:
+    assert o['train.checkpoint_every'] % o['train.log_every'] == 0 and o[neurons.STEPS] % o['train.log_every'] == 0
 
 
-def test_sweeps_validate_and_pair_seeds():
-  for scale in ('smoke', 'quick', 'full'):
-    specs = neurons.sweeps(scale)
-    assert [s.name for s in specs] == list(neurons.ACTIVATIONS)
-    seeds = neurons.SETTINGS[scale]['seeds']
-    assert seeds >= 3 and (scale != 'full' or seeds >= 5)
-    for s in specs:
-      validation.validate(s.base)
-      assert s.base.train.schedule == 'constant' and s.base.model.num_layers == 1
-      assert all(st % s.base.train.log_every == 0 for st in neurons.SETTINGS[scale]['steps'])
-      assert len(s.overrides) == seeds * len(neurons.SETTINGS[scale]['steps'])
-
-
-def _frame(dead_relu, dead_gelu, conc_gap, agree_gap, seeds=5):
+def _frame(dead, seeds=5, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), budgets=(500, 2000), bits=1.0, gap=0.05):
+  """A synthetic collect frame: dead(lr, wd, steps, layer, seed) given; keys/values with a `gap` over baselines."""
   rows = []
-  for s in range(seeds):
-    for act, dead in (('relu', dead_relu), ('gelu', dead_gelu), ('silu', dead_gelu)):
-      rows.append({'activation': act, 'train.seed': s, 'step': 100, 'dead_strict': dead + 0.001 * s,
-                   'dead_tau': dead + 0.001 * s, 'trained_conc': 0.8 + 0.001 * s,
-                   'shuffled_conc': 0.8 - conc_gap, 'chance_conc': 0.5,
-                   'value_agreement': 0.1 + 0.001 * s, 'value_agreement_permuted': 0.1 - agree_gap})
+  for lr, wd, st, seed, layer in itertools.product(lrs, wds, budgets, range(seeds), (0, 1)):
+    run = {'lr': lr, 'wd': wd, 'steps': st, neurons.SEED: seed, 'layer': layer, 'loss_last': 1.0,
+           'loss_previous': 1.01, 'eval_bits': bits, 'unigram_bits': 3.0, 'floor_bits': 0.9}
+    rows.append({**run, 'point': 'init', 'dead': 0.0})
+    rows.append({**run, 'point': 'half', 'dead': dead(lr, wd, st, layer, seed) / 2})
+    rows.append({**run, 'point': 'end', 'dead': dead(lr, wd, st, layer, seed), 'trained_live': 100,
+                 'trained_ngram': 0.8 + 0.001 * seed, 'shuffled_ngram': 0.8 - gap, 'chance_ngram': 0.1,
+                 'trained_token': 0.9, 'shuffled_token': 0.85, 'chance_token': 0.2, 'shuffled_live': 100,
+                 'value': 0.2 + 0.001 * seed, 'value_permuted': 0.2 - gap})
   return pd.DataFrame(rows)
 
 
-def test_verdicts_on_synthetic_frames():
-  v = neurons.decide(_frame(0.10, 0.0, 0.1, 0.05))
-  assert [x.outcome for x in v] == [verdict.REPRODUCED] * 6
-  v = neurons.decide(_frame(0.0, 0.0, -0.1, -0.05))
-  assert v[0].outcome == verdict.NOT_REPRODUCED and v[3].outcome == verdict.NOT_REPRODUCED
-  assert v[5].outcome == verdict.NOT_REPRODUCED
-  assert v[4].outcome == verdict.REPRODUCED  # 0.8 vs chance 0.5
-  assert math.isclose(v[0].statistic, 0.002)
+def _harsh(lr, wd, st, layer, seed):
+  """More dead units at higher rate, with decay, with steps, in layer 0 (plus seed noise)."""
+  return 0.1 * math.log10(lr / 1e-4) * (1 + wd) * (st / 2000) * (1.5 if layer == 0 else 1.0) + 0.001 * seed
+
+
+def test_verdicts_reproduced_on_a_harsh_synthetic_grid():
+  v = neurons.decide(_frame(_harsh), 'full')
+  assert [x.outcome for x in v] == [verdict.REPRODUCED] * 7, [x.detail for x in v]
+  # verdict 1's per-seed slope: d dead / d log10 lr at wd 0, 2000 steps, mean of layers = 0.1 * 1.25
+  assert math.isclose(v[0].statistic, 0.125, rel_tol=1e-9)
+  assert math.isclose(v[4].statistic, 0.05 + 0.002, rel_tol=1e-9)   # 0.8 + 0.001 * seed - 0.75, mean over seeds
+
+
+def test_verdicts_not_reproduced_when_the_directions_flip():
+  flipped = lambda lr, wd, st, layer, seed: _harsh(1e-3 * 1e-1 / lr, 0.1 - wd, 2500 - st, 1 - layer, seed)
+  v = neurons.decide(_frame(flipped, gap=-0.05), 'full')
+  assert [x.outcome for x in v] == [verdict.NOT_REPRODUCED] * 7, [x.detail for x in v]
+
+
+def test_gates_make_verdicts_invalid():
+  # nothing dies anywhere: the kills premise fails for 1-4, keys and values are untouched
+  v = neurons.decide(_frame(lambda *a: 0.0), 'full')
+  assert [x.outcome for x in v[:4]] == [verdict.INVALID] * 4
+  assert all('kills' in x.detail for x in v[:4]) and v[4].outcome == verdict.REPRODUCED
+  # units dead at initialisation only: not deaths caused by training
+  f = _frame(lambda *a: 0.05)
+  f.loc[f['point'] == 'init', 'dead'] = 0.05
+  assert all(x.outcome == verdict.INVALID for x in neurons.decide(f, 'full')[:4])
+  # a model that learned nothing (held-out bits at the unigram entropy): every verdict invalid
+  v = neurons.decide(_frame(_harsh, bits=3.0), 'full')
+  assert all(x.outcome == verdict.INVALID and 'learned' in x.detail for x in v)
+  # shuffled keys pinned at 1: no room above the baseline
+  f = _frame(_harsh)
+  f.loc[f['point'] == 'end', 'shuffled_ngram'] = 1.0
+  assert [x.outcome for x in neurons.decide(f, 'full')[4:6]] == [verdict.INVALID] * 2
+
+
+def test_per_run_averages_layers():
+  f = _frame(_harsh)
+  pr = neurons.per_run(f)
+  row = pr[(pr['lr'] == 1e-2) & (pr['wd'] == 0.0) & (pr['steps'] == 2000) & (pr[neurons.SEED] == 0)]
+  assert math.isclose(float(row['dead'].iloc[0]), (_harsh(1e-2, 0, 2000, 0, 0) + _harsh(1e-2, 0, 2000, 1, 0)) / 2)
+
+
+@pytest.mark.slow  # ~1-2 min: 48 runs in two compiled programs, then the analysis reads 144 models
+def test_smoke_through_entry_point(tmp_path):
+  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=neurons', f'--workdir={tmp_path}',
+                         '--scale=smoke'], cwd=REPO, capture_output=True, text=True,
+                        env={**os.environ, 'PYTHONPATH': REPO}, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  report = json.loads((tmp_path / 'neurons' / 'report.json').read_text())
+  s = neurons.SETTINGS['smoke']
+  assert report['scale'] == 'smoke' and len(report['verdicts']) == 7
+  assert len(report['tables'][0]['rows']) == len(s['budgets']) * len(s['wds']) * len(s['lrs'])
+  assert (tmp_path / 'neurons' / 'neurons.png').exists()
+  # the init program shared across rates and budgets restores what a run's own program restores
+  runs = pd.read_csv(tmp_path / 'neurons' / 'relu' / 'results.csv')
+  for name in (runs['name'].iloc[0], runs['name'].iloc[-1]):
+    run_dir = str(tmp_path / 'neurons' / 'relu' / 'runs' / name)
+    config, models, _ = base.models_over_training(run_dir)
+    exp = train.Experiment(config)
+    init = jax.jit(exp.init)
+    ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
+    step = max(ckpt.steps())
+    own = exp.merge(ckpt.restore(step, jax.eval_shape(init, config.train.seed))[0]['params'])
+    ckpt.close()
+    for a, b in ((own, models[step]), (exp.merge(init(config.train.seed)['params']), models[0])):
+      np.testing.assert_array_equal(a.blocks[1].ffn.w1[...], b.blocks[1].ffn.w1[...])
+      np.testing.assert_array_equal(a.embed[...], b.embed[...])

@@ -101,7 +101,7 @@ _SMOKE_LANGUAGE = dict(sparsity.LANGUAGE, vocab_size=8, num_candidates=4, branch
 SETTINGS = {
     'smoke': dict(seeds=3, budgets=(20, 40), batch=8, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
                   shape=(16, 32), language=_SMOKE_LANGUAGE),
-    'quick': dict(seeds=3, budgets=(250, 1000), batch=16, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
+    'quick': dict(seeds=3, budgets=(200, 1000), batch=16, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
                   shape=(32, 128), language=sparsity.LANGUAGE),
     'full': dict(seeds=5, budgets=(500, 2000), batch=16, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), ref_lr=1e-2,
                  shape=(32, 128), language=sparsity.LANGUAGE),
