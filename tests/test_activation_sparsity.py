@@ -70,7 +70,7 @@ def test_sweeps_cover_every_shape_with_checkpoints_at_half_and_end():
 
 def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_model():
   config = asp.language_config('smoke', 'relu')
-  exp, init, _ = asp._program(config)   # pylint: disable=protected-access
+  exp, init, _ = base._program(config)   # pylint: disable=protected-access
   state = init(0)
   rows = asp.model_rows(exp.merge(state['params']), state['data']['eval']['inputs'], 'relu')
   assert [r['layer'] for r in rows] == [0, 1]

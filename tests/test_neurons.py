@@ -17,6 +17,7 @@ import pytest
 
 from ffn_research import io as io_lib
 from ffn_research import probe
+from ffn_research import sweep
 from ffn_research import train
 from ffn_research import validation
 from ffn_research.ablations import base
@@ -117,9 +118,8 @@ def test_sweeps_one_program_per_budget(scale):
   assert spec.base.train.optimizer == 'adamw' and spec.base.task.name == 'language'
   assert len(spec.overrides) == len(s['budgets']) * len(s['lrs']) * len(s['wds']) * s['seeds']
   assert s['seeds'] >= 3 and (scale != 'full' or s['seeds'] >= 5) and len(s['lrs']) >= 3
-  structural = {tuple((k, v) for k, v in sorted(o.items()) if k not in (neurons.LR, neurons.WD, neurons.SEED))
-                for o in spec.overrides}
-  assert len(structural) == len(s['budgets'])      # rate, decay and seed are traced: one program per budget
+  configs = [sweep.apply_overrides(spec.base, o) for o in spec.overrides]
+  assert len({sweep.group_key(c) for c in configs}) == len(s['budgets'])   # rate, decay, seed traced
   for o in spec.overrides:
     assert o['train.checkpoint_every'] % o['train.log_every'] == 0 and o[neurons.STEPS] % o['train.log_every'] == 0
 
