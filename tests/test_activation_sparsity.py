@@ -1,5 +1,6 @@
 """activation_sparsity: the density measurements, the sweeps and the verdicts on synthetic frames."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -45,27 +46,34 @@ def test_per_seed_slopes_recover_a_power_law():
   np.testing.assert_allclose(slopes.to_numpy(), -0.4, atol=1e-12)
 
 
-def test_sweeps_cover_every_shape_with_checkpoints_at_half_and_end():
+def test_sweeps_tune_every_relu_shape_over_rates_and_budgets_with_their_own_schedules():
   for scale in ('smoke', 'quick', 'full'):
     s = asp.SETTINGS[scale]
     specs = {spec.name: spec for spec in asp.sweeps(scale)}
     assert set(specs) == {'relu', 'gelu', 'silu'}
     runs = {(name, o['model.d_model'], o['model.d_ff']) for name, spec in specs.items() for o in spec.overrides}
     assert runs == set(asp.shapes(scale))
-    for name, spec in specs.items():
-      extra = len(s['lr_arm']) if name == 'relu' else 0   # the reference shape at other learning rates
-      shapes = {(o['model.d_model'], o['model.d_ff']) for o in spec.overrides}
-      assert len(spec.overrides) == s['seeds'] * (len(shapes) + extra)
-      tr, m = spec.base.train, spec.base.model
-      assert tr.checkpoint_every * 2 == tr.steps and m.use_bias is False and m.num_layers == 2
-    d_ref, f_ref = s['ref']
-    assert ('gelu', d_ref, f_ref) in runs and ('relu', d_ref, f_ref) in runs
+    relu_shapes = {(d, f) for a, d, f in asp.shapes(scale) if a == 'relu'}
+    assert len(specs['relu'].overrides) == s['seeds'] * len(relu_shapes) * len(asp.RATES) * 2
+    cells = {(o['model.d_model'], o['model.d_ff'], o['train.learning_rate'], o['train.steps'], o[asp.SEED])
+             for o in specs['relu'].overrides}
+    assert len(cells) == len(specs['relu'].overrides)   # every (shape, rate, budget, seed) once
+    for o in specs['relu'].overrides:   # each budget has its own warmup, checkpoints (half, end) and evaluations
+      b = o['train.steps']
+      assert b in (s['steps'], s['steps'] // 2)
+      assert o['train.checkpoint_every'] * 2 == b and o['train.eval_every'] * 2 == b
+      assert o['train.warmup_steps'] == max(1, b // 20) and o['train.log_every'] == max(1, b // 20)
+    for name in ('gelu', 'silu'):   # descriptive: one rate, the full budget only
+      c = [sweep.apply_overrides(specs[name].base, o) for o in specs[name].overrides]
+      assert len(c) == s['seeds'] and {(x.train.learning_rate, x.train.steps) for x in c} == {
+          (asp.DESCRIPTIVE_LR, s['steps'])}
+      assert c[0].train.checkpoint_every * 2 == s['steps'] and c[0].model.use_bias is False
+  assert asp.RATES == (3e-3, 1e-2, 3e-2) and asp.DESCRIPTIVE_LR in asp.RATES
   full = asp.shapes('full')
-  assert {f for a, d, f in full if a == 'relu' and d == 32} == {32, 64, 128, 256, 512}
-  assert {(d, f) for a, d, f in full if a == 'relu' and f == 4 * d} == {(32, 128), (48, 192), (64, 256)}
-  # one compiled program per d_model (d_ff padded), so full trains 3 ReLU programs + GELU + SiLU
+  assert {(d, f) for a, d, f in full if a == 'relu'} == {(32, 32), (32, 128), (32, 512), (64, 256)}
+  # one compiled program per (d_model, budget) (d_ff padded, rates and seeds traced) + GELU + SiLU
   configs = [sweep.apply_overrides(spec.base, o) for spec in asp.sweeps('full') for o in spec.overrides]
-  assert len({sweep.group_key(c) for c in configs}) == 5
+  assert len({sweep.group_key(c) for c in configs}) == 6
 
 
 def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_model():
@@ -78,67 +86,97 @@ def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_mode
     assert r['density'] == r['positive'] and 0.3 < r['density'] < 0.7   # relu(z) != 0 exactly when z > 0
 
 
-def synthetic(scale='full', trained=0.05, init=0.5, d_ff_exp=-0.3, d_model_exp=-0.2, plateau=True,
-              eval_bits=2.0, settle=1.05) -> pd.DataFrame:
-  """A stats frame like collect's: every shape, seed, point and layer, with seed-to-seed noise."""
+BITS = {3e-3: 1.6, 1e-2: 1.5, 3e-2: 1.55}   # held-out bits at T per rate: 1e-2 is best
+
+
+def synthetic(scale='full', trained=0.05, init=0.5, d_ff_exp=-0.3, d_model_exp=-0.2, bits=None, half_bits=0.02,
+              half_density=1.05, eval_bits_shift=0.0) -> pd.DataFrame:
+  """A stats frame like collect's: every ReLU shape x rate x budget, GELU/SiLU at T, every seed, point and layer.
+  The density at T scales with the rate (lr / 1e-2), so a statistic read at the wrong rate shows."""
   s = asp.SETTINGS[scale]
-  d_ref, f_ref = s['ref']
+  d_ref, t_steps = s['ref'][0], s['steps']
+  bits = BITS if bits is None else bits
   rows = []
   for act, d, f in asp.shapes(scale):
-    for seed in range(s['seeds']):
+    cells = ([(lr, b) for lr in asp.RATES for b in (t_steps, t_steps // 2)] if act == 'relu'
+             else [(asp.DESCRIPTIVE_LR, t_steps)])
+    for (lr, b), seed in itertools.product(cells, range(s['seeds'])):
       jitter = 1 + 0.02 * (seed - 2)
-      end = trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter
-      run = {'activation': act, 'd_model': d, 'd_ff': f, asp.SEED: seed, 'lr': s['lr'], 'loss_last': 1.0,
-             'loss_previous': 1.01 if plateau else 1.5, 'eval_bits': eval_bits, 'unigram_bits': 3.0,
-             'floor_bits': 1.5}
-      for step, point, dens in ((0, 'init', init * jitter), (s['steps'] // 2, 'half', settle * end), (s['steps'], 'end', end)):
+      end = trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter * (lr / 1e-2)
+      if b < t_steps:
+        end *= half_density
+      run = {'activation': act, 'd_model': d, 'd_ff': f, asp.SEED: seed, 'lr': lr, 'steps': b,
+             'eval_bits': bits[lr] + eval_bits_shift + (half_bits if b < t_steps else 0.0), 'unigram_bits': 3.0,
+             'floor_bits': 1.4}
+      for step, point, dens in ((0, 'init', init * jitter), (b // 2, 'half', 1.2 * end), (b, 'end', end)):
         for layer in range(2):
           rows.append({**run, 'step': step, 'point': point, 'layer': layer, 'density': dens,
                        'density_tau': dens, 'positive': dens, 'dead': 0.0})
   return pd.DataFrame(rows)
 
 
-def test_verdicts_on_synthetic_frames(tmp_path):
-  a = asp.analyze_stats(synthetic(), base.Context(str(tmp_path), 'full'))
+def test_verdicts_on_synthetic_frames_read_the_chosen_rate(tmp_path):
+  frame = synthetic()
+  tuned = asp.tune(frame)
+  assert list(tuned.table['learning_rate']) == [1e-2] * 4 and set(tuned.rows['steps']) == {1000}
+  a = asp.analyze_stats(frame, base.Context(str(tmp_path), 'full'))
   assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
-  assert a.verdicts[0].statistic == pytest.approx(0.05 * np.mean([1 + 0.02 * (s - 2) for s in range(5)]))
+  # the reference's density at 1e-2, T (at 3e-3 or 3e-2 it would be 0.3x or 3x this)
+  assert a.verdicts[0].statistic == pytest.approx(0.05 * np.mean([1 + 0.02 * (s - 2) for s in range(4)]))
   assert a.verdicts[1].statistic == pytest.approx(-0.3) and a.verdicts[2].statistic == pytest.approx(-0.2)
+  assert all(c.passed for v in a.verdicts for c in v.checks)
   assert os.path.exists(tmp_path / 'density_vs_size.png')
-  table = a.tables[0].frame
-  assert len(table) == 3 * len(asp.shapes('full')) and set(table['point']) == {'init', 'half', 'end'}
+  density, grid = a.tables[0].frame, a.tables[1].frame
+  assert len(density) == 3 * len(asp.shapes('full')) and set(density['point']) == {'init', 'half', 'end'}
+  assert set(density[density['activation'] == 'relu']['lr']) == {1e-2}
+  assert len(grid) == 4 * 3 * 2 and grid['chosen'].sum() == 4 * 2
+  assert 'd_model 32, d_ff 128: 0.01' in a.headline
   # dense after training, density rising with size: not reproduced
   dense = asp.decide(synthetic(trained=0.3, d_ff_exp=0.2, d_model_exp=0.3), 'full')
   assert [v.outcome for v in dense] == [verdict.NOT_REPRODUCED] * 3
 
 
 @pytest.mark.parametrize('kwargs,failed', [
-    (dict(init=0.2), 'init premise'),                 # already sparse at initialisation: nothing emerged
-    (dict(plateau=False), 'plateau'),
-    (dict(eval_bits=2.95), 'learned'),                # no better than the unigram model
-    (dict(settle=1.5), 'density settled'),            # still falling fast: not at its plateau
+    (dict(init=0.2), 'init premise'),                       # already sparse at initialisation: nothing emerged
+    (dict(bits={3e-3: 1.6, 1e-2: 1.55, 3e-2: 1.5}), 'learning rate inside the grid'),   # best at the edge
+    (dict(half_bits=0.2), 'budget plateau of the held-out bits'),   # T/2 much worse: more steps still help
+    (dict(half_density=1.5), 'budget plateau of the density'),      # density still falling with the budget
+    (dict(eval_bits_shift=1.45), 'learned'),                # within 0.1 bits of the unigram model (3.0 bits)
 ])
 def test_a_failed_regime_check_makes_every_verdict_invalid(kwargs, failed):
   verdicts = asp.decide(synthetic(**kwargs), 'full')
   assert [v.outcome for v in verdicts] == [verdict.INVALID] * 3
   for v in verdicts:
-    assert [c.name.split(':')[0] for c in v.failed_checks] == [failed]
+    assert len(v.failed_checks) == 1 and v.failed_checks[0].name.startswith(failed)
 
 
-def test_learning_rate_arm_is_kept_out_of_the_verdicts(tmp_path):
+def test_budget_check_uses_the_chosen_rate_only():
   frame = synthetic()
-  arm = frame[(frame['activation'] == 'relu') & (frame['d_model'] == 32) & (frame['d_ff'] == 128)].copy()
-  arm['lr'], arm['density'] = 1e-2, 0.9           # a dense arm at another rate: descriptive only
-  a = asp.analyze_stats(pd.concat([frame, arm]), base.Context(str(tmp_path), 'full'))
-  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
-  assert a.verdicts[0].statistic == pytest.approx(0.05)
-  assert any('0.01: 0.900' in n for n in a.notes)
+  bad = (frame['lr'] == 3e-3) & (frame['steps'] == 500)   # a non-chosen rate's T/2 runs: denser, worse bits
+  frame.loc[bad, 'density'] *= 2
+  frame.loc[bad, 'eval_bits'] += 1.0
+  assert [v.outcome for v in asp.decide(frame, 'full')] == [verdict.REPRODUCED] * 3
+  frame.loc[(frame['lr'] == 1e-2) & (frame['steps'] == 500), 'density'] *= 2
+  verdicts = asp.decide(frame, 'full')
+  assert [v.outcome for v in verdicts] == [verdict.INVALID] * 3
+  assert '1000 steps vs' in verdicts[0].failed_checks[0].detail and 'its own schedule' in verdicts[0].failed_checks[0].detail
 
 
-def test_missing_seed_fails_coverage():
+def test_missing_seed_fails_coverage_and_a_diverged_rate_is_not_eligible():
   frame = synthetic()
-  verdicts = asp.decide(frame[~((frame['d_ff'] == 512) & (frame[asp.SEED] == 0))], 'full')
+  gone = (frame['d_ff'] == 512) & (frame[asp.SEED] == 0)   # seed 0 at d_ff 512, every rate and budget
+  verdicts = asp.decide(frame[~gone], 'full')
   assert [v.outcome for v in verdicts] == [verdict.REPRODUCED, verdict.INVALID, verdict.REPRODUCED]
-  assert verdicts[1].failed_checks[0].name.startswith('coverage')
+  assert [c.name.split(':')[0] for c in verdicts[1].failed_checks] == ['coverage']
+  assert 'lr 0.01, 1000 steps: 3/4 seeds' in verdicts[1].failed_checks[0].detail
+  # seed 0 diverged at 1e-2, d_ff 512 (T only): 1e-2 is not eligible there, 3e-2 (edge) is chosen
+  frame.loc[(frame['d_ff'] == 512) & (frame[asp.SEED] == 0) & (frame['lr'] == 1e-2)
+            & (frame['steps'] == 1000), 'eval_bits'] = np.nan
+  tuned = asp.tune(frame)
+  assert tuned.table.set_index('shape')['learning_rate']['d_model 32, d_ff 512'] == 3e-2
+  verdicts = asp.decide(frame, 'full', tuned)
+  assert [v.outcome for v in verdicts] == [verdict.REPRODUCED, verdict.INVALID, verdict.REPRODUCED]
+  assert [c.name.split(' (')[0] for c in verdicts[1].failed_checks] == ['learning rate inside the grid']
 
 
 def test_registered():
@@ -146,7 +184,7 @@ def test_registered():
   assert ablations.get('activation_sparsity').name == 'activation_sparsity'
 
 
-@pytest.mark.slow  # three compiled groups and the analysis (~1-3 min)
+@pytest.mark.slow  # six compiled groups and the analysis (~1-2 min)
 def test_smoke_through_entry_point(tmp_path):
   proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=activation_sparsity',
                          f'--workdir={tmp_path}', '--scale=smoke'], cwd=REPO, capture_output=True, text=True,
@@ -156,7 +194,11 @@ def test_smoke_through_entry_point(tmp_path):
   assert report['scale'] == 'smoke' and len(report['verdicts']) == 3
   rows = report['tables'][0]['rows']
   assert {r['point'] for r in rows} == {'init', 'half', 'end'}
-  assert len(rows) == 3 * len(asp.shapes('smoke'))
+  assert len(rows) == 3 * len(asp.shapes('smoke'))     # one rate per shape: the chosen one (ReLU)
+  relu_shapes = [s for s in asp.shapes('smoke') if s[0] == 'relu']
+  grid = report['tables'][1]['rows']
+  assert len(grid) == len(relu_shapes) * len(asp.RATES) * 2 and {r['steps'] for r in grid} == {20, 40}
+  assert sum(r['chosen'] for r in grid) == 2 * len(relu_shapes)
   for r in rows:
     if r['activation'] == 'relu':
       assert r['density'] == pytest.approx(r['pre-act > 0'])
