@@ -26,6 +26,13 @@ the RMS over tokens of logsumexp(router logits) (sqrt of the logged router_z, a 
 LSE_BLOWUP at any logged chunk (uniform logits give log 8 = 2.08; at 16 a bfloat16 logit is rounded by
 up to 1/16 nat and the softmax over 8 experts is saturated unless logits are within a few nats).
 
+Learning rate and step budget (issue 18): every collapse arm (none, switch, bias, frozen) runs over
+the Adam learning rates RATES = 1e-3, 3e-3 (the default), 1e-2 at two step budgets, T (`steps`) and T/2
+(separate runs with their own cosine schedules, base.tuning_grid), every seed at every point. Per arm
+one rate is chosen (verdict.tune_per_point, by arm): the rate with the lowest held-out MSE (eval_loss) at
+T, mean over seeds; every verdict reads each of its arms at that arm's chosen rate and budget T, its
+paired differences pair the arms by seed (the seed fixes init and data).
+
 Verdict rules (fixed before any full run; `decide`):
   1. training collapses the unbalanced router: per seed, load_change(none) - load_change(frozen) > 0
      (paired t CI above 0).
@@ -34,11 +41,18 @@ Verdict rules (fixed before any full run; `decide`):
      the test learning rate: the smallest of UNSTABLE_LRS at which at least PREMISE_FRACTION of the
      no-z-loss seeds are unstable (chosen from the reference arm alone).
   4. the bias balances without an aux loss: per seed, load_change(bias) - load_change(none) < 0.
-Regime checks (verdict.gate): 1, 2 and 4 need a plateau of the logged (training-batch) max/mean load,
-mean over seeds of every trained arm, between the last two logs (relative change < PLATEAU_TOL);
+Regime checks (verdict.gate), tolerances fixed before the full run (issue 18): a verdict on 1, 2 or 4
+is gated, for every arm it reads, on
+  - learning rate inside the grid: the arm's chosen rate is not 1e-3 or 1e-2 (tune_per_point's edge check);
+  - step-budget plateau of the held-out MSE: the arm's best mean eval_loss at T vs at T/2 (each budget's
+    best rate), relative change < LOSS_TOL = 0.10;
+  - step-budget plateau of the verdict's own statistic: the arm's mean load_final (max/mean load on the
+    held-out inputs) at its chosen rate, at T vs at T/2, relative change < LOAD_TOL = 0.10.
 2 and 4 also need the premise of 1 (its CI above 0: there is a training-made imbalance to reduce);
 3 needs the premise that the no-z-loss arm is unstable in a meaningful fraction of seeds: a test
 learning rate exists, and there the t CI of its 0/1 unstable indicator lies above PREMISE_UNSTABLE.
+(Until issue 18 the plateau check was the logged training-batch max/mean load between the last two
+logs of the one run; under cosine decay the rate is ~0 there, so any quantity is flat: dropped.)
 """
 
 import json
@@ -74,7 +88,9 @@ ARMS = ('none', 'switch', 'bias', 'frozen', 'z_none', 'z_loss')
 UNSTABLE_LRS = (0.1, 0.3, 1.0, 3.0)  # the induced instability: Adam learning rates (default 3e-3), no clipping
 PREMISE_FRACTION = 0.25      # the z-loss test learning rate: the smallest with this unstable fraction without it
 LSE_BLOWUP = 16.0            # router-logit blow-up: RMS logsumexp of the router logits above this
-PLATEAU_TOL = 0.05           # relative change of the logged max/mean load between the last two logs
+RATES = (1e-3, 3e-3, 1e-2)   # the collapse arms' Adam learning-rate grid (default 3e-3), tuned per arm
+LOSS_TOL = 0.10              # step-budget plateau of the held-out MSE (T vs T/2), relative
+LOAD_TOL = 0.10              # step-budget plateau of the mean held-out max/mean load (T vs T/2), relative
 PREMISE_UNSTABLE = 0.05      # the no-z-loss arm's unstable-fraction CI must lie above this
 SEED = 'train.seed'
 ALPHA_KEY, GAMMA_KEY, Z_KEY = 'model.moe.load_balance_coef', 'model.moe.bias_update_rate', 'model.moe.z_loss_coef'
