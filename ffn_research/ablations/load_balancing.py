@@ -316,7 +316,7 @@ def checks_of(stats: pd.DataFrame) -> list[base.Check]:
   frozen = loads[loads['arm'] == 'frozen']['load_change'].abs()
   return [base.Check('max/mean load within [1, E]', inside, f'{len(loads)} runs at step 0 and at the end'),
           base.Check('frozen router: final load = rebuilt step-0 load', bool(len(frozen) and frozen.max() < 1e-6),
-                     f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} seeds '
+                     f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} runs (every seed, rate and budget) '
                      '(checks the frozen knob and that step 0 is the run\'s real init)')]
 
 
