@@ -383,7 +383,7 @@ def plot_moe(moe_tops: dict[int, pd.DataFrame], dense_top: pd.DataFrame, ctx: ba
     for name, t in arms:
       t = t.assign(bpp=t['bits_stored'] / t[x])
       m = verdict.summarize(t, [x], ['bpp'])
-      base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name, marker='o')
+      base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name)
     ax.axhline(2.0, color='k', lw=1, label='2 bits/param (Allen-Zhu & Li)')
     base.style_axes(ax, xlabel=f'{label} non-embedding parameters', ylabel=f'peak bits per {label} parameter',
                     xscale='log', xbase=2, title=f'MoE vs dense at {moe_exposures(SETTINGS[ctx.scale])} exposures ({ctx.scale})')
