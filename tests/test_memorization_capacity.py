@@ -120,7 +120,9 @@ def test_sweeps_validate_and_share_one_program_per_n(scale):
     runs = sweep.expand(spec.base, spec.overrides)  # validates every config
     top_k, exposures, n = arms[spec.name]
     # dense: d_ff x learning rate x seeds in one padded, vmapped program; MoE: one program per expert width
-    assert len(sweep.group_runs(runs)) == (len(s['moe_d_es']) if top_k else 1)
+    widths = {r.config.model.d_ff for r in runs}
+    assert len(sweep.group_runs(runs)) == (len(widths) if top_k else 1)
+    assert not top_k or widths == {w for w in s['moe_d_es'] if n <= s.get('moe_max_facts', {}).get(w, n)}
     c = spec.base
     assert c.model.freeze_embeddings and c.train.steps * c.train.batch_size == exposures * n == exposures * c.task.num_facts
     assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
