@@ -27,11 +27,9 @@ Design (fixed before the full run; calibration in docs/reproduce.md):
     softmax-then-top-k router, k = 1 and k = 2, dropless, default load-balance 1e-2 and z-loss 1e-3 coefficients),
     2,128 / 3,184 / 4,240 total non-embedding parameters (router 16 x 16 per layer, experts with biases), inside
     the dense sizes 2,192 / 4,304 (d_ff 32 / 64); active non-embedding parameters 658-790 (k = 1) and
-    756-1,020 (k = 2). Peak over N in {512, 1,024} (and 2,048 for width 3, whose 4,240 parameters may hold more
-    than N = 512's 4,096 bits), learning rate in {0.03, 0.1, 0.3}, 3 seeds, same peak reading as the dense
-    arm. Cut to fit about 12 minutes of 2 CPU cores: no 100-exposure MoE arm, N = 2,048 for widths 1-2 and the
-    rate 0.01 dropped, E = 16 not 32. (N = 2,048 for width 3 was added after the first invocation had run
-    the rest, before any MoE figure was read: the MoE programs ran about 3x faster than a probe had said.)
+    756-1,020 (k = 2). Peak over N in {512, 1,024}, learning rate in {0.03, 0.1, 0.3}, 3 seeds, same peak
+    reading as the dense arm. Cut to fit 12 minutes of 2 CPU cores (an E = 16 MoE costs about 5x a dense FFN
+    per token here): no 100-exposure MoE arm, N = 2,048 and the rate 0.01 dropped, E = 16 not 32.
 
 Verdict rules (written before any full run):
   1. [headline] 1,000 exposures: per seed the geometric mean over sizes of peak bits / non-embedding
@@ -79,8 +77,7 @@ from ffn_research.config import default_config  # pylint: disable=wrong-import-p
 # Per scale. d_model, d_ffs: the model sizes; facts: the N grid (one program per (N, exposures)); max_facts:
 # the largest N run per d_ff (the largest N only where the widest model needs it to bracket its peak);
 # steps: optimizer steps per exposure count (batch = E N / steps); lrs: the learning-rate grid;
-# rl_points: random-label N grid (its largest above the bare FFN's 1,153 parameters), rl_steps; MoE arms:
-# moe_d_es expert widths, moe_facts / moe_max_facts their N grid (as facts / max_facts), moe_lrs their rates.
+# rl_points: random-label N grid (its largest above the bare FFN's 1,153 parameters), rl_steps.
 SETTINGS = {
     'smoke': dict(d_model=8, d_ffs=(8, 16, 32), facts=(64, 128), max_facts={}, relations=8, values=16,
                   steps={100: 20}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(64, 2048), rl_steps=100,
@@ -91,8 +88,8 @@ SETTINGS = {
                   moe_lrs=(0.03, 0.1, 0.3)),
     'full': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048, 4096), max_facts={16: 2048, 32: 2048},
                  relations=16, values=256, steps={1000: 1000, 100: 400}, lrs=(0.01, 0.03, 0.1, 0.3), seeds=3,
-                 rl_points=(128, 256, 512, 1024, 2048), rl_steps=4000, moe_d_es=(1, 2, 3),
-                 moe_facts=(512, 1024, 2048), moe_max_facts={1: 1024, 2: 1024}, moe_lrs=(0.03, 0.1, 0.3)),
+                 rl_points=(128, 256, 512, 1024, 2048), rl_steps=4000, moe_d_es=(1, 2, 3), moe_facts=(512, 1024),
+                  moe_lrs=(0.03, 0.1, 0.3)),
 }
 CLAIMS = {1000: 2.0, 100: 1.0}        # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6                     # bits per parameter at saturation (Morris et al. 2025)
@@ -161,11 +158,9 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
     d_ffs = [f for f in s['d_ffs'] if n <= s['max_facts'].get(f, n)]
     return sweep.product(sweep.values('model.d_ff', d_ffs), sweep.values(LR, s['lrs']), seeds)
   out = [base.SweepSpec(sweep_name(e, n), _memorization_base(s, e, n), grid(n)) for e in s['steps'] for n in s['facts']]
-  def moe_grid(n):
-    d_es = [w for w in s['moe_d_es'] if n <= s.get('moe_max_facts', {}).get(w, n)]
-    return sweep.product(sweep.values('model.d_ff', d_es), sweep.values(LR, s['moe_lrs']), seeds)
+  moe_grid = sweep.product(sweep.values('model.d_ff', s['moe_d_es']), sweep.values(LR, s['moe_lrs']), seeds)
   for k in MOE_TOP_KS:
-    out += [base.SweepSpec(sweep_name(moe_exposures(s), n, k), _moe_base(s, n, k), moe_grid(n)) for n in s['moe_facts']]
+    out += [base.SweepSpec(sweep_name(moe_exposures(s), n, k), _moe_base(s, n, k), moe_grid) for n in s['moe_facts']]
   out.append(base.SweepSpec('random_labels', _random_labels_base(s),
                             sweep.product(sweep.values('task.num_points', s['rl_points']), seeds)))
   return out
