@@ -1,5 +1,5 @@
 """load_balancing ablation: the max/mean load of known assignments, the frozen-router knob, the verdict
-rules on synthetic frames (including `invalid` when a premise fails), the task's skewed-input option
+rules on synthetic frames (including `invalid` when a premise fails, a tuned rate sits at the edge of the grid, or T/2 and T differ by more than the tolerances), the task's skewed-input option
 and the CLI's one-line error for bad skew keys; a smoke run through the real entry point (slow)."""
 
 import json
@@ -129,22 +129,28 @@ def test_unstable_rule():
   assert not lb.unstable(False, [])
 
 
-def _frame(change, seeds=6, unstable_none=(1.0, 0.0), unstable_z=0.0, plateau_drift=0.0):
-  """A synthetic collect() frame: load change per arm; unstable flags per learning rate (lowest first)."""
+def _loss(arm, lr, steps, best=3e-3, loss_drift=0.0):
+  """Held-out MSE of a synthetic run: lowest at `best`; at T/2 (50 steps) higher by loss_drift (relative)."""
+  return (0.1 + 0.02 * abs(math.log10(lr / best))) * (1 + loss_drift * (steps == 50))
+
+
+def _frame(change, seeds=6, unstable_none=(1.0, 0.0), unstable_z=0.0, load_drift=0.0, loss_drift=0.0, best=None):
+  """A synthetic collect() frame: collapse arms over lb.RATES x (T = 100, T/2 = 50), their load change at T
+  (at T/2 the final load moved by load_drift, relative); the z-loss arms' unstable flags per rate (lowest first)."""
   rng = np.random.default_rng(0)
   rows = []
   for s in range(seeds):
     for arm, c in change.items():
-      last = 1.5 + c
-      rows.append({'arm': arm, 'train.seed': s, 'status': 'completed', 'eval_loss': 0.1, 'lr': lb.DEFAULT_LR,
-                   'load_start': 1.4,
-                   'load_final': 1.4 + c + 0.01 * rng.standard_normal() * (arm != 'frozen'),
-                   'log_last': last * (1 + plateau_drift), 'log_previous': last})
-      rows[-1]['load_change'] = rows[-1]['load_final'] - 1.4
+      for lr in lb.RATES:
+        for steps in (50, 100):
+          final = (1.4 + c + 0.01 * rng.standard_normal() * (arm != 'frozen')) * (1 + load_drift * (steps == 50))
+          rows.append({'arm': arm, 'train.seed': s, 'status': 'completed', 'lr': lr, 'steps': steps,
+                       'eval_loss': _loss(arm, lr, steps, (best or {}).get(arm, 3e-3), loss_drift),
+                       'load_start': 1.4, 'load_final': final, 'load_change': final - 1.4})
     for lr, frac in zip(lb.UNSTABLE_LRS, unstable_none):
-      rows.append({'arm': 'z_none', 'train.seed': s, 'status': 'completed', 'lr': lr,
+      rows.append({'arm': 'z_none', 'train.seed': s, 'status': 'completed', 'lr': lr, 'steps': math.nan,
                    'unstable': float(s < round(frac * seeds)), 'max_lse': 3.0})
-      rows.append({'arm': 'z_loss', 'train.seed': s, 'status': 'completed', 'lr': lr,
+      rows.append({'arm': 'z_loss', 'train.seed': s, 'status': 'completed', 'lr': lr, 'steps': math.nan,
                    'unstable': float(s < round(unstable_z * seeds)), 'max_lse': 2.0})
   return pd.DataFrame(rows)
 
@@ -156,6 +162,9 @@ def test_verdicts_known_answers():
   v = lb.decide(_frame(COLLAPSE))
   assert [x.outcome for x in v] == [verdict.REPRODUCED] * 4
   assert v[0].statistic == pytest.approx(0.4, abs=0.02)
+  assert all(c.passed for x in v for c in x.checks)
+  # every collapse verdict carries, per arm it reads, the edge, loss-plateau and load-plateau checks
+  assert len(v[0].checks) == 2 * 3 and len(v[1].checks) == 2 * 3 + 1
   assert lb.test_lr(_frame(COLLAPSE, unstable_none=(0.0, 0.5, 1.0))) == lb.UNSTABLE_LRS[1]
   # the fixes make it worse; the z-loss run is as unstable as without it
   worse = {'none': 0.4, 'switch': 0.8, 'bias': 0.9, 'frozen': 0.0}
@@ -168,39 +177,77 @@ def test_verdicts_known_answers():
   assert 'premise' in v[1].detail
 
 
+def test_tuning_picks_the_rate_per_arm_and_pairs_at_it():
+  t = lb.tune(_frame(COLLAPSE, best={'none': 1e-2 * 0.9, 'switch': 1e-3 * 1.1}))
+  assert dict(zip(t.table['arm'], t.table['learning_rate'])) == {'bias': 3e-3, 'frozen': 3e-3, 'none': 1e-2,
+                                                                  'switch': 1e-3}
+  assert set(t.rows['steps']) == {100} and len(t.rows) == 4 * 6   # T only, every seed, one rate per arm
+  # at the edge: the arms read by a verdict make it invalid (none: verdicts 1, 2, 4; switch: 2)
+  v = lb.decide(_frame(COLLAPSE, best={'none': 1e-2 * 0.9}))
+  assert [x.outcome for x in v] == [verdict.INVALID, verdict.INVALID, verdict.REPRODUCED, verdict.INVALID]
+  assert 'none: learning rate inside the grid' in v[0].detail
+  v = lb.decide(_frame(COLLAPSE, best={'switch': 1e-3}))
+  assert [x.outcome for x in v] == [verdict.REPRODUCED, verdict.INVALID, verdict.REPRODUCED, verdict.REPRODUCED]
+
+
 def test_zloss_invalid_without_instability():
   v = lb.decide(_frame(COLLAPSE, unstable_none=(0.0, 0.1, 0.0)))  # never >= 25% unstable without the z-loss
   assert v[2].outcome == verdict.INVALID and 'premise' in v[2].detail
   assert math.isnan(lb.test_lr(_frame(COLLAPSE, unstable_none=(0.0, 0.0))))
 
 
-def test_no_plateau_is_invalid():
-  v = lb.decide(_frame(COLLAPSE, plateau_drift=0.2))
+@pytest.mark.parametrize('drift,check', [({'load_drift': 0.2}, 'load_final at the chosen rate'),
+                                         ({'loss_drift': 0.2}, 'step-budget plateau (eval_loss')])
+def test_no_budget_plateau_is_invalid(drift, check):
+  """T/2 differs from T by 20% (> the 10% tolerances): every collapse verdict invalid, the z-loss one stands."""
+  v = lb.decide(_frame(COLLAPSE, **drift))
   assert [x.outcome for x in v] == [verdict.INVALID, verdict.INVALID, verdict.REPRODUCED, verdict.INVALID]
+  assert check in v[0].detail
+  ok = lb.decide(_frame(COLLAPSE, **{k: 0.05 for k in drift}))   # within tolerance
+  assert [x.outcome for x in ok] == [verdict.REPRODUCED] * 4
+
+
+def test_load_plateau_needs_both_budgets():
+  stats = _frame(COLLAPSE)
+  stats = stats[~((stats['arm'] == 'bias') & (stats['steps'] == 50))]
+  c = lb.load_plateau(stats, lb.tune(stats), 'bias')
+  assert not c.passed and 'no plateau shown' in c.detail
+  assert not lb.load_plateau(stats, lb.tune(stats), 'missing').passed
 
 
 def test_analysis_of_a_synthetic_frame(tmp_path):
   stats = _frame(COLLAPSE)
-  logs = pd.DataFrame([{'step': st, 'max_load_ratio': 1.5, 'arm': a, 'seed': 0} for a in COLLAPSE for st in (1, 2)])
+  logs = pd.DataFrame([{'step': st, 'max_load_ratio': 1.5, 'arm': a, 'seed': 0, 'lr': lr, 'steps': 100}
+                       for a in COLLAPSE for st in (1, 2) for lr in lb.RATES])
   out = lb.analyze_stats(stats, logs, base.Context(str(tmp_path), 'smoke'))
   assert [c.passed for c in out.checks] == [True, True]
   assert list(dict.fromkeys(out.tables[0].frame['arm'])) == list(lb.ARMS)
-  assert len(out.tables[0].frame) == 4 + 2 * 2  # the z-loss arms per learning rate
+  assert len(out.tables[0].frame) == 4 + 2 * 2  # the collapse arms at their chosen rate, the z-loss arms per rate
+  tuning = out.tables[1].frame
+  assert len(tuning) == 4 * 3 * 2 and tuning['chosen'].sum() == 4 * 2 and set(tuning['n']) == {6}
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_sweeps_share_one_program_per_shape(scale):
+def test_sweeps_one_program_per_step_budget(scale):
   specs = lb.sweeps(scale)
   assert [s.name for s in specs] == ['trained', 'frozen', 'unstable']
   s = lb.SETTINGS[scale]
-  assert [len(x.overrides) for x in specs] == [3 * s['seeds'], s['seeds'], 2 * len(lb.UNSTABLE_LRS) * s['z_seeds']]
+  grid = len(lb.RATES) * 2   # every rate at T and T/2
+  assert [len(x.overrides) for x in specs] == [3 * grid * s['seeds'], grid * s['seeds'],
+                                               2 * len(lb.UNSTABLE_LRS) * s['z_seeds']]
   for spec in specs:
     validation.validate(spec.base)
     m = spec.base.model.moe
     assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
     assert spec.base.task.num_clusters == 0 and m.freeze_router == (spec.name == 'frozen')
-    assert len(sweep.group_runs(sweep.expand(spec.base, spec.overrides))) == 1
+    runs = sweep.expand(spec.base, spec.overrides)
+    groups = sweep.group_runs(runs)   # one program per step budget (the rate and coefficients are traced)
+    assert len(groups) == (1 if spec.name == 'unstable' else 2)
+    if spec.name != 'unstable':
+      assert sorted({r.config.train.steps for r in runs}) == [s['steps'] // 2, s['steps']]
+      assert all(len({r.config.train.steps for r in g}) == 1 for g in groups)
+      assert {r.config.train.learning_rate for r in runs} == set(lb.RATES)
   assert specs[2].base.train.grad_clip == 0 and specs[2].base.model.moe.load_balance_coef == lb.SWITCH_ALPHA
 
 
