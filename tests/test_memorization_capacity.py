@@ -29,16 +29,17 @@ def test_bits_of_a_known_fit():
   assert float(sequence.bits_stored(jnp.full(10, math.log(256.0)), 256)) == pytest.approx(0.0, abs=1e-3)
 
 
-def _frame(bits_per_param=2.0, power=1.0, e=1000, peak_n=2048, plateau_jump=0.0, best_lr=0.1, seeds=3):
+def _frame(bits_per_param=2.0, power=1.0, e=1000, peak_n=2048, plateau_jump=0.0, best_lr=0.1, seeds=3,
+           sizes=SIZES, top_k=0):
   """Bits = k params^power x shape(N), peaking at peak_n; the best rate `best_lr`, others 20% worse."""
   rows, rng = [], np.random.default_rng(0)
-  for size in SIZES:
+  for size in sizes:
     for n in FACTS:
       shape = 1.0 - 0.1 * abs(math.log2(n / peak_n))
       for lr in LRS:
         for s in range(seeds):
-          bits = bits_per_param * SIZES[0] * (size / SIZES[0]) ** power * shape * (1 + 0.01 * rng.normal())
-          rows.append({mc.E: e, mc.N: n, 'model.d_ff': size // 100, mc.LR: lr, mc.SEED: s, mc.SIZE: size,
+          bits = bits_per_param * sizes[0] * (size / sizes[0]) ** power * shape * (1 + 0.01 * rng.normal())
+          rows.append({'top_k': top_k, 'active': size // (4 - top_k) if top_k else size, mc.E: e, mc.N: n, 'model.d_ff': size // 100, mc.LR: lr, mc.SEED: s, mc.SIZE: size,
                        'ffn_params': size - 48, 'all_params': size + 5000,
                        'bits_stored': bits * (1.0 if lr == best_lr else 0.8), 'accuracy': 0.5,
                        'loss_last': 1.0 + plateau_jump, 'loss_previous': 1.0})
@@ -112,12 +113,19 @@ def test_analyze_stats_end_to_end_on_synthetic_frames(tmp_path):
 def test_sweeps_validate_and_share_one_program_per_n(scale):
   s = mc.SETTINGS[scale]
   specs = mc.sweeps(scale)
-  assert [x.name for x in specs] == [mc.sweep_name(e, n) for e in s['steps'] for n in s['facts']] + ['random_labels']
+  arms = mc.arm_names(s)
+  assert [x.name for x in specs] == list(arms) + ['random_labels']
+  assert sorted({k for k, _, _ in arms.values()}) == [0, *mc.MOE_TOP_KS]
   for spec in specs[:-1]:
     runs = sweep.expand(spec.base, spec.overrides)  # validates every config
-    assert len(sweep.group_runs(runs)) == 1  # d_ff x learning rate x seeds: one padded, vmapped program
+    top_k, exposures, n = arms[spec.name]
+    # dense: d_ff x learning rate x seeds in one padded, vmapped program; MoE: one program per expert width
+    widths = {r.config.model.d_ff for r in runs}
+    assert len(sweep.group_runs(runs)) == (len(widths) if top_k else 1)
+    assert not top_k or widths == {w for w in s['moe_d_es'] if n <= s.get('moe_max_facts', {}).get(w, n)}
     c = spec.base
-    assert c.model.freeze_embeddings and c.train.steps * c.train.batch_size == int(spec.name.split('_')[0][1:]) * c.task.num_facts
+    assert c.model.freeze_embeddings and c.train.steps * c.train.batch_size == exposures * n == exposures * c.task.num_facts
+    assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
   assert max(s['rl_points']) > mc.RL_PARAMS  # the random-label arm can fail
   rl = sweep.expand(specs[-1].base, specs[-1].overrides)[0].config
   assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS
@@ -143,3 +151,75 @@ def test_peak_is_chosen_on_the_seed_mean_not_per_seed():
   best, top = mc.peaks(pd.DataFrame(rows))
   assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
   assert set(best[best[mc.N] == 512][mc.LR]) == {0.03}  # mean at N = 512: 0.03 -> 233, 0.1 -> 100
+
+
+def test_moe_arm_parameter_counts_match_the_formula_and_the_dense_sizes():
+  s, d, ex = mc.SETTINGS['full'], mc.SETTINGS['full']['d_model'], mc.MOE_EXPERTS
+  dense_sizes = set()
+  for spec in mc.sweeps('full')[:-1]:
+    top_k = mc.arm_names(s)[spec.name][0]
+    for run in sweep.expand(spec.base, spec.overrides):
+      c = models.model_counts(run.config, tasks.build_task(run.config))
+      w = run.config.model.d_ff
+      if not top_k:
+        assert c['num_trainable_params'] == 2 * (2 * d * w + w + d) + 3 * d
+        dense_sizes.add(c['num_trainable_params'])
+        continue
+      expert = 2 * d * w + w + d  # in and out matrices, hidden and output biases
+      assert c['num_trainable_params'] == 2 * (d * ex + ex * expert) + 3 * d  # router d x E per layer, 3 norms
+      assert c['num_active_ffn_params'] == 2 * (d * ex + top_k * expert)
+  moe_sizes = [2 * (d * ex + ex * (2 * d * w + w + d)) + 3 * d for w in s['moe_d_es']]
+  assert moe_sizes == [2128, 3184, 4240] and min(dense_sizes) < min(moe_sizes)
+  # the smallest and largest MoE sizes lie within 4% of a dense size; all inside the dense range
+  assert all(min(abs(m / x - 1) for x in dense_sizes) < 0.04 for m in (moe_sizes[0], moe_sizes[-1]))
+  assert max(moe_sizes) < max(dense_sizes)
+
+
+MOE_SIZES = (2500, 4000, 6000)
+
+
+def _moe_verdict(ratio, top_k=1, **kw):
+  dense = mc.peaks(_frame())
+  moe = mc.peaks(_frame(bits_per_param=2.0 * ratio, sizes=MOE_SIZES, top_k=top_k, **kw))
+  return mc.moe_verdict(moe, dense, top_k, 1000, LRS, LRS)
+
+
+def test_moe_pairs_interpolate_the_dense_arm_per_seed():
+  dense_top = pd.DataFrame({mc.SEED: 0, mc.SIZE: [1000, 4000], 'bits_stored': [1000.0, 16000.0]})  # 1 and 4 bits/param
+  moe_top = pd.DataFrame({mc.SEED: 0, mc.SIZE: [500, 2000, 8000], 'bits_stored': [500.0, 2000.0, 8000.0]})
+  r = mc.moe_pairs(moe_top, dense_top)
+  np.testing.assert_allclose(r['dense_bpp'], [1.0, 2.0, 4.0])  # clamped, log-log midpoint, clamped
+  np.testing.assert_allclose(r['moe_bpp'], [1.0, 1.0, 1.0])
+  assert mc.moe_pairs(moe_top.assign(**{mc.SEED: 1}), dense_top).empty  # no dense run of that seed: no pair
+
+
+def test_moe_verdict_known_answers_and_invalid():
+  v = _moe_verdict(0.9)
+  assert v.outcome == verdict.REPRODUCED and v.statistic == pytest.approx(0.9, rel=0.03) and v.n == 3
+  assert len(v.checks) == 7 and all(c.passed for c in v.checks)
+  assert v.ci[0] > 1 / mc.MOE_FACTOR and v.p_value is not None
+  low = _moe_verdict(0.5)
+  assert low.outcome == verdict.NOT_REPRODUCED and low.ci[1] < 1 / mc.MOE_FACTOR
+  assert _moe_verdict(0.9, power=1.4).outcome == verdict.INVALID   # MoE bits not proportional to params
+  assert _moe_verdict(0.9, best_lr=0.01).outcome == verdict.INVALID  # MoE's best rate at the grid's edge
+  assert _moe_verdict(0.9, peak_n=8192).outcome == verdict.INVALID  # MoE peak beyond its N grid
+  assert _moe_verdict(0.9, plateau_jump=0.2).outcome == verdict.INVALID
+  dense_bad = mc.moe_verdict(mc.peaks(_frame(bits_per_param=1.8, sizes=MOE_SIZES, top_k=1)),
+                             mc.peaks(_frame(best_lr=0.3)), 1, 1000, LRS, LRS)
+  assert dense_bad.outcome == verdict.INVALID and 'dense at 1000 exposures: learning rate' in dense_bad.detail
+  steep_dense = mc.moe_verdict(mc.peaks(_frame(bits_per_param=1.8, sizes=MOE_SIZES, top_k=1)),
+                               mc.peaks(_frame(power=1.4)), 1, 1000, LRS, LRS)
+  assert steep_dense.outcome != verdict.INVALID  # the dense slope is rule 1's check, not rule 4's
+
+
+def test_analyze_stats_with_moe_arms(tmp_path):
+  df = pd.concat([_frame(e=1000), _frame(e=100, bits_per_param=1.0),
+                  _frame(bits_per_param=1.8, sizes=MOE_SIZES, top_k=1), _frame(bits_per_param=1.0, sizes=MOE_SIZES, top_k=2)])
+  a = mc.analyze_stats(df, _rl(), base.Context(str(tmp_path), 'full'))
+  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 4 + [verdict.NOT_REPRODUCED]
+  assert (tmp_path / 'moe_vs_dense.png').stat().st_size > 1000 and 'MoE top-2 / dense' in a.headline
+  t = a.tables[3].frame
+  assert list(t['top_k']) == [1, 1, 1, 2, 2, 2] and list(t['total non-emb params']) == list(MOE_SIZES) * 2
+  np.testing.assert_allclose(t['MoE / dense'], [0.9] * 3 + [0.5] * 3, rtol=0.03)
+  np.testing.assert_allclose(t['bits/active param'] / t['bits/total param'],
+                             t['total non-emb params'] / t['active non-emb params'], rtol=1e-12)

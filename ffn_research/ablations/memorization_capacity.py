@@ -23,6 +23,13 @@ Design (fixed before the full run; calibration in docs/reproduce.md):
     most; every seed is read at that (N, rate), so the statistic carries no per-seed maximum.
   * Exposures E per fact at a fixed number of optimizer steps per E (batch = E N / steps), so smaller N
     does not mean fewer steps.
+  * MoE arms (1,000 exposures only): each FFN replaced by 16 ReLU experts of width d_e in {1, 2, 3} (Switch-style
+    softmax-then-top-k router, k = 1 and k = 2, dropless, default load-balance 1e-2 and z-loss 1e-3 coefficients),
+    2,128 / 3,184 / 4,240 total non-embedding parameters (router 16 x 16 per layer, experts with biases), inside
+    the dense sizes 2,192 / 4,304 (d_ff 32 / 64); active non-embedding parameters 658-790 (k = 1) and
+    756-1,020 (k = 2). Peak over N in {512, 1,024}, learning rate in {0.03, 0.1, 0.3}, 3 seeds, same peak
+    reading as the dense arm. Cut to fit 12 minutes of 2 CPU cores (an E = 16 MoE costs about 5x a dense FFN
+    per token here): no 100-exposure MoE arm, N = 2,048 and the rate 0.01 dropped, E = 16 not 32.
 
 Verdict rules (written before any full run):
   1. [headline] 1,000 exposures: per seed the geometric mean over sizes of peak bits / non-embedding
@@ -38,6 +45,15 @@ Regime checks (a failed one makes the verdict `invalid`): rules 1-2 rest on
       largest N, or the bits there exceed those at the next N by < PEAK_RISE (saturated);
   (c) plateau: the training loss of the peak runs at the last two logs within PLATEAU_TOL (relative);
   (d) learning rate: no size's best rate at its peak N at an edge of the grid (verdict.edge_check).
+  4. [MoE, per k] per seed the geometric mean over MoE sizes of (MoE peak bits / total non-embedding params)
+     divided by the same seed's dense figure at that size (log-log interpolation between the dense sizes at
+     1,000 exposures; clamped to the nearest dense size outside their range, 3% and 1.5% away); paired t on
+     the per-seed mean logs (verdict.paired, expect greater, margin log(1 / 1.3)). Claimed >= 1 / 1.3 = 0.77:
+     reproduced if the 95% CI of the ratio lies above 0.77, not reproduced if below, else inconclusive.
+     Per active parameter reported, not tested (the claim is per total parameter).
+  Rule 4 rests on checks (a)-(d) on the MoE arm (its own slope, peak inside its N grid, plateau, rate inside
+  {0.03, 0.1, 0.3}) and (b)-(d) on the dense arm at 1,000 exposures (the comparison is at matched size, so the
+  dense bits/param need not be constant; its slope is rule 1's check).
   Rule 3 rests on (e) the setup can fail: at the largest N (above the parameter count) the mean fraction
   fitted is below 0.9.
 """
@@ -64,13 +80,16 @@ from ffn_research.config import default_config  # pylint: disable=wrong-import-p
 # rl_points: random-label N grid (its largest above the bare FFN's 1,153 parameters), rl_steps.
 SETTINGS = {
     'smoke': dict(d_model=8, d_ffs=(8, 16, 32), facts=(64, 128), max_facts={}, relations=8, values=16,
-                  steps={100: 20}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(64, 2048), rl_steps=100),
+                  steps={100: 20}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(64, 2048), rl_steps=100,
+                  moe_d_es=(1, 2), moe_facts=(64, 128), moe_lrs=(0.03, 0.1, 0.3)),
     'quick': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048), max_facts={16: 1024, 32: 1024},
                   relations=16, values=256, steps={1000: 1000, 100: 400}, lrs=(0.01, 0.03, 0.1, 0.3), seeds=3,
-                  rl_points=(256, 1024, 2048), rl_steps=2000),
+                  rl_points=(256, 1024, 2048), rl_steps=2000, moe_d_es=(1, 2, 3), moe_facts=(512, 1024),
+                  moe_lrs=(0.03, 0.1, 0.3)),
     'full': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048, 4096), max_facts={16: 2048, 32: 2048},
                  relations=16, values=256, steps={1000: 1000, 100: 400}, lrs=(0.01, 0.03, 0.1, 0.3), seeds=3,
-                 rl_points=(128, 256, 512, 1024, 2048), rl_steps=4000),
+                 rl_points=(128, 256, 512, 1024, 2048), rl_steps=4000, moe_d_es=(1, 2, 3), moe_facts=(512, 1024),
+                  moe_lrs=(0.03, 0.1, 0.3)),
 }
 CLAIMS = {1000: 2.0, 100: 1.0}        # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6                     # bits per parameter at saturation (Morris et al. 2025)
@@ -78,14 +97,27 @@ BITS_FACTOR = 1.25                    # rules 1, 2: CI inside [claim / 1.25, cla
 SLOPE_MARGIN = 0.1                    # check (a): a CI excluding 1 still passes inside 1 ± 0.1
 PEAK_RISE = 0.05                      # check (b): a peak at the largest N must rise < 5% over the next N
 PLATEAU_TOL = 0.05                    # check (c): relative change of the training loss at the last two logs
+MOE_EXPERTS, MOE_TOP_KS = 16, (1, 2)  # MoE arms: 16 experts of width moe_d_es, Switch router, dropless
+MOE_FACTOR = 1.3                      # rule 4: MoE keeps at least 1 / 1.3 of dense bits per total parameter
 RL_D_MODEL, RL_D_FF = 16, 64          # random labels: h d / 4 = 256
 RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_FIT_LEVEL = 0.9                    # rule 3
 SEED, E, N, SIZE, LR = 'train.seed', 'exposures', 'facts', 'params', 'train.learning_rate'
 
 
-def sweep_name(exposures: int, facts: int) -> str:
-  return f'e{exposures}_n{facts}'
+def sweep_name(exposures: int, facts: int, top_k: int = 0) -> str:
+  return f'moe{MOE_EXPERTS}_k{top_k}_e{exposures}_n{facts}' if top_k else f'e{exposures}_n{facts}'
+
+
+def moe_exposures(s) -> int:
+  return max(s['steps'])
+
+
+def arm_names(s) -> dict[str, tuple[int, int, int]]:
+  """Sweep name -> (top_k (0 = dense), exposures, N) for every memorization sweep."""
+  out = {sweep_name(e, n): (0, e, n) for e in s['steps'] for n in s['facts']}
+  out.update({sweep_name(moe_exposures(s), n, k): (k, moe_exposures(s), n) for k in MOE_TOP_KS for n in s['moe_facts']})
+  return out
 
 
 def _memorization_base(s, exposures: int, facts: int):
@@ -96,6 +128,16 @@ def _memorization_base(s, exposures: int, facts: int):
   t.name, t.num_facts, t.num_relations, t.vocab_size = 'memorization', facts, s['relations'], s['values']
   tr.batch_size = exposures * facts // s['steps'][exposures]
   base.set_steps(tr, s['steps'][exposures])
+  return c
+
+
+def _moe_base(s, facts: int, top_k: int):
+  """The dense memorization config with each FFN an MoE of MOE_EXPERTS experts of width d_ff (Switch-style
+  softmax-then-top-k router, dropless, default load-balance and z losses)."""
+  c = _memorization_base(s, moe_exposures(s), facts)
+  e = c.model.moe
+  e.num_experts, e.top_k, e.router, e.capacity_factor = MOE_EXPERTS, top_k, 'softmax_topk', 0.0
+  e.dispatch = 'ragged'  # same numbers as sort; cheaper on CPU for 16 experts of width <= 3 (a dense masked product)
   return c
 
 
@@ -116,6 +158,9 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
     d_ffs = [f for f in s['d_ffs'] if n <= s['max_facts'].get(f, n)]
     return sweep.product(sweep.values('model.d_ff', d_ffs), sweep.values(LR, s['lrs']), seeds)
   out = [base.SweepSpec(sweep_name(e, n), _memorization_base(s, e, n), grid(n)) for e in s['steps'] for n in s['facts']]
+  moe_grid = sweep.product(sweep.values('model.d_ff', s['moe_d_es']), sweep.values(LR, s['moe_lrs']), seeds)
+  for k in MOE_TOP_KS:
+    out += [base.SweepSpec(sweep_name(moe_exposures(s), n, k), _moe_base(s, n, k), moe_grid) for n in s['moe_facts']]
   out.append(base.SweepSpec('random_labels', _random_labels_base(s),
                             sweep.product(sweep.values('task.num_points', s['rl_points']), seeds)))
   return out
@@ -150,6 +195,23 @@ def peak_inside_check(best: pd.DataFrame, exposures: int, rise: float = PEAK_RIS
                        '; '.join(bad or where) + f' (a peak at the largest N must rise < {rise:.0%} over the next)')
 
 
+def regime_checks(top: pd.DataFrame, best: pd.DataFrame, exposures: int, lrs, label: str):
+  """Checks (a)-(d) on one arm's peaks at one exposure count, and the per-seed slope verdict behind (a)."""
+  g = top[top[E] == exposures]
+  slope = verdict.slope_per_seed(g, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=0.1, claim='slope')
+  s_lo, s_hi = slope.ci
+  proportional = bool(s_lo <= 1 <= s_hi or (1 - SLOPE_MARGIN <= s_lo and s_hi <= 1 + SLOPE_MARGIN))
+  checks = [verdict.Check(f'{label}: bits proportional to params', proportional,
+                          f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{s_lo:.3g}, '
+                          f'{s_hi:.3g}], per seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}'),
+            dataclasses.replace(peak_inside_check(best, exposures), name=f'{label}: peak inside the N grid'),
+            verdict.plateau_check(f'{label}: plateau of the peak runs (training loss, last two logs)',
+                                  g['loss_last'].to_numpy(), g['loss_previous'].to_numpy(), PLATEAU_TOL),
+            verdict.edge_check(f'{label}: learning rate inside its grid at the peaks',
+                               g.set_index(SIZE)[f'best_{LR}'], lrs)]
+  return checks, slope
+
+
 def capacity_verdict(top: pd.DataFrame, best: pd.DataFrame, exposures: int, lrs) -> verdict.Verdict:
   """Rules 1-2 with checks (a)-(d): peak bits per non-embedding parameter, CI over seeds of log means."""
   g = top[top[E] == exposures]
@@ -168,17 +230,7 @@ def capacity_verdict(top: pd.DataFrame, best: pd.DataFrame, exposures: int, lrs)
     v = verdict.Verdict(claim, verdict.decide((math.exp(lo), math.exp(hi)), lo_ok, hi_ok), math.exp(m),
                         (math.exp(lo), math.exp(hi)), test, rule, len(per_seed),
                         p_value=verdict.decision_p(m, se, len(per_seed) - 1, math.log(lo_ok), math.log(hi_ok)))
-  slope = verdict.slope_per_seed(g, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=0.1, claim='slope')
-  s_lo, s_hi = slope.ci
-  proportional = bool(s_lo <= 1 <= s_hi or (1 - SLOPE_MARGIN <= s_lo and s_hi <= 1 + SLOPE_MARGIN))
-  checks = [verdict.Check(f'{exposures} exposures: bits proportional to params', proportional,
-                          f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{s_lo:.3g}, '
-                          f'{s_hi:.3g}], per seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}'),
-            peak_inside_check(best, exposures),
-            verdict.plateau_check(f'{exposures} exposures: plateau of the peak runs (training loss, last two logs)',
-                                  g['loss_last'].to_numpy(), g['loss_previous'].to_numpy(), PLATEAU_TOL),
-            verdict.edge_check(f'{exposures} exposures: learning rate inside its grid at the peaks',
-                               g.set_index(SIZE)[f'best_{LR}'], lrs)]
+  checks, slope = regime_checks(top, best, exposures, lrs, f'{exposures} exposures')
   extra = {'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]}
   return verdict.gate(dataclasses.replace(v, extra=extra), checks)
 
@@ -196,6 +248,44 @@ def random_labels_verdict(rl: pd.DataFrame) -> verdict.Verdict:
       'random labels: the setup can fail', m, (lo, hi), -math.inf, RL_FIT_LEVEL, what=f'fraction fitted at N = {n_top} ({n_top / RL_PARAMS:.2f} x the {RL_PARAMS} parameters)')])
 
 
+def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
+  """Per (seed, MoE size): MoE peak bits per total non-embedding parameter and the same seed's dense figure at
+  that size, interpolated log-log between the dense sizes (clamped to the nearest one outside their range)."""
+  rows = []
+  for seed, g in moe_top.groupby(SEED):
+    d = dense_top[dense_top[SEED] == seed].sort_values(SIZE)
+    if d.empty:
+      continue
+    x, y = np.log(d[SIZE].to_numpy(float)), np.log((d['bits_stored'] / d[SIZE]).to_numpy(float))
+    for _, r in g.iterrows():
+      rows.append({SEED: seed, SIZE: int(r[SIZE]), 'moe_bpp': r['bits_stored'] / r[SIZE],
+                   'dense_bpp': math.exp(np.interp(math.log(r[SIZE]), x, y))})
+  return pd.DataFrame(rows, columns=[SEED, SIZE, 'moe_bpp', 'dense_bpp'])
+
+
+def moe_verdict(moe: tuple[pd.DataFrame, pd.DataFrame], dense: tuple[pd.DataFrame, pd.DataFrame], top_k: int,
+                exposures: int, moe_lrs, dense_lrs) -> verdict.Verdict:
+  """Rule 4 with checks (a)-(d) on the MoE arm and (b)-(d) on the dense arm: MoE / dense peak bits per total
+  non-embedding parameter at matched size, paired by seed (verdict.paired on per-seed mean logs)."""
+  (moe_best, moe_top), (dense_best, dense_top) = moe, dense
+  moe_top, dense_top = moe_top[moe_top[E] == exposures], dense_top[dense_top[E] == exposures]
+  r = moe_pairs(moe_top, dense_top)
+  a, b = (np.log(r[c]).groupby(r[SEED]).mean() for c in ('moe_bpp', 'dense_bpp'))
+  floor = 1 / MOE_FACTOR
+  v = verdict.paired(a.to_numpy(), b.to_numpy(), expect='greater', margin=math.log(floor),
+                     claim=f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = '
+                           f'{floor:.0%} of the dense peak bits per total non-embedding parameter ({exposures} exposures)')
+  v = dataclasses.replace(
+      v, statistic=math.exp(v.statistic), ci=tuple(math.exp(c) for c in v.ci),
+      test='per seed the geometric mean over MoE sizes of (MoE peak bits / total non-embedding params) / (dense, same '
+           'seed, log-log interpolated at that size); paired t on the per-seed mean logs, 95% CI exponentiated',
+      rule=f'reproduced if the 95% CI of the ratio lies above {floor:.3g}; not reproduced if it lies below; '
+           f'otherwise, or with < 3 seeds, inconclusive')
+  checks = (regime_checks(moe_top, moe_best, exposures, moe_lrs, f'MoE top-{top_k}')[0]
+            + regime_checks(dense_top, dense_best, exposures, dense_lrs, f'dense at {exposures} exposures')[0][1:])
+  return verdict.gate(v, checks)
+
+
 # --------------------------------------------------------------------------- analysis
 
 def _losses(run_dir: str) -> tuple[float, float]:
@@ -205,16 +295,17 @@ def _losses(run_dir: str) -> tuple[float, float]:
 
 
 def collect(results: dict[str, pd.DataFrame], outdir: str, scale: str) -> pd.DataFrame:
-  """One row per finished memorization run: E, N, sizes, learning rate, seed, bits, losses at the last two logs."""
-  s, rows = SETTINGS[scale], []
-  for e in s['steps']:
-    for n in s['facts']:
-      for _, r in base.completed(results.get(sweep_name(e, n), pd.DataFrame(columns=['status']))).iterrows():
-        last, previous = _losses(os.path.join(outdir, sweep_name(e, n), 'runs', r['name']))
-        rows.append({E: e, N: n, 'model.d_ff': int(r['model.d_ff']), LR: float(r[LR]), SEED: int(r[SEED]),
-                     SIZE: int(r['num_trainable_params']), 'ffn_params': int(r['num_ffn_params']),
-                     'all_params': int(r['num_params']), 'bits_stored': float(r['bits_stored']),
-                     'accuracy': float(r['accuracy']), 'loss_last': last, 'loss_previous': previous})
+  """One row per finished memorization run: arm (top_k, 0 = dense), E, N, sizes (total and active non-embedding
+  params), learning rate, seed, bits, training losses at the last two logs."""
+  rows = []
+  for name, (k, e, n) in arm_names(SETTINGS[scale]).items():
+    for _, r in base.completed(results.get(name, pd.DataFrame(columns=['status']))).iterrows():
+      last, previous = _losses(os.path.join(outdir, name, 'runs', r['name']))
+      size, ffn = int(r['num_trainable_params']), int(r['num_ffn_params'])
+      rows.append({'top_k': k, E: e, N: n, 'model.d_ff': int(r['model.d_ff']), LR: float(r[LR]), SEED: int(r[SEED]),
+                   SIZE: size, 'active': size - ffn + int(r['num_active_ffn_params']), 'ffn_params': ffn,
+                   'all_params': int(r['num_params']), 'bits_stored': float(r['bits_stored']),
+                   'accuracy': float(r['accuracy']), 'loss_last': last, 'loss_previous': previous})
   return pd.DataFrame(rows)
 
 
@@ -264,6 +355,43 @@ def plot_capacity(top: pd.DataFrame, best: pd.DataFrame, values: int, ctx: base.
                            'stored vs N per size (best learning rate) with the entropy N log2 V')]
 
 
+def moe_table(moe_tops: dict[int, pd.DataFrame], dense_top: pd.DataFrame) -> pd.DataFrame:
+  """Per (top_k, size): peak bits per total and per active non-embedding parameter, and MoE / dense at that size."""
+  rows = []
+  for k, top in moe_tops.items():
+    pairs = moe_pairs(top, dense_top)
+    for size, g in top.groupby(SIZE):
+      row = {'top_k': k, 'expert width': int(g['model.d_ff'].iloc[0]), 'total non-emb params': size,
+             'active non-emb params': int(g['active'].iloc[0]), 'peak N': int(g[N].iloc[0]),
+             'best lr': float(g[f'best_{LR}'].iloc[0]), 'seeds': len(g)}
+      p = pairs[pairs[SIZE] == size]
+      for name, values in [('peak bits', g['bits_stored']), ('bits/total param', g['bits_stored'] / g[SIZE]),
+                           ('bits/active param', g['bits_stored'] / g['active']),
+                           ('dense bits/param at this size', p['dense_bpp']), ('MoE / dense', p['moe_bpp'] / p['dense_bpp'])]:
+        m, lo, hi = verdict.mean_ci(values)
+        row[name], row[f'{name} CI'] = m, f'[{lo:.4g}, {hi:.4g}]'
+      rows.append(row)
+  return pd.DataFrame(rows)
+
+
+def plot_moe(moe_tops: dict[int, pd.DataFrame], dense_top: pd.DataFrame, ctx: base.Context) -> base.Figure:
+  """Peak bits per total (left) and per active (right) non-embedding parameter: dense vs the MoE arms."""
+  fig, axes = plt.subplots(1, 2, figsize=(12.0, 4.5))
+  arms = [('dense', dense_top.assign(active=dense_top[SIZE]))] + [(f'MoE {MOE_EXPERTS} experts, top-{k}', t)
+                                                                   for k, t in moe_tops.items()]
+  for ax, x, label in [(axes[0], SIZE, 'total'), (axes[1], 'active', 'active')]:
+    for name, t in arms:
+      t = t.assign(bpp=t['bits_stored'] / t[x])
+      m = verdict.summarize(t, [x], ['bpp'])
+      base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name)
+    ax.axhline(2.0, color='k', lw=1, label='2 bits/param (Allen-Zhu & Li)')
+    base.style_axes(ax, xlabel=f'{label} non-embedding parameters', ylabel=f'peak bits per {label} parameter',
+                    xscale='log', xbase=2, title=f'MoE vs dense at {moe_exposures(SETTINGS[ctx.scale])} exposures ({ctx.scale})')
+  return base.save_figure(fig, ctx.outdir, 'moe_vs_dense.png',
+                          'peak bits over N per total (left) and per active (right) non-embedding parameter, dense '
+                          'and MoE arms (mean over seeds, 95% CI)')
+
+
 def plot_random_labels(rl: pd.DataFrame, ctx: base.Context) -> base.Figure:
   fig, ax = plt.subplots(figsize=(6.0, 4.2))
   t = verdict.summarize(rl, ['task.num_points'], ['fraction_fitted'])
@@ -280,16 +408,29 @@ def plot_random_labels(rl: pd.DataFrame, ctx: base.Context) -> base.Figure:
 def analyze_stats(df: pd.DataFrame, rl: pd.DataFrame, ctx: base.Context) -> base.Analysis:
   """Verdicts, tables and figures from collect's frame and the random-label results (pure in the frames)."""
   s = SETTINGS[ctx.scale]
-  best, top = peaks(df)
+  arm = df['top_k'] if 'top_k' in df else pd.Series(0, index=df.index)
+  best, top = peaks(df[arm == 0])
   verdicts = [capacity_verdict(top, best, e, s['lrs']) for e in sorted(s['steps'], reverse=True)]
   verdicts.append(random_labels_verdict(rl))
+  moe = {k: peaks(df[arm == k]) for k in MOE_TOP_KS if (arm == k).any()}
+  verdicts += [moe_verdict(moe[k], (best, top), k, moe_exposures(s), s['moe_lrs'], s['lrs']) for k in moe]
   tables = [base.Table('Peak over N of the bits stored, per exposure count and size (mean over seeds, 95% CI)',
                        peak_table(top)),
             base.Table('Bits stored per N at the learning rate best in the seed mean (mean over seeds, 95% CI)',
                        verdict.summarize(best, [E, SIZE, N], ['bits_stored', 'accuracy'])),
             base.Table('Random labels: fraction of N points fitted, mean and 95% CI',
                        verdict.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']))]
+  dense_top = top[top[E] == moe_exposures(s)]
+  if moe:
+    tables += [base.Table(f'MoE arms ({MOE_EXPERTS} experts): peak over N per total and per active non-embedding '
+                          f'parameter, and MoE / dense at matched total size (mean over seeds, 95% CI)',
+                          moe_table({k: t for k, (_, t) in moe.items()}, dense_top)),
+               base.Table('MoE arms: bits stored per N at the learning rate best in the seed mean',
+                          verdict.summarize(pd.concat([b.assign(top_k=k) for k, (b, _) in moe.items()]),
+                                            ['top_k', SIZE, N], ['bits_stored', 'accuracy']))]
   figures = plot_capacity(top, best, s['values'], ctx) + [plot_random_labels(rl, ctx)]
+  if moe:
+    figures.append(plot_moe({k: t for k, (_, t) in moe.items()}, dense_top, ctx))
   head = verdicts[0]
   morris = f'{head.statistic / MORRIS_BITS:.2f}x Morris et al.\'s {MORRIS_BITS:g}'
   notes = [f'peak bits per non-embedding parameter at {e} exposures = {v.statistic:.3g} = {v.statistic / MORRIS_BITS:.2f} '
@@ -297,6 +438,8 @@ def analyze_stats(df: pd.DataFrame, rl: pd.DataFrame, ctx: base.Context) -> base
            f'{v.extra.get("slope", math.nan):.3g}' for e, v in zip(sorted(s['steps'], reverse=True), verdicts)]
   headline = (f'{head.statistic:.3g} peak bits per non-embedding parameter at {max(s["steps"])} exposures '
               f'(95% CI [{head.ci[0]:.3g}, {head.ci[1]:.3g}]; claimed 2, {morris}); {head.outcome}')
+  headline += ''.join(f'; MoE top-{k} / dense per total parameter {v.statistic:.3g} (95% CI [{v.ci[0]:.3g}, '
+                      f'{v.ci[1]:.3g}]; claimed >= {1 / MOE_FACTOR:.3g}): {v.outcome}' for k, v in zip(moe, verdicts[len(verdicts) - len(moe):]))
   return base.Analysis(verdicts=verdicts, headline=headline, tables=tables, figures=figures, notes=notes)
 
 
