@@ -236,8 +236,11 @@ TINY_RUNS = {
     # name: (task overrides, train overrides, summary key, must exceed)
     'memorization': (dict(num_facts=64, num_relations=4, vocab_size=16),
                      dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.5),  # chance 1/16
+    # Chance is 1/8, but copying either value in context already gives 1/2: recall must beat that.
+    # It takes two layers (find the key, read the token after it) and a gentler rate: one layer, or
+    # 1e-2, stays at 0.50-0.60 after 1,000 steps; two layers at 3e-3 reach 1.0 by step 400 (seeds 0-2).
     'associative_recall': (dict(num_pairs=2, num_queries=2, vocab_size=8, num_eval=256),
-                           dict(steps=400, batch_size=64, learning_rate=1e-2), 'eval_accuracy', 0.5),  # 1/8
+                           dict(steps=400, batch_size=64, learning_rate=3e-3), 'eval_accuracy', 0.9),
     'modular_arithmetic': (dict(modulus=7, train_fraction=0.8),
                            dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.6),  # 1/7
     'multi_hop': (dict(num_nodes=8, num_relations=2, num_hops=2, train_fraction=0.8),
@@ -255,6 +258,7 @@ TINY_RUNS = {
 def test_tiny_run_beats_chance(name, tmp_path):
   task_overrides, train_overrides, key, threshold = TINY_RUNS[name]
   config = task_config(name, **task_overrides)
+  config.model.num_layers = 2 if name == 'associative_recall' else 1
   for k, v in train_overrides.items():
     config.train[k] = v
   config.train.warmup_steps = 20
