@@ -82,23 +82,32 @@ def test_mutual_information_known_tables():
 # --------------------------------------------------------------------------- verdict rules on synthetic frames
 
 SEEDS = range(5)
+T = 2000
 
 
-def synthetic_stats(shift=None, loss_drift=0.0, seeds=SEEDS):
-  """A collect()-shaped frame: score = base + shift[(sweep, point)] + small per-seed noise."""
-  shift = shift or {}
-  points = {'fixed_total': [1, 2, 4], 'matched_active': [1, 2, 4], 'granularity': [1, 2, 4, 8], 'dense': [32, 256],
+def synthetic_stats(shift=None, budget_gain=0.0, seeds=SEEDS, best_rate=1e-2, rate_of=None):
+  """A collect()-shaped frame over RATES x (T, T/2): score = base + shift[(sweep, point)] + a rate penalty
+  (0 at the point's best rate, 0.3 per factor of ~3 away) + budget_gain at T/2 + small per-seed noise."""
+  shift, rate_of = shift or {}, rate_of or {}
+  points = {'fixed_total': [1, 2, 4], 'matched_active': [2, 4], 'granularity': [1, 2, 4, 8], 'dense': [32, 256],
             'routers': list(moe_topk.ARMS), 'cluster_dense': [32, 256]}
   rng = np.random.default_rng(0)
   rows = []
   for s, pts in points.items():
     for p in pts:
-      for seed in seeds:
-        score = -2.0 + 0.1 * seed + shift.get((s, p), 0.0) + rng.normal(0, 0.005)
-        rows.append({'sweep': s, 'point': p, moe_topk.SEED: seed, 'rel_mse': math.exp(score), 'score': score,
-                     'params': 100, 'active': 10, 'loss_last': 1.0 + loss_drift, 'loss_previous': 1.0,
-                     **({'mi': 1.0, 'h_cluster': 1.8, 'max_load': 2.0} if s == 'routers' else {})})
-  return pd.DataFrame(rows)
+      best = rate_of.get((s, p), best_rate)
+      for lr in moe_topk.RATES:
+        for steps in (T // 2, T):
+          for seed in seeds:
+            score = (-2.0 + 0.1 * seed + shift.get((s, p), 0.0) + 0.3 * abs(math.log(lr / best) / math.log(3))
+                     + (budget_gain if steps < T else 0.0) + rng.normal(0, 0.005))
+            rows.append({'sweep': s, 'point': p, moe_topk.SEED: seed, 'lr': lr, 'steps': steps,
+                         'rel_mse': math.exp(score), 'score': score, 'params': 100, 'active': 10,
+                         'key': moe_topk.point_key(s, p),
+                         **({'mi': 1.0, 'h_cluster': 1.8, 'max_load': 2.0} if s == 'routers' else {})})
+  stats = pd.DataFrame(rows)
+  k1 = stats[stats['key'] == 'fixed_total 1'].assign(sweep='matched_active', key='matched_active 1')  # as collect()
+  return pd.concat([stats, k1], ignore_index=True)
 
 
 ROUTING_MATTERS = {('cluster_dense', 32): 1.0, ('routers', 'frozen'): 0.5, ('routers', 'hash'): 1.0}
@@ -116,6 +125,22 @@ def test_verdicts_come_out_as_the_rules_say():
   assert outcomes(synthetic_stats(shift))[4] == NR
 
 
+def test_each_point_is_read_at_its_own_chosen_rate():
+  # top-2 is better only at its own best rate (3e-3); read at top-1's rate (1e-2) it would lose.
+  shift = {('fixed_total', 2): -0.2, **ROUTING_MATTERS}
+  stats = synthetic_stats(shift, rate_of={('fixed_total', 2): 3e-3, ('fixed_total', 1): 1e-2})
+  tuned = moe_topk.tune(stats)
+  chosen = dict(zip(tuned.table['key'], tuned.table['learning_rate']))
+  assert chosen['fixed_total 2'] == 3e-3 and chosen['fixed_total 1'] == 1e-2
+  assert set(tuned.rows['steps']) == {T}
+  v = moe_topk.verdicts_of(stats, tuned)[0][0]
+  assert v.statistic == pytest.approx(-0.2, abs=0.01)
+  assert v.outcome == INV and 'the rule alone gave reproduced' in v.detail  # 3e-3 is the grid's lower edge
+  at_one_rate = stats[(stats['lr'] == 1e-2) & (stats['steps'] == T)]
+  w = moe_topk.wide(at_one_rate, 'fixed_total')
+  assert (w[2] - w[1]).mean() > 0  # the untuned reading would have said the opposite
+
+
 def test_premise_routing_matters_else_invalid():
   shift = {('routers', 'stop_grad'): 0.3, ('routers', 'weight_1'): 0.3}  # dense and frozen as good as learned
   got = moe_topk.verdicts_of(synthetic_stats(shift))[0]
@@ -128,11 +153,25 @@ def test_premise_routing_matters_else_invalid():
   assert outcomes(synthetic_stats(shift))[3:] == [R, R]
 
 
-def test_no_plateau_is_invalid_and_too_few_seeds_inconclusive():
+def test_rate_at_edge_or_no_budget_plateau_is_invalid_and_too_few_seeds_inconclusive():
   shift = {('fixed_total', 2): -0.3, **ROUTING_MATTERS}
-  assert set(outcomes(synthetic_stats(shift, loss_drift=-0.2))) == {INV}  # loss still falling 20% per log
-  assert outcomes(synthetic_stats(shift, loss_drift=-0.01))[0] == R  # within PLATEAU_TOL
+  assert outcomes(synthetic_stats(shift))[0] == R
+  # T/2 worse by 0.3 in ln(1 - R^2): T still helps a lot, no plateau
+  got = moe_topk.verdicts_of(synthetic_stats(shift, budget_gain=0.3))[0]
+  assert {v.outcome for v in got} == {INV} and 'step-budget plateau' in got[0].detail
+  assert outcomes(synthetic_stats(shift, budget_gain=0.05))[0] == R  # within BUDGET_TOL
+  got = moe_topk.verdicts_of(synthetic_stats(shift, rate_of={('fixed_total', 1): 3e-2}))[0]  # best at the top edge
+  assert got[0].outcome == INV and 'inside the grid' in got[0].detail and got[1].outcome == INV  # k = 1 shared
+  assert got[2].outcome != INV
   assert outcomes(synthetic_stats(shift, seeds=range(2)))[0] == INC
+
+
+def test_a_diverged_seed_makes_its_rate_ineligible():
+  shift = {('fixed_total', 2): -0.3, **ROUTING_MATTERS}
+  stats = synthetic_stats(shift)
+  gone = (stats['key'] == 'fixed_total 2') & (stats['lr'] == 1e-2) & (stats[moe_topk.SEED] == 0)
+  tuned = moe_topk.tune(stats[~gone])
+  assert dict(zip(tuned.table['key'], tuned.table['learning_rate']))['fixed_total 2'] != 1e-2
 
 
 def test_analyze_stats_tables_figure_and_line_budget(tmp_path):
@@ -142,6 +181,10 @@ def test_analyze_stats_tables_figure_and_line_budget(tmp_path):
   table = out.tables[0].frame
   routers = table[table['sweep'] == 'routers']
   assert list(routers['point']) == list(moe_topk.ARMS) and np.allclose(routers['I(expert; cluster) nats'], 1.0)
+  assert np.allclose(table['learning rate'], 1e-2) and set(table['n']) == {len(SEEDS)}
+  tuning = out.tables[2].frame
+  assert len(tuning) == stats.groupby(['key', 'lr', 'steps']).ngroups
+  assert tuning.groupby('key')['chosen'].sum().eq(2).all()  # the chosen rate, at T and at T/2
   for fn in (moe_topk.analyze, moe_topk.analyze_stats):
     assert len(inspect.getsource(fn).splitlines()) <= 60
 
@@ -165,6 +208,11 @@ def test_sweeps_isolate_what_they_claim(scale):
     assert c.task.cluster_teachers and c.task.num_clusters == moe_topk.CLUSTERS
   for c in runs['routers']:
     assert c.model.moe.top_k == 1 and c.model.moe.num_experts == moe_topk.CLUSTERS
+  steps = moe_topk.SETTINGS[scale]['steps']
+  for name, configs in runs.items():  # every point at every rate of the grid, at T and T/2
+    grid = {(c.train.learning_rate, c.train.steps) for c in configs}
+    assert grid == {(r, b) for r in moe_topk.RATES for b in (steps // 2, steps)}, name
+    assert len(configs) % (2 * len(moe_topk.RATES) * moe_topk.SETTINGS[scale]['seeds']) == 0
 
 
 @pytest.mark.slow  # the real entry point at smoke scale: 6 sweeps, ~20 compiled groups (~2-3 min idle)
