@@ -93,11 +93,13 @@ def test_edge_check_fires_at_the_edge():
                          grid)
   assert not c.passed and 'd=64: 2/3 seeds at 0.001' in c.detail and 'd=8' not in c.detail
   c = verdict.edge_check('lr', {'a': [1e-2], 'b': [3e-3]}, grid)
-  assert not c.passed and 'a: 1/1 seeds at 0.01' in c.detail
+  assert not c.passed and "a: 0.01, the grid's largest" in c.detail and 'b:' not in c.detail
   assert verdict.edge_check('lr', {'a': [3e-3, 3e-3], 'b': [3e-3]}, grid).passed
+  c = verdict.edge_check('lr', {'a': [3e-3]}, grid)  # one chosen value per point
+  assert c.passed and 'a: 0.003' in c.detail
   series = pd.Series([3e-3, 1e-2], index=pd.Index([16, 32], name='d'))
   c = verdict.edge_check('lr', series, grid)
-  assert not c.passed and '32: 1/1 seeds at 0.01' in c.detail
+  assert not c.passed and "32: 0.01, the grid's largest" in c.detail
 
 
 # --------------------------------------------------------------------------- Holm
@@ -405,7 +407,7 @@ def test_tune_per_point_fails_the_edge_and_the_budget():
   t = verdict.tune_per_point(_tuning_frame(curve), by='point', metric='loss', tol=0.05)
   edge_a, flat_a = t.checks['a']
   edge_b, flat_b = t.checks['b']
-  assert not edge_a.passed and 'at 0.01' in edge_a.detail
+  assert not edge_a.passed and "a: 0.01, the grid's largest" in edge_a.detail
   assert edge_b.passed and not flat_b.passed and '100 steps' in flat_b.detail and '50 steps' in flat_b.detail
   # absolute tolerance (log scores): 0.3 change passes at tol 0.5, fails at 0.2
   shift = lambda p, r, b: abs(math.log10(r / 3e-3)) + (0.3 if b == 50 else 0.0)

@@ -403,13 +403,18 @@ def edge_check(name: str, best_values, grid: Sequence[float]) -> Check:
   for point, vals in best_values.items():
     vals = np.atleast_1d(np.asarray(vals, float))
     n_lo, n_hi = int(np.isclose(vals, lo).sum()), int(np.isclose(vals, hi).sum())
-    if n_lo or n_hi:
+    if len(vals) == 1 and (n_lo or n_hi):  # one value per point (e.g. chosen on the mean over seeds)
+      at_edge.append(f'{point}: {vals[0]:g}, the grid\'s {"smallest" if n_lo else "largest"}')
+    elif n_lo or n_hi:
       where = ', '.join(w for w in (f'{n_lo}/{len(vals)} seeds at {lo:g}' if n_lo else '',
                                     f'{n_hi}/{len(vals)} seeds at {hi:g}' if n_hi else '') if w)
       at_edge.append(f'{point}: {where}')
   grid_s = ', '.join(f'{g:g}' for g in sorted(grid))
   if at_edge:
     return Check(name, False, f'best value at the edge of the grid {{{grid_s}}} for ' + '; '.join(at_edge))
+  if all(np.size(v) == 1 for v in best_values.values()):
+    chosen = ', '.join(f'{p}: {float(np.ravel(v)[0]):g}' for p, v in best_values.items())
+    return Check(name, True, f'chosen value inside the grid {{{grid_s}}} ({chosen})')
   return Check(name, True, f'every per-seed best is inside the grid {{{grid_s}}} ({len(best_values)} points)')
 
 
