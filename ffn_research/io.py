@@ -185,6 +185,24 @@ def read_metrics(path: str) -> tuple[list[dict[str, Any]], list[bytes]]:
   return [records[k] for k in sorted(records)], bad
 
 
+def summary_writer_class():
+  """tensorboardX.SummaryWriter, imported without PyTorch.
+
+  tensorboardX's writer imports torch whenever it is installed (to accept torch tensors, which this
+  project never logs): 1-2 s at the start of every run, and torch's thread pools inside a JAX
+  process. Hiding torch for the duration of the import keeps it out; a process that has already
+  imported torch keeps it."""
+  hide = 'torch' not in sys.modules
+  if hide:
+    sys.modules['torch'] = None  # `import torch` raises ImportError while this is set
+  try:
+    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+  finally:
+    if hide:
+      del sys.modules['torch']
+  return SummaryWriter
+
+
 class MetricsLog:
   """metrics.jsonl (one object per logged step) plus TensorBoard scalars (tensorboardX, no TF).
 
@@ -204,8 +222,7 @@ class MetricsLog:
     self.records = [r for r in records if r['step'] <= resume_step]
     write_text(self.path, ''.join(json.dumps(r) + '\n' for r in self.records))
     self.file = open(self.path, 'a')
-    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
-    self.tb = SummaryWriter(os.path.join(workdir, 'tensorboard'))
+    self.tb = summary_writer_class()(os.path.join(workdir, 'tensorboard'))
 
   def write(self, step: int, metrics: dict[str, Any]) -> None:
     self.file.write(json.dumps(json_safe({'step': step, **metrics})) + '\n')

@@ -291,3 +291,19 @@ def test_eval_log_names_keep_training_and_held_out_metrics_apart():
   evals = {'eval_loss': 1.0, 'train_loss': 0.5, 'accuracy': 0.9, 'eval_accuracy': 0.4, 'sup_error': 0.1}
   assert loop.eval_log_names(evals) == {'eval/loss': 1.0, 'eval/train_loss': 0.5, 'eval/train_accuracy': 0.9,
                                         'eval/accuracy': 0.4, 'eval/sup_error': 0.1}
+
+
+def test_metrics_log_does_not_import_torch(tmp_path):
+  """tensorboardX imports torch when it is installed; a run must not (1-2 s, torch's threads in a JAX process).
+  A stand-in `torch` package on the path records being imported."""
+  fake = tmp_path / 'fake' / 'torch'
+  fake.mkdir(parents=True)
+  (fake / '__init__.py').write_text(f'open({str(tmp_path / "imported")!r}, "w").close()\nTensor = object\n')
+  code = ('import sys, tempfile\nfrom ffn_research import io\n'
+          'log = io.MetricsLog(tempfile.mkdtemp()); log.write(1, {"loss": 0.5}); log.close()\n'
+          'assert "torch" not in sys.modules\nimport torch\nprint("torch importable after")\n')
+  env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path / 'fake'), REPO_ROOT])}
+  proc = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'torch importable after' in proc.stdout  # hidden only while tensorboardX imports
+  assert (tmp_path / 'imported').exists()  # ... by the explicit import at the end, not before
