@@ -1,7 +1,7 @@
 """PyTorch references of a sweep for `benchmark_sweep --mode=frameworks` (optional: `pip install -e .[bench]`).
 
-  python -m experiments.bench_torch_sweep --runs=runs.json --side=loop --out=DIR   # one run after another
-  python -m experiments.bench_torch_sweep --runs=runs.json --side=func --out=DIR   # torch.func ensembles
+  python -m experiments.bench_torch_sweep --runs=runs.json --side=loop --outdir=DIR   # one run after another
+  python -m experiments.bench_torch_sweep --runs=runs.json --side=func --outdir=DIR   # torch.func ensembles
 
 The runs of a regression sweep (`runs.json`, written by experiments.benchmark_sweep from the project's
 sweep file: each run's d_ff, activation and seed, and the shared task and train settings) trained
@@ -41,7 +41,7 @@ except ImportError:  # main() says so in one line
 
 flags.DEFINE_string('runs', None, 'runs.json written by experiments.benchmark_sweep.')
 flags.DEFINE_enum('side', 'loop', ['loop', 'func'], 'loop: one run after another; func: torch.func ensembles.')
-flags.DEFINE_string('out', None, 'Folder for results.json and the weights.')
+flags.DEFINE_string('outdir', None, 'Folder for results.json and the weights.')
 flags.DEFINE_integer('threads', 1, 'torch.set_num_threads; 1 (default) was fastest for these small models on the '
                      '2-core development machine, by 2-10x under load (docs/performance.md); 0: PyTorch\'s default.')
 FLAGS = flags.FLAGS
@@ -211,8 +211,8 @@ def check_spec(spec: dict) -> str | None:
 def main(argv):
   del argv
   t0 = time.perf_counter()
-  if not FLAGS.runs or not FLAGS.out:
-    sys.exit('error: --runs=runs.json and --out=DIR are required')
+  if not FLAGS.runs or not FLAGS.outdir:
+    sys.exit('error: --runs=runs.json and --outdir=DIR are required')
   try:
     with open(FLAGS.runs, encoding='utf-8') as fh:
       spec = json.load(fh)
@@ -224,24 +224,24 @@ def main(argv):
     sys.exit('error: torch not installed (pip install -e .[bench])')
   if FLAGS.threads:
     torch.set_num_threads(FLAGS.threads)
-  os.makedirs(os.path.join(FLAGS.out, 'weights'), exist_ok=True)
+  os.makedirs(os.path.join(FLAGS.outdir, 'weights'), exist_ok=True)
   results, t_train = {}, time.perf_counter()
   if FLAGS.side == 'loop':
     for r in spec['runs']:
       results[r['name']], state = train_loop_run(r, spec)
-      torch.save(state, os.path.join(FLAGS.out, 'weights', f'{r["name"]}.pt'))
+      torch.save(state, os.path.join(FLAGS.outdir, 'weights', f'{r["name"]}.pt'))
   else:
     for i, group in enumerate(shapes(spec['runs'])):
       outs, state = train_func_group(group, spec)
       results.update({r['name']: o for r, o in zip(group, outs)})
       torch.save({'runs': [r['name'] for r in group], **state},
-                 os.path.join(FLAGS.out, 'weights', f'group_{i}.pt'))
+                 os.path.join(FLAGS.outdir, 'weights', f'group_{i}.pt'))
   doc = {'side': FLAGS.side, 'torch': torch.__version__, 'threads': torch.get_num_threads(),
          'groups': len(shapes(spec['runs'])) if FLAGS.side == 'func' else len(spec['runs']),
          'train_s': time.perf_counter() - t_train, 'main_s': time.perf_counter() - t0, 'runs': results}
-  with open(os.path.join(FLAGS.out, 'results.json.tmp'), 'w', encoding='utf-8') as fh:
+  with open(os.path.join(FLAGS.outdir, 'results.json.tmp'), 'w', encoding='utf-8') as fh:
     json.dump(doc, fh)
-  os.replace(os.path.join(FLAGS.out, 'results.json.tmp'), os.path.join(FLAGS.out, 'results.json'))
+  os.replace(os.path.join(FLAGS.outdir, 'results.json.tmp'), os.path.join(FLAGS.outdir, 'results.json'))
   print(f'{FLAGS.side}: {len(results)} runs in {time.perf_counter() - t0:.2f} s', flush=True)
 
 

@@ -250,7 +250,7 @@ def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: s
            *(f'--config.{o}' for o in FLAGS.overrides)]
   else:
     cmd = [sys.executable, '-m', 'experiments.bench_torch_sweep', f'--runs={spec_path}', f'--side={side}',
-           f'--out={workdir}', f'--threads={FLAGS.torch_threads}']
+           f'--outdir={workdir}', f'--threads={FLAGS.torch_threads}']
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
   seconds = time.perf_counter() - t0
