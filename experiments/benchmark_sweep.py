@@ -66,6 +66,8 @@ flags.DEFINE_integer('rounds', 3, 'frameworks: rounds; every side runs once per 
 flags.DEFINE_bool('warm', True, 'frameworks: also time ours with a warm persistent compilation cache.')
 flags.DEFINE_list('overrides', [], 'frameworks: KEY=VALUE changes of the base config of every side '
                   '(e.g. train.steps=20).')
+flags.DEFINE_bool('ours_without_torch', True, 'frameworks: run our sweep CLI with torch unimportable, as in the '
+                  'default install (torch is only in the [bench] extra): else tensorboardX imports it (1-2 s).')
 flags.DEFINE_integer('torch_threads', 1, 'frameworks: torch.set_num_threads of the PyTorch sides '
                      '(0: PyTorch\'s default; see experiments/bench_torch_sweep.py).')
 flags.DEFINE_string('out', 'benchmark_sweep.json', 'frameworks: JSON output file ("" for none).')
@@ -226,6 +228,7 @@ def ours_results(workdir: str) -> dict:
           'groups': len({(r['sweep_padded_d_ff'], r.get('model.activation', '')) for r in rows}),
           'compile_s': sum(num(r, 'compile_time_s') / num(r, 'sweep_group_size') for r in rows),
           'checkpoint_s': sum(num(r, 'checkpoint_time_s') for r in rows),
+          'steps_s': sum(num(r, 'step') / num(r, 'steps_per_s') / num(r, 'sweep_group_size') for r in rows),
           'groups_wall_s': sum(num(r, 'wall_time_s') for r in rows)}
 
 
@@ -245,7 +248,12 @@ def math_isfinite(v) -> bool:
 def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: str) -> tuple[float, dict]:
   """(seconds from process start to exit, its results) of one side in its own process."""
   if side in ('ours', 'ours_warm'):
-    cmd = [sys.executable, '-m', 'experiments.sweep', f'--config={sweep_spec}', f'--workdir={workdir}',
+    # The real CLI; without torch: run as `python -m experiments.sweep` with torch unimportable (tensorboardX
+    # imports it when it can, to accept torch tensors, which the project never passes).
+    start = (['-c', "import runpy, sys; sys.modules['torch'] = None; "
+              "runpy.run_module('experiments.sweep', run_name='__main__', alter_sys=True)"]
+             if FLAGS.ours_without_torch else ['-m', 'experiments.sweep'])
+    cmd = [sys.executable, *start, f'--config={sweep_spec}', f'--workdir={workdir}',
            f'--compilation_cache_dir={cache if side == "ours_warm" else ""}', '--noprogress',
            *(f'--config.{o}' for o in FLAGS.overrides)]
   else:
@@ -303,7 +311,7 @@ def frameworks(tmp: str) -> dict:
                 for a in sorted(set(activation.values()))} for s in sides}
   breakdown = {}
   for side in sides:
-    keys = ('compile_s', 'checkpoint_s', 'groups_wall_s') if side.startswith('ours') else ('train_s', 'main_s')
+    keys = ('compile_s', 'checkpoint_s', 'steps_s', 'groups_wall_s') if side.startswith('ours') else ('train_s', 'main_s')
     breakdown[side] = {k: statistics.median(o[k] for o in results[side]) for k in keys}
     breakdown[side]['groups'] = results[side][0]['groups']
   ratios = {}
@@ -313,7 +321,7 @@ def frameworks(tmp: str) -> dict:
         ratios[f'{other}_over_{ours}'] = median[other] / median[ours]
   return {'mode': 'frameworks', 'workload': FLAGS.workload, 'sweep': sweep_spec, 'overrides': FLAGS.overrides,
           'what': what, 'num_runs': len(runs), 'rounds': FLAGS.rounds, 'sides': sides,
-          'torch_threads': FLAGS.torch_threads, 'machine': info, 'seconds': seconds, 'median_s': median,
+          'torch_threads': FLAGS.torch_threads, 'ours_without_torch': FLAGS.ours_without_torch, 'machine': info, 'seconds': seconds, 'median_s': median,
           'runs_per_hour': {s: 3600 * len(runs) / v for s, v in median.items()}, 'ratios': ratios,
           'cache_fill_s': fill_s, 'median_eval_loss': evals, 'median_eval_loss_by_activation': by_act,
           'breakdown': breakdown, 'eval_loss': {s: results[s][0]['eval_loss'] for s in sides},
@@ -339,7 +347,8 @@ def report(doc: dict) -> str:
            f'torch {m["torch"]} ({doc["torch_threads"] or "default"} thread(s)); {m["date_utc"]} UTC; load average '
            f'(1/5/15 min) {load(m["load_average_start"])} at the start, {load(m["load_average_end"])} at the end',
            f'workload: {doc["what"]}; {doc["rounds"]} round(s), each side in its own process, process start to '
-           'results written',
+           'results written; ours ' + ('with torch unimportable (as installed without [bench])'
+                                       if doc['ours_without_torch'] else 'with torch importable (tensorboardX loads it)'),
            f'{"side":34s} {"median s":>9s} {"runs/hour":>10s}  {"median eval_loss":>16s}  rounds (s)']
   for s in doc['sides']:
     lines.append(f'{SIDE_NAMES[s]:34s} {doc["median_s"][s]:9.2f} {doc["runs_per_hour"][s]:10,.0f}  '
@@ -359,9 +368,11 @@ def report(doc: dict) -> str:
   for s, b in doc['breakdown'].items():
     wall = doc['median_s'][s]
     if s.startswith('ours'):
-      lines.append(f'{s}: {b["groups"]} program(s); compiling {b["compile_s"]:.1f} s, checkpoints '
-                   f'{b["checkpoint_s"]:.1f} s, groups in all {b["groups_wall_s"]:.1f} s (compiling included), '
-                   f'outside the groups (start-up, imports, planning, results) {wall - b["groups_wall_s"]:.1f} s')
+      other = b['groups_wall_s'] - b['compile_s'] - b['checkpoint_s'] - b['steps_s']
+      lines.append(f'{s}: {b["groups"]} program(s); training steps {b["steps_s"]:.1f} s, compiling the train chunks '
+                   f'{b["compile_s"]:.1f} s, checkpoints {b["checkpoint_s"]:.1f} s, the rest of the groups (init, '
+                   f'evaluation, their compiling, tracing, logs) {other:.1f} s; outside the groups (start-up, '
+                   f'imports, planning, results.csv) {wall - b["groups_wall_s"]:.1f} s')
     else:
       lines.append(f'{s}: {b["groups"]} {"ensemble(s)" if s == "func" else "run(s)"}; training and evaluation '
                    f'{b["train_s"]:.1f} s, start-up and imports {wall - b["main_s"]:.1f} s')

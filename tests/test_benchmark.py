@@ -234,3 +234,4 @@ def test_frameworks_mode_tiny_end_to_end(tmp_path):
   assert losses['ours'] == pytest.approx(losses['ours_warm'], rel=1e-6)  # the cache changes no number
   assert len(doc['machine']['load_average_end']) == 3 and doc['machine']['torch'] == benchmark.torch_version()
   assert 'PyTorch torch.func ensembles' in proc.stdout and 'targets (cold)' in proc.stdout
+  assert doc['ours_without_torch'] and doc['torch_threads'] == 1
