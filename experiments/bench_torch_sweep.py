@@ -43,7 +43,7 @@ flags.DEFINE_string('runs', None, 'runs.json written by experiments.benchmark_sw
 flags.DEFINE_enum('side', 'loop', ['loop', 'func'], 'loop: one run after another; func: torch.func ensembles.')
 flags.DEFINE_string('outdir', None, 'Folder for results.json and the weights.')
 flags.DEFINE_integer('threads', 1, 'torch.set_num_threads; 1 (default): as fast as PyTorch\'s default (2 on the '
-                     '2-core development machine) when quiet, 2-10x faster under load (docs/performance.md); 0: the default.')
+                     '2-core development machine) when quiet, 4-25x faster per step under load (docs/performance.md); 0: the default.')
 FLAGS = flags.FLAGS
 
 TARGETS = {  # the project's tasks/regression.py FUNCTIONS

@@ -31,6 +31,7 @@ import csv
 import datetime
 import io
 import json
+import math
 import os
 import platform
 import statistics
@@ -179,7 +180,7 @@ def parse_override(text: str) -> tuple[str, object]:
     return key, value
 
 
-def torch_spec(base, runs) -> dict:
+def torch_spec(runs) -> dict:
   """The runs as experiments/bench_torch_sweep.py reads them; ValueError (one line) for a sweep it cannot train."""
   from ffn_research import config as config_lib
   flat = [config_lib.flat_keys(r.config) for r in runs]
@@ -233,16 +234,14 @@ def ours_results(workdir: str) -> dict:
 
 
 def torch_results(out: str) -> dict:
+  """eval_loss per run and the worker's own clocks, from experiments/bench_torch_sweep.py's results.json."""
   with open(os.path.join(out, 'results.json'), encoding='utf-8') as fh:
     doc = json.load(fh)
   losses = {k: r['eval_loss'] for k, r in doc['runs'].items()}
-  return {'status': sorted({'completed' if math_isfinite(v) else 'non-finite' for v in losses.values()}),
+  return {'status': sorted({'completed' if v is not None and math.isfinite(v) else 'non-finite'
+                            for v in losses.values()}),
           'eval_loss': losses, 'groups': doc['groups'], 'threads': doc['threads'],
           'train_s': doc['train_s'], 'main_s': doc['main_s']}
-
-
-def math_isfinite(v) -> bool:
-  return v is not None and v == v and abs(v) != float('inf')
 
 
 def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: str) -> tuple[float, dict]:
@@ -279,7 +278,7 @@ def frameworks(tmp: str) -> dict:
   base, grid = configfile.load_sweep_file(sweep_spec)
   overrides = dict(parse_override(o) for o in FLAGS.overrides)
   runs = sweep.expand(sweep.apply_overrides(base, overrides), grid)
-  spec = torch_spec(base, runs) if {'loop', 'func'} & set(FLAGS.sides) else None
+  spec = torch_spec(runs) if {'loop', 'func'} & set(FLAGS.sides) else None
   spec_path = os.path.join(tmp, 'runs.json')
   with open(spec_path, 'w', encoding='utf-8') as fh:
     json.dump(spec, fh)
