@@ -157,3 +157,81 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   bad = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={readme}'],
                        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
   assert bad.returncode == 1 and bad.stderr.startswith('error: --from_json=') and 'Traceback' not in bad.stderr
+
+
+# --------------------------------------------------------------------------- sweeps against PyTorch
+
+
+def test_torch_sweep_schedule_is_the_projects():
+  """The PyTorch reference's learning rate at every step is optax's (count 0 first: rate 0)."""
+  from experiments import bench_torch_sweep  # pylint: disable=g-import-not-at-top  # loads without torch too
+  from ffn_research import optim  # pylint: disable=g-import-not-at-top
+  from ffn_research.config import default_config  # pylint: disable=g-import-not-at-top
+  tr = default_config().train
+  tr.steps, tr.warmup_steps = 300, 40
+  unit = optim.SCHEDULES['cosine'](tr)
+  ours = np.asarray([unit(i) for i in range(tr.steps)])
+  np.testing.assert_allclose([bench_torch_sweep.unit_schedule(i, 300, 40) for i in range(300)], ours, atol=1e-6)
+  assert ours[0] == 0 and bench_torch_sweep.unit_schedule(0, 300, 40) == 0
+
+
+@pytest.mark.parametrize('activation', ['relu', 'swiglu'])
+def test_torch_func_ensemble_trains_each_run_as_its_own_adam(activation):
+  """One Adam over stacked parameters (loss: sum of each model's mean loss, each model clipped by its own
+  norm) ends where each run's own nn.Module + torch.optim.Adam ends, fed the same batches."""
+  torch = pytest.importorskip('torch')
+  from experiments import bench_torch_sweep  # pylint: disable=g-import-not-at-top
+  spec = {'task': {'function': 'x_squared', 'num_train': 64, 'num_eval': 128, 'grid_size': 33},
+          'train': {'steps': 60, 'batch_size': 16, 'learning_rate': 3e-2, 'warmup_steps': 10, 'grad_clip': 0.1,
+                    'log_every': 25}}
+  runs = [{'name': f'seed={s}', 'd_ff': 8, 'activation': activation, 'seed': s} for s in range(3)]
+  idx = torch.randint(0, 64, (60, 3, 16), generator=torch.Generator().manual_seed(5))
+  outs, state = bench_torch_sweep.train_func_group(runs, spec, indices=lambda i: idx[i])
+  for m, run in enumerate(runs):
+    alone, own = bench_torch_sweep.train_loop_run(run, spec, indices=lambda i, m=m: idx[i, m])
+    for k, v in own['model'].items():
+      np.testing.assert_allclose(state['params'][k][m].numpy(), v.numpy(), rtol=1e-5, atol=1e-6)
+    for k in ('eval_loss', 'train_mse', 'sup_error', 'final_loss'):
+      assert outs[m][k] == pytest.approx(alone[k], rel=1e-5)
+    assert len(alone['losses']) == len(outs[m]['losses']) == 3  # 25, 50 and the last 10 steps
+  assert bench_torch_sweep.shapes(runs + [{**runs[0], 'd_ff': 4}]) == [runs, [{**runs[0], 'd_ff': 4}]]
+
+
+def test_frameworks_mode_bad_flags_are_one_line():
+  """Bad flags and sweeps the PyTorch reference cannot train fail in one line, before any timing."""
+  for args, msg in ((['--sides=ours,nope'], 'error: --sides=ours,nope: allowed ours, loop, func'),
+                    (['--rounds=0'], 'error: --rounds=0 must be a positive integer'),
+                    (['--overrides=train.optimizer=sgd', '--sides=loop'],
+                     "error: the PyTorch reference trains train.optimizer='adam' only, this sweep has 'sgd'")):
+    if 'loop' in args[-1] and not benchmark.torch_version():
+      msg = 'error: torch not installed'
+    proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark_sweep', '--mode=frameworks', '--out=', *args],
+                          cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+    assert proc.returncode == 1 and proc.stderr.startswith(msg), proc.stderr[-1000:]
+    assert 'Traceback' not in proc.stderr
+
+
+@pytest.mark.slow  # four processes per round (~30 s)
+def test_frameworks_mode_tiny_end_to_end(tmp_path):
+  """--mode=frameworks through the real entry point at a tiny size: every side, ratios, runs/hour, JSON."""
+  if not benchmark.torch_version():
+    pytest.skip('torch not installed (pip install -e .[bench]): no PyTorch sides to time')
+  out = tmp_path / 'f.json'
+  cmd = [sys.executable, '-m', 'experiments.benchmark_sweep', '--mode=frameworks', '--workload=seeds64',
+         '--num_runs=2', '--overrides=train.steps=40,train.log_every=20', '--rounds=1', f'--out={out}']
+  proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  doc = json.loads(out.read_text())
+  assert doc['sweep'] == 'configs/sweeps/seeds.py:2' and doc['num_runs'] == 2
+  assert doc['sides'] == ['ours', 'ours_warm', 'loop', 'func']
+  for side in doc['sides']:
+    assert len(doc['seconds'][side]) == 1 and doc['median_s'][side] > 0
+    assert doc['runs_per_hour'][side] == pytest.approx(3600 * 2 / doc['median_s'][side])
+    assert set(doc['eval_loss'][side]) == {'seed=0', 'seed=1'}
+  assert doc['ratios']['loop_over_ours'] == pytest.approx(doc['median_s']['loop'] / doc['median_s']['ours'])
+  losses = doc['median_eval_loss']
+  assert max(losses.values()) < 2 * min(losses.values())  # the same runs, trained alike
+  assert losses['ours'] == pytest.approx(losses['ours_warm'], rel=1e-6)  # the cache changes no number
+  assert len(doc['machine']['load_average_end']) == 3 and doc['machine']['torch'] == benchmark.torch_version()
+  assert 'PyTorch torch.func ensembles' in proc.stdout and 'targets (cold)' in proc.stdout
+  assert doc['ours_without_torch'] and doc['torch_threads'] == 1

@@ -310,6 +310,18 @@ def test_capacity_dense_memorization_expands():
   assert len(sweep.expand(base, grid)) == 8
 
 
+def test_seeds_sweep_expands():
+  """configs/sweeps/seeds.py: N seeds of the quickstart config, one program; 64 by default."""
+  base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/seeds.py:3'))
+  runs = sweep.expand(base, grid)
+  quickstart = configfile.get_config(os.path.join(REPO, 'configs/regression.py'))
+  assert [r.name for r in runs] == ['seed=0', 'seed=1', 'seed=2'] and len(sweep.group_runs(runs)) == 1
+  assert base.to_dict() == quickstart.to_dict()
+  assert len(configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/seeds.py'))[1]) == 64
+  with pytest.raises(config_lib.ConfigError, match='must be a positive number of seeds'):
+    configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/seeds.py:0'))
+
+
 def test_moe_topk_quick_expands():
   base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/moe_topk.py:quick'))
   runs = sweep.expand(base, grid)
