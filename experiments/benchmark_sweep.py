@@ -68,7 +68,8 @@ flags.DEFINE_bool('warm', True, 'frameworks: also time ours with a warm persiste
 flags.DEFINE_list('overrides', [], 'frameworks: KEY=VALUE changes of the base config of every side '
                   '(e.g. train.steps=20).')
 flags.DEFINE_bool('ours_without_torch', True, 'frameworks: run our sweep CLI with torch unimportable, as in the '
-                  'default install (torch is only in the [bench] extra): else tensorboardX imports it (1-2 s).')
+                  'default install (torch is only in the [bench] extra). Since 2026-11-25 a run hides torch from '
+                  'tensorboardX itself (io.summary_writer_class), so this only guards other imports of it.')
 flags.DEFINE_integer('torch_threads', 1, 'frameworks: torch.set_num_threads of the PyTorch sides '
                      '(0: PyTorch\'s default; see experiments/bench_torch_sweep.py).')
 flags.DEFINE_string('out', 'benchmark_sweep.json', 'frameworks: JSON output file ("" for none).')
@@ -247,8 +248,8 @@ def torch_results(out: str) -> dict:
 def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: str) -> tuple[float, dict]:
   """(seconds from process start to exit, its results) of one side in its own process."""
   if side in ('ours', 'ours_warm'):
-    # The real CLI; without torch: run as `python -m experiments.sweep` with torch unimportable (tensorboardX
-    # imports it when it can, to accept torch tensors, which the project never passes).
+    # The real CLI; without torch: run as `python -m experiments.sweep` with torch unimportable (a guard: the
+    # run itself no longer imports torch, see io.summary_writer_class).
     start = (['-c', "import runpy, sys; sys.modules['torch'] = None; "
               "runpy.run_module('experiments.sweep', run_name='__main__', alter_sys=True)"]
              if FLAGS.ours_without_torch else ['-m', 'experiments.sweep'])
@@ -347,7 +348,7 @@ def report(doc: dict) -> str:
            f'(1/5/15 min) {load(m["load_average_start"])} at the start, {load(m["load_average_end"])} at the end',
            f'workload: {doc["what"]}; {doc["rounds"]} round(s), each side in its own process, process start to '
            'results written; ours ' + ('with torch unimportable (as installed without [bench])'
-                                       if doc['ours_without_torch'] else 'with torch importable (tensorboardX loads it)'),
+                                       if doc['ours_without_torch'] else 'with torch importable'),
            f'{"side":34s} {"median s":>9s} {"runs/hour":>10s}  {"median eval_loss":>16s}  rounds (s)']
   for s in doc['sides']:
     lines.append(f'{SIDE_NAMES[s]:34s} {doc["median_s"][s]:9.2f} {doc["runs_per_hour"][s]:10,.0f}  '
@@ -389,7 +390,8 @@ def main(argv):
     return
   import jax
   import orbax.checkpoint  # pylint: disable=unused-import
-  import tensorboardX  # pylint: disable=unused-import  # imports torch: ~5-25 s
+  from ffn_research import io as io_lib
+  io_lib.summary_writer_class()  # tensorboardX, without torch, as a run imports it
   jax.jit(lambda x: x + 1)(1.0).block_until_ready()  # start-up and imports are charged to neither side
   with tempfile.TemporaryDirectory() as tmp:
     (padding if FLAGS.mode == 'padding' else seeds)(tmp)
