@@ -144,22 +144,46 @@ def entropy_stats(chain: dict[str, jax.Array], pi_C: jax.Array, vocab_size: int)
   }
 
 
+def first_argmax(x_NxK: jax.Array) -> jax.Array:
+  """jnp.argmax over the last axis (the first maximum; a NaN counts as the maximum) with two plain
+  reductions: XLA:CPU runs argmax's variadic reduction several times slower (docs/sequence.md)."""
+  iota_NxK = jax.lax.broadcasted_iota(jnp.int32, x_NxK.shape, x_NxK.ndim - 1)
+  max_N = jnp.max(x_NxK, axis=-1, keepdims=True)
+  is_max_NxK = (x_NxK == max_N) | jnp.isnan(x_NxK)
+  return jnp.min(jnp.where(is_max_NxK, iota_NxK, x_NxK.shape[-1]), axis=-1)
+
+
+def categorical(key: jax.Array, logits_NxK: jax.Array) -> jax.Array:
+  """jax.random.categorical(key, logits_NxK), the same draws: argmax of Gumbel noise plus logits."""
+  return first_argmax(jax.random.gumbel(key, logits_NxK.shape, logits_NxK.dtype) + logits_NxK)
+
+
 def sample_text(chain: dict[str, jax.Array], pi_C: jax.Array, rng: jax.Array, n: int, length: int,
                 vocab_size: int, order: int) -> tuple[jax.Array, jax.Array]:
-  """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k)."""
+  """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k).
+
+  The draws are jax.random.categorical's (tests): the start context from k_start, token i from the
+  i-th key of split(k_steps). The Gumbel noise of every position is drawn up front in one
+  vectorized call, so the sequential scan only gathers, adds and takes maxima.
+  """
   k_start, k_steps = jax.random.split(rng)
-  context_N = jax.random.categorical(k_start, jnp.log(pi_C), shape=(n,))
+  log_pi_NxC = jnp.broadcast_to(jnp.log(pi_C), (n, pi_C.shape[0]))
+  context_N = categorical(k_start, log_pi_NxC)
   first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size
                          for i in range(order)], axis=1)
   log_prob_CxS = jnp.log(chain['prob_CxS'])
+  s = log_prob_CxS.shape[1]
+  keys_L = jax.random.split(k_steps, length - order)
+  noise_LxNxS = jax.vmap(lambda k: jax.random.gumbel(k, (n, s), log_prob_CxS.dtype))(keys_L)
 
-  def body(context_N, key):
-    j_N = jax.random.categorical(key, log_prob_CxS[context_N])
+  def body(context_N, noise_NxS):
+    log_p_NxS = log_prob_CxS[context_N]
+    j_N = first_argmax(noise_NxS + log_p_NxS)
     token_N = chain['next_CxS'][context_N, j_N]
     nll_N = -log_prob_CxS[context_N, j_N]
     return next_context(context_N, token_N, vocab_size, order), (token_N, nll_N)
 
-  _, (tokens_LxN, nll_LxN) = jax.lax.scan(body, context_N, jax.random.split(k_steps, length - order))
+  _, (tokens_LxN, nll_LxN) = jax.lax.scan(body, context_N, noise_LxNxS)
   return jnp.concatenate([first_NxK, tokens_LxN.T], axis=1), nll_LxN.T
 
 
