@@ -178,19 +178,32 @@ def _sample_text_reference(chain, pi_C, rng, n, length, vocab_size, order):
   return jnp.concatenate([first_NxK, tokens_LxN.T], axis=1), nll_LxN.T
 
 
-@pytest.mark.parametrize('v,k,m,s', [(64, 2, 16, 4), (7, 1, 4, 3), (5, 3, 3, 2)])
+@pytest.mark.parametrize('v,k,m,s', [(64, 2, 16, 4), (7, 1, 4, 3), (5, 3, 3, 2), (6, 2, 6, 6)])
 def test_sample_text_draws_what_jax_random_categorical_draws(v, k, m, s):
-  """The vectorized noise and the two-reduction argmax give the reference's tokens and -log p
-  bit for bit, alone and vmapped over runs (the training stream is unchanged)."""
+  """The vectorized noise, the start drawn on reachable contexts only and the two-reduction argmax
+  give the reference's tokens and -log p bit for bit, alone and vmapped over runs."""
   chain = language.make_chain(jax.random.PRNGKey(v), v, k, s, m, 0.5)
   pi, _ = language.stationary(chain, v, k)
+  support = language.reachable_contexts(v, k, m)
+  assert int(jnp.sum(pi > 0)) <= support <= v ** k
   n, length = 16, 20
-  new = jax.jit(jax.vmap(lambda r: language.sample_text(chain, pi, r, n, length, v, k)))
-  ref = jax.jit(jax.vmap(lambda r: _sample_text_reference(chain, pi, r, n, length, v, k)))
   keys = jax.random.split(jax.random.PRNGKey(3), 3)
-  jax.tree.map(np.testing.assert_array_equal, new(keys), ref(keys))
-  one = jax.jit(lambda r: language.sample_text(chain, pi, r, n, length, v, k))(keys[1])
-  jax.tree.map(np.testing.assert_array_equal, one, jax.tree.map(lambda x: x[1], ref(keys)))
+  ref = jax.jit(jax.vmap(lambda r: _sample_text_reference(chain, pi, r, n, length, v, k)))(keys)
+  for sup in (None, support):
+    new = jax.jit(jax.vmap(lambda r: language.sample_text(chain, pi, r, n, length, v, k, sup)))(keys)
+    jax.tree.map(np.testing.assert_array_equal, new, ref)
+    one = jax.jit(lambda r: language.sample_text(chain, pi, r, n, length, v, k, sup))(keys[1])
+    jax.tree.map(np.testing.assert_array_equal, one, jax.tree.map(lambda x: x[1], ref))
+
+
+def test_gumbel_at_is_jax_random_gumbel_bit_for_bit():
+  shape = (64, 4096)
+  for seed in range(3):
+    key = jax.random.PRNGKey(seed)
+    full = np.asarray(jax.jit(lambda k: jax.random.gumbel(k, shape))(key)).reshape(-1)
+    idx = jnp.concatenate([jnp.arange(0, full.size, 7), jnp.array([1, full.size - 1])])
+    at = jax.jit(lambda k: language.gumbel_at(k, shape, idx))(key)
+    np.testing.assert_array_equal(at, full[np.asarray(idx)])
 
 
 def test_first_argmax_is_jnp_argmax():
