@@ -11,6 +11,15 @@ the model's forward, the loss, the loss's gradient and their difference (optimiz
 step metrics). Every program is compiled first; the timed calls then take turns (one call of
 each per round), so all rows see the same machine load; medians over rounds are reported.
 `profile(configs)` is the function a benchmark can call.
+
+  python -m experiments.profile_step --group=8 --d_models=32,64 --chunks=5
+
+times instead what a sweep compiles for runs that differ only in seed (issue 20): the vmapped
+train chunk (train.log_every steps) of a group of `--group` seeds of configs/language.py (2 layers,
+batch 64 x 32) at each d_model (d_ff 4 d_model), through programs.GroupPrograms as the run loop
+compiles it: the group's compile time and steps/s per run (a run's steps over a chunk's wall time;
+median over `--chunks` chunks after one warm-up). `--losses=PATH` also saves each run's loss at
+every one of the first `--loss_steps` steps (one NumPy .npz per d_model) to compare versions.
 """
 
 import json
@@ -23,12 +32,18 @@ import jax
 import numpy as np
 from flax import nnx
 
-from ffn_research import train
+from ffn_research import configfile, train
+from ffn_research import programs as programs_lib
 from ffn_research.config import tiny_transformer_config
 
 flags.DEFINE_list('batch_sizes', ['64', '512'], 'Batch sizes to profile (sequences per step).')
 flags.DEFINE_integer('repeats', 30, 'Timed rounds (median reported); chunks run every 5th round.')
 flags.DEFINE_string('json', None, 'Also write the results to this JSON file.')
+flags.DEFINE_integer('group', 0, 'Profile a vmapped group of this many language-model seeds instead.')
+flags.DEFINE_list('d_models', ['32', '64'], 'Group mode: the d_models to time (d_ff = 4 d_model).')
+flags.DEFINE_integer('chunks', 5, 'Group mode: timed chunks (median reported).')
+flags.DEFINE_string('losses', None, 'Group mode: save per-step losses to PATH_d{d_model}.npz.')
+flags.DEFINE_integer('loss_steps', 200, 'Group mode: steps of the saved loss trajectories.')
 FLAGS = flags.FLAGS
 
 PARTS = ('train_step', 'forward', 'loss', 'grad')
@@ -114,8 +129,70 @@ COLUMNS = ('name', 'compile_s', 'steps_per_s', 'train_step_ms', 'forward_ms', 'l
            'grad_ms', 'optimizer_metrics_ms')
 
 
+def language_configs(d_model: int, num_seeds: int):
+  """configs/language.py at d_model (d_ff 4 d_model), seeds 0..num_seeds-1: one vmapped group."""
+  out = []
+  for seed in range(num_seeds):
+    config = configfile.get_config('configs/language.py')
+    config.model.d_model, config.model.d_ff, config.train.seed = d_model, 4 * d_model, seed
+    out.append(config)
+  return out
+
+
+def profile_group(configs, chunks: int = 5, loss_steps: int = 0) -> dict[str, object]:
+  """compile_s and steps_per_s_per_run of a group's vmapped train chunk; per-step losses (R, steps)."""
+  exp = train.Experiment(programs_lib.program_config(configs))
+  group = programs_lib.GroupPrograms(exp, len(configs), jax.devices()[:1])
+  traced = group.traced(configs)
+  steps = configs[0].train.log_every
+  t0 = time.perf_counter()
+  compiled = group.chunk.lower(group.abstract_state(configs, traced), steps, traced).compile()
+  compile_s = time.perf_counter() - t0
+  state = group.init(configs, traced)
+  times = []
+  for i in range(chunks + 1):
+    t0 = time.perf_counter()
+    state, _ = jax.block_until_ready(compiled(state, traced))
+    if i:  # the first call warms up
+      times.append(time.perf_counter() - t0)
+  out = {'compile_s': compile_s, 'steps_per_s_per_run': steps / float(np.median(times)),
+         'chunk_s': times}
+  if loss_steps:
+    def per_step(state_R, traced_R):
+      def one(state, traced):
+        return jax.lax.scan(lambda s, _: exp.train_chunk(s, 1, traced), state, None, length=loss_steps)[1]
+      return jax.vmap(one)(state_R, traced_R)['loss']
+    out['losses'] = np.asarray(jax.jit(per_step)(group.init(configs, traced), traced))
+  return out
+
+
+def _machine() -> str:
+  load = os.getloadavg()
+  return (f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '
+          f'{jax.default_backend()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}')
+
+
+def main_group():
+  """--group: the language model's vmapped group at each --d_models, one line each."""
+  rows = []
+  for d in FLAGS.d_models:
+    r = profile_group(language_configs(int(d), FLAGS.group), FLAGS.chunks,
+                      FLAGS.loss_steps if FLAGS.losses else 0)
+    if FLAGS.losses:
+      np.savez(f'{FLAGS.losses}_d{d}.npz', loss=r.pop('losses'))
+    rows.append({'d_model': int(d), 'group': FLAGS.group, **r})
+    print(f'# language, group of {FLAGS.group} seeds, d_model {d}: compile {r["compile_s"]:.2f} s, '
+          f'{r["steps_per_s_per_run"]:.2f} steps/s per run; {_machine()}', flush=True)
+  if FLAGS.json:
+    os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json)), exist_ok=True)
+    with open(FLAGS.json, 'w') as f:
+      json.dump({'machine': _machine(), 'rows': rows}, f, indent=1)
+
+
 def main(argv):
   del argv
+  if FLAGS.group:
+    return main_group()
   rows = profile({f'batch {b}': ffn_stack_config(int(b)) for b in FLAGS.batch_sizes}, FLAGS.repeats)
   load = os.getloadavg()
   machine = (f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '

@@ -161,6 +161,59 @@ def test_sampled_text_follows_chain_and_its_entropy_is_the_floor(small):
   assert np.max(np.abs(freq - marg)) < 4 * math.sqrt(0.25 / n)
 
 
+def _sample_text_reference(chain, pi_C, rng, n, length, vocab_size, order):
+  """sample_text as first written: jax.random.categorical per position inside the scan."""
+  k_start, k_steps = jax.random.split(rng)
+  context_N = jax.random.categorical(k_start, jnp.log(pi_C), shape=(n,))
+  first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size
+                         for i in range(order)], axis=1)
+  log_prob_CxS = jnp.log(chain['prob_CxS'])
+
+  def body(context_N, key):
+    j_N = jax.random.categorical(key, log_prob_CxS[context_N])
+    token_N = chain['next_CxS'][context_N, j_N]
+    return language.next_context(context_N, token_N, vocab_size, order), (token_N, -log_prob_CxS[context_N, j_N])
+
+  _, (tokens_LxN, nll_LxN) = jax.lax.scan(body, context_N, jax.random.split(k_steps, length - order))
+  return jnp.concatenate([first_NxK, tokens_LxN.T], axis=1), nll_LxN.T
+
+
+@pytest.mark.parametrize('v,k,m,s', [(64, 2, 16, 4), (7, 1, 4, 3), (5, 3, 3, 2), (6, 2, 6, 6)])
+def test_sample_text_draws_what_jax_random_categorical_draws(v, k, m, s):
+  """The vectorized noise, the start drawn on reachable contexts only and the two-reduction argmax
+  give the reference's tokens and -log p bit for bit, alone and vmapped over runs."""
+  chain = language.make_chain(jax.random.PRNGKey(v), v, k, s, m, 0.5)
+  pi, _ = language.stationary(chain, v, k)
+  support = language.reachable_contexts(v, k, m)
+  assert int(jnp.sum(pi > 0)) <= support <= v ** k
+  n, length = 16, 20
+  keys = jax.random.split(jax.random.PRNGKey(3), 3)
+  ref = jax.jit(jax.vmap(lambda r: _sample_text_reference(chain, pi, r, n, length, v, k)))(keys)
+  for sup in (None, support):
+    new = jax.jit(jax.vmap(lambda r: language.sample_text(chain, pi, r, n, length, v, k, sup)))(keys)
+    jax.tree.map(np.testing.assert_array_equal, new, ref)
+    one = jax.jit(lambda r: language.sample_text(chain, pi, r, n, length, v, k, sup))(keys[1])
+    jax.tree.map(np.testing.assert_array_equal, one, jax.tree.map(lambda x: x[1], ref))
+
+
+def test_gumbel_at_is_jax_random_gumbel_bit_for_bit():
+  shape = (64, 4096)
+  for seed in range(3):
+    key = jax.random.PRNGKey(seed)
+    full = np.asarray(jax.jit(lambda k: jax.random.gumbel(k, shape))(key)).reshape(-1)
+    idx = jnp.concatenate([jnp.arange(0, full.size, 7), jnp.array([1, full.size - 1])])
+    at = jax.jit(lambda k: language.gumbel_at(k, shape, idx))(key)
+    np.testing.assert_array_equal(at, full[np.asarray(idx)])
+
+
+def test_first_argmax_is_jnp_argmax():
+  nan, inf = float('nan'), float('inf')
+  x = jnp.array([[1., 3., 3., 0.], [nan, 1., nan, 2.], [-inf] * 4, [0., 2., nan, 2.], [-inf, -1., inf, inf]])
+  np.testing.assert_array_equal(language.first_argmax(x), jnp.argmax(x, axis=-1))
+  y = jax.random.normal(jax.random.PRNGKey(0), (3, 50, 7)).round(1)  # many ties
+  np.testing.assert_array_equal(language.first_argmax(y), jnp.argmax(y, axis=-1))
+
+
 def test_batch_layout_and_determinism(small):
   task, data, again, other = small
   sample = jax.jit(task.sample_batch)

@@ -30,6 +30,7 @@ noise of the held-out set paired away.
 import math
 
 import jax
+import jax.extend.random
 import jax.numpy as jnp
 import numpy as np
 from scipy import sparse
@@ -144,22 +145,81 @@ def entropy_stats(chain: dict[str, jax.Array], pi_C: jax.Array, vocab_size: int)
   }
 
 
+def first_argmax(x_NxK: jax.Array) -> jax.Array:
+  """jnp.argmax over the last axis (the first maximum; a NaN counts as the maximum) with two plain
+  reductions: XLA:CPU runs argmax's variadic reduction several times slower (docs/sequence.md)."""
+  iota_NxK = jax.lax.broadcasted_iota(jnp.int32, x_NxK.shape, x_NxK.ndim - 1)
+  max_N = jnp.max(x_NxK, axis=-1, keepdims=True)
+  is_max_NxK = (x_NxK == max_N) | jnp.isnan(x_NxK)
+  return jnp.min(jnp.where(is_max_NxK, iota_NxK, x_NxK.shape[-1]), axis=-1)
+
+
+def categorical(key: jax.Array, logits_NxK: jax.Array) -> jax.Array:
+  """jax.random.categorical(key, logits_NxK), the same draws: argmax of Gumbel noise plus logits."""
+  return first_argmax(jax.random.gumbel(key, logits_NxK.shape, logits_NxK.dtype) + logits_NxK)
+
+
+def gumbel_at(key: jax.Array, shape: tuple[int, ...], flat_index: jax.Array) -> jax.Array:
+  """jax.random.gumbel(key, shape) (float32) at the given flat positions, computing only those.
+
+  With JAX's default threefry layout (jax_threefry_partitionable) the random bits at flat position
+  i are the xor of the two words of threefry2x32(key, (i >> 32, i mod 2^32)); then come
+  jax.random.uniform's mantissa trick on [tiny, 1) and -log(-log u), as jax.random.gumbel does
+  (tests hold the values equal bit for bit). Other layouts: the whole array, then the positions.
+  """
+  if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2 ** 32:
+    return jax.random.gumbel(key, shape, jnp.float32).reshape(-1)[flat_index]
+  k1, k2 = jax.random.key_data(key)
+  lo = flat_index.astype(jnp.uint32)
+  b1, b2 = jax.extend.random.threefry2x32_p.bind(k1, k2, jnp.zeros_like(lo), lo)
+  mantissa = jax.lax.shift_right_logical(b1 ^ b2, jnp.uint32(32 - 23)) | jnp.uint32(0x3F800000)
+  tiny = jnp.float32(np.finfo(np.float32).tiny)
+  u = jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
+  u = jnp.maximum(tiny, u * (jnp.float32(1.0) - tiny) + tiny)
+  return -jnp.log(-jnp.log(u))
+
+
+def reachable_contexts(vocab_size: int, order: int, num_candidates: int) -> int:
+  """An upper bound on the contexts a chain of make_chain can visit, so on those with pi > 0 (a
+  context with pi > 0 has a transition into it: its last token is a candidate of the one before)."""
+  return vocab_size if order == 1 else min(vocab_size ** order, vocab_size ** (order - 1) * num_candidates)
+
+
 def sample_text(chain: dict[str, jax.Array], pi_C: jax.Array, rng: jax.Array, n: int, length: int,
-                vocab_size: int, order: int) -> tuple[jax.Array, jax.Array]:
-  """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k)."""
+                vocab_size: int, order: int, support: int | None = None) -> tuple[jax.Array, jax.Array]:
+  """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k).
+
+  The draws are jax.random.categorical's (tests): the start context from k_start, token i from the
+  i-th key of split(k_steps). The Gumbel noise of every position is drawn up front in one
+  vectorized call, so the sequential scan only gathers, adds and takes maxima. `support`: at
+  least the number of contexts with pi > 0 (`reachable_contexts`); the start's noise is then drawn
+  only at those (contexts with pi = 0 have logit -inf and are never drawn); None: at every context.
+  """
   k_start, k_steps = jax.random.split(rng)
-  context_N = jax.random.categorical(k_start, jnp.log(pi_C), shape=(n,))
+  c = pi_C.shape[0]
+  if support is None or support >= c:
+    context_N = categorical(k_start, jnp.broadcast_to(jnp.log(pi_C), (n, c)))
+  else:  # the contexts with pi > 0 in increasing order, then padding at logit -inf
+    support_M = jnp.nonzero(pi_C > 0, size=support, fill_value=0)[0]
+    real_M = jnp.arange(support) < jnp.sum(pi_C > 0)
+    log_pi_M = jnp.where(real_M, jnp.log(pi_C)[support_M], -jnp.inf)
+    noise_NxM = gumbel_at(k_start, (n, c), jnp.arange(n)[:, None] * c + support_M[None, :])
+    context_N = support_M[first_argmax(noise_NxM + log_pi_M[None, :])]
   first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size
                          for i in range(order)], axis=1)
   log_prob_CxS = jnp.log(chain['prob_CxS'])
+  s = log_prob_CxS.shape[1]
+  keys_L = jax.random.split(k_steps, length - order)
+  noise_LxNxS = jax.vmap(lambda k: jax.random.gumbel(k, (n, s), log_prob_CxS.dtype))(keys_L)
 
-  def body(context_N, key):
-    j_N = jax.random.categorical(key, log_prob_CxS[context_N])
+  def body(context_N, noise_NxS):
+    log_p_NxS = log_prob_CxS[context_N]
+    j_N = first_argmax(noise_NxS + log_p_NxS)
     token_N = chain['next_CxS'][context_N, j_N]
     nll_N = -log_prob_CxS[context_N, j_N]
     return next_context(context_N, token_N, vocab_size, order), (token_N, nll_N)
 
-  _, (tokens_LxN, nll_LxN) = jax.lax.scan(body, context_N, jax.random.split(k_steps, length - order))
+  _, (tokens_LxN, nll_LxN) = jax.lax.scan(body, context_N, noise_LxNxS)
   return jnp.concatenate([first_NxK, tokens_LxN.T], axis=1), nll_LxN.T
 
 
@@ -197,7 +257,9 @@ class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
 
   def sample(self, data, rng, n: int) -> sequence.Batch:
     """n sequences as a batch, plus 'nll': the true chain's -log p (nats) at each position (0 where unscored)."""
-    tokens, nll = sample_text(data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order)
+    support = reachable_contexts(self.vocab_size, self.order, self.config.task.num_candidates)
+    tokens, nll = sample_text(data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order,
+                              support)
     scored = self.seq_len - self.order + 1
     return {'inputs': tokens[:, :-1], 'targets': tokens[:, 1:],
             'weights': sequence.answer_at(list(range(self.order - 1, self.seq_len)), n, self.seq_len),
