@@ -259,7 +259,10 @@ def dense_times(size, side):
       fns[f'{d}x{f}_t{t}'] = jax_step_fn(ffn_lib.FFN(d, f, 'relu', rngs=nnx.Rngs(0)), x, y)
     else:
       fns[f'{d}x{f}_t{t}'] = TORCH.train_step_fn(TORCH.dense_ffn(d, f), np.asarray(x), np.asarray(y))
-  return dict(zip(fns, interleaved_ms(list(fns.values()), size['repeats'])))
+  # Each shape timed on its own, not interleaved with the others: right after the 512/2048 step, JAX's
+  # 128/512 step took 20-22 ms against 14.5-14.6 ms alone (PyTorch's was unaffected; 2026-11-25, Intel
+  # Xeon), a cost of the benchmark's mix that no user running one model pays.
+  return {label: interleaved_ms([fn], size['repeats'])[0] for label, fn in fns.items()}
 
 
 def dense_rows(size, times):
