@@ -194,9 +194,7 @@ def main(argv):
   if FLAGS.group:
     return main_group()
   rows = profile({f'batch {b}': ffn_stack_config(int(b)) for b in FLAGS.batch_sizes}, FLAGS.repeats)
-  load = os.getloadavg()
-  machine = (f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '
-             f'{jax.default_backend()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}')
+  machine = _machine()
   print(f'# memorization ffn_stack, 16,384 facts, d_model 32, d_ff 64, '
         f'{rows[0]["num_params"]:,} parameters; {machine}')
   print(' | '.join(COLUMNS))

@@ -399,6 +399,7 @@ def test_tune_per_point_picks_the_mean_best_rate_and_passes_interior_plateaued_p
   assert sorted(t.rows['train.seed']) == [0, 0, 1, 1, 2, 2] and set(t.rows['train.steps']) == {100}
   assert all(c.passed for c in t.checks_for('a', 'b'))
   assert t.table.set_index('point')['loss_full']['a'] == pytest.approx(1.01)
+  assert t.is_chosen('a', 3e-3) and not t.is_chosen('a', 1e-3) and not t.is_chosen('c', 3e-3)
 
 
 def test_tune_per_point_fails_the_edge_and_the_budget():

@@ -368,12 +368,11 @@ def grid_table(stats: pd.DataFrame, tuned: verdict.Tuned) -> pd.DataFrame:
   """Per ReLU (shape, rate, budget): mean held-out excess bits and density at the end, and which rate was chosen."""
   end = per_run(stats, 'end')
   relu = end[end['activation'] == 'relu']
-  chosen = {(int(d), int(f)): float(lr) for d, f, lr in tuned.rows[['d_model', 'd_ff', 'lr']].drop_duplicates().to_numpy()}
   rows = []
   for (d, f, lr, b), g in relu.groupby(['d_model', 'd_ff', 'lr', 'steps'], sort=True):
     m, lo, hi = verdict.mean_ci(g['density'])
     rows.append({'d_model': d, 'd_ff': f, 'lr': lr, 'steps': b, 'seeds': len(g),
-                 'chosen': bool(np.isclose(chosen.get((int(d), int(f)), np.nan), lr)),
+                 'chosen': tuned.is_chosen(_shape(d, f), lr),
                  'eval bits': float(g['eval_bits'].mean()), 'excess bits': float((g['eval_bits'] - g['floor_bits']).mean()),
                  'density': m, 'CI': f'[{lo:.3g}, {hi:.3g}]'})
   return pd.DataFrame(rows)

@@ -304,8 +304,7 @@ def tuning_table(stats: pd.DataFrame, tuned: verdict.Tuned) -> pd.DataFrame:
   """Per collapse arm, rate and budget: held-out MSE and max/mean load (mean over seeds); the chosen rate marked."""
   runs = stats[stats['arm'].isin(COLLAPSE_ARMS) & (stats['status'] == 'completed')]
   table = verdict.summarize(runs, ['arm', 'lr', 'steps'], ['eval_loss', 'load_final'])
-  chosen = dict(zip(tuned.table.get('arm', []), tuned.table.get('learning_rate', [])))
-  table['chosen'] = [bool(np.isclose(chosen.get(a, math.nan), r)) for a, r in zip(table['arm'], table['lr'])]
+  table['chosen'] = [tuned.is_chosen(a, r) for a, r in zip(table['arm'], table['lr'])]
   return table.assign(order=table['arm'].map(ARMS.index)).sort_values(['order', 'lr', 'steps']).drop(columns='order')
 
 

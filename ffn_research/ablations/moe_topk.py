@@ -333,8 +333,7 @@ def summary_table(chosen: pd.DataFrame) -> pd.DataFrame:
 def tuning_table(stats: pd.DataFrame, tuned: verdict.Tuned) -> pd.DataFrame:
   """Per point, rate and budget: mean score over seeds (ln 1 - R^2); the chosen rate marked."""
   table = stats.groupby(['key', 'lr', 'steps'], sort=False)['score'].agg(['mean', 'count']).reset_index()
-  chosen = dict(zip(tuned.table.get('key', []), tuned.table.get('learning_rate', [])))
-  table['chosen'] = [bool(np.isclose(chosen.get(k, math.nan), r)) for k, r in zip(table['key'], table['lr'])]
+  table['chosen'] = [tuned.is_chosen(k, r) for k, r in zip(table['key'], table['lr'])]
   return table.rename(columns={'mean': 'ln(1 - R^2) mean', 'count': 'n'})
 
 

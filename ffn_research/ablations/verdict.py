@@ -625,6 +625,11 @@ class Tuned:
   rows: pd.DataFrame                 # the chosen rate's rows at the full budget (every seed), per point
   table: pd.DataFrame                # per point: chosen rate, mean metric at the full and at the half budget
   checks: dict[Any, tuple[Check, ...]]  # per point: learning rate inside the grid, step-budget plateau
+  rates: dict[Any, float] = dataclasses.field(default_factory=dict)  # per point: the chosen rate
+
+  def is_chosen(self, point, rate) -> bool:
+    """Whether `rate` is the rate chosen at `point` (a key as in `checks`)."""
+    return bool(np.isclose(self.rates.get(point, math.nan), float(rate)))
 
   def checks_for(self, *points) -> list[Check]:
     """The checks of every named point (a missing point fails: nothing was run there)."""
@@ -656,7 +661,7 @@ def tune_per_point(df: pd.DataFrame, *, by: Sequence[str] | str, metric: str, to
   grid = sorted(set(df[over].astype(float))) if grid is None else sorted(float(g) for g in grid)
   sign = 1.0 if mode == 'min' else -1.0
   ok = df[np.isfinite(df[metric].astype(float))]
-  rows, table, checks = [], [], {}
+  rows, table, checks, rates = [], [], {}, {}
   for point, g in ok.groupby(by if len(by) > 1 else by[0], sort=True):
     budgets = sorted(set(g[budget].astype(int)))
     best = {}
@@ -681,7 +686,7 @@ def tune_per_point(df: pd.DataFrame, *, by: Sequence[str] | str, metric: str, to
                            tol, relative=relative)
       flat = dataclasses.replace(flat, detail=flat.detail.replace('the last evaluation', f'{full} steps').replace(
           'the previous', f'{half} steps (its own schedule)'))
-    checks[point] = (edge, flat)
+    checks[point], rates[point] = (edge, flat), rate
     table.append({**dict(zip(by, point if isinstance(point, tuple) else (point,))), 'learning_rate': rate,
                   f'{metric}_full': m_full, f'{metric}_half': m_half, 'seeds': int(chosen[seed].nunique())})
-  return Tuned(pd.concat(rows, ignore_index=True) if rows else df.iloc[:0], pd.DataFrame(table), checks)
+  return Tuned(pd.concat(rows, ignore_index=True) if rows else df.iloc[:0], pd.DataFrame(table), checks, rates)
