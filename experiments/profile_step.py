@@ -20,6 +20,14 @@ batch 64 x 32) at each d_model (d_ff 4 d_model), through programs.GroupPrograms 
 compiles it: the group's compile time and steps/s per run (a run's steps over a chunk's wall time;
 median over `--chunks` chunks after one warm-up). `--losses=PATH` also saves each run's loss at
 every one of the first `--loss_steps` steps (one NumPy .npz per d_model) to compare versions.
+Each line also gives the group step's ms, XLA's count of its FLOPs (`cost_analysis` of the compiled
+chunk, per step) and the achieved GFLOP/s.
+
+  python -m experiments.profile_step --group=8 --d_models=32,64 --variants=default,no_attention,no_ffn
+
+times model variants (VARIANTS: without attention, without FFN, one layer) in turns, one chunk of
+each per round: a variant's step time subtracted from the default's is what that part costs, the
+most that making it faster can give.
 """
 
 import json
@@ -32,6 +40,7 @@ import jax
 import numpy as np
 from flax import nnx
 
+from ffn_research import config as config_lib
 from ffn_research import configfile, train
 from ffn_research import programs as programs_lib
 from ffn_research.config import tiny_transformer_config
@@ -44,6 +53,8 @@ flags.DEFINE_list('d_models', ['32', '64'], 'Group mode: the d_models to time (d
 flags.DEFINE_integer('chunks', 5, 'Group mode: timed chunks (median reported).')
 flags.DEFINE_string('losses', None, 'Group mode: save per-step losses to PATH_d{d_model}.npz.')
 flags.DEFINE_integer('loss_steps', 200, 'Group mode: steps of the saved loss trajectories.')
+flags.DEFINE_list('variants', ['default'], 'Group mode: model variants timed in turns at each d_model: '
+                  'default, no_attention, no_ffn, one_layer (VARIANTS).')
 FLAGS = flags.FLAGS
 
 PARTS = ('train_step', 'forward', 'loss', 'grad')
@@ -139,31 +150,74 @@ def language_configs(d_model: int, num_seeds: int):
   return out
 
 
-def profile_group(configs, chunks: int = 5, loss_steps: int = 0) -> dict[str, object]:
-  """compile_s and steps_per_s_per_run of a group's vmapped train chunk; per-step losses (R, steps)."""
+# Group mode's model variants (`--variants`): what a step costs without a part of the model, so
+# the difference to 'default' bounds what making that part faster can give.
+VARIANTS = {
+    'default': {},
+    'no_attention': {'model.arch': 'ffn_stack'},  # no attention sublayer (a parameter-free causal mean)
+    'no_ffn': {'model.use_ffn': False},            # attention only
+    'one_layer': {'model.num_layers': 1},
+}
+
+
+def _compiled_group(configs, steps: int):
+  """(compiled vmapped chunk of `steps` steps, its initial state, traced values, compile s, GFLOP per step)."""
   exp = train.Experiment(programs_lib.program_config(configs))
   group = programs_lib.GroupPrograms(exp, len(configs), jax.devices()[:1])
   traced = group.traced(configs)
-  steps = configs[0].train.log_every
   t0 = time.perf_counter()
   compiled = group.chunk.lower(group.abstract_state(configs, traced), steps, traced).compile()
   compile_s = time.perf_counter() - t0
-  state = group.init(configs, traced)
-  times = []
+  cost = compiled.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  gflop = float(cost.get('flops', 0.0)) / steps / 1e9 if cost else float('nan')
+  return compiled, group.init(configs, traced), traced, compile_s, gflop, (exp, group)
+
+
+def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[str, float]]:
+  """Per named group of configs: compile_s, steps_per_s_per_run, ms_per_step (of the whole group),
+  gflop_per_step (XLA's cost analysis of the chunk) and gflops. Every group is compiled first; their
+  chunks then run in turns, one chunk each per round after a warm-up round, so all see the same load."""
+  steps = {name: configs[0].train.log_every for name, configs in groups.items()}
+  built = {name: list(_compiled_group(configs, steps[name])) for name, configs in groups.items()}
+  times = {name: [] for name in groups}
   for i in range(chunks + 1):
-    t0 = time.perf_counter()
-    state, _ = jax.block_until_ready(compiled(state, traced))
-    if i:  # the first call warms up
-      times.append(time.perf_counter() - t0)
-  out = {'compile_s': compile_s, 'steps_per_s_per_run': steps / float(np.median(times)),
-         'chunk_s': times}
+    for name, b in built.items():
+      t0 = time.perf_counter()
+      b[1], _ = jax.block_until_ready(b[0](b[1], b[2]))
+      if i:  # the first round warms up
+        times[name].append(time.perf_counter() - t0)
+  out = {}
+  for name, (_, _, _, compile_s, gflop, _) in built.items():
+    step_s = float(np.median(times[name])) / steps[name]
+    out[name] = {'compile_s': compile_s, 'steps_per_s_per_run': 1 / step_s, 'ms_per_step': 1e3 * step_s,
+                 'gflop_per_step': gflop, 'gflops': gflop / step_s, 'chunk_s': times[name]}
+  return out
+
+
+def profile_group(configs, chunks: int = 5, loss_steps: int = 0) -> dict[str, object]:
+  """compile_s and steps_per_s_per_run of a group's vmapped train chunk; per-step losses (R, steps)."""
+  out = profile_groups({'group': configs}, chunks)['group']
   if loss_steps:
+    exp = train.Experiment(programs_lib.program_config(configs))
+    group = programs_lib.GroupPrograms(exp, len(configs), jax.devices()[:1])
+    traced = group.traced(configs)
+
     def per_step(state_R, traced_R):
       def one(state, traced):
         return jax.lax.scan(lambda s, _: exp.train_chunk(s, 1, traced), state, None, length=loss_steps)[1]
       return jax.vmap(one)(state_R, traced_R)['loss']
     out['losses'] = np.asarray(jax.jit(per_step)(group.init(configs, traced), traced))
   return out
+
+
+def variant_configs(d_model: int, num_seeds: int, variant: str):
+  """language_configs with VARIANTS[variant]'s overrides."""
+  configs = language_configs(d_model, num_seeds)
+  for c in configs:
+    for key, value in VARIANTS[variant].items():
+      config_lib.set_path(c, key, value)
+  return configs
 
 
 def _machine() -> str:
@@ -173,16 +227,29 @@ def _machine() -> str:
 
 
 def main_group():
-  """--group: the language model's vmapped group at each --d_models, one line each."""
+  """--group: the language model's vmapped group at each --d_models (and --variants), one line each."""
+  unknown = [v for v in FLAGS.variants if v not in VARIANTS]
+  if unknown:
+    raise app.UsageError(f'unknown --variants {", ".join(unknown)}; allowed: {", ".join(VARIANTS)}')
+  if FLAGS.losses and FLAGS.variants != ['default']:
+    raise app.UsageError('--losses saves the default model\'s losses only: leave --variants out')
   rows = []
   for d in FLAGS.d_models:
-    r = profile_group(language_configs(int(d), FLAGS.group), FLAGS.chunks,
-                      FLAGS.loss_steps if FLAGS.losses else 0)
-    if FLAGS.losses:
-      np.savez(f'{FLAGS.losses}_d{d}.npz', loss=r.pop('losses'))
-    rows.append({'d_model': int(d), 'group': FLAGS.group, **r})
-    print(f'# language, group of {FLAGS.group} seeds, d_model {d}: compile {r["compile_s"]:.2f} s, '
-          f'{r["steps_per_s_per_run"]:.2f} steps/s per run; {_machine()}', flush=True)
+    if FLAGS.variants == ['default']:
+      results = {'default': profile_group(language_configs(int(d), FLAGS.group), FLAGS.chunks,
+                                          FLAGS.loss_steps if FLAGS.losses else 0)}
+    else:
+      results = profile_groups({v: variant_configs(int(d), FLAGS.group, v) for v in FLAGS.variants},
+                               FLAGS.chunks)
+    for variant, r in results.items():
+      if FLAGS.losses:
+        np.savez(f'{FLAGS.losses}_d{d}.npz', loss=r.pop('losses'))
+      rows.append({'d_model': int(d), 'group': FLAGS.group, 'variant': variant, **r})
+      name = '' if FLAGS.variants == ['default'] else f', {variant}'
+      print(f'# language, group of {FLAGS.group} seeds, d_model {d}{name}: compile {r["compile_s"]:.2f} s, '
+            f'{r["steps_per_s_per_run"]:.2f} steps/s per run, {r["ms_per_step"]:.1f} ms per group step, '
+            f'{r["gflop_per_step"]:.2f} GFLOP per group step ({r["gflops"]:.0f} GFLOP/s); {_machine()}',
+            flush=True)
   if FLAGS.json:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json)), exist_ok=True)
     with open(FLAGS.json, 'w') as f:

@@ -78,6 +78,7 @@ def test_train_step_compiles_once(exp):
     pytest.param({'model.arch': 'transformer', 'model.d_model': 8, 'model.num_heads': 2, 'model.num_layers': 1,
                   'task.name': 'memorization', 'task.num_facts': 32, 'task.num_relations': 4,
                   'task.vocab_size': 8}, marks=pytest.mark.slow),
+    {'model.moe.num_experts': 4, 'model.moe.top_k': 2},  # MoE: the optimizer on the parameter tree
 ])
 def test_train_step_matches_per_array_optax(overrides):
   """The step (flat parameter vector, logits at scored positions only) against plain optax on the
@@ -108,6 +109,19 @@ def test_train_step_matches_per_array_optax(overrides):
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
   np.testing.assert_allclose(metrics['grad_norm'], ref_grad_norm, rtol=1e-5)
   np.testing.assert_allclose(metrics['param_norm'], optax.tree.norm(ref_w), rtol=1e-5)
+
+
+def test_optimizer_vector_is_flat_for_dense_and_a_tree_for_moe():
+  """Dense models: Adam's moments are one vector over every parameter; MoE: one array per parameter."""
+  for overrides, flat in (({}, True), ({'model.moe.num_experts': 4, 'model.moe.top_k': 2}, False)):
+    e = train.Experiment(tiny_config(**overrides))
+    state = jax.eval_shape(e.init, 0)
+    weights = jax.tree.leaves(nnx.split_state(state['params'], nnx.Param, ...)[0])
+    n = sum(w.size for w in weights)
+    moments = [x.shape for x in jax.tree.leaves(state['opt_state']) if x.ndim]
+    assert (moments == [(n,), (n,)]) == flat, moments
+    if not flat:
+      assert sorted(moments) == sorted(2 * [w.shape for w in weights])
 
 
 def test_train_step_reduces_loss_and_reports_metrics(exp):

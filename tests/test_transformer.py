@@ -353,3 +353,24 @@ def test_profile_step_entry_point(tmp_path):
   assert [r['name'] for r in rows] == ['batch 8'] and rows[0]['num_params'] == 91_488
   assert all(rows[0][k] > 0 for k in ('compile_s', 'steps_per_s', 'train_step_ms', 'grad_ms'))
   assert 'batch 8' in proc.stdout
+
+
+@pytest.mark.slow
+def test_profile_step_group_variants(tmp_path):
+  """--group --variants times each variant and counts its FLOPs: without attention, fewer FLOPs."""
+  out = tmp_path / 'group.json'
+  proc = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--group=2', '--d_models=8',
+                         '--chunks=1', '--variants=default,no_attention', f'--json={out}'],
+                        cwd=REPO_ROOT, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  rows = {r['variant']: r for r in json.loads(out.read_text())['rows']}
+  assert sorted(rows) == ['default', 'no_attention']
+  for r in rows.values():
+    assert r['d_model'] == 8 and r['group'] == 2 and len(r['chunk_s']) == 1
+    assert r['steps_per_s_per_run'] > 0 and r['ms_per_step'] > 0 and r['gflop_per_step'] > 0
+    assert r['gflops'] == pytest.approx(r['gflop_per_step'] / r['ms_per_step'] * 1e3)
+  assert rows['no_attention']['gflop_per_step'] < rows['default']['gflop_per_step']
+  assert proc.stdout.count('# language, group of 2 seeds, d_model 8, ') == 2
+  bad = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--group=2', '--variants=nope'],
+                       cwd=REPO_ROOT, capture_output=True, text=True)
+  assert bad.returncode != 0 and 'unknown --variants nope' in bad.stderr
