@@ -168,15 +168,16 @@ def _compiled_group(configs, steps: int):
   t0 = time.perf_counter()
   compiled = group.chunk.lower(group.abstract_state(configs, traced), steps, traced).compile()
   compile_s = time.perf_counter() - t0
-  cost = compiled.cost_analysis()
+  # XLA's FLOP count of one step: a 1-step chunk's lowered program (no while loop to count through).
+  cost = group.chunk.lower(group.abstract_state(configs, traced), 1, traced).cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  gflop = float(cost.get('flops', 0.0)) / steps / 1e9 if cost else float('nan')
-  return compiled, group.init(configs, traced), traced, compile_s, gflop, (exp, group)
+  gflop = float(cost['flops']) / 1e9 if cost and 'flops' in cost else float('nan')
+  return compiled, group.init(configs, traced), traced, compile_s, gflop
 
 
 def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[str, float]]:
   """Per named group of configs: compile_s, steps_per_s_per_run, ms_per_step (of the whole group),
-  gflop_per_step (XLA's cost analysis of the chunk) and gflops. Every group is compiled first; their
+  gflop_per_step (XLA's cost analysis of one step) and gflops. Every group is compiled first; their
   chunks then run in turns, one chunk each per round after a warm-up round, so all see the same load."""
   steps = {name: configs[0].train.log_every for name, configs in groups.items()}
   built = {name: list(_compiled_group(configs, steps[name])) for name, configs in groups.items()}
@@ -188,7 +189,7 @@ def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[s
       if i:  # the first round warms up
         times[name].append(time.perf_counter() - t0)
   out = {}
-  for name, (_, _, _, compile_s, gflop, _) in built.items():
+  for name, (_, _, _, compile_s, gflop) in built.items():
     step_s = float(np.median(times[name])) / steps[name]
     out[name] = {'compile_s': compile_s, 'steps_per_s_per_run': 1 / step_s, 'ms_per_step': 1e3 * step_s,
                  'gflop_per_step': gflop, 'gflops': gflop / step_s, 'chunk_s': times[name]}
