@@ -20,8 +20,8 @@ batch 64 x 32) at each d_model (d_ff 4 d_model), through programs.GroupPrograms 
 compiles it: the group's compile time and steps/s per run (a run's steps over a chunk's wall time;
 median over `--chunks` chunks after one warm-up). `--losses=PATH` also saves each run's loss at
 every one of the first `--loss_steps` steps (one NumPy .npz per d_model) to compare versions.
-Each line also gives the group step's ms, XLA's count of its FLOPs (`cost_analysis` of the compiled
-chunk, per step) and the achieved GFLOP/s.
+Each line also gives the group step's ms, XLA's count of its FLOPs (`cost_analysis` of a 1-step
+chunk) and the achieved GFLOP/s.
 
   python -m experiments.profile_step --group=8 --d_models=32,64 --variants=default,no_attention,no_ffn
 

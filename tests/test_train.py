@@ -81,8 +81,9 @@ def test_train_step_compiles_once(exp):
     {'model.moe.num_experts': 4, 'model.moe.top_k': 2},  # MoE: the optimizer on the parameter tree
 ])
 def test_train_step_matches_per_array_optax(overrides):
-  """The step (flat parameter vector, logits at scored positions only) against plain optax on the
-  parameter tree with full logits: same parameters and norms after 3 steps, to float32 rounding."""
+  """The step (a flat parameter vector for dense models, the tree for MoE; logits at scored positions
+  only) against plain optax on the parameter tree with full logits: same parameters and norms after
+  3 steps, to float32 rounding."""
   e = train.Experiment(tiny_config(**{'train.optimizer': 'adamw', 'train.weight_decay': 0.1,
                                       'train.grad_clip': 0.5, **overrides}))
   state = jax.jit(e.init)(0)
