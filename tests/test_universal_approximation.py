@@ -82,18 +82,23 @@ def test_collapse_detection():
 
 
 def _stats(trained=lambda n: 12 * ua.optimum(n), long=lambda n: 3 * ua.optimum(n), equal=lambda n: 1.3 * ua.optimum(n),
-           random=lambda n: 0.5 * n ** -1.5, seeds=5, widths=(2, 4, 8, 16, 32, 64, 128), collapse=None, jump=0.0):
-  """A stats frame like collect's: errors as functions of N, seed s scaling them by (1 + 0.01 s);
-  collapse: {N: number of seeds whose run ends at sup error 0.5}; jump: relative loss change at the end."""
+           random=lambda n: 0.5 * n ** -1.5, seeds=5, widths=(2, 4, 8, 16, 32, 64, 128), collapse=None, jump=0.0,
+           best=lambda arm, n: ua.RATES[1]):
+  """A stats frame like collect's, every rate of ua.RATES: at the rate best(arm, n) errors are the functions
+  of N, seed s scaling them by (1 + 0.01 s); every other rate has 3x the final loss and 7x the error (so a
+  wrong choice shows in every verdict). collapse: {N: number of seeds whose run (at the best rate) ends at sup
+  error 0.5}; jump: relative loss change at the end."""
   rows = []
   for arm, err in (('1x', trained), ('4x', long)):
     for n in widths:
-      for s in range(seeds):
-        bad = s < (collapse or {}).get(n, 0)
-        rows.append({'arm': arm, ua.N: n, ua.SEED: s, 'name': f'{arm} d_ff={n},seed={s}',
-                     'sup_error': 0.5 if bad else err(n) * (1 + 0.01 * s), 'loss_last': 1e-6 * (1 + jump),
-                     'loss_previous': 1e-6, 'lstsq_equal': equal(n) * (1 + 0.02 * s),
-                     'lstsq_random': random(n) * (1 + 0.03 * s)})
+      for rate in ua.RATES:
+        is_best = bool(np.isclose(rate, best(arm, n)))
+        for s in range(seeds):
+          bad = s < (collapse or {}).get(n, 0) and is_best
+          rows.append({'arm': arm, ua.N: n, ua.LR: rate, ua.SEED: s, 'name': f'{arm} d_ff={n},lr={rate:g},seed={s}',
+                       'sup_error': 0.5 if bad else err(n) * (1 + 0.01 * s) * (1 if is_best else 7),
+                       'loss_last': 1e-6 * (1 + jump) * (1 if is_best else 3), 'loss_previous': 1e-6 * (1 if is_best else 3),
+                       'lstsq_equal': equal(n) * (1 + 0.02 * s), 'lstsq_random': random(n) * (1 + 0.03 * s)})
   return pd.DataFrame(rows)
 
 
@@ -116,7 +121,7 @@ def test_verdicts_on_synthetic_stats(tmp_path):
   assert a.verdicts[0].statistic == pytest.approx(-2.0, abs=1e-9) and a.verdicts[0].n == 5
   assert a.verdicts[1].statistic == pytest.approx(-0.5, abs=1e-9)
   assert a.verdicts[2].statistic == pytest.approx(-2.0, abs=1e-9)
-  assert all(c.passed for c in a.verdicts[0].checks) and len(a.verdicts[0].checks) == 5 + 1 + 1 + 1
+  assert all(c.passed for c in a.verdicts[0].checks) and len(a.verdicts[0].checks) == 5 + 1 + 1 + 1 + 1
   assert a.checks[0].passed and {f.file for f in a.figures} <= set(os.listdir(tmp_path))
   t = a.tables[0].frame.set_index(ua.N)
   assert t.loc[2, 'collapsed'] == 5 and t.loc[4, 'collapsed'] == 5 and t.loc[8, 'collapsed'] == 1
@@ -126,13 +131,13 @@ def test_verdicts_on_synthetic_stats(tmp_path):
   np.testing.assert_allclose(slopes['trained 1x - random'], -0.5 + 0 * slopes['trained 1x'], atol=1e-9)
   # slope -1 against baselines at slope -1.5: both not reproduced
   stats = _stats(trained=lambda n: 0.1 / n, long=lambda n: 0.1 / n)
-  vs = ua.slope_verdicts(stats) + ua.other_verdicts(stats, _controls())
+  vs = ua.decide(stats, _controls())[0]
   assert [v.outcome for v in vs[:3]] == [NR, NR, NR] and vs[1].statistic == pytest.approx(0.5, abs=1e-9)
 
 
 def test_failed_regime_checks_give_invalid():
   def outcomes(stats):
-    vs = ua.slope_verdicts(stats) + ua.other_verdicts(stats, _controls())
+    vs = ua.decide(stats, _controls())[0]
     return vs, [v.outcome for v in vs]
   # no plateau: verdicts 1 and 2 invalid, the others untouched
   assert outcomes(_stats(jump=0.5))[1][:3] == [INV, INV, R]
@@ -147,15 +152,40 @@ def test_failed_regime_checks_give_invalid():
   # data premise: the equal-kink baseline falls only as N^-1 (the training points do not pin x^2): verdict 1 invalid
   vs, out = outcomes(_stats(equal=lambda n: 0.01 / n))
   assert out[:2] == [INV, R] and 'data premise' in vs[0].detail
+  # the lowest loss at the grid's largest rate at a fitted N: verdicts 1 and 2 invalid; at N = 2 (not fitted): no effect
+  vs, out = outcomes(_stats(best=lambda arm, n: ua.RATES[-1] if (arm, n) == ('1x', 16) else ua.RATES[1]))
+  assert out[:3] == [INV, INV, R] and 'learning rate inside the grid' in vs[0].detail and '16: 0.1' in vs[0].detail
+  assert outcomes(_stats(best=lambda arm, n: ua.RATES[0] if n == 2 else ua.RATES[1]))[1][:3] == [R, R, R]
+  # ... in the 4x arm at N >= 32: verdict 3 (4x vs 1x) invalid, 1 and 2 untouched
+  vs, out = outcomes(_stats(best=lambda arm, n: ua.RATES[0] if (arm, n) == ('4x', 64) else ua.RATES[1]))
+  assert out[:3] == [R, R, INV] and '64: 0.001' in vs[2].detail
+
+
+def test_rate_is_chosen_on_the_training_loss_per_arm_and_width():
+  # at 1e-3 the sup error is lower but the training loss higher: the verdicts still read the rate of the lowest loss
+  stats = _stats(best=lambda arm, n: ua.RATES[2] if n < 8 else ua.RATES[1])
+  tempting = np.isclose(stats[ua.LR], ua.RATES[0])
+  stats.loc[tempting, 'sup_error'] = stats.loc[tempting, 'sup_error'] / 100
+  vs, chosen, rates = ua.decide(stats, _controls())
+  assert len(chosen) == 2 * 7 * 5 and set(chosen.groupby(['arm', ua.N])[ua.SEED].nunique()) == {5}
+  assert all(np.isclose(r, ua.RATES[2] if n < 8 else ua.RATES[1]) for n, r in zip(rates[ua.N], rates['learning rate']))
+  assert vs[0].statistic == pytest.approx(-2.0, abs=1e-9) and vs[0].outcome == R
+  np.testing.assert_allclose(rates.set_index(['arm', ua.N]).loc[('1x', 16), 'loss at 0.001'], 3e-6)
+  # a diverged seed (NaN loss) makes its rate ineligible at that point: the next-best complete rate is kept
+  stats = _stats()
+  stats.loc[(stats[ua.N] == 16) & np.isclose(stats[ua.LR], ua.RATES[1]) & (stats[ua.SEED] == 0), 'loss_last'] = np.nan
+  _, chosen, rates = ua.decide(stats, _controls())
+  picked = rates.set_index(['arm', ua.N]).loc[('1x', 16), 'learning rate']
+  assert picked != ua.RATES[1] and (chosen[(chosen['arm'] == '1x') & (chosen[ua.N] == 16)][ua.SEED].nunique() == 5)
 
 
 def test_lower_bound_check_flags_runs_below_it():
   stats = _stats()
   assert ua.lower_bound_check(stats, GRID).passed
-  stats.loc[(stats[ua.N] == 128) & (stats[ua.SEED] == 0) & (stats['arm'] == '1x'), 'sup_error'] = (
-      0.5 * ua.grid_lower_bound(128, GRID))
-  c = ua.lower_bound_check(stats, GRID)
-  assert not c.passed and '1x d_ff=128,seed=0' in c.detail
+  stats.loc[(stats[ua.N] == 128) & (stats[ua.SEED] == 0) & (stats['arm'] == '1x') & np.isclose(stats[ua.LR], 1e-2),
+            'sup_error'] = 0.5 * ua.grid_lower_bound(128, GRID)
+  c = ua.lower_bound_check(stats, GRID)   # every run is checked, the rates not chosen too
+  assert not c.passed and '1x d_ff=128,lr=0.01,seed=0' in c.detail
 
 
 def test_sweeps_train_on_num_train_points():
