@@ -102,8 +102,11 @@ def _stats(trained=lambda n: 12 * ua.optimum(n), long=lambda n: 3 * ua.optimum(n
   return pd.DataFrame(rows)
 
 
-def _controls(value=1e-4, seeds=5):
-  return pd.DataFrame([{'control': c, ua.SEED: s, 'sup_error': value} for c in ua.CONTROLS for s in range(seeds)])
+def _controls(value=1e-4, seeds=5, best=lambda control: ua.RATES[1]):
+  """Every control at every rate: at best(control) sup error `value`, elsewhere 1000x it and 3x the loss."""
+  return pd.DataFrame([{'control': c, ua.LR: r, ua.SEED: s, 'sup_error': value * (1 if r == best(c) else 1000),
+                        'loss_last': 1e-6 * (1 if r == best(c) else 3)}
+                       for c in ua.CONTROLS for r in ua.RATES for s in range(seeds)])
 
 
 def _outcomes(stats, tmp_path, controls=None):
@@ -154,11 +157,11 @@ def test_failed_regime_checks_give_invalid():
   assert out[:2] == [INV, R] and 'data premise' in vs[0].detail
   # the lowest loss at the grid's largest rate at a fitted N: verdicts 1 and 2 invalid; at N = 2 (not fitted): no effect
   vs, out = outcomes(_stats(best=lambda arm, n: ua.RATES[-1] if (arm, n) == ('1x', 16) else ua.RATES[1]))
-  assert out[:3] == [INV, INV, R] and 'learning rate inside the grid' in vs[0].detail and '16: 0.1' in vs[0].detail
+  assert out[:3] == [INV, INV, R] and 'learning rate inside the grid' in vs[0].detail and f'1x N = 16: {ua.RATES[-1]:g}, ' in vs[0].detail
   assert outcomes(_stats(best=lambda arm, n: ua.RATES[0] if n == 2 else ua.RATES[1]))[1][:3] == [R, R, R]
   # ... in the 4x arm at N >= 32: verdict 3 (4x vs 1x) invalid, 1 and 2 untouched
   vs, out = outcomes(_stats(best=lambda arm, n: ua.RATES[0] if (arm, n) == ('4x', 64) else ua.RATES[1]))
-  assert out[:3] == [R, R, INV] and '64: 0.001' in vs[2].detail
+  assert out[:3] == [R, R, INV] and f'4x N = 64: {ua.RATES[0]:g}, ' in vs[2].detail
 
 
 def test_rate_is_chosen_on_the_training_loss_per_arm_and_width():
@@ -166,17 +169,31 @@ def test_rate_is_chosen_on_the_training_loss_per_arm_and_width():
   stats = _stats(best=lambda arm, n: ua.RATES[2] if n < 8 else ua.RATES[1])
   tempting = np.isclose(stats[ua.LR], ua.RATES[0])
   stats.loc[tempting, 'sup_error'] = stats.loc[tempting, 'sup_error'] / 100
-  vs, chosen, rates = ua.decide(stats, _controls())
+  vs, chosen, _, rates = ua.decide(stats, _controls())
   assert len(chosen) == 2 * 7 * 5 and set(chosen.groupby(['arm', ua.N])[ua.SEED].nunique()) == {5}
   assert all(np.isclose(r, ua.RATES[2] if n < 8 else ua.RATES[1]) for n, r in zip(rates[ua.N], rates['learning rate']))
   assert vs[0].statistic == pytest.approx(-2.0, abs=1e-9) and vs[0].outcome == R
-  np.testing.assert_allclose(rates.set_index(['arm', ua.N]).loc[('1x', 16), 'loss at 0.001'], 3e-6)
+  np.testing.assert_allclose(rates.set_index(['arm', ua.N]).loc[('1x', 16), f'loss at {ua.RATES[0]:g}'], 3e-6)
   # a diverged seed (NaN loss) makes its rate ineligible at that point: the next-best complete rate is kept
   stats = _stats()
   stats.loc[(stats[ua.N] == 16) & np.isclose(stats[ua.LR], ua.RATES[1]) & (stats[ua.SEED] == 0), 'loss_last'] = np.nan
-  _, chosen, rates = ua.decide(stats, _controls())
+  _, chosen, _, rates = ua.decide(stats, _controls())
   picked = rates.set_index(['arm', ua.N]).loc[('1x', 16), 'learning rate']
   assert picked != ua.RATES[1] and (chosen[(chosen['arm'] == '1x') & (chosen[ua.N] == 16)][ua.SEED].nunique() == 5)
+
+
+def test_controls_are_tuned_and_gated_on_their_own_rate():
+  vs, _, controls, rates = ua.decide(_stats(), _controls(best=lambda c: ua.RATES[-1] if c == 'swiglu' else ua.RATES[2]))
+  assert [v.outcome for v in vs[3:]] == [R, R, INV] and 'swiglu: learning rate inside the grid' in vs[5].detail
+  assert len(controls) == 15 and set(controls[ua.LR]) == {ua.RATES[2], ua.RATES[-1]}
+  assert rates.set_index('control').loc['abs', 'learning rate'] == ua.RATES[2]
+  # an exact control trained to rounding at every rate from RATES[2] up: losses below the floor tie, the smallest wins
+  ctrl = _controls()
+  at_floor = ctrl[ua.LR] >= ua.RATES[2]
+  ctrl.loc[at_floor, 'loss_last'] = ua.LOSS_FLOOR * 10.0 ** -np.arange(at_floor.sum()) / 3
+  ctrl.loc[at_floor, 'sup_error'] = 1e-7
+  vs, _, controls, rates = ua.decide(_stats(), ctrl)
+  assert set(controls[ua.LR]) == {ua.RATES[2]} and [v.outcome for v in vs[3:]] == [R, R, R]
 
 
 def test_lower_bound_check_flags_runs_below_it():

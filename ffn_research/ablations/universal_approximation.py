@@ -12,15 +12,23 @@ bilinear and one swiglu unit on x^2: one bilinear unit represents x^2 exactly). 
 NUM_TRAIN = 16,384 points drawn uniformly from [-1, 1] by its seed (see "data premise" below).
 
 Learning rate per point (added 2026-11-25, before the full run with it; the earlier full runs trained
-every width at the default 3e-3): both ReLU sweeps train every rate of RATES = {1e-3, 3e-3, 1e-2, 3e-2,
-1e-1} for every width and seed (the rate is traced: one compiled program per width). The grid was first
+every width at the default 3e-3): both ReLU sweeps train every rate of RATES = {1e-4, 3e-4, ..., 1e-1}
+(half-decades) for every width and seed (the rate is traced: one compiled program per width). The grid was first
 {1e-3, 3e-3, 1e-2}; in its quick run 1e-2 had the lowest final training loss at every N and in both arms
 (5-10x below 3e-3 at N >= 16). With {3e-3, ..., 1e-1} the quick run chose 1e-1 at N >= 128 with 2,000
 steps but 1e-2 to 3e-2 with 8,000 (the best rate falls as the budget grows), so the grid spans both
-directions before any full run; decided on the training loss alone. Per arm and N, `tune` keeps
+directions before any full run; decided on the training loss alone. The first full run with {1e-3, ...,
+1e-1} chose 1e-3, the grid's smallest, at 40,000 steps for N = 256 and 512 (verdict 3 invalid on that
+check). The procedure from then on, fixed before the next run: wherever a gated point's rate sits at an
+edge, the grid grows by a half-decade on that side and only the new runs train (the others resume),
+until every gated rate is inside or a fixed bound (1e-4 and 1e-1) is reached. 3e-4 was chosen
+there too, so 1e-4 was added. Per arm and N, `tune` keeps
 the rate whose *mean final training loss* over seeds is lowest (one rate for all seeds, so seeds stay
 paired; chosen on the training objective, never on the sup error the verdicts test), and every verdict
-reads only those runs. The controls train at the default 3e-3 (they test representability).
+reads only those runs. The controls train the same grid, and each keeps its own rate by the same rule.
+Final losses below LOSS_FLOOR = 1e-13 (float32 rounding of values near 1) tie, and the smallest tied rate
+wins: the exact bilinear control reaches ~1e-15 at every rate from 1e-2 up, and without the floor its
+rounding noise picked 1e-1, the grid's edge (an invalid control for no reason but rounding).
 
 Definitions (fixed before the full run):
   collapsed   a run whose sup error is >= COLLAPSE_ERROR = 1/8, the best sup error of any function
@@ -46,7 +54,8 @@ Verdict rules (fixed before the full run; see `analyze_stats`):
   3. 4x steps, fitted widths >= 32, pairs with neither run collapsed: per seed, the mean over widths of
      log2(err_4x / err_1x); claim "the gap is optimization-limited": 4x steps lower the error at least
      2x (mean < -1).
-  4.-6. controls: mean sup error over seeds below 1e-2 (abs 2 units; bilinear 1 unit; swiglu 1 unit).
+  4.-6. controls: mean sup error over seeds below 1e-2 (abs 2 units; bilinear 1 unit; swiglu 1 unit), each
+     at its tuned rate and gated on that rate inside the grid.
 Verdicts 1 and 2 are gated (verdict.gate) on: the chosen rate inside the grid at every fitted N (1x
 arm; at an edge the best rate may lie outside it), plateau (training loss, mean over the logged chunk, at
 the last two logs within PLATEAU_TOL relative, mean over the fitted seeds, at every fitted N; the
@@ -64,7 +73,6 @@ A measured sup error below the proven lower bound (on the grid, see `grid_lower_
 bug in the metric and is flagged as a failed check.
 """
 
-import dataclasses
 import math
 import os
 
@@ -90,7 +98,7 @@ SETTINGS = {
                  long_widths=(2, 4, 8, 16, 32, 64, 128, 256, 512)),
 }
 NUM_TRAIN = 16384            # training points (the task default is 1,024; see the data premise)
-RATES = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)   # Adam learning rates of the ReLU sweeps, tuned per (arm, N); see `tune`
+RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)   # Adam learning rates of the ReLU sweeps, tuned per (arm, N); see `tune`
 CLAIMED_SLOPE, SLOPE_MARGIN = -2.0, 0.25
 MIN_FIT_WIDTH = 8            # slopes are fitted over N >= this
 LONG_MIN_WIDTH = 32          # verdict 3 uses widths >= this (where the gap is large)
@@ -99,6 +107,7 @@ COLLAPSE_ERROR = 1.0 / 8     # best sup error with one kink (two pieces): at or 
 MAX_COLLAPSED = 0.2          # regime check: at most this fraction of runs collapsed at every fitted N
 PLATEAU_TOL = 0.1            # relative change of the training loss between the last two logs
 CONTROL_LEVEL = 1e-2         # controls: exact representations should train below this sup error
+LOSS_FLOOR = 1e-13           # `tune`: final losses below this tie (float32 rounding, (3 ulps at 1)^2, not fit)
 SEED, N, LR = 'train.seed', 'N', 'train.learning_rate'
 ARMS = {'relu_width': '1x', 'relu_width_4x': f'{LONG_FACTOR}x'}
 CONTROLS = {'abs': '|x|, 2 ReLU units (exact)', 'bilinear': 'x^2, 1 bilinear unit (exact)',
@@ -179,12 +188,12 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
       sweep.product(sweep.values('model.activation', ['bilinear', 'swiglu']), sweep.values('model.d_ff', [1]),
                     seeds))
   rates = sweep.values(LR, RATES)
-  return [
+  return [  # the rate is swept everywhere and tuned per point (`tune`)
       base.SweepSpec('relu_width', _base(s['steps']),
                      sweep.product(sweep.values('model.d_ff', s['widths']), rates, seeds)),
       base.SweepSpec('relu_width_4x', _base(LONG_FACTOR * s['steps']),
                      sweep.product(sweep.values('model.d_ff', s['long_widths']), rates, seeds)),
-      base.SweepSpec('controls', _base(s['steps']), controls),
+      base.SweepSpec('controls', _base(s['steps']), sweep.product(controls, rates)),
   ]
 
 
@@ -202,7 +211,8 @@ def _training_points(run_dir: str) -> np.ndarray:
 
 
 def collect(results: dict[str, pd.DataFrame], outdir: str, grid_size: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-  """(stats: one row per finished ReLU run (every rate) with its losses and its seed's baselines, controls)."""
+  """(stats: one row per finished ReLU run (every rate) with its losses and its seed's baselines; controls:
+  one row per finished control run (every rate) with its final loss)."""
   rows, bases = [], []
   for sweep_name, arm in ARMS.items():
     for _, r in base.completed(results[sweep_name]).iterrows():
@@ -218,39 +228,39 @@ def collect(results: dict[str, pd.DataFrame], outdir: str, grid_size: int) -> tu
     stats = stats.merge(pd.concat(bases), on=[N, SEED], how='left')
   ctrl = base.completed(results['controls'])
   label = np.where(ctrl['task.function'] == 'abs', 'abs', ctrl['model.activation'])
-  return stats, pd.DataFrame({'control': label, SEED: ctrl[SEED], 'sup_error': ctrl['sup_error']})
+  losses = [_last_losses(os.path.join(outdir, 'controls', 'runs', name)) for name in ctrl['name']]
+  return stats, pd.DataFrame({'control': label, LR: ctrl[LR].astype(float), SEED: ctrl[SEED],
+                              'sup_error': ctrl['sup_error'], 'loss_last': [l for l, _ in losses]})
 
 
 # --------------------------------------------------------------------------- learning rate per point (pure)
 
-def tune(stats: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, dict[tuple[str, int], verdict.Check]]:
-  """Per arm and N, the rate of RATES whose mean final training loss over seeds is lowest
+def tune(frame: pd.DataFrame, by: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+  """Per point of `by`, the rate of RATES whose mean final training loss over seeds is lowest
   (verdict.tune_per_point; chosen on the training objective, never on the sup error the verdicts test).
+  Losses below LOSS_FLOOR tie (an exact representation trained to rounding, e.g. the bilinear control, reaches
+  it at several rates); among tied rates the smallest wins.
 
-  Returns (the chosen rate's rows, one per arm, N and seed: the frame every verdict reads; per arm and N
-  the chosen rate and the mean final loss at each rate; per (arm, N) the check that the chosen rate is
-  inside the grid). Each arm is one step budget, so tune_per_point's budget check is not used: the step
-  plateau here is `budget_check`, on the slope."""
-  chosen, rows, checks = [], [], {}
-  for arm, g in stats.groupby('arm', sort=False):
-    t = verdict.tune_per_point(g.assign(budget=0), by=N, metric='loss_last', tol=math.inf, over=LR,
-                               budget='budget', seed=SEED)
-    chosen.append(t.rows.drop(columns='budget'))
-    means = g.groupby([N, LR])['loss_last'].mean().unstack(LR)
-    for n, rate in t.rates.items():
-      checks[arm, int(n)] = dataclasses.replace(t.checks[n][0], name=f'{arm} N = {n}: learning rate inside the '
-                                                                     'grid (lowest mean final training loss)')
-      rows.append({'arm': arm, N: int(n), 'learning rate': rate,
-                   **{f'loss at {r:g}': float(means.loc[n, r]) for r in means.columns}})
-  frame = pd.concat(chosen, ignore_index=True) if chosen else stats.iloc[:0]
-  return frame, pd.DataFrame(rows), checks
+  Returns (the chosen rate's rows, one per point and seed: the frame the verdicts read; per point the
+  chosen rate and the mean final loss at each rate; {point: chosen rate}, a point a tuple when `by` has
+  several columns). Each point is one step budget, so tune_per_point's checks are not used: `rate_check`
+  tests the grid's edges, and the step plateau here is `budget_check`, on the slope."""
+  floored = frame.assign(budget=0, loss_tune=np.maximum(frame['loss_last'].to_numpy(float), LOSS_FLOOR))
+  t = verdict.tune_per_point(floored, by=by, metric='loss_tune', tol=math.inf, over=LR, budget='budget', seed=SEED)
+  means = frame.groupby(by + [LR])['loss_last'].mean().unstack(LR)
+  rows = [{**dict(zip(by, p if isinstance(p, tuple) else (p,))), 'learning rate': rate,
+           **{f'loss at {r:g}': float(means.loc[p, r]) for r in means.columns}} for p, rate in t.rates.items()]
+  chosen = t.rows.drop(columns=['budget', 'loss_tune']) if len(t.rows) else frame.iloc[:0]
+  return chosen.reset_index(drop=True), pd.DataFrame(rows), t.rates
 
 
-def rate_checks(checks: dict[tuple[str, int], verdict.Check], arms, min_width: int) -> list[verdict.Check]:
-  """The inside-the-grid checks of these arms at N >= min_width, as one check."""
-  picked = [c for (arm, n), c in sorted(checks.items()) if arm in arms and n >= min_width]
-  return [verdict.all_of(f'learning rate inside the grid {{{", ".join(f"{r:g}" for r in RATES)}}} at every N >= '
-                         f'{min_width} ({", ".join(arms)} steps)', picked)]
+def rate_check(rates: dict[tuple[str, int], float], arms, min_width: int) -> verdict.Check:
+  """The rate `tune` chose for these arms at every N >= min_width lies inside RATES (verdict.edge_check)."""
+  picked = {f'{arm} N = {n}': [r] for (arm, n), r in sorted(rates.items()) if arm in arms and n >= min_width}
+  if not picked:
+    return verdict.Check(f'learning rate tuned at N >= {min_width} ({", ".join(arms)} steps)', False, 'no runs')
+  return verdict.edge_check(f'learning rate inside the grid at every N >= {min_width} ({", ".join(arms)} steps; '
+                            'lowest mean final training loss)', picked, RATES)
 
 
 # --------------------------------------------------------------------------- verdicts (pure in the frame)
@@ -304,10 +314,10 @@ def data_premise(stats: pd.DataFrame) -> verdict.Check:
                                what=f'per-seed slope of the equal-kink baseline over N >= {MIN_FIT_WIDTH}')
 
 
-def slope_verdicts(stats: pd.DataFrame, lr_checks: dict[tuple[str, int], verdict.Check]) -> list[verdict.Verdict]:
+def slope_verdicts(stats: pd.DataFrame, rates: dict[tuple[str, int], float]) -> list[verdict.Verdict]:
   """Verdicts 1 and 2 of the module docstring on `tune`'s rows, gated on the regime checks."""
   fit = fitted(stats)
-  checks = regime_checks(stats) + rate_checks(lr_checks, ['1x'], MIN_FIT_WIDTH)
+  checks = regime_checks(stats) + [rate_check(rates, ['1x'], MIN_FIT_WIDTH)]
   v1 = verdict.slope_per_seed(fit, x=N, y='sup_error', seed=SEED, claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN,
                               claim=f'sup error of trained width-N ReLU FFNs on x^2 falls as N^-2 (log-log slope '
                                     f'-2, per seed over N >= {MIN_FIT_WIDTH}, collapsed runs excluded)')
@@ -327,16 +337,21 @@ def long_ratios(stats: pd.DataFrame) -> pd.Series:
   return np.log2(both['sup_error_4x'] / both['sup_error']).groupby(both[SEED]).mean().rename('log2_ratio')
 
 
-def other_verdicts(stats: pd.DataFrame, controls: pd.DataFrame,
-                   lr_checks: dict[tuple[str, int], verdict.Check]) -> list[verdict.Verdict]:
-  """Verdicts 3-6 on `tune`'s rows: 4x steps (gated on both arms' rates inside the grid), and the controls."""
+def other_verdicts(stats: pd.DataFrame, controls: pd.DataFrame, rates: dict[tuple[str, int], float],
+                   control_rates: dict[str, float]) -> list[verdict.Verdict]:
+  """Verdicts 3-6 on `tune`'s rows: 4x steps (gated on both arms' rates inside the grid), and the controls
+  (each gated on its own rate inside the grid)."""
   out = [verdict.gate(verdict.threshold(long_ratios(stats).to_numpy(), level=-1.0, direction='below', claim=(
       f'the gap to the optimum is optimization-limited: {LONG_FACTOR}x more steps lower the sup error at least '
       f'2x (per seed, mean over widths >= {LONG_MIN_WIDTH} of log2(err_{LONG_FACTOR}x/err))')),
-      rate_checks(lr_checks, list(ARMS.values()), LONG_MIN_WIDTH))]
+      [rate_check(rates, list(ARMS.values()), LONG_MIN_WIDTH)])]
   for key, label in CONTROLS.items():
-    out.append(verdict.threshold(controls.loc[controls['control'] == key, 'sup_error'], level=CONTROL_LEVEL,
-                                 direction='below', claim=f'control {label}: trained sup error below {CONTROL_LEVEL:g}'))
+    v = verdict.threshold(controls.loc[controls['control'] == key, 'sup_error'], level=CONTROL_LEVEL,
+                          direction='below', claim=f'control {label}: trained sup error below {CONTROL_LEVEL:g}')
+    picked = {key: [control_rates[key]]} if key in control_rates else {}
+    out.append(verdict.gate(v, [verdict.edge_check(f'{key}: learning rate inside the grid (lowest mean final '
+                                                   'training loss)', picked, RATES) if picked else
+                                verdict.Check(f'{key}: learning rate tuned', False, 'no completed runs')]))
   return out
 
 
@@ -454,16 +469,19 @@ def lower_bound_check(stats: pd.DataFrame, grid_size: int) -> base.Check:
                     f'with L = 2/(N+1) - 2h, h = 2/{grid_size - 1}' + ''.join(', ' + s for s in beaten['name']))
 
 
-def decide(all_stats: pd.DataFrame, controls: pd.DataFrame) -> tuple[list[verdict.Verdict], pd.DataFrame, pd.DataFrame]:
-  """(the six verdicts, `tune`'s rows, the rate table) from collect's frames."""
-  stats, rates, lr_checks = tune(all_stats)
-  return slope_verdicts(stats, lr_checks) + other_verdicts(stats, controls, lr_checks), stats, rates
+def decide(all_stats: pd.DataFrame, all_controls: pd.DataFrame):
+  """(the six verdicts, the ReLU rows `tune` kept, the control rows it kept, the rate table) from collect's
+  frames: the rate is tuned per arm and N, and per control."""
+  stats, table, rates = tune(all_stats, ['arm', N])
+  controls, control_table_, control_rates = tune(all_controls, ['control'])
+  verdicts = slope_verdicts(stats, rates) + other_verdicts(stats, controls, rates, control_rates)
+  return verdicts, stats, controls, pd.concat([table, control_table_], ignore_index=True)
 
 
-def analyze_stats(all_stats: pd.DataFrame, controls: pd.DataFrame, ctx: base.Context, grid_size: int,
+def analyze_stats(all_stats: pd.DataFrame, all_controls: pd.DataFrame, ctx: base.Context, grid_size: int,
                   failed: dict[str, int] | None = None) -> base.Analysis:
   """The verdicts, tables and figures from collect's frames (pure in them; tests feed synthetic ones)."""
-  verdicts, stats, rates = decide(all_stats, controls)
+  verdicts, stats, controls, rates = decide(all_stats, all_controls)
   tables = {arm: width_table(stats, arm, grid_size) for arm in ARMS.values() if arm in set(stats['arm'])}
   ctrl = control_table(controls)
   figures = [main_figure(stats, tables, verdicts[0], ctx, grid_size), ratio_figure(tables, ctx)]
@@ -478,8 +496,9 @@ def analyze_stats(all_stats: pd.DataFrame, controls: pd.DataFrame, ctx: base.Con
                 for arm, t in tables.items()),
               base.Table(f'Per seed: log-log slopes over N >= {MIN_FIT_WIDTH} (collapsed runs excluded)',
                          slope_table(stats)),
-              base.Table(f'Learning rate per arm and N: the rate of {{{", ".join(f"{r:g}" for r in RATES)}}} with the lowest '
-                         'mean final training loss over seeds, and that loss at each rate', rates),
+              base.Table(f'Learning rate per arm and N, and per control: the rate of '
+                         f'{{{", ".join(f"{r:g}" for r in RATES)}}} with the lowest mean final training loss over '
+                         'seeds, and that loss at each rate', rates),
               base.Table('Controls (mean over seeds, 95% CI)', ctrl),
               base.Table(f'Per seed: mean log2(err_{LONG_FACTOR}x / err) over widths >= {LONG_MIN_WIDTH}',
                          long_ratios(stats).rename_axis(SEED).reset_index())],
@@ -506,4 +525,4 @@ ABLATION = base.Ablation(
            'bare FFN, d_model 1, ReLU, Adam with warmup 100 and cosine decay, batch 256 (the defaults of '
            f'configs/regression.py except the training-set size); the ReLU sweeps train every rate of '
            f'{{{", ".join(f"{r:g}" for r in RATES)}}} and keep, per arm and width, the rate with the lowest mean final '
-           'training loss; the controls train at the default 3e-3.'))
+           'training loss (the controls: per control).'))
