@@ -177,17 +177,9 @@ def test_kill_between_checkpoints_of_a_padded_group_resumes_bit_identically(tmp_
 
 
 def _last_logged_step(path):
-  """The largest step in a metrics log being written (a torn last line is skipped), or 0."""
-  if not os.path.exists(path):
-    return 0
-  steps = [0]
-  with open(path) as f:
-    for line in f:
-      try:
-        steps.append(json.loads(line)['step'])
-      except (ValueError, KeyError):
-        pass
-  return max(steps)
+  """The largest step in a metrics log being written (read_metrics skips a torn last line), or 0."""
+  records = io_lib.read_metrics(str(path))[0]
+  return records[-1]['step'] if records else 0
 
 
 @pytest.mark.slow  # real SIGKILLs at several moments through the entry point (~60 s)

@@ -198,11 +198,6 @@ def sweeps(scale: str) -> list[base.SweepSpec]:
 
 # --------------------------------------------------------------------------- collection (reads runs)
 
-def _last_losses(run_dir: str) -> tuple[float, float]:
-  losses = [r['loss'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'loss' in r]
-  return (float(losses[-1]) if losses else math.nan), (float(losses[-2]) if len(losses) > 1 else math.nan)
-
-
 def _training_points(run_dir: str) -> np.ndarray:
   """The run's training inputs, regenerated from its config and seed (train.Experiment.task_data)."""
   config = ml_collections.ConfigDict(io_lib.read_json(os.path.join(run_dir, 'config.json')))
@@ -215,7 +210,7 @@ def collect(results: dict[str, pd.DataFrame], outdir: str, grid_size: int) -> tu
   rows, bases = [], []
   for sweep_name, arm in ARMS.items():
     for _, r in base.completed(results[sweep_name]).iterrows():
-      last, previous = _last_losses(os.path.join(outdir, sweep_name, 'runs', r['name']))
+      last, previous = base.last_two_losses(os.path.join(outdir, sweep_name, 'runs', r['name']))
       rows.append({'arm': arm, N: int(r['model.d_ff']), LR: float(r[LR]), SEED: int(r[SEED]), 'name': r['name'],
                    'sup_error': float(r['sup_error']), 'loss_last': last, 'loss_previous': previous})
   stats = pd.DataFrame(rows)
@@ -227,7 +222,7 @@ def collect(results: dict[str, pd.DataFrame], outdir: str, grid_size: int) -> tu
     stats = stats.merge(pd.concat(bases), on=[N, SEED], how='left')
   ctrl = base.completed(results['controls'])
   label = np.where(ctrl['task.function'] == 'abs', 'abs', ctrl['model.activation'])
-  losses = [_last_losses(os.path.join(outdir, 'controls', 'runs', name)) for name in ctrl['name']]
+  losses = [base.last_two_losses(os.path.join(outdir, 'controls', 'runs', name)) for name in ctrl['name']]
   return stats, pd.DataFrame({'control': label, LR: ctrl[LR].astype(float), SEED: ctrl[SEED],
                               'sup_error': ctrl['sup_error'], 'loss_last': [l for l, _ in losses]})
 
@@ -253,13 +248,18 @@ def tune(frame: pd.DataFrame, by: list[str]) -> tuple[pd.DataFrame, pd.DataFrame
   return chosen.reset_index(drop=True), pd.DataFrame(rows), t.rates
 
 
-def rate_check(rates: dict[tuple[str, int], float], arms, min_width: int) -> verdict.Check:
-  """The rate `tune` chose for these arms at every N >= min_width lies inside RATES (verdict.edge_check)."""
-  picked = {f'{arm} N = {n}': [r] for (arm, n), r in sorted(rates.items()) if arm in arms and n >= min_width}
+def inside_grid(name: str, picked: dict[str, float]) -> verdict.Check:
+  """The rates `tune` chose at these points ({label: rate}) lie inside RATES (verdict.edge_check); none fails."""
+  name = f'{name}: learning rate inside the grid (lowest mean final training loss)'
   if not picked:
-    return verdict.Check(f'learning rate tuned at N >= {min_width} ({", ".join(arms)} steps)', False, 'no runs')
-  return verdict.edge_check(f'learning rate inside the grid at every N >= {min_width} ({", ".join(arms)} steps; '
-                            'lowest mean final training loss)', picked, RATES)
+    return verdict.Check(name, False, 'no completed runs')
+  return verdict.edge_check(name, {label: [r] for label, r in picked.items()}, RATES)
+
+
+def rate_check(rates: dict[tuple[str, int], float], arms, min_width: int) -> verdict.Check:
+  """`inside_grid` for these arms at every N >= min_width."""
+  return inside_grid(f'every N >= {min_width} ({", ".join(arms)} steps)',
+                     {f'{arm} N = {n}': r for (arm, n), r in sorted(rates.items()) if arm in arms and n >= min_width})
 
 
 # --------------------------------------------------------------------------- verdicts (pure in the frame)
@@ -347,10 +347,7 @@ def other_verdicts(stats: pd.DataFrame, controls: pd.DataFrame, rates: dict[tupl
   for key, label in CONTROLS.items():
     v = verdict.threshold(controls.loc[controls['control'] == key, 'sup_error'], level=CONTROL_LEVEL,
                           direction='below', claim=f'control {label}: trained sup error below {CONTROL_LEVEL:g}')
-    picked = {key: [control_rates[key]]} if key in control_rates else {}
-    out.append(verdict.gate(v, [verdict.edge_check(f'{key}: learning rate inside the grid (lowest mean final '
-                                                   'training loss)', picked, RATES) if picked else
-                                verdict.Check(f'{key}: learning rate tuned', False, 'no completed runs')]))
+    out.append(verdict.gate(v, [inside_grid(key, {key: control_rates[key]} if key in control_rates else {})]))
   return out
 
 
