@@ -8,8 +8,8 @@ Public helpers (stable names; ablations and notebooks use them):
   excluded).
 - `metric_columns(results, by) -> list[str]`: every numeric result column that is a metric
   (not a swept key, seed, parameter/FLOP count or bookkeeping column).
-- `mean_std_ci(xs, level=0.95) -> {'n', 'mean', 'std', 'ci'}`: sample statistics and the
-  half-width of the Student-t confidence interval (scipy.stats.t).
+- `mean_std_ci(xs) -> {'n', 'mean', 'std', 'ci'}`: sample statistics and the half-width of
+  the Student-t confidence interval (stats.mean_ci, the one mean CI of the package).
 - `aggregate(results, by, metrics=None) -> pandas.DataFrame`: one row per setting of `by`
   over its completed runs; m/mean, m/std, m/ci, m/n for every metric.
 - `fit_power_law(n, losses) -> PowerLawFit | None`: L = a N^-b + c by least squares on log L
@@ -28,9 +28,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 import scipy.optimize
-import scipy.stats
 
 from ffn_research import io as io_lib
+from ffn_research import stats
 
 SEED_KEY = 'train.seed'
 # Swept keys that set model size: plots against parameter counts do not split series by them.
@@ -71,21 +71,14 @@ def metric_columns(results: pd.DataFrame, by: Sequence[str] = ()) -> list[str]:
 
 # --------------------------------------------------------------------------- statistics
 
-def mean_std_ci(xs: Iterable[float], level: float = 0.95) -> dict[str, float]:
-  """Mean, sample std (ddof 1) and the half-width of the t-based confidence interval.
-
-  None and non-finite values are left out; std and ci are NaN with fewer than two values.
-  """
+def mean_std_ci(xs: Iterable[float], confidence: float = stats.CONFIDENCE) -> dict[str, float]:
+  """n, mean, sample std (ddof 1) and the half-width of stats.mean_ci's t interval (None and non-finite
+  values left out; std and ci NaN with fewer than two values)."""
   x = np.asarray([v for v in xs if v is not None], np.float64)
   x = x[np.isfinite(x)]
-  n = len(x)
-  if n == 0:
-    return {'n': 0, 'mean': math.nan, 'std': math.nan, 'ci': math.nan}
-  if n == 1:
-    return {'n': 1, 'mean': float(x[0]), 'std': math.nan, 'ci': math.nan}
-  std = float(np.std(x, ddof=1))
-  ci = float(scipy.stats.t.ppf(0.5 + level / 2, n - 1)) * std / math.sqrt(n)
-  return {'n': n, 'mean': float(np.mean(x)), 'std': std, 'ci': ci}
+  mean, lo, _ = stats.mean_ci(x, confidence)
+  return {'n': len(x), 'mean': mean, 'std': float(np.std(x, ddof=1)) if len(x) > 1 else math.nan,
+          'ci': mean - lo}
 
 
 def aggregate(results: pd.DataFrame | Sequence[dict[str, Any]], by: Sequence[str],

@@ -115,12 +115,14 @@ def test_holm_hand_computed():
   assert verdict.holm(out) == out  # idempotent
 
 
-def test_holm_family_excludes_invalid_and_verdicts_without_p():
+def test_holm_family_is_every_verdict_invalid_and_missing_p_at_one():
   gated = verdict.gate(_v(R, 0.001), [verdict.Check('x', False, 'y')])
   out = verdict.holm([gated, _v(R, None), _v(R, 0.02), _v(INC, 0.5), _v(R, math.nan)])
-  assert out[0] == gated and out[1].p_holm is None and out[4].p_holm is None
-  assert out[2].p_holm == pytest.approx(0.04) and out[2].outcome == R  # family of 2
-  assert out[3].p_holm == pytest.approx(0.5) and out[3].outcome == INC  # never upgraded
+  assert all(v.p_holm is not None for v in out)   # set on every verdict, the family fixed by the study
+  assert out[0].outcome == verdict.INVALID and out[0].p_holm == 1.0 and out[0].raw_outcome == R
+  assert out[2].p_holm == pytest.approx(0.1) and out[2].outcome == INC  # 5 x 0.02: a family of 5
+  assert out[1].outcome == INC and 'none (entered as 1)' in out[1].detail  # a decision without a test
+  assert out[3].p_holm == pytest.approx(1.0) and out[3].outcome == INC  # never upgraded
   assert verdict.holm([_v(R, 0.03)])[0].outcome == R  # a family of one is unchanged
 
 
@@ -307,19 +309,21 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
                       lambda path: pd.DataFrame({'status': ['completed'], 'wall_time_s': [1.0]}))
   monkeypatch.setattr(runner, 'describe_sweep', lambda spec: {'name': spec.name, 'runs': 1, 'seeds': 1,
                                                               'fixed': {}, 'swept': {}})
+  monkeypatch.setattr(runner, 'git_commit', lambda *a: 'abc123')   # a committed tree (publish refuses +dirty)
   report = runner.run('fake', str(tmp_path / 'work'), 'full', progress=False)
   outcomes = [v['outcome'] for v in report['verdicts']]
-  assert outcomes == [INV, R, INC, INC]  # Holm over the 3 non-invalid verdicts: 0.03, 0.06, 0.06
-  assert [v['p_holm'] for v in report['verdicts']] == [None, pytest.approx(0.03), pytest.approx(0.06),
-                                                       pytest.approx(0.06)]
+  assert outcomes == [INV, R, INC, INC]  # Holm over all 4 verdicts, the invalid one at p = 1
+  assert [v['p_holm'] for v in report['verdicts']] == [1.0, pytest.approx(0.04), pytest.approx(0.09),
+                                                       pytest.approx(0.09)]
   assert report['verdicts'][0]['checks'][1] == {'name': 'premise: dense slope >= 0.8', 'passed': False,
-                                                'detail': 'slope 0.35 (95% CI [0.2, 0.5])'}
+                                                'detail': 'slope 0.35 (95% CI [0.2, 0.5])', 'remedy': '',
+                                                'points': []}
   md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
   assert '- **invalid** — the claim an unfit setup cannot test' in md
   assert '**invalid: this setup cannot test the claim**; failed: premise: dense slope >= 0.8: slope 0.35' in md
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
   assert md.count('slope 0.35 (95% CI [0.2, 0.5])') == 1  # a failed check's numbers are said once
-  assert 'p = 0.04, Holm-adjusted 0.06' in md and 'Holm correction over the 3 verdict(s)' in md
+  assert 'p = 0.04, Holm-adjusted 0.09' in md and 'Holm correction over the 4 verdict(s)' in md
   assert runner.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
   assert runner.index_line('fake', report).count('invalid (failed: premise') == 1
   # README Results block
@@ -331,7 +335,7 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert '- **invalid**: the claim an unfit setup cannot test' in section
   assert '  - failed check: premise: dense slope >= 0.8: slope 0.35 (95% CI [0.2, 0.5])' in section
   assert 'trained to a plateau' not in section  # passing checks stay in report.md
-  assert '- **inconclusive**: weak (1, 95% CI [0.5, 1.5], n = 5, Holm-adjusted p = 0.06)' in section
+  assert '- **inconclusive**: weak (1, 95% CI [0.5, 1.5], n = 5, Holm-adjusted p = 0.09)' in section
   # report.md regenerates from report.json alone (what an old published report has)
   again = runner.report_markdown(json.loads((tmp_path / 'work' / 'fake' / 'report.json').read_text()))
   assert again == md

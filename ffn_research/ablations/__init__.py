@@ -10,7 +10,7 @@ import pkgutil
 
 # Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
 # imports the ablation's module (and with it jax, pandas, scipy).
-_MACHINERY = frozenset({'base', 'verdict', 'runner'})
+_MACHINERY = frozenset({'base', 'verdict', 'runner', 'regime'})
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 
 
@@ -35,6 +35,6 @@ def get(name: str):
   from ffn_research.ablations import base  # pylint: disable=g-import-not-at-top
   check(name)
   ablation = getattr(importlib.import_module(f'{__name__}.{name}'), 'ABLATION', None)
-  if not isinstance(ablation, base.Ablation) or ablation.name != name:
+  if not isinstance(ablation, (base.Study, base.Ablation)) or ablation.name != name:
     raise UnknownAblation(f'ffn_research/ablations/{name}.py must define ABLATION = Ablation(name={name!r}, ...)')
   return ablation

@@ -1,26 +1,28 @@
-"""What an ablation declares: its claim, its sweeps per scale, and its analysis.
+"""What a study declares: its claim, its arms per scale, its rules and its figure.
 
-An ablation module `ffn_research/ablations/NAME.py` defines one module-level `ABLATION =
-Ablation(...)`; it is found by name (ffn_research.ablations.get). See docs/reproduce.md.
+A study module `ffn_research/ablations/NAME.py` defines one module-level `ABLATION = Study(...)`;
+it is found by name (ffn_research.ablations.get). A study holds only its claim: the runner
+(ablations/runner.py) plans the runs from the study's `Regime` (ablations/regime.py), tunes the
+learning rate, checks the regime, extends the grid or the budget, applies Holm and writes the report.
+See docs/reproduce.md.
 """
 
 import dataclasses
 import json
 import math
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
-import matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+from matplotlib import figure as mpl_figure
 import ml_collections
 import numpy as np
 import pandas as pd
 
 from ffn_research import io as io_lib
 from ffn_research import train as train_lib
-from ffn_research.ablations import verdict as verdict_lib
+from ffn_research import stats
+from ffn_research.ablations import regime as regime_lib
 
 SCALE_NOTES = {
     'smoke': 'smoke scale: a seconds-long pipeline check, NOT a result',
@@ -50,15 +52,74 @@ class Figure:
   caption: str               # what is plotted, including the reference line drawn
 
 
-# A check of the measurement itself (e.g. a proven lower bound not beaten) or of a verdict's regime;
-# defined in verdict.py, where `gate` reads it.
-Check = verdict_lib.Check
+Check = stats.Check
+Regime = regime_lib.Regime
+
+
+@dataclasses.dataclass(frozen=True)
+class Arm:
+  """One sweep of a study: its base config and its points, each run over the regime's rates, budgets, seeds."""
+  name: str                                   # sweep folder DIR/NAME/<name>/
+  base: ml_collections.ConfigDict             # base config of every run
+  points: Mapping[str, Mapping[str, Any]]     # point label -> overrides of the point (its shape, variant, ...)
+  tuned: bool = True                          # False: every run at base.train.learning_rate, no rate check
+  budget: Callable[[int], dict[str, Any]] | None = None   # steps -> overrides of that budget (default: budget())
+
+  def label(self, point: str) -> str:
+    """The point's name across the study: 'arm: point' ('arm' for a point labelled '')."""
+    return f'{self.name}: {point}' if point else self.name
+
+
+def budget(steps: int, num_logs: int = 10) -> dict[str, Any]:
+  """A budget's own schedule: `steps` steps, `num_logs` metric lines, no checkpoints."""
+  return {'train.steps': steps, 'train.log_every': max(1, steps // num_logs), 'train.checkpoint_every': 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+  """What a study's `present` reads: every run, the tuning, the selections and the final verdicts."""
+  frame: pd.DataFrame          # every planned run: results.csv columns, `collect`'s, 'arm', 'point'
+  tuning: pd.DataFrame         # regime.tune: per (point, level) the chosen rate
+  full: pd.DataFrame           # the runs at each point's chosen rate at T (every seed)
+  half: pd.DataFrame           # the same at T/2
+  verdicts: list[stats.Verdict]  # after the regime checks and Holm
+  scale: str
+
+
+@dataclasses.dataclass
+class Presentation:
+  """What a study shows besides its verdicts."""
+  headline: str                                              # main figure in one line
+  tables: list['Table'] = dataclasses.field(default_factory=list)
+  figures: list['Figure'] = dataclasses.field(default_factory=list)   # the first is the main plot
+  checks: list[Check] = dataclasses.field(default_factory=list)      # shown; gate verdicts in `rules` instead
+  notes: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Study:
+  """One claim: what it says, the runs that test it, the rule that decides it, and its figure."""
+  name: str                                                   # registry name, = module name
+  claim: str                                                  # one sentence, with citation and published number
+  citation: str
+  published: str                                              # the published / theoretical number tested
+  regimes: Mapping[str, regime_lib.Regime]                    # scale -> rates, T, seeds, cap
+  arms: Callable[[str], Sequence[Arm]]                        # scale -> arms
+  rules: Callable[[pd.DataFrame, str], list[stats.Verdict]]   # (runs at one budget's chosen rates, scale) ->
+                                                              # verdicts, each naming its `points`
+  present: Callable[[Result, 'Context'], Presentation]        # tables, figure(s), headline
+  collect: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None  # (run dir, results row) -> values
+  setup: str = ''                                             # task/model in words, for the report
+
+  @property
+  def scales(self) -> tuple[str, ...]:
+    return tuple(self.regimes)
 
 
 @dataclasses.dataclass
 class Analysis:
   """What an ablation's analysis returns; the runner turns it into report.md / report.json."""
-  verdicts: list[verdict_lib.Verdict]        # one per claim tested; the first is the headline
+  verdicts: list[stats.Verdict]        # one per claim tested; the first is the headline
   headline: str                              # main figure in one line, e.g. 'slope -1.21 [-1.3, -1.1]'
   tables: list[Table] = dataclasses.field(default_factory=list)
   figures: list[Figure] = dataclasses.field(default_factory=list)   # the first is the main plot
@@ -79,7 +140,7 @@ class Ablation:
   claim: str                                                  # one sentence, with citation and published number
   citation: str                                               # the source(s)
   published: str                                              # the published / theoretical number tested
-  sweeps: Callable[[str], Sequence[SweepSpec]]                # scale -> sweeps
+  sweeps: Callable[[str], Sequence[SweepSpec]]                # scale -> sweeps (legacy: being ported to Study)
   analyze: Callable[[dict[str, pd.DataFrame], Context], Analysis]  # {sweep name: results.csv frame} -> Analysis
   scales: tuple[str, ...] = ('smoke', 'quick', 'full')        # scales this ablation defines
   setup: str = ''                                             # task/model in words, for the report
@@ -90,11 +151,17 @@ def completed(df: pd.DataFrame) -> pd.DataFrame:
   return df[df['status'] == 'completed']
 
 
+def figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = (5.0, 3.6)):
+  """(Figure, axes) of a rows x cols grid, each panel `size` inches; no pyplot, no global state."""
+  fig = mpl_figure.Figure(figsize=(size[0] * cols, size[1] * rows))
+  axes = fig.subplots(rows, cols, squeeze=False)
+  return fig, axes if rows * cols > 1 else axes[0, 0]
+
+
 def save_figure(fig, outdir: str, file: str, caption: str, dpi: int = 120) -> Figure:
-  """Lays out, writes outdir/file and closes `fig`; returns the report's Figure entry."""
+  """Lays out and writes outdir/file; returns the report's Figure entry."""
   fig.tight_layout()
   fig.savefig(os.path.join(outdir, file), dpi=dpi)
-  plt.close(fig)
   return Figure(file, caption)
 
 

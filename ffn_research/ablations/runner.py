@@ -2,7 +2,8 @@
 
 Layout of DIR (the --workdir):
 
-  DIR/NAME/<sweep>/            one sweep.run_sweep workdir per sweep (results.csv, runs/...)
+  DIR/NAME/<sweep>/            one sweep.run_sweep workdir per arm (results.csv, runs/...)
+  DIR/NAME/regime.json         the regime loop's state and record (a killed loop resumes from it)
   DIR/NAME/report.md           claim, setup, results tables, plots, verdicts
   DIR/NAME/report.json         the same, machine-readable
   DIR/NAME/*.png               plots with the reference drawn on them
@@ -11,8 +12,10 @@ Layout of DIR (the --workdir):
 
 import ast
 import collections
+import dataclasses
 import datetime
 import glob
+import json
 import math
 import os
 import platform
@@ -34,7 +37,8 @@ from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
-from ffn_research.ablations import verdict as verdict_lib
+from ffn_research import stats as verdict_lib
+from ffn_research.ablations import regime as regime_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README_BEGIN = '<!-- results:begin -->'
@@ -171,9 +175,35 @@ def _holm_md(verdicts: Sequence[verdict_lib.Verdict]) -> list[str]:
   m = sum(v.p_holm is not None for v in verdicts)
   if not m:
     return []
-  return [f'Multiple comparisons: Holm correction over the {m} verdict(s) above with a p-value (the ablation is '
-          f'one family, `invalid` verdicts excluded); a reproduced / not reproduced outcome stands only if its '
-          f'Holm-adjusted p is < {verdict_lib.ALPHA:g}. See docs/reproduce.md#outcomes-and-regime-checks.', '']
+  return [f'Multiple comparisons: Holm correction over the {m} verdict(s) above (the ablation is one family, '
+          f'fixed in its code; an `invalid` verdict enters with p = 1); a reproduced / not reproduced outcome '
+          f'stands only if its Holm-adjusted p is < {verdict_lib.ALPHA:g}. '
+          'See docs/reproduce.md#outcomes-and-regime-checks.', '']
+
+
+def regime_markdown(r: dict[str, Any]) -> list[str]:
+  """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
+  pol = r['policy']
+  lines = ['## Regime', '',
+           f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
+           f'to start, T = {pol["steps"]} steps (and T/2), {pol["seeds"]} seeds; up to {pol["max_extensions"]} '
+           f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
+           f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds. Stopped: {r["stopped"]}.', '',
+           '| pass | runs planned | runs run | wall (s) | failed checks | then |', '|---|---|---|---|---|---|']
+  for it in r['iterations']:
+    failed = '; '.join(it['failed']) or '–'
+    then = '; '.join(it['actions']) or '–'
+    lines.append(f'| {it["iteration"]} | {it["runs_planned"]} | {it["runs_run"]} | {it["wall_s"]:.0f} | '
+                 f'{failed.replace("|", "/")} | {then.replace("|", "/")} |')
+  if r.get('next'):
+    n = r['next']
+    lines += ['', f'Next extension, not run ({n["why"]}): {n["runs"]} runs, about {n["cost_s"]:.0f} run-seconds: '
+              + '; '.join(n['actions'])]
+  lines += ['', '| point | rates run | T | rate at T | rate at T/2 |', '|---|---|---|---|---|']
+  for p in r['points']:
+    lines.append(f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | '
+                 f'{_fmt(p["rate_T"])} | {_fmt(p["rate_T/2"])} |')
+  return lines + ['']
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -193,6 +223,8 @@ def report_markdown(report: dict[str, Any]) -> str:
     for c in report['checks']:
       lines.append(f'- {"PASS" if c["passed"] else "**FAIL**"} {c["name"]}: {c["detail"]}')
     lines.append('')
+  if report.get('regime'):
+    lines += regime_markdown(report['regime'])
   lines += ['## Setup', '']
   if report['setup']:
     lines += [report['setup'], '']
@@ -227,6 +259,8 @@ def report_markdown(report: dict[str, Any]) -> str:
 def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
   ablation = ablations.get(name)
+  if isinstance(ablation, base.Study):
+    return run_study(ablation, workdir, scale, progress=progress)
   if scale not in ablations.SCALES:
     raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
   if scale not in ablation.scales:
@@ -284,6 +318,270 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) 
   return report
 
 
+# --------------------------------------------------------------------------- the regime loop
+
+RECORD = 'regime.json'
+
+
+def _check_scale(study: base.Study, scale: str) -> None:
+  if scale not in ablations.SCALES:
+    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
+  if scale not in study.regimes:
+    raise ReproduceError(f'ablation {study.name} has no {scale!r} scale; it has: {", ".join(study.scales)}')
+
+
+def _points(arms: Sequence[base.Arm]) -> dict[str, tuple[base.Arm, dict[str, Any]]]:
+  out = {}
+  for arm in arms:
+    for p, o in arm.points.items():
+      label = arm.label(p)
+      if label in out:
+        raise ValueError(f'two points are both labelled {label!r}')
+      out[label] = (arm, dict(o))
+  return out
+
+
+def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str, Any]:
+  """The loop's record (state per point, iterations, wall time); a fresh one if the scale or regime changed."""
+  regime = study.regimes[scale]
+  policy = io_lib.json_safe(json.loads(json.dumps(dataclasses.asdict(regime))))
+  rec = io_lib.read_json(os.path.join(outdir, RECORD))
+  fresh = {'scale': scale, 'policy': policy, 'state': {}, 'iterations': [], 'wall_s': 0.0}
+  if rec is None or rec.get('scale') != scale or rec.get('policy') != policy:
+    if rec is not None:
+      log(f'{study.name}: {RECORD} was written for another scale or regime: the loop starts afresh '
+          '(finished runs are still reused)')
+    rec = fresh
+  state = regime_lib.state_from_json(rec['state'])
+  start = regime_lib.initial_state({p: arm.tuned for p, (arm, _) in points.items()}, regime,
+                                   {p: float(arm.base.train.learning_rate) for p, (arm, _) in points.items()})
+  rec['state'] = {p: state.get(p, start[p]) for p in points}   # points added to the study start afresh
+  return rec
+
+
+def _save_record(outdir: str, rec: dict[str, Any]) -> None:
+  io_lib.write_json(os.path.join(outdir, RECORD), {**rec, 'state': regime_lib.state_to_json(rec['state'])})
+
+
+def _overrides(arm: base.Arm, point: dict[str, Any], rate: float, steps: int, seed: int) -> dict[str, Any]:
+  o = {**point, **(arm.budget or base.budget)(steps), regime_lib.SEED: seed}
+  if arm.tuned:
+    o[regime_lib.LR] = float(rate)
+  return o
+
+
+def _collected(study: base.Study, run_dir: str, row: dict[str, Any]) -> dict[str, Any]:
+  """study.collect of a finished run, cached in the run's folder (collect.json)."""
+  path = os.path.join(run_dir, 'collect.json')
+  cached = io_lib.read_json(path)
+  if cached is None:
+    cached = io_lib.json_safe(study.collect(run_dir, row))
+    io_lib.write_json(path, cached)
+  return cached
+
+
+def _run_pass(study: base.Study, outdir: str, points, rec, regime: base.Regime, progress: bool,
+              tick) -> tuple[pd.DataFrame, int]:
+  """Run (resume) every planned run, arm by arm; (the frame of every planned run, runs that were not finished)."""
+  planned = regime_lib.plan(rec['state'])
+  by_arm: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+  for p, runs in planned.items():
+    arm, o = points[p]
+    for rate, steps in runs:
+      for seed in range(regime.seeds):
+        by_arm.setdefault(arm.name, []).append((p, _overrides(arm, o, rate, steps, seed)))
+  arms = {arm.name: arm for arm, _ in points.values()}
+  frames, todo = [], 0
+  for i, (name, runs) in enumerate(by_arm.items()):
+    arm, sweep_dir = arms[name], os.path.join(outdir, name)
+    label = {sweep_lib.run_name(o): p for p, o in runs}
+    done = sum(bool(io_lib.RunDir(os.path.join(sweep_dir, 'runs', n)).finished()) for n in label)
+    todo += len(label) - done
+    log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(runs)} runs, {done} already finished')
+    sweep_lib.run_sweep(arm.base, [o for _, o in runs], sweep_dir, progress=progress)
+    tick()
+    f = analysis_lib.load_results(sweep_dir)
+    f['arm'], f['point'] = name, f['name'].map(label)
+    if regime_lib.LR not in f:
+      f[regime_lib.LR] = float(arm.base.train.learning_rate)
+    if study.collect is not None:
+      extra = [_collected(study, os.path.join(sweep_dir, 'runs', r['name']), r) if r['status'] == 'completed'
+               else {} for r in f.to_dict(orient='records')]
+      f = pd.concat([f, pd.DataFrame(extra, index=f.index)], axis=1)
+    frames.append(f)
+  return pd.concat(frames, ignore_index=True), todo
+
+
+def _spent(outdir: str) -> float:
+  """Run-seconds of every run ever run in the ablation's folder (the cap counts runs no longer planned too)."""
+  total = 0.0
+  for path in glob.glob(os.path.join(outdir, '*', 'runs', '*', 'summary.json')):
+    s = io_lib.read_json(path) or {}
+    total += float(s.get('wall_time_s') or 0.0)
+  return total
+
+
+def _seconds_per_step(frame: pd.DataFrame):
+  """point -> measured run-seconds per step (the point's arm, else every run)."""
+  ok = frame[(frame['status'] == 'completed') & frame['wall_time_s'].notna()] if 'wall_time_s' in frame else frame.iloc[:0]
+  rate = (ok['wall_time_s'] / ok[regime_lib.STEPS]) if len(ok) else pd.Series(dtype=float)
+  overall = float(rate.mean()) if len(rate) else 0.0
+  per_arm = rate.groupby(ok['arm']).mean().to_dict() if len(ok) else {}
+  arm_of = dict(zip(frame['point'], frame['arm']))
+  return lambda p: float(per_arm.get(arm_of.get(p), overall))
+
+
+def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, regime, scale: str, points):
+  """The study's verdicts at T, each gated on its points' rate checks and on its stability from T/2 to T."""
+  full, half = (regime_lib.select(frame, tuning, lv) for lv in (regime_lib.FULL, regime_lib.HALF))
+  v_full, v_half = study.rules(full, scale), study.rules(half, scale)
+  if len(v_full) != len(v_half):
+    raise ValueError(f'{study.name}.rules gave {len(v_full)} verdicts at T and {len(v_half)} at T/2: '
+                     'a study declares a fixed family of verdicts')
+  out = []
+  for vf, vh in zip(v_full, v_half):
+    unknown = [p for p in vf.points if p not in state]
+    if unknown or not vf.points:
+      raise ValueError(f'{study.name}: verdict {vf.claim!r} names unknown points {unknown or "(none)"}; '
+                       f'points are: {", ".join(state)}')
+    checks = [regime_lib.inside_grid(p, frame, state[p], regime) for p in vf.points if points[p][0].tuned]
+    checks.append(regime_lib.stability(vf, vh, state, regime))
+    vf = dataclasses.replace(vf, extra={**vf.extra, 'statistic_half': float(vh.statistic)})
+    out.append(verdict_lib.gate(vf, checks))
+  return out, full, half
+
+
+def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
+  """The regime loop (ablations/regime.py): run, tune, judge, extend until every check passes, nothing is left to
+  extend, or the cap; then Holm, the study's figure and tables, report.md / report.json."""
+  _check_scale(study, scale)
+  regime = study.regimes[scale]
+  outdir = os.path.join(workdir, study.name)
+  os.makedirs(outdir, exist_ok=True)
+  env, start = environment(), time.time()
+  points = _points(study.arms(scale))
+  rec = _load_record(outdir, study, scale, points)
+  clock = [start]
+
+  def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
+    now = time.time()
+    rec['wall_s'] += now - clock[0]
+    clock[0] = now
+    _save_record(outdir, rec)
+
+  _save_record(outdir, rec)
+  while True:
+    it_start = time.time()
+    log(f'{study.name} ({scale}): pass {len(rec["iterations"])}')
+    frame, ran = _run_pass(study, outdir, points, rec, regime, progress, tick)
+    state = rec['state']
+    tuning = regime_lib.tune(frame, state, regime)
+    verdicts, full, half = _judge(study, frame, tuning, state, regime, scale, points)
+    failed = [c for v in verdicts for c in v.failed_checks]
+    new_state, actions = regime_lib.extend(state, failed, regime)
+    added = regime_lib.new_runs(state, new_state)
+    cost = regime_lib.estimate_cost(added, _seconds_per_step(frame), regime.seeds)
+    spent = _spent(outdir)
+    entry = {'iteration': len(rec['iterations']), 'runs_planned': int(len(frame)), 'runs_run': int(ran),
+             'wall_s': time.time() - it_start, 'spent_s': spent,
+             'failed': sorted({f'{c.name}' for c in failed}), 'actions': [], 'next_cost_s': cost}
+    nxt = None
+    if not failed:
+      stopped = 'every regime check passed'
+    elif not actions:
+      stopped = 'no failed check has a remedy left (see the verdicts)'
+    elif spent + cost > regime.cap_s:
+      stopped = f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}'
+      nxt = {'why': 'over the cap', 'actions': actions, 'runs': sum(map(len, added.values())) * regime.seeds,
+             'cost_s': cost}
+    else:
+      stopped = ''
+      entry['actions'] = actions
+    if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
+      rec['iterations'].append(entry)   # a resumed pass with nothing to run is not a new iteration
+    if stopped:
+      break
+    log(f'{study.name}: extending: ' + '; '.join(actions) + f' (~{cost:.0f} run-seconds; spent {spent:.0f})')
+    rec['state'] = new_state
+    tick()
+  tick()
+  verdicts = verdict_lib.holm(verdicts)
+  if nxt:
+    verdicts = [v if v.outcome != verdict_lib.INVALID else dataclasses.replace(
+        v, detail=v.detail + f' — the next extension would have cost ~{cost:.0f} run-seconds (cap '
+                              f'{regime.cap_s:.0f}, spent {spent:.0f})') for v in verdicts]
+  result = base.Result(frame, tuning, full, half, verdicts, scale)
+  shown = study.present(result, base.Context(outdir=outdir, scale=scale))
+  rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
+  regime_rec = {'policy': dataclasses.asdict(regime), 'cap_s': regime.cap_s, 'spent_s': spent, 'stopped': stopped,
+                'iterations': rec['iterations'], 'next': nxt,
+                'points': [{'point': p, 'rates': s.rates, 'steps': s.steps, 'lower': s.lower, 'higher': s.higher,
+                            'doublings': s.doublings, 'rate_T': rates.get((p, regime_lib.FULL)),
+                            'rate_T/2': rates.get((p, regime_lib.HALF))} for p, s in state.items()]}
+  arms = {arm.name: arm for arm, _ in points.values()}
+  report = _report(study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts,
+                   [{'name': a.name, 'runs': int((frame['arm'] == a.name).sum()), 'seeds': regime.seeds,
+                     'fixed': _fixed(a.base), 'swept': _swept(frame[frame['arm'] == a.name], a)}
+                    for a in arms.values()], regime_rec)
+  _write_report(outdir, report, verdicts, shown.tables)
+  return io_lib.read_json(os.path.join(outdir, 'report.json'))
+
+
+def _fixed(config) -> dict[str, Any]:
+  out = {}
+  for key in ('task.name', 'task.function', 'model.arch', 'model.activation', 'model.d_model', 'model.d_ff',
+              'train.batch_size', 'train.optimizer'):
+    try:
+      out[key] = config_lib.get_path(config, key)
+    except (KeyError, AttributeError):
+      pass
+  return out
+
+
+def _swept(frame: pd.DataFrame, arm: base.Arm) -> dict[str, list[Any]]:
+  keys = list(dict.fromkeys(k for o in arm.points.values() for k in o)) + [regime_lib.LR, regime_lib.STEPS]
+  return {k: sorted({v for v in frame[k].dropna().tolist()}, key=str) for k in keys if k in frame}
+
+
+def _report(study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps, regime_rec) -> dict[str, Any]:
+  status = frame['status'].value_counts().to_dict()
+  return {
+      'name': study.name, 'claim': study.claim, 'citation': study.citation, 'published': study.published,
+      'scale': scale, 'scale_note': base.SCALE_NOTES[scale], 'setup': study.setup, 'sweeps': sweeps,
+      'environment': env, 'wall_time_s': wall, 'total_wall_time_s': total_wall,
+      'compute_time_s': regime_rec['spent_s'],
+      'status_counts': {str(k): int(v) for k, v in status.items()},
+      'headline': shown.headline,
+      'verdicts': [v.to_dict() for v in verdicts],
+      'checks': [c.to_dict() for c in shown.checks],
+      'regime': regime_rec,
+      'tables': [{'title': t.title, 'columns': list(t.frame.columns),
+                  'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))} for t in shown.tables],
+      'figures': [{'file': f.file, 'caption': f.caption} for f in shown.figures],
+      'notes': list(shown.notes),
+  }
+
+
+def _write_report(outdir: str, report: dict[str, Any], verdicts, tables) -> None:
+  io_lib.write_json(os.path.join(outdir, 'report.json'), report)
+  on_disk = io_lib.read_json(os.path.join(outdir, 'report.json'))   # NaN -> null, as a reader sees it
+  io_lib.write_text(os.path.join(outdir, 'report.md'),
+                    report_markdown({**on_disk, 'verdicts_obj': verdicts, 'tables_obj': tables}))
+  name = report['name']
+  failed = {}  # a check shared by several verdicts is printed once, with the verdicts it invalidates
+  for i, v in enumerate(verdicts, 1):
+    log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
+    for c in v.failed_checks:
+      failed.setdefault((c.name, c.detail), []).append(str(i))
+  for (check, detail), which in failed.items():
+    log(f'{name}: failed check (verdict {", ".join(which)}): {check}: {detail}')
+  for c in report['checks']:
+    if not c['passed']:
+      log(f'{name}: CHECK FAILED: {c["name"]}: {c["detail"]}')
+  log(f'{name}: wrote {outdir}/report.md ({report["wall_time_s"]:.0f} s; {report["total_wall_time_s"]:.0f} s '
+      'over every invocation)')
+
+
 def index_line(name: str, report: dict[str, Any] | None, error: str | None = None) -> str:
   if report is None:
     return f'- **{name}**: error: {error}'
@@ -327,6 +625,10 @@ def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
   if report['scale'] != 'full':
     raise ReproduceError(f'refusing to publish {name}: its report is at scale {report["scale"]!r}; '
                          'only full-scale reports may be published')
+  commit = str(report.get('environment', {}).get('commit', ''))
+  if commit.endswith('+dirty') or commit == 'unknown':
+    raise ReproduceError(f'refusing to publish {name}: its report was produced from commit {commit!r}, not a '
+                         'committed tree; commit, then rerun (finished runs are reused) and publish')
   dst = os.path.join(repo_root, 'docs', 'results', name)
   os.makedirs(dst, exist_ok=True)
   for old in os.listdir(dst):  # the previous report goes, its history stays

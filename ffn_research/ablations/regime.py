@@ -1,0 +1,258 @@
+"""The regime policy: how much compute a claim needs, and whether the setup reached it.
+
+One policy for every study (docs/reproduce.md#the-regime-policy). A study declares per scale a
+`Regime`: its learning-rate grid, its step budget T, its seeds and a compute cap. Every point (an
+arm's shape or variant) is run at every rate of its grid, at T and at T/2 (separate runs, each with
+its own schedule), over all seeds. Then, pure functions of the runs' frame:
+
+- `tune`: per point and budget, the rate with the best mean metric over seeds; a rate with a seed
+  that diverged or failed is not eligible (a mean over the survivors would flatter it). Every seed
+  of the point is read at that one rate, so seeds stay paired.
+- `inside_grid`: the rate chosen at T is not at an edge of the rates run, unless the rate beyond
+  that edge was run and diverged or failed for the majority of its seeds (the edge is then the
+  largest stable rate), or its surviving seeds are worse on the mean. Remedy: one rate `factor`
+  beyond the edge, at most `max_extensions` per direction.
+- `stability`: the verdict's own statistic, computed from the T runs and from the T/2 runs (each at
+  its own tuned rates), gives the same outcome, and |stat(T) - stat(T/2)| is less than half the
+  distance from stat(T) to the rule's nearest boundary. Remedy: double T for the verdict's points
+  (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`.
+- `extend`: a new state from the remedies of the failed checks; `plan` the runs of a state.
+
+The runner (ablations/runner.py) loops: run the plan, tune, judge, extend, until every check passes,
+no failed check has a remedy left, or the next extension would pass the cap; it records every
+iteration (`regime.json` in the ablation's folder; a killed loop resumes from it).
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ffn_research import stats
+
+LR = 'train.learning_rate'
+STEPS = 'train.steps'
+SEED = 'train.seed'
+FULL, HALF = 'T', 'T/2'   # the two budget levels a verdict is computed at
+
+
+@dataclasses.dataclass(frozen=True)
+class Regime:
+  """What a study declares per scale; the runner owns the rest."""
+  rates: tuple[float, ...]        # the starting learning-rate grid of every tuned point
+  steps: int                      # the starting step budget T (the T/2 runs are separate)
+  seeds: int                      # seeds 0 .. seeds-1, paired across points
+  cap_s: float                    # compute cap: run-seconds (sum of the runs' wall times) the loop may spend
+  metric: str = 'eval_loss'       # tuning metric: a results.csv (or collected) column
+  mode: str = 'min'               # 'min' or 'max' of `metric`
+  factor: float = 3.0             # a grid step beyond an edge
+  max_extensions: int = 2         # rate extensions per direction per point
+  max_doublings: int = 2          # budget doublings per point (T grows to at most 4 T by default)
+
+  def __post_init__(self):
+    if self.mode not in ('min', 'max'):
+      raise ValueError(f'Regime.mode={self.mode!r}; allowed: min, max')
+    if not self.rates or self.steps < 2 or self.seeds < 1:
+      raise ValueError(f'Regime needs rates, steps >= 2 and seeds >= 1; got {self}')
+
+
+@dataclasses.dataclass
+class PointState:
+  """Where the loop stands at one point: its rates and its budget T."""
+  rates: list[float]
+  steps: int
+  lower: int = 0      # rate extensions below the starting grid
+  higher: int = 0     # rate extensions above it
+  doublings: int = 0
+
+  def budgets(self) -> tuple[int, int]:
+    return self.steps // 2, self.steps
+
+
+def initial_state(points: Mapping[str, bool], regime: Regime, fixed_rates: Mapping[str, float]) -> dict[str, PointState]:
+  """{point: PointState}: tuned points (points[p] True) start on regime.rates, others at their fixed rate."""
+  return {p: PointState(sorted(float(r) for r in regime.rates) if tuned else [float(fixed_rates[p])], regime.steps)
+          for p, tuned in points.items()}
+
+
+def state_to_json(state: Mapping[str, PointState]) -> dict[str, Any]:
+  return {p: dataclasses.asdict(s) for p, s in state.items()}
+
+
+def state_from_json(d: Mapping[str, Any]) -> dict[str, PointState]:
+  return {p: PointState(**s) for p, s in d.items()}
+
+
+def plan(state: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
+  """{point: [(rate, steps), ...]}: every rate of the point at T/2 and at T."""
+  return {p: [(r, b) for b in s.budgets() for r in s.rates] for p, s in state.items()}
+
+
+# --------------------------------------------------------------------------- tuning
+
+def _finite(frame: pd.DataFrame, metric: str) -> pd.Series:
+  ok = np.isfinite(pd.to_numeric(frame[metric], errors='coerce').astype(float))
+  return ok & (frame['status'] == 'completed') if 'status' in frame else ok
+
+
+@dataclasses.dataclass(frozen=True)
+class RateStats:
+  """One (point, budget, rate): mean metric over its finite seeds, how many seeds ran and how many failed."""
+  rate: float
+  mean: float
+  seeds: int
+  bad: int          # seeds diverged, failed or with a non-finite metric
+
+  @property
+  def eligible(self) -> bool:
+    return self.seeds > 0 and self.bad == 0
+
+  @property
+  def mostly_bad(self) -> bool:
+    return self.bad * 2 > self.seeds
+
+
+def rate_stats(frame: pd.DataFrame, metric: str) -> list[RateStats]:
+  """Per rate (ascending) of one point and budget's rows."""
+  ok = _finite(frame, metric)
+  out = []
+  for rate, g in frame.groupby(LR, sort=True):
+    good = pd.to_numeric(g[metric], errors='coerce')[ok[g.index]]
+    out.append(RateStats(float(rate), float(good.mean()) if len(good) else math.nan, len(g), int(len(g) - len(good))))
+  return out
+
+
+def choose(rs: Sequence[RateStats], mode: str) -> RateStats | None:
+  """The eligible rate with the best mean (None if no rate is eligible)."""
+  sign = 1.0 if mode == 'min' else -1.0
+  ok = [r for r in rs if r.eligible]
+  return min(ok, key=lambda r: sign * r.mean) if ok else None
+
+
+def tune(frame: pd.DataFrame, state: Mapping[str, PointState], regime: Regime) -> pd.DataFrame:
+  """One row per (point, level): the budget, the chosen rate (nan if none eligible), its mean metric, seeds."""
+  rows = []
+  for p, s in state.items():
+    for level, steps in zip((HALF, FULL), s.budgets()):
+      at = frame[(frame['point'] == p) & (frame[STEPS] == steps)]
+      best = choose(rate_stats(at, regime.metric), regime.mode)
+      rows.append({'point': p, 'level': level, 'steps': steps,
+                   'rate': best.rate if best else math.nan, regime.metric: best.mean if best else math.nan,
+                   'seeds': best.seeds if best else 0, 'rates_run': len(set(at[LR])) if len(at) else 0})
+  return pd.DataFrame(rows, columns=['point', 'level', 'steps', 'rate', regime.metric, 'seeds', 'rates_run'])
+
+
+def select(frame: pd.DataFrame, tuning: pd.DataFrame, level: str) -> pd.DataFrame:
+  """The rows of every point at its chosen rate and budget of `level` (all seeds), with a `level` column."""
+  parts = []
+  for _, t in tuning[tuning['level'] == level].iterrows():
+    sel = (frame['point'] == t['point']) & (frame[STEPS] == t['steps']) & np.isclose(frame[LR].astype(float), t['rate'])
+    parts.append(frame[sel])
+  out = pd.concat(parts) if parts else frame.iloc[:0]
+  return out.assign(level=level).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- checks
+
+def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -> stats.Check:
+  """The rate chosen at T for `point` is inside the rates run there (see the module docstring)."""
+  name = f'{point}: learning rate inside the grid'
+  at = frame[(frame['point'] == point) & (frame[STEPS] == s.steps)]
+  rs = rate_stats(at, regime.metric)
+  best = choose(rs, regime.mode)
+  grid = ', '.join(f'{r.rate:g}' for r in rs)
+  if best is None:
+    return stats.Check(name, False, f'no rate of {{{grid}}} trained every seed at {s.steps} steps')
+  i = [r.rate for r in rs].index(best.rate)
+  worse = (lambda a, b: a > b) if regime.mode == 'min' else (lambda a, b: a < b)
+  fails = []
+  for side, nb, remedy, used in (('smallest', rs[i - 1] if i > 0 else None, stats.LOWER_RATE, s.lower),
+                                 ('largest', rs[i + 1] if i + 1 < len(rs) else None, stats.HIGHER_RATE, s.higher)):
+    if nb is None:
+      left = used < regime.max_extensions
+      fails.append((f'{best.rate:g} is the {side} rate run' + ('' if left else
+                    f' ({used} extensions already, the most the regime allows)'), remedy if left else ''))
+    elif nb.mostly_bad or worse(nb.mean, best.mean) or nb.mean == best.mean:
+      continue
+    else:
+      fails.append((f'{nb.rate:g} beyond it diverged for {nb.bad}/{nb.seeds} seeds only and its survivors are '
+                    f'better ({nb.mean:.4g} vs {best.mean:.4g})', ''))
+  if not fails:
+    return stats.Check(name, True, f'{best.rate:g} chosen inside {{{grid}}} at {s.steps} steps '
+                                   f'({regime.metric} {best.mean:.4g}, mean of {best.seeds} seeds)')
+  remedies = [r for _, r in fails if r]
+  return stats.Check(name, False, f'grid {{{grid}}} at {s.steps} steps: ' + '; '.join(w for w, _ in fails),
+                     remedy=remedies[0] if remedies else '', points=(point,))
+
+
+def _boundary_distance(v: stats.Verdict) -> float:
+  b = [x for x in v.boundaries if math.isfinite(x)]
+  return min(abs(v.statistic - x) for x in b) if b else math.inf
+
+
+def stability(v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, PointState],
+              regime: Regime) -> stats.Check:
+  """The verdict's statistic from the T runs and from the T/2 runs: same rule outcome, and a change of
+  less than half the distance from stat(T) to the rule's nearest boundary."""
+  steps = sorted({state[p].steps for p in v_full.points if p in state})
+  name = 'statistic stable when the steps double'
+  s_t, s_h = v_full.statistic, v_half.statistic
+  at = f'{s_t:.4g} at T ({"/".join(map(str, steps)) or "?"} steps) vs {s_h:.4g} at T/2'
+  if not (math.isfinite(s_t) and math.isfinite(s_h)):
+    return stats.Check(name, False, f'{at}: not computable at both budgets')
+  dist = _boundary_distance(v_full)
+  change = abs(s_t - s_h)
+  same = v_full.raw_outcome == v_half.raw_outcome
+  passed = same and change < dist / 2
+  how = (f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} '
+         + (f'{"<" if change < dist / 2 else ">="} half the distance to the nearest boundary ({dist / 2:.3g})'
+            if math.isfinite(dist) else '(the rule has no boundary)'))
+  if passed:
+    return stats.Check(name, True, how)
+  left = all(state[p].doublings < regime.max_doublings for p in v_full.points if p in state) and v_full.points
+  return stats.Check(name, False, how + ('' if left else '; no doubling left (the most the regime allows)'),
+                     remedy=stats.DOUBLE_STEPS if left else '', points=tuple(v_full.points))
+
+
+# --------------------------------------------------------------------------- extending
+
+def extend(state: Mapping[str, PointState], failed: Sequence[stats.Check], regime: Regime
+           ) -> tuple[dict[str, PointState], list[str]]:
+  """(new state, what was extended and why) from the remedies of `failed` checks; the state is unchanged
+  (and the list empty) when no failed check has a remedy left."""
+  new = {p: dataclasses.replace(s, rates=list(s.rates)) for p, s in state.items()}
+  actions, doubled = [], set()
+  for c in failed:
+    for p in c.points:
+      s = new.get(p)
+      if s is None or not c.remedy:
+        continue
+      if c.remedy == stats.LOWER_RATE and s.lower < regime.max_extensions and s.lower == state[p].lower:
+        s.rates.insert(0, s.rates[0] / regime.factor)
+        s.lower += 1
+        actions.append(f'{p}: rate {s.rates[0]:.3g} added below the grid ({c.name})')
+      elif c.remedy == stats.HIGHER_RATE and s.higher < regime.max_extensions and s.higher == state[p].higher:
+        s.rates.append(s.rates[-1] * regime.factor)
+        s.higher += 1
+        actions.append(f'{p}: rate {s.rates[-1]:.3g} added above the grid ({c.name})')
+      elif c.remedy == stats.DOUBLE_STEPS and s.doublings < regime.max_doublings and p not in doubled:
+        doubled.add(p)
+        s.steps *= 2
+        s.doublings += 1
+        actions.append(f'{p}: steps doubled to {s.steps} ({c.name})')
+  return new, actions
+
+
+def new_runs(old: Mapping[str, PointState], new: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
+  """{point: [(rate, steps)]} that `new` plans and `old` did not."""
+  before, after = plan(old), plan(new)
+  out = {p: [rb for rb in runs if rb not in set(before.get(p, ()))] for p, runs in after.items()}
+  return {p: runs for p, runs in out.items() if runs}
+
+
+def estimate_cost(runs: Mapping[str, Sequence[tuple[float, int]]], seconds_per_step: Callable[[str], float],
+                  seeds: int) -> float:
+  """Run-seconds of `runs` (each over `seeds` seeds) at each point's measured seconds per step."""
+  return float(sum(seconds_per_step(p) * steps * seeds for p, rs in runs.items() for _, steps in rs))

@@ -1,0 +1,212 @@
+"""The regime policy (ablations/regime.py) on synthetic grids and sweeps, and its loop in the runner."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ffn_research import stats
+from ffn_research.ablations import base, regime, runner
+from ffn_research.config import default_config
+
+RATES = (1e-3, 1e-2, 1e-1)
+POLICY = regime.Regime(rates=RATES, steps=100, seeds=4, cap_s=1e9)
+
+
+def frame(loss, points=('a',), steps=(50, 100), rates=RATES, seeds=4, status=None):
+  """A synthetic sweep: loss(point, rate, steps, seed) -> float; status(point, rate, seed) -> str."""
+  rows = []
+  for p in points:
+    for t in steps:
+      for r in rates:
+        for s in range(seeds):
+          st = status(p, r, s) if status else 'completed'
+          rows.append({'point': p, regime.LR: r, regime.STEPS: t, regime.SEED: s, 'status': st,
+                       'eval_loss': loss(p, r, t, s) if st == 'completed' else math.nan})
+  return pd.DataFrame(rows)
+
+
+def state(points=('a',), rates=RATES, steps=100):
+  return {p: regime.PointState(list(rates), steps) for p in points}
+
+
+def valley(best):
+  return lambda p, r, t, s: (math.log10(r) - math.log10(best)) ** 2 + 0.01 * s
+
+
+def test_interior_rate_passes_and_tune_picks_it():
+  f = frame(valley(1e-2))
+  c = regime.inside_grid('a', f, state()['a'], POLICY)
+  assert c.passed and '0.01 chosen' in c.detail
+  t = regime.tune(f, state(), POLICY)
+  assert t.set_index('level').loc[regime.FULL, 'rate'] == 1e-2 and t.set_index('level').loc[regime.HALF, 'rate'] == 1e-2
+
+
+def test_edge_rate_triggers_an_extension_for_that_point_only():
+  f = frame(lambda p, r, t, s: valley(1.0 if p == 'a' else 1e-2)(p, r, t, s), points=('a', 'b'))
+  st = state(('a', 'b'))
+  ca, cb = (regime.inside_grid(p, f, st[p], POLICY) for p in ('a', 'b'))
+  assert not ca.passed and ca.remedy == stats.HIGHER_RATE and ca.points == ('a',) and cb.passed
+  new, actions = regime.extend(st, [ca], POLICY)
+  assert new['a'].rates == pytest.approx([1e-3, 1e-2, 1e-1, 0.3]) and new['a'].higher == 1
+  assert new['b'].rates == list(RATES) and len(actions) == 1
+  added = regime.new_runs(st, new)
+  assert added == {'a': [(pytest.approx(0.3), 50), (pytest.approx(0.3), 100)]}   # the new rate at T/2 and T only
+  low = frame(valley(1e-5))
+  c = regime.inside_grid('a', low, st['a'], POLICY)
+  assert c.remedy == stats.LOWER_RATE and regime.extend(st, [c], POLICY)[0]['a'].rates[0] == pytest.approx(1e-3 / 3)
+
+
+def test_edge_next_to_a_diverged_rate_passes():
+  best_high = valley(1.0)
+  f = frame(best_high, rates=RATES + (0.3,), status=lambda p, r, s: 'diverged' if r == 0.3 and s < 3 else 'completed')
+  c = regime.inside_grid('a', f, state(rates=RATES + (0.3,))['a'], POLICY)
+  assert c.passed, c.detail
+  # one seed of four diverged and the survivors are better: the edge is not shown to be stable
+  f = frame(best_high, rates=RATES + (0.3,), status=lambda p, r, s: 'diverged' if r == 0.3 and s == 0 else 'completed')
+  c = regime.inside_grid('a', f, state(rates=RATES + (0.3,))['a'], POLICY)
+  assert not c.passed and c.remedy == '' and '1/4 seeds' in c.detail
+
+
+def test_extensions_stop_at_the_regime_limit():
+  st = {'a': regime.PointState([1e-2, 3e-2, 9e-2], 100, higher=2)}
+  f = frame(valley(1.0), rates=(1e-2, 3e-2, 9e-2))
+  c = regime.inside_grid('a', f, st['a'], POLICY)
+  assert not c.passed and c.remedy == '' and '2 extensions already' in c.detail
+  assert regime.extend(st, [c], POLICY) == (st, [])
+
+
+def _verdict(stat, points=('a',)):
+  v = stats.threshold([stat - 0.01, stat, stat + 0.01], level=1.0, direction='below', claim='c')
+  return dataclasses.replace(v, points=points)
+
+
+def test_stability_on_the_verdicts_own_statistic_and_doubling_reuses_the_t_runs():
+  st = state()
+  ok = regime.stability(_verdict(0.5), _verdict(0.6), st, POLICY)   # |0.1| < 0.5 / 2, same outcome
+  assert ok.passed, ok.detail
+  near = regime.stability(_verdict(0.5), _verdict(0.8), st, POLICY)  # same outcome, but 0.3 >= 0.25
+  flip = regime.stability(_verdict(0.5), _verdict(1.5), st, POLICY)  # outcome changes
+  for c in (near, flip):
+    assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == ('a',)
+  new, actions = regime.extend(st, [flip, near], POLICY)   # two failures double once
+  assert new['a'].steps == 200 and new['a'].doublings == 1 and len(actions) == 1
+  added = regime.new_runs(st, new)
+  assert sorted(added['a']) == sorted((r, 200) for r in RATES)   # the T runs become T/2: only 2T is new
+  spent = regime.estimate_cost(added, lambda p: 0.01, seeds=4)
+  assert spent == pytest.approx(0.01 * 200 * 4 * 3)
+  capped = regime.stability(_verdict(0.5), _verdict(1.5), {'a': regime.PointState(list(RATES), 400, doublings=2)},
+                            POLICY)
+  assert not capped.passed and capped.remedy == '' and 'no doubling left' in capped.detail
+
+
+def test_holm_family_is_every_verdict_invalid_at_p_one():
+  vs = [stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='a'),
+        stats.gate(stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='b'),
+                   [stats.Check('x', False, 'failed')])]
+  out = stats.holm(vs)
+  assert all(v.p_holm is not None for v in out)
+  assert out[1].p_holm == 1.0 and out[0].p_holm == pytest.approx(min(1.0, 2 * vs[0].p_value))
+  assert out[1].raw_outcome == stats.REPRODUCED and out[1].outcome == stats.INVALID
+
+
+def test_ratio_of_means_and_wide_and_zero_rules():
+  a, b = np.array([2.0, 4.0, 6.0, 8.0]), np.array([1.0, 2.0, 2.0, 3.0])
+  r, lo, hi = stats.ratio_of_means(a, b)
+  assert r == pytest.approx(a.mean() / b.mean()) and lo < r < hi
+  zero = stats.paired([0, 0, 0], [0, 0, 0], expect='less', claim='z')
+  assert zero.outcome == stats.INVALID and 'tie of zeros' in zero.detail
+  wide = stats.slope([1, 2, 4, 8, 1, 2, 4, 8], [1, 2.5, 3, 9, 1.3, 1.9, 4.5, 7], claimed=1.0, margin=0.5, claim='w',
+                     max_width=0.01)
+  assert wide.outcome == stats.INCONCLUSIVE and 'too wide' in wide.detail
+
+
+# --------------------------------------------------------------------------- the loop, through the runner
+
+def _study(cap_s: float, level: float):
+  """A tiny study: two d_ff points; tuning 'metric' is the rate itself (the smallest wins, so the low edge
+  extends); the statistic is the mean step budget of the selection, so T/2 vs T flips around `level`."""
+  config = default_config()
+  config.model.d_ff = 8
+  config.train.log_every = 5
+  policy = regime.Regime(rates=(1e-3, 1e-2), steps=8, seeds=2, cap_s=cap_s, metric=regime.LR, mode='min',
+                         max_extensions=1, max_doublings=1)
+
+  def arms(scale):
+    del scale
+    return [base.Arm('main', config, {'f4': {'model.d_ff': 4}, 'f8': {'model.d_ff': 8}})]
+
+  def rules(sel, scale):
+    del scale
+    v = stats.threshold(sel.groupby(regime.SEED)[regime.STEPS].mean() + 0.0, level=level, direction='below',
+                        claim='mean budget below level', min_seeds=2)
+    return [dataclasses.replace(v, points=('main: f4', 'main: f8'))]
+
+  def present(result, ctx):
+    del ctx
+    return base.Presentation(headline=f'{len(result.frame)} runs', tables=[base.Table('tuning', result.tuning)])
+
+  return base.Study(name='tiny', claim='A tiny claim.', citation='Nobody 2026', published='-',
+                    regimes={'smoke': policy}, arms=arms, rules=rules, present=present,
+                    collect=lambda run_dir, row: {'collected_d_ff': int(row['model.d_ff'])})
+
+
+def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
+  study = _study(cap_s=1e9, level=12)   # stat 8 at T, 4 at T/2: same outcome, |4| >= (12 - 8) / 2: unstable
+  report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
+  reg = report['regime']
+  # pass 0: low edge at both points and unstable -> one lower rate and one doubling; pass 1: the limits reached
+  assert reg['iterations'][0]['actions'] and len(reg['iterations']) == 2
+  pts = {p['point']: p for p in reg['points']}
+  assert pts['main: f4']['rates'] == pytest.approx([1e-3 / 3, 1e-3, 1e-2]) and pts['main: f4']['steps'] == 16
+  assert 'no failed check has a remedy left' in reg['stopped']
+  v = report['verdicts'][0]
+  assert v['outcome'] == stats.INVALID and v['p_holm'] == 1.0
+  assert {c['name'] for c in v['checks'] if not c['passed']} >= {'statistic stable when the steps double'}
+  # 2 points x 3 rates x 2 budgets (8 and 16 steps planned now; the 4-step runs stay on disk) x 2 seeds
+  assert report['status_counts'] == {'completed': 24}
+  assert report['regime']['spent_s'] > 0 and report['total_wall_time_s'] >= report['wall_time_s']
+  md = (tmp_path / 'tiny' / 'report.md').read_text()
+  assert '## Regime' in md and '| main: f4 |' in md
+  # collect is cached per run
+  assert list((tmp_path / 'tiny' / 'main' / 'runs').glob('*/collect.json'))
+  capsys.readouterr()
+  again = runner.run_study(study, str(tmp_path), 'smoke', progress=False)   # resumes: nothing retrained
+  err = capsys.readouterr().err
+  assert '0 to run' in err and 'to run in 0 groups' in err
+  assert len(again['regime']['iterations']) == 2 and again['verdicts'] == report['verdicts']
+
+
+def test_loop_cap_gives_invalid_with_the_cost_of_the_next_step(tmp_path):
+  report = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)
+  reg = report['regime']
+  assert len(reg['iterations']) == 1 and reg['stopped'].startswith('the cap')
+  assert reg['next']['runs'] > 0 and reg['next']['cost_s'] > 0
+  v = report['verdicts'][0]
+  assert v['outcome'] == stats.INVALID and 'the next extension would have cost' in v['detail']
+  assert json.loads((tmp_path / 'tiny' / 'regime.json').read_text())['scale'] == 'smoke'
+
+
+def test_killed_loop_resumes_without_redoing_runs(tmp_path, monkeypatch):
+  study = _study(cap_s=1e9, level=12)
+  calls = []
+  real = runner.sweep_lib.run_sweep
+
+  def dying(*args, **kwargs):   # the second pass's sweep is killed after it trained its runs
+    out = real(*args, **kwargs)
+    calls.append(1)
+    if len(calls) == 2:
+      raise KeyboardInterrupt
+    return out
+  monkeypatch.setattr(runner.sweep_lib, 'run_sweep', dying)
+  with pytest.raises(KeyboardInterrupt):
+    runner.run_study(study, str(tmp_path), 'smoke', progress=False)
+  runs = sorted((tmp_path / 'tiny' / 'main' / 'runs').glob('*/summary.json'))
+  stamps = {p: p.stat().st_mtime_ns for p in runs}
+  monkeypatch.setattr(runner.sweep_lib, 'run_sweep', real)
+  report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
+  assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())   # no finished run redone
+  assert len(report['regime']['iterations']) == 2 and report['regime']['iterations'][1]['runs_run'] == 0
