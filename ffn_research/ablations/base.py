@@ -64,6 +64,8 @@ class Arm:
   points: Mapping[str, Mapping[str, Any]]     # point label -> overrides of the point (its shape, variant, ...)
   tuned: bool = True                          # False: every run at base.train.learning_rate, no rate check
   budget: Callable[[int], dict[str, Any]] | None = None   # steps -> overrides of that budget (default: budget())
+  rates: tuple[float, ...] | None = None      # this arm's starting grid (default: the regime's)
+  steps_factor: int = 1                       # this arm's starting T is regime.steps * steps_factor
 
   def label(self, point: str) -> str:
     """The point's name across the study: 'arm: point' ('arm' for a point labelled '')."""

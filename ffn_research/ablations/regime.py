@@ -71,10 +71,9 @@ class PointState:
     return self.steps // 2, self.steps
 
 
-def initial_state(points: Mapping[str, bool], regime: Regime, fixed_rates: Mapping[str, float]) -> dict[str, PointState]:
-  """{point: PointState}: tuned points (points[p] True) start on regime.rates, others at their fixed rate."""
-  return {p: PointState(sorted(float(r) for r in regime.rates) if tuned else [float(fixed_rates[p])], regime.steps)
-          for p, tuned in points.items()}
+def initial_state(rates: Mapping[str, Sequence[float]], steps: Mapping[str, int]) -> dict[str, PointState]:
+  """{point: PointState} from each point's starting rates (one rate: a point that is not tuned) and T."""
+  return {p: PointState(sorted(float(x) for x in r), int(steps[p])) for p, r in rates.items()}
 
 
 def state_to_json(state: Mapping[str, PointState]) -> dict[str, Any]:

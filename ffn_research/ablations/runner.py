@@ -345,6 +345,8 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
   """The loop's record (state per point, iterations, wall time); a fresh one if the scale or regime changed."""
   regime = study.regimes[scale]
   policy = io_lib.json_safe(json.loads(json.dumps(dataclasses.asdict(regime))))
+  policy['arms'] = sorted({(arm.name, tuple(arm.rates or ()), arm.steps_factor, arm.tuned) for arm, _ in points.values()})
+  policy = json.loads(json.dumps(policy))
   rec = io_lib.read_json(os.path.join(outdir, RECORD))
   fresh = {'scale': scale, 'policy': policy, 'state': {}, 'iterations': [], 'wall_s': 0.0}
   if rec is None or rec.get('scale') != scale or rec.get('policy') != policy:
@@ -353,8 +355,10 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
           '(finished runs are still reused)')
     rec = fresh
   state = regime_lib.state_from_json(rec['state'])
-  start = regime_lib.initial_state({p: arm.tuned for p, (arm, _) in points.items()}, regime,
-                                   {p: float(arm.base.train.learning_rate) for p, (arm, _) in points.items()})
+  start = regime_lib.initial_state(
+      {p: (arm.rates or regime.rates) if arm.tuned else [float(arm.base.train.learning_rate)]
+       for p, (arm, _) in points.items()},
+      {p: regime.steps * arm.steps_factor for p, (arm, _) in points.items()})
   rec['state'] = {p: state.get(p, start[p]) for p in points}   # points added to the study start afresh
   return rec
 
