@@ -166,7 +166,8 @@ def fit_power_law(n_params: Sequence[float], losses: Sequence[float]) -> PowerLa
 
 # --------------------------------------------------------------------------- tables and plots
 
-def _fmt(v: Any) -> str:
+def format_value(v: Any) -> str:
+  """A table cell: '–' for None/NaN, integers with thousands separators, other floats to 4 significant digits."""
   if isinstance(v, np.generic):
     v = v.item()
   if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -175,14 +176,15 @@ def _fmt(v: Any) -> str:
     v = int(v)  # pandas keeps integer columns with empty cells as floats
   if isinstance(v, float):
     return f'{v:.4g}'
-  if isinstance(v, int):
+  if isinstance(v, int) and not isinstance(v, bool):
     return f'{v:,}'
   return str(v)
 
 
-def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-  lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
-  lines += ['| ' + ' | '.join(_fmt(v) for v in row) + ' |' for row in rows]
+def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+  """The one markdown table of the package (sweep analyses and ablation reports)."""
+  lines = ['| ' + ' | '.join(map(str, columns)) + ' |', '|' + '---|' * len(columns)]
+  lines += ['| ' + ' | '.join(format_value(v).replace('|', '\\|') for v in row) + ' |' for row in rows]
   return '\n'.join(lines) + '\n'
 
 
@@ -288,10 +290,10 @@ def analyze(workdir: str, metric: str = 'eval_loss') -> str:
                 if c in swept or (c in agg.columns and agg[c].notna().any())]
   head = table_cols + [f'{m} (mean ± std)' for m in shown] + [f'{metric} 95% CI ±']
   body = [[a[c] for c in table_cols]
-          + [f'{_fmt(a[f"{m}/mean"])} ± {_fmt(a[f"{m}/std"])}' for m in shown] + [a[f'{metric}/ci']]
+          + [f'{format_value(a[f"{m}/mean"])} ± {format_value(a[f"{m}/std"])}' for m in shown] + [a[f'{metric}/ci']]
           for a in agg.to_dict('records')]
-  fit_rows = [[f['plot'], f['series'], f['x'], f'{_fmt(f["fit"].a)} ± {_fmt(f["fit"].a_se)}',
-               f'{_fmt(f["fit"].b)} ± {_fmt(f["fit"].b_se)}', f'{_fmt(f["fit"].c)} ± {_fmt(f["fit"].c_se)}',
+  fit_rows = [[f['plot'], f['series'], f['x'], f'{format_value(f["fit"].a)} ± {format_value(f["fit"].a_se)}',
+               f'{format_value(f["fit"].b)} ± {format_value(f["fit"].b_se)}', f'{format_value(f["fit"].c)} ± {format_value(f["fit"].c_se)}',
                f['fit'].n, f['fit'].rmse_log] for f in fits]
   parts = [
       f'# Sweep report: {os.path.abspath(workdir)}\n',

@@ -505,22 +505,50 @@ class LoadedRun(NamedTuple):
   summary: dict[str, Any] | None     # summary.json (None while unfinished)
 
 
-def load_run(run_dir: str) -> LoadedRun:
-  """(config, model with the newest checkpoint's weights, summary) of a run directory."""
+# Train keys that change neither the initial parameters and data (the seed draws them) nor the structure of
+# the state (traced hyperparameters are values in it; the schedule is a function of its step count).
+_NOT_IN_INIT = ('seed', 'learning_rate', 'steps', 'warmup_steps', 'log_every', 'checkpoint_every', 'eval_every')
+
+
+def _restore_program(config: ml_collections.ConfigDict):
+  """(Experiment, jitted init with the seed traced, abstract state) of `config`, from the one program cache."""
+  raw = config.to_dict()
+  raw['train'] = {k: v for k, v in raw['train'].items() if k not in _NOT_IN_INIT}
+  raw['train']['weight_decay'] = raw['train']['weight_decay'] > 0   # a value in the state; only whether it is on
+
+  def build():
+    exp = train.Experiment(config)
+    init = jax.jit(exp.init)
+    return exp, init, jax.eval_shape(init, config.train.seed)
+  return programs_lib.cached(('restore', json.dumps(raw, sort_keys=True, default=str)), build)
+
+
+def restore(run_dir: str, which: str = 'newest'):
+  """(config, {step: params} of the intact checkpoints (`which`='newest': the newest only; 'all'), Experiment,
+  initial state of the run's seed). The one path that reads a run's checkpoints back."""
   raw = io_lib.read_json(os.path.join(run_dir, 'config.json'))
   if raw is None:
     raise FileNotFoundError(f'{run_dir}/config.json not found: not a run directory')
   config = ml_collections.ConfigDict(raw)
-  exp = train.Experiment(config)
+  exp, init, abstract = _restore_program(config)
+  params = {}
   ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
   try:
-    for step in ckpt.steps():
-      restored = ckpt.restore(step, jax.eval_shape(jax.jit(exp.init), config.train.seed))
+    for step in sorted(ckpt.steps(), reverse=True):
+      restored = ckpt.restore(step, abstract)
       if restored is not None:
-        break
-    else:
-      raise FileNotFoundError(f'{run_dir}/checkpoints holds no intact checkpoint')
+        params[int(step)] = restored[0]['params']
+        if which == 'newest':
+          break
   finally:
     ckpt.close()
-  model = exp.merge(restored[0]['params'])
+  return config, dict(sorted(params.items())), exp, init(config.train.seed)
+
+
+def load_run(run_dir: str) -> LoadedRun:
+  """(config, model with the newest intact checkpoint's weights, summary) of a run directory."""
+  config, params, exp, _ = restore(run_dir)
+  if not params:
+    raise FileNotFoundError(f'{run_dir}/checkpoints holds no intact checkpoint')
+  model = exp.merge(next(iter(params.values())))
   return LoadedRun(config, model, io_lib.read_json(io_lib.RunDir(run_dir).summary_path))

@@ -47,6 +47,16 @@ PAD_FLOPS_FACTOR = 4.0
 
 # --------------------------------------------------------------------------- planning padded programs
 
+def cached(key: Any, build, cache: dict = {}, maxsize: int = 8):  # pylint: disable=dangerous-default-value
+  """The one program cache of a process: `build()` once per `key` (hashable), the oldest of `maxsize` dropped.
+  Compiled programs hold XLA executables; a sweep or an ablation that walks many shapes stays bounded."""
+  if key not in cache:
+    if len(cache) >= maxsize:
+      cache.pop(next(iter(cache)))
+    cache[key] = build()
+  return cache[key]
+
+
 def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
   """Whether runs of this model may share a program padded to a wider d_ff: dense FFNs without
   dropout (a dropout mask's random bits depend on the allocated width; MoE experts are not padded)."""

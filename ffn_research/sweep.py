@@ -237,20 +237,13 @@ def _resume_step(workdir: str, name: str) -> int:
   return max(steps, default=0)
 
 
-_PROGRAMS: dict[tuple[Any, ...], programs_lib.GroupPrograms] = {}
-
-
 def _programs(config: ml_collections.ConfigDict, num_runs: int,
               devices: tuple[Any, ...]) -> programs_lib.GroupPrograms:
   """GroupPrograms of programs.program_config `config`, reused within a process for groups of the
   same program (which traced values are > 0 is part of it)."""
   paths = tuple(v > 0 for v in train_lib.traced_values(config).values())
-  key = (group_key(config, pad=False), paths, num_runs, devices)
-  if key not in _PROGRAMS:
-    if len(_PROGRAMS) >= 8:
-      _PROGRAMS.pop(next(iter(_PROGRAMS)))
-    _PROGRAMS[key] = programs_lib.GroupPrograms(train_lib.Experiment(config), num_runs, devices)
-  return _PROGRAMS[key]
+  key = ('group', group_key(config, pad=False), paths, num_runs, devices)
+  return programs_lib.cached(key, lambda: programs_lib.GroupPrograms(train_lib.Experiment(config), num_runs, devices))
 
 
 def resume_groups(mine: Sequence[Run], todo: Sequence[Run], resume_step: Callable[[Run], int],

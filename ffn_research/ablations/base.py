@@ -8,19 +8,17 @@ See docs/reproduce.md.
 """
 
 import dataclasses
-import json
 import math
 import os
 from typing import Any, Callable, Mapping, Sequence
 
-import jax
 from matplotlib import figure as mpl_figure
 import ml_collections
 import numpy as np
 import pandas as pd
 
 from ffn_research import io as io_lib
-from ffn_research import train as train_lib
+from ffn_research import loop
 from ffn_research import stats
 from ffn_research.ablations import regime as regime_lib
 
@@ -210,40 +208,10 @@ def tuning_grid(rates: Sequence[float], steps: int, num_logs: int = 10) -> list[
 
 # --------------------------------------------------------------------------- reading a run's models
 
-_PROGRAMS: dict[str, tuple] = {}   # config without what leaves init's program unchanged -> (Experiment, init, abstract)
-# Train keys that change neither the initial parameters and data (the seed draws them) nor the structure of
-# the state (traced hyperparameters are values in it; the schedule is a function of its step count).
-_NOT_IN_INIT = ('seed', 'learning_rate', 'steps', 'warmup_steps', 'log_every', 'checkpoint_every', 'eval_every')
-
-
-def _program(config: ml_collections.ConfigDict):
-  """The Experiment of `config`, its jitted init (the seed traced) and the abstract state, one per program."""
-  raw = config.to_dict()
-  raw['train'] = {k: v for k, v in raw['train'].items() if k not in _NOT_IN_INIT}
-  raw['train']['weight_decay'] = raw['train']['weight_decay'] > 0   # a value in the state; only whether it is on
-  key = json.dumps(raw, sort_keys=True, default=str)
-  if key not in _PROGRAMS:
-    exp = train_lib.Experiment(config)
-    init = jax.jit(exp.init)
-    _PROGRAMS[key] = (exp, init, jax.eval_shape(init, config.train.seed))
-  return _PROGRAMS[key]
-
-
 def models_over_training(run_dir: str):
   """(config, {0: initial model, step: model of each kept checkpoint}, task data) of a run directory."""
-  config = ml_collections.ConfigDict(io_lib.read_json(os.path.join(run_dir, 'config.json')))
-  exp, init, abstract = _program(config)
-  state = init(config.train.seed)
-  out = {0: exp.merge(state['params'])}
-  ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
-  try:
-    for step in sorted(ckpt.steps()):
-      restored = ckpt.restore(step, abstract)
-      if restored is not None:
-        out[int(step)] = exp.merge(restored[0]['params'])
-  finally:
-    ckpt.close()
-  return config, out, state['data']
+  config, params, exp, state = loop.restore(run_dir, which='all')
+  return config, {0: exp.merge(state['params']), **{s: exp.merge(p) for s, p in params.items()}}, state['data']
 
 
 def last_two_losses(run_dir: str) -> tuple[float, float]:

@@ -113,22 +113,7 @@ def describe_sweep(spec: base.SweepSpec) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- markdown
 
-def _fmt(v: Any) -> str:
-  if v is None:  # NaN after a JSON round trip
-    return '–'
-  if isinstance(v, (float, np.floating)):
-    if math.isnan(v):
-      return '–'
-    return f'{v:.4g}'
-  return str(v)
-
-
-def markdown_table(frame: pd.DataFrame) -> str:
-  cols = list(frame.columns)
-  lines = ['| ' + ' | '.join(str(c) for c in cols) + ' |', '|' + '---|' * len(cols)]
-  for row in frame.itertuples(index=False):
-    lines.append('| ' + ' | '.join(_fmt(v).replace('|', '\\|') for v in row) + ' |')
-  return '\n'.join(lines)
+_fmt = analysis_lib.format_value
 
 
 def failed_checks(v: dict[str, Any]) -> list[dict[str, Any]]:
@@ -244,7 +229,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             '## Results', '']
   for t in report.get('tables_obj') or [base.Table(t['title'], pd.DataFrame(t['rows'], columns=t['columns']))
                                         for t in report.get('tables', [])]:
-    lines += [f'### {t.title}', '', markdown_table(t.frame), '']
+    lines += [f'### {t.title}', '', analysis_lib.markdown_table(list(t.frame.columns), t.frame.itertuples(index=False))]
   for f in report['figures']:
     lines += [f'![{f["caption"]}]({f["file"]})', '', f'*{f["caption"]}*', '']
   if report['notes']:
