@@ -364,17 +364,27 @@ def crossing(df: pd.DataFrame, *, x: str, y: str, seed: str, level: float, claim
 
 # --------------------------------------------------------------------------- regime checks and `invalid`
 
+def _invalid_prefix(failed: Sequence[Check], raw: str) -> str:
+  was = f' (the rule alone gave {raw})' if raw != INVALID else ''
+  return 'invalid: ' + '; '.join(f'{c.name}: {c.detail}' for c in failed) + was
+
+
 def gate(v: Verdict, checks: Sequence[Check]) -> Verdict:
-  """v with `checks` attached; `invalid` if any failed, its detail naming every failed check first."""
+  """v with `checks` attached; `invalid` if any failed, its detail naming every failed check first (a verdict
+  gated before is re-gated over all its checks, its failed checks named once)."""
+  raw = v.raw_outcome
+  detail = v.detail
+  before = [c for c in v.checks if not c.passed]
+  if before and v.outcome == INVALID:   # strip the earlier gate's prefix: the detail is rebuilt below
+    prefix = _invalid_prefix(before, raw)
+    detail = detail.removeprefix(prefix).removeprefix(' — ') if detail.startswith(prefix) else detail
   checks = tuple(v.checks) + tuple(checks)
   failed = [c for c in checks if not c.passed]
-  v = dataclasses.replace(v, rule_outcome=v.raw_outcome)
+  v = dataclasses.replace(v, rule_outcome=raw, detail=detail)
   if not failed:
     return dataclasses.replace(v, checks=checks)
-  why = 'invalid: ' + '; '.join(f'{c.name}: {c.detail}' for c in failed)
-  was = f' (the rule alone gave {v.raw_outcome})' if v.raw_outcome != INVALID else ''
-  detail = why + was + (f' — {v.detail}' if v.detail else '')
-  return dataclasses.replace(v, outcome=INVALID, checks=checks, detail=detail)
+  why = _invalid_prefix(failed, raw)
+  return dataclasses.replace(v, outcome=INVALID, checks=checks, detail=why + (f' — {detail}' if detail else ''))
 
 
 def _mean(values) -> tuple[float, int]:

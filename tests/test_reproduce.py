@@ -1,6 +1,7 @@
 """experiments.reproduce: verdict rules on synthetic results with known answers, the runner and
 report/publish pipeline, and every registered ablation through the real entry point."""
 
+import dataclasses
 import glob
 import json
 import math
@@ -168,58 +169,67 @@ def test_universal_approximation_sweeps_validate_at_every_scale():
 
 # --------------------------------------------------------------------------- runner and publishing
 
-def _tiny_ablation():
+def _tiny_study():
   config = default_config()
-  config.train.steps = 20
-  config.train.log_every = 10
   config.model.d_ff = 8
 
-  def sweeps(scale):
+  def arms(scale):
     del scale
-    return [base.SweepSpec('main', config, sweep.values('train.seed', range(3)))]
+    return [base.Arm('main', config, {'': {}}, tuned=False)]
 
-  def analyze(results, ctx):
-    df = base.completed(results['main'])
-    v = verdict.threshold(df['sup_error'], level=10.0, direction='below', claim='sup error below 10')
-    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-    fig, ax = plt.subplots()
+  def rules(sel, scale):
+    del scale
+    v = verdict.threshold(sel['sup_error'], level=10.0, direction='below', claim='sup error below 10')
+    return [dataclasses.replace(v, points=('main',))]
+
+  def present(result, ctx):
+    df = result.full
+    fig, ax = base.figure()
     ax.plot(df['train.seed'], df['sup_error'])
-    fig.savefig(os.path.join(ctx.outdir, 'plot.png'))
-    plt.close(fig)
-    return base.Analysis(verdicts=[v], headline=f'mean {v.statistic:.3g}',
-                         tables=[base.Table('t', df[['train.seed', 'sup_error']])],
-                         figures=[base.Figure('plot.png', 'sup error per seed')])
+    return base.Presentation(headline=f'mean {result.verdicts[0].statistic:.3g}',
+                             tables=[base.Table('t', df[['train.seed', 'sup_error']])],
+                             figures=[base.save_figure(fig, ctx.outdir, 'plot.png', 'sup error per seed')])
 
-  return base.Ablation(name='tiny', claim='A tiny claim (Nobody 2026).', citation='Nobody 2026', published='10',
-                       sweeps=sweeps, analyze=analyze)
+  return base.Study(name='tiny', claim='A tiny claim (Nobody 2026).', citation='Nobody 2026', published='10',
+                    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=3, cap_s=60)},
+                    arms=arms, rules=rules, present=present)
 
 
 def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
-  tiny = _tiny_ablation()
+  tiny = _tiny_study()
   monkeypatch.setattr(ablations, 'get', lambda name: tiny)
   monkeypatch.setattr(ablations, 'names', lambda: ['tiny'])
   report = runner.run('tiny', str(tmp_path), 'smoke', progress=False)
   out = tmp_path / 'tiny'
-  assert report['verdicts'][0]['outcome'] == R  # sup error of x^2 is < 10 in any sane run
-  assert report['status_counts'] == {'completed': 3}
+  assert report['verdicts'][0]['outcome'] == R, report['verdicts'][0]  # sup error of x^2 is < 10 in any sane run
+  assert report['verdicts'][0]['p_holm'] is not None and report['regime']['iterations']
+  assert report['status_counts'] == {'completed': 6}   # 3 seeds at T and at T/2
   assert (out / 'plot.png').stat().st_size > 0
   on_disk = json.loads((out / 'report.json').read_text())
   assert on_disk['verdicts'] == report['verdicts'] and on_disk['scale'] == 'smoke'
   assert on_disk['environment']['jax'] and on_disk['environment']['commit']
   md = (out / 'report.md').read_text()
   for text in ['A tiny claim (Nobody 2026).', '**reproduced**', 'rule (fixed before the run)', 'smoke scale',
-               '![sup error per seed](plot.png)', '| train.seed | sup_error |']:
+               '![sup error per seed](plot.png)', '| train.seed | sup_error |', '## Regime',
+               'PASS statistic stable when the steps double']:
     assert text in md
   capsys.readouterr()
   again = runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
-  assert '3 already finished, 0 to run' in capsys.readouterr().err
-  assert again['total_wall_time_s'] == pytest.approx(report['wall_time_s'] + again['wall_time_s'])
+  assert '6 already finished, 0 to run' in capsys.readouterr().err
+  assert again['total_wall_time_s'] >= report['total_wall_time_s'] + again['wall_time_s'] - 1e-6
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1
   index = (tmp_path / 'index.md').read_text().splitlines()
   assert [l for l in index if l.startswith('- ')] == [runner.index_line('tiny', reports[0])]
   with pytest.raises(runner.ReproduceError, match='only full-scale'):
     runner.publish('tiny', str(tmp_path), repo_root=str(tmp_path))
+
+
+def test_publish_refuses_an_uncommitted_tree(tmp_path):
+  (tmp_path / 'x').mkdir()
+  (tmp_path / 'x' / 'report.json').write_text(json.dumps({'scale': 'full', 'environment': {'commit': 'abc+dirty'}}))
+  with pytest.raises(runner.ReproduceError, match='not a committed tree'):
+    runner.publish('x', str(tmp_path), repo_root=str(tmp_path))
 
 
 def test_publish_copies_and_regenerates_readme(tmp_path):
@@ -279,7 +289,7 @@ def test_headline_question_and_verdict_counts():
 
 def test_registry_finds_ablation_modules():
   assert 'universal_approximation' in ablations.names()
-  assert not {'base', 'verdict', 'runner'} & set(ablations.names())
+  assert not {'base', 'verdict', 'runner', 'regime'} & set(ablations.names())
   for name in ablations.names():
     a = ablations.get(name)
     assert a.name == name and a.claim and a.citation and a.published
@@ -331,6 +341,8 @@ def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
   report = json.loads((out / 'report.json').read_text())
   assert report['name'] == name and report['scale'] == 'smoke' and report['verdicts']
   assert all(v['outcome'] in verdict.OUTCOMES and v['rule'] for v in report['verdicts'])
+  assert all(v['p_holm'] is not None for v in report['verdicts'])
+  assert report['regime']['iterations'] and report['regime']['cap_s'] > 0 and report['regime']['stopped']
   assert report['figures'] and all((out / f['file']).stat().st_size > 1000 for f in report['figures'])
   md = (out / 'report.md').read_text()
   assert report['claim'] in md and 'NOT a result' in md

@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from ffn_research.ablations import base, runner, verdict
+from ffn_research.config import default_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 R, NR, INC, INV = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE, verdict.INVALID
@@ -289,26 +290,37 @@ def test_best_per_point_and_its_edge_check():
 
 # --------------------------------------------------------------------------- runner rendering
 
-def _fake_ablation():
-  def analyze(results, ctx):
-    del results, ctx
+def _fake_study():
+  def rules(sel, scale):
+    del sel, scale
     gated = verdict.gate(_v(NR, 0.001, 'the claim an unfit setup cannot test'),
                          [verdict.Check('trained to a plateau', True, 'change 0.001'),
                           verdict.Check('premise: dense slope >= 0.8', False, 'slope 0.35 (95% CI [0.2, 0.5])')])
-    return base.Analysis(verdicts=[gated, _v(R, 0.01, 'strong'), _v(R, 0.04, 'weak'), _v(NR, 0.03, 'other')],
-                         headline='h', checks=[base.Check('metric sane', True, 'ok')])
+    return [dataclasses.replace(v, points=('main',)) for v in
+            [gated, _v(R, 0.01, 'strong'), _v(R, 0.04, 'weak'), _v(NR, 0.03, 'other')]]
 
-  return base.Ablation(name='fake', claim='A fake claim (Nobody 2026).', citation='Nobody 2026', published='1',
-                       sweeps=lambda scale: [base.SweepSpec('main', None, [{}])], analyze=analyze)
+  def present(result, ctx):
+    del result, ctx
+    return base.Presentation(headline='h', checks=[base.Check('metric sane', True, 'ok')])
+
+  return base.Study(name='fake', claim='A fake claim (Nobody 2026).', citation='Nobody 2026', published='1',
+                    regimes={'full': base.Regime(rates=(1e-3,), steps=10, seeds=1, cap_s=1.0)},
+                    arms=lambda scale: [base.Arm('main', default_config(), {'': {}}, tuned=False)],
+                    rules=rules, present=present)
+
+
+def _fake_runs(study, outdir, points, rec, regime, progress, tick):
+  """A pass that trains nothing: one completed run per budget."""
+  del study, outdir, points, rec, regime, progress
+  tick()
+  return pd.DataFrame({'arm': 'main', 'point': 'main', 'status': 'completed', 'eval_loss': 1.0,
+                       'train.learning_rate': 1e-3, 'train.steps': [5, 10], 'train.seed': 0,
+                       'wall_time_s': 1.0}), 0
 
 
 def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
-  monkeypatch.setattr(runner.ablations, 'get', lambda name: _fake_ablation())
-  monkeypatch.setattr(runner.sweep_lib, 'run_sweep', lambda *a, **k: None)
-  monkeypatch.setattr(runner.analysis_lib, 'load_results',
-                      lambda path: pd.DataFrame({'status': ['completed'], 'wall_time_s': [1.0]}))
-  monkeypatch.setattr(runner, 'describe_sweep', lambda spec: {'name': spec.name, 'runs': 1, 'seeds': 1,
-                                                              'fixed': {}, 'swept': {}})
+  monkeypatch.setattr(runner.ablations, 'get', lambda name: _fake_study())
+  monkeypatch.setattr(runner, '_run_pass', _fake_runs)
   monkeypatch.setattr(runner, 'git_commit', lambda *a: 'abc123')   # a committed tree (publish refuses +dirty)
   report = runner.run('fake', str(tmp_path / 'work'), 'full', progress=False)
   outcomes = [v['outcome'] for v in report['verdicts']]
