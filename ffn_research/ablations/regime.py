@@ -200,14 +200,14 @@ def stability(v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, 
   s_t, s_h = v_full.statistic, v_half.statistic
   at = f'{s_t:.4g} at T ({"/".join(map(str, steps)) or "?"} steps) vs {s_h:.4g} at T/2'
   if not (math.isfinite(s_t) and math.isfinite(s_h)):
-    return stats.Check(name, False, f'{at}: not computable at both budgets')
-  dist = _boundary_distance(v_full)
-  change = abs(s_t - s_h)
-  same = v_full.raw_outcome == v_half.raw_outcome
-  passed = same and change < dist / 2
-  how = (f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} '
-         + (f'{"<" if change < dist / 2 else ">="} half the distance to the nearest boundary ({dist / 2:.3g})'
-            if math.isfinite(dist) else '(the rule has no boundary)'))
+    passed, how = False, f'{at}: not computable at both budgets'
+  else:
+    dist = _boundary_distance(v_full)
+    change = abs(s_t - s_h)
+    passed = v_full.raw_outcome == v_half.raw_outcome and change < dist / 2
+    how = (f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} '
+           + (f'{"<" if change < dist / 2 else ">="} half the distance to the nearest boundary ({dist / 2:.3g})'
+              if math.isfinite(dist) else '(the rule has no boundary)'))
   if passed:
     return stats.Check(name, True, how)
   left = all(state[p].doublings < regime.max_doublings for p in v_full.points if p in state) and v_full.points

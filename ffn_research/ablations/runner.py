@@ -354,6 +354,8 @@ def _save_record(outdir: str, rec: dict[str, Any]) -> None:
 
 def _overrides(arm: base.Arm, point: dict[str, Any], rate: float, steps: int, seed: int) -> dict[str, Any]:
   o = {**point, **(arm.budget or base.budget)(steps), regime_lib.SEED: seed}
+  if o.get(regime_lib.STEPS) != steps:
+    raise ValueError(f'arm {arm.name!r}: its budget({steps}) must set {regime_lib.STEPS} = {steps}')
   if arm.tuned:
     o[regime_lib.LR] = float(rate)
   return o
