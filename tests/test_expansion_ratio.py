@@ -79,6 +79,7 @@ def _sel(mult, *, seeds=5, total=2.0, excess=0.5, noise=0.002, floor=1.5, drop=(
         continue
       e = 1 + noise * rng.normal()
       rows.append({'point': p['point'], 'arm': er.arm_name(p['size']), er.SEED: s, 'train.learning_rate': 6e-3,
+                   'train.steps': 800,
                    er.LOSS: total * p['size'] ** -0.01 * mult[p['ratio']] * e, er.EXCESS: excess * mult[p['ratio']] * e,
                    'floor_bits': floor, 'bigram_bits': floor + 2.0})
   return pd.DataFrame(rows)
@@ -117,8 +118,11 @@ def test_gates_make_the_verdict_invalid():
   out = er.rules(_sel(FLAT, excess=0.01), 'full')
   assert [v.outcome for v in out] == [stats.INVALID] * 2 and out[0].raw_outcome == stats.REPRODUCED
   assert 'not pinned at N=38,000' in out[0].detail and '(pinned)' in out[0].detail
-  # Pinned at the bigram ceiling: a model that ignores the order-2 context.
-  assert er.rules(_sel(FLAT, excess=1.99), 'full')[0].outcome == stats.INVALID
+  assert out[0].failed_checks[0].remedy == ''                          # more steps cannot lift a floor
+  # Pinned at the bigram ceiling: a model that ignores the order-2 context; more steps may fix that.
+  v = er.rules(_sel(FLAT, excess=1.99), 'full')[0]
+  assert v.outcome == stats.INVALID
+  assert v.failed_checks[0].remedy == stats.DOUBLE_STEPS and v.failed_checks[0].points == v.points
   # One shape lacks a seed at its chosen rate: that size only.
   out = er.rules(_sel(FLAT, drop={('n38000: r=4', 0)}), 'full')
   assert [v.outcome for v in out] == [stats.INVALID, stats.REPRODUCED]

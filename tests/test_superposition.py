@@ -118,7 +118,8 @@ def _sel(tied_sparse, ffn_sparse, dense=5, seeds=12, scale='full', drop=()):
         count = ((dense[s] if isinstance(dense, list) else dense) if d == 1.0
                  else sparse + s % 2 if d <= sp.SPARSE_MAX_DENSITY else 6)
         rows.append({'arm': arm, 'point': point, 'task.feature_sparsity': round(1 - d, 6), sp.SEED: s,
-                     'train.learning_rate': 1e-2, 'represented': count, 'dims_per_feature': 5 / max(count, 1),
+                     'train.learning_rate': 1e-2, 'train.steps': 2000, 'represented': count,
+                     'dims_per_feature': 5 / max(count, 1),
                      'represented_gain': count, 'eval_loss': 0.01})
   return pd.DataFrame(rows)
 

@@ -184,7 +184,8 @@ def density_table(full: pd.DataFrame) -> pd.DataFrame:
   rows = []
   for (arm, d), g in with_density(full).groupby(['arm', DENSITY], sort=False):
     m, lo, hi = stats.mean_ci(g['represented'])
-    row = {'arm': arm, '1 - S': d, 'seeds': len(g), 'rate': float(g['train.learning_rate'].iloc[0]),
+    row = {'arm': arm, '1 - S': d, 'seeds': len(g), 'steps': int(g['train.steps'].iloc[0]),
+           'rate': float(g['train.learning_rate'].iloc[0]),
            'represented mean': m, 'CI lo': lo, 'CI hi': hi,
            'min': int(g['represented'].min()), 'max': int(g['represented'].max()),
            'dims/feature': float(g['dims_per_feature'].mean()), 'eval loss': float(g['eval_loss'].mean())}
@@ -250,8 +251,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
               + f' (m = {M_HIDDEN})')
   return base.Presentation(
       headline=headline,
-      tables=[base.Table('Features represented and dimensions per feature, per arm and density, at each point\'s '
-                         'tuned rate (mean over seeds, 95% CI)', table)],
+      tables=[base.Table('Features represented and dimensions per feature, per arm and density, at each point\'s T '
+                         'and tuned rate (mean over seeds, 95% CI)', table)],
       figures=[figure(result.full, table, ctx)], notes=notes)
 
 
