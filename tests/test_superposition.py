@@ -1,4 +1,5 @@
-"""superposition: the sparse-features task, the tied ReLU toy model, the feature counts and the verdicts."""
+"""superposition: the sparse-features task, the tied ReLU toy model, the feature counts, the rule on synthetic
+selections (paired sparse - dense, the dense premise, collapse, coverage) and the arms."""
 
 import math
 
@@ -9,8 +10,8 @@ import pandas as pd
 import pytest
 from flax import nnx
 
-from ffn_research import models, tasks, validation
-from ffn_research.ablations import base, verdict
+from ffn_research import models, stats, sweep, tasks, validation
+from ffn_research.ablations import base
 from ffn_research.ablations import superposition as sp
 from ffn_research.config import ConfigError, default_config
 from ffn_research.models import ffn as ffn_lib
@@ -104,38 +105,81 @@ def test_feature_counts_on_hand_made_weights():
   assert f['dims_per_feature'] == pytest.approx(2 / (1 + 0.36 + 0.09 + 0.25))
 
 
-def _stats(tied_sparse, ffn_sparse, dense=5, seeds=5, plateau_jump=0.0):
+def _sel(tied_sparse, ffn_sparse, dense=5, seeds=12, scale='full', drop=()):
+  """A selection: per arm, density and seed a represented count; sparse counts alternate +0/+1 over seeds.
+  `dense`: one count for every seed, or a list per seed. `drop`: (point, seed) rows left out."""
   rows = []
-  for arm, sparse in [('tied', tied_sparse), ('ffn', ffn_sparse), ('tied_uniform', tied_sparse)]:
-    for d in sp.DENSITIES:
+  for arm, sparse in [('tied', tied_sparse), ('ffn', ffn_sparse)]:
+    for d in sp.SETTINGS[scale]['densities']:
       for s in range(seeds):
-        count = dense if d == 1.0 else (sparse + s % 2 if d <= sp.SPARSE_MAX_DENSITY else 6)
-        rows.append({'arm': arm, sp.DENSITY: d, sp.SEED: s, 'represented': count, 'dims_per_feature': 5 / count,
-                     'represented_gain': count, 'loss_last': 0.1 * (1 + plateau_jump), 'loss_previous': 0.1})
+        point = f'{arm}: {sp.point_label(d)}'
+        if (point, s) in drop:
+          continue
+        count = ((dense[s] if isinstance(dense, list) else dense) if d == 1.0
+                 else sparse + s % 2 if d <= sp.SPARSE_MAX_DENSITY else 6)
+        rows.append({'arm': arm, 'point': point, 'task.feature_sparsity': round(1 - d, 6), sp.SEED: s,
+                     'train.learning_rate': 1e-2, 'train.steps': 2000, 'represented': count,
+                     'dims_per_feature': 5 / max(count, 1),
+                     'represented_gain': count, 'eval_loss': 0.01})
   return pd.DataFrame(rows)
 
 
-def test_analyze_on_synthetic_stats(tmp_path):
-  ctx = base.Context(outdir=str(tmp_path), scale='quick')
-  a = sp.analyze_stats(_stats(tied_sparse=10, ffn_sparse=3), ctx)
-  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED, verdict.NOT_REPRODUCED]
-  assert a.verdicts[0].statistic == pytest.approx(10.4)  # seeds 0..4 give 10, 11, 10, 11, 10
-  assert (tmp_path / 'features_vs_sparsity.png').stat().st_size > 1000
-  assert any('from 1 - S = 0.1 to 0.03' in n for n in a.notes)  # the largest step: 6 -> ~10.4
-  assert any(n.startswith('tied, descriptive') and 'seed 4: 5' in n and 'minus dense: +5.40' in n for n in a.notes)
-  # No plateau: invalid. Superposition already at density 1: the dense premise fails, invalid.
-  assert all(v.outcome == verdict.INVALID for v in sp.analyze_stats(_stats(10, 3, plateau_jump=0.5), ctx).verdicts)
-  assert sp.analyze_stats(_stats(10, 3, dense=8), ctx).verdicts[0].outcome == verdict.INVALID
+def test_rules_paired_sparse_minus_dense():
+  out = sp.rules(_sel(tied_sparse=10, ffn_sparse=5), 'full')
+  assert [v.outcome for v in out] == [stats.REPRODUCED, stats.NOT_REPRODUCED]
+  assert out[0].statistic == pytest.approx(5.5) and out[0].n == 12    # seeds alternate 10, 11 against dense 5
+  assert out[1].statistic == pytest.approx(0.5) and out[1].boundaries == (sp.MARGIN,)
+  assert out[0].points == ('tied: 1-S=1', 'tied: 1-S=0.03', 'tied: 1-S=0.01', 'tied: 1-S=0.003')
+  assert out[1].points[0] == 'ffn: 1-S=1' and len(out[1].points) == 4
+  assert [c.passed for c in out[0].checks] == [True] * 3    # premise, not collapsed, coverage
+  # A sparse count above m (5.5) with no sparse - dense effect is not superposition (the old rule said yes).
+  v = sp.rules(_sel(10, 5, dense=[5, 6] * 6), 'full')[1]
+  assert v.outcome == stats.NOT_REPRODUCED and v.statistic == 0 and v.p_value < 1e-6
 
 
-def test_sweeps_validate():
-  for scale in ('smoke', 'quick', 'full'):
-    specs = sp.sweeps(scale)
-    assert [s.name for s in specs] == list(sp.ARMS)
-    assert len(specs[0].overrides) == len(sp.SETTINGS[scale]['densities']) * sp.SETTINGS[scale]['seeds']
-    assert sp.SETTINGS[scale]['seeds'] >= 3
-  for spec in sp.sweeps('full'):
-    c = spec.base.copy_and_resolve_references()
-    for k, v in spec.overrides[-1].items():
-      c[k.split('.')[0]][k.split('.')[1]] = v
-    validation.validate(c)
+def test_gates_premise_collapse_coverage():
+  # Superposition already at density 1: mean dense count 7 is outside m +- 1; more steps may fix it.
+  v = sp.rules(_sel(10, 5, dense=7), 'full')[0]
+  assert v.outcome == stats.INVALID and v.raw_outcome == stats.REPRODUCED
+  premise = [c for c in v.failed_checks][0]
+  assert 'dense premise' in premise.name and premise.remedy == stats.DOUBLE_STEPS and premise.points == v.points
+  # An integer count per seed can meet the tolerance: 5, 5, 5, 7, 5, 6 (mean 5.5) passes.
+  assert sp.rules(_sel(10, 5, dense=[5, 5, 5, 7, 5, 6] * 2), 'full')[0].outcome == stats.REPRODUCED
+  # Collapsed sparse models (nothing represented): not a "not reproduced".
+  sel = _sel(10, 5)
+  sel.loc[(sel['arm'] == 'tied') & (sel['task.feature_sparsity'] > 0.9), 'represented'] = 0
+  v = sp.rules(sel, 'full')[0]
+  assert v.outcome == stats.INVALID and 'not collapsed' in v.detail and v.raw_outcome == stats.NOT_REPRODUCED
+  # A seed missing at one density of the verdict.
+  out = sp.rules(_sel(10, 5, drop={('ffn: 1-S=0.01', 3)}), 'full')
+  assert [v.outcome for v in out] == [stats.REPRODUCED, stats.INVALID]
+  assert 'ffn: 1-S=0.01: 11/12' in out[1].detail
+  # An all-zero tie decides nothing (stats.paired), whatever the other gates say.
+  sel = _sel(10, 5)
+  sel.loc[sel['arm'] == 'ffn', 'represented'] = 0
+  v = sp.rules(sel, 'full')[1]
+  assert v.outcome == stats.INVALID and 'tie of zeros' in v.detail and 'dense premise' in v.detail
+
+
+def test_present_on_a_synthetic_result(tmp_path):
+  sel = _sel(10, 5)
+  result = base.Result(sel, pd.DataFrame(), sel, sel, sp.rules(sel, 'full'), 'full')
+  shown = sp.present(result, base.Context(outdir=str(tmp_path), scale='full'))
+  t = shown.tables[0].frame
+  assert len(t) == 12 and (tmp_path / 'features_vs_sparsity.png').stat().st_size > 1000
+  assert t[(t['arm'] == 'tied') & (t['1 - S'] == 0.01)]['represented mean'].iloc[0] == pytest.approx(10.5)
+  assert any('from 1 - S = 0.1 to 0.03' in n for n in shown.notes)   # the largest step: 6 -> 10.5
+  assert 'toy +5.50' in shown.headline and 'tied 5.00' in shown.headline
+
+
+@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
+def test_arms_validate_in_one_program_per_arm_and_budget(scale):
+  regime = sp.REGIMES[scale]
+  arms = sp.arms(scale)
+  assert [a.name for a in arms] == list(sp.ARMS) and all(a.tuned for a in arms)
+  for arm in arms:
+    assert len(arm.points) == len(sp.SETTINGS[scale]['densities'])
+    runs = sweep.expand(arm.base, [{**o, **arm.budget(regime.steps), sp.SEED: s, 'train.learning_rate': r}
+                                   for o in arm.points.values() for r in regime.rates for s in range(regime.seeds)])
+    assert len(sweep.group_runs(runs)) == 1   # densities, rates and seeds traced: one program
+  assert regime.seeds >= (12 if scale == 'full' else 3)

@@ -4,86 +4,73 @@ only a few percent over d_ff / d_model from about 1 to 10?
 Claim (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Fig. 5, middle panel;
 docs/references.md): at fixed non-embedding parameters N, the loss of a transformer language model
 depends only weakly on its shape; over the feed-forward ratio d_ff / d_model from about 1 to 10 it
-changes by a few percent. Kaplan et al. plot each shape's loss as a percent excess over the fit L(N)
-across model sizes, which absorbs the small differences in N between shapes.
+changes by a few percent relative to the best shape.
 
 Setup: the `language` task (tasks/language.py: an order-2 sparse Markov chain whose entropy floor is
-computed exactly) and a pre-norm transformer with causal attention (`model.arch = 'transformer'`,
-NUM_LAYERS layers, ReLU FFN with biases, learned positions, untied unembedding). Non-embedding
-parameters = attention + FFN (with biases) + norms, i.e. everything but the token and position
-embeddings and the unembedding (Kaplan et al.'s N; `non_embedding_params`, held against the model's
-own counts in the tests). Per size N in SIZES and nominal ratio r in RATIOS, `shape_for` picks the
+computed exactly; seed s draws the same language, and the same held-out tokens, for every shape) and
+a pre-norm transformer with causal attention (`model.arch = 'transformer'`, NUM_LAYERS layer, ReLU
+FFN with biases, learned positions, untied unembedding). Non-embedding parameters = attention + FFN
+(with biases) + norms (Kaplan et al.'s N; `non_embedding_params`, held against the model's own
+counts in the tests). One arm per size N; its points are the nominal ratios r: `shape_for` picks the
 d_model (a multiple of NUM_HEADS, >= the scale's min_d_model) and d_ff = round((N - rest) / (2 d + 1))
-whose actual d_ff / d_model is closest to r in log; the achieved N and its deviation from the target
-are reported per shape. Loss = `excess_bits`: the model's held-out bits per token minus the true
-chain's on the same tokens (the part of the loss above the exact entropy floor).
+whose d_ff / d_model is closest to r in log. Adam with a cosine schedule (warm-up 5% of the steps);
+the runner tunes the learning rate per shape on the mean total loss over seeds (Regime.metric).
 
-Learning rate tuned per point: every shape trains LR_GRID x seeds in one compiled program (the
-learning rate is a traced scalar, sweep.VMAPPED_KEYS); each seed's best rate per shape is read
-(`verdict.best_per_point`, lowest final excess bits). Seeds are paired across shapes (seed s draws the
-same language for every shape).
+Measurement, per run (results.csv): the total loss `eval_bits`, held-out bits per token (Kaplan's
+loss, the entropy floor included), and `excess_bits`, the part above the exact floor.
 
-Statistic (Kaplan's), per seed: fit log L = a - alpha log N by least squares over that seed's best
-points (every shape of every size); each shape's % excess = 100 (L / L_fit(N) - 1). Per seed and size,
-the spread = max - min of the % excess over the shapes with r in FLAT_RATIOS (Kaplan's "about 1 to
-10"). r = 0.5 and 16 are measured and shown but not in the spread.
+Statistic (Kaplan's), per size: over the shapes with r in FLAT_RATIOS, the best and the worst shape
+by mean total loss over seeds; spread = 100 (mean L_worst / mean L_best - 1), the % change of the
+total loss relative to the best shape: a ratio of means with a BCa bootstrap CI, seeds resampled
+together (stats.ratio_of_means). r = 0.5 and 16 are measured and shown, not in the spread.
 
-Verdict rule, per size (written before the full run): "the loss changes by only a few percent over
-d_ff / d_model in FLAT_RATIOS" is reproduced if the 95% t CI of the mean spread over seeds lies below
-FLAT_LEVEL percentage points, not reproduced if it lies above, else inconclusive (`verdict.threshold`).
-The knee rule of the previous design is dropped: no paper claims 4x is a knee.
-
-Regime checks (`verdict.gate`; any failure makes the verdict `invalid` with the numbers):
-  - plateau: the headline statistic (the mean spread, computed the same way from each winner's
-    previous evaluation, at PLATEAU_AT of the steps) moves by less than PLATEAU_TOL points between the
-    last two evaluations;
-  - dynamic range: every shape's mean excess bits is more than RANGE_MARGIN bits above 0 (the floor)
-    and below the bigram excess (bigram entropy - floor: a model that ignores the order-2 context);
-  - learning rate: no shape's per-seed best rate sits at the edge of the grid (`verdict.edge_check`);
-  - coverage: every shape of the size has a completed run for every seed (a partial sweep decides nothing).
-The L(N) exponent alpha (per seed, t CI over seeds) is reported with the headline, not gated on: the
-statistic is defined whether or not the two sizes differ in loss.
+Rule (fixed before the run), per size: reproduced if the 95% CI of the spread lies below FLAT_LEVEL
+percentage points, not reproduced if it lies above, else inconclusive. Its p-value (Holm) is the
+paired t-test of L_worst - (1 + FLAT_LEVEL / 100) L_best against 0 (Fieller's test of a ratio of
+means against the level), so a decisive outcome needs both the bootstrap CI and the t-test.
+Gates (stats.gate): every flat shape has every seed at its chosen rate; not pinned: each flat shape's
+mean excess bits lies more than RANGE_MARGIN bits above the floor (0) and below the bigram excess (a
+model that ignores the order-2 context; there, more steps may fix it); parameter matching: each
+achieved N within MAX_DEVIATION of the target. The runner adds its own: each shape's rate inside its
+grid, the spread stable from T/2 to T.
 """
 
+import dataclasses
 import math
-import os
 from typing import Any
 
-import matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
-import pandas as pd  # pylint: disable=wrong-import-position
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
 
-from ffn_research import io as io_lib  # pylint: disable=wrong-import-position
-from ffn_research import sweep  # pylint: disable=wrong-import-position
-from ffn_research.ablations import base  # pylint: disable=wrong-import-position
-from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
-from ffn_research.config import default_config  # pylint: disable=wrong-import-position
+from ffn_research import stats
+from ffn_research.ablations import base
+from ffn_research.config import default_config
 
-RATIOS = (0.5, 1, 2, 4, 8, 16)       # nominal d_ff / d_model per size
+RATIOS = (0.5, 1, 2, 4, 8, 16)       # nominal d_ff / d_model per size (full)
 FLAT_RATIOS = (1, 2, 4, 8)           # the spread is read over these: Kaplan's "about 1 to 10"
 FLAT_LEVEL = 5.0                     # rule: "a few percent" = spread below 5 percentage points
-PLATEAU_AT = 0.75                    # the previous evaluation, as a fraction of the steps (eval_every = steps / 4)
-PLATEAU_TOL = 2.0                    # plateau: the mean spread moves by less than this many points between them
-RANGE_MARGIN = 0.02                  # range: mean excess bits more than this from the floor and ceiling
+RANGE_MARGIN = 0.02                  # not pinned: mean excess bits more than this from the floor and ceiling
+MAX_DEVIATION = 0.02                 # achieved N within 2% of the target (L ~ N^-0.076: < 0.2% of the loss)
 NUM_HEADS = 2                        # attention heads (d_model a multiple of it)
 NUM_LAYERS = 1                       # transformer layers, every shape
-LR = 'train.learning_rate'
+LOSS, EXCESS = 'eval_bits', 'excess_bits'
 SEED = 'train.seed'
 
-# Per scale: target non-embedding parameter counts, ratios, seeds, learning-rate grid, steps,
-# batch (sequences per step), the smallest d_model, and the language's task keys.
+# Per scale: target non-embedding parameter counts, ratios, batch (sequences per step), the smallest
+# d_model, and the language's task keys. Rates, T, seeds and the cap: REGIMES.
 LANGUAGE = dict(vocab_size=64, num_candidates=16, branching=4, concentration=0.5, seq_len=16, num_eval=2048)
-LRS = (2e-3, 6e-3, 2e-2)            # learning-rate grid per shape (Adam, cosine schedule)
 SETTINGS = {
-    'smoke': dict(sizes=(600, 2400), ratios=(1, 4), seeds=3, lrs=LRS, steps=20, batch=16, min_d_model=8,
+    'smoke': dict(sizes=(600, 2400), ratios=(1, 4), batch=16, min_d_model=8,
                   language=dict(vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8,
                                 num_eval=64)),
-    'quick': dict(sizes=(38_000, 76_000), ratios=(1, 2, 8), seeds=3, lrs=LRS, steps=200, batch=32,
-                  min_d_model=32, language=LANGUAGE),
-    'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, seeds=5, lrs=LRS, steps=800, batch=32,
-                 min_d_model=32, language=LANGUAGE),
+    'quick': dict(sizes=(38_000, 76_000), ratios=(1, 2, 8), batch=32, min_d_model=32, language=LANGUAGE),
+    'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, batch=32, min_d_model=32, language=LANGUAGE),
+}
+REGIMES = {
+    'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap_s=60, metric=LOSS),
+    'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap_s=600, metric=LOSS),
+    'full': base.Regime(rates=(6e-4, 2e-3, 6e-3, 2e-2, 6e-2), steps=800, seeds=5, cap_s=7200, metric=LOSS),
 }
 
 
@@ -116,231 +103,189 @@ def shape_for(ratio: float, target: int, min_d_model: int, num_layers: int = NUM
 
 
 def shapes(scale: str) -> list[dict[str, Any]]:
-  """Per (size, nominal ratio): d_model, d_ff, the achieved non-embedding count and its deviation."""
+  """Per (size, nominal ratio): its point label, d_model, d_ff, the achieved non-embedding count and deviation."""
   s = SETTINGS[scale]
   out = []
   for n in s['sizes']:
     for r in s['ratios']:
       d, d_ff = shape_for(r, n, s['min_d_model'])
       achieved = non_embedding_params(d, d_ff)
-      out.append(dict(size=n, ratio=r, d_model=d, d_ff=d_ff, num_layers=NUM_LAYERS, actual_ratio=d_ff / d,
+      out.append(dict(size=n, ratio=r, point=point_label(n, r), d_model=d, d_ff=d_ff, actual_ratio=d_ff / d,
                       non_embedding_params=achieved, deviation=(achieved - n) / n))
   return out
 
 
+def arm_name(size: int) -> str:
+  return f'n{size}'
+
+
+def point_label(size: int, ratio: float) -> str:
+  return f'{arm_name(size)}: r={ratio:g}'
+
+
 def language_config(scale: str):
-  """The language task and the transformer (shape set per run) at `scale`."""
+  """The language task and the transformer (shape set per point) at `scale`."""
   s = SETTINGS[scale]
   c = default_config()
-  m, t, tr = c.model, c.task, c.train
+  m, t = c.model, c.task
   m.arch, m.num_layers, m.num_heads = 'transformer', NUM_LAYERS, NUM_HEADS
   t.name, t.markov_order = 'language', 2
   for k, v in s['language'].items():
     t[k] = v
-  tr.batch_size = s['batch']
-  base.set_steps(tr, s['steps'], num_logs=20)            # steps: a multiple of 20
-  tr.eval_every = s['steps'] // 4                        # evaluations at 1/4 ... 3/4 (PLATEAU_AT), 1 of the steps
-  tr.warmup_steps = max(1, s['steps'] // 20)
+  c.train.batch_size = s['batch']
   return c
 
 
-def sweep_name(size: int) -> str:
-  return f'n{size}'
+def budget(steps: int) -> dict[str, Any]:
+  """A budget's own schedule: cosine over `steps`, warm-up 5% of them, held-out evaluation at the end."""
+  return {**base.budget(steps), 'train.warmup_steps': max(1, steps // 20)}
 
 
-def sweeps(scale: str) -> list[base.SweepSpec]:
-  """One sweep per size: its shapes x learning rates x seeds (each shape one program)."""
-  s = SETTINGS[scale]
-  grid = sweep.product(sweep.values(LR, s['lrs']), sweep.values(SEED, range(s['seeds'])))
+def arms(scale: str) -> list[base.Arm]:
+  """One arm per size; its points are the shapes (one compiled program each)."""
+  config = language_config(scale)
+  return [base.Arm(arm_name(n), config, {f'r={p["ratio"]:g}': {'model.d_model': p['d_model'], 'model.d_ff': p['d_ff']}
+                                         for p in shapes(scale) if p['size'] == n}, budget=budget)
+          for n in SETTINGS[scale]['sizes']]
+
+
+# --------------------------------------------------------------------------- the rule (pure)
+
+def spread_verdict(loss: pd.DataFrame, *, level: float, claim: str, min_seeds: int = 3) -> stats.Verdict:
+  """The spread of one size: `loss` has one row per seed and one column per shape (total loss)."""
+  test = ('ratio of the mean total losses of the worst and the best shape (by mean over seeds), BCa bootstrap '
+          '95% CI with seeds resampled together (stats.ratio_of_means); p: paired t-test of L_worst - '
+          f'{1 + level / 100:g} L_best against 0 (Fieller)')
+  rule = (f'reproduced if the 95% CI of the spread 100 (L_worst / L_best - 1) lies below {level:g} points; not '
+          f'reproduced if it lies above; otherwise, or with < {min_seeds} seeds or < 2 shapes, inconclusive')
+  loss = loss.dropna()
+  n = len(loss)
+  if n < min_seeds or loss.shape[1] < 2:
+    return stats.Verdict(claim, stats.INCONCLUSIVE, math.nan, (math.nan, math.nan), test, rule, n,
+                         f'underpowered: {n} seeds with every shape, {loss.shape[1]} shapes', boundaries=(level,))
+  means = loss.mean()
+  worst, best = means.idxmax(), means.idxmin()
+  r, lo, hi = stats.ratio_of_means(loss[worst], loss[best])
+  ci = (100 * (lo - 1), 100 * (hi - 1))
+  d = (loss[worst] - (1 + level / 100) * loss[best]).to_numpy(float)
+  se = float(sps.sem(d)) if np.ptp(d) > 0 else 0.0
+  p = stats.decision_p(float(d.mean()), se, n - 1, -math.inf, 0.0)
+  detail = (f'worst {worst}, best {best}; mean total loss per shape: '
+            + ', '.join(f'{k} {v:.4g}' for k, v in means.items()) + f' bits; Fieller t-test p = {p:.3g}')
+  return stats.Verdict(claim, stats.decide(ci, -math.inf, level), 100 * (r - 1), ci, test, rule, n, detail,
+                       p_value=p, boundaries=(level,))
+
+
+def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
+  """One verdict per size, on its flat shapes at their chosen rates (see the module docstring)."""
+  seeds = REGIMES[scale].seeds
   out = []
-  for n in s['sizes']:
-    runs = [{'model.d_model': p['d_model'], 'model.d_ff': p['d_ff']} for p in shapes(scale) if p['size'] == n]
-    out.append(base.SweepSpec(sweep_name(n), language_config(scale), sweep.product(runs, grid)))
+  for n in SETTINGS[scale]['sizes']:
+    flat = [p for p in shapes(scale) if p['size'] == n and p['ratio'] in FLAT_RATIOS]
+    labels = tuple(p['point'] for p in flat)
+    g = sel[sel['point'].isin(labels)]
+    loss = g.pivot_table(index=SEED, columns='point', values=LOSS).reindex(columns=list(labels))
+    v = spread_verdict(loss.dropna(axis=1, how='all'), level=FLAT_LEVEL,
+                       claim=f'at N = {n:,} non-embedding parameters the total loss changes by less than '
+                             f'{FLAT_LEVEL:g}% (worst vs best shape) over d_ff/d_model in {list(FLAT_RATIOS)}')
+    counts = g.groupby('point')[SEED].nunique().reindex(list(labels), fill_value=0)
+    coverage = stats.Check(f'every flat shape measured at N={n:,}', bool((counts == seeds).all()),
+                           'seeds at the chosen rate: ' + ', '.join(f'{k}: {c}/{seeds}' for k, c in counts.items()))
+    ranges, near_ceiling = [], False
+    for label in labels:
+      h = g[g['point'] == label]
+      ceiling = float((h['bigram_bits'] - h['floor_bits']).mean()) if len(h) else math.nan
+      ranges.append(stats.range_check(label, h[EXCESS] if len(h) else [], floor=0.0, ceiling=ceiling,
+                                      margin=RANGE_MARGIN))
+      near_ceiling |= bool(len(h) and h[EXCESS].mean() >= ceiling - RANGE_MARGIN)
+    pinned = stats.all_of(f'not pinned at N={n:,} (excess bits between the floor 0 and the bigram excess)', ranges)
+    if not pinned.passed and near_ceiling:   # not yet past a bigram model: more steps may fix it
+      pinned = dataclasses.replace(pinned, remedy=stats.DOUBLE_STEPS, points=labels)
+    worst = max(flat, key=lambda p: abs(p['deviation']))
+    matched = stats.Check(f'parameters matched at N={n:,}', abs(worst['deviation']) <= MAX_DEVIATION,
+                          f'largest deviation of the achieved N from {n:,}: {100 * worst["deviation"]:+.2f}% '
+                          f'({worst["point"]}, N = {worst["non_embedding_params"]:,}); '
+                          f'allowed {100 * MAX_DEVIATION:g}%')
+    out.append(dataclasses.replace(stats.gate(v, [coverage, pinned, matched]), points=labels))
   return out
 
 
-# --------------------------------------------------------------------------- analysis (pure)
+# --------------------------------------------------------------------------- report
 
-def excess_over_fit(frame: pd.DataFrame, *, n: str = 'non_embedding_params', y: str = 'excess_bits',
-                    seed: str = SEED) -> pd.DataFrame:
-  """Per seed: least-squares fit log y = a - alpha log n over the seed's rows; adds `fit` (L_fit(n)),
-  `excess_pct` = 100 (y / fit - 1) and `alpha` (the seed's fitted exponent) to a copy of frame."""
-  out = []
-  for _, g in frame.groupby(seed, sort=True):
-    lx, ly = np.log(g[n].to_numpy(float)), np.log(g[y].to_numpy(float))
-    slope, intercept = np.polyfit(lx, ly, 1) if np.ptp(lx) > 0 else (0.0, float(ly.mean()))
-    fit = np.exp(intercept + slope * lx)
-    out.append(g.assign(fit=fit, excess_pct=100 * (g[y].to_numpy(float) / fit - 1), alpha=-slope))
-  return pd.concat(out) if out else frame.assign(fit=[], excess_pct=[], alpha=[])
-
-
-def spread(frame: pd.DataFrame, ratios=FLAT_RATIOS) -> float:
-  """max - min of one seed's excess_pct over the rows whose nominal ratio is in `ratios`."""
-  g = frame[frame['ratio'].isin(ratios)]['excess_pct']
-  return float(g.max() - g.min()) if len(g) else math.nan
-
-
-def _label(size: int, ratio: float) -> str:
-  return f'N={size:,} r={ratio:g}'
-
-
-def _worst(name: str, checks: list[verdict.Check]) -> verdict.Check:
-  """One check from per-shape checks: passes if all pass; detail names the failing shapes (or all)."""
-  failed = [c for c in checks if not c.passed]
-  shown = failed or checks
-  return verdict.Check(name, not failed, '; '.join(f'{c.name}: {c.detail}' for c in shown))
-
-
-def _previous_eval(run_dir: str, key: str = 'eval/excess_bits') -> float:
-  """The second-to-last logged value of `key` in a run's metrics.jsonl (NaN if absent)."""
-  records, _ = io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))
-  vals = [float(r[key]) for r in records if key in r]
-  return vals[-2] if len(vals) >= 2 else math.nan
-
-
-def with_points(results: dict[str, pd.DataFrame], scale: str, outdir: str | None = None) -> pd.DataFrame:
-  """Completed rows of every size, with size, ratio, non_embedding_params and (read from each run's
-  metrics.jsonl under outdir when the column is absent) excess_bits_prev, the previous evaluation."""
-  table = {(p['d_model'], p['d_ff']): p for p in shapes(scale)}
-  frames = []
-  for n in SETTINGS[scale]['sizes']:
-    df = base.completed(results.get(sweep_name(n), pd.DataFrame(columns=['status']))).copy()
-    if df.empty:
-      continue
-    pts = [table[(int(d), int(f))] for d, f in zip(df['model.d_model'], df['model.d_ff'])]
-    df['size'] = [p['size'] for p in pts]
-    df['ratio'] = [p['ratio'] for p in pts]
-    df['non_embedding_params'] = [non_embedding_params(int(d), int(f))
-                                  for d, f in zip(df['model.d_model'], df['model.d_ff'])]
-    if 'excess_bits_prev' not in df and outdir is not None:
-      df['excess_bits_prev'] = [_previous_eval(os.path.join(outdir, sweep_name(n), 'runs', name))
-                                for name in df['name']]
-    frames.append(df)
-  return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
-  s = SETTINGS[ctx.scale]
-  notes = []
-  failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
-  if any(failed.values()):
-    notes.append(f'runs not completed (excluded; a diverged rate never wins): {failed}')
-  df = with_points(results, ctx.scale, ctx.outdir)
-  winners = verdict.best_per_point(df, by=['size', 'ratio'], metric='excess_bits')
-  winners = excess_over_fit(winners)
-  alphas = winners.groupby(SEED)['alpha'].first()
-  a_mean, a_lo, a_hi = verdict.mean_ci(alphas)
-  previous = excess_over_fit(winners.drop(columns=['fit', 'excess_pct', 'alpha']), y='excess_bits_prev')
-  verdicts, heads = [], []
-  for n in s['sizes']:
-    w, w_prev = winners[winners['size'] == n], previous[previous['size'] == n]
-    ranges = []
-    for r, g in w.groupby('ratio', sort=True):
-      ceiling = float((g['bigram_bits'] - g['floor_bits']).mean())
-      ranges.append(verdict.range_check(_label(n, r), g['excess_bits'], floor=0.0, ceiling=ceiling,
-                                        margin=RANGE_MARGIN))
-    spreads = [spread(g) for _, g in w.groupby(SEED, sort=True)]
-    spreads_prev = [spread(g) for _, g in w_prev.groupby(SEED, sort=True)]
-    counts = w.groupby('ratio')[SEED].nunique().reindex(s['ratios'], fill_value=0)
-    coverage = verdict.Check(f'every shape measured at N={n:,}', bool((counts == s['seeds']).all()),
-                             'seeds with a completed run per ratio: '
-                             + ', '.join(f'{r:g}: {c}/{s["seeds"]}' for r, c in counts.items()))
-    edge = verdict.edge_check(f'learning rate inside the grid at N={n:,}',
-                              w.set_index(['size', 'ratio'])[f'best_{LR}'], s['lrs'])
-    checks = [coverage, verdict.plateau_check(f'plateau at N={n:,} (mean spread, points, at {PLATEAU_AT:g} of the steps '
-                                    'and at the end)', spreads, spreads_prev, PLATEAU_TOL, relative=False),
-              _worst(f'dynamic range at N={n:,} (excess bits between 0 and the bigram excess)', ranges),
-              edge]
-    v = verdict.threshold(spreads, level=FLAT_LEVEL, direction='below',
-                          claim=f'at N = {n:,} non-embedding parameters the loss (excess bits over the entropy '
-                                f'floor) changes by less than {FLAT_LEVEL:g}% over d_ff/d_model in '
-                                f'{list(FLAT_RATIOS)} (per-seed spread of the % excess over the L(N) fit)')
-    verdicts.append(verdict.gate(v, checks))
-    heads.append(f'N={n:,}: spread {v.statistic:.3g} points (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])')
-  table = shape_table(df, winners, ctx.scale)
-  figure = plot(winners, table, ctx)
-  total = _total_loss_note(df)
-  if total:
-    notes.append(total)
-  notes.append(f'learning rate fitted per shape over {{{", ".join(f"{x:g}" for x in s["lrs"])}}} '
-               f'(each seed its own best; counts per rate in the table)')
-  return base.Analysis(verdicts=verdicts,
-                       headline='; '.join(heads) + f'; L(N) exponent alpha {a_mean:.3g} [{a_lo:.3g}, {a_hi:.3g}]',
-                       tables=[base.Table('Shapes, achieved non-embedding parameters and loss at each seed\'s '
-                                          'best learning rate (mean and 95% CI over seeds)', table)],
-                       figures=[figure], notes=notes)
-
-
-def shape_table(df: pd.DataFrame, winners: pd.DataFrame, scale: str) -> pd.DataFrame:
-  """One row per shape: its dimensions and achieved N, the winners' loss and % excess, the winning rates."""
+def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
+  """Per shape: total and excess bits (mean, t CI) and the % change of the total loss relative to the best
+  shape of its size (ratio of means, bootstrap CI), from the runs at each shape's chosen rate."""
   rows = []
-  for p in shapes(scale):
-    w = winners[(winners['size'] == p['size']) & (winners['ratio'] == p['ratio'])]
-    row = {'N target': p['size'], 'r': p['ratio'], 'd_model': p['d_model'], 'd_ff': p['d_ff'],
-           'd_ff/d_model': p['actual_ratio'], 'N achieved': p['non_embedding_params'],
-           'deviation %': 100 * p['deviation'], 'seeds': len(w)}
-    for col, name in (('excess_bits', 'excess bits'), ('excess_pct', '% over L(N)')):
-      m, lo, hi = verdict.mean_ci(w[col]) if len(w) else (math.nan,) * 3
-      row[f'{name}'], row[f'{name} CI'] = m, f'[{lo:.3g}, {hi:.3g}]'
-    counts = w[f'best_{LR}'].value_counts().sort_index()
-    row['best rate (seeds)'] = ', '.join(f'{k:g}: {v}' for k, v in counts.items())
-    prev = w['excess_bits_prev'].mean() if len(w) else math.nan
-    row['loss change since previous eval %'] = 100 * (w['excess_bits'].mean() - prev) / prev if len(w) else math.nan
-    rows.append(row)
+  for n in SETTINGS[scale]['sizes']:
+    pts = [p for p in shapes(scale) if p['size'] == n]
+    loss = full[full['point'].isin([p['point'] for p in pts])].pivot_table(index=SEED, columns='point', values=LOSS)
+    best = loss.mean().idxmin() if loss.size else None
+    for p in pts:
+      g = full[full['point'] == p['point']]
+      row = {'N target': n, 'r': p['ratio'], 'd_model': p['d_model'], 'd_ff': p['d_ff'],
+             'd_ff/d_model': p['actual_ratio'], 'N achieved': p['non_embedding_params'],
+             'deviation %': 100 * p['deviation'], 'seeds': len(g),
+             'steps': int(g['train.steps'].iloc[0]) if len(g) else math.nan,
+             'rate': float(g['train.learning_rate'].iloc[0]) if len(g) else math.nan}
+      row['total bits'] = float(g[LOSS].mean()) if len(g) else math.nan
+      if p['point'] == best:
+        r = lo = hi = 1.0
+      elif best is not None and p['point'] in loss:
+        r, lo, hi = stats.ratio_of_means(*loss[[p['point'], best]].dropna().to_numpy().T)
+      else:
+        r = lo = hi = math.nan
+      row['% vs best'], row['% vs best lo'], row['% vs best hi'] = 100 * (r - 1), 100 * (lo - 1), 100 * (hi - 1)
+      row['excess bits'], row['excess lo'], row['excess hi'] = stats.mean_ci(g[EXCESS]) if len(g) else (math.nan,) * 3
+      rows.append(row)
   return pd.DataFrame(rows)
 
 
-def _total_loss_note(df: pd.DataFrame) -> str:
-  """The same statistic on total bits per token (Kaplan's literal loss, floor included), for context."""
-  if df.empty or 'eval_bits' not in df:
-    return ''
-  w = excess_over_fit(verdict.best_per_point(df, by=['size', 'ratio'], metric='eval_bits'), y='eval_bits')
-  parts = []
-  for n, g in w.groupby('size'):
-    m, lo, hi = verdict.mean_ci([spread(h) for _, h in g.groupby(SEED)])
-    parts.append(f'N={n:,}: {m:.3g} [{lo:.3g}, {hi:.3g}]')
-  return ('the same spread on total bits per token (entropy floor included, as Kaplan et al.\'s loss; not a '
-          'verdict, the floor dilutes every difference): ' + '; '.join(parts) + ' percentage points')
-
-
-def plot(winners: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.Figure:
-  fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
-  for i, (n, g) in enumerate(winners.groupby('size')):
-    t = verdict.summarize(g, ['ratio'], ['excess_pct'])
-    base.errorbar_ci(ax1, t['ratio'], t['excess_pct_mean'], t['excess_pct_ci_lo'], t['excess_pct_ci_hi'],
-                     color=f'C{i}', label=f'N = {n:,} (mean, 95% CI over seeds)')
-    ax1.scatter(g['ratio'], g['excess_pct'], s=8, color=f'C{i}', alpha=0.4)
-    ax2.scatter(g['non_embedding_params'], g['excess_bits'], s=10, color=f'C{i}', alpha=0.5,
-                label=f'N = {n:,}: each seed\'s best rate, every shape')
+def figure(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
+  fig, axes = base.figure(1, 2, size=(6.0, 4.6))
+  ax1, ax2 = axes[0]
+  for i, (n, t) in enumerate(table.groupby('N target')):
+    base.errorbar_ci(ax1, t['d_ff/d_model'], t['% vs best'], t['% vs best lo'], t['% vs best hi'], color=f'C{i}',
+                     label=f'N = {n:,} (mean ratio, 95% bootstrap CI)')
+    base.errorbar_ci(ax2, t['d_ff/d_model'], t['excess bits'], t['excess lo'], t['excess hi'], color=f'C{i}',
+                     label=f'N = {n:,} (mean, 95% CI over seeds)')
   ax1.axvspan(min(FLAT_RATIOS), max(FLAT_RATIOS), color='0.9', zorder=0,
               label=f'ratios of the spread {list(FLAT_RATIOS)}')
-  ax1.axhline(0, color='k', lw=0.8)
-  base.style_axes(ax1, xlabel='d_ff / d_model (nominal)', ylabel='% excess over the L(N) fit', xscale='log', xbase=2,
-                  title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale}); claim: spread < {FLAT_LEVEL:g} points')
-  if len(winners):
-    x = np.geomspace(winners['non_embedding_params'].min() * 0.8, winners['non_embedding_params'].max() * 1.25)
-    b = winners.groupby(SEED).apply(lambda g: np.polyfit(np.log(g['non_embedding_params']),
-                                                         np.log(g['excess_bits']), 1), include_groups=False)
-    slope, intercept = np.mean(np.stack(b.to_numpy()), axis=0)
-    ax2.plot(x, np.exp(intercept + slope * np.log(x)), 'k--', label=f'L(N) fit (mean over seeds), alpha {-slope:.3g}')
-  base.style_axes(ax2, xlabel='non-embedding parameters N', ylabel='excess bits per token over the entropy floor',
-                  title='loss vs N, every shape', xscale='log', yscale='log')
+  ax1.axhline(FLAT_LEVEL, color='k', ls='--', lw=0.8, label=f'{FLAT_LEVEL:g}% (the rule)')
+  base.style_axes(ax1, xlabel='d_ff / d_model', ylabel='% change of the total loss vs the best shape', xscale='log',
+                  xbase=2, title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale})')
+  base.style_axes(ax2, xlabel='d_ff / d_model', ylabel='excess bits per token over the entropy floor', xscale='log',
+                  xbase=2, yscale='log' if (table['excess bits'] > 0).any() else None,
+                  title='the same runs: loss above the exact floor')
   return base.save_figure(fig, ctx.outdir, 'loss_vs_ratio.png',
-                          'left: % excess of each shape\'s loss (excess bits, each seed\'s best learning rate) over '
-                          'the per-seed L(N) fit, vs d_ff/d_model, per size; right: the losses vs N with the fit')
+                          'left: % change of each shape\'s total loss (bits per token, at its tuned rate) relative to '
+                          'the best shape of its size, vs d_ff/d_model, with the 5% rule; right: excess bits over the '
+                          'exact entropy floor, the part of the loss shapes can change')
 
 
-ABLATION = base.Ablation(
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  table = relative_loss(result.full, ctx.scale)
+  shown = [r for r in SETTINGS[ctx.scale]['ratios'] if r not in FLAT_RATIOS]
+  heads = [f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])'
+           for n, v in zip(SETTINGS[ctx.scale]['sizes'], result.verdicts)]
+  return base.Presentation(
+      headline='; '.join(heads) + f' of the total loss over d_ff/d_model {list(FLAT_RATIOS)}',
+      tables=[base.Table('Shapes, achieved non-embedding parameters, and loss at each shape\'s T and tuned rate',
+                         table)],
+      figures=[figure(table, ctx)],
+      notes=[f'ratios {shown} are shown, not in the spread; their rates are tuned but not checked'] if shown else [])
+
+
+ABLATION = base.Study(
     name='expansion_ratio',
     claim=('At a fixed non-embedding parameter count a transformer language model\'s loss changes by only a few '
            'percent over d_ff/d_model from about 1 to 10 (Kaplan et al. 2020, Fig. 5).'),
     citation='Kaplan et al. 2020, Scaling Laws for Neural Language Models, Fig. 5 (docs/references.md)',
-    published=('loss within a few percent of the L(N) fit for d_ff/d_model from about 1 to 10 at fixed '
-               'non-embedding parameters'),
-    sweeps=sweeps, analyze=analyze,
+    published='loss within a few percent of the best shape for d_ff/d_model from about 1 to 10 at fixed '
+              'non-embedding parameters',
     setup=('The `language` task (order-2 sparse Markov chain, V 64, 16 candidates, 4 next tokens, Dirichlet 0.5; '
            'exact entropy floor) on a 1-layer pre-norm transformer with attention (2 heads, ReLU FFN with biases, '
-           'learned positions). Two sizes of non-embedding parameters (attention + FFN + norms); per size six shapes '
-           'd_ff/d_model ~ 0.5 ... 16 (d_model >= 32) at the size\'s budget. Adam, cosine schedule; three learning '
-           'rates x seeds per shape in one compiled program, each seed\'s best rate read. Loss = excess bits per '
-           'token over the exact floor; statistic = % excess over the per-seed L(N) fit (Kaplan et al.).'))
+           'learned positions). Two sizes of non-embedding parameters (attention + FFN + norms); per size shapes '
+           'd_ff/d_model ~ 0.5 ... 16 (d_model >= 32). Adam, cosine schedule; the learning rate tuned per shape on '
+           'the mean total loss over seeds. Statistic: % change of the total loss (bits per token) of the worst '
+           'shape in 1 ... 8 relative to the best (Kaplan et al.).'),
+    regimes=REGIMES, arms=arms, rules=rules, present=present)

@@ -1,64 +1,75 @@
-"""superposition: does a ReLU model with m hidden dimensions represent more than m sparse features?
+"""superposition: does a ReLU model with m hidden dimensions represent more than m features once they are sparse?
 
-Elhage et al. 2022 (docs/references.md#elhage-et-al-2022): the toy model x -> ReLU(W^T W x + b),
-n = 20 features, m = 5 hidden dimensions, each feature 0 with probability S else U[0, 1], loss
-sum_i I_i (y_i - x_i)^2 with I_i = 0.7^i. Dense inputs (S = 0): the m most important features get
-orthogonal directions, the rest none. Sparse inputs: more than m features get a direction
-(superposition), and the count changes sharply with sparsity. Feature i is *represented* when
-||W_i|| > 0.5 (W_i the column of W for feature i); dimensions per feature = m / ||W||_F^2.
+Claim (Elhage et al. 2022, "Toy Models of Superposition"; docs/references.md#elhage-et-al-2022): the
+toy model x -> ReLU(W^T W x + b), n = 20 features, m = 5 hidden dimensions, each feature 0 with
+probability S else U[0, 1], loss sum_i I_i (y_i - x_i)^2 with I_i = 0.7^i. Dense inputs (S = 0): the m
+most important features get orthogonal directions, the rest none. Sparse inputs: more than m features
+get a direction (superposition). Feature i is *represented* when ||W_i|| > 0.5 (W_i the column of W for
+feature i); dimensions per feature = m / ||W||_F^2.
 
-Sweeps (density 1 - S x seeds, one vmapped program each): `tied` (the toy, I_i = 0.7^i), `tied_uniform`
-(the toy, I_i = 1; descriptive), `ffn` (the repo's FFN, models.build_ffn: ReLU(x W1 + b1) W2 + b2 with
-biases, d_ff = m, same task). For the FFN, feature i has an input row W1[i, :] and an output column
-W2[:, i] (both m-dimensional); it counts as represented when sqrt(||W1[i, :]|| ||W2[:, i]||) > 0.5.
-That is ||W_i|| when W1 = W^T and W2 = W (the tied toy), and it is unchanged by the rescaling
-W1 -> c W1, W2 -> W2 / c that leaves a ReLU FFN's function unchanged. As a cross-check the report
-also counts features whose isolated gain (output i at x = e_i minus output i at x = 0) exceeds 0.5.
+Setup: arms `tied` (the toy, I_i = 0.7^i) and `ffn` (the repo's FFN, models.build_ffn: ReLU(x W1 + b1)
+W2 + b2 with biases, d_ff = m, same task); their points are the densities 1 - S (all of an arm's
+densities, rates and seeds train in one program per budget: the sparsity and the rate are traced).
+Adam, cosine schedule (warm-up 5% of the steps), batch 1,024 (256 at smoke), fresh inputs every step.
+The learning rate is tuned per point on the mean held-out loss over seeds (the runner; one grid), so
+every density is read near its own optimum rather than at the paper's fixed 1e-3.
 
-Verdict rules (fixed before any full run; see `analyze_stats`):
-  1. toy (I = 0.7^i): per seed, the mean over densities <= 0.03 of the number of represented
-     features; claim: above m (threshold, t CI over seeds).
-  2. FFN hidden layer: the same rule with the FFN's criterion.
-Each is gated on: plateau (the training loss, mean over the logged chunk, at the last two logs within
-PLATEAU_TOL relative, every density, mean over seeds) and the dense premise (at density 1 the CI of
-the represented count lies inside [m - 1, m]: no superposition without sparsity).
+Measurement (`collect`, from a run's final weights): for the toy, the represented count and m /
+||W||_F^2. For the FFN, feature i has an input row W1[i, :] and an output column W2[:, i]; it counts
+as represented when sqrt(||W1[i, :]|| ||W2[:, i]||) > 0.5, which is ||W_i|| when W1 = W^T and W2 = W,
+and is unchanged by the rescaling W1 -> c W1, W2 -> W2 / c that leaves a ReLU FFN's function
+unchanged. A cross-check (shown, not a verdict): features whose isolated gain (output i at x = e_i
+minus output i at x = 0) exceeds 0.5.
+
+Statistic, per arm: per seed, the mean represented count over the densities 1 - S <= SPARSE_MAX_DENSITY
+minus the same seed's count at 1 - S = 1 (paired: seed s draws the same initial weights at every
+density). Rule (fixed before the run, stats.paired): reproduced if the 95% t CI of the mean difference
+lies above MARGIN (sparse inputs make the model represent at least one feature more than dense
+inputs do), not reproduced if it lies below; else inconclusive. Gates (stats.gate): the dense premise
+(the mean count at 1 - S = 1 over seeds within m +- DENSE_TOLERANCE: no superposition without sparsity;
+an integer count per seed can meet it; more steps may fix it), not collapsed (the sparse models'
+mean count more than half a feature above 0), every point of the verdict has every seed. The runner
+adds its own: each point's rate inside its grid, the difference stable from T/2 to T.
 """
 
+import dataclasses
 import math
-import os
+from typing import Any
 
-import matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
-import pandas as pd  # pylint: disable=wrong-import-position
+import numpy as np
+import pandas as pd
 
-from ffn_research import io as io_lib  # pylint: disable=wrong-import-position
-from ffn_research import loop  # pylint: disable=wrong-import-position
-from ffn_research import sweep  # pylint: disable=wrong-import-position
-from ffn_research.ablations import base  # pylint: disable=wrong-import-position
-from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
-from ffn_research.config import default_config  # pylint: disable=wrong-import-position
+from ffn_research import loop
+from ffn_research import stats
+from ffn_research.ablations import base
+from ffn_research.config import default_config
 
 N_FEATURES, M_HIDDEN = 20, 5          # the paper's first figure
 IMPORTANCE_DECAY = 0.7                # I_i = 0.7^i (the paper's)
 NORM_LEVEL = 0.5                      # represented: ||W_i|| > 0.5 (the paper's)
-SPARSE_MAX_DENSITY = 0.03             # the verdicts read densities 1 - S <= this
-PLATEAU_TOL = 0.1                     # relative change of the loss between the last two logs
+SPARSE_MAX_DENSITY = 0.03             # the verdicts read densities 1 - S <= this against 1 - S = 1
+MARGIN = 1.0                          # rule: sparse - dense > 1 feature (at least one feature more)
+DENSE_TOLERANCE = 1.0                 # premise: mean dense count within m +- 1
+COLLAPSE_MARGIN = 0.5                 # not collapsed: mean sparse count > 0.5
 DENSITY = 'density'                   # 1 - task.feature_sparsity
 SEED = 'train.seed'
 DENSITIES = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
-# Per scale: densities 1 - S, seeds, optimizer steps, batch size.
+RATES = (3e-3, 1e-2, 3e-2)
+# Per scale: densities 1 - S and batch size. Rates, T, seeds and the cap: REGIMES.
 SETTINGS = {
-    'smoke': dict(densities=(1.0, 0.1, 0.01), seeds=3, steps=200, batch=256),
-    'quick': dict(densities=DENSITIES, seeds=5, steps=3000, batch=1024),
-    'full': dict(densities=DENSITIES, seeds=6, steps=5000, batch=1024),
+    'smoke': dict(densities=(1.0, 0.1, 0.01), batch=256),
+    'quick': dict(densities=DENSITIES, batch=1024),
+    'full': dict(densities=DENSITIES, batch=1024),
 }
-# Sweep name -> (model.arch, importance decay r, label).
+REGIMES = {
+    'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=200, seeds=3, cap_s=60),
+    'quick': base.Regime(rates=RATES, steps=1000, seeds=5, cap_s=600),
+    'full': base.Regime(rates=RATES, steps=2000, seeds=12, cap_s=3600),
+}
+# Arm -> (model.arch, label).
 ARMS = {
-    'tied': ('tied_relu', IMPORTANCE_DECAY, f'toy ReLU(W^T W x + b), I = {IMPORTANCE_DECAY}^i'),
-    'tied_uniform': ('tied_relu', 1.0, 'toy ReLU(W^T W x + b), uniform I'),
-    'ffn': ('ffn', IMPORTANCE_DECAY, f'FFN ReLU(x W1 + b1) W2 + b2, d_ff = m, I = {IMPORTANCE_DECAY}^i'),
+    'tied': ('tied_relu', f'toy ReLU(W^T W x + b), I = {IMPORTANCE_DECAY}^i'),
+    'ffn': ('ffn', f'FFN ReLU(x W1 + b1) W2 + b2, d_ff = m, I = {IMPORTANCE_DECAY}^i'),
 }
 
 
@@ -91,91 +102,98 @@ def ffn_stats(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray,
           'represented_gain': int(np.sum(ffn_gain(w1_NxM, b1_M, w2_MxN) > level))}
 
 
-# --------------------------------------------------------------------------- sweeps
-
-def _base(arch: str, decay: float, steps: int, batch: int):
-  config = default_config()
-  config.task.name = 'sparse_features'
-  config.task.importance_decay = decay
-  m = config.model
-  m.arch, m.d_model, m.d_ff, m.activation, m.use_bias = arch, N_FEATURES, M_HIDDEN, 'relu', True
-  config.train.batch_size = batch
-  config.train.learning_rate = 1e-3   # Adam 1e-3, as the paper's code; cosine decay (the repo's default)
-  base.set_steps(config.train, steps, num_logs=10)
-  return config
-
-
-def sweeps(scale: str) -> list[base.SweepSpec]:
-  s = SETTINGS[scale]
-  grid = sweep.product(sweep.values('task.feature_sparsity', [round(1.0 - d, 6) for d in s['densities']]),
-                       sweep.values(SEED, range(s['seeds'])))
-  return [base.SweepSpec(name, _base(arch, decay, s['steps'], s['batch']), grid)
-          for name, (arch, decay, _) in ARMS.items()]
-
-
-# --------------------------------------------------------------------------- analysis
-
-def run_stats(run_dir: str) -> dict[str, float]:
-  """A finished run's measurements from its trained weights and its metrics.jsonl."""
+def collect(run_dir: str, row) -> dict[str, Any]:
+  """A finished run's measurements from its final weights."""
+  del row
   run = loop.load_run(run_dir)
   p = run.model
   if run.config.model.arch == 'tied_relu':
-    out = tied_stats(np.asarray(p.w[...]))
-  else:
-    out = ffn_stats(np.asarray(p.w1[...]), np.asarray(p.b1[...]), np.asarray(p.w2[...]))
-  losses = [r['loss'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'loss' in r]
-  out['loss_last'] = float(losses[-1]) if losses else math.nan
-  out['loss_previous'] = float(losses[-2]) if len(losses) > 1 else math.nan
+    return tied_stats(np.asarray(p.w[...]))
+  return ffn_stats(np.asarray(p.w1[...]), np.asarray(p.b1[...]), np.asarray(p.w2[...]))
+
+
+# --------------------------------------------------------------------------- arms
+
+def point_label(density: float) -> str:
+  return f'1-S={density:g}'
+
+
+def budget(steps: int) -> dict[str, Any]:
+  """A budget's own schedule: cosine over `steps`, warm-up 5% of them."""
+  return {**base.budget(steps), 'train.warmup_steps': max(1, steps // 20)}
+
+
+def arms(scale: str) -> list[base.Arm]:
+  s = SETTINGS[scale]
+  out = []
+  for name, (arch, _) in ARMS.items():
+    config = default_config()
+    config.task.name, config.task.importance_decay = 'sparse_features', IMPORTANCE_DECAY
+    m = config.model
+    m.arch, m.d_model, m.d_ff, m.activation, m.use_bias = arch, N_FEATURES, M_HIDDEN, 'relu', True
+    config.train.batch_size = s['batch']
+    out.append(base.Arm(name, config, {point_label(d): {'task.feature_sparsity': round(1.0 - d, 6)}
+                                       for d in s['densities']}, budget=budget))
   return out
 
 
-def collect(results: dict[str, pd.DataFrame], outdir: str) -> pd.DataFrame:
-  """One row per finished run: arm, density, seed and run_stats."""
+# --------------------------------------------------------------------------- the rule (pure)
+
+def with_density(frame: pd.DataFrame) -> pd.DataFrame:
+  return frame.assign(**{DENSITY: (1.0 - frame['task.feature_sparsity'].astype(float)).round(6)})
+
+
+def arm_verdict(sel: pd.DataFrame, arm: str, scale: str, claim: str) -> stats.Verdict:
+  """The rule of the module docstring for one arm, gated on the dense premise, collapse and coverage."""
+  seeds = REGIMES[scale].seeds
+  dens = [d for d in SETTINGS[scale]['densities'] if d >= 1.0 or d <= SPARSE_MAX_DENSITY]
+  labels = tuple(f'{arm}: {point_label(d)}' for d in dens)
+  g = with_density(sel[sel['point'].isin(labels)])
+  dense = g[g[DENSITY] >= 1.0].set_index(SEED)['represented'].astype(float)
+  sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY].groupby(SEED)['represented'].mean()
+  both = sorted(set(dense.index) & set(sparse.index))
+  v = stats.paired(sparse.reindex(both).to_numpy(), dense.reindex(both).to_numpy(), expect='greater', margin=MARGIN,
+                   claim=claim)
+  m = float(dense.mean()) if len(dense) else math.nan
+  premise = stats.Check(
+      f'{arm}: dense premise (about m = {M_HIDDEN} features without sparsity)',
+      bool(abs(m - M_HIDDEN) <= DENSE_TOLERANCE),
+      f'represented at 1 - S = 1 per seed: {", ".join(str(int(c)) for c in dense.to_numpy())}; mean {m:.3g}, '
+      f'required within [{M_HIDDEN - DENSE_TOLERANCE:g}, {M_HIDDEN + DENSE_TOLERANCE:g}]',
+      remedy=stats.DOUBLE_STEPS, points=labels)
+  collapsed = stats.range_check(f'{arm}: sparse models not collapsed (features represented at 1 - S <= '
+                                f'{SPARSE_MAX_DENSITY:g})', sparse, floor=0.0, margin=COLLAPSE_MARGIN)
+  counts = g.groupby('point')[SEED].nunique().reindex(list(labels), fill_value=0)
+  coverage = stats.Check(f'{arm}: every density of the verdict measured', bool((counts == seeds).all()),
+                         'seeds at the chosen rate: ' + ', '.join(f'{k}: {c}/{seeds}' for k, c in counts.items()))
+  return dataclasses.replace(stats.gate(v, [premise, collapsed, coverage]), points=labels)
+
+
+def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
+  head = (f'sparse inputs (1 - S <= {SPARSE_MAX_DENSITY:g}) make {{}} represent more than {MARGIN:g} feature(s) more '
+          f'than dense inputs (per seed, mean over those densities minus 1 - S = 1; n = {N_FEATURES}, m = {M_HIDDEN})')
+  return [arm_verdict(sel, 'tied', scale, head.format(f'the toy ReLU(W^T W x + b) (I = {IMPORTANCE_DECAY}^i, '
+                                                      f'||W_i|| > {NORM_LEVEL})')),
+          arm_verdict(sel, 'ffn', scale, head.format(f'an FFN hidden layer (ReLU, d_ff = m, biases; '
+                                                     f'sqrt(||W1[i,:]|| ||W2[:,i]||) > {NORM_LEVEL})'))]
+
+
+# --------------------------------------------------------------------------- report
+
+def density_table(full: pd.DataFrame) -> pd.DataFrame:
   rows = []
-  for arm in ARMS:
-    if arm not in results:
-      continue
-    for _, r in base.completed(results[arm]).iterrows():
-      rows.append({'arm': arm, DENSITY: round(1.0 - float(r['task.feature_sparsity']), 6), SEED: int(r[SEED]),
-                   **run_stats(os.path.join(outdir, arm, 'runs', r['name']))})
-  return pd.DataFrame(rows)
-
-
-def _ci(values) -> tuple[float, float, float]:
-  """Mean and t CI; a zero-spread sample's CI is the point itself."""
-  x = np.asarray(values, float)
-  if len(x) and np.all(x == x[0]):
-    return float(x[0]), float(x[0]), float(x[0])
-  return verdict.mean_ci(x)
-
-
-def arm_verdict(stats: pd.DataFrame, arm: str, claim: str) -> verdict.Verdict:
-  """The rule of the module docstring for one arm, gated on plateau and the dense premise."""
-  g = stats[stats['arm'] == arm]
-  sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY + 1e-12]
-  per_seed = sparse.groupby(SEED)['represented'].mean()
-  v = verdict.threshold(per_seed.values, level=M_HIDDEN, direction='above', claim=claim)
-  checks = []
-  for d, gd in g.groupby(DENSITY):
-    checks.append(verdict.plateau_check(f'{arm}: plateau at 1 - S = {d:g} (training loss at the last two logs)',
-                                        gd['loss_last'].to_numpy(), gd['loss_previous'].to_numpy(), PLATEAU_TOL))
-  dense = g[g[DENSITY] >= 1.0]['represented']
-  m, lo, hi = _ci(dense) if len(dense) else (math.nan,) * 3
-  checks.append(verdict.premise_check(f'{arm}: dense premise (no superposition without sparsity)', m, (lo, hi),
-                                      M_HIDDEN - 1, M_HIDDEN, what=f'represented features at 1 - S = 1 (m = {M_HIDDEN})'))
-  return verdict.gate(v, checks)
-
-
-def density_table(stats: pd.DataFrame) -> pd.DataFrame:
-  rows = []
-  for (arm, d), g in stats.groupby(['arm', DENSITY], sort=False):
-    m, lo, hi = _ci(g['represented'])
-    row = {'arm': arm, '1 - S': d, 'seeds': len(g), 'represented mean': m, 'CI lo': lo, 'CI hi': hi,
+  for (arm, d), g in with_density(full).groupby(['arm', DENSITY], sort=False):
+    m, lo, hi = stats.mean_ci(g['represented'])
+    row = {'arm': arm, '1 - S': d, 'seeds': len(g), 'steps': int(g['train.steps'].iloc[0]),
+           'rate': float(g['train.learning_rate'].iloc[0]),
+           'represented mean': m, 'CI lo': lo, 'CI hi': hi,
            'min': int(g['represented'].min()), 'max': int(g['represented'].max()),
-           'dims/feature': float(g['dims_per_feature'].mean()), 'loss (last log)': float(g['loss_last'].mean())}
+           'dims/feature': float(g['dims_per_feature'].mean()), 'eval loss': float(g['eval_loss'].mean())}
     if 'represented_gain' in g and g['represented_gain'].notna().any():
       row['represented (gain > 0.5)'] = float(g['represented_gain'].mean())
     rows.append(row)
+  if not rows:
+    return pd.DataFrame(columns=['arm', '1 - S'])
   return pd.DataFrame(rows).sort_values(['arm', '1 - S'], ascending=[True, False]).reset_index(drop=True)
 
 
@@ -192,89 +210,63 @@ def sharpest_step(table: pd.DataFrame, arm: str) -> str:
           + ', '.join(f'{x:+.2f}' for x in jumps) + ')')
 
 
-def dense_vs_sparse(stats: pd.DataFrame, arm: str) -> str:
-  """Descriptive (not a verdict; added after the first full run): per seed the dense count and the
-  paired difference (mean over densities <= SPARSE_MAX_DENSITY) - (density 1)."""
-  g = stats[stats['arm'] == arm]
-  dense = g[g[DENSITY] >= 1.0].set_index(SEED)['represented']
-  sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY + 1e-12].groupby(SEED)['represented'].mean()
-  diff = (sparse - dense).dropna()
-  if diff.empty:
-    return f'{arm}: no seed has both a dense and a sparse run'
-  m, lo, hi = _ci(diff)
-  return (f'{arm}, descriptive (not a verdict): represented at 1 - S = 1 per seed: '
-          + ', '.join(f'seed {int(s)}: {int(c)}' for s, c in dense.items())
-          + f'; per seed, sparse (1 - S <= {SPARSE_MAX_DENSITY:g}) minus dense: {m:+.2f} (95% CI [{lo:.2f}, {hi:.2f}], '
-          f'n = {len(diff)})')
-
-
-def analyze_stats(stats: pd.DataFrame, ctx: base.Context, failed: dict[str, int] | None = None) -> base.Analysis:
-  """The verdicts, tables and figures from collect's frame (pure in the frame; tests feed a synthetic one)."""
-  verdicts = [
-      arm_verdict(stats, 'tied', f'the toy ReLU(W^T W x + b) (n = {N_FEATURES}, m = {M_HIDDEN}, I = '
-                  f'{IMPORTANCE_DECAY}^i) represents more than m features (||W_i|| > {NORM_LEVEL}) at '
-                  f'1 - S <= {SPARSE_MAX_DENSITY:g} (per seed, mean over those densities)'),
-      arm_verdict(stats, 'ffn', f'an FFN hidden layer (ReLU, d_ff = m = {M_HIDDEN}, biases) trained on the same '
-                  f'task represents more than m features (sqrt(||W1[i,:]|| ||W2[:,i]||) > {NORM_LEVEL}) at '
-                  f'1 - S <= {SPARSE_MAX_DENSITY:g}'),
-  ]
-  table = density_table(stats)
-  notes = [sharpest_step(table, arm) for arm in ARMS if arm in set(stats['arm'])]
-  notes += [dense_vs_sparse(stats, arm) for arm in ARMS if arm in set(stats['arm'])]
-  notes.append('dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||')
-  if failed and any(failed.values()):
-    notes.append(f'runs not completed (excluded): {failed}')
-
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-  for i, (arm, (_, _, label)) in enumerate(ARMS.items()):
+def figure(full: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.Figure:
+  fig, axes = base.figure(1, 2, size=(5.5, 4.2))
+  ax0, ax1 = axes[0]
+  full = with_density(full)
+  for i, (arm, (_, label)) in enumerate(ARMS.items()):
     t = table[table['arm'] == arm]
     if t.empty:
       continue
-    base.errorbar_ci(axes[0], t['1 - S'], t['represented mean'], t['CI lo'], t['CI hi'], color=f'C{i}', label=label)
-    g = stats[stats['arm'] == arm]
-    axes[0].scatter(g[DENSITY] * (1 + 0.04 * (i - 1)), g['represented'], s=8, color=f'C{i}', alpha=0.3)
-    axes[1].plot(t['1 - S'], t['dims/feature'], 'o-', color=f'C{i}', label=label)
-  axes[0].axhline(M_HIDDEN, color='k', ls='--', label=f'm = {M_HIDDEN} (no superposition)')
-  axes[0].axvline(SPARSE_MAX_DENSITY, color='gray', ls=':', label=f'verdicts read 1 - S <= {SPARSE_MAX_DENSITY:g}')
-  axes[1].axhline(1.0, color='k', ls='--', label='1 (one dimension per feature)')
-  for ax, ylabel, title in ((axes[0], f'features represented (norm > {NORM_LEVEL})',
+    base.errorbar_ci(ax0, t['1 - S'], t['represented mean'], t['CI lo'], t['CI hi'], color=f'C{i}', label=label)
+    g = full[full['arm'] == arm]
+    ax0.scatter(g[DENSITY] * (1 + 0.04 * (i - 0.5)), g['represented'], s=8, color=f'C{i}', alpha=0.3)
+    ax1.plot(t['1 - S'], t['dims/feature'], 'o-', color=f'C{i}', label=label)
+  ax0.axhline(M_HIDDEN, color='k', ls='--', label=f'm = {M_HIDDEN} (no superposition)')
+  ax0.axvline(SPARSE_MAX_DENSITY, color='gray', ls=':', label=f'verdicts read 1 - S <= {SPARSE_MAX_DENSITY:g}')
+  ax1.axhline(1.0, color='k', ls='--', label='1 (one dimension per feature)')
+  for ax, ylabel, title in ((ax0, f'features represented (norm > {NORM_LEVEL})',
                              f'n = {N_FEATURES} features, m = {M_HIDDEN} dims ({ctx.scale})'),
-                            (axes[1], 'dimensions per feature', 'dimensions per feature (mean over seeds)')):
+                            (ax1, 'dimensions per feature', 'dimensions per feature (mean over seeds)')):
     base.style_axes(ax, xlabel='feature density 1 - S (sparser to the right)', ylabel=ylabel, title=title,
                     xscale='log', title_size=10)
     ax.invert_xaxis()
-  figures = [base.save_figure(fig, ctx.outdir, 'features_vs_sparsity.png',
-                              'left: features represented vs density 1 - S (mean over seeds, 95% CI; dots: seeds) '
-                              'with m; right: dimensions per feature')]
-
-  head = table[(table['arm'] == 'tied')]
-  v = verdicts[0]
-  headline = (f'toy: {v.statistic:.2f} features represented at 1 - S <= {SPARSE_MAX_DENSITY:g} '
-              f'(95% CI [{v.ci[0]:.2f}, {v.ci[1]:.2f}]) vs m = {M_HIDDEN}; FFN: {verdicts[1].statistic:.2f} '
-              f'[{verdicts[1].ci[0]:.2f}, {verdicts[1].ci[1]:.2f}]')
-  if not head.empty:
-    headline += f'; toy at 1 - S = 1: {head.iloc[0]["represented mean"]:.2f}'
-  return base.Analysis(verdicts=verdicts, headline=headline,
-                       tables=[base.Table('Features represented and dimensions per feature, per arm and density '
-                                          '(mean over seeds, 95% CI)', table)],
-                       figures=figures, notes=notes)
+  return base.save_figure(fig, ctx.outdir, 'features_vs_sparsity.png',
+                          'left: features represented vs density 1 - S at each point\'s tuned rate (mean over seeds, '
+                          '95% CI; dots: seeds) with m; right: dimensions per feature')
 
 
-def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
-  failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
-  return analyze_stats(collect(results, ctx.outdir), ctx, failed)
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  table = density_table(result.full)
+  arms_run = [a for a in ARMS if a in set(table['arm'])]
+  notes = [sharpest_step(table, a) for a in arms_run]
+  notes.append('dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||; '
+               'the FFN\'s gain count (output i at e_i minus at 0 above 0.5) is a cross-check, not a verdict')
+  v_toy, v_ffn = result.verdicts
+  dense = (table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table)
+           else pd.Series(dtype=float))
+  headline = (f'sparse - dense features represented, per seed: toy {v_toy.statistic:+.2f} [{v_toy.ci[0]:.2f}, '
+              f'{v_toy.ci[1]:.2f}], FFN {v_ffn.statistic:+.2f} [{v_ffn.ci[0]:.2f}, {v_ffn.ci[1]:.2f}] (rule: > '
+              f'{MARGIN:g}); at 1 - S = 1: ' + ', '.join(f'{a} {c:.2f}' for a, c in dense.items())
+              + f' (m = {M_HIDDEN})')
+  return base.Presentation(
+      headline=headline,
+      tables=[base.Table('Features represented and dimensions per feature, per arm and density, at each point\'s T '
+                         'and tuned rate (mean over seeds, 95% CI)', table)],
+      figures=[figure(result.full, table, ctx)], notes=notes)
 
 
-ABLATION = base.Ablation(
+ABLATION = base.Study(
     name='superposition',
-    claim=(f'A ReLU(W^T W x + b) model with n = {N_FEATURES} sparse features and m = {M_HIDDEN} hidden dimensions '
-           'represents more than m features once features are sparse enough, with a sharp change as sparsity '
-           'grows (Elhage et al. 2022); asked also of an FFN hidden layer of width m.'),
+    claim=(f'A ReLU(W^T W x + b) model with n = {N_FEATURES} features and m = {M_HIDDEN} hidden dimensions represents '
+           'm features when they are dense and more than m once they are sparse enough (Elhage et al. 2022); asked '
+           'also of an FFN hidden layer of width m.'),
     citation='Elhage et al. 2022, Toy Models of Superposition (docs/references.md#elhage-et-al-2022)',
     published=(f'dense: {M_HIDDEN} of {N_FEATURES} features represented; sparse (1 - S <= ~0.03 in the paper\'s '
                'figure): more than m, approaching n'),
-    sweeps=sweeps, analyze=analyze,
     setup=(f'Task `sparse_features` (n = {N_FEATURES}; each feature 0 with probability S else U[0, 1], fresh '
-           f'batches; loss sum_i I_i (y_i - x_i)^2). Models: `tied_relu` (W: {M_HIDDEN} x {N_FEATURES}, bias b) and '
-           f'the FFN (d_ff = {M_HIDDEN}, ReLU, biases b1 and b2). Adam 1e-3, warmup 100, cosine decay, batch 1,024 '
-           '(256 at smoke), xavier_uniform init; the paper used 10k steps at batch 1,024.'))
+           f'batches; loss sum_i I_i (y_i - x_i)^2, I_i = {IMPORTANCE_DECAY}^i). Models: `tied_relu` (W: {M_HIDDEN} x '
+           f'{N_FEATURES}, bias b) and the FFN (d_ff = {M_HIDDEN}, ReLU, biases b1 and b2). Adam, warm-up 5%, cosine '
+           'decay, batch 1,024 (256 at smoke), xavier_uniform init; the learning rate tuned per density on the mean '
+           'held-out loss; the paper used Adam 1e-3 for 10k steps at batch 1,024.'),
+    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect)
