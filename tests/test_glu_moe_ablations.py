@@ -1,43 +1,56 @@
-"""moe_topk: sweep specs and the k = 1 router trap (glu_variants: tests/test_glu_variants.py).
-
-(Its pipeline through `python -m experiments.reproduce` at smoke scale is covered by
-tests/test_reproduce.py, which runs every registered ablation.)
-"""
+"""moe_topk: its arms and the k = 1 router trap (rules: tests/test_moe_topk.py; glu_variants:
+tests/test_glu_variants.py)."""
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-import pandas as pd
 import pytest
 from flax import nnx
 
-from ffn_research import validation
 from ffn_research import sweep
-from ffn_research.ablations import moe_topk, verdict
+from ffn_research import validation
+from ffn_research.ablations import base, moe_topk
 from ffn_research.models import moe as moe_lib
 
-R, NR, INC = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE
+
+def configs(arm, scale):
+  """Every config the runner plans for an arm's first pass (seed 0): points x rates x {T/2, T}."""
+  regime = moe_topk.REGIMES[scale]
+  steps = regime.steps * arm.steps_factor
+  budget = arm.budget or base.budget
+  overrides = [{**o, **budget(t), 'train.learning_rate': r, moe_topk.SEED: 0} for o in arm.points.values()
+               for r in (arm.rates or regime.rates) for t in (steps // 2, steps)]
+  return [r.config for r in sweep.expand(arm.base, overrides)]
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_moe_sweeps_avoid_the_k1_trap(scale):
-  specs = {spec.name: spec for spec in moe_topk.sweeps(scale)}
-  assert set(specs) == set(moe_topk.POINT)
-  for name, spec in specs.items():
-    for run in sweep.expand(spec.base, spec.overrides):
-      validation.validate(run.config)
-      e = run.config.model.moe
+def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
+  arms = {arm.name: arm for arm in moe_topk.arms(scale)}
+  assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'dense', 'routers', 'cluster_dense']
+  runs = {name: configs(arm, scale) for name, arm in arms.items()}
+  for name, cs in runs.items():
+    assert arms[name].tuned and arms[name].rates is None   # the regime's grid, tuned per point
+    for c in cs:
+      validation.validate(c)
+      e = c.model.moe
+      assert e.capacity_factor == 0.0 and e.renormalize is False
       if e.num_experts and name != 'routers':  # every MoE point outside the router arms learns at k = 1
-        assert e.router == 'softmax_topk' and e.renormalize is False and not e.stop_combine_grad
-        assert not e.freeze_router
-      if name == 'routers':
-        assert e.top_k == 1
+        assert e.router == 'softmax_topk' and not e.stop_combine_grad and not e.freeze_router
+        assert not c.task.num_clusters
+  for c in runs['matched_active']:  # k experts of width 32 / k: the active expert width is fixed
+    assert c.model.moe.top_k * c.model.d_ff == moe_topk.TOTAL_WIDTH and c.model.moe.top_k > 1
   # Granularity keeps total and active expert parameters fixed.
-  gran = [r.config.model for r in sweep.expand(specs['granularity'].base, specs['granularity'].overrides)]
   widths = {(m.moe.num_experts * m.moe.granularity, m.d_ff // m.moe.granularity, m.moe.top_k * m.moe.granularity)
-            for m in gran}
+            for m in (c.model for c in runs['granularity'])}
   assert {e * w for e, w, _ in widths} == {moe_topk.GRAN_EXPERTS * moe_topk.GRAN_WIDTH}
   assert {k * w for _, w, k in widths} == {moe_topk.GRAN_WIDTH}
+  got = {tuple(c.model.moe[k.split('.')[-1]] for k in moe_topk.ARM_KEYS) for c in runs['routers']}
+  assert got == set(moe_topk.ARMS.values())
+  for c in runs['routers'] + runs['cluster_dense']:  # E = K, a teacher per cluster
+    assert c.task.cluster_teachers and c.task.num_clusters == moe_topk.CLUSTERS
+  for c in runs['routers']:
+    assert c.model.moe.top_k == 1 and c.model.moe.num_experts == moe_topk.CLUSTERS
+  if scale == 'full':
+    assert moe_topk.REGIMES[scale].rates == (1e-2, 3e-2, 0.1, 0.3) and moe_topk.REGIMES[scale].seeds >= 10
 
 
 @pytest.mark.parametrize('router,learns', [('softmax_topk', True), ('topk_softmax', False)])
@@ -59,19 +72,3 @@ def test_k1_router_gradient_from_the_task_loss(router, learns):
   assert w1_grad > 1e-3  # the experts learn either way
   # Weight-1 routing: zero up to float rounding (sigmoid's s / s would be ~1e-8, not exactly 0).
   assert (router_grad > 1e-3 * w1_grad) if learns else (router_grad < 1e-6 * w1_grad)
-
-
-def test_granularity_rule_known_answers():
-  seeds = np.arange(5)
-  rng = np.random.default_rng(0)
-  base = rng.normal(0, 0.1, 5)
-
-  def wide(deltas):
-    return pd.DataFrame({g: base + d + rng.normal(0, 1e-3, 5) for g, d in deltas.items()}, index=seeds)
-
-  v, each = moe_topk.granularity_verdict(wide({1: 0.0, 2: 0.05, 4: -0.1, 8: 0.02}), claim='c')
-  assert v.outcome == R and len(each) == 3 and v.statistic == pytest.approx(-0.1, abs=3e-3)
-  v, _ = moe_topk.granularity_verdict(wide({1: 0.0, 2: 0.05, 4: 0.1, 8: 0.02}), claim='c')
-  assert v.outcome == NR
-  v, _ = moe_topk.granularity_verdict(wide({1: 0.0, 2: 0.05, 4: 0.0, 8: 0.02}), claim='c')
-  assert v.outcome == INC

@@ -1,57 +1,62 @@
-"""glu_variants: sweep specs, parameter matching by formula, and the verdict pipeline on synthetic
-metrics logs with known answers (its smoke run through the entry point: tests/test_reproduce.py)."""
+"""glu_variants: arms, parameter matching by formula, and the verdict rules on synthetic selections with
+known answers (its smoke run through the entry point: tests/test_reproduce.py)."""
 
-import json
-import os
+import dataclasses
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import models, sweep, tasks, validation
-from ffn_research.ablations import base, glu_variants as gv, verdict
+from ffn_research import models, stats, sweep, tasks, validation
+from ffn_research.ablations import base, glu_variants as gv
 
-R, NR, INC, INV = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE, verdict.INVALID
-GRIDS = {'language': gv.SETTINGS['full']['lang_lrs'], 'teacher_student': gv.SETTINGS['full']['ts_lrs']}
-GRID = GRIDS['language']
+R, NR, INC, INV = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.INVALID
+LR = 'train.learning_rate'
+
+
+def planned(arm: base.Arm, scale: str) -> list[dict]:
+  """The overrides the runner plans for an arm's first pass (seed 0): every point x rate x {T/2, T}."""
+  steps = gv.REGIMES[scale].steps * arm.steps_factor
+  return [{**o, **arm.budget(t), LR: r, gv.SEED: 0} for o in arm.points.values() for r in arm.rates
+          for t in (steps // 2, steps)]
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_sweeps(scale):
-  s = gv.SETTINGS[scale]
-  specs = gv.sweeps(scale)
-  assert [spec.name for spec in specs] == ['language', 'teacher_student']
-  for spec in specs:
-    m = spec.base.model
-    assert m.match_params is True
-    assert m.use_bias is (spec.name == 'teacher_student')  # language: bias-free as in Shazeer 2020
-    runs = sweep.expand(spec.base, spec.overrides)
-    lrs = s['lang_lrs'] if spec.name == 'language' else s['ts_lrs']
-    assert len(runs) == len(s['activations']) * len(lrs) * s['seeds']
+def test_arms(scale):
+  arms = gv.arms(scale)
+  assert [a.name for a in arms] == list(gv.TASKS)
+  for arm in arms:
+    m, tr = arm.base.model, arm.base.train
+    assert m.match_params is True and tr.schedule == 'cosine'
+    assert m.use_bias is (arm.name == 'teacher_student')  # language: bias-free as in Shazeer 2020
+    assert list(arm.points) == list(gv.ACTIVATIONS[scale]) and arm.tuned and arm.rates == gv.RATES[scale][arm.name]
+    runs = sweep.expand(arm.base, planned(arm, scale))
     for run in runs:
       validation.validate(run.config)
-    # Each variant's whole learning-rate grid and all seeds share one compiled program.
-    assert len(sweep.group_runs(runs)) == len(s['activations'])
-  lang = specs[0].base
+      c = run.config.train
+      assert c.warmup_steps == c.steps // 10 and c.checkpoint_every == 0 and c.eval_every == 0
+    # Each variant's whole rate grid shares one compiled program per budget.
+    assert len(sweep.group_runs(runs)) == 2 * len(arm.points)
+  assert arms[1].steps_factor == gv.TS_STEPS_FACTOR
+  lang = arms[0].base
   assert lang.task.name == 'language' and lang.model.arch == 'transformer' and lang.model.use_ffn
-  assert lang.train.schedule == 'constant'  # the early evaluation is what a run of that length gives
-  assert lang.train.eval_every == s['lang_early'] and s['lang_steps'] % (2 * s['lang_early']) == 0
-  assert specs[1].base.task.teacher_activation not in gv.PAPER_65K  # no candidate favoured by construction
+  assert arms[1].base.task.teacher_activation not in gv.PAPER_65K  # no candidate favoured by construction
   if scale == 'full':
-    assert s['seeds'] >= 10 and set(s['activations']) == set(gv.PAPER_65K)
-    assert len(s['lang_lrs']) >= 3 and len(s['ts_lrs']) >= 3
-    assert lang.model.d_model >= 32 and lang.model.num_layers == 2
+    assert gv.REGIMES[scale].seeds >= 10 and set(gv.ACTIVATIONS[scale]) == set(gv.PAPER_65K)
+    assert 4e-4 in gv.RATES[scale]['language'] and lang.model.d_model >= 32 and lang.model.num_layers == 2
+    ts = gv.RATES[scale]['teacher_student']
+    assert 5e-3 in ts and np.allclose(np.diff(np.log(ts)), np.log(3) / 2)   # x sqrt(3) around 5e-3
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'full'])
 def test_parameters_matched_by_formula(scale):
   """Weights: dense FFN 2 d d_ff, gated 3 d round(2/3 d_ff); biases (teacher-student only): d_ff + d and
   2 round(2/3 d_ff) + d; the rest of the model is identical."""
-  for spec in gv.sweeps(scale):
-    m = spec.base.model
+  for arm in gv.arms(scale):
+    m = arm.base.model
     counts = {}
     for act in gv.PAPER_65K:
-      cfg = sweep.apply_overrides(spec.base, {gv.ACT: act})
+      cfg = sweep.apply_overrides(arm.base, {gv.ACT: act})
       c = models.model_counts(cfg, tasks.build_task(cfg))
       gated = act in gv.GATED
       width = round(2 * m.d_ff / 3) if gated else m.d_ff
@@ -61,137 +66,109 @@ def test_parameters_matched_by_formula(scale):
       biases = ((2 if gated else 1) * width + m.d_model) if m.use_bias else 0
       assert c['num_ffn_params'] == layers * ((3 if gated else 2) * m.d_model * width + biases)
       counts[act] = c['num_params']
-    others = {c - counts['relu'] for a, c in counts.items() if a not in gv.GATED}
-    assert others == {0}
-    worst = max(abs(c / counts['relu'] - 1) for c in counts.values())
-    assert worst <= gv.PARAM_TOL
+    assert {c - counts['relu'] for a, c in counts.items() if a not in gv.GATED} == {0}
+    assert max(abs(c / counts['relu'] - 1) for c in counts.values()) <= gv.PARAM_TOL
 
 
-# --------------------------------------------------------------------------- synthetic sweeps
+def test_collect():
+  lang = gv.collect('unused', {'arm': 'language', 'excess_bits': 0.1, 'unigram_bits': 3.0, 'floor_bits': 1.0})
+  assert lang == {'score': 0.1, 'value': 0.1, 'ceiling': 2.0}
+  ts = gv.collect('unused', {'arm': 'teacher_student', 'eval_relative_mse': 0.05})
+  assert ts == {'score': pytest.approx(np.log(0.05)), 'value': 0.05, 'ceiling': 1.0}
 
-def fake_sweep(root, task, means, *, seeds=10, steps=(250, 500, 1000), lr_cost=None, drift=0.0,
-               noise=0.0, unigram=4.0, floor=1.0, seed=0):
-  """A sweep dir with results rows and metrics.jsonl files: the metric of (variant, lr, seed, step) is
-  means[variant] + a shared per-seed offset + lr_cost[lr] + drift * (last step / step - 1) + noise."""
+
+# --------------------------------------------------------------------------- rules on synthetic selections
+
+def selection(means=None, *, scale='full', seeds=10, noise=0.0, ceiling=2.0, params=None, seed=0):
+  """A runner-shaped selection (one row per point and seed at its chosen rate): score = means[task][variant]
+  + a shared per-seed offset + noise; `value` is the score (language) or exp(score) (teacher-student)."""
   rng = np.random.default_rng(seed)
-  grid = GRIDS[task]
-  lr_cost = lr_cost or {grid[0]: 0.02, grid[1]: 0.0, grid[2]: 0.03}
-  offset = rng.normal(0, 0.05, seeds) if task == 'language' else rng.normal(0, 0.3, seeds)
+  means = means or {'language': paper_like(shift=0.3), 'teacher_student': paper_like(shift=-3.0)}
   rows = []
-  for name, m in means.items():
-    for lr, cost in lr_cost.items():
+  for task in gv.TASKS:
+    offset = rng.normal(0, 0.05 if task == 'language' else 0.3, seeds)
+    for act in gv.ACTIVATIONS[scale]:
       for s in range(seeds):
-        run = f'activation={name},learning_rate={lr:g},seed={s}'
-        os.makedirs(os.path.join(root, task, 'runs', run))
-        with open(os.path.join(root, task, 'runs', run, 'metrics.jsonl'), 'w') as f:
-          for step in steps:
-            value = m + offset[s] + cost + drift * (steps[-1] / step - 1) + rng.normal(0, noise)
-            if task == 'language':
-              ev = {'eval/excess_bits': value, 'eval/unigram_bits': unigram, 'eval/floor_bits': floor}
-            else:
-              ev = {'eval/relative_mse': float(np.exp(value))}
-            f.write(json.dumps({'step': step, 'loss': 1.0, **ev}) + '\n')
-        rows.append({'name': run, 'status': 'completed', gv.ACT: name, gv.LR: lr, gv.SEED: s,
-                     'num_params': 1000 if name in gv.PLAIN else 999})
+        score = means[task][act] + offset[s] + rng.normal(0, noise)
+        rows.append({'arm': task, 'point': gv.label(task, act), gv.ACT: act, gv.SEED: s, LR: 1e-2,
+                     gv.STEPS: 1000, 'score': score, 'value': score if task == 'language' else np.exp(score),
+                     'ceiling': ceiling if task == 'language' else 1.0,
+                     'num_params': (params or {}).get(act, 1000 if act in gv.PLAIN else 999)})
   return pd.DataFrame(rows)
 
 
-def paper_like(column, scale=1.0, shift=0.0):
+def paper_like(column=gv.PAPER_65K, scale=1.0, shift=0.0):
   """Per-variant means that order like the paper's column (differences scaled)."""
   return {k: shift + scale * (v - column['relu']) for k, v in column.items()}
 
 
-def run_budget(tmp_path, task='language', budget='plateau', **kw):
-  means = kw.pop('means', paper_like(gv.PAPER[budget], shift=0.3 if task == 'language' else -3.0))
-  df = fake_sweep(str(tmp_path), task, means, **kw)
-  evals = gv.evaluations(df, os.path.join(str(tmp_path), task))
-  step, half = gv.budget_steps(evals, task)[budget]
-  return gv.analyze_budget(evals, task, budget, step, half, GRIDS[task])
-
-
-@pytest.mark.parametrize('task,budget', [('language', 'early'), ('language', 'plateau'),
-                                         ('teacher_student', 'plateau')])
-def test_paper_ordering_reproduces_every_claim(tmp_path, task, budget):
-  b = run_budget(tmp_path, task, budget)
-  assert list(b.verdicts) == list(gv.KEYS)
-  assert {k: v.outcome for k, v in b.verdicts.items()} == {k: R for k in gv.KEYS}
-  col = gv.PAPER[budget]
-  # Noise-free per-seed differences: the paired statistic is the known difference exactly.
-  assert b.verdicts['geglu'].statistic == pytest.approx(col['geglu'] - col['relu'], abs=1e-9)
+def test_paper_ordering_reproduces_every_claim_with_its_points():
+  vs = gv.rules(selection(), 'full')
+  assert len(vs) == 10 and [v.outcome for v in vs] == [R] * 10
+  col = gv.PAPER_65K
+  assert vs[0].statistic == pytest.approx(col['geglu'] - col['relu'], abs=1e-9)   # noise-free: the known difference
   gated = np.mean([col[a] for a in gv.GATED]) - np.mean([col[a] for a in gv.PLAIN])
-  assert b.verdicts['gated_family'].statistic == pytest.approx(gated, abs=1e-9)
-  assert b.verdicts['rank'].statistic == pytest.approx(1.0)
-  assert b.verdicts['rank'].p_value < 1e-3  # permutation test over 8 variants
-  assert set(b.winners[f'best_{gv.LR}']) == {GRIDS[task][1]}  # the middle rate wins for every seed
-  every = b.verdicts['rank'].checks
-  assert all(c.passed for c in every)
-  assert len(every) == (3 if budget == 'plateau' else 2)  # edge, range (, plateau) over every variant
-  assert len(b.verdicts['geglu'].checks) == 2 * len(every)  # the same, for geglu and relu each
+  assert vs[3].statistic == pytest.approx(gated, abs=1e-9) and vs[8].statistic == pytest.approx(gated, abs=1e-9)
+  assert vs[4].statistic == pytest.approx(1.0) and vs[4].p_value < 1e-3 and vs[4].boundaries == (0.0, 0.5)
+  assert vs[0].points == ('language: geglu', 'language: relu')
+  assert vs[7].points == ('teacher_student: bilinear', 'teacher_student: relu')
+  assert set(vs[3].points) == {gv.label('language', a) for a in gv.PAPER_65K}
+  assert 'regression (a proxy task, not language modelling)' in vs[7].claim
+  assert all(c.passed for v in vs for c in v.checks)
+  names = [c.name for c in vs[0].checks]
+  assert names == ['language: geglu: excess bits off the entropy floor (0) and the unigram ceiling',
+                   'language: relu: excess bits off the entropy floor (0) and the unigram ceiling',
+                   'language: parameters matched across variants (match_params)']
+  assert [c.name for c in vs[3].checks][0] == 'language: every variant off its floor and ceiling'
 
 
-def test_reversed_ordering_is_not_reproduced(tmp_path):
-  means = {k: 0.3 - (v - gv.PAPER_524K['relu']) for k, v in gv.PAPER_524K.items()}
-  b = run_budget(tmp_path, means=means)
-  assert {k: v.outcome for k, v in b.verdicts.items()} == {k: NR for k in gv.KEYS}
-  assert b.verdicts['rank'].statistic == pytest.approx(-1.0)
+def test_reversed_ordering_is_not_reproduced():
+  rev = lambda shift: {k: shift - (v - gv.PAPER_65K['relu']) for k, v in gv.PAPER_65K.items()}
+  vs = gv.rules(selection({'language': rev(0.3), 'teacher_student': rev(-3.0)}), 'full')
+  assert [v.outcome for v in vs] == [NR] * 10 and vs[4].statistic == pytest.approx(-1.0)
 
 
-def test_paired_statistic_on_noisy_synthetic_data(tmp_path):
+def test_paired_statistic_on_noisy_synthetic_data():
   """Seed offsets are large (sd 0.05) and shared, per-run noise small (sd 0.002): pairing removes the
-  offsets, so the CI is the paired t interval of the differences, centred near the known -0.044."""
-  b = run_budget(tmp_path, noise=0.002, seeds=10)
-  d = (b.wide['geglu'] - b.wide['relu']).to_numpy()
-  m, lo, hi = verdict.mean_ci(d)
-  v = b.verdicts['geglu']
+  offsets, so the CI is the paired t interval of the differences, centred near the known -0.055."""
+  sel = selection(noise=0.002)
+  v = gv.rules(sel, 'full')[0]
+  w = gv.wide(sel[sel['arm'] == 'language'], gv.PAPER_65K)
+  m, lo, hi = stats.mean_ci((w['geglu'] - w['relu']).to_numpy())
   assert (v.statistic, *v.ci) == pytest.approx((m, lo, hi))
-  assert v.outcome == R and hi - lo < 0.01 and abs(m - (1.633 - 1.677)) < 0.005
+  assert v.outcome == R and hi - lo < 0.01 and abs(m - (1.942 - 1.997)) < 0.005
 
 
-def test_edge_learning_rate_makes_the_verdicts_invalid(tmp_path):
-  b = run_budget(tmp_path, lr_cost={GRID[0]: 0.04, GRID[1]: 0.02, GRID[2]: 0.0})  # the largest rate wins
-  assert {v.outcome for v in b.verdicts.values()} == {INV}
-  assert 'best learning rate inside the grid' in b.verdicts['geglu'].detail
-  assert b.verdicts['geglu'].statistic == pytest.approx(1.633 - 1.677, abs=1e-9)  # still reported
+def test_floor_ceiling_and_parameters_gate_the_verdicts():
+  at_floor = gv.rules(selection({'language': paper_like(scale=0.01, shift=0.01),
+                                 'teacher_student': paper_like(shift=-3.0)}), 'full')
+  assert [v.outcome for v in at_floor[:5]] == [INV] * 5 and 'entropy floor' in at_floor[0].detail
+  assert at_floor[0].raw_outcome == R and [v.outcome for v in at_floor[5:]] == [R] * 5
+  at_ceiling = gv.rules(selection(ceiling=0.3), 'full')   # excess 0.3 = the unigram model's
+  assert {v.outcome for v in at_ceiling[:5]} == {INV}
+  unmatched = gv.rules(selection(params={'geglu': 1100}), 'full')
+  assert {v.outcome for v in unmatched} == {INV} and 'parameters matched' in unmatched[0].detail
 
 
-def test_not_at_plateau_invalidates_only_the_plateau_budget(tmp_path):
-  kw = dict(drift=0.1)  # the score still falls by 0.1 between half the steps and the end
-  early = run_budget(tmp_path / 'a', budget='early', **kw)
-  plateau = run_budget(tmp_path / 'b', budget='plateau', **kw)
-  assert {v.outcome for v in early.verdicts.values()} == {R}
-  assert {v.outcome for v in plateau.verdicts.values()} == {INV}
-  assert 'plateau' in plateau.verdicts['swiglu'].detail
+def test_the_family_is_fixed_whatever_the_data():
+  smoke = gv.rules(selection(scale='smoke'), 'smoke')
+  assert len(smoke) == 10
+  assert smoke[1].points == ('language: relu',) and smoke[1].outcome == INC and 'underpowered' in smoke[1].detail
+  assert smoke[0].outcome == R and smoke[4].outcome == INC   # rank: 2 variants < 4
+  empty = gv.rules(selection().iloc[:0], 'full')
+  assert len(empty) == 10 and [v.points for v in empty] == [v.points for v in gv.rules(selection(), 'full')]
 
 
-def test_floor_and_ceiling(tmp_path):
-  at_floor = run_budget(tmp_path / 'a', means=paper_like(gv.PAPER_524K, scale=0.01, shift=0.01))
-  assert {v.outcome for v in at_floor.verdicts.values()} == {INV}
-  assert 'entropy floor' in at_floor.verdicts['geglu'].detail
-  at_ceiling = run_budget(tmp_path / 'b', unigram=1.3, floor=1.0)  # excess 0.3 = the unigram model's
-  assert {v.outcome for v in at_ceiling.verdicts.values()} == {INV}
-
-
-def test_budget_steps():
-  evals = pd.DataFrame({'step': [250, 500, 750, 1000]})
-  assert gv.budget_steps(evals, 'language') == {'early': (250, None), 'plateau': (1000, 500)}
-  assert gv.budget_steps(evals, 'teacher_student') == {'plateau': (1000, 500)}
-  assert gv.budget_steps(pd.DataFrame({'step': [300, 1000]}), 'teacher_student') == {'plateau': (1000, None)}
-
-
-def test_analyze_end_to_end(tmp_path):
-  """Both tasks and budgets: verdicts keyed per (task, budget) in order, tables, the paired plot."""
-  results = {'language': fake_sweep(str(tmp_path), 'language', paper_like(gv.PAPER_524K, shift=0.3),
-                                    noise=0.001),
-             'teacher_student': fake_sweep(str(tmp_path), 'teacher_student', paper_like(gv.PAPER_524K, shift=-3.0),
-                                           noise=0.001)}
-  a = gv.analyze(results, base.Context(outdir=str(tmp_path), scale='full'))
-  assert len(a.verdicts) == 3 * len(gv.KEYS)
-  assert [v.claim.split(':')[0] for v in a.verdicts[::len(gv.KEYS)]] == [
-      'language, early budget', 'language, plateau budget', 'teacher_student, plateau budget']
-  assert all(v.outcome == R for v in a.verdicts)
-  assert all(c.passed for c in a.checks) and 'relu 1000' in a.checks[0].detail
-  assert os.path.exists(tmp_path / 'glu_variants.png')
-  t1 = a.tables[0].frame
-  assert list(t1['FFN']) == list(gv.PAPER_65K) and 'paper 524k' in t1
-  assert 'language early (step 250)' in t1 and 'language plateau best lr' in t1
-  assert 'geglu' in a.headline and 'rank rho' in a.headline
+def test_present_tables_figure_and_headline(tmp_path):
+  sel = selection(noise=0.002)
+  verdicts = stats.holm(gv.rules(sel, 'full'))
+  result = base.Result(sel, pd.DataFrame(), sel, sel.assign(**{gv.STEPS: 500}), verdicts, 'full')
+  shown = gv.present(result, base.Context(str(tmp_path), 'full'))
+  assert (tmp_path / 'glu_variants.png').exists() and len(shown.figures) == 1
+  t1 = shown.tables[0].frame
+  assert list(t1['FFN']) == list(gv.PAPER_65K) and 'language (T = 1000)' in t1 and 'teacher_student rate' in t1
+  paired = shown.tables[1].frame
+  assert list(paired['variant']) == [a for a in gv.PAPER_65K if a != 'relu']
+  assert paired['diff at T'].to_numpy() == pytest.approx(paired['diff at T/2'].to_numpy())
+  assert all(c.passed for c in shown.checks) and 'geglu - relu' in shown.headline
+  assert dataclasses.asdict(shown.figures[0])['file'] == 'glu_variants.png'

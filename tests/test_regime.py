@@ -210,3 +210,17 @@ def test_killed_loop_resumes_without_redoing_runs(tmp_path, monkeypatch):
   report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
   assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())   # no finished run redone
   assert len(report['regime']['iterations']) == 2 and report['regime']['iterations'][1]['runs_run'] == 0
+
+
+def test_a_doubling_reaches_every_point_that_shares_a_verdict():
+  """Verdicts (a, b) and (b, c) share b: a doubling for (a, b) also doubles c, so (b, c) stays at one budget;
+  d, read by a verdict of its own, is left alone."""
+  st = state(('a', 'b', 'c', 'd'))
+  verdicts = [_verdict(0.5, ('a', 'b')), _verdict(0.5, ('b', 'c')), _verdict(0.5, ('d',))]
+  flip = regime.stability(_verdict(0.5, ('a', 'b')), _verdict(1.5, ('a', 'b')), st, POLICY)
+  widened = regime.shared_budgets([flip], verdicts)
+  assert widened[0].points == ('a', 'b', 'c')
+  new, _ = regime.extend(st, widened, POLICY)
+  assert [new[p].steps for p in 'abcd'] == [200, 200, 200, 100]
+  edge = stats.Check('edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
+  assert regime.shared_budgets([edge], verdicts) == [edge]   # a rate extension stays with its point

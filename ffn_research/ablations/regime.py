@@ -15,7 +15,8 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
 - `stability`: the verdict's own statistic, computed from the T runs and from the T/2 runs (each at
   its own tuned rates), gives the same outcome, and |stat(T) - stat(T/2)| is less than half the
   distance from stat(T) to the rule's nearest boundary. Remedy: double T for the verdict's points
-  (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`.
+  (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`;
+  `shared_budgets` widens a doubling to every point that shares a verdict with a doubled one.
 - `extend`: a new state from the remedies of the failed checks; `plan` the runs of a state.
 
 The runner (ablations/runner.py) loops: run the plan, tune, judge, extend, until every check passes,
@@ -216,6 +217,23 @@ def stability(v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, 
 
 
 # --------------------------------------------------------------------------- extending
+
+def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:
+  """`failed` with each doubling widened to every point that shares a verdict with a doubled point (transitively),
+  so the points a verdict compares stay at one budget when another verdict that reads one of them doubles T."""
+  groups: list[set[str]] = []
+  for v in verdicts:
+    joined = set(v.points)
+    groups, touching = [g for g in groups if not g & joined], [g for g in groups if g & joined]
+    groups.append(joined.union(*touching))
+  out = []
+  for c in failed:
+    if c.remedy == stats.DOUBLE_STEPS:
+      more = sorted(set().union(*(g for g in groups if g & set(c.points))) - set(c.points))
+      c = dataclasses.replace(c, points=tuple(c.points) + tuple(more))
+    out.append(c)
+  return out
+
 
 def extend(state: Mapping[str, PointState], failed: Sequence[stats.Check], regime: Regime
            ) -> tuple[dict[str, PointState], list[str]]:
