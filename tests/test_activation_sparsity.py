@@ -1,19 +1,18 @@
-"""activation_sparsity: the density measurements, the sweeps and the verdicts on synthetic frames."""
+"""activation_sparsity: the density measurements, the arms, the rules and their gates on synthetic selections,
+and a smoke run through the real entry point."""
 
-import itertools
 import json
 import os
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import ablations, sweep
+from ffn_research import ablations, stats, sweep
 from ffn_research.ablations import activation_sparsity as asp
-from ffn_research.ablations import base, verdict
+from ffn_research.ablations import base
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,34 +45,27 @@ def test_per_seed_slopes_recover_a_power_law():
   np.testing.assert_allclose(slopes.to_numpy(), -0.4, atol=1e-12)
 
 
-def test_sweeps_tune_every_relu_shape_over_rates_and_budgets_with_their_own_schedules():
-  for scale in ('smoke', 'quick', 'full'):
-    s = asp.SETTINGS[scale]
-    specs = {spec.name: spec for spec in asp.sweeps(scale)}
-    assert set(specs) == {'relu', 'gelu', 'silu'}
-    runs = {(name, o['model.d_model'], o['model.d_ff']) for name, spec in specs.items() for o in spec.overrides}
-    assert runs == set(asp.shapes(scale))
-    relu_shapes = {(d, f) for a, d, f in asp.shapes(scale) if a == 'relu'}
-    assert len(specs['relu'].overrides) == s['seeds'] * len(relu_shapes) * len(asp.RATES) * 2
-    cells = {(o['model.d_model'], o['model.d_ff'], o['train.learning_rate'], o['train.steps'], o[asp.SEED])
-             for o in specs['relu'].overrides}
-    assert len(cells) == len(specs['relu'].overrides)   # every (shape, rate, budget, seed) once
-    for o in specs['relu'].overrides:   # each budget has its own warmup, checkpoints (half, end) and evaluations
-      b = o['train.steps']
-      assert b in (s['steps'], s['steps'] // 2)
-      assert o['train.checkpoint_every'] * 2 == b and o['train.eval_every'] * 2 == b
-      assert o['train.warmup_steps'] == max(1, b // 20) and o['train.log_every'] == max(1, b // 20)
-    for name in ('gelu', 'silu'):   # descriptive: one rate, the full budget only
-      c = [sweep.apply_overrides(specs[name].base, o) for o in specs[name].overrides]
-      assert len(c) == s['seeds'] and {(x.train.learning_rate, x.train.steps) for x in c} == {
-          (asp.DESCRIPTIVE_LR, s['steps'])}
-      assert c[0].train.checkpoint_every * 2 == s['steps'] and c[0].model.use_bias is False
-  assert asp.RATES == (3e-3, 1e-2, 3e-2) and asp.DESCRIPTIVE_LR in asp.RATES
-  full = asp.shapes('full')
-  assert {(d, f) for a, d, f in full if a == 'relu'} == {(32, 32), (32, 128), (32, 512), (64, 256)}
-  # one compiled program per (d_model, budget) (d_ff padded, rates and seeds traced) + GELU + SiLU
-  configs = [sweep.apply_overrides(spec.base, o) for spec in asp.sweeps('full') for o in spec.overrides]
-  assert len({sweep.group_key(c) for c in configs}) == 6
+def test_arms_declare_shapes_only_and_checkpoint_at_half_and_end():
+  for scale, regime in asp.REGIMES.items():
+    arms = {a.name: a for a in asp.arms(scale)}
+    assert set(arms) == {'relu', 'gelu', 'silu'}
+    relu = arms['relu']
+    assert relu.tuned and {relu.label(p) for p in relu.points} == set(asp.relu_points(scale))
+    for o in relu.points.values():   # no rate, steps or seed: the runner adds them
+      assert set(o) == {'model.d_model', 'model.d_ff'}
+    for name in ('gelu', 'silu'):    # descriptive: one rate, not tuned
+      a = arms[name]
+      assert not a.tuned and a.base.train.learning_rate == asp.DESCRIPTIVE_LR and a.base.model.activation == name
+    for steps in (regime.steps, regime.steps // 2, 4 * regime.steps):
+      b = relu.budget(steps)
+      assert b['train.checkpoint_every'] * 2 == steps and b['train.eval_every'] * 2 == steps and b[asp.STEPS] == steps
+  assert asp.REGIMES['full'].seeds >= 8 and len(asp.SETTINGS['full']['d_models']) >= 3
+  assert {d for d, _ in asp.relu_points('full').values()} == {32, 48, 64}
+  # one compiled program per (d_model, budget) of the ReLU arm (d_ff padded, rates and seeds traced)
+  relu = asp.arms('full')[0]
+  configs = [sweep.apply_overrides(relu.base, {**o, **relu.budget(b), asp.LR: r, asp.SEED: 0})
+             for o in relu.points.values() for b in (500, 1000) for r in asp.RATES]
+  assert len({sweep.group_key(c) for c in configs}) == 3 * 2
 
 
 def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_model():
@@ -86,120 +78,80 @@ def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_mode
     assert r['density'] == r['positive'] and 0.3 < r['density'] < 0.7   # relu(z) != 0 exactly when z > 0
 
 
-BITS = {3e-3: 1.6, 1e-2: 1.5, 3e-2: 1.55}   # held-out bits at T per rate: 1e-2 is best
-
-
-def synthetic(scale='full', trained=0.05, init=0.5, d_ff_exp=-0.3, d_model_exp=-0.2, bits=None, half_bits=0.02,
-              half_density=1.05, eval_bits_shift=0.0) -> pd.DataFrame:
-  """A stats frame like collect's: every ReLU shape x rate x budget, GELU/SiLU at T, every seed, point and layer.
-  The density at T scales with the rate (lr / 1e-2), so a statistic read at the wrong rate shows."""
-  s = asp.SETTINGS[scale]
-  d_ref, t_steps = s['ref'][0], s['steps']
-  bits = BITS if bits is None else bits
+def selection(trained=0.05, d_ff_exp=-0.3, d_model_exp=-0.2, init=0.5, bits=1.4, steps=1000, seeds=8,
+              scale='full') -> pd.DataFrame:
+  """A runner selection at one budget: every ReLU point and GELU/SiLU, every seed, with collect's columns."""
   rows = []
-  for act, d, f in asp.shapes(scale):
-    cells = ([(lr, b) for lr in asp.RATES for b in (t_steps, t_steps // 2)] if act == 'relu'
-             else [(asp.DESCRIPTIVE_LR, t_steps)])
-    for (lr, b), seed in itertools.product(cells, range(s['seeds'])):
-      jitter = 1 + 0.02 * (seed - 2)
-      end = trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter * (lr / 1e-2)
-      if b < t_steps:
-        end *= half_density
-      run = {'activation': act, 'd_model': d, 'd_ff': f, asp.SEED: seed, 'lr': lr, 'steps': b,
-             'eval_bits': bits[lr] + eval_bits_shift + (half_bits if b < t_steps else 0.0), 'unigram_bits': 3.0,
-             'floor_bits': 1.4}
-      for step, point, dens in ((0, 'init', init * jitter), (b // 2, 'half', 1.2 * end), (b, 'end', end)):
-        for layer in range(2):
-          rows.append({**run, 'step': step, 'point': point, 'layer': layer, 'density': dens,
-                       'density_tau': dens, 'positive': dens, 'dead': 0.0})
+  d_ref = asp.SETTINGS[scale]['ref'][0]
+  for p, (d, f) in asp.relu_points(scale).items():
+    for s in range(seeds):
+      jitter = 1 + 0.02 * (s - 3.5)
+      rows.append({'arm': 'relu', 'point': p, 'model.d_model': d, 'model.d_ff': f, asp.SEED: s, asp.STEPS: steps,
+                   asp.LR: 1e-2, 'status': 'completed', 'eval_bits': bits, 'unigram_bits': 3.0,
+                   'density': trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter,
+                   'density_init': init * jitter})
+  for a in ('gelu', 'silu'):
+    rows += [{'arm': a, 'point': a, asp.SEED: s, asp.STEPS: steps, 'status': 'completed', 'density': 0.6,
+              'eval_bits': bits, 'unigram_bits': 3.0, 'density_init': 0.7} for s in range(seeds)]
   return pd.DataFrame(rows)
 
 
-def test_verdicts_on_synthetic_frames_read_the_chosen_rate(tmp_path):
-  frame = synthetic()
-  tuned = asp.tune(frame)
-  assert list(tuned.table['learning_rate']) == [1e-2] * 4 and set(tuned.rows['steps']) == {1000}
-  a = asp.analyze_stats(frame, base.Context(str(tmp_path), 'full'))
-  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
-  # the reference's density at 1e-2, T (at 3e-3 or 3e-2 it would be 0.3x or 3x this)
-  assert a.verdicts[0].statistic == pytest.approx(0.05 * np.mean([1 + 0.02 * (s - 2) for s in range(4)]))
-  assert a.verdicts[1].statistic == pytest.approx(-0.3) and a.verdicts[2].statistic == pytest.approx(-0.2)
-  assert all(c.passed for v in a.verdicts for c in v.checks)
-  assert os.path.exists(tmp_path / 'density_vs_size.png')
-  density, grid = a.tables[0].frame, a.tables[1].frame
-  assert len(density) == 3 * len(asp.shapes('full')) and set(density['point']) == {'init', 'half', 'end'}
-  assert set(density[density['activation'] == 'relu']['lr']) == {1e-2}
-  assert len(grid) == 4 * 3 * 2 and grid['chosen'].sum() == 4 * 2
-  assert 'd_model 32, d_ff 128: 0.01' in a.headline
-  # dense after training, density rising with size: not reproduced
-  dense = asp.decide(synthetic(trained=0.3, d_ff_exp=0.2, d_model_exp=0.3), 'full')
-  assert [v.outcome for v in dense] == [verdict.NOT_REPRODUCED] * 3
+def test_rules_read_each_axis_and_name_their_points():
+  v = asp.rules(selection(), 'full')
+  assert [x.outcome for x in v] == [stats.REPRODUCED] * 3, [x.detail for x in v]
+  assert v[0].statistic == pytest.approx(0.05) and v[0].points == ('relu: d_model 32, d_ff 128',)
+  assert v[1].statistic == pytest.approx(-0.3) and v[2].statistic == pytest.approx(-0.2)
+  assert v[1].points == tuple(f'relu: d_model 32, d_ff {f}' for f in (32, 128, 512))
+  assert v[2].points == tuple(f'relu: d_model {d}, d_ff {4 * d}' for d in (32, 48, 64))
+  assert v[1].boundaries == (-asp.SLOPE_MARGIN,) and all(c.passed for x in v for c in x.checks)
+  # dense after training and denser with size: not reproduced; a fall smaller than the margin is not "sparser"
+  assert [x.outcome for x in asp.rules(selection(trained=0.3, d_ff_exp=0.2, d_model_exp=0.3), 'full')] == [
+      stats.NOT_REPRODUCED] * 3
+  assert [x.outcome for x in asp.rules(selection(d_ff_exp=-0.01, d_model_exp=-0.01), 'full')][1:] == [
+      stats.NOT_REPRODUCED] * 2
 
 
-@pytest.mark.parametrize('kwargs,failed', [
-    (dict(init=0.2), 'init premise'),                       # already sparse at initialisation: nothing emerged
-    (dict(bits={3e-3: 1.6, 1e-2: 1.55, 3e-2: 1.5}), 'learning rate inside the grid'),   # best at the edge
-    (dict(half_bits=0.2), 'budget plateau of the held-out bits'),   # T/2 much worse: more steps still help
-    (dict(half_density=1.5), 'budget plateau of the density'),      # density still falling with the budget
-    (dict(eval_bits_shift=1.45), 'learned'),                # within 0.1 bits of the unigram model (3.0 bits)
-])
-def test_a_failed_regime_check_makes_every_verdict_invalid(kwargs, failed):
-  verdicts = asp.decide(synthetic(**kwargs), 'full')
-  assert [v.outcome for v in verdicts] == [verdict.INVALID] * 3
-  for v in verdicts:
-    assert len(v.failed_checks) == 1 and v.failed_checks[0].name.startswith(failed)
+def _failed(v):
+  return [c.name.split(':')[0] for c in v.failed_checks]
 
 
-def test_budget_check_uses_the_chosen_rate_only():
-  frame = synthetic()
-  bad = (frame['lr'] == 3e-3) & (frame['steps'] == 500)   # a non-chosen rate's T/2 runs: denser, worse bits
-  frame.loc[bad, 'density'] *= 2
-  frame.loc[bad, 'eval_bits'] += 1.0
-  assert [v.outcome for v in asp.decide(frame, 'full')] == [verdict.REPRODUCED] * 3
-  frame.loc[(frame['lr'] == 1e-2) & (frame['steps'] == 500), 'density'] *= 2
-  verdicts = asp.decide(frame, 'full')
-  assert [v.outcome for v in verdicts] == [verdict.INVALID] * 3
-  assert '1000 steps vs' in verdicts[0].failed_checks[0].detail and 'its own schedule' in verdicts[0].failed_checks[0].detail
-
-
-def test_missing_seed_fails_coverage_and_a_diverged_rate_is_not_eligible():
-  frame = synthetic()
-  gone = (frame['d_ff'] == 512) & (frame[asp.SEED] == 0)   # seed 0 at d_ff 512, every rate and budget
-  verdicts = asp.decide(frame[~gone], 'full')
-  assert [v.outcome for v in verdicts] == [verdict.REPRODUCED, verdict.INVALID, verdict.REPRODUCED]
-  assert [c.name.split(':')[0] for c in verdicts[1].failed_checks] == ['coverage']
-  assert 'lr 0.01, 1000 steps: 3/4 seeds' in verdicts[1].failed_checks[0].detail
-  # seed 0 diverged at 1e-2, d_ff 512 (T only): 1e-2 is not eligible there, 3e-2 (edge) is chosen
-  frame.loc[(frame['d_ff'] == 512) & (frame[asp.SEED] == 0) & (frame['lr'] == 1e-2)
-            & (frame['steps'] == 1000), 'eval_bits'] = np.nan
-  tuned = asp.tune(frame)
-  assert tuned.table.set_index('shape')['learning_rate']['d_model 32, d_ff 512'] == 3e-2
-  verdicts = asp.decide(frame, 'full', tuned)
-  assert [v.outcome for v in verdicts] == [verdict.REPRODUCED, verdict.INVALID, verdict.REPRODUCED]
-  assert [c.name.split(' (')[0] for c in verdicts[1].failed_checks] == ['learning rate inside the grid']
+def test_gates_premise_learned_seeds_and_one_budget():
+  v = asp.rules(selection(init=0.2), 'full')       # already sparse at initialisation: nothing emerged
+  assert [x.outcome for x in v] == [stats.INVALID] * 3 and all(_failed(x) == ['init premise'] for x in v)
+  v = asp.rules(selection(bits=2.95), 'full')      # within 0.1 bits of the unigram model: learned nothing
+  (learned,) = v[1].failed_checks
+  assert learned.remedy == stats.DOUBLE_STEPS and learned.points == v[1].points
+  sel = selection()
+  gone = (sel['point'] == 'relu: d_model 32, d_ff 512') & (sel[asp.SEED] == 0)   # an untuned seed failed
+  v = asp.rules(sel[~gone], 'full')
+  assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID, stats.REPRODUCED]
+  assert _failed(v[1]) == ['every seed finished'] and '7/8' in v[1].failed_checks[0].detail
+  sel.loc[sel['point'] == 'relu: d_model 32, d_ff 128', asp.STEPS] = 2000   # the reference was doubled alone
+  v = asp.rules(sel, 'full')
+  assert v[0].outcome == stats.REPRODUCED and [x.outcome for x in v[1:]] == [stats.INVALID] * 2
+  (budget,) = v[1].failed_checks
+  assert budget.remedy == stats.DOUBLE_STEPS and set(budget.points) == {'relu: d_model 32, d_ff 32',
+                                                                       'relu: d_model 32, d_ff 512'}
 
 
 def test_registered():
   assert 'activation_sparsity' in ablations.names()
-  assert ablations.get('activation_sparsity').name == 'activation_sparsity'
+  assert isinstance(ablations.get('activation_sparsity'), base.Study)
 
 
-@pytest.mark.slow  # six compiled groups and the analysis (~1-2 min)
+@pytest.mark.slow  # six compiled programs, 66 runs and their analysis (~5 min at load 8 on 2 cores)
 def test_smoke_through_entry_point(tmp_path):
   proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=activation_sparsity',
-                         f'--workdir={tmp_path}', '--scale=smoke'], cwd=REPO, capture_output=True, text=True,
-                        env={**os.environ, 'PYTHONPATH': REPO}, check=False)
+                         f'--workdir={tmp_path}', '--scale=smoke', '--noprogress'], cwd=REPO, capture_output=True,
+                        text=True, env={**os.environ, 'PYTHONPATH': REPO}, check=False)
   assert proc.returncode == 0, proc.stderr[-2000:]
   report = json.loads((tmp_path / 'activation_sparsity' / 'report.json').read_text())
-  assert report['scale'] == 'smoke' and len(report['verdicts']) == 3
+  assert report['scale'] == 'smoke' and len(report['verdicts']) == 3 and report['regime']['iterations']
+  assert all(v['p_holm'] is not None and v['points'] for v in report['verdicts'])
   rows = report['tables'][0]['rows']
-  assert {r['point'] for r in rows} == {'init', 'half', 'end'}
-  assert len(rows) == 3 * len(asp.shapes('smoke'))     # one rate per shape: the chosen one (ReLU)
-  relu_shapes = [s for s in asp.shapes('smoke') if s[0] == 'relu']
-  grid = report['tables'][1]['rows']
-  assert len(grid) == len(relu_shapes) * len(asp.RATES) * 2 and {r['steps'] for r in grid} == {20, 40}
-  assert sum(r['chosen'] for r in grid) == 2 * len(relu_shapes)
+  assert {r['point'] for r in rows} == set(asp.relu_points('smoke')) | {'gelu', 'silu'}
   for r in rows:
-    if r['activation'] == 'relu':
-      assert r['density'] == pytest.approx(r['pre-act > 0'])
-  assert jax.numpy.isfinite(report['verdicts'][0]['statistic'])
+    assert r['init'] is not None and r['half'] is not None and r['end'] is not None
+    if r['point'].startswith('relu'):
+      assert 0.3 < r['init'] < 0.7 and r['end'] == pytest.approx(r['pre-act > 0'])   # relu(z) != 0 iff z > 0
+  assert (tmp_path / 'activation_sparsity' / 'density_vs_size.png').exists()

@@ -1,6 +1,6 @@
 """neurons ablation: dead-unit and key/value metrics against hand-computed NumPy, the probe path on a tiny
-transformer, the sweep grid, the verdict rules and gates on synthetic frames, and a smoke run through
-the real entry point."""
+transformer, the arms, the rules and their gates on synthetic selections, and a smoke run through the real
+entry point."""
 
 import itertools
 import json
@@ -15,14 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import io as io_lib
 from ffn_research import probe
+from ffn_research import stats
 from ffn_research import sweep
 from ffn_research import train
 from ffn_research import validation
 from ffn_research.ablations import base
 from ffn_research.ablations import neurons
-from ffn_research.ablations import verdict
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,7 +75,7 @@ def test_value_agreement_shuffle_keys_and_ngram_labels():
 @pytest.fixture(scope='module')
 def tiny():
   """A smoke-shaped 2-layer transformer at its initial weights, with trained-like random final-norm scale."""
-  config = neurons._base('smoke')
+  config = neurons._base('smoke', 1e-2)
   config.train.seed = 3
   validation.validate(config)
   _, init, _ = base._program(config)
@@ -108,96 +109,136 @@ def test_key_value_matches_the_probe_and_brute_force(tiny):
     assert math.isclose(out['value'], agree, rel_tol=1e-6)
 
 
-@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_sweeps_one_program_per_budget(scale):
-  s = neurons.SETTINGS[scale]
-  (spec,) = neurons.sweeps(scale)
-  validation.validate(spec.base)
-  m = spec.base.model
-  assert (m.arch, m.num_layers, m.activation, m.use_bias) == ('transformer', 2, 'relu', False)
-  assert spec.base.train.optimizer == 'adamw' and spec.base.task.name == 'language'
-  assert len(spec.overrides) == len(s['budgets']) * len(s['lrs']) * len(s['wds']) * s['seeds']
-  assert s['seeds'] >= 3 and (scale != 'full' or s['seeds'] >= 5) and len(s['lrs']) >= 3
-  configs = [sweep.apply_overrides(spec.base, o) for o in spec.overrides]
-  assert len({sweep.group_key(c) for c in configs}) == len(s['budgets'])   # rate, decay, seed traced
-  for o in spec.overrides:
-    assert o['train.checkpoint_every'] % o['train.log_every'] == 0 and o[neurons.STEPS] % o['train.log_every'] == 0
 
 
-def _frame(dead, seeds=5, lrs=(1e-3, 1e-2, 3e-2, 1e-1), wds=(0.0, 0.1), budgets=(500, 2000), bits=1.0, gap=0.05):
-  """A synthetic collect frame: dead(lr, wd, steps, layer, seed) given; keys/values with a `gap` over baselines."""
+def test_arms_set_the_rate_of_the_dead_grid_and_tune_the_reference():
+  for scale, regime in neurons.REGIMES.items():
+    arms = {a.name: a for a in neurons.arms(scale)}
+    lrs = neurons.LRS[scale]
+    assert set(arms) == {f'lr_{lr:g}{s}' for lr in lrs for s in ('', '_short')} | {neurons.REF}
+    for lr in lrs:
+      for short in (False, True):
+        a = arms[f'lr_{lr:g}{"_short" if short else ""}']
+        assert not a.tuned and a.base.train.learning_rate == lr and a.steps_factor == (1 if short else neurons.LONG)
+        assert {a.label(p) for p in a.points} == {neurons.cell(lr, wd, short) for wd in neurons.WDS}
+        assert all(set(o) == {neurons.WD} for o in a.points.values())   # no rate, steps or seed
+    ref = arms[neurons.REF]
+    assert ref.tuned and ref.steps_factor == neurons.LONG and ref.base.train.weight_decay == 0.0
+    validation.validate(ref.base)
+    assert (ref.base.model.arch, ref.base.model.activation, ref.base.model.use_bias) == ('transformer', 'relu', False)
+    assert ref.base.train.optimizer == 'adamw' and regime.seeds >= 3 and len(lrs) >= 3
+  assert neurons.REGIMES['full'].seeds >= 10 and {0.3, 1.0} <= set(neurons.LRS['full'])
+  # the grid's rates and decays are traced: one program per budget (T/2 and T of the short and the long arms)
+  steps = neurons.REGIMES['full'].steps
+  configs = [sweep.apply_overrides(a.base, {**o, **a.budget(b * a.steps_factor), neurons.SEED: 0})
+             for a in neurons.arms('full') if not a.tuned for o in a.points.values() for b in (steps // 2, steps)]
+  assert len({sweep.group_key(c) for c in configs}) == 4
+  for c in configs:
+    assert c.train.checkpoint_every * 2 == c.train.steps and c.train.eval_every * 2 == c.train.steps
+
+
+def _harsh(lr, wd, steps, layer, seed):
+  """More dead units at a higher rate, with decay, with steps, in layer 0 (plus seed noise)."""
+  return 0.1 * math.log10(lr / 1e-4) * (1 + wd) * (steps / 800) * (1.5 if layer == 0 else 1.0) + 0.001 * seed
+
+
+def selection(dead=_harsh, gap=0.05, bits=1.4, seeds=10, scale='full'):
+  """A runner selection at one budget (T = 800 for the long cells and the reference, 200 for the short ones)."""
   rows = []
-  for lr, wd, st, seed, layer in itertools.product(lrs, wds, budgets, range(seeds), (0, 1)):
-    run = {'lr': lr, 'wd': wd, 'steps': st, neurons.SEED: seed, 'layer': layer, 'loss_last': 1.0,
-           'loss_previous': 1.01, 'eval_bits': bits, 'unigram_bits': 3.0, 'floor_bits': 0.9}
-    rows.append({**run, 'point': 'init', 'dead': 0.0})
-    rows.append({**run, 'point': 'half', 'dead': dead(lr, wd, st, layer, seed) / 2})
-    rows.append({**run, 'point': 'end', 'dead': dead(lr, wd, st, layer, seed), 'trained_live': 100,
-                 'trained_ngram': 0.8 + 0.001 * seed, 'shuffled_ngram': 0.8 - gap, 'chance_ngram': 0.1,
-                 'trained_token': 0.9, 'shuffled_token': 0.85, 'chance_token': 0.2, 'shuffled_live': 100,
-                 'value': 0.2 + 0.001 * seed, 'value_permuted': 0.2 - gap})
+  for lr, wd, short, seed in itertools.product(neurons.LRS[scale], neurons.WDS, (False, True),
+                                               range(seeds)):
+    steps = 200 if short else 800
+    d = [dead(lr, wd, steps, layer, seed) for layer in (0, 1)]
+    rows.append({'point': neurons.cell(lr, wd, short), neurons.LR: lr, neurons.STEPS: steps, neurons.SEED: seed,
+                 'dead': np.mean(d), 'dead_l0': d[0], 'dead_l1': d[1], 'dead_init': 0.0, 'eval_bits': 1.4,
+                 'unigram_bits': 3.9})
+  for seed in range(seeds):
+    rows.append({'point': neurons.REF, neurons.LR: 1e-2, neurons.STEPS: 800, neurons.SEED: seed, 'dead': 0.0,
+                 'dead_init': 0.0, 'eval_bits': bits, 'unigram_bits': 3.9,
+                 **{f'trained_live_l{x}': 100 for x in (0, 1)},
+                 **{f'trained_ngram_l{x}': 0.8 + 0.001 * seed for x in (0, 1)},
+                 **{f'shuffled_ngram_l{x}': 0.8 - gap for x in (0, 1)},
+                 'value_l1': 0.2 + 0.001 * seed, 'value_permuted_l1': 0.2 - gap})
   return pd.DataFrame(rows)
 
 
-def _harsh(lr, wd, st, layer, seed):
-  """More dead units at higher rate, with decay, with steps, in layer 0 (plus seed noise)."""
-  return 0.1 * math.log10(lr / 1e-4) * (1 + wd) * (st / 2000) * (1.5 if layer == 0 else 1.0) + 0.001 * seed
-
-
-def test_verdicts_reproduced_on_a_harsh_synthetic_grid():
-  v = neurons.decide(_frame(_harsh), 'full')
-  assert [x.outcome for x in v] == [verdict.REPRODUCED] * 7, [x.detail for x in v]
-  # verdict 1's per-seed slope: d dead / d log10 lr at wd 0, 2000 steps, mean of layers = 0.1 * 1.25
+def test_rules_reproduced_on_a_harsh_grid_and_name_their_points():
+  v = neurons.rules(selection(), 'full')
+  assert [x.outcome for x in v] == [stats.REPRODUCED] * 7, [x.detail for x in v]
+  # verdict 1's per-seed slope: d dead / d log10 lr at wd 0, T, mean of layers = 0.1 * 1.25
   assert math.isclose(v[0].statistic, 0.125, rel_tol=1e-9)
-  assert math.isclose(v[4].statistic, 0.05 + 0.002, rel_tol=1e-9)   # 0.8 + 0.001 * seed - 0.75, mean over seeds
+  assert math.isclose(v[4].statistic, 0.05 + 0.0045, rel_tol=1e-9)   # 0.8 + 0.001 * seed - 0.75, mean over seeds
+  lrs = neurons.LRS['full']
+  long = tuple(neurons.cell(lr, wd) for lr in lrs for wd in neurons.WDS)
+  assert v[0].points == tuple(neurons.cell(lr, 0.0) for lr in lrs) and v[1].points == long == v[3].points
+  assert set(v[2].points) == set(long) | {neurons.cell(lr, wd, True) for lr in lrs for wd in neurons.WDS}
+  assert all(x.points == (neurons.REF,) for x in v[4:]) and all(x.boundaries for x in v)
 
 
-def test_verdicts_not_reproduced_when_the_directions_flip():
-  flipped = lambda lr, wd, st, layer, seed: _harsh(1e-3 * 1e-1 / lr, 0.1 - wd, 2500 - st, 1 - layer, seed)
-  v = neurons.decide(_frame(flipped, gap=-0.05), 'full')
-  assert [x.outcome for x in v] == [verdict.NOT_REPRODUCED] * 7, [x.detail for x in v]
+def test_rules_not_reproduced_when_the_directions_flip():
+  flipped = lambda lr, wd, steps, layer, seed: _harsh(1e-3 / lr, 0.1 - wd, 1000 - steps, 1 - layer, seed)
+  v = neurons.rules(selection(flipped, gap=-0.05), 'full')
+  assert [x.outcome for x in v] == [stats.NOT_REPRODUCED] * 7, [x.detail for x in v]
+  # a rise smaller than DEAD_MARGIN is not "more"
+  small = lambda lr, wd, steps, layer, seed: 0.001 * math.log10(lr / 1e-4) + (0.05 if lr == 1.0 else 0.0)
+  assert neurons.rules(selection(small), 'full')[1].outcome == stats.NOT_REPRODUCED
+
+
+def _failed(v):
+  return [c.name.split(':')[0] for c in v.failed_checks]
 
 
 def test_gates_make_verdicts_invalid():
-  # nothing dies anywhere: the kills premise fails for 1-4, keys and values are untouched
-  v = neurons.decide(_frame(lambda *a: 0.0), 'full')
-  assert [x.outcome for x in v[:4]] == [verdict.INVALID] * 4
-  assert all('kills' in x.detail for x in v[:4]) and v[4].outcome == verdict.REPRODUCED
-  # units dead at initialisation only: not deaths caused by training
-  f = _frame(lambda *a: 0.05)
-  f.loc[f['point'] == 'init', 'dead'] = 0.05
-  assert all(x.outcome == verdict.INVALID for x in neurons.decide(f, 'full')[:4])
-  # a model that learned nothing (held-out bits at the unigram entropy): every verdict invalid
-  v = neurons.decide(_frame(_harsh, bits=3.0), 'full')
-  assert all(x.outcome == verdict.INVALID and 'learned' in x.detail for x in v)
-  # shuffled keys pinned at 1: no room above the baseline
-  f = _frame(_harsh)
-  f.loc[f['point'] == 'end', 'shuffled_ngram'] = 1.0
-  assert [x.outcome for x in neurons.decide(f, 'full')[4:6]] == [verdict.INVALID] * 2
+  v = neurons.rules(selection(lambda *a: 0.0), 'full')   # nothing dies anywhere: the premise of 1-4 fails
+  assert [x.outcome for x in v[:4]] == [stats.INVALID] * 4 and all('kills' in _failed(x) for x in v[:4])
+  assert v[4].outcome == stats.REPRODUCED
+  f = selection(lambda *a: 0.05)                         # dead at initialisation only: not deaths by training
+  f['dead_init'] = 0.05
+  assert all(x.outcome == stats.INVALID for x in neurons.rules(f, 'full')[:4])
+  v = neurons.rules(selection(bits=3.9), 'full')         # the reference learned nothing: keys and values invalid
+  assert [x.outcome for x in v] == [stats.REPRODUCED] * 4 + [stats.INVALID] * 3
+  learned = [c for c in v[4].failed_checks if c.name.startswith('learned')]
+  assert learned and learned[0].remedy == stats.DOUBLE_STEPS and learned[0].points == (neurons.REF,)
+  f = selection()
+  f.loc[f['point'] == neurons.REF, 'shuffled_ngram_l0'] = 1.0   # no room above the shuffled baseline
+  f.loc[f['point'] == neurons.REF, 'trained_live_l1'] = 3        # too few live units
+  v = neurons.rules(f, 'full')
+  assert _failed(v[4]) == ['room'] and _failed(v[5]) == ['live'] and _failed(v[6]) == ['live']
 
 
-def test_per_run_averages_layers():
-  f = _frame(_harsh)
-  pr = neurons.per_run(f)
-  row = pr[(pr['lr'] == 1e-2) & (pr['wd'] == 0.0) & (pr['steps'] == 2000) & (pr[neurons.SEED] == 0)]
-  assert math.isclose(float(row['dead'].iloc[0]), (_harsh(1e-2, 0, 2000, 0, 0) + _harsh(1e-2, 0, 2000, 1, 0)) / 2)
+def test_a_missing_seed_and_a_lone_doubling_make_verdicts_invalid():
+  f = selection()
+  gone = (f['point'] == neurons.cell(1.0, 0.1, True)) & (f[neurons.SEED] == 0)   # a diverged untuned seed
+  v = neurons.rules(f[~gone], 'full')
+  assert [x.outcome for x in v[:4]] == [stats.REPRODUCED] * 2 + [stats.INVALID, stats.REPRODUCED]
+  assert _failed(v[2]) == ['every seed finished']
+  f.loc[f['point'] == neurons.cell(1e-2, 0.0), neurons.STEPS] = 1600   # one cell doubled alone
+  v = neurons.rules(f, 'full')
+  (budget,) = v[0].failed_checks
+  assert budget.name == 'one budget' and budget.remedy == stats.DOUBLE_STEPS
+  assert neurons.cell(1e-2, 0.0) not in budget.points and neurons.cell(1e-3, 0.0) in budget.points
+  assert v[2].failed_checks[0].name == 'one budget'   # the short cells count at their own factor
 
 
-@pytest.mark.slow  # ~1-2 min: 48 runs in two compiled programs, then the analysis reads 144 models
+def test_registered():
+  assert isinstance(ablations.get('neurons'), base.Study)
+
+
+@pytest.mark.slow  # 90 runs in six compiled programs, the analysis reads 270 models (~7 min at load 8 on 2 cores)
 def test_smoke_through_entry_point(tmp_path):
   proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=neurons', f'--workdir={tmp_path}',
-                         '--scale=smoke'], cwd=REPO, capture_output=True, text=True,
+                         '--scale=smoke', '--noprogress'], cwd=REPO, capture_output=True, text=True,
                         env={**os.environ, 'PYTHONPATH': REPO}, check=False)
   assert proc.returncode == 0, proc.stderr[-2000:]
   report = json.loads((tmp_path / 'neurons' / 'report.json').read_text())
-  s = neurons.SETTINGS['smoke']
-  assert report['scale'] == 'smoke' and len(report['verdicts']) == 7
-  assert len(report['tables'][0]['rows']) == len(s['budgets']) * len(s['wds']) * len(s['lrs'])
+  assert report['scale'] == 'smoke' and len(report['verdicts']) == 7 and report['regime']['iterations']
+  assert all(v['p_holm'] is not None and v['points'] for v in report['verdicts'])
+  assert len(report['tables'][0]['rows']) == 4 * len(neurons.LRS['smoke']) + 1
   assert (tmp_path / 'neurons' / 'neurons.png').exists()
   # the init program shared across rates and budgets restores what a run's own program restores
-  runs = pd.read_csv(tmp_path / 'neurons' / 'relu' / 'results.csv')
+  runs = pd.read_csv(tmp_path / 'neurons' / 'lr_0.1' / 'results.csv')
   for name in (runs['name'].iloc[0], runs['name'].iloc[-1]):
-    run_dir = str(tmp_path / 'neurons' / 'relu' / 'runs' / name)
+    run_dir = str(tmp_path / 'neurons' / 'lr_0.1' / 'runs' / name)
     config, models, _ = base.models_over_training(run_dir)
     exp = train.Experiment(config)
     init = jax.jit(exp.init)
