@@ -510,7 +510,7 @@ class LoadedRun(NamedTuple):
 _NOT_IN_INIT = ('seed', 'learning_rate', 'steps', 'warmup_steps', 'log_every', 'checkpoint_every', 'eval_every')
 
 
-def _restore_program(config: ml_collections.ConfigDict):
+def restore_program(config: ml_collections.ConfigDict):
   """(Experiment, jitted init with the seed traced, abstract state) of `config`, from the one program cache."""
   raw = config.to_dict()
   raw['train'] = {k: v for k, v in raw['train'].items() if k not in _NOT_IN_INIT}
@@ -530,7 +530,7 @@ def restore(run_dir: str, which: str = 'newest'):
   if raw is None:
     raise FileNotFoundError(f'{run_dir}/config.json not found: not a run directory')
   config = ml_collections.ConfigDict(raw)
-  exp, init, abstract = _restore_program(config)
+  exp, init, abstract = restore_program(config)
   params = {}
   ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
   try:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import ablations, stats, sweep
+from ffn_research import ablations, loop, stats, sweep
 from ffn_research.ablations import activation_sparsity as asp
 from ffn_research.ablations import base
 
@@ -70,7 +70,7 @@ def test_arms_declare_shapes_only_and_checkpoint_at_half_and_end():
 
 def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_model():
   config = asp.language_config('smoke', 'relu')
-  exp, init, _ = base._program(config)   # pylint: disable=protected-access
+  exp, init, _ = loop.restore_program(config)
   state = init(0)
   rows = asp.model_rows(exp.merge(state['params']), state['data']['eval']['inputs'], 'relu')
   assert [r['layer'] for r in rows] == [0, 1]

@@ -17,6 +17,7 @@ import pytest
 
 from ffn_research import ablations
 from ffn_research import io as io_lib
+from ffn_research import loop
 from ffn_research import probe
 from ffn_research import stats
 from ffn_research import sweep
@@ -78,8 +79,7 @@ def tiny():
   config = neurons._base('smoke', 1e-2)
   config.train.seed = 3
   validation.validate(config)
-  _, init, _ = base._program(config)
-  exp = base._program(config)[0]
+  exp, init, _ = loop.restore_program(config)
   state = init(3)
   model = exp.merge(state['params'])
   rng = np.random.default_rng(1)
