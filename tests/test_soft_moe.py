@@ -278,6 +278,28 @@ def test_group_tokens_follow_the_capacity_scope():
   assert models.group_tokens(seq, task) == 32 * seq.train.batch_size
 
 
+def test_sweep_arms_are_matched_as_documented():
+  """configs/sweeps/soft_moe.py: every run validates; the matched arm is within 2% of top-2's parameters
+  and FLOPs per token, and the counts are those its docstring and docs/moe.md state."""
+  from ffn_research import configfile, tasks
+  base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/soft_moe.py'))
+  module = configfile.load_module(os.path.join(REPO, 'configs/sweeps/soft_moe.py'))
+  assert len(grid) == len(module.ARMS) * len(module.LEARNING_RATES) * 5
+  counts = {}
+  for overrides in grid:
+    config = base.copy_and_resolve_references()
+    for k, v in overrides.items():
+      config_lib.set_path(config, k, v)
+    validation.validate(config)
+    arm = next(a for a, o in module.ARMS.items() if all(overrides[k] == v for k, v in o.items()))
+    c = models.model_counts(config, tasks.build_task(config))
+    counts[arm] = (c['num_params'], c['flops_per_token'])
+  assert counts == {'topk_softmax': (17152, 8448), 'soft_matched': (17125, 8585.0), 'soft_same': (18177, 8064.0),
+                    'soft_p1': (17153, 896.0), 'dense_flops': (4372, 8448)}
+  (p0, f0), (p1, f1) = counts['topk_softmax'], counts['soft_matched']
+  assert abs(p1 / p0 - 1) < 0.02 and abs(f1 / f0 - 1) < 0.02
+
+
 # --------------------------------------------------------------------------- config, causality
 
 
@@ -330,3 +352,38 @@ def test_cli_trains_soft_moe_and_records_allow_noncausal(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   summary = json.loads((seq / 'summary.json').read_text())
   assert summary['moe_noncausal'].startswith('model.moe.router=soft: ')
+
+
+_EP_SCRIPT = '''
+import jax, jax.numpy as jnp, numpy as np
+from flax import nnx
+from ffn_research.models import moe
+assert jax.device_count() == 4
+x = jax.random.normal(jax.random.PRNGKey(1), (32, 6))
+r = jax.random.normal(jax.random.PRNGKey(2), (32, 6))
+for axis_type in ('Explicit', 'Auto'):
+  mesh = jax.make_mesh((4,), ('expert',), axis_types=(getattr(jax.sharding.AxisType, axis_type),))
+  out = []
+  for m in (None, mesh):
+    model = moe.MoE(6, 8, 'swiglu', num_experts=8, top_k=1, router='soft', slots_per_expert=3, mesh=m,
+                    rngs=nnx.Rngs(0))
+    g, p, rest = nnx.split(model, nnx.Param, ...)
+    if m is not None:  # expert weights live on their devices
+      p = jax.tree.map(lambda a: jax.device_put(a, jax.sharding.NamedSharding(
+          mesh, jax.sharding.PartitionSpec(*(('expert',) if a.ndim > 1 and a.shape[0] == 8 else ())))), p)
+    loss = lambda p: jnp.sum(nnx.merge(g, p, rest).apply(x)[0] * r)
+    y = jax.jit(lambda p: nnx.merge(g, p, rest).apply(x)[0])(p)
+    out.append((y, jax.jit(jax.grad(loss))(p)))
+  np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-5, atol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), out[0][1], out[1][1])
+  assert len(out[1][1]['w1'][...].sharding.device_set) == 4
+print('EP_OK')
+'''
+
+
+@pytest.mark.slow  # a fresh process with 4 host devices
+def test_expert_parallel_matches_single_device():
+  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4', 'JAX_PLATFORMS': 'cpu'}
+  out = subprocess.run([sys.executable, '-c', _EP_SCRIPT], env=env, cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+  assert 'EP_OK' in out.stdout, out.stderr[-3000:]
