@@ -334,8 +334,8 @@ def test_causal_model_refuses_soft_in_one_line_through_the_cli(tmp_path):
 
 @pytest.mark.slow  # two runs in fresh processes, each compiling a train chunk
 def test_cli_trains_soft_moe_and_records_allow_noncausal(tmp_path):
-  """The issue's command (shortened) trains and reports its loss; a transformer with
-  allow_noncausal trains and its summary names the leak."""
+  """The issue's command (shortened) trains and reports its loss; an ffn_stack with allow_noncausal
+  trains and its summary names the leak (the transformer's forward pass: test_transformer's probe)."""
   run = tmp_path / 'soft'
   proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/regression.py:teacher_student_moe',
                          '--config.model.moe.router=soft', '--config.train.steps=200', f'--workdir={run}'],
@@ -346,8 +346,8 @@ def test_cli_trains_soft_moe_and_records_allow_noncausal(tmp_path):
   assert summary['num_params'] == summary['num_active_params']
   seq = tmp_path / 'seq'
   proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
-                         f'--workdir={seq}', '--config.model.moe.num_experts=4', '--config.model.moe.router=soft',
-                         '--config.model.moe.allow_noncausal=True'],
+                         f'--workdir={seq}', '--config.model.arch=ffn_stack', '--config.model.moe.num_experts=4',
+                         '--config.model.moe.router=soft', '--config.model.moe.allow_noncausal=True'],
                         cwd=REPO, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-2000:]
   summary = json.loads((seq / 'summary.json').read_text())
