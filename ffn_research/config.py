@@ -46,7 +46,7 @@ def default_config() -> ml_collections.ConfigDict:
   moe.num_experts = 0         # routed experts E (before granularity); 0 = dense FFN
   moe.top_k = 2               # experts per token k (before granularity); the "MoE top-k" sweep axis
   moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
-  moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice, hash
+  moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice, hash, soft
   moe.renormalize = False     # softmax_topk only: renormalise the k weights to sum to 1
   moe.freeze_router = False   # True: router weights stay at their random init (no gradient, no optimizer state)
   moe.stop_combine_grad = False  # True: no gradient through the combine weights (forward unchanged; the
@@ -59,7 +59,7 @@ def default_config() -> ml_collections.ConfigDict:
   # 'batch' (the whole batch); 'auto' = 'sequence' in sequence models, 'batch' for the bare FFN.
   moe.capacity_scope = 'auto'
   # Sequence models refuse MoE settings that leak later tokens or other sequences into a token's output
-  # (expert_choice, batch-wide capacity, 'token' priority with k > 1, 'score'); True accepts the leak and
+  # (expert_choice, soft, batch-wide capacity, 'token' priority with k > 1, 'score'); True accepts the leak and
   # the run's summary.json says so (moe_noncausal). See docs/moe.md#causality.
   moe.allow_noncausal = False
   moe.dispatch = 'auto'       # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
@@ -69,6 +69,9 @@ def default_config() -> ml_collections.ConfigDict:
   moe.z_loss_coef = 1e-3      # router z-loss coefficient (ST-MoE)
   moe.bias_update_rate = 0.0  # DeepSeek-V3 aux-loss-free bias step gamma per train step; 0 = off
   moe.jitter = 0.0            # multiplicative router-input jitter U(1-j, 1+j) in training; 0 = off
+  # router 'soft' (Soft MoE, Puigcerver et al. 2023) only: p slots per expert, E*p slots in all, each a
+  # softmax-weighted average of all tokens of its group (the batch, or a sequence; see capacity_scope).
+  moe.slots_per_expert = 1
 
   c.task = t = ml_collections.ConfigDict()
   t.name = 'function'       # see tasks.TASKS

@@ -146,6 +146,7 @@ def test_moe_evaluation_does_not_depend_on_chunking():
 
 @pytest.mark.parametrize('moe,where', [
     (dict(router='expert_choice', top_k=1, capacity_factor=1.0), 'earlier'),
+    (dict(router='soft', slots_per_expert=2), 'earlier'),  # every slot averages its whole sequence
     (dict(capacity_factor=0.5, capacity_scope='batch'), 'other'),
     (dict(capacity_factor=0.5, drop_priority='score', router='softmax_topk'), 'earlier'),
 ])

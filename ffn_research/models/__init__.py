@@ -89,7 +89,7 @@ def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]
   """Exact parameter and FLOP counts from formulas (tests hold them against the trees)."""
   m = config.model
   if m.arch == 'ffn':
-    c = ffn_counts(m, m.d_model, task.output_dim)
+    c = ffn_counts(m, m.d_model, task.output_dim, group_tokens(config, task))
     return {'num_params': c['num_params'], 'num_active_params': c['num_active_params'],
             'num_ffn_params': c['num_params'], 'num_active_ffn_params': c['num_active_params'],
             'd_ff_effective': c['d_ff_effective'], 'd_ff_active': c['d_ff_active'],
@@ -100,8 +100,17 @@ def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]
     return {'num_params': n, 'num_active_params': n, 'num_ffn_params': n, 'num_active_ffn_params': n,
             'd_ff_effective': m.d_ff, 'd_ff_active': m.d_ff, 'flops_per_token': 4 * m.d_model * m.d_ff}
   if m.arch in SEQUENCE_ARCHS:
-    return transformer.counts(m, task.output_dim, task.seq_len, ffn_counts(m, m.d_model, m.d_model))
+    return transformer.counts(m, task.output_dim, task.seq_len,
+                              ffn_counts(m, m.d_model, m.d_model, group_tokens(config, task)))
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+
+
+def group_tokens(config: ml_collections.ConfigDict, task: Any) -> int:
+  """Tokens an MoE routes together in a training step (`MoE.num_groups`): one sequence with
+  per-sequence capacity, else the whole batch (its rows, times the sequence length)."""
+  scope, _ = moe_lib.routing_settings(config.model)
+  seq_len = task.seq_len if config.model.arch in SEQUENCE_ARCHS else 1
+  return seq_len if scope == 'sequence' else config.train.batch_size * seq_len
 
 
 def _check_autoencoder(model_cfg: ml_collections.ConfigDict, task: Any) -> None:

@@ -39,6 +39,12 @@ Conventions, documented once here:
   and flaxformer do not divide by k, so theirs is k times ours.
 * P_i = mean router probability of expert i: softmax over all experts, or for
   the sigmoid router the sigmoid scores normalised over experts (DeepSeek-V3).
+* Soft MoE (router 'soft', Puigcerver et al. 2023) takes another path, `MoE.apply_slots`:
+  each of the E experts holds p slots; every slot is a softmax-weighted average of all tokens
+  of its group (the same groups as capacity: the batch, or each sequence), every expert runs
+  its FFN on its p slots, and every token's output is a softmax-weighted average of all E p
+  slot outputs. No token is dropped and nothing needs balancing (its balancing and z losses
+  are 0); a token's output depends on every token of its group, so it is never causal.
 """
 
 import functools
@@ -150,17 +156,51 @@ def hash_route(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
                  jnp.ones(expert_TxK.shape, bool), probs_TxE)
 
 
-# model.moe.router names -> fn(logits_TxE, x_TxD, bias_E, k, capacity, renormalize) -> Routing.
-# x_TxD: the router's input (float32, before jitter); only `hash` reads it, the others route on logits.
-ROUTERS: dict[str, Callable[..., Routing]] = {
+class SoftRouting(NamedTuple):
+  """Soft MoE weights of G groups of M tokens over S = E p slots (slot s belongs to expert s // p)."""
+  dispatch_GxMxS: jax.Array  # float32: slot s's weight on token m (softmax over the group's tokens)
+  combine_GxMxS: jax.Array   # float32: token m's weight on slot s (softmax over the slots)
+
+
+# Added to the squared norm in `l2_normalize`, so a zero vector (a padding row) stays exactly zero.
+L2_EPS = 1e-6
+
+
+def l2_normalize(x: jax.Array, axis: int) -> jax.Array:
+  """x / sqrt(sum(x^2) + L2_EPS) along `axis`: unit L2 norm (up to the eps)."""
+  return x * jax.lax.rsqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True) + L2_EPS)
+
+
+def soft_logits(x_GxMxD: jax.Array, phi_DxS: jax.Array, scale: jax.Array) -> jax.Array:
+  """Soft MoE logits with the paper's normalisation (Puigcerver et al. 2023, section 2.3): every
+  token and every slot parameter column scaled to unit L2 norm, times one learned scalar `scale`,
+  so a logit is `scale` times a cosine similarity whatever d_model."""
+  return jnp.einsum('gmd,ds->gms', l2_normalize(x_GxMxD, -1), scale * l2_normalize(phi_DxS, 0))
+
+
+def soft(logits_GxMxS: jax.Array) -> SoftRouting:
+  """Soft MoE (Puigcerver et al. 2023): dispatch weights are a softmax over the tokens of each
+  group (each slot takes a weighted average of its group's tokens), combine weights a softmax
+  over the slots (each token takes a weighted average of the slot outputs)."""
+  return SoftRouting(jax.nn.softmax(logits_GxMxS, axis=1), jax.nn.softmax(logits_GxMxS, axis=2))
+
+
+# model.moe.router names. Token routers: fn(logits_TxE, x_TxD, bias_E, k, capacity, renormalize) ->
+# Routing; x_TxD: the router's input (float32, before jitter); only `hash` reads it, the others
+# route on logits. Slot routers (SLOT_ROUTERS): fn(logits_GxMxS) -> SoftRouting (MoE.apply_slots).
+ROUTERS: dict[str, Callable[..., Routing | SoftRouting]] = {
     'softmax_topk': softmax_topk,
     'topk_softmax': topk_softmax,
     'sigmoid': sigmoid_topk,
     'expert_choice': expert_choice,
     'hash': hash_route,
+    'soft': soft,
 }
 # Routers whose choice ignores the logits (no router gradient from any loss).
 INPUT_ROUTERS = ('hash',)
+# Routers that mix every token of a group into every slot (Soft MoE): no token-to-expert
+# assignment, so no capacity, drops, top_k or dispatch implementation; never causal.
+SLOT_ROUTERS = ('soft',)
 
 DROP_PRIORITIES = ('position', 'token', 'score')
 CAPACITY_SCOPES = ('sequence', 'batch')
@@ -570,9 +610,13 @@ def validate(model_cfg) -> None:
     config_lib.non_negative(f'model.moe.{key}', e[key])
   check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1,
         f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
+  config_lib.positive_int('model.moe.slots_per_expert', e.slots_per_expert)
+  check(e.slots_per_expert == 1 or e.router in SLOT_ROUTERS,
+        f'model.moe.slots_per_expert={e.slots_per_expert} applies only to router=soft '
+        f'(model.moe.router={e.router!r}); leave it at 1')
   if e.num_experts == 0:
     return
-  check(e.top_k <= e.num_experts,
+  check(e.top_k <= e.num_experts or e.router in SLOT_ROUTERS,
         f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}')
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   check(d_ff % e.granularity == 0,
@@ -590,6 +634,12 @@ def validate(model_cfg) -> None:
   if e.router in INPUT_ROUTERS:
     check(e.bias_update_rate == 0,
           f'model.moe.bias_update_rate must be 0 with router={e.router} (the route is a fixed function of the input)')
+  if e.router in SLOT_ROUTERS:
+    check(e.bias_update_rate == 0,
+          f'model.moe.bias_update_rate must be 0 with router={e.router} (no expert is selected, nothing to bias)')
+    check(not e.stop_combine_grad,
+          f'model.moe.stop_combine_grad must be False with router={e.router} (its router also learns through '
+          'the dispatch weights)')
   if e.router == 'expert_choice':
     check(e.capacity_factor > 0,
           'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
@@ -625,6 +675,9 @@ def noncausal_reason(model_cfg) -> str | None:
   if e.router == 'expert_choice':
     return ('router=expert_choice: an expert takes the top-scored tokens of its group, so whether a '
             'token is taken depends on later tokens' + (' and other sequences' if scope == 'batch' else ''))
+  if e.router in SLOT_ROUTERS:
+    return (f'router={e.router}: every slot averages all tokens of its group, so every output depends on '
+            'later tokens' + (' and other sequences' if scope == 'batch' else ''))
   if e.capacity_factor <= 0:
     return None
   if scope == 'batch':
@@ -659,14 +712,33 @@ def router_z(logits_TxE: jax.Array) -> jax.Array:
 
 
 def moe_param_count(d_model: int, d_expert: int, activation: str, use_bias: bool,
-                    num_experts: int, num_shared: int, d_out: int | None = None) -> int:
-  """Router (no bias) + experts + the shared experts (one fused FFN of width num_shared * d_expert)."""
+                    num_experts: int, num_shared: int, d_out: int | None = None,
+                    slots_per_expert: int = 0) -> int:
+  """Router (no bias) + experts + the shared experts (one fused FFN of width num_shared * d_expert).
+
+  slots_per_expert p > 0: Soft MoE, whose router is the slot parameters (d_model x E p) and a scale."""
   d_out = d_model if d_out is None else d_out
-  n = d_model * num_experts + num_experts * ffn_lib.ffn_param_count(
+  router = d_model * num_experts * slots_per_expert + 1 if slots_per_expert else d_model * num_experts
+  n = router + num_experts * ffn_lib.ffn_param_count(
       d_model, d_expert, activation, use_bias, d_out)
   if num_shared:
     n += ffn_lib.ffn_param_count(d_model, num_shared * d_expert, activation, use_bias, d_out)
   return n
+
+
+def soft_flops_per_token(d_model: int, d_expert: int, activation: str, num_experts: int,
+                         slots_per_expert: int, group_tokens: int, num_shared: int = 0,
+                         d_out: int | None = None) -> float:
+  """Forward matmul FLOPs per token of Soft MoE with S = E p slots and M = group_tokens tokens per
+  group: logits 2 D S, slot inputs 2 D S (S M D multiply-adds per group), combine 2 S O, the experts'
+  S FFN evaluations per group shared by its M tokens, and the shared experts. The expert term is
+  S / M of one expert's per-token FLOPs, so the count depends on the group size (exact float)."""
+  d_out = d_model if d_out is None else d_out
+  s = num_experts * slots_per_expert
+  per_group = (group_tokens * 2 * s * (2 * d_model + d_out)
+               + s * ffn_lib.ffn_flops_per_token(d_model, d_expert, activation, d_out))
+  shared = ffn_lib.ffn_flops_per_token(d_model, num_shared * d_expert, activation, d_out) if num_shared else 0
+  return per_group / group_tokens + shared
 
 
 class MoE(ffn_lib.Layer):
@@ -683,7 +755,7 @@ class MoE(ffn_lib.Layer):
                drop_priority: str = 'token', capacity_scope: str = 'batch', dispatch: str = 'auto',
                num_shared_experts: int = 0, granularity: int = 1,
                load_balance_coef: float = 1e-2, z_loss_coef: float = 1e-3,
-               bias_update_rate: float = 0.0, jitter: float = 0.0,
+               bias_update_rate: float = 0.0, jitter: float = 0.0, slots_per_expert: int = 1,
                use_bias: bool = True, dropout_rate: float = 0.0, init: str = 'xavier_uniform',
                dtype: str = 'float32', d_out: int | None = None,
                mesh: jax.sharding.Mesh | None = None, expert_axis: str = 'expert',
@@ -716,7 +788,13 @@ class MoE(ffn_lib.Layer):
       return jnp.stack([w_init(key, shape, jnp.float32) for key in jax.random.split(rngs.params(), e)])
 
     router_kind = FrozenWeight if freeze_router else nnx.Param
-    self.router_w = router_kind(w_init(rngs.params(), (d_model, e), jnp.float32))
+    # Soft MoE: router_w is the slot parameters Phi, one column per slot (slot s of expert s // p),
+    # and router_scale the learned scale of the normalised logits (1 at init, as in vmoe).
+    self.slots_per_expert = slots_per_expert if router in SLOT_ROUTERS else 0
+    num_columns = e * slots_per_expert if router in SLOT_ROUTERS else e
+    self.router_w = router_kind(w_init(rngs.params(), (d_model, num_columns), jnp.float32))
+    if router in SLOT_ROUTERS:
+      self.router_scale = router_kind(jnp.ones((), jnp.float32))
     self.routing_bias = RoutingBias(jnp.zeros((e,), jnp.float32))
     self.w1 = nnx.Param(stacked((d_model, f)))
     if self.spec.gated:
@@ -737,7 +815,8 @@ class MoE(ffn_lib.Layer):
     return {n: getattr(self, n)[...] for n in names if hasattr(self, n)}
 
   def num_groups(self, x: jax.Array) -> int:
-    """Groups that share capacity: the sequences of x (B, T, D) with scope 'sequence', else 1."""
+    """Groups that share capacity (Soft MoE: whose tokens a slot averages): the sequences of
+    x (B, T, D) with scope 'sequence', else 1 (the whole batch)."""
     return x.shape[0] if self.capacity_scope == 'sequence' and x.ndim == 3 else 1
 
   def capacity_factor_for(self, training: bool) -> float:
@@ -768,6 +847,8 @@ class MoE(ffn_lib.Layer):
     """Router logits (float32, jittered only in training) and the Routing, each of `groups`
     consecutive groups of tokens routed on its own (expert choice picks within its group).
     With stop_combine_grad the combine weights carry no gradient (forward unchanged)."""
+    if self.router in SLOT_ROUTERS:
+      raise ValueError(f'router={self.router} assigns no tokens to experts (no Routing); see MoE.soft_route')
     x_TxD = x_in_TxD = x_TxD.astype(jnp.float32)
     if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
       jitter = self.jitter[...]
@@ -798,6 +879,8 @@ class MoE(ffn_lib.Layer):
     return routing._replace(valid_TxJ=kept_TxJ, weight_TxJ=jnp.where(kept_TxJ, routing.weight_TxJ, 0.0))
 
   def apply(self, x: jax.Array, *, rng: jax.Array | None = None):
+    if self.router in SLOT_ROUTERS:
+      return self.apply_slots(x, rng=rng)
     lead, x_TxD = x.shape[:-1], x.reshape(-1, x.shape[-1])
     num_tokens, groups = x_TxD.shape[0], self.num_groups(x)
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
@@ -815,6 +898,61 @@ class MoE(ffn_lib.Layer):
     if self.shared is not None:
       y_TxO = y_TxO + self.shared(x_TxD, rng=rngs[2])
     return y_TxO.reshape(*lead, self.d_out), self._aux(logits_TxE, routing, plan_)
+
+  def soft_route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1):
+    """Soft MoE logits (G, M, S) (float32, the router input jittered only in training) and the
+    SoftRouting of `groups` consecutive groups of M tokens."""
+    x_TxD = x_TxD.astype(jnp.float32)
+    if rng is not None and self.use_jitter:  # the same multiplicative input jitter as token routers
+      jitter = self.jitter[...]
+      x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
+    logits_GxMxS = soft_logits(x_TxD.reshape(groups, -1, x_TxD.shape[-1]), self.router_w[...],
+                               self.router_scale[...])
+    return logits_GxMxS, ROUTERS[self.router](logits_GxMxS)
+
+  def apply_slots(self, x: jax.Array, *, rng: jax.Array | None = None):
+    """Soft MoE: slots = dispatch-weighted averages of each group's tokens, expert e's FFN on its
+    p slots (of every group: one (G p, D) buffer per expert), outputs = combine-weighted averages
+    of the slot outputs (module docstring). The groups are `num_groups(x)`."""
+    lead, x_TxD = x.shape[:-1], x.reshape(-1, x.shape[-1])
+    groups, e, p = self.num_groups(x), self.num_experts, self.slots_per_expert
+    rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
+    logits_GxMxS, routing = self.soft_route(x_TxD, rngs[0], groups)
+    dtype = self.spec.dtype
+    x_GxMxD = x_TxD.reshape(groups, -1, self.d_model).astype(dtype)
+    slots_GxSxD = jnp.einsum('gms,gmd->gsd', routing.dispatch_GxMxS.astype(dtype), x_GxMxD)
+    x_ExNxD = slots_GxSxD.reshape(groups, e, p, -1).transpose(1, 0, 2, 3).reshape(e, groups * p, -1)
+    spec = self.spec
+    if rngs[1] is not None and self.use_dropout:
+      spec = spec._replace(act=self._dropped_act(rngs[1]), dropout=True)
+    y_ExNxO = _sharded_experts(x_ExNxD, self.expert_weights(), spec, self.mesh, self.expert_axis)
+    y_GxSxO = y_ExNxO.reshape(e, groups, p, -1).transpose(1, 0, 2, 3).reshape(groups, e * p, -1)
+    y_TxO = jnp.einsum('gms,gso->gmo', routing.combine_GxMxS.astype(dtype), y_GxSxO).reshape(-1, self.d_out)
+    if self.shared is not None:
+      y_TxO = y_TxO + self.shared(x_TxD, rng=rngs[2])
+    return y_TxO.reshape(*lead, self.d_out), self._soft_aux(logits_GxMxS, routing)
+
+  def _soft_aux(self, logits_GxMxS, routing: SoftRouting):
+    """The token routers' aux keys, made sane for Soft MoE: nothing is dropped or balanced (both
+    losses 0); 'load' is each expert's share of the combine weights (mean over tokens), 'router_z'
+    and 'router_entropy' are over the E p slots; plus how peaked the weights are."""
+    e, (g, m, s) = self.num_experts, logits_GxMxS.shape
+    combine, dispatch = routing.combine_GxMxS, routing.dispatch_GxMxS
+    load_E = jnp.mean(combine.reshape(g * m, e, s // e).sum(-1), axis=0)
+    entropy = -jnp.mean(jnp.sum(jnp.where(combine > 0, combine * jnp.log(combine), 0.0), axis=-1))
+    zero = jnp.zeros((), jnp.float32)
+    return {
+        'load_balance_loss': zero, 'z_loss': zero,  # no balancing loss: not in the objective
+        'load_balance': e * jnp.sum(jnp.square(load_E)),  # E sum_i f_i^2 (1 when uniform), logged only
+        'router_z': router_z(logits_GxMxS.reshape(g * m, s)),
+        'load': load_E,
+        'max_load_ratio': e * jnp.max(load_E),
+        'dropped_fraction': zero,
+        'router_entropy': entropy,  # of the combine weights over the slots, mean over tokens, nats
+        'dispatch_weight_max': jnp.mean(jnp.max(dispatch, axis=1)),  # 1/M: a plain mean, 1: one token
+        'combine_weight_max': jnp.mean(jnp.max(combine, axis=2)),    # 1/S: uniform, 1: one slot
+        'router_scale': self.router_scale[...],
+    }
 
   def _dropped_act(self, rng):
     act, rate = self.spec.act, self.dropout_rate[...]
@@ -851,4 +989,4 @@ class MoE(ffn_lib.Layer):
   @property
   def num_params(self) -> int:
     return moe_param_count(self.d_model, self.d_expert, self.activation, self.use_bias,
-                           self.num_experts, self.num_shared, self.d_out)
+                           self.num_experts, self.num_shared, self.d_out, self.slots_per_expert)

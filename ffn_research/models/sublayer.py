@@ -35,7 +35,8 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
         drop_priority=priority, capacity_scope=scope, dispatch=e.dispatch,
         num_shared_experts=e.num_shared_experts, granularity=e.granularity,
         load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
-        bias_update_rate=e.bias_update_rate, jitter=e.jitter, use_bias=model_cfg.use_bias,
+        bias_update_rate=e.bias_update_rate, jitter=e.jitter, slots_per_expert=e.slots_per_expert,
+        use_bias=model_cfg.use_bias,
         dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
         d_out=d_out, mesh=mesh, rngs=rngs)
   return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
@@ -43,14 +44,27 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
                      dtype=model_cfg.dtype, d_out=d_out, d_ff_true=d_ff_true, rngs=rngs)
 
 
-def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None) -> dict[str, int]:
+def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
+               group_tokens: int | None = None) -> dict[str, int]:
   """Parameters (total and active per token) and forward FLOPs per token of one FFN sublayer.
 
   For an MoE, 'd_ff_effective' is one expert's width and 'd_ff_active' the hidden
   width a token uses (k G-experts plus shared); router FLOPs are included.
+  Soft MoE (`group_tokens`: tokens per routing group in training, which its FLOPs depend on):
+  every parameter enters every token's output, so all are active and 'd_ff_active' is every
+  expert's width; 'flops_per_token' is `moe.soft_flops_per_token` (a float).
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
+  if e.num_experts > 0 and e.router in moe_lib.SLOT_ROUTERS:
+    if group_tokens is None:
+      raise ValueError(f'router={e.router}: ffn_counts needs group_tokens (its FLOPs depend on the group size)')
+    g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
+    num_e, d_e, p = g * e.num_experts, d_ff // g, e.slots_per_expert
+    total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out, p)
+    flops = moe_lib.soft_flops_per_token(d_in, d_e, act, num_e, p, group_tokens, e.num_shared_experts, d_out)
+    return {'num_params': total, 'num_active_params': total, 'd_ff_effective': d_e,
+            'd_ff_active': (num_e + e.num_shared_experts) * d_e, 'flops_per_token': flops}
   if e.num_experts > 0:
     g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
     num_e, k, d_e = g * e.num_experts, g * e.top_k, d_ff // g
