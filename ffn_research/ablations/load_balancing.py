@@ -79,7 +79,7 @@ UNSTABLE = 'unstable_lr'     # arm name prefix of the z-loss arms
 UNSTABLE_LRS = {'smoke': (0.1, 0.3), 'quick': (0.1, 0.14, 0.2, 0.3),
                 'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3)}
 REGIMES = {  # rates of the trained arm; T (and T/2) of every arm; seeds shared by every arm; cap in run-seconds
-    'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap_s=100.0),   # ~35 run-s a pass: one extension
+    'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap_s=60.0),   # a pass ~30 run-s (warm cache)
     'quick': base.Regime(rates=(3e-3, 1e-2, 3e-2), steps=2000, seeds=8, cap_s=400.0),
     'full': base.Regime(rates=(1e-3, 3e-3, 1e-2, 3e-2), steps=4000, seeds=16, cap_s=2700.0),
 }
@@ -192,7 +192,8 @@ def measurement(sel: pd.DataFrame) -> list[stats.Check]:
   frozen = loads[loads['point'] == FROZEN]['load_change'].abs()
   return [stats.Check('max/mean load within [1, E]', bool(len(vals)) and bool(np.all((vals >= 1 - 1e-6) &
                       (vals <= NUM_EXPERTS + 1e-6))), f'{len(loads)} runs at step 0 and at the end'),
-          stats.Check('frozen router: final load = rebuilt step-0 load', bool(len(frozen)) and bool(frozen.max() < 1e-6),
+          stats.Check('frozen router: final load = rebuilt step-0 load',
+                      bool(len(frozen)) and bool(frozen.max() < 1e-6),
                       f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} seeds')]
 
 
@@ -322,7 +323,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   return base.Presentation(
       headline=headline, checks=measurement(frame),
       tables=[base.Table('collapse points at their chosen rate and T: max/mean load on the held-out inputs at step '
-                         '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)', load_table(result.full)),
+                         '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
+                         load_table(result.full)),
               base.Table('z-loss arms: unstable fraction and largest RMS router logsumexp per rate, budget and '
                          'z-loss (mean and 95% CI over seeds)', unstable_table(frame))],
       figures=[figure(result, ctx)], notes=notes)
