@@ -23,9 +23,8 @@ init and data, so arms pair by seed):
     default rate 3e-3, because its statistic is exactly 0 by construction at every rate (only the
     experts train); it checks the measurement (its final load must equal its rebuilt step-0 load);
   * `unstable_lr<r>`: the z-loss test, one arm per Adam rate r of a grid through the band where
-    training without the z-loss turns unstable (at 2,000 steps 0/16 seeds were unstable at 0.1 and
-    16/16 at 0.3, in both arms); points none / z_loss (z-loss 0 vs 1e-3), gradient clipping off,
-    Switch loss on. Not tuned: the rate is the induced instability, the thing varied. A run is
+    training without the z-loss turns from stable to unstable (UNSTABLE_LRS; history.md says how the
+    band was found); points none / z_loss (z-loss 0 vs 1e-3), gradient clipping off, Switch loss on. Not tuned: the rate is the induced instability, the thing varied. A run is
     *unstable* when it diverges (non-finite loss or the loop's blow-up rule) or the RMS over tokens
     of logsumexp(router logits) (sqrt of the logged router_z) exceeds LSE_BLOWUP = 16 at a logged
     chunk (uniform logits give log 8 = 2.08).

@@ -15,8 +15,7 @@ scale (16 at quick and full); dropless, Switch loss 1e-2, z-loss 1e-3.
     bits/param. Score: bits stored.
   * reasoning: `multi_hop` (2 hops in a random graph, 20% of the compositions held out), a small
     transformer whose FFNs are the MoE. Score: held-out composition accuracy. It trains twice
-    memorization's steps (Arm.steps_factor 2): at equal steps dense-active fitted 0.888 of its trained
-    compositions.
+    memorization's steps (Arm.steps_factor 2; history.md says why).
 The runner tunes the rate per point on the mean over seeds of the loss of what was trained (`fit_loss`:
 the facts; the trained compositions), so held-out compositions never choose a rate.
 
