@@ -12,90 +12,76 @@ x ~ N(0, I) (task.num_clusters = 0: no input cluster can force an imbalance); Sw
 E = 8 experts of width 64, top-1, `softmax_topk` without renormalisation (the router gets task
 gradient at k = 1), capacity factor 1.0 in training. Coefficients as published, not tuned.
 
-Collapse is a *change* caused by training, not a level. Per run, max/mean expert load
-E max_i f_i (1 = uniform, E = every token on one expert) of the router on the run's 4,096 held-out
-inputs (before capacity drops), at step 0 (the run's init rebuilt from its seed, before any update)
-and after the last step; `load_change` = final - step 0. Sweeps: `trained` = none / switch / bias
-(the coefficients and the learning rate are traced: one vmapped program per step budget) and `frozen`
-(model.moe.freeze_router: the router stays at its init, no balancing), every arm at every rate and budget
-on the same seeds, so a seed's arms share one init.
-`unstable` tests the z-loss under an induced instability: Adam at the large learning rates
-UNSTABLE_LRS (the default is 3e-3), gradient clipping off, Switch loss on in both arms, z-loss 0 vs
-1e-3, z_seeds seeds (all one vmapped program). A run is *unstable* when it diverges (the loop's rule: non-finite loss, or the logged loss above
-train.blowup_factor x its first step's for train.blowup_patience chunks) or its router logits blow up:
-the RMS over tokens of logsumexp(router logits) (sqrt of the logged router_z, a chunk mean) exceeds
-LSE_BLOWUP at any logged chunk (uniform logits give log 8 = 2.08; at 16 a bfloat16 logit is rounded by
-up to 1/16 nat and the softmax over 8 experts is saturated unless logits are within a few nats).
+Measurement. Collapse is a *change* caused by training, not a level. Per run, the max/mean expert
+load E max_i f_i (1 = uniform, E = 8 = every token on one expert) of the router on the run's 4,096
+held-out inputs (before capacity drops), at step 0 (the run's init rebuilt from its seed) and after
+the last step; `load_change` = final - step 0 (`collect`). Arms, all on the same seeds (a seed fixes
+init and data, so arms pair by seed):
+  * `trained`: points none / switch / bias (Switch loss alpha, bias rate gamma); the Adam rate tuned
+    per point by the runner on the held-out MSE (eval_loss);
+  * `frozen` (model.moe.freeze_router: the router stays at its init; the control): not tuned, at the
+    default rate 3e-3, because its statistic is exactly 0 by construction at every rate (only the
+    experts train); it checks the measurement (its final load must equal its rebuilt step-0 load);
+  * `unstable_lr<r>`: the z-loss test, one arm per Adam rate r of a grid through the band where
+    training without the z-loss turns from stable to unstable (UNSTABLE_LRS; history.md says how the
+    band was found); points none / z_loss (z-loss 0 vs 1e-3), gradient clipping off, Switch loss on. Not tuned: the rate is the induced instability, the thing varied. A run is
+    *unstable* when it diverges (non-finite loss or the loop's blow-up rule) or the RMS over tokens
+    of logsumexp(router logits) (sqrt of the logged router_z) exceeds LSE_BLOWUP = 16 at a logged
+    chunk (uniform logits give log 8 = 2.08).
 
-Learning rate and step budget (issue 18): every collapse arm (none, switch, bias, frozen) runs over
-the Adam learning rates RATES = 1e-3, 3e-3 (the default), 1e-2 at two step budgets, T (`steps`) and T/2
-(separate runs with their own cosine schedules, base.tuning_grid), every seed at every point. Per arm
-one rate is chosen (verdict.tune_per_point, by arm): the rate with the lowest held-out MSE (eval_loss) at
-T, mean over seeds; every verdict reads each of its arms at that arm's chosen rate and budget T, its
-paired differences pair the arms by seed (the seed fixes init and data).
-
-Verdict rules (fixed before any full run; `decide`):
-  1. training collapses the unbalanced router: per seed, load_change(none) - load_change(frozen) > 0
-     (paired t CI above 0).
-  2. the Switch loss prevents it: per seed, load_change(switch) - load_change(none) < 0 (paired).
-  3. the z-loss stabilises training: per seed, unstable(z-loss) - unstable(none) < 0 (paired, 0/1) at
-     the test learning rate: the smallest of UNSTABLE_LRS at which at least PREMISE_FRACTION of the
-     no-z-loss seeds are unstable (chosen from the reference arm alone).
-  4. the bias balances without an aux loss: per seed, load_change(bias) - load_change(none) < 0.
-Regime checks (verdict.gate), tolerances fixed before the full run (issue 18): a verdict on 1, 2 or 4
-is gated, for every arm it reads, on
-  - learning rate inside the grid: the arm's chosen rate is not 1e-3 or 1e-2 (tune_per_point's edge check);
-  - step-budget plateau of the held-out MSE: the arm's best mean eval_loss at T vs at T/2 (each budget's
-    best rate), relative change < LOSS_TOL = 0.10;
-  - step-budget plateau of the verdict's own statistic: the arm's mean load_final (max/mean load on the
-    held-out inputs) at its chosen rate, at T vs at T/2, relative change < LOAD_TOL = 0.10.
-2 and 4 also need the premise of 1 (its CI above 0: there is a training-made imbalance to reduce);
-3 needs the premise that the no-z-loss arm is unstable in a meaningful fraction of seeds: a test
-learning rate exists, and there the t CI of its 0/1 unstable indicator lies above PREMISE_UNSTABLE.
-(Until issue 18 the plateau check was the logged training-batch max/mean load between the last two
-logs of the one run; under cosine decay the rate is ~0 there, so any quantity is flat: dropped.)
+Verdict rules (fixed before the run; paired by seed; each arm at its chosen rate at T):
+  1. training collapses the unbalanced router: load_change(none) - load_change(frozen) lies above
+     COLLAPSE_RISE = 1 (paired t CI): the busiest expert gains at least one more expert's fair share
+     of the tokens (1/E = 12.5%), a seventh of the way from uniform (1) to total collapse (E = 8);
+     CI below 1: not reproduced (training concentrates the load by less than a collapse).
+  2. the Switch loss reduces it: load_change(switch) - load_change(none) below 0 (any reduction the
+     CI shows; the size of the collapse itself is rule 1's question).
+  3. the z-loss stabilises training: unstable(z_loss) - unstable(none) below 0 (0/1 per seed) at the
+     test rate: the smallest rate of the grid at which >= PREMISE_FRACTION = 0.25 of the no-z-loss
+     seeds are unstable (chosen from that arm alone).
+  4. the bias reduces it: load_change(bias) - load_change(none) below 0.
+Gates (stats.gate; a failed one makes the verdict `invalid`): 1, 2 and 4 rest on the measurement
+(every load within [1, E]; the frozen router's change exactly 0 at every seed) and on equal budgets of
+the points compared (else: double the shorter ones); 2 and 4 on the premise that training without
+balancing raises the load at all (rule 1's CI above 0: a rise to reduce); 3 on its premise: a test
+rate exists, and there the no-z-loss unstable fraction is off its ceiling 1 (more than 0.05 below it):
+the marginal instability ST-MoE reports (2 of 6 runs), not a blow-up every seed shows and nothing
+could remove. The runner adds the rate-inside-grid and T/2-vs-T stability checks.
 """
 
 import dataclasses
-import json
 import math
 import os
 
-import matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
-import pandas as pd  # pylint: disable=wrong-import-position
+import numpy as np
+import pandas as pd
 
-from ffn_research import sweep  # pylint: disable=wrong-import-position
-from ffn_research.ablations import base  # pylint: disable=wrong-import-position
-from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
-from ffn_research.config import default_config  # pylint: disable=wrong-import-position
-from ffn_research.models import moe as moe_lib  # pylint: disable=wrong-import-position
+from ffn_research import io as io_lib
+from ffn_research import stats
+from ffn_research.ablations import base
+from ffn_research.config import default_config
+from ffn_research.models import moe as moe_lib
 
-# Per scale: seeds and steps of the collapse arms; seeds and steps of the z-loss arms.
-SETTINGS = {
-    'smoke': dict(seeds=3, steps=60, z_seeds=3, z_steps=60),
-    'quick': dict(seeds=5, steps=2000, z_seeds=8, z_steps=1000),
-    'full': dict(seeds=10, steps=4000, z_seeds=16, z_steps=2000),   # steps = T; T/2 runs too (RATES)
-}
 NUM_EXPERTS = 8
 SWITCH_ALPHA = 1e-2          # Fedus et al. 2021
 Z_COEF = 1e-3                # Zoph et al. 2022 (ST-MoE)
 BIAS_RATE = 1e-3             # DeepSeek-AI 2024 (gamma)
 BALANCING = {'none': (0.0, 0.0), 'switch': (SWITCH_ALPHA, 0.0), 'bias': (0.0, BIAS_RATE)}  # (alpha, gamma)
-ARMS = ('none', 'switch', 'bias', 'frozen', 'z_none', 'z_loss')
-COLLAPSE_ARMS = ARMS[:4]     # tuned over RATES x (T, T/2)
-UNSTABLE_LRS = (0.1, 0.3, 1.0, 3.0)  # the induced instability: Adam learning rates (default 3e-3), no clipping
-PREMISE_FRACTION = 0.25      # the z-loss test learning rate: the smallest with this unstable fraction without it
+COLLAPSE_RISE = 1.0          # rule 1: the load change that counts as a collapse (max/mean scale 1 .. E)
+PREMISE_FRACTION = 0.25      # rule 3's test rate: the smallest with this unstable fraction without the z-loss
 LSE_BLOWUP = 16.0            # router-logit blow-up: RMS logsumexp of the router logits above this
-RATES = (1e-3, 3e-3, 1e-2)   # the collapse arms' Adam learning-rate grid (default 3e-3), tuned per arm
-LOSS_TOL = 0.10              # step-budget plateau of the held-out MSE (T vs T/2), relative
-LOAD_TOL = 0.10              # step-budget plateau of the mean held-out max/mean load (T vs T/2), relative
-PREMISE_UNSTABLE = 0.05      # the no-z-loss arm's unstable-fraction CI must lie above this
-SEED = 'train.seed'
 ALPHA_KEY, GAMMA_KEY, Z_KEY = 'model.moe.load_balance_coef', 'model.moe.bias_update_rate', 'model.moe.z_loss_coef'
-LR_KEY, STEPS_KEY = 'train.learning_rate', 'train.steps'
+SEED, LR, STEPS = 'train.seed', 'train.learning_rate', 'train.steps'
+NONE, SWITCH, BIAS, FROZEN = 'trained: none', 'trained: switch', 'trained: bias', 'frozen'
+UNSTABLE = 'unstable_lr'     # arm name prefix of the z-loss arms
+# The z-loss arms' Adam rates per scale: a grid through the band between stable and always unstable.
+UNSTABLE_LRS = {'smoke': (0.1, 0.3), 'quick': (0.1, 0.14, 0.2, 0.3),
+                'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3)}
+REGIMES = {  # rates of the trained arm; T (and T/2) of every arm; seeds shared by every arm; cap in run-seconds
+    'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap_s=60.0),   # a pass ~30 run-s (warm cache)
+    'quick': base.Regime(rates=(3e-3, 1e-2, 3e-2), steps=2000, seeds=8, cap_s=400.0),
+    'full': base.Regime(rates=(1e-3, 3e-3, 1e-2, 3e-2), steps=4000, seeds=16, cap_s=2700.0),
+}
 
 
 # --------------------------------------------------------------------------- measurements (pure)
@@ -123,9 +109,9 @@ def unstable(diverged: bool, router_z) -> bool:
   return bool(diverged or (z.size and np.nanmax(np.sqrt(z)) > LSE_BLOWUP))
 
 
-# --------------------------------------------------------------------------- sweeps
+# --------------------------------------------------------------------------- arms
 
-def _base(steps: int, freeze: bool = False):
+def _base(freeze: bool = False):
   config = default_config()
   config.task.name, config.task.num_clusters = 'teacher_student', 0
   config.model.d_model, config.model.d_ff, config.task.teacher_d_ff = 16, 64, 32
@@ -133,42 +119,34 @@ def _base(steps: int, freeze: bool = False):
   moe.num_experts, moe.top_k, moe.router, moe.renormalize = NUM_EXPERTS, 1, 'softmax_topk', False
   moe.capacity_factor, moe.freeze_router = 1.0, freeze
   moe.load_balance_coef = moe.z_loss_coef = moe.bias_update_rate = 0.0
-  base.set_steps(config.train, steps, num_logs=20)
   return config
 
 
-def _unstable_base(steps: int):
-  config = _base(steps)
+def _unstable_base(rate: float):
+  config = _base()
   config.model.moe.load_balance_coef = SWITCH_ALPHA
   config.train.grad_clip = 0.0
+  config.train.learning_rate = rate
   return config
 
 
-def sweeps(scale: str) -> list[base.SweepSpec]:
-  s = SETTINGS[scale]
-  seeds, z_seeds = sweep.values(SEED, range(s['seeds'])), sweep.values(SEED, range(s['z_seeds']))
-  arms = [{ALPHA_KEY: a, GAMMA_KEY: g} for a, g in BALANCING.values()]
-  grid = base.tuning_grid(RATES, s['steps'], num_logs=20)
-  return [base.SweepSpec('trained', _base(s['steps']), sweep.product(arms, grid, seeds)),
-          base.SweepSpec('frozen', _base(s['steps'], freeze=True), sweep.product(grid, seeds)),
-          base.SweepSpec('unstable', _unstable_base(s['z_steps']), sweep.product(sweep.values(LR_KEY, UNSTABLE_LRS), sweep.values(Z_KEY, [0.0, Z_COEF]), z_seeds))]
+def _budget(steps: int) -> dict:
+  return base.budget(steps, num_logs=20)   # 20 logged chunks: the router-logit blow-up is judged per chunk
+
+
+def arms(scale: str) -> list[base.Arm]:
+  trained = {k: {ALPHA_KEY: a, GAMMA_KEY: g} for k, (a, g) in BALANCING.items()}
+  return [base.Arm('trained', _base(), trained, budget=_budget),
+          base.Arm('frozen', _base(freeze=True), {'': {}}, tuned=False, budget=_budget),
+          *[base.Arm(f'{UNSTABLE}{r:g}', _unstable_base(r), {'none': {Z_KEY: 0.0}, 'z_loss': {Z_KEY: Z_COEF}},
+                     tuned=False, budget=_budget) for r in UNSTABLE_LRS[scale]]]
+
+
+def unstable_points(scale: str) -> tuple[str, ...]:
+  return tuple(f'{UNSTABLE}{r:g}: {p}' for r in UNSTABLE_LRS[scale] for p in ('none', 'z_loss'))
 
 
 # --------------------------------------------------------------------------- collection
-
-def read_log(run_dir: str) -> pd.DataFrame:
-  """The logged training chunks of a run's metrics.jsonl: step, loss, max/mean load, router_z."""
-  path = os.path.join(run_dir, 'metrics.jsonl')
-  rows = []
-  if os.path.exists(path):
-    with open(path) as f:
-      for line in f:
-        m = json.loads(line)
-        if 'aux/router_z' in m:
-          rows.append({'step': m['step'], 'loss': m.get('loss', math.nan),
-                       'max_load_ratio': m['aux/max_load_ratio'], 'router_z': m['aux/router_z']})
-  return pd.DataFrame(rows, columns=['step', 'loss', 'max_load_ratio', 'router_z'])
-
 
 def load_change(run_dir: str) -> dict[str, float]:
   """Max/mean load on the held-out inputs at step 0 (init rebuilt from the seed) and after the last step."""
@@ -179,216 +157,179 @@ def load_change(run_dir: str) -> dict[str, float]:
   return {'load_start': start, 'load_final': final, 'load_change': final - start}
 
 
-def arm_of(row: pd.Series, sweep_name: str) -> str:
-  if sweep_name == 'frozen':
-    return 'frozen'
-  if sweep_name == 'unstable':
-    return 'z_loss' if float(row[Z_KEY]) > 0 else 'z_none'
-  return next(k for k, (a, g) in BALANCING.items() if np.isclose(row[ALPHA_KEY], a) and np.isclose(row[GAMMA_KEY], g))
+def collect(run_dir: str, row) -> dict[str, float]:
+  """A finished run: the z-loss arms' router-logit blow-up; the others' load at step 0 and at the end."""
+  if str(row['arm']).startswith(UNSTABLE):
+    z = [r['aux/router_z'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0]
+         if 'aux/router_z' in r]
+    return {'unstable': float(unstable(False, z)), 'max_lse': float(np.sqrt(np.nanmax(z))) if z else math.nan}
+  return load_change(run_dir)
 
 
-def collect(results: dict[str, pd.DataFrame], outdir: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-  """(one row per run: arm, seed, measurements; the logged chunks of the collapse arms)."""
-  rows, logs = [], []
-  for name, df in results.items():
-    for _, r in df.iterrows():
-      run_dir = os.path.join(outdir, name, 'runs', r['name'])
-      log, arm = read_log(run_dir), arm_of(r, name)
-      row = {'arm': arm, SEED: int(r[SEED]), 'status': r['status'], 'eval_loss': float(r.get('eval_loss', math.nan)),
-             'lr': float(r[LR_KEY]), 'steps': int(r[STEPS_KEY]) if name != 'unstable' else math.nan}
-      if name == 'unstable':
-        row['unstable'] = float(unstable(r['status'] == 'diverged', log['router_z']))
-        row['max_lse'] = float(np.sqrt(log['router_z'].max())) if len(log) else math.nan
-      elif r['status'] == 'completed':
-        row.update(load_change(run_dir))
-        logs.append(log.assign(arm=arm, seed=int(r[SEED]), lr=row['lr'], steps=row['steps']))
-      rows.append(row)
-  return pd.DataFrame(rows), (pd.concat(logs) if logs else pd.DataFrame())
+# --------------------------------------------------------------------------- rules
 
-
-# --------------------------------------------------------------------------- verdicts
-
-def paired_by_seed(stats: pd.DataFrame, arm_a: str, arm_b: str, key: str) -> tuple[np.ndarray, np.ndarray]:
-  """Per seed present in both arms (sorted): (key in arm_a, key in arm_b)."""
-  a, b = (stats[stats['arm'] == arm].set_index(SEED)[key] for arm in (arm_a, arm_b))
-  both = a.to_frame('a').join(b.to_frame('b'), how='inner').sort_index().dropna()
+def paired_by_seed(sel: pd.DataFrame, a: str, b: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+  """Per seed present at both points (sorted): (key at point a, key at point b)."""
+  x, y = (sel[sel['point'] == p].set_index(SEED)[key] for p in (a, b))
+  both = x.to_frame('a').join(y.to_frame('b'), how='inner').sort_index().dropna()
   return both['a'].to_numpy(float), both['b'].to_numpy(float)
 
 
-def tune(stats: pd.DataFrame) -> verdict.Tuned:
-  """Per collapse arm: the rate with the lowest mean held-out MSE at T; edge and loss-plateau checks."""
-  runs = stats[stats['arm'].isin(COLLAPSE_ARMS) & (stats['status'] == 'completed')]
-  return verdict.tune_per_point(runs, by='arm', metric='eval_loss', tol=LOSS_TOL, over='lr', budget='steps',
-                                grid=RATES)
+def equal_budgets(sel: pd.DataFrame, points) -> stats.Check:
+  """The points a verdict compares trained equally long; else double the shorter ones."""
+  steps = {p: int(sel.loc[sel['point'] == p, STEPS].max()) for p in points if (sel['point'] == p).any()}
+  short = tuple(p for p, s in steps.items() if s < max(steps.values(), default=0))
+  return stats.Check('the points compared trained equally long', not short,
+                     ', '.join(f'{p}: {s}' for p, s in steps.items()) + ' steps',
+                     remedy=stats.DOUBLE_STEPS if short else '', points=short)
 
 
-def load_plateau(stats: pd.DataFrame, tuned: verdict.Tuned, arm: str) -> verdict.Check:
-  """The arm's mean held-out max/mean load at its chosen rate, T vs T/2 (separate runs)."""
-  row = tuned.table[tuned.table['arm'] == arm]
-  if row.empty:
-    return verdict.Check(f'{arm}: step-budget plateau (load_final)', False, 'no completed runs at this arm')
-  rate = float(row['learning_rate'].iloc[0])
-  g = stats[(stats['arm'] == arm) & np.isclose(stats['lr'], rate)].dropna(subset=['load_final'])
-  budgets = sorted(set(g['steps'].astype(int)))
-  name = f'{arm}: step-budget plateau (load_final at the chosen rate {rate:g}, T vs T/2)'
-  if len(budgets) < 2:
-    return verdict.Check(name, False, f'only the budget(s) {budgets} were run at this rate: no plateau shown')
-  t, half = budgets[-1], budgets[-2]
-  c = verdict.plateau_check(name, g[g['steps'] == t]['load_final'].to_numpy(),
-                            g[g['steps'] == half]['load_final'].to_numpy(), LOAD_TOL)
-  return dataclasses.replace(c, detail=c.detail.replace('the last evaluation', f'T = {t} steps').replace(
-      'the previous', f'T/2 = {half} steps (its own schedule)'))
+def measurement(sel: pd.DataFrame) -> list[stats.Check]:
+  """Every load within [1, E]; the frozen router's final load equals its rebuilt step-0 load at every seed."""
+  loads = sel.dropna(subset=['load_start']) if 'load_start' in sel else sel.iloc[:0]
+  vals = loads[['load_start', 'load_final']].to_numpy(float)
+  frozen = loads[loads['point'] == FROZEN]['load_change'].abs()
+  return [stats.Check('max/mean load within [1, E]', bool(len(vals)) and bool(np.all((vals >= 1 - 1e-6) &
+                      (vals <= NUM_EXPERTS + 1e-6))), f'{len(loads)} runs at step 0 and at the end'),
+          stats.Check('frozen router: final load = rebuilt step-0 load',
+                      bool(len(frozen)) and bool(frozen.max() < 1e-6),
+                      f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} seeds')]
 
 
-def arm_checks(stats: pd.DataFrame, tuned: verdict.Tuned, *arms: str) -> list[verdict.Check]:
-  """Every regime check of the named arms: rate inside the grid, loss plateau, load plateau."""
-  return [c for arm in arms for c in tuned.checks_for(arm) + [load_plateau(stats, tuned, arm)]]
-
-
-def decide(stats: pd.DataFrame) -> list[verdict.Verdict]:
-  """The four verdicts of the module docstring, each arm at its chosen rate and budget T, gated on their checks."""
-  tuned = tune(stats)
-  chosen = tuned.rows
-  collapse = verdict.paired(*paired_by_seed(chosen, 'none', 'frozen', 'load_change'), expect='greater',
-                            claim='without a balancing loss training concentrates the top-1 router: per seed, the '
-                                  'change of max/mean load from step 0 exceeds the frozen-router control\'s')
-  collapse = verdict.gate(collapse, arm_checks(stats, tuned, 'none', 'frozen'))
-  premise = verdict.premise_check('premise: training without balancing concentrates the load (verdict 1)',
-                                  collapse.statistic, collapse.ci, 0.0,
-                                  what='load change, no balancing minus frozen router')
-  fixes = [verdict.gate(verdict.paired(*paired_by_seed(chosen, arm, 'none', 'load_change'), expect='less',
-                                       claim=f'{words}: per seed, its change of max/mean load is below no balancing\'s'),
-                        arm_checks(stats, tuned, arm, 'none') + [premise])
-           for arm, words in (('switch', f'the Switch loss (alpha {SWITCH_ALPHA:g}) prevents it'),
-                              ('bias', f'the DeepSeek-V3 bias (gamma {BIAS_RATE:g}), no aux loss, prevents it'))]
-  return [collapse, fixes[0], zloss_verdict(stats), fixes[1]]
-
-
-def test_lr(stats: pd.DataFrame) -> float:
-  """The smallest learning rate at which >= PREMISE_FRACTION of the no-z-loss seeds are unstable (nan: none)."""
-  frac = stats[stats['arm'] == 'z_none'].groupby('lr')['unstable'].mean()
+def test_rate(sel: pd.DataFrame) -> float:
+  """The smallest z-loss-arm rate at which >= PREMISE_FRACTION of the no-z-loss seeds are unstable (nan: none)."""
+  z = with_unstable(sel)
+  frac = z[z['point'].str.endswith(': none')].groupby(LR)['unstable'].mean()
   hit = frac[frac >= PREMISE_FRACTION]
   return float(hit.index.min()) if len(hit) else math.nan
 
 
-def zloss_verdict(stats: pd.DataFrame) -> verdict.Verdict:
-  """Rule 3 at the test learning rate (the largest one when none qualifies), gated on the premise."""
-  lr = test_lr(stats)
-  z = stats[stats['arm'].isin(['z_none', 'z_loss'])]
-  at = z[z['lr'] == (lr if math.isfinite(lr) else z['lr'].max())] if len(z) else z
-  none = at[at['arm'] == 'z_none']['unstable'].to_numpy(float)
-  m, lo, hi = verdict.mean_ci(none) if len(none) else (math.nan,) * 3
-  lo, hi = (m, m) if len(none) and np.all(none == none[0]) else (lo, hi)
-  premise = verdict.premise_check(
-      f'premise: without the z-loss the induced instability happens (test learning rate {lr:g})', m, (lo, hi),
-      PREMISE_UNSTABLE if math.isfinite(lr) else math.inf,
-      what=f'unstable fraction of the no-z-loss seeds (at least {PREMISE_FRACTION:g} needed at some learning rate)')
-  v = verdict.paired(*paired_by_seed(at, 'z_loss', 'z_none', 'unstable'), expect='less',
-                     claim=f'the router z-loss ({Z_COEF:g}) stabilises training: per seed, fewer unstable runs '
-                           f'(diverged or router-logit blow-up) at a learning rate that destabilises training without it')
-  return verdict.gate(v, [premise])
+def with_unstable(sel: pd.DataFrame) -> pd.DataFrame:
+  """The z-loss arms' rows with `unstable` = diverged or failed, or the collected router-logit blow-up."""
+  z = sel[sel['arm'].astype(str).str.startswith(UNSTABLE)].copy()
+  flag = z['unstable'] if 'unstable' in z else pd.Series(math.nan, index=z.index)
+  z['unstable'] = np.where(z['status'] != 'completed', 1.0, flag.astype(float))
+  return z
 
 
-# --------------------------------------------------------------------------- report
-
-def arm_table(stats: pd.DataFrame, tuned: verdict.Tuned) -> pd.DataFrame:
-  """Per arm: the collapse arms at their chosen rate and budget T (what the verdicts read); the z-loss arms per rate."""
-  z = stats[stats['arm'].isin(['z_none', 'z_loss'])]
-  rows = pd.concat([tuned.rows, z], ignore_index=True)
-  metrics = [k for k in ('load_start', 'load_final', 'load_change', 'unstable', 'max_lse', 'eval_loss') if k in rows]
-  table = verdict.summarize(rows, ['arm', 'lr'], metrics)
-  return table.assign(order=table['arm'].map(ARMS.index)).sort_values(['order', 'lr']).drop(columns='order')
-
-
-def tuning_table(stats: pd.DataFrame, tuned: verdict.Tuned) -> pd.DataFrame:
-  """Per collapse arm, rate and budget: held-out MSE and max/mean load (mean over seeds); the chosen rate marked."""
-  runs = stats[stats['arm'].isin(COLLAPSE_ARMS) & (stats['status'] == 'completed')]
-  table = verdict.summarize(runs, ['arm', 'lr', 'steps'], ['eval_loss', 'load_final'])
-  table['chosen'] = [tuned.is_chosen(a, r) for a, r in zip(table['arm'], table['lr'])]
-  return table.assign(order=table['arm'].map(ARMS.index)).sort_values(['order', 'lr', 'steps']).drop(columns='order')
-
-
-def checks_of(stats: pd.DataFrame) -> list[base.Check]:
-  """Measurement checks: loads within [1, E]; the frozen router's final load equals its rebuilt step-0 load."""
-  loads = stats.dropna(subset=['load_start']) if 'load_start' in stats else stats.iloc[:0]
-  inside = bool(np.all((loads[['load_start', 'load_final']] >= 1 - 1e-6) & (loads[['load_start', 'load_final']] <= NUM_EXPERTS + 1e-6)))
-  frozen = loads[loads['arm'] == 'frozen']['load_change'].abs()
-  return [base.Check('max/mean load within [1, E]', inside, f'{len(loads)} runs at step 0 and at the end'),
-          base.Check('frozen router: final load = rebuilt step-0 load', bool(len(frozen) and frozen.max() < 1e-6),
-                     f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} runs (every seed, rate and budget) '
-                     '(checks the frozen knob and that step 0 is the run\'s real init)')]
+def zloss_verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
+  """Rule 3 at the test rate (the largest rate when none qualifies), gated on its premise."""
+  z, lr = with_unstable(sel), test_rate(sel)
+  at_lr = lr if math.isfinite(lr) else max(UNSTABLE_LRS[scale])
+  at = z[np.isclose(z[LR].astype(float), at_lr)]
+  arm = f'{UNSTABLE}{at_lr:g}'
+  none = at[at['point'] == f'{arm}: none']['unstable'].to_numpy(float)
+  exists = stats.Check('premise: a rate where the no-z-loss arm is unstable', math.isfinite(lr),
+                       f'unstable fraction without the z-loss per rate: ' + ', '.join(
+                           f'{r:g}: {f:.2f}' for r, f in z[z['point'].str.endswith(': none')].groupby(LR)[
+                               'unstable'].mean().items()) + f'; needed: >= {PREMISE_FRACTION:g} at some rate')
+  marginal = stats.range_check(f'premise: marginal instability at the test rate {at_lr:g} (no-z-loss unstable '
+                               'fraction below its ceiling 1)', none, ceiling=1.0)
+  v = stats.paired(*paired_by_seed(at, f'{arm}: z_loss', f'{arm}: none', 'unstable'), expect='less',
+                   claim=f'the router z-loss ({Z_COEF:g}) stabilises training: per seed, fewer unstable runs '
+                         '(diverged or router-logit blow-up) at the smallest rate that destabilises >= '
+                         f'{PREMISE_FRACTION:g} of the seeds without it')
+  return dataclasses.replace(stats.gate(v, [exists, marginal]), points=unstable_points(scale))
 
 
-def _loss_panel(ax, tuning: pd.DataFrame) -> None:
-  """Held-out MSE against the learning rate per collapse arm, at T (solid) and T/2 (dashed)."""
-  for i, arm in enumerate(COLLAPSE_ARMS):
-    g = tuning[tuning['arm'] == arm]
-    for j, steps in enumerate(sorted(set(g['steps']))[::-1]):
-      at = g[g['steps'] == steps]
-      ax.plot(at['lr'], at['eval_loss_mean'], 'o-' if j == 0 else 'o--', color=f'C{i}', ms=3,
-              label=f'{arm} ({"T" if j == 0 else "T/2"})')
-  base.style_axes(ax, xlabel='learning rate', ylabel='held-out MSE', xscale='log', fontsize=5,
-                  title='tuning: MSE per rate, T and T/2')
+def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
+  """The four verdicts of the module docstring (each naming the points it reads)."""
+  checks = measurement(sel)
+  collapse = stats.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', margin=COLLAPSE_RISE,
+                          claim='without a balancing loss training collapses the top-1 router: per seed, its max/mean '
+                                f'load rises from step 0 by more than {COLLAPSE_RISE:g} (one expert\'s fair share of '
+                                'the tokens) beyond the frozen-router control\'s')
+  collapse = dataclasses.replace(stats.gate(collapse, checks + [equal_budgets(sel, (NONE, FROZEN))]),
+                                 points=(NONE, FROZEN))
+  rise = stats.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', claim='')
+  premise = stats.premise_check('premise: training without balancing raises the load (a rise to reduce)',
+                                rise.statistic, rise.ci, 0.0, what='load change, no balancing minus frozen router')
+  premise = dataclasses.replace(premise, passed=rise.outcome == stats.REPRODUCED)   # a tie of zeros is no rise
+
+  def fix(point, words):
+    v = stats.paired(*paired_by_seed(sel, point, NONE, 'load_change'), expect='less',
+                     claim=f'{words}: per seed, its change of max/mean load is below no balancing\'s')
+    return dataclasses.replace(stats.gate(v, checks + [premise, equal_budgets(sel, (point, NONE, FROZEN))]),
+                               points=(point, NONE, FROZEN))
+  return [collapse, fix(SWITCH, f'the Switch loss (alpha {SWITCH_ALPHA:g}) reduces it'), zloss_verdict(sel, scale),
+          fix(BIAS, f'the DeepSeek-V3 bias (gamma {BIAS_RATE:g}), no aux loss, reduces it')]
 
 
-def figures(stats: pd.DataFrame, logs: pd.DataFrame, tuned: verdict.Tuned, outdir: str) -> list[base.Figure]:
-  fig, axes = plt.subplots(1, 4, figsize=(18, 3.8))
-  table = arm_table(stats, tuned)
-  rates = dict(zip(tuned.table.get('arm', []), tuned.table.get('learning_rate', [])))
-  for i, arm in enumerate(a for a in COLLAPSE_ARMS if a in set(table['arm'])):
-    t = table[table['arm'] == arm].iloc[0]
-    base.errorbar_ci(axes[0], [i], [t['load_change_mean']], [t['load_change_ci_lo']], [t['load_change_ci_hi']],
-                     label=f'{arm} (lr {rates[arm]:g})', color=f'C{i}')
-    at = logs[(logs['arm'] == arm) & np.isclose(logs['lr'], rates[arm])] if len(logs) else logs
-    at = at[at['steps'] == at['steps'].max()] if len(at) else at
-    g = at.groupby('step')['max_load_ratio'].mean() if len(at) else pd.Series(dtype=float)
-    axes[1].plot(g.index, g.values, color=f'C{i}', label=arm)
-  axes[0].axhline(0, color='k', ls='--', lw=1, label='no change')
-  axes[0].set_xticks(range(4), COLLAPSE_ARMS)
-  base.style_axes(axes[0], xlabel='arm (at its chosen rate, T steps)', ylabel='max/mean load: end - step 0',
-                  title='load change (95% CI)')
-  base.style_axes(axes[1], xlabel='step', ylabel='max/mean load (training batch)',
-                  title='over training (chosen rate, T; mean over seeds)')
-  _loss_panel(axes[2], tuning_table(stats, tuned))
-  for i, arm in enumerate(('z_none', 'z_loss')):
-    g = stats[stats['arm'] == arm]
-    axes[3].scatter(g['lr'] * (1 + 0.06 * i), g['max_lse'], color=f'C{i + 4}', label=arm, s=14)
-  axes[3].axhline(LSE_BLOWUP, color='r', ls=':', label='blow-up level')
-  base.style_axes(axes[3], xlabel='learning rate', ylabel='max RMS logsumexp (router)', xscale='log', yscale='log',
-                  title='large learning rates, no clipping')
-  return [base.save_figure(fig, outdir, 'load_change.png',
-                           'left: max/mean load change from step 0 to the end, held-out inputs, each arm at its chosen '
-                           'learning rate and T steps (mean, 95% CI); second: logged max/mean load over training; third: '
-                           'held-out MSE per learning rate at T (solid) and T/2 (dashed), the tuning; right: the z-loss '
-                           'arms\' largest router logsumexp per seed')]
+# --------------------------------------------------------------------------- presentation
+
+def load_table(sel: pd.DataFrame) -> pd.DataFrame:
+  """Per collapse point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
+  rows = sel[~sel['arm'].astype(str).str.startswith(UNSTABLE)]
+  keys = [k for k in ('load_start', 'load_final', 'load_change', 'eval_loss') if k in rows]
+  return stats.summarize(rows, ['point', LR, STEPS], keys) if len(rows) else pd.DataFrame()
 
 
-def analyze_stats(stats: pd.DataFrame, logs: pd.DataFrame, ctx: base.Context) -> base.Analysis:
-  """Verdicts, tables, checks and figure from collect's frames (pure in them; tests feed synthetic ones)."""
-  verdicts, tuned = decide(stats), tune(stats)
-  v = verdicts[0]
-  rates = ', '.join(f'{a} {r:g}' for a, r in zip(tuned.table.get('arm', []), tuned.table.get('learning_rate', [])))
-  headline = (f'max/mean load change from step 0, no balancing minus frozen router: {v.statistic:+.3f} '
-              f'[{v.ci[0]:+.3f}, {v.ci[1]:+.3f}]; Switch minus none {verdicts[1].statistic:+.3f}, bias minus none '
-              f'{verdicts[3].statistic:+.3f} (chosen rates: {rates}); unstable fraction z-loss minus none '
-              f'{verdicts[2].statistic:+.2f}')
-  failed = stats[stats['status'] != 'completed'].groupby('arm').size().to_dict()
-  notes = [f'runs not completed: {failed} (the unstable arms count them as unstable; elsewhere excluded)'] if failed else []
-  tables = [base.Table('per arm: max/mean load on the held-out inputs at step 0 and at the end, their change, unstable '
-                       'fraction, largest RMS router logsumexp, held-out MSE (mean and 95% CI over seeds); the collapse '
-                       'arms at their chosen learning rate and T steps', arm_table(stats, tuned)),
-            base.Table('learning-rate tuning of the collapse arms: per rate and step budget, held-out MSE and max/mean '
-                       'load (mean and 95% CI over seeds); `chosen`: the rate with the lowest mean MSE at T',
-                       tuning_table(stats, tuned))]
-  return base.Analysis(verdicts=verdicts, headline=headline, checks=checks_of(stats), tables=tables,
-                       figures=figures(stats, logs, tuned, ctx.outdir), notes=notes)
+def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
+  """Per z-loss arm rate, point and budget: unstable fraction and largest RMS router logsumexp."""
+  z = with_unstable(frame.dropna(subset=['point']))
+  if not len(z):
+    return pd.DataFrame()
+  z['z-loss'] = np.where(z['point'].str.endswith(': z_loss'), Z_COEF, 0.0)
+  return stats.summarize(z, [LR, STEPS, 'z-loss'], [k for k in ('unstable', 'max_lse') if k in z])
 
 
-def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
-  return analyze_stats(*collect(results, ctx.outdir), ctx)
+def figure(result: base.Result, ctx: base.Context) -> base.Figure:
+  fig, axes = base.figure(1, 3)
+  t = load_table(result.full)
+  for i, (_, r) in enumerate(t.iterrows()):
+    base.errorbar_ci(axes[0, 0], [i], [r['load_change_mean']], [r['load_change_ci_lo']], [r['load_change_ci_hi']],
+                     color=f'C{i}', label=f'{r["point"]} (lr {r[LR]:g})')
+  axes[0, 0].set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
+  axes[0, 0].axhline(0, color='k', ls='--', lw=1)
+  axes[0, 0].axhline(COLLAPSE_RISE, color='r', ls=':', lw=1, label=f'collapse: +{COLLAPSE_RISE:g} (rule 1)')
+  base.style_axes(axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0',
+                  title='load change (mean, 95% CI)', fontsize=6)
+  runs = result.frame[result.frame['arm'] == 'trained'].dropna(subset=['point', 'eval_loss'])
+  tuned = stats.summarize(runs, ['point', STEPS, LR], ['eval_loss']) if len(runs) else pd.DataFrame()
+  for i, (p, g) in enumerate(tuned.groupby('point', sort=False) if len(tuned) else ()):
+    for steps, h in g.groupby(STEPS):
+      axes[0, 1].plot(h[LR], h['eval_loss_mean'], 'o-' if steps == g[STEPS].max() else 'o--', color=f'C{i}', ms=3,
+                      label=f'{p}, {steps} steps')
+  base.style_axes(axes[0, 1], xlabel='learning rate', ylabel='held-out MSE (mean over seeds)', xscale='log',
+                  title='tuning of the trained points', fontsize=5)
+  u = unstable_table(result.frame)
+  for j, (z, g) in enumerate(u.groupby('z-loss') if len(u) else ()):
+    for steps, h in g.groupby(STEPS):
+      axes[0, 2].plot(h[LR], h['unstable_mean'], 'o-' if steps == g[STEPS].max() else 'o--', color=f'C{j + 4}',
+                      label=f'z-loss {z:g}, {steps} steps')
+  axes[0, 2].axhline(PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
+  base.style_axes(axes[0, 2], xlabel='learning rate (no clipping)', ylabel='unstable fraction of seeds',
+                  xscale='log', title='induced instability', fontsize=5)
+  return base.save_figure(fig, ctx.outdir, 'load_change.png',
+                          'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
+                          f'chosen rate and T (mean, 95% CI; red: the collapse level +{COLLAPSE_RISE:g}); middle: '
+                          'held-out MSE per learning rate of the trained points at T (solid) and T/2 (dashed), the '
+                          'tuning; right: unstable fraction per learning rate with and without the z-loss')
 
 
-ABLATION = base.Ablation(
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  v = result.verdicts
+  rates = ', '.join(f'{p} {r:g}' for p, r in result.tuning[result.tuning['level'] == 'T'][['point', 'rate']].values
+                    if not str(p).startswith(UNSTABLE))
+  headline = (f'max/mean load change from step 0, no balancing minus frozen router: {v[0].statistic:+.3f} '
+              f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] (collapse: > +{COLLAPSE_RISE:g}); Switch minus none '
+              f'{v[1].statistic:+.3f}, bias minus none {v[3].statistic:+.3f} (rates at T: {rates}); unstable '
+              f'fraction z-loss minus none {v[2].statistic:+.2f} at the test rate {test_rate(result.full):g}')
+  frame = result.frame.dropna(subset=['point'])
+  failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
+  notes = ([f'runs not completed: {failed} (the z-loss arms count them as unstable; elsewhere a rate with one is '
+            'not eligible)'] if failed else [])
+  return base.Presentation(
+      headline=headline, checks=measurement(frame),
+      tables=[base.Table('collapse points at their chosen rate and T: max/mean load on the held-out inputs at step '
+                         '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
+                         load_table(result.full)),
+              base.Table('z-loss arms: unstable fraction and largest RMS router logsumexp per rate, budget and '
+                         'z-loss (mean and 95% CI over seeds)', unstable_table(frame))],
+      figures=[figure(result, ctx)], notes=notes)
+
+
+ABLATION = base.Study(
     name='load_balancing',
     claim=('Without a balancing loss token-choice routers collapse onto few experts; the Switch loss '
            '(alpha = 1e-2, Fedus et al. 2021) prevents it; the router z-loss (1e-3, Zoph et al. 2022) '
@@ -397,8 +338,10 @@ ABLATION = base.Ablation(
               '(ST-MoE); DeepSeek-AI 2024 (DeepSeek-V3, aux-loss-free balancing)'),
     published='alpha = 1e-2 (Switch), z-loss 1e-3 (ST-MoE: 3/3 runs stable with it, 4/6 without), bias step '
               'gamma = 1e-3 (DeepSeek-V3); qualitative: collapsed vs balanced load',
-    sweeps=sweeps, analyze=analyze,
     setup=('teacher_student (d_model 16, teacher d_ff 32) on uniform N(0, I) inputs; MoE of 8 experts of width 64, '
            'top-1 softmax_topk (Switch), capacity factor 1.0; load measured on 4,096 held-out inputs at step 0 and '
-           f'at the end; collapse arms at Adam learning rates {RATES} (tuned per arm on held-out MSE) and step budgets T '
-           f'and T/2; z-loss arms at Adam learning rates {UNSTABLE_LRS} (default 3e-3), no gradient clipping'))
+           'at the end; trained points none / switch / bias tuned per point on held-out MSE; frozen router at 3e-3 '
+           '(not tuned: its load change is 0 by construction); z-loss arms (z-loss 0 vs 1e-3, Switch loss on, no '
+           'gradient clipping) at a grid of large Adam rates, one arm per rate (not tuned: the rate is the '
+           'instability); collapse = a rise of max/mean load above +1 (scale 1 .. 8)'),
+    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect)

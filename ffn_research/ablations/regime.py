@@ -7,7 +7,8 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
 
 - `tune`: per point and budget, the rate with the best mean metric over seeds; a rate with a seed
   that diverged or failed is not eligible (a mean over the survivors would flatter it). Every seed
-  of the point is read at that one rate, so seeds stay paired.
+  of the point is read at that one rate, so seeds stay paired. A point that is not tuned (one rate)
+  is read at its rate whatever its seeds did (a study may measure divergence itself).
 - `inside_grid`: the rate chosen at T is not at an edge of the rates run, unless the rate beyond
   that edge was run and diverged or failed for the majority of its seeds (the edge is then the
   largest stable rate), or its surviving seeds are worse on the mean. Remedy: one rate `factor`
@@ -137,7 +138,10 @@ def tune(frame: pd.DataFrame, state: Mapping[str, PointState], regime: Regime) -
   for p, s in state.items():
     for level, steps in zip((HALF, FULL), s.budgets()):
       at = frame[(frame['point'] == p) & (frame[STEPS] == steps)]
-      best = choose(rate_stats(at, regime.metric), regime.mode)
+      rs = rate_stats(at, regime.metric)
+      best = choose(rs, regime.mode)
+      if best is None and len(s.rates) == 1 and rs:   # not tuned: its one rate, whatever its seeds did
+        best = rs[0]
       rows.append({'point': p, 'level': level, 'steps': steps,
                    'rate': best.rate if best else math.nan, regime.metric: best.mean if best else math.nan,
                    'seeds': best.seeds if best else 0, 'rates_run': len(set(at[LR])) if len(at) else 0})
