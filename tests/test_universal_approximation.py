@@ -187,4 +187,5 @@ def test_arms_validate_and_train_on_num_train_points(scale):
     runs = sweep.expand(arm.base, [{**o, **base.budget(ua.ABLATION.regimes[scale].steps)} for o in arm.points.values()])
     assert {r.config.task.num_train for r in runs} == {ua.NUM_TRAIN}
   assert sum(n >= ua.MIN_FIT_WIDTH for n in ua.WIDTHS[scale]) >= 3
+  assert ua.WIDTHS['full'] == tuple(2 ** i for i in range(1, 10))
   assert math.isclose(ua.GRID_SIZE, GRID)

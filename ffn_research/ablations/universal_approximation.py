@@ -182,7 +182,8 @@ def collapse_check(relu: pd.DataFrame) -> stats.Check:
   frac = relu[relu[N] >= MIN_FIT_WIDTH].groupby(N)['sup_error'].apply(lambda e: float(np.mean(collapsed(e))))
   return stats.Check(f'collapsed runs at most {MAX_COLLAPSED:.0%} at every fitted N',
                      bool(len(frac)) and bool((frac <= MAX_COLLAPSED).all()),
-                     f'collapsed (sup error >= {COLLAPSE_ERROR:g}) per N: ' + ', '.join(f'{n}: {f:.0%}' for n, f in frac.items()))
+                     f'collapsed (sup error >= {COLLAPSE_ERROR:g}) per N: '
+                     + ', '.join(f'{n}: {f:.0%}' for n, f in frac.items()))
 
 
 def lower_bound_check(relu: pd.DataFrame) -> stats.Check:
@@ -268,7 +269,8 @@ def control_table(sel: pd.DataFrame) -> pd.DataFrame:
     e = g['sup_error'].to_numpy(float)
     m, lo, hi = stats.mean_ci(e)
     rows.append({'control': label, 'rate': float(g[LR].iloc[0]) if len(g) else math.nan, 'seeds': len(e),
-                 'sup_error mean': m, 'CI lo': lo, 'CI hi': hi, f'seeds below {CONTROL_LEVEL:g}': int(np.sum(e < CONTROL_LEVEL)),
+                 'sup_error mean': m, 'CI lo': lo, 'CI hi': hi,
+                 f'seeds below {CONTROL_LEVEL:g}': int(np.sum(e < CONTROL_LEVEL)),
                  'min': e.min() if len(e) else math.nan, 'max': e.max() if len(e) else math.nan})
   return pd.DataFrame(rows)
 
