@@ -22,7 +22,9 @@ rate per point on the mean over seeds of the final cross-entropy on the facts (`
 objective). Random labels (bare FFN d = 16, h = 64, 1,153 parameters, batch 256) are not tuned: at
 N = h d / 4 the fit is exact and the loss left (~1e-14 at Adam 1e-2) is float32 rounding, which a tuned
 rate would chase. Per (arm, size) the peak N has the most bits in the mean over seeds; every seed is read
-at that N.
+at that N. Full scale: dense rates {0.01, 0.03, 0.1}, MoE {0.003, 0.01, 0.03} to start, 5 seeds, cap 18,000
+run-seconds (the first pass is about 3 hours of 2 CPU cores at the earlier full run's speed; d_ff 256 at
+N = 8,192 and the MoE arms are most of it).
 
 Verdict rules (fixed before the run; Holm over all of them):
   1. [per E] per seed the geometric mean over sizes of peak bits / non-embedding params; t CI over seeds of
