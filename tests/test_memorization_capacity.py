@@ -1,5 +1,6 @@
-"""memorization_capacity: the bits of a known fit, peak selection, the verdicts on synthetic frames (including
-`invalid` when a regime check fails), and its sweeps (valid configs, one program per (N, exposures))."""
+"""memorization_capacity: the bits of a known fit, peak reading, the rules on synthetic selections (outcomes,
+points, and `invalid` where a study check fails), the MoE ratio's bootstrap p, and its arms (valid configs,
+one program per dense arm, E exposures at T and T/2)."""
 
 import math
 import subprocess
@@ -10,14 +11,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import models, sweep, tasks
-from ffn_research.ablations import base, verdict
+from ffn_research import models, stats, sweep, tasks
+from ffn_research.ablations import base
 from ffn_research.ablations import memorization_capacity as mc
 from ffn_research.tasks import sequence
 
-SIZES = (2000, 4000, 8000)
-FACTS = (512, 1024, 2048, 4096)
-LRS = mc.SETTINGS['full']['lrs']
+R, NR, INV, INC = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INVALID, stats.INCONCLUSIVE
+S = mc.SETTINGS['full']
+D = S['d_model']
+
+
+def dense_size(d_ff: int) -> int:
+  return 2 * (2 * D * d_ff + d_ff + D) + 3 * D
+
+
+def moe_size(d_e: int) -> int:
+  return 2 * (D * mc.MOE_EXPERTS + mc.MOE_EXPERTS * (2 * D * d_e + d_e + D)) + 3 * D
 
 
 def test_bits_of_a_known_fit():
@@ -29,159 +38,93 @@ def test_bits_of_a_known_fit():
   assert float(sequence.bits_stored(jnp.full(10, math.log(256.0)), 256)) == pytest.approx(0.0, abs=1e-3)
 
 
-def _frame(bits_per_param=2.0, power=1.0, e=1000, peak_n=2048, plateau_jump=0.0, best_lr=0.1, seeds=3,
-           sizes=SIZES, top_k=0):
-  """Bits = k params^power x shape(N), peaking at peak_n; the best rate `best_lr`, others 20% worse."""
-  rows, rng = [], np.random.default_rng(0)
-  for size in sizes:
-    for n in FACTS:
-      shape = 1.0 - 0.1 * abs(math.log2(n / peak_n))
-      for lr in LRS:
-        for s in range(seeds):
-          bits = bits_per_param * sizes[0] * (size / sizes[0]) ** power * shape * (1 + 0.01 * rng.normal())
-          rows.append({'top_k': top_k, 'active': size // (4 - top_k) if top_k else size, mc.E: e, mc.N: n, 'model.d_ff': size // 100, mc.LR: lr, mc.SEED: s, mc.SIZE: size,
-                       'ffn_params': size - 48, 'all_params': size + 5000,
-                       'bits_stored': bits * (1.0 if lr == best_lr else 0.8), 'accuracy': 0.5,
-                       'loss_last': 1.0 + plateau_jump, 'loss_previous': 1.0})
+def _row(arm, point, size, seed, bits, d_ff, active=None):
+  return {'arm': arm, 'point': f'{arm}: {point}', mc.SEED: seed, mc.SIZE: float(size), 'num_ffn_params': size - 3 * D,
+          'num_active_ffn_params': (size - 3 * D) if active is None else active, 'num_params': size + 5000,
+          'model.d_ff': d_ff, 'train.learning_rate': 0.03, 'bits_stored': bits, 'accuracy': 0.5}
+
+
+def _sel(bpp=None, power=1.0, peak=lambda ns: ns[(len(ns) - 1) // 2], moe=(0.9, 0.9), seeds=5, noise=0.01, rl=(1.0, 0.3)):
+  """A selection like the runner's (one rate per point) at the full scale: bits = bpp[E] size0 (size/size0)^power,
+  times 1 - 0.1 |log2(N / peak)| with the peak at peak(N grid) of the size (its middle or first N), times
+  (1 + noise z) per seed; MoE: its ratio moe[k] times the dense figure at its size, peaking at its grid's middle N."""
+  bpp, rng, rows = bpp or {1000: 2.0, 100: 1.0}, np.random.default_rng(0), []
+  size0 = dense_size(16)
+  dense_bpp = lambda e, size: bpp[e] * (size / size0) ** (power - 1)
+  shape = lambda n, ns: 1 - 0.1 * abs(math.log2(n / peak(ns)))
+  for e in S['exposures']:
+    for f, ns in S['d_ffs'].items():
+      for n in ns:
+        rows += [_row(mc.arm_name(e, n), f'd_ff={f}', dense_size(f), s, dense_bpp(e, dense_size(f)) * dense_size(f)
+                      * shape(n, ns) * (1 + noise * rng.normal()), f) for s in range(seeds)]
+  for k, ns in S['moe_facts'].items():
+    for n in ns:
+      for w in S['moe_d_es']:
+        size = moe_size(w)
+        rows += [_row(mc.arm_name(S['moe_e'], n, k), f'd_e={w}', size, s, moe[k - 1] * dense_bpp(S['moe_e'], size) * size
+                      * (1 - 0.1 * abs(math.log2(n / ns[1]))) * (1 + noise * rng.normal()), w, active=size // 4)
+                 for s in range(seeds)]
+  rows += [{'arm': 'random_labels', 'point': f'random_labels: N={n}', mc.SEED: s, 'task.num_points': n,
+            'fraction_fitted': {mc.RL_QUARTER: rl[0], max(S['rl_points']): rl[1]}.get(n, 1.0) - 0.01 * s,
+            'eval_loss': 0.0} for n in S['rl_points'] for s in range(seeds)]
   return pd.DataFrame(rows)
 
 
-def test_peak_selection_on_a_synthetic_frame():
-  df = _frame(peak_n=1024)
-  best, top = mc.peaks(df)
-  assert len(best) == len(SIZES) * len(FACTS) * 3 and (best[f'best_{mc.LR}'] == 0.1).all()
-  assert (best[mc.LR] == 0.1).all() and (top[f'best_{mc.LR}'] == 0.1).all()
-  assert len(top) == len(SIZES) * 3 and (top[mc.N] == 1024).all()
-  pick = df[(df[mc.N] == 1024) & (df[mc.LR] == 0.1)].set_index([mc.SIZE, mc.SEED])['bits_stored']
-  np.testing.assert_array_equal(top.set_index([mc.SIZE, mc.SEED])['bits_stored'].sort_index(), pick.sort_index())
-  assert mc.peak_inside_check(best, 1000).passed
-  assert not mc.peak_inside_check(mc.peaks(_frame(peak_n=8192))[0], 1000).passed  # still rising at N = 4096
+def test_rules_known_answers_and_points():
+  vs = mc.rules(_sel(), 'full')
+  assert [v.outcome for v in vs] == [R] * 5
+  assert vs[0].statistic == pytest.approx(2.0, rel=0.02) and vs[1].statistic == pytest.approx(1.0, rel=0.02)
+  assert vs[3].statistic == pytest.approx(0.9, rel=0.02) and vs[3].ci[0] > 1 / mc.MOE_FACTOR and vs[3].n == 5
+  assert vs[0].boundaries == (1.6, 2.5) and vs[3].boundaries == (1 / mc.MOE_FACTOR,)
+  assert vs[0].extra['slope'] == pytest.approx(1.0, abs=0.02)
+  labels = {a.label(p) for a in mc.arms('full') for p in a.points}
+  dense_1000 = {p for p in labels if p.startswith('e1000_')}
+  assert set(vs[0].points) == dense_1000 and set(vs[1].points) == {p for p in labels if p.startswith('e100_')}
+  assert vs[2].points == ('random_labels: N=256', 'random_labels: N=2048')
+  assert set(vs[3].points) == {p for p in labels if p.startswith('moe16_k1_')} | dense_1000
+  assert all(set(v.points) <= labels for v in vs)
+  assert [c.name for c in vs[0].checks] == ['1000 exposures: bits proportional to params',
+                                            '1000 exposures: peak inside the N grid']
+  assert vs[0].checks[0].remedy == stats.DOUBLE_STEPS and set(vs[0].checks[0].points) == dense_1000
+  assert [v.outcome for v in mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')] == [NR, R, R, NR, R]
 
 
-def _verdict(**kw):
-  best, top = mc.peaks(_frame(**kw))
-  return mc.capacity_verdict(top, best, kw.get('e', 1000), LRS)
+def test_peaks_read_every_seed_at_the_mean_peak():
+  # seed 0 stores most at N = 512, seeds 1 and 2 (and the mean) at N = 1024: every seed is read at 1024
+  bits = {(512, 0): 500.0, (1024, 0): 300.0, (1024, 1): 400.0, (1024, 2): 400.0}
+  mem = pd.DataFrame([{mc.SIZE: 100, mc.N: n, mc.SEED: s, 'bits_stored': bits.get((n, s), 100.0)}
+                      for n in (512, 1024) for s in range(3)])
+  top = mc.peaks(mem)
+  assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
 
 
-def test_capacity_verdict_known_answers_and_invalid():
-  v = _verdict()
-  assert v.outcome == verdict.REPRODUCED and v.statistic == pytest.approx(2.0, rel=0.02) and v.n == 3
-  assert all(c.passed for c in v.checks) and len(v.checks) == 4
-  assert _verdict(bits_per_param=1.0).outcome == verdict.NOT_REPRODUCED
-  assert _verdict(e=100, bits_per_param=1.0).outcome == verdict.REPRODUCED  # 100 exposures: claimed 1
-  steep = _verdict(power=1.4)  # bits not proportional to params: the slope check fails
-  assert steep.outcome == verdict.INVALID and 'bits proportional to params' in steep.detail
-  assert steep.extra['slope'] == pytest.approx(1.4, abs=0.02)
-  assert _verdict(plateau_jump=0.2).outcome == verdict.INVALID   # no plateau
-  assert _verdict(best_lr=0.3).outcome == verdict.INVALID        # best rate at the grid's edge
-  assert _verdict(peak_n=8192).outcome == verdict.INVALID        # peak beyond the N grid
-  few = _verdict(seeds=2)
-  assert few.outcome == verdict.INVALID or 'underpowered' in few.detail
+def test_capacity_checks_make_the_verdict_invalid():
+  steep = mc.rules(_sel(power=1.4), 'full')[0]   # bits not proportional to params
+  assert steep.outcome == INV and 'bits proportional to params' in steep.detail
+  assert steep.extra['slope'] == pytest.approx(1.4, abs=0.03)
+  wide = mc.rules(_sel(noise=0.4), 'full')[0]    # a slope CI containing 1 but wider than 0.3 shows nothing
+  assert wide.outcome == INV and 'narrower than 0.3' in wide.detail
+  assert wide.extra['slope_ci_lo'] < 1 < wide.extra['slope_ci_hi']
+  rising = mc.rules(_sel(peak=lambda ns: 2 * ns[-1]), 'full')   # still rising at the largest N
+  assert rising[0].outcome == INV and 'still rise' in rising[0].detail
+  assert rising[3].outcome == INV and 'dense at 1000 exposures: peak inside the N grid' in rising[3].detail
+  low = mc.rules(_sel(bpp={1000: 0.05, 100: 1.0}, peak=lambda ns: ns[0] / 2), 'full')[0]   # peak below the grid
+  assert low.outcome == INV and 'smallest N' in low.detail
+  few = mc.rules(_sel(seeds=2), 'full')
+  assert few[0].outcome in (INC, INV) and few[3].outcome == INC
 
 
 def test_capacity_verdict_carries_its_decision_p():
   for k in (1.5, 2.0, 3.0):
-    v = _verdict(bits_per_param=k)
-    assert v.p_value is not None and (v.outcome != verdict.INCONCLUSIVE) == (v.p_value < 0.05)
-
-
-def _rl(at_quarter=1.0, at_top=0.3):
-  return pd.DataFrame([{'task.num_points': n, mc.SEED: s, 'eval_loss': 0.0,
-                        'fraction_fitted': {256: at_quarter, 2048: at_top}.get(n, 1.0) - 0.01 * s}
-                       for n in (128, 256, 2048) for s in range(3)])
+    v = mc.rules(_sel(bpp={1000: k, 100: 1.0}), 'full')[0]
+    assert v.p_value is not None and (v.raw_outcome != INC) == (v.p_value < 0.05)
 
 
 def test_random_labels_verdict_can_fail_and_is_invalid_when_it_cannot():
-  assert mc.random_labels_verdict(_rl()).outcome == verdict.REPRODUCED
-  assert mc.random_labels_verdict(_rl(at_quarter=0.5)).outcome == verdict.NOT_REPRODUCED
-  cannot = mc.random_labels_verdict(_rl(at_top=1.0))  # fits even N > parameters: the check cannot fail
-  assert cannot.outcome == verdict.INVALID and 'can fail' in cannot.detail
-
-
-def test_analyze_stats_end_to_end_on_synthetic_frames(tmp_path):
-  df = pd.concat([_frame(e=1000), _frame(e=100, bits_per_param=1.0)])
-  a = mc.analyze_stats(df, _rl(), base.Context(str(tmp_path), 'full'))
-  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 3
-  assert (tmp_path / 'bits_vs_params.png').stat().st_size > 1000
-  table = a.tables[0].frame
-  assert set(table['peak N']) == {2048} and set(table['best lr']) == {0.1} and set(table['seeds']) == {3}
-  np.testing.assert_allclose(table['bits/FFN param'] / table['bits/non-emb param'],
-                             table['non-embedding params'] / table['FFN params'], rtol=1e-12)
-
-
-@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
-def test_sweeps_validate_and_share_one_program_per_n(scale):
-  s = mc.SETTINGS[scale]
-  specs = mc.sweeps(scale)
-  arms = mc.arm_names(s)
-  assert [x.name for x in specs] == list(arms) + ['random_labels']
-  assert sorted({k for k, _, _ in arms.values()}) == [0, *mc.MOE_TOP_KS]
-  for spec in specs[:-1]:
-    runs = sweep.expand(spec.base, spec.overrides)  # validates every config
-    top_k, exposures, n = arms[spec.name]
-    # dense: d_ff x learning rate x seeds in one padded, vmapped program; MoE: one program per expert width
-    widths = {r.config.model.d_ff for r in runs}
-    assert len(sweep.group_runs(runs)) == (len(widths) if top_k else 1)
-    assert not top_k or widths == {w for w in s['moe_d_es'] if n <= s.get('moe_max_facts', {}).get(w, n)}
-    c = spec.base
-    assert c.model.freeze_embeddings and c.train.steps * c.train.batch_size == exposures * n == exposures * c.task.num_facts
-    assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
-  assert max(s['rl_points']) > mc.RL_PARAMS  # the random-label arm can fail
-  rl = sweep.expand(specs[-1].base, specs[-1].overrides)[0].config
-  assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS
-
-
-@pytest.mark.slow
-def test_smoke_through_the_entry_point(tmp_path):
-  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=memorization_capacity',
-                         f'--workdir={tmp_path}', '--scale=smoke'], capture_output=True, text=True, timeout=900)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  report = (tmp_path / 'memorization_capacity' / 'report.md').read_text()
-  assert 'peak bits per non-embedding parameter' in report and (tmp_path / 'memorization_capacity' /
-                                                                 'bits_vs_params.png').exists()
-
-
-def test_peak_is_chosen_on_the_seed_mean_not_per_seed():
-  # Seed 0 does best at N = 512 / lr 0.03, seeds 1 and 2 (and the mean) at N = 1024 / lr 0.1: every seed is
-  # read at N = 1024, lr 0.1.
-  rows = [{mc.E: 1000, mc.SIZE: 100, mc.N: n, mc.LR: lr, mc.SEED: s,
-           'bits_stored': {(512, 0.03, 0): 500.0, (1024, 0.1, 1): 400.0, (1024, 0.1, 2): 400.0,
-                           (1024, 0.1, 0): 300.0}.get((n, lr, s), 100.0)}
-          for n in (512, 1024) for lr in (0.03, 0.1) for s in range(3)]
-  best, top = mc.peaks(pd.DataFrame(rows))
-  assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
-  assert set(best[best[mc.N] == 512][mc.LR]) == {0.03}  # mean at N = 512: 0.03 -> 233, 0.1 -> 100
-
-
-def test_moe_arm_parameter_counts_match_the_formula_and_the_dense_sizes():
-  s, d, ex = mc.SETTINGS['full'], mc.SETTINGS['full']['d_model'], mc.MOE_EXPERTS
-  dense_sizes = set()
-  for spec in mc.sweeps('full')[:-1]:
-    top_k = mc.arm_names(s)[spec.name][0]
-    for run in sweep.expand(spec.base, spec.overrides):
-      c = models.model_counts(run.config, tasks.build_task(run.config))
-      w = run.config.model.d_ff
-      if not top_k:
-        assert c['num_trainable_params'] == 2 * (2 * d * w + w + d) + 3 * d
-        dense_sizes.add(c['num_trainable_params'])
-        continue
-      expert = 2 * d * w + w + d  # in and out matrices, hidden and output biases
-      assert c['num_trainable_params'] == 2 * (d * ex + ex * expert) + 3 * d  # router d x E per layer, 3 norms
-      assert c['num_active_ffn_params'] == 2 * (d * ex + top_k * expert)
-  moe_sizes = [2 * (d * ex + ex * (2 * d * w + w + d)) + 3 * d for w in s['moe_d_es']]
-  assert moe_sizes == [2128, 3184, 4240] and min(dense_sizes) < min(moe_sizes)
-  # the smallest and largest MoE sizes lie within 4% of a dense size; all inside the dense range
-  assert all(min(abs(m / x - 1) for x in dense_sizes) < 0.04 for m in (moe_sizes[0], moe_sizes[-1]))
-  assert max(moe_sizes) < max(dense_sizes)
-
-
-MOE_SIZES = (2500, 4000, 6000)
-
-
-def _moe_verdict(ratio, top_k=1, **kw):
-  dense = mc.peaks(_frame())
-  moe = mc.peaks(_frame(bits_per_param=2.0 * ratio, sizes=MOE_SIZES, top_k=top_k, **kw))
-  return mc.moe_verdict(moe, dense, top_k, 1000, LRS, LRS)
+  assert mc.rules(_sel(), 'full')[2].outcome == R
+  assert mc.rules(_sel(rl=(0.5, 0.3)), 'full')[2].outcome == NR
+  cannot = mc.rules(_sel(rl=(1.0, 1.0)), 'full')[2]   # fits even N > parameters: the check cannot fail
+  assert cannot.outcome == INV and 'can fail' in cannot.detail
 
 
 def test_moe_pairs_interpolate_the_dense_arm_per_seed():
@@ -193,33 +136,80 @@ def test_moe_pairs_interpolate_the_dense_arm_per_seed():
   assert mc.moe_pairs(moe_top.assign(**{mc.SEED: 1}), dense_top).empty  # no dense run of that seed: no pair
 
 
-def test_moe_verdict_known_answers_and_invalid():
-  v = _moe_verdict(0.9)
-  assert v.outcome == verdict.REPRODUCED and v.statistic == pytest.approx(0.9, rel=0.03) and v.n == 3
-  assert len(v.checks) == 7 and all(c.passed for c in v.checks)
-  assert v.ci[0] > 1 / mc.MOE_FACTOR and v.p_value is not None
-  low = _moe_verdict(0.5)
-  assert low.outcome == verdict.NOT_REPRODUCED and low.ci[1] < 1 / mc.MOE_FACTOR
-  assert _moe_verdict(0.9, power=1.4).outcome == verdict.INVALID   # MoE bits not proportional to params
-  assert _moe_verdict(0.9, best_lr=0.01).outcome == verdict.INVALID  # MoE's best rate at the grid's edge
-  assert _moe_verdict(0.9, peak_n=8192).outcome == verdict.INVALID  # MoE peak beyond its N grid
-  assert _moe_verdict(0.9, plateau_jump=0.2).outcome == verdict.INVALID
-  dense_bad = mc.moe_verdict(mc.peaks(_frame(bits_per_param=1.8, sizes=MOE_SIZES, top_k=1)),
-                             mc.peaks(_frame(best_lr=0.3)), 1, 1000, LRS, LRS)
-  assert dense_bad.outcome == verdict.INVALID and 'dense at 1000 exposures: learning rate' in dense_bad.detail
-  steep_dense = mc.moe_verdict(mc.peaks(_frame(bits_per_param=1.8, sizes=MOE_SIZES, top_k=1)),
-                               mc.peaks(_frame(power=1.4)), 1, 1000, LRS, LRS)
-  assert steep_dense.outcome != verdict.INVALID  # the dense slope is rule 1's check, not rule 4's
+def test_moe_verdict_is_a_ratio_of_means_with_its_bootstrap_p():
+  sel = _sel(moe=(0.78, 0.5), noise=0.05)
+  vs = mc.rules(sel, 'full')
+  mem = mc.memorization_rows(sel)
+  pairs = mc.moe_pairs(mc.peaks(mc.family(mem, 1, 1000)), mc.peaks(mc.family(mem, 0, 1000))).groupby(mc.SEED).mean()
+  r, lo, hi = stats.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
+  assert (vs[3].statistic, *vs[3].ci) == pytest.approx((r, lo, hi))
+  assert vs[4].outcome == NR and vs[4].p_value < 0.05
+  for v in vs[3:]:   # p < 0.05 exactly when the 95% CI decides
+    assert (v.raw_outcome != INC) == (v.p_value < 0.05)
 
 
-def test_analyze_stats_with_moe_arms(tmp_path):
-  df = pd.concat([_frame(e=1000), _frame(e=100, bits_per_param=1.0),
-                  _frame(bits_per_param=1.8, sizes=MOE_SIZES, top_k=1), _frame(bits_per_param=1.0, sizes=MOE_SIZES, top_k=2)])
-  a = mc.analyze_stats(df, _rl(), base.Context(str(tmp_path), 'full'))
-  assert [v.outcome for v in a.verdicts] == [verdict.REPRODUCED] * 4 + [verdict.NOT_REPRODUCED]
-  assert (tmp_path / 'moe_vs_dense.png').stat().st_size > 1000 and 'MoE top-2 / dense' in a.headline
-  t = a.tables[3].frame
-  assert list(t['top_k']) == [1, 1, 1, 2, 2, 2] and list(t['total non-emb params']) == list(MOE_SIZES) * 2
-  np.testing.assert_allclose(t['MoE / dense'], [0.9] * 3 + [0.5] * 3, rtol=0.03)
-  np.testing.assert_allclose(t['bits/active param'] / t['bits/total param'],
-                             t['total non-emb params'] / t['active non-emb params'], rtol=1e-12)
+def test_ratio_p_inverts_the_bootstrap_ci():
+  rng = np.random.default_rng(1)
+  for shift in (0.7, 0.76, 0.8, 0.9):
+    a, b = shift * (1 + 0.05 * rng.normal(size=6)), 1 + 0.05 * rng.normal(size=6)
+    _, lo, hi = stats.ratio_of_means(a, b)
+    assert (mc.ratio_p(a, b, 0.77) < 0.05) == (not lo <= 0.77 <= hi)
+
+
+def test_present_on_a_synthetic_result(tmp_path):
+  sel = _sel()
+  vs = stats.holm(mc.rules(sel, 'full'))
+  shown = mc.present(base.Result(sel, pd.DataFrame(), sel, sel, vs, 'full'), base.Context(str(tmp_path), 'full'))
+  assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures) and len(shown.figures) == 2
+  peaks = shown.tables[0].frame
+  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_d_es'])
+  dense = peaks[(peaks[mc.K] == 0) & (peaks[mc.E] == 1000)].set_index('d_ff')
+  assert list(dense['peak N']) == [512, 1024, 1024, 2048, 4096] and set(dense['seeds']) == {5}
+  np.testing.assert_allclose(dense['bits/non-emb param'], 2.0, rtol=0.02)
+  assert list(shown.tables[2].frame[mc.K]) == [1] * 3 + [2] * 3 and 'MoE top-2' in shown.headline
+
+
+@pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
+def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
+  s, policy = mc.SETTINGS[scale], mc.ABLATION.regimes[scale]
+  arms = mc.arms(scale)
+  for arm in arms:
+    steps = policy.steps * arm.steps_factor
+    for t in (steps // 2, steps):
+      runs = sweep.expand(arm.base, [{**o, **(arm.budget or base.budget)(t), 'train.seed': 0} for o in arm.points.values()])
+      c = runs[0].config
+      if arm.name == 'random_labels':
+        assert not arm.tuned and c.train.learning_rate == 1e-2 and t in (s['rl_steps'], s['rl_steps'] // 2)
+        continue
+      top_k, e, n = (int(x or 0) for x in mc._ARM.match(arm.name).groups())
+      assert c.model.freeze_embeddings and c.task.num_facts == n and c.train.steps * c.train.batch_size == e * n
+      assert steps == s['exposures'][e] and len(sweep.group_runs(runs)) == (len(runs) if top_k else 1)
+      assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
+      assert (arm.rates == mc.MOE_RATES[scale]) if top_k else arm.rates is None
+  assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']   # the random-label arm can fail
+  rl = sweep.expand(arms[-1].base, [arms[-1].points[f'N={mc.RL_QUARTER}']])[0].config
+  assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS
+
+
+def test_parameter_counts_match_the_formulas():
+  for arm in mc.arms('full')[:-1]:
+    for run in sweep.expand(arm.base, list(arm.points.values())):
+      c = models.model_counts(run.config, tasks.build_task(run.config))
+      w, top_k = run.config.model.d_ff, run.config.model.moe.top_k if run.config.model.moe.num_experts else 0
+      assert c['num_trainable_params'] == (moe_size(w) if top_k else dense_size(w))
+      if top_k:
+        assert c['num_active_ffn_params'] == 2 * (D * mc.MOE_EXPERTS + top_k * (2 * D * w + w + D))
+  assert [moe_size(w) for w in S['moe_d_es']] == [2128, 3184, 4240]
+  assert [dense_size(f) for f in S['d_ffs']] == [1136, 2192, 4304, 8528, 16976]   # the MoE sizes lie inside
+
+
+@pytest.mark.slow
+def test_smoke_through_the_entry_point(tmp_path):
+  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=memorization_capacity',
+                         f'--workdir={tmp_path}', '--scale=smoke', '--noprogress'], capture_output=True, text=True,
+                        timeout=900)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = tmp_path / 'memorization_capacity'
+  report = (out / 'report.md').read_text()
+  assert 'peak bits per non-embedding parameter' in report and '## Regime' in report
+  assert (out / 'bits_vs_params.png').exists() and (out / 'moe_and_random_labels.png').exists()

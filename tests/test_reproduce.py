@@ -155,18 +155,6 @@ def test_grid_lower_bound_holds_and_is_tight(n):
     assert np.max(np.abs(f - grid ** 2)) >= bound
 
 
-def test_universal_approximation_sweeps_validate_at_every_scale():
-  for scale in ua.ABLATION.scales:
-    specs = ua.sweeps(scale)
-    assert [s.name for s in specs] == ['relu_width', 'relu_width_4x', 'controls']
-    for s in specs:
-      runs = sweep.expand(s.base, s.overrides)  # validates every config
-      assert len({r.config.train.seed for r in runs}) >= 3
-    assert specs[1].base.train.steps == ua.LONG_FACTOR * specs[0].base.train.steps
-  full = ua.sweeps('full')[0]
-  assert sorted({o['model.d_ff'] for o in full.overrides}) == [2 ** i for i in range(1, 10)]
-
-
 # --------------------------------------------------------------------------- runner and publishing
 
 def _tiny_study():

@@ -369,19 +369,6 @@ def test_results_section_renders_published_reports():
     assert f'### {json.loads(open(path, encoding="utf-8").read())["name"]}' in section
 
 
-def test_memorization_capacity_verdicts_carry_their_decision_p():
-  from ffn_research.ablations import memorization_capacity as mc  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(2)
-  lrs = (0.03, 0.1, 0.3)
-  for scale in (1.0, 1.5, 2.0, 3.0):
-    rows = [{mc.E: 1000, mc.N: n, mc.SIZE: 1000 * d, mc.SEED: s, mc.LR: 0.1, 'loss_last': 1.0, 'loss_previous': 1.0,
-             'bits_stored': scale * 1000.0 * d * math.exp(0.03 * rng.standard_normal()) * (1.0 if n == 2 else 0.9)}
-            for d in (4, 8, 16) for n in (1, 2, 4) for s in range(3)]
-    best, top = mc.peaks(pd.DataFrame(rows))
-    v = mc.capacity_verdict(top, best, 1000, lrs)
-    assert v.outcome != verdict.INVALID and v.p_value is not None and (v.outcome != INC) == (v.p_value < 0.05)
-
-
 def test_plateau_check_with_a_zero_previous_value():
   assert verdict.plateau_check('p', [0.0, 0.0], [0.0, 0.0], tol=0.05).passed
   assert not verdict.plateau_check('p', [0.1], [0.0], tol=0.05).passed

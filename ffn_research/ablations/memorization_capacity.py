@@ -2,167 +2,148 @@
 
 Claims. Allen-Zhu & Li 2024 (Physics of Language Models 3.3; docs/references.md#allen-zhu-and-li-2024):
 a model trained to saturation stores about 2 bits per parameter after 1,000 exposures per fact and
-about 1 bit per parameter after 100, read as the *peak* over data sizes of the bits stored, over a range
-of model sizes where bits grow in proportion to parameters. Second reference (Morris et al. 2025,
-docs/references.md#morris-et-al-2025): GPT-style models trained to saturation on random bitstrings store
-about 3.6 bits per parameter (drawn as a reference line and quoted, not a verdict: their models are
-transformers trained to saturation, ours are FFN stacks at fixed exposure counts). Random labels (Bubeck,
-Eldan, Lee & Mikulincer 2020): a ReLU layer of width h on d-dim inputs can fit about h d / 4 generic labels.
+about 1 bit after 100, read as the *peak* over data sizes, over model sizes where bits grow in proportion
+to parameters; an MoE keeps about 1/1.3 of the dense capacity per total parameter. Morris et al. 2025
+(docs/references.md#morris-et-al-2025): about 3.6 bits per parameter (a reference line, not a verdict).
+Random labels (Bubeck, Eldan, Lee & Mikulincer 2020): a ReLU layer of width h on d-dim inputs fits about
+h d / 4 generic labels.
 
-Design (fixed before the full run; calibration in docs/reproduce.md):
-  * Task `memorization`: N facts (subject, relation) -> object, objects uniform over V = 256 values. Bits
-    stored = the repo's `bits_stored` measure: N log2 V minus the model's total cross-entropy on the facts,
-    in bits (tasks/sequence.py), i.e. the information the predictions hold about the N answers.
-  * Model: `ffn_stack` (causal mean of embeddings -> 2 residual ReLU FFN blocks -> tied unembedding) with
-    *frozen* random embeddings (model.freeze_embeddings), so facts can live only in the FFN blocks and the
-    3 d_model norm scales. d_model fixed, d_ff swept (a 4x range of sizes, one padded program per (N,
-    exposures)). Counted: bits per non-embedding parameter (= every trainable parameter: FFN + norms; the
-    headline), bits per FFN parameter and bits per parameter including the frozen tables (descriptive).
-  * Peak over N: per (exposures, size, N) the learning rate of the grid with the most bits stored in the
-    mean over seeds (verdict.best_per_point on the seed means), then per (exposures, size) the N with the
-    most; every seed is read at that (N, rate), so the statistic carries no per-seed maximum.
-  * Exposures E per fact at a fixed number of optimizer steps per E (batch = E N / steps), so smaller N
-    does not mean fewer steps.
-  * MoE arms (1,000 exposures only): each FFN replaced by 16 ReLU experts of width d_e in {1, 2, 3} (Switch-style
-    softmax-then-top-k router, k = 1 and k = 2, dropless, default load-balance 1e-2 and z-loss 1e-3 coefficients),
-    2,128 / 3,184 / 4,240 total non-embedding parameters (router 16 x 16 per layer, experts with biases), inside
-    the dense sizes 2,192 / 4,304 (d_ff 32 / 64); active non-embedding parameters 658-790 (k = 1) and
-    756-1,020 (k = 2). Peak over N in {512, 1,024}, learning rate in {0.03, 0.1, 0.3}, 3 seeds, same peak
-    reading as the dense arm. Cut to fit 12 minutes of 2 CPU cores (an E = 16 MoE costs about 5x a dense FFN
-    per token here): no 100-exposure MoE arm, N = 2,048 and the rate 0.01 dropped, E = 16 not 32.
+Setup. Task `memorization`: N facts (subject, relation) -> object, objects uniform over V = 256 values;
+bits stored = N log2 V minus the total cross-entropy on the facts in bits (tasks/sequence.py). Model
+`ffn_stack` (causal mean of embeddings -> 2 residual ReLU FFN blocks -> tied unembedding) with frozen
+random embeddings, so the facts live only in the FFN blocks and 3 norm scales: bits per non-embedding
+(= trainable) parameter. d_model 16, d_ff 16 ... 256 (1,136 ... 16,976 parameters). E exposures per fact at
+a fixed step budget per E, batch = E N / steps (the T/2 runs keep E and double the batch). One arm per
+(E, N); its points are the sizes whose peak that N helps bracket. MoE arms (full: 1,000 exposures): each
+FFN 16 ReLU experts of width 1-3 (Switch softmax-then-top-k router, k = 1, 2, dropless, default
+load-balance and z losses; 2,128-4,240 total non-embedding parameters, inside the dense range), with a
+lower rate grid (the earlier full run chose its bottom, 0.03, at every size). The regime policy tunes the
+rate per point on the mean over seeds of the final cross-entropy on the facts (`eval_loss`, the training
+objective). Random labels (bare FFN d = 16, h = 64, 1,153 parameters, batch 256) are not tuned: at
+N = h d / 4 the fit is exact and the loss left (~1e-14 at Adam 1e-2) is float32 rounding, which a tuned
+rate would chase. Per (arm, size) the peak N has the most bits in the mean over seeds; every seed is read
+at that N. Full scale: dense rates {0.01, 0.03, 0.1}, MoE {0.003, 0.01, 0.03} to start, 5 seeds, cap 18,000
+run-seconds (the first pass is about 3 hours of 2 CPU cores at the earlier full run's speed; d_ff 256 at
+N = 8,192 and the MoE arms are most of it).
 
-Verdict rules (written before any full run):
-  1. [headline] 1,000 exposures: per seed the geometric mean over sizes of peak bits / non-embedding
-     parameters; mean of the logs over seeds with a Student-t 95% CI, exponentiated. Claimed 2:
-     reproduced if the CI lies inside [2 / 1.25, 2 * 1.25], not reproduced if outside, else inconclusive.
-  2. The same at 100 exposures, claimed 1.
-  3. Random labels (bare FFN d = 16, h = 64, 1,153 parameters, h d / 4 = 256): the mean fraction of
-     N = h d / 4 points fitted (|error| < 0.1) is above 0.9 (t CI over seeds).
-Regime checks (a failed one makes the verdict `invalid`): rules 1-2 rest on
-  (a) bits proportional to parameters: the per-seed log-log slope of peak bits on parameters has a 95% CI
-      containing 1, or inside 1 ± 0.1 (verdict.slope_per_seed), else bits/param is no constant and is not read;
-  (b) the peak lies inside the N grid: for every size the N with most bits (mean over seeds) is not the
-      largest N, or the bits there exceed those at the next N by < PEAK_RISE (saturated);
-  (c) plateau: the training loss of the peak runs at the last two logs within PLATEAU_TOL (relative);
-  (d) learning rate: no size's best rate at its peak N at an edge of the grid (verdict.edge_check).
-  4. [MoE, per k] per seed the geometric mean over MoE sizes of (MoE peak bits / total non-embedding params)
-     divided by the same seed's dense figure at that size (log-log interpolation between the dense sizes at
-     1,000 exposures; clamped to the nearest dense size outside their range, 3% and 1.5% away); paired t on
-     the per-seed mean logs (verdict.paired, expect greater, margin log(1 / 1.3)). Claimed >= 1 / 1.3 = 0.77:
-     reproduced if the 95% CI of the ratio lies above 0.77, not reproduced if below, else inconclusive.
-     Per active parameter reported, not tested (the claim is per total parameter).
-  Rule 4 rests on checks (a)-(d) on the MoE arm (its own slope, peak inside its N grid, plateau, rate inside
-  {0.03, 0.1, 0.3}) and (b)-(d) on the dense arm at 1,000 exposures (the comparison is at matched size, so the
-  dense bits/param need not be constant; its slope is rule 1's check).
-  Rule 3 rests on (e) the setup can fail: at the largest N (above the parameter count) the mean fraction
-  fitted is below 0.9.
+Verdict rules (fixed before the run; Holm over all of them):
+  1. [per E] per seed the geometric mean over sizes of peak bits / non-embedding params; t CI over seeds of
+     the logs, exponentiated; claimed 2 (E = 1,000) or 1 (E = 100): reproduced if the CI lies inside
+     [claim / 1.25, claim * 1.25], not reproduced if outside. Gated on (a) bits proportional to params:
+     the per-seed log-log slope of peak bits on params has its CI containing 1 (or inside 1 ± 0.1) and
+     narrower than 0.3 (remedy: double the steps); (b) every size's peak inside its N grid.
+  2. Random labels: the mean fraction of N = h d / 4 = 256 points fitted (|error| < 0.1) is above 0.9;
+     gated on (c) the setup can fail: at the largest N (above the parameter count) it is below 0.9.
+  3. [MoE, per k] ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total params) to
+     (the same seeds' dense figure at those sizes, log-log interpolated, clamped outside the dense range);
+     BCa bootstrap CI (stats.ratio_of_means), its p the CI inverted; reproduced if the CI lies above
+     1 / 1.3, not reproduced if below. Gated on (b) for the MoE arm and the dense arm at its E; no slope
+     check: the comparison is at matched size, and 3 MoE sizes over 2x cannot give a narrow slope CI.
+(b): a peak at the largest N fails if it rises >= 5% over the next N; a peak at the smallest N fails unless
+its bits exceed (N/2) log2 V, all that a grid point below could hold.
+History: docs/results/memorization_capacity/history.md.
 """
 
 import dataclasses
 import math
-import os
+import re
 
-import matplotlib
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
-import pandas as pd  # pylint: disable=wrong-import-position
+import numpy as np
+import pandas as pd
 
-from ffn_research import io as io_lib  # pylint: disable=wrong-import-position
-from ffn_research import sweep  # pylint: disable=wrong-import-position
-from ffn_research.ablations import base  # pylint: disable=wrong-import-position
-from ffn_research.ablations import verdict  # pylint: disable=wrong-import-position
-from ffn_research.config import default_config  # pylint: disable=wrong-import-position
+from ffn_research import stats
+from ffn_research.ablations import base
+from ffn_research.config import default_config
 
-# Per scale. d_model, d_ffs: the model sizes; facts: the N grid (one program per (N, exposures)); max_facts:
-# the largest N run per d_ff (the largest N only where the widest model needs it to bracket its peak);
-# steps: optimizer steps per exposure count (batch = E N / steps); lrs: the learning-rate grid;
-# rl_points: random-label N grid (its largest above the bare FFN's 1,153 parameters), rl_steps.
+# Per scale: steps per exposure count E (T; the regime's steps is their common divisor), d_ff -> its N grid,
+# the MoE arms' E, expert widths and N grid per k, the random labels' N grid and steps.
 SETTINGS = {
-    'smoke': dict(d_model=8, d_ffs=(8, 16, 32), facts=(64, 128), max_facts={}, relations=8, values=16,
-                  steps={100: 20}, lrs=(0.03, 0.1, 0.3), seeds=3, rl_points=(64, 2048), rl_steps=100,
-                  moe_d_es=(1, 2), moe_facts=(64, 128), moe_lrs=(0.03, 0.1, 0.3)),
-    'quick': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048), max_facts={16: 1024, 32: 1024},
-                  relations=16, values=256, steps={1000: 1000, 100: 400}, lrs=(0.01, 0.03, 0.1, 0.3), seeds=3,
-                  rl_points=(256, 1024, 2048), rl_steps=2000, moe_d_es=(1, 2, 3), moe_facts=(512, 1024),
-                  moe_lrs=(0.03, 0.1, 0.3)),
-    'full': dict(d_model=16, d_ffs=(16, 32, 64), facts=(256, 512, 1024, 2048, 4096), max_facts={16: 2048, 32: 2048},
-                 relations=16, values=256, steps={1000: 1000, 100: 400}, lrs=(0.01, 0.03, 0.1, 0.3), seeds=3,
-                 rl_points=(128, 256, 512, 1024, 2048), rl_steps=4000, moe_d_es=(1, 2, 3), moe_facts=(512, 1024),
-                  moe_lrs=(0.03, 0.1, 0.3)),
+    'smoke': dict(d_model=8, relations=8, values=16, exposures={100: 20}, d_ffs={8: (64, 128), 16: (64, 128),
+                  32: (64, 128)}, moe_e=100, moe_d_es=(1,), moe_facts={1: (128,), 2: (128,)},
+                  rl_points=(256, 2048), rl_steps=100),
+    'quick': dict(d_model=16, relations=16, values=256, exposures={1000: 1000, 100: 400},
+                  d_ffs={16: (256, 512), 32: (512, 1024), 64: (512, 1024, 2048)}, moe_e=100, moe_d_es=(2,),
+                  moe_facts={1: (256, 512, 1024), 2: (256, 512, 1024)}, rl_points=(256, 1024, 2048), rl_steps=2000),
+    'full': dict(d_model=16, relations=16, values=256, exposures={1000: 1000, 100: 400},
+                 d_ffs={16: (256, 512, 1024), 32: (512, 1024, 2048), 64: (512, 1024, 2048), 128: (1024, 2048, 4096),
+                        256: (4096, 8192)}, moe_e=1000, moe_d_es=(1, 2, 3),
+                 moe_facts={1: (256, 512, 1024), 2: (512, 1024, 2048)}, rl_points=(128, 256, 512, 1024, 2048),
+                 rl_steps=4000),
 }
+RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1)}
+MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.003, 0.01, 0.03)}
 CLAIMS = {1000: 2.0, 100: 1.0}        # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6                     # bits per parameter at saturation (Morris et al. 2025)
-BITS_FACTOR = 1.25                    # rules 1, 2: CI inside [claim / 1.25, claim * 1.25]
-SLOPE_MARGIN = 0.1                    # check (a): a CI excluding 1 still passes inside 1 ± 0.1
-PEAK_RISE = 0.05                      # check (b): a peak at the largest N must rise < 5% over the next N
-PLATEAU_TOL = 0.05                    # check (c): relative change of the training loss at the last two logs
-MOE_EXPERTS, MOE_TOP_KS = 16, (1, 2)  # MoE arms: 16 experts of width moe_d_es, Switch router, dropless
-MOE_FACTOR = 1.3                      # rule 4: MoE keeps at least 1 / 1.3 of dense bits per total parameter
+BITS_FACTOR = 1.25                    # rule 1: CI inside [claim / 1.25, claim * 1.25]
+SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3   # check (a)
+PEAK_RISE = 0.05                      # check (b)
+MOE_EXPERTS, MOE_TOP_KS = 16, (1, 2)
+MOE_FACTOR = 1.3                      # rule 3: MoE keeps at least 1 / 1.3 of dense bits per total parameter
 RL_D_MODEL, RL_D_FF = 16, 64          # random labels: h d / 4 = 256
 RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
-RL_FIT_LEVEL = 0.9                    # rule 3
-SEED, E, N, SIZE, LR = 'train.seed', 'exposures', 'facts', 'params', 'train.learning_rate'
+RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
+RL_FIT_LEVEL = 0.9
+SEED, E, N, K, SIZE = 'train.seed', 'exposures', 'facts', 'top_k', 'num_trainable_params'
+_ARM = re.compile(rf'(?:moe{MOE_EXPERTS}_k(\d+)_)?e(\d+)_n(\d+)$')
 
 
-def sweep_name(exposures: int, facts: int, top_k: int = 0) -> str:
+def arm_name(exposures: int, facts: int, top_k: int = 0) -> str:
   return f'moe{MOE_EXPERTS}_k{top_k}_e{exposures}_n{facts}' if top_k else f'e{exposures}_n{facts}'
 
 
-def moe_exposures(s) -> int:
-  return max(s['steps'])
+def dense_label(e: int, n: int, d_ff: int) -> str:
+  return f'{arm_name(e, n)}: d_ff={d_ff}'
 
 
-def arm_names(s) -> dict[str, tuple[int, int, int]]:
-  """Sweep name -> (top_k (0 = dense), exposures, N) for every memorization sweep."""
-  out = {sweep_name(e, n): (0, e, n) for e in s['steps'] for n in s['facts']}
-  out.update({sweep_name(moe_exposures(s), n, k): (k, moe_exposures(s), n) for k in MOE_TOP_KS for n in s['moe_facts']})
-  return out
+# --------------------------------------------------------------------------- arms
 
-
-def _memorization_base(s, exposures: int, facts: int):
+def _memorization_base(s, facts: int):
   c = default_config()
-  m, t, tr = c.model, c.task, c.train
+  m, t = c.model, c.task
   m.arch, m.num_layers, m.tie_embeddings, m.freeze_embeddings = 'ffn_stack', 2, True, True
   m.d_model, m.activation = s['d_model'], 'relu'
   t.name, t.num_facts, t.num_relations, t.vocab_size = 'memorization', facts, s['relations'], s['values']
-  tr.batch_size = exposures * facts // s['steps'][exposures]
-  base.set_steps(tr, s['steps'][exposures])
   return c
 
 
 def _moe_base(s, facts: int, top_k: int):
-  """The dense memorization config with each FFN an MoE of MOE_EXPERTS experts of width d_ff (Switch-style
-  softmax-then-top-k router, dropless, default load-balance and z losses)."""
-  c = _memorization_base(s, moe_exposures(s), facts)
+  c = _memorization_base(s, facts)
   e = c.model.moe
   e.num_experts, e.top_k, e.router, e.capacity_factor = MOE_EXPERTS, top_k, 'softmax_topk', 0.0
   e.dispatch = 'ragged'  # same numbers as sort; cheaper on CPU for 16 experts of width <= 3 (a dense masked product)
   return c
 
 
-def _random_labels_base(s):
+def _random_labels_base():
   c = default_config()
   c.task.name = 'random_labels'
   c.model.d_model, c.model.d_ff = RL_D_MODEL, RL_D_FF
   c.train.batch_size, c.train.learning_rate = 256, 1e-2
-  base.set_steps(c.train, s['rl_steps'])
   return c
 
 
-def sweeps(scale: str) -> list[base.SweepSpec]:
-  s = SETTINGS[scale]
-  seeds = sweep.values(SEED, range(s['seeds']))
+def _exposure_budget(exposures: int, facts: int):
+  return lambda steps: {**base.budget(steps), 'train.batch_size': exposures * facts // steps}
 
-  def grid(n):
-    d_ffs = [f for f in s['d_ffs'] if n <= s['max_facts'].get(f, n)]
-    return sweep.product(sweep.values('model.d_ff', d_ffs), sweep.values(LR, s['lrs']), seeds)
-  out = [base.SweepSpec(sweep_name(e, n), _memorization_base(s, e, n), grid(n)) for e in s['steps'] for n in s['facts']]
-  moe_grid = sweep.product(sweep.values('model.d_ff', s['moe_d_es']), sweep.values(LR, s['moe_lrs']), seeds)
-  for k in MOE_TOP_KS:
-    out += [base.SweepSpec(sweep_name(moe_exposures(s), n, k), _moe_base(s, n, k), moe_grid) for n in s['moe_facts']]
-  out.append(base.SweepSpec('random_labels', _random_labels_base(s),
-                            sweep.product(sweep.values('task.num_points', s['rl_points']), seeds)))
+
+def steps_unit(s) -> int:
+  return math.gcd(*s['exposures'].values(), s['rl_steps'])
+
+
+def arms(scale: str) -> list[base.Arm]:
+  s, rates = SETTINGS[scale], MOE_RATES[scale]
+  unit, out = steps_unit(s), []
+  for e, steps in s['exposures'].items():
+    for n in sorted({n for ns in s['d_ffs'].values() for n in ns}):
+      out.append(base.Arm(arm_name(e, n), _memorization_base(s, n),
+                          {f'd_ff={f}': {'model.d_ff': f} for f, ns in s['d_ffs'].items() if n in ns},
+                          budget=_exposure_budget(e, n), steps_factor=steps // unit))
+  moe_steps = s['exposures'][s['moe_e']] // unit
+  for k, ns in s['moe_facts'].items():
+    out += [base.Arm(arm_name(s['moe_e'], n, k), _moe_base(s, n, k), {f'd_e={w}': {'model.d_ff': w} for w in s['moe_d_es']},
+                     budget=_exposure_budget(s['moe_e'], n), rates=rates, steps_factor=moe_steps) for n in ns]
+  out.append(base.Arm('random_labels', _random_labels_base(), {f'N={n}': {'task.num_points': n} for n in s['rl_points']},
+                      tuned=False, steps_factor=s['rl_steps'] // unit))
   return out
 
 
@@ -173,79 +154,96 @@ def bits_of_fit(cross_entropy_bits: float, facts: int, values: int) -> float:
   return max(0.0, facts * math.log2(values) - cross_entropy_bits)
 
 
-def peaks(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-  """(every seed at the best learning rate per (E, size, N), every seed at the peak N per (E, size)); the rate
-  and the peak are chosen on the mean over seeds, so each seed is read at the same point (no per-seed maximum)."""
-  means = df.groupby([E, SIZE, N, LR], as_index=False)['bits_stored'].mean().assign(**{SEED: 0})
-  pick = verdict.best_per_point(means, by=[E, SIZE, N], metric='bits_stored', mode='max')
-  best = df.merge(pick[[E, SIZE, N, LR, f'best_{LR}']], on=[E, SIZE, N, LR])
-  top = best.merge(pick.loc[pick.groupby([E, SIZE])['bits_stored'].idxmax(), [E, SIZE, N]], on=[E, SIZE, N])
-  return best, top
+def memorization_rows(sel: pd.DataFrame) -> pd.DataFrame:
+  """The memorization runs of a selection with their top_k (0 = dense), E and N read from the arm's name."""
+  keys = sel['arm'].str.extract(_ARM)
+  mem = sel[keys[2].notna()].copy()
+  keys = keys[keys[2].notna()]
+  mem[K], mem[E], mem[N] = keys[0].fillna('0').astype(int), keys[1].astype(int), keys[2].astype(int)
+  mem[SIZE] = mem[SIZE].astype(int)
+  mem['active'] = mem[SIZE] - mem['num_ffn_params'] + mem['num_active_ffn_params']
+  return mem
 
 
-def peak_inside_check(best: pd.DataFrame, exposures: int, rise: float = PEAK_RISE) -> verdict.Check:
-  """Check (b): per size, the N with most bits (mean over seeds) is not the largest N, or barely rises there."""
+def peaks(mem: pd.DataFrame) -> pd.DataFrame:
+  """Every seed at the peak N per size: the N with the most bits in the mean over seeds."""
+  means = mem.groupby([SIZE, N], as_index=False)['bits_stored'].mean()
+  top = means.loc[means.groupby(SIZE)['bits_stored'].idxmax(), [SIZE, N]]
+  return mem.merge(top, on=[SIZE, N])
+
+
+def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check:
+  """Check (b): per size, the N with most bits (mean over seeds) is bracketed by the N grid (module docstring)."""
   bad, where = [], []
-  for size, g in best[best[E] == exposures].groupby(SIZE):
+  for size, g in mem.groupby(SIZE):
     m = g.groupby(N)['bits_stored'].mean().sort_index()
-    where.append(f'{size} params: peak at N = {m.idxmax()}')
-    if m.idxmax() == m.index[-1] and len(m) > 1 and m.iloc[-1] > (1 + rise) * m.iloc[-2]:
-      bad.append(f'{size} params still rise {m.iloc[-1] / m.iloc[-2] - 1:.1%} at the largest N = {m.index[-1]}')
-  return verdict.Check(f'{exposures} exposures: peak inside the N grid', not bad and bool(where),
-                       '; '.join(bad or where) + f' (a peak at the largest N must rise < {rise:.0%} over the next)')
+    peak = m.idxmax()
+    where.append(f'{size} params: peak at N = {peak}')
+    if peak == m.index[-1] and len(m) > 1 and m.iloc[-1] >= (1 + PEAK_RISE) * m.iloc[-2]:
+      bad.append(f'{size} params still rise {m.iloc[-1] / m.iloc[-2] - 1:.1%} at the largest N = {peak}')
+    if peak == m.index[0] and m.iloc[0] <= peak / 2 * math.log2(values):
+      bad.append(f'{size} params peak at the smallest N = {peak} with {m.iloc[0]:.0f} bits <= {peak // 2} log2 V')
+  return stats.Check(f'{label}: peak inside the N grid', not bad and bool(where),
+                     '; '.join(bad or where) + f' (a peak at the largest N must rise < {PEAK_RISE:.0%} over the '
+                     'next; at the smallest N it must exceed what N/2 facts can hold)')
 
 
-def regime_checks(top: pd.DataFrame, best: pd.DataFrame, exposures: int, lrs, label: str):
-  """Checks (a)-(d) on one arm's peaks at one exposure count, and the per-seed slope verdict behind (a)."""
-  g = top[top[E] == exposures]
-  slope = verdict.slope_per_seed(g, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=0.1, claim='slope')
-  s_lo, s_hi = slope.ci
-  proportional = bool(s_lo <= 1 <= s_hi or (1 - SLOPE_MARGIN <= s_lo and s_hi <= 1 + SLOPE_MARGIN))
-  checks = [verdict.Check(f'{label}: bits proportional to params', proportional,
-                          f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{s_lo:.3g}, '
-                          f'{s_hi:.3g}], per seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}'),
-            dataclasses.replace(peak_inside_check(best, exposures), name=f'{label}: peak inside the N grid'),
-            verdict.plateau_check(f'{label}: plateau of the peak runs (training loss, last two logs)',
-                                  g['loss_last'].to_numpy(), g['loss_previous'].to_numpy(), PLATEAU_TOL),
-            verdict.edge_check(f'{label}: learning rate inside its grid at the peaks',
-                               g.set_index(SIZE)[f'best_{LR}'], lrs)]
-  return checks, slope
+def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Check, stats.Verdict]:
+  """Check (a): the per-seed log-log slope of peak bits on params contains 1 (or lies in 1 ± 0.1), narrowly."""
+  slope = stats.slope_per_seed(top, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=SLOPE_MARGIN, claim='slope')
+  lo, hi = slope.ci
+  ok = bool((lo <= 1 <= hi or (1 - SLOPE_MARGIN <= lo and hi <= 1 + SLOPE_MARGIN)) and hi - lo <= SLOPE_MAX_WIDTH)
+  return stats.Check(f'{label}: bits proportional to params', ok,
+                     f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{lo:.3g}, {hi:.3g}], per '
+                     f'seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}, and be narrower than '
+                     f'{SLOPE_MAX_WIDTH:g}', remedy=stats.DOUBLE_STEPS, points=tuple(points)), slope
 
 
-def capacity_verdict(top: pd.DataFrame, best: pd.DataFrame, exposures: int, lrs) -> verdict.Verdict:
-  """Rules 1-2 with checks (a)-(d): peak bits per non-embedding parameter, CI over seeds of log means."""
-  g = top[top[E] == exposures]
-  claimed = CLAIMS[exposures]
+# --------------------------------------------------------------------------- verdicts (pure in the selection)
+
+def family(mem: pd.DataFrame, top_k: int, exposures: int) -> pd.DataFrame:
+  return mem[(mem[K] == top_k) & (mem[E] == exposures)]
+
+
+def capacity_verdict(mem: pd.DataFrame, exposures: int, s) -> stats.Verdict:
+  """Rule 1 with checks (a) and (b): peak bits per non-embedding parameter, CI over seeds of log means."""
+  g = family(mem, 0, exposures)
+  top, claimed = peaks(g), CLAIMS[exposures]
   lo_ok, hi_ok = claimed / BITS_FACTOR, claimed * BITS_FACTOR
-  per_seed = np.log(g['bits_stored'] / g[SIZE]).groupby(g[SEED]).mean()
-  m, lo, hi = verdict.mean_ci(per_seed)
+  points = [dense_label(exposures, n, f) for f, ns in s['d_ffs'].items() for n in ns]
+  with np.errstate(divide='ignore'):   # a size that stored nothing gives -inf: the seed's mean is not finite
+    per_seed = np.log(top['bits_stored'] / top[SIZE]).groupby(top[SEED]).mean()
+  m, lo, hi = stats.mean_ci(per_seed)
   test = 'per seed the geometric mean over sizes of peak bits / non-embedding params; t 95% CI over seeds'
-  rule = f'reproduced if the 95% CI lies inside [{lo_ok:.3g}, {hi_ok:.3g}], not reproduced if outside, else inconclusive'
+  rule = (f'reproduced if the 95% CI lies inside [{lo_ok:.3g}, {hi_ok:.3g}], not reproduced if outside, else (or with '
+          '< 3 seeds or < 3 sizes) inconclusive')
   claim = f'at {exposures} exposures per fact an FFN stores about {claimed:g} bits per (non-embedding) parameter at its peak'
-  if len(per_seed) < 3 or g[SIZE].nunique() < 3:
-    v = verdict.Verdict(claim, verdict.INCONCLUSIVE, math.exp(m) if len(per_seed) else math.nan, (math.nan,) * 2,
-                        test, rule, len(per_seed), 'underpowered: < 3 seeds or < 3 sizes')
+  if len(per_seed) < 3 or top[SIZE].nunique() < 3:
+    v = stats.Verdict(claim, stats.INCONCLUSIVE, math.exp(m) if len(per_seed) else math.nan, (math.nan,) * 2,
+                      test, rule, len(per_seed), 'underpowered: < 3 seeds or < 3 sizes', boundaries=(lo_ok, hi_ok))
   else:
     se = float(np.std(per_seed, ddof=1) / math.sqrt(len(per_seed)))
-    v = verdict.Verdict(claim, verdict.decide((math.exp(lo), math.exp(hi)), lo_ok, hi_ok), math.exp(m),
-                        (math.exp(lo), math.exp(hi)), test, rule, len(per_seed),
-                        p_value=verdict.decision_p(m, se, len(per_seed) - 1, math.log(lo_ok), math.log(hi_ok)))
-  checks, slope = regime_checks(top, best, exposures, lrs, f'{exposures} exposures')
-  extra = {'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]}
-  return verdict.gate(dataclasses.replace(v, extra=extra), checks)
+    v = stats.Verdict(claim, stats.decide((math.exp(lo), math.exp(hi)), lo_ok, hi_ok), math.exp(m),
+                      (math.exp(lo), math.exp(hi)), test, rule, len(per_seed),
+                      p_value=stats.decision_p(m, se, len(per_seed) - 1, math.log(lo_ok), math.log(hi_ok)),
+                      boundaries=(lo_ok, hi_ok))
+  check, slope = proportional_check(top, f'{exposures} exposures', points)
+  v = dataclasses.replace(v, extra={'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]},
+                          points=tuple(points))
+  return stats.gate(v, [check, peak_inside_check(g, f'{exposures} exposures', s['values'])])
 
 
-def random_labels_verdict(rl: pd.DataFrame) -> verdict.Verdict:
-  """Rule 3 with check (e): the largest N (above the parameter count) must fall below the level."""
-  at = rl[rl['task.num_points'] == RL_D_MODEL * RL_D_FF // 4]['fraction_fitted']
-  v = verdict.threshold(at, level=RL_FIT_LEVEL, direction='above',
-                        claim=f'a trained ReLU FFN (h = {RL_D_FF}, d = {RL_D_MODEL}) fits at least {RL_FIT_LEVEL:.0%} '
-                              f'of N = h d / 4 = {RL_D_MODEL * RL_D_FF // 4} random real labels')
-  top = rl[rl['task.num_points'] == rl['task.num_points'].max()]
-  m, lo, hi = verdict.mean_ci(top['fraction_fitted'])
-  n_top = int(top['task.num_points'].max()) if len(top) else 0
-  return verdict.gate(v, [verdict.premise_check(
-      'random labels: the setup can fail', m, (lo, hi), -math.inf, RL_FIT_LEVEL, what=f'fraction fitted at N = {n_top} ({n_top / RL_PARAMS:.2f} x the {RL_PARAMS} parameters)')])
+def random_labels_verdict(sel: pd.DataFrame, s) -> stats.Verdict:
+  """Rule 2 with check (c): the largest N (above the parameter count) must fall below the level."""
+  rl = sel[sel['arm'] == 'random_labels']
+  v = stats.threshold(rl.loc[rl['task.num_points'] == RL_QUARTER, 'fraction_fitted'], level=RL_FIT_LEVEL,
+                      direction='above', claim=f'a trained ReLU FFN (h = {RL_D_FF}, d = {RL_D_MODEL}) fits at least '
+                                               f'{RL_FIT_LEVEL:.0%} of N = h d / 4 = {RL_QUARTER} random real labels')
+  n_top = max(s['rl_points'])
+  m, lo, hi = stats.mean_ci(rl.loc[rl['task.num_points'] == n_top, 'fraction_fitted'])
+  check = stats.premise_check('random labels: the setup can fail', m, (lo, hi), -math.inf, RL_FIT_LEVEL,
+                              what=f'fraction fitted at N = {n_top} ({n_top / RL_PARAMS:.2f} x the {RL_PARAMS} parameters)')
+  return dataclasses.replace(stats.gate(v, [check]), points=(f'random_labels: N={RL_QUARTER}', f'random_labels: N={n_top}'))
 
 
 def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
@@ -256,211 +254,182 @@ def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
     d = dense_top[dense_top[SEED] == seed].sort_values(SIZE)
     if d.empty:
       continue
-    x, y = np.log(d[SIZE].to_numpy(float)), np.log((d['bits_stored'] / d[SIZE]).to_numpy(float))
+    with np.errstate(divide='ignore'):   # no bits stored: log 0 = -inf, interpolated as such
+      x, y = np.log(d[SIZE].to_numpy(float)), np.log((d['bits_stored'] / d[SIZE]).to_numpy(float))
     for _, r in g.iterrows():
       rows.append({SEED: seed, SIZE: int(r[SIZE]), 'moe_bpp': r['bits_stored'] / r[SIZE],
                    'dense_bpp': math.exp(np.interp(math.log(r[SIZE]), x, y))})
   return pd.DataFrame(rows, columns=[SEED, SIZE, 'moe_bpp', 'dense_bpp'])
 
 
-def moe_verdict(moe: tuple[pd.DataFrame, pd.DataFrame], dense: tuple[pd.DataFrame, pd.DataFrame], top_k: int,
-                exposures: int, moe_lrs, dense_lrs) -> verdict.Verdict:
-  """Rule 4 with checks (a)-(d) on the MoE arm and (b)-(d) on the dense arm: MoE / dense peak bits per total
-  non-embedding parameter at matched size, paired by seed (verdict.paired on per-seed mean logs)."""
-  (moe_best, moe_top), (dense_best, dense_top) = moe, dense
-  moe_top, dense_top = moe_top[moe_top[E] == exposures], dense_top[dense_top[E] == exposures]
-  r = moe_pairs(moe_top, dense_top)
-  a, b = (np.log(r[c]).groupby(r[SEED]).mean() for c in ('moe_bpp', 'dense_bpp'))
-  floor = 1 / MOE_FACTOR
-  v = verdict.paired(a.to_numpy(), b.to_numpy(), expect='greater', margin=math.log(floor),
-                     claim=f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = '
-                           f'{floor:.0%} of the dense peak bits per total non-embedding parameter ({exposures} exposures)')
-  v = dataclasses.replace(
-      v, statistic=math.exp(v.statistic), ci=tuple(math.exp(c) for c in v.ci),
-      test='per seed the geometric mean over MoE sizes of (MoE peak bits / total non-embedding params) / (dense, same '
-           'seed, log-log interpolated at that size); paired t on the per-seed mean logs, 95% CI exponentiated',
-      rule=f'reproduced if the 95% CI of the ratio lies above {floor:.3g}; not reproduced if it lies below; '
-           f'otherwise, or with < 3 seeds, inconclusive')
-  checks = (regime_checks(moe_top, moe_best, exposures, moe_lrs, f'MoE top-{top_k}')[0]
-            + regime_checks(dense_top, dense_best, exposures, dense_lrs, f'dense at {exposures} exposures')[0][1:])
-  return verdict.gate(v, checks)
+def ratio_p(a, b, edge: float) -> float:
+  """Two-sided p of mean(a) / mean(b) against `edge`: one minus the largest confidence whose bootstrap CI
+  (stats.ratio_of_means) still excludes the edge, so p < 0.05 exactly when the 95% CI excludes it."""
+  def excludes(c):
+    _, lo, hi = stats.ratio_of_means(a, b, confidence=c)
+    return math.isfinite(lo) and math.isfinite(hi) and not lo <= edge <= hi
+  if not excludes(0.01):
+    return 1.0
+  c_lo, c_hi = 0.01, 0.9999
+  for _ in range(14):
+    c = (c_lo + c_hi) / 2
+    c_lo, c_hi = (c, c_hi) if excludes(c) else (c_lo, c)
+  return 1.0 - c_lo
 
 
-# --------------------------------------------------------------------------- analysis
+def moe_verdict(mem: pd.DataFrame, top_k: int, s) -> stats.Verdict:
+  """Rule 3 with check (b) on the MoE arm and the dense arm at its E."""
+  e, floor = s['moe_e'], 1 / MOE_FACTOR
+  moe, dense = family(mem, top_k, e), family(mem, 0, e)
+  pairs = moe_pairs(peaks(moe), peaks(dense)).groupby(SEED)[['moe_bpp', 'dense_bpp']].mean()
+  r, lo, hi = stats.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
+  p = ratio_p(pairs['moe_bpp'], pairs['dense_bpp'], floor) if math.isfinite(lo) else None
+  v = stats.Verdict(
+      f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = {floor:.0%} of the dense peak '
+      f'bits per total non-embedding parameter ({e} exposures)', stats.decide((lo, hi), floor, math.inf), r, (lo, hi),
+      'ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total non-embedding params) to (the same '
+      'seeds\' dense figure at those sizes, log-log interpolated); BCa bootstrap 95% CI, seeds paired',
+      f'reproduced if the 95% CI of the ratio lies above {floor:.3g}; not reproduced if it lies below; otherwise, or '
+      'with < 3 seeds, inconclusive', len(pairs), f'p = {p:.3g} (the bootstrap CI inverted)' if p is not None else
+      'no bootstrap CI: < 3 paired seeds, or a degenerate sample (no bits stored)', p_value=p, boundaries=(floor,),
+      points=tuple(f'{arm_name(e, n, top_k)}: d_e={w}' for n in s['moe_facts'][top_k] for w in s['moe_d_es'])
+      + tuple(dense_label(e, n, f) for f, ns in s['d_ffs'].items() for n in ns))
+  return stats.gate(v, [peak_inside_check(moe, f'MoE top-{top_k}', s['values']),
+                        peak_inside_check(dense, f'dense at {e} exposures', s['values'])])
 
-def _losses(run_dir: str) -> tuple[float, float]:
-  """Training loss at the last two logs of a run (NaN where missing)."""
-  losses = [r['loss'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'loss' in r]
-  return (float(losses[-1]) if losses else math.nan), (float(losses[-2]) if len(losses) > 1 else math.nan)
+
+def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
+  s, mem = SETTINGS[scale], memorization_rows(sel)
+  return ([capacity_verdict(mem, e, s) for e in sorted(s['exposures'], reverse=True)]
+          + [random_labels_verdict(sel, s)] + [moe_verdict(mem, k, s) for k in MOE_TOP_KS])
 
 
-def collect(results: dict[str, pd.DataFrame], outdir: str, scale: str) -> pd.DataFrame:
-  """One row per finished memorization run: arm (top_k, 0 = dense), E, N, sizes (total and active non-embedding
-  params), learning rate, seed, bits, training losses at the last two logs."""
+# --------------------------------------------------------------------------- tables and figures
+
+def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
+  """Per (top_k, E, size): the peak N, its rate, peak bits and bits per non-embedding / FFN / active / all params."""
   rows = []
-  for name, (k, e, n) in arm_names(SETTINGS[scale]).items():
-    for _, r in base.completed(results.get(name, pd.DataFrame(columns=['status']))).iterrows():
-      last, previous = _losses(os.path.join(outdir, name, 'runs', r['name']))
-      size, ffn = int(r['num_trainable_params']), int(r['num_ffn_params'])
-      rows.append({'top_k': k, E: e, N: n, 'model.d_ff': int(r['model.d_ff']), LR: float(r[LR]), SEED: int(r[SEED]),
-                   SIZE: size, 'active': size - ffn + int(r['num_active_ffn_params']), 'ffn_params': ffn,
-                   'all_params': int(r['num_params']), 'bits_stored': float(r['bits_stored']),
-                   'accuracy': float(r['accuracy']), 'loss_last': last, 'loss_previous': previous})
-  return pd.DataFrame(rows)
-
-
-def peak_table(top: pd.DataFrame) -> pd.DataFrame:
-  """Per (E, size): peak bits and bits per non-embedding / FFN / all parameters, mean over seeds with t CIs."""
-  rows = []
-  for (e, size), g in top.groupby([E, SIZE]):
-    row = {E: e, 'd_ff': int(g['model.d_ff'].iloc[0]), 'non-embedding params': size,
-           'FFN params': int(g['ffn_params'].iloc[0]), 'all params': int(g['all_params'].iloc[0]),
-           'peak N': int(g[N].iloc[0]), 'best lr': float(g[f'best_{LR}'].iloc[0]), 'seeds': len(g)}
-    for name, den in [('peak bits', 1), ('bits/non-emb param', g[SIZE]), ('bits/FFN param', g['ffn_params']),
-                      ('bits/param (all)', g['all_params'])]:
-      m, lo, hi = verdict.mean_ci(g['bits_stored'] / den)
+  tops = pd.concat([peaks(g) for _, g in mem.groupby([K, E])]) if len(mem) else mem
+  for (k, e, size), g in tops.groupby([K, E, SIZE]):
+    row = {K: k, E: e, 'd_ff': int(g['model.d_ff'].iloc[0]), 'non-embedding params': size,
+           'active params': int(g['active'].iloc[0]), 'peak N': int(g[N].iloc[0]),
+           'rate': float(g['train.learning_rate'].iloc[0]), 'seeds': len(g)}
+    for name, den in [('peak bits', 1), ('bits/non-emb param', g[SIZE]), ('bits/FFN param', g['num_ffn_params']),
+                      ('bits/active param', g['active']), ('bits/param (all)', g['num_params'])]:
+      m, lo, hi = stats.mean_ci(g['bits_stored'] / den)
       row[name], row[f'{name} CI'] = m, f'[{lo:.4g}, {hi:.4g}]'
     rows.append(row)
   return pd.DataFrame(rows)
 
 
-def plot_capacity(top: pd.DataFrame, best: pd.DataFrame, values: int, ctx: base.Context) -> list[base.Figure]:
-  """Peak bits vs non-embedding params (with the reference lines), and best-lr bits vs N per size."""
-  es = sorted(top[E].unique(), reverse=True)
-  fig, axes = plt.subplots(2, len(es), figsize=(6.0 * len(es), 9.0), squeeze=False)
-  for j, e in enumerate(es):
-    ax, g = axes[0][j], top[top[E] == e]
-    grid = np.geomspace(g[SIZE].min() / 1.5, g[SIZE].max() * 1.5, 20)
-    for k, ls, label in [(MORRIS_BITS, ':', 'Morris et al. 2025'), (2.0, '-', 'Allen-Zhu & Li, 1,000 exp.'),
-                         (1.0, '--', 'Allen-Zhu & Li, 100 exp.')]:
-      ax.plot(grid, k * grid, 'k', ls=ls, lw=1, label=f'{k:g} bits/param ({label})')
-    ax.scatter(g[SIZE], g['bits_stored'], s=12, alpha=0.5, label='peak per seed')
-    t = verdict.summarize(g, [SIZE], ['bits_stored'])
-    base.errorbar_ci(ax, t[SIZE], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'],
-                     label='mean, 95% CI')
-    base.style_axes(ax, xlabel='non-embedding parameters', ylabel='peak bits stored (over N)', xscale='log',
-                    xbase=2, yscale='log', title=f'{e} exposures per fact ({ctx.scale})')
-    ax = axes[1][j]
-    for size, gs in best[best[E] == e].groupby(SIZE):
-      t = verdict.summarize(gs, [N], ['bits_stored'])
-      base.errorbar_ci(ax, t[N], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'],
-                       label=f'{size} params')
-    ns = np.array(sorted(best[N].unique()), float)
-    ax.plot(ns, ns * math.log2(values), 'k:', lw=1, label='entropy N log2 V')
-    base.style_axes(ax, xlabel='facts N', ylabel='bits stored (best rate, mean over seeds)', xscale='log', xbase=2,
-                    yscale='log', title=f'{e} exposures: bits vs N per size')
-  return [base.save_figure(fig, ctx.outdir, 'bits_vs_params.png',
-                           'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) '
-                           'with 2 and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits '
-                           'stored vs N per size (best learning rate) with the entropy N log2 V')]
-
-
-def moe_table(moe_tops: dict[int, pd.DataFrame], dense_top: pd.DataFrame) -> pd.DataFrame:
-  """Per (top_k, size): peak bits per total and per active non-embedding parameter, and MoE / dense at that size."""
-  rows = []
-  for k, top in moe_tops.items():
-    pairs = moe_pairs(top, dense_top)
-    for size, g in top.groupby(SIZE):
-      row = {'top_k': k, 'expert width': int(g['model.d_ff'].iloc[0]), 'total non-emb params': size,
-             'active non-emb params': int(g['active'].iloc[0]), 'peak N': int(g[N].iloc[0]),
-             'best lr': float(g[f'best_{LR}'].iloc[0]), 'seeds': len(g)}
-      p = pairs[pairs[SIZE] == size]
-      for name, values in [('peak bits', g['bits_stored']), ('bits/total param', g['bits_stored'] / g[SIZE]),
-                           ('bits/active param', g['bits_stored'] / g['active']),
-                           ('dense bits/param at this size', p['dense_bpp']), ('MoE / dense', p['moe_bpp'] / p['dense_bpp'])]:
-        m, lo, hi = verdict.mean_ci(values)
-        row[name], row[f'{name} CI'] = m, f'[{lo:.4g}, {hi:.4g}]'
-      rows.append(row)
+def moe_table(mem: pd.DataFrame, s) -> pd.DataFrame:
+  """Per (top_k, MoE size): MoE and interpolated dense peak bits per total parameter and their ratio of means."""
+  rows, dense = [], peaks(family(mem, 0, s['moe_e']))
+  for k in MOE_TOP_KS:
+    pairs = moe_pairs(peaks(family(mem, k, s['moe_e'])), dense)
+    for size, p in pairs.groupby(SIZE):
+      r, lo, hi = stats.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
+      rows.append({K: k, 'total non-emb params': size, 'MoE bits/param': p['moe_bpp'].mean(),
+                   'dense bits/param (interpolated)': p['dense_bpp'].mean(), 'MoE / dense': r,
+                   'CI': f'[{lo:.3g}, {hi:.3g}]'})
   return pd.DataFrame(rows)
 
 
-def plot_moe(moe_tops: dict[int, pd.DataFrame], dense_top: pd.DataFrame, ctx: base.Context) -> base.Figure:
-  """Peak bits per total (left) and per active (right) non-embedding parameter: dense vs the MoE arms."""
-  fig, axes = plt.subplots(1, 2, figsize=(12.0, 4.5))
-  arms = [('dense', dense_top.assign(active=dense_top[SIZE]))] + [(f'MoE {MOE_EXPERTS} experts, top-{k}', t)
-                                                                   for k, t in moe_tops.items()]
-  for ax, x, label in [(axes[0], SIZE, 'total'), (axes[1], 'active', 'active')]:
+def figures(mem: pd.DataFrame, rl: pd.DataFrame, s, ctx: base.Context) -> list[base.Figure]:
+  """Peak bits vs params and bits vs N per size (dense, per E); MoE vs dense per total and per active
+  parameter, and the random labels."""
+  es = sorted(s['exposures'], reverse=True)
+  fig, axes = base.figure(2, len(es), size=(6.0, 4.5))
+  axes = np.asarray(axes).reshape(2, len(es))
+  for j, e in enumerate(es):
+    g = family(mem, 0, e)
+    top, ax = peaks(g), axes[0, j]
+    grid = np.geomspace(g[SIZE].min() / 1.5, g[SIZE].max() * 1.5, 20) if len(g) else np.array([1.0, 2.0])
+    for k, ls, label in [(MORRIS_BITS, ':', 'Morris et al. 2025'), (2.0, '-', 'Allen-Zhu & Li, 1,000 exp.'),
+                         (1.0, '--', 'Allen-Zhu & Li, 100 exp.')]:
+      ax.plot(grid, k * grid, 'k', ls=ls, lw=1, label=f'{k:g} bits/param ({label})')
+    ax.scatter(top[SIZE], top['bits_stored'], s=12, alpha=0.5, label='peak per seed')
+    t = stats.summarize(top, [SIZE], ['bits_stored'])
+    if len(t):
+      base.errorbar_ci(ax, t[SIZE], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'],
+                       label='mean, 95% CI')
+    base.style_axes(ax, xlabel='non-embedding parameters', ylabel='peak bits stored (over N)', xscale='log', xbase=2,
+                    yscale='log', title=f'{e} exposures per fact ({ctx.scale})')
+    for size, gs in g.groupby(SIZE):
+      t = stats.summarize(gs, [N], ['bits_stored'])
+      base.errorbar_ci(axes[1, j], t[N], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'],
+                       label=f'{size} params')
+    ns = np.array(sorted(g[N].unique()) or [1], float)
+    axes[1, j].plot(ns, ns * math.log2(s['values']), 'k:', lw=1, label='entropy N log2 V')
+    base.style_axes(axes[1, j], xlabel='facts N', ylabel='bits stored (tuned rate, mean over seeds)', xscale='log',
+                    xbase=2, yscale='log', title=f'{e} exposures: bits vs N per size')
+  out = [base.save_figure(fig, ctx.outdir, 'bits_vs_params.png',
+                          'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) with 2 '
+                          'and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits stored vs N per size '
+                          'at each point\'s tuned rate, with the entropy N log2 V')]
+  fig, axes = base.figure(1, 3, size=(5.5, 4.2))
+  axes = axes.ravel()
+  arms = [('dense', peaks(family(mem, 0, s['moe_e'])))] + [
+      (f'MoE {MOE_EXPERTS} experts, top-{k}', peaks(family(mem, k, s['moe_e']))) for k in MOE_TOP_KS]
+  for ax, x in ((axes[0], SIZE), (axes[1], 'active')):
     for name, t in arms:
-      t = t.assign(bpp=t['bits_stored'] / t[x])
-      m = verdict.summarize(t, [x], ['bpp'])
-      base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name)
+      m = stats.summarize(t.assign(bpp=t['bits_stored'] / t[x]), [x], ['bpp'])
+      if len(m):
+        base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name)
     ax.axhline(2.0, color='k', lw=1, label='2 bits/param (Allen-Zhu & Li)')
-    base.style_axes(ax, xlabel=f'{label} non-embedding parameters', ylabel=f'peak bits per {label} parameter',
-                    xscale='log', xbase=2, title=f'MoE vs dense at {moe_exposures(SETTINGS[ctx.scale])} exposures ({ctx.scale})')
-  return base.save_figure(fig, ctx.outdir, 'moe_vs_dense.png',
-                          'peak bits over N per total (left) and per active (right) non-embedding parameter, dense '
-                          'and MoE arms (mean over seeds, 95% CI)')
-
-
-def plot_random_labels(rl: pd.DataFrame, ctx: base.Context) -> base.Figure:
-  fig, ax = plt.subplots(figsize=(6.0, 4.2))
-  t = verdict.summarize(rl, ['task.num_points'], ['fraction_fitted'])
-  base.errorbar_ci(ax, t['task.num_points'], t['fraction_fitted_mean'], t['fraction_fitted_ci_lo'],
+    base.style_axes(ax, xlabel=f'{"total" if x == SIZE else "active"} non-embedding parameters', xscale='log', xbase=2,
+                    ylabel='peak bits per parameter', title=f'MoE vs dense at {s["moe_e"]} exposures ({ctx.scale})')
+  t = stats.summarize(rl, ['task.num_points'], ['fraction_fitted'])
+  base.errorbar_ci(axes[2], t['task.num_points'], t['fraction_fitted_mean'], t['fraction_fitted_ci_lo'],
                    t['fraction_fitted_ci_hi'], label='trained ReLU FFN (mean, 95% CI)')
-  ax.axvline(RL_D_MODEL * RL_D_FF / 4, color='k', label='N = h d / 4 (Bubeck et al.)')
-  ax.axvline(RL_PARAMS, color='k', ls='--', label=f'N = {RL_PARAMS} parameters')
-  base.style_axes(ax, xlabel='N random labels', ylabel='fraction fitted (|error| < 0.1)', xscale='log', xbase=2,
-                  title=f'random labels, h = {RL_D_FF}, d = {RL_D_MODEL} ({ctx.scale})')
-  return base.save_figure(fig, ctx.outdir, 'random_labels.png',
-                          'fraction of random labels fitted vs N, with h d / 4 and the parameter count')
+  axes[2].axvline(RL_QUARTER, color='k', label='N = h d / 4 (Bubeck et al.)')
+  axes[2].axvline(RL_PARAMS, color='k', ls='--', label=f'N = {RL_PARAMS} parameters')
+  base.style_axes(axes[2], xlabel='N random labels', ylabel='fraction fitted (|error| < 0.1)', xscale='log', xbase=2,
+                  title=f'random labels, h = {RL_D_FF}, d = {RL_D_MODEL}')
+  return out + [base.save_figure(fig, ctx.outdir, 'moe_and_random_labels.png',
+                                 'peak bits per total (left) and per active (middle) non-embedding parameter, dense and '
+                                 'MoE arms (mean over seeds, 95% CI); right: fraction of random labels fitted vs N')]
 
 
-def analyze_stats(df: pd.DataFrame, rl: pd.DataFrame, ctx: base.Context) -> base.Analysis:
-  """Verdicts, tables and figures from collect's frame and the random-label results (pure in the frames)."""
-  s = SETTINGS[ctx.scale]
-  arm = df['top_k'] if 'top_k' in df else pd.Series(0, index=df.index)
-  best, top = peaks(df[arm == 0])
-  verdicts = [capacity_verdict(top, best, e, s['lrs']) for e in sorted(s['steps'], reverse=True)]
-  verdicts.append(random_labels_verdict(rl))
-  moe = {k: peaks(df[arm == k]) for k in MOE_TOP_KS if (arm == k).any()}
-  verdicts += [moe_verdict(moe[k], (best, top), k, moe_exposures(s), s['moe_lrs'], s['lrs']) for k in moe]
-  tables = [base.Table('Peak over N of the bits stored, per exposure count and size (mean over seeds, 95% CI)',
-                       peak_table(top)),
-            base.Table('Bits stored per N at the learning rate best in the seed mean (mean over seeds, 95% CI)',
-                       verdict.summarize(best, [E, SIZE, N], ['bits_stored', 'accuracy'])),
-            base.Table('Random labels: fraction of N points fitted, mean and 95% CI',
-                       verdict.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']))]
-  dense_top = top[top[E] == moe_exposures(s)]
-  if moe:
-    tables += [base.Table(f'MoE arms ({MOE_EXPERTS} experts): peak over N per total and per active non-embedding '
-                          f'parameter, and MoE / dense at matched total size (mean over seeds, 95% CI)',
-                          moe_table({k: t for k, (_, t) in moe.items()}, dense_top)),
-               base.Table('MoE arms: bits stored per N at the learning rate best in the seed mean',
-                          verdict.summarize(pd.concat([b.assign(top_k=k) for k, (b, _) in moe.items()]),
-                                            ['top_k', SIZE, N], ['bits_stored', 'accuracy']))]
-  figures = plot_capacity(top, best, s['values'], ctx) + [plot_random_labels(rl, ctx)]
-  if moe:
-    figures.append(plot_moe({k: t for k, (_, t) in moe.items()}, dense_top, ctx))
-  head = verdicts[0]
-  morris = f'{head.statistic / MORRIS_BITS:.2f}x Morris et al.\'s {MORRIS_BITS:g}'
-  notes = [f'peak bits per non-embedding parameter at {e} exposures = {v.statistic:.3g} = {v.statistic / MORRIS_BITS:.2f} '
-           f'x Morris et al. 2025\'s {MORRIS_BITS:g} (reference line, not a verdict); log-log slope '
-           f'{v.extra.get("slope", math.nan):.3g}' for e, v in zip(sorted(s['steps'], reverse=True), verdicts)]
-  headline = (f'{head.statistic:.3g} peak bits per non-embedding parameter at {max(s["steps"])} exposures '
-              f'(95% CI [{head.ci[0]:.3g}, {head.ci[1]:.3g}]; claimed 2, {morris}); {head.outcome}')
-  headline += ''.join(f'; MoE top-{k} / dense per total parameter {v.statistic:.3g} (95% CI [{v.ci[0]:.3g}, '
-                      f'{v.ci[1]:.3g}]; claimed >= {1 / MOE_FACTOR:.3g}): {v.outcome}' for k, v in zip(moe, verdicts[len(verdicts) - len(moe):]))
-  return base.Analysis(verdicts=verdicts, headline=headline, tables=tables, figures=figures, notes=notes)
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  s, mem = SETTINGS[result.scale], memorization_rows(result.full)
+  rl, v = result.full[result.full['arm'] == 'random_labels'], result.verdicts
+  es = sorted(s['exposures'], reverse=True)
+  notes = [f'peak bits per non-embedding parameter at {e} exposures = {x.statistic:.3g} = '
+           f'{x.statistic / MORRIS_BITS:.2f} x Morris et al. 2025\'s {MORRIS_BITS:g} (reference line, not a verdict); '
+           f'log-log slope {x.extra.get("slope", math.nan):.3g}' for e, x in zip(es, v)]
+  headline = (f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '
+              f'[{v[0].ci[0]:.3g}, {v[0].ci[1]:.3g}]; claimed {CLAIMS[es[0]]:g}): {v[0].outcome}' + ''.join(
+                  f'; MoE top-{k} / dense per total parameter {x.statistic:.3g} (95% CI [{x.ci[0]:.3g}, {x.ci[1]:.3g}]; '
+                  f'claimed >= {1 / MOE_FACTOR:.3g}): {x.outcome}' for k, x in zip(MOE_TOP_KS, v[-len(MOE_TOP_KS):])))
+  return base.Presentation(
+      headline=headline, figures=figures(mem, rl, s, ctx), notes=notes,
+      tables=[base.Table('Peak over N of the bits stored, per arm, exposure count and size (mean over seeds, 95% CI)',
+                         peak_table(mem)),
+              base.Table('Bits stored per N at each point\'s tuned rate (mean over seeds, 95% CI)',
+                         stats.summarize(mem, [K, E, SIZE, N], ['bits_stored', 'accuracy'])),
+              base.Table(f'MoE arms ({MOE_EXPERTS} experts): peak bits per total parameter against the dense arm at the '
+                         'same size, ratio of means over seeds (BCa 95% CI)', moe_table(mem, s)),
+              base.Table('Random labels: fraction of N points fitted, mean and 95% CI',
+                         stats.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']))])
 
 
-def analyze(results: dict[str, pd.DataFrame], ctx: base.Context) -> base.Analysis:
-  a = analyze_stats(collect(results, ctx.outdir, ctx.scale), base.completed(results['random_labels']), ctx)
-  failed = {k: int((v['status'] != 'completed').sum()) for k, v in results.items()}
-  if any(failed.values()):
-    a.notes.append(f'runs not completed (excluded): {failed}')
-  return a
-
-
-ABLATION = base.Ablation(
+ABLATION = base.Study(
     name='memorization_capacity',
     claim=('At saturation a model stores about 2 bits of knowledge per parameter after 1,000 exposures per fact and '
-           'about 1 bit after 100, read at the peak over data sizes (Allen-Zhu & Li 2024); Morris et al. 2025 '
-           'measure about 3.6 bits per parameter for GPT-style models on random bitstrings.'),
+           'about 1 bit after 100, read at the peak over data sizes, and an MoE keeps about 1/1.3 of it per total '
+           'parameter (Allen-Zhu & Li 2024); Morris et al. 2025 measure about 3.6 bits per parameter for GPT-style '
+           'models on random bitstrings.'),
     citation=('Allen-Zhu & Li 2024, Physics of Language Models Part 3.3; Morris et al. 2025, How much do language '
               'models memorize?; Bubeck, Eldan, Lee & Mikulincer 2020 (h d / 4 random labels)'),
     published='2 bits/param at 1,000 exposures, 1 bit/param at 100 (Allen-Zhu & Li); 3.6 bits/param (Morris et al.)',
-    sweeps=sweeps, analyze=analyze,
+    regimes={scale: base.Regime(rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap_s=cap,
+                                metric='eval_loss', mode='min')
+             for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 18000.0))},
+    arms=arms, rules=rules, present=present,
     setup=('Task `memorization` (N facts (subject, relation) -> object, V = 256 objects, train = test); `ffn_stack` '
-           'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; per (N, '
-           'exposures) one vmapped program over d_ff x learning rate {0.01, 0.03, 0.1, 0.3} x seeds; Adam, warmup, cosine '
-           'decay; fixed steps per exposure count, batch = E N / steps. Random labels: bare FFN d 16, h 64, Adam 1e-2.'))
+           'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; one arm per (E, N) '
+           'with the sizes it brackets as points; Adam, warmup, cosine decay; fixed steps per exposure count (full: '
+           '1,000 at E = 1,000, 400 at E = 100; the regime\'s T is their common unit, each arm a multiple of it), batch '
+           '= E N / steps. MoE: 16 ReLU experts of width 1-3 per FFN, top-1 and top-2. Random labels: bare FFN d 16, '
+           'h 64, Adam 1e-2, not tuned.'))
