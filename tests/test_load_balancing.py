@@ -189,13 +189,6 @@ def test_measurement_checks_gate_the_load_verdicts():
   assert [c.passed for c in lb.measurement(_sel())] == [True, True]
 
 
-def test_unequal_budgets_double_the_shorter_points():
-  v = lb.rules(_sel(steps={'switch': 50}), 'smoke')
-  assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.REPRODUCED]
-  c, = [c for c in v[1].failed_checks]
-  assert c.remedy == stats.DOUBLE_STEPS and c.points == (lb.SWITCH,)
-
-
 def test_zloss_premise_needs_a_marginal_instability():
   v = lb.rules(_sel(unstable_none=(0.0, 0.1)), 'smoke')[2]   # never >= 25% unstable without the z-loss
   assert v.outcome == stats.INVALID and 'premise: a rate where the no-z-loss arm is unstable' in v.detail

@@ -184,14 +184,6 @@ def test_reasoning_premise_doubles_every_reasoning_point():
   assert len(every) == 4
 
 
-def test_unequal_budgets_within_a_task_double_the_shorter_points():
-  short = mr.labels(SCALE, 'multi_hop')['top2']
-  v = mr.rules(_sel(steps={short: 50}), SCALE)
-  assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID] + [stats.REPRODUCED] * 3 + [stats.INVALID]
-  c, = [c for c in v[5].failed_checks]
-  assert c.remedy == stats.DOUBLE_STEPS and c.points == (short,)
-
-
 def test_present_on_a_synthetic_result(tmp_path):
   sel = _sel()
   tuning = pd.DataFrame([{'point': p, 'level': lv, 'rate': 0.01} for p in sel['point'].unique() for lv in ('T', 'T/2')])

@@ -206,20 +206,6 @@ def test_gates_make_verdicts_invalid():
   assert _failed(v[4]) == ['room'] and _failed(v[5]) == ['live'] and _failed(v[6]) == ['live']
 
 
-def test_a_missing_seed_and_a_lone_doubling_make_verdicts_invalid():
-  f = selection()
-  gone = (f['point'] == neurons.cell(1.0, 0.1, True)) & (f[neurons.SEED] == 0)   # a diverged untuned seed
-  v = neurons.rules(f[~gone], 'full')
-  assert [x.outcome for x in v[:4]] == [stats.REPRODUCED] * 2 + [stats.INVALID, stats.REPRODUCED]
-  assert _failed(v[2]) == ['every seed finished']
-  f.loc[f['point'] == neurons.cell(1e-2, 0.0), neurons.STEPS] = 1600   # one cell doubled alone
-  v = neurons.rules(f, 'full')
-  (budget,) = v[0].failed_checks
-  assert budget.name == 'one budget' and budget.remedy == stats.DOUBLE_STEPS
-  assert neurons.cell(1e-2, 0.0) not in budget.points and neurons.cell(1e-3, 0.0) in budget.points
-  assert v[2].failed_checks[0].name == 'one budget'   # the short cells count at their own factor
-
-
 def test_registered():
   assert isinstance(ablations.get('neurons'), base.Study)
 

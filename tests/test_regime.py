@@ -103,6 +103,20 @@ def test_stability_on_the_verdicts_own_statistic_and_doubling_reuses_the_t_runs(
   assert not capped.passed and capped.remedy == '' and 'no doubling left' in capped.detail
 
 
+def test_coverage_and_one_budget_checks():
+  v = _verdict(0.5, points=('a', 'b'))
+  f = frame(valley(1e-2), points=('a', 'b'), status=lambda p, r, s: 'diverged' if p == 'b' and s == 0 else 'completed')
+  sel = f[(f[regime.LR] == 1e-2) & (f[regime.STEPS] == 100)]
+  c = regime.coverage(v, sel, seeds=4)
+  assert not c.passed and c.detail == 'b: 3/4'
+  assert regime.coverage(v, sel[sel['point'] == 'a'].assign(point='b').pipe(lambda b: pd.concat([sel[sel['point'] == 'a'], b])),
+                         seeds=4).passed
+  st = {'a': regime.PointState(list(RATES), 200), 'b': regime.PointState(list(RATES), 100)}
+  c = regime.one_budget(v, st, {})
+  assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == ('b',)
+  assert regime.one_budget(v, st, {'a': 2}).passed   # an arm declared at 2 T is at one budget with T
+
+
 def test_holm_family_is_every_verdict_invalid_at_p_one():
   vs = [stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='a'),
         stats.gate(stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='b'),

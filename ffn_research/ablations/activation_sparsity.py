@@ -28,11 +28,11 @@ the runs at each shape's chosen rate:
   2. wider FFNs are sparser: per seed, the least-squares slope of log density on log d_ff; the t CI of
      the mean slope lies below -SLOPE_MARGIN = -0.03 (at least 2% less density per doubling).
   3. larger models are sparser: the same on log d_model (d_ff = 4 d_model).
-Study checks at every shape a verdict reads: every seed finished; init premise (the CI of the density
-at initialisation inside [0.4, 0.6]: the sparsity must come from training); learned (held-out bits
-more than 0.1 below the unigram entropy; remedy: double the steps); one budget (the shapes of a slope
-trained for the same T; remedy: double the lagging ones). The runner adds the rate inside its grid,
-the statistic stable from T/2 to T (also for the level of rule 1), and Holm over the three.
+Study checks at every shape a verdict reads: init premise (the CI of the density at initialisation
+inside [0.4, 0.6]: the sparsity must come from training); learned (held-out bits more than 0.1 below
+the unigram entropy; remedy: double the steps). The runner adds every seed completed, one budget for
+the shapes compared, the rate inside its grid, the statistic stable from T/2 to T (also for the level
+of rule 1), and Holm over the three.
 """
 
 import dataclasses
@@ -180,42 +180,18 @@ def collect(run_dir: str, row: Mapping) -> dict[str, float]:
 
 # --------------------------------------------------------------------------- rules
 
-def every_seed(sel: pd.DataFrame, points: Sequence[str], seeds: int, column: str) -> stats.Check:
-  """Every point has `seeds` seeds with a finite `column` (an untuned point with a failed seed has none)."""
-  short = []
-  for p in points:
-    g = sel[sel['point'] == p]
-    n = g.loc[np.isfinite(pd.to_numeric(g[column], errors='coerce')), SEED].nunique() if column in g else 0
-    if n < seeds:
-      short.append(f'{p}: {n}/{seeds}')
-  return stats.Check('every seed finished', not short,
-                     '; '.join(short) or f'{seeds} seeds at each of {len(points)} points')
-
-
-def one_budget(sel: pd.DataFrame, points: Sequence[str], factor: Mapping[str, int] | None = None) -> stats.Check:
-  """The points a statistic compares trained for the same budget (steps / the point's factor); remedy: double
-  the lagging points (a doubling of some points only would otherwise compare budgets, not shapes)."""
-  t = {p: int(sel.loc[sel['point'] == p, STEPS].max()) // (factor or {}).get(p, 1)
-       for p in points if (sel['point'] == p).any()}
-  lagging = tuple(p for p, s in t.items() if s < max(t.values(), default=0))
-  detail = ', '.join(f'{p}: {s}' for p, s in t.items()) + ' steps (/ the arm\'s factor)'
-  return stats.Check('one budget', not lagging, detail, remedy=stats.DOUBLE_STEPS if lagging else '', points=lagging)
-
-
 def shape_checks(sel: pd.DataFrame, points: Sequence[str], scale: str) -> list[stats.Check]:
-  """Every seed, the init premise, learned and one budget at the shapes `points`."""
+  """The init premise and learned at the shapes `points` (the runner checks every seed and one budget)."""
   rows = {p: sel[sel['point'] == p] for p in points}
   premise = [stats.premise_check(p, m, (lo, hi), INIT_LO, INIT_HI, what='density at initialisation')
              for p, (m, lo, hi) in ((p, stats.mean_ci(g['density_init'])) for p, g in rows.items())]
   learned = [stats.range_check(p, g['eval_bits'], ceiling=float(g['unigram_bits'].mean()), margin=RANGE_MARGIN)
              for p, g in rows.items()]
   stuck = tuple(p for p, c in zip(points, learned) if not c.passed)
-  return [every_seed(sel, points, REGIMES[scale].seeds, 'density'),
-          stats.all_of(f'init premise: density at initialisation inside [{INIT_LO:g}, {INIT_HI:g}]', premise),
+  return [stats.all_of(f'init premise: density at initialisation inside [{INIT_LO:g}, {INIT_HI:g}]', premise),
           dataclasses.replace(stats.all_of(f'learned: held-out bits more than {RANGE_MARGIN:g} below the unigram '
                                            'entropy', learned),
-                          remedy=stats.DOUBLE_STEPS if stuck else '', points=stuck),
-          one_budget(sel, points)]
+                          remedy=stats.DOUBLE_STEPS if stuck else '', points=stuck)]
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:

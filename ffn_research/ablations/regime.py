@@ -220,6 +220,29 @@ def stability(v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, 
                      remedy=stats.DOUBLE_STEPS if left else '', points=tuple(v_full.points))
 
 
+def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
+  """Every point the verdict reads has all `seeds` seeds completed at its chosen rate (a verdict over fewer
+  seeds at one point than at another would compare different samples)."""
+  short = []
+  for p in v.points:
+    g = sel[sel['point'] == p]
+    n = g.loc[g['status'] == 'completed', SEED].nunique() if 'status' in g else g[SEED].nunique()
+    if n < seeds:
+      short.append(f'{p}: {n}/{seeds}')
+  return stats.Check('every seed completed at the chosen rate', not short,
+                     '; '.join(short) or f'{seeds} seeds at each of {len(v.points)} point(s)')
+
+
+def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mapping[str, int]) -> stats.Check:
+  """The points the verdict compares trained for one budget (T over the arm's steps_factor); remedy: double the
+  lagging points."""
+  t = {p: state[p].steps // factor.get(p, 1) for p in v.points if p in state}
+  lagging = tuple(p for p, x in t.items() if x < max(t.values(), default=0))
+  detail = ', '.join(f'{p}: {state[p].steps}' for p in t) + ' steps'
+  return stats.Check('the points compared trained for one budget', not lagging, detail,
+                     remedy=stats.DOUBLE_STEPS if lagging else '', points=lagging)
+
+
 # --------------------------------------------------------------------------- extending
 
 def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:

@@ -28,7 +28,6 @@ import time
 from typing import Any, Sequence
 
 import jax
-import numpy as np
 import pandas as pd
 
 from ffn_research import ablations
@@ -436,7 +435,9 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
       raise ValueError(f'{study.name}: verdict {vf.claim!r} names unknown points {unknown or "(none)"}; '
                        f'points are: {", ".join(state)}')
     checks = [regime_lib.inside_grid(p, frame, state[p], regime) for p in vf.points if points[p][0].tuned]
-    checks.append(regime_lib.stability(vf, vh, state, regime))
+    factor = {p: points[p][0].steps_factor for p in vf.points}
+    checks += [regime_lib.coverage(vf, full, regime.seeds), regime_lib.one_budget(vf, state, factor),
+               regime_lib.stability(vf, vh, state, regime)]
     vf = dataclasses.replace(vf, extra={**vf.extra, 'statistic_half': float(vh.statistic)})
     out.append(verdict_lib.gate(vf, checks))
   return out, full, half
