@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ffn_research import ablations, sweep
-from ffn_research.ablations import base, runner, universal_approximation as ua, verdict
+from ffn_research import ablations
+from ffn_research import stats as verdict
+from ffn_research.ablations import base, runner, universal_approximation as ua
 from ffn_research.config import default_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ffn_research.ablations import base, runner, verdict
+from ffn_research import stats as verdict
+from ffn_research.ablations import base, runner
 from ffn_research.config import default_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -62,15 +63,6 @@ def test_verdict_round_trips_through_json_and_reads_old_reports():
 
 # --------------------------------------------------------------------------- regime checks
 
-def test_plateau_check():
-  c = verdict.plateau_check('trained to a plateau', [1.00, 1.02], [1.01, 1.03], tol=0.02)
-  assert c.passed and '1.01 (mean of 2)' in c.detail and '1.02 (mean of 2)' in c.detail
-  c = verdict.plateau_check('plateau', 0.8, 1.0, tol=0.05)
-  assert not c.passed and 'relative change 0.2' in c.detail
-  assert verdict.plateau_check('abs', 0.8, 1.0, tol=0.25, relative=False).passed
-  assert not verdict.plateau_check('nan', math.nan, 1.0, tol=0.1).passed
-
-
 def test_range_check_fires_when_pinned():
   c = verdict.range_check('reasoning above chance', [0.067, 0.066], floor=0.0625, margin=0.05)
   assert not c.passed and 'floor 0.0625 (pinned)' in c.detail
@@ -87,23 +79,6 @@ def test_premise_check():
   assert not verdict.premise_check('p', 0.9, (0.85, 1.1), 0.8, 1.0).passed
   assert not verdict.premise_check('p', math.nan, (math.nan, math.nan), 0.8).passed
 
-
-def test_edge_check_fires_at_the_edge():
-  grid = [1e-3, 3e-3, 1e-2]
-  c = verdict.edge_check('learning rate inside the grid', {'d=8': [3e-3, 3e-3, 3e-3], 'd=64': [1e-3, 3e-3, 1e-3]},
-                         grid)
-  assert not c.passed and 'd=64: 2/3 seeds at 0.001' in c.detail and 'd=8' not in c.detail
-  c = verdict.edge_check('lr', {'a': [1e-2], 'b': [3e-3]}, grid)
-  assert not c.passed and "a: 0.01, the grid's largest" in c.detail and 'b:' not in c.detail
-  assert verdict.edge_check('lr', {'a': [3e-3, 3e-3], 'b': [3e-3]}, grid).passed
-  c = verdict.edge_check('lr', {'a': [3e-3]}, grid)  # one chosen value per point
-  assert c.passed and 'a: 0.003' in c.detail
-  series = pd.Series([3e-3, 1e-2], index=pd.Index([16, 32], name='d'))
-  c = verdict.edge_check('lr', series, grid)
-  assert not c.passed and "32: 0.01, the grid's largest" in c.detail
-
-
-# --------------------------------------------------------------------------- Holm
 
 def test_holm_hand_computed():
   # sorted 0.01, 0.03, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.03), max(0.06, 1 * 0.04)
@@ -270,26 +245,6 @@ def test_rank_agreement_permutation_p_matches_scipy_and_exact():
 
 # --------------------------------------------------------------------------- learning rate per point
 
-def test_best_per_point_and_its_edge_check():
-  rows = []
-  for d, best in [(16, 3e-3), (64, 1e-3)]:
-    for seed in range(3):
-      for lr in (1e-3, 3e-3, 1e-2):
-        loss = (math.log(lr) - math.log(best)) ** 2 + 0.01 * seed
-        rows.append({'model.d_model': d, 'train.seed': seed, 'train.learning_rate': lr, 'loss': loss})
-  rows.append({'model.d_model': 16, 'train.seed': 0, 'train.learning_rate': 3e-2, 'loss': math.nan})  # diverged
-  df = pd.DataFrame(rows)
-  w = verdict.best_per_point(df, by='model.d_model', metric='loss')
-  assert len(w) == 6 and set(w['best_train.learning_rate'][w['model.d_model'] == 16]) == {3e-3}
-  assert set(w['best_train.learning_rate'][w['model.d_model'] == 64]) == {1e-3}
-  c = verdict.edge_check('lr', w.set_index('model.d_model')['best_train.learning_rate'], [1e-3, 3e-3, 1e-2])
-  assert not c.passed and '64: 3/3 seeds at 0.001' in c.detail and '16:' not in c.detail
-  top = verdict.best_per_point(df, by=['model.d_model'], metric='loss', mode='max')
-  assert set(top['best_train.learning_rate'][top['model.d_model'] == 64]) == {1e-2}
-
-
-# --------------------------------------------------------------------------- runner rendering
-
 def _fake_study():
   def rules(sel, scale):
     del sel, scale
@@ -369,77 +324,8 @@ def test_results_section_renders_published_reports():
     assert f'### {json.loads(open(path, encoding="utf-8").read())["name"]}' in section
 
 
-def test_plateau_check_with_a_zero_previous_value():
-  assert verdict.plateau_check('p', [0.0, 0.0], [0.0, 0.0], tol=0.05).passed
-  assert not verdict.plateau_check('p', [0.1], [0.0], tol=0.05).passed
-
-
 def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():
   for direction in ('below', 'above'):
     v = verdict.threshold([5.0] * 4, level=5.0, direction=direction, claim='c')
     assert v.outcome == verdict.NOT_REPRODUCED
   assert verdict.threshold([6.0] * 4, level=5.0, direction='above', claim='c').outcome == verdict.REPRODUCED
-
-
-# --------------------------------------------------------------------------- tune_per_point
-
-def _tuning_frame(curve, budgets=(50, 100), seeds=3, points=('a', 'b')):
-  """A synthetic rate x budget x seed frame: metric = curve(point, rate, budget) + seed offset."""
-  rows = []
-  for p in points:
-    for b in budgets:
-      for r in (1e-3, 3e-3, 1e-2):
-        for s in range(seeds):
-          rows.append({'point': p, 'train.steps': b, 'train.learning_rate': r, 'train.seed': s,
-                       'loss': curve(p, r, b) + 0.01 * s})
-  return pd.DataFrame(rows)
-
-
-def test_tune_per_point_picks_the_mean_best_rate_and_passes_interior_plateaued_points():
-  t = verdict.tune_per_point(_tuning_frame(lambda p, r, b: abs(math.log10(r / 3e-3)) + (1.0 if p == 'a' else 2.0)),
-                             by='point', metric='loss', tol=0.05)
-  assert t.table.set_index('point')['learning_rate'].to_dict() == {'a': 3e-3, 'b': 3e-3}
-  assert sorted(t.rows['train.seed']) == [0, 0, 1, 1, 2, 2] and set(t.rows['train.steps']) == {100}
-  assert all(c.passed for c in t.checks_for('a', 'b'))
-  assert t.table.set_index('point')['loss_full']['a'] == pytest.approx(1.01)
-  assert t.is_chosen('a', 3e-3) and not t.is_chosen('a', 1e-3) and not t.is_chosen('c', 3e-3)
-
-
-def test_tune_per_point_fails_the_edge_and_the_budget():
-  # 'a': best rate at the grid's edge; 'b': doubling the budget halves the loss (not a plateau)
-  curve = lambda p, r, b: (-math.log10(r) if p == 'a' else 1.0 + abs(math.log10(r / 3e-3))) * (100 / b)
-  t = verdict.tune_per_point(_tuning_frame(curve), by='point', metric='loss', tol=0.05)
-  edge_a, flat_a = t.checks['a']
-  edge_b, flat_b = t.checks['b']
-  assert not edge_a.passed and "a: 0.01, the grid's largest" in edge_a.detail
-  assert edge_b.passed and not flat_b.passed and '100 steps' in flat_b.detail and '50 steps' in flat_b.detail
-  # absolute tolerance (log scores): 0.3 change passes at tol 0.5, fails at 0.2
-  shift = lambda p, r, b: abs(math.log10(r / 3e-3)) + (0.3 if b == 50 else 0.0)
-  assert all(c.passed for c in verdict.tune_per_point(_tuning_frame(shift), by='point', metric='loss', tol=0.5,
-                                                      relative=False).checks_for('a'))
-  assert not verdict.tune_per_point(_tuning_frame(shift), by='point', metric='loss', tol=0.2,
-                                    relative=False).checks['a'][1].passed
-
-
-def test_tune_per_point_needs_two_budgets_and_ignores_diverged_rates():
-  df = _tuning_frame(lambda p, r, b: abs(math.log10(r / 3e-3)), budgets=(100,))
-  t = verdict.tune_per_point(df, by='point', metric='loss', tol=0.05)
-  assert not t.checks['a'][1].passed and 'only one step budget' in t.checks['a'][1].detail
-  # the best-looking rate lost a seed to divergence: a mean over its survivors is not eligible
-  df = _tuning_frame(lambda p, r, b: abs(math.log10(r / 1e-2)))
-  df.loc[(df['train.learning_rate'] == 1e-2) & (df['train.seed'] == 2), 'loss'] = math.nan
-  assert set(verdict.tune_per_point(df, by='point', metric='loss', tol=0.05).rows['train.learning_rate']) == {3e-3}
-  assert not verdict.tune_per_point(df, by='point', metric='loss', tol=0.05).checks_for('missing')[0].passed
-  # mode='max' and a multi-column point
-  df = _tuning_frame(lambda p, r, b: -abs(math.log10(r / 3e-3))).assign(k=1)
-  t = verdict.tune_per_point(df, by=['point', 'k'], metric='loss', tol=0.05, mode='max')
-  assert list(t.checks) == [('a', 1), ('b', 1)] and all(c.passed for c in t.checks_for(('a', 1)))
-
-
-def test_tuning_grid_overrides():
-  from ffn_research.ablations import base
-  grid = base.tuning_grid([1e-3, 3e-3], 100, num_logs=10)
-  assert grid == [{'train.steps': 50, 'train.log_every': 5, 'train.learning_rate': 1e-3},
-                  {'train.steps': 50, 'train.log_every': 5, 'train.learning_rate': 3e-3},
-                  {'train.steps': 100, 'train.log_every': 10, 'train.learning_rate': 1e-3},
-                  {'train.steps': 100, 'train.log_every': 10, 'train.learning_rate': 3e-3}]

@@ -1,6 +1,6 @@
 """Ablations: one published or theoretical claim each, one module each, found by name.
 
-Any module in this package (other than the machinery: base, verdict, runner) that defines a
+Any module in this package (other than the machinery: base, regime, runner) that defines a
 module-level `ABLATION` is registered under `ABLATION.name`, which must equal the module
 name. Adding an ablation is adding one file (plus its test); nothing else to edit.
 """
@@ -10,7 +10,7 @@ import pkgutil
 
 # Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
 # imports the ablation's module (and with it jax, pandas, scipy).
-_MACHINERY = frozenset({'base', 'verdict', 'runner', 'regime'})
+_MACHINERY = frozenset({'base', 'runner', 'regime'})
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 
 
@@ -31,10 +31,10 @@ def check(name: str) -> None:
 
 
 def get(name: str):
-  """The ablation (a base.Ablation) registered as `name`."""
+  """The study (a base.Study) registered as `name`."""
   from ffn_research.ablations import base  # pylint: disable=g-import-not-at-top
   check(name)
   ablation = getattr(importlib.import_module(f'{__name__}.{name}'), 'ABLATION', None)
-  if not isinstance(ablation, (base.Study, base.Ablation)) or ablation.name != name:
-    raise UnknownAblation(f'ffn_research/ablations/{name}.py must define ABLATION = Ablation(name={name!r}, ...)')
+  if not isinstance(ablation, base.Study) or ablation.name != name:
+    raise UnknownAblation(f'ffn_research/ablations/{name}.py must define ABLATION = base.Study(name={name!r}, ...)')
   return ablation

@@ -8,7 +8,6 @@ See docs/reproduce.md.
 """
 
 import dataclasses
-import math
 import os
 from typing import Any, Callable, Mapping, Sequence
 
@@ -17,7 +16,6 @@ import ml_collections
 import numpy as np
 import pandas as pd
 
-from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import stats
 from ffn_research.ablations import regime as regime_lib
@@ -28,14 +26,6 @@ SCALE_NOTES = {
     'full': 'full scale (the setting the README quotes)',
     'large': 'large scale (for GPU/TPU machines)',
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class SweepSpec:
-  """One sweep of an ablation: run with sweep.run_sweep into DIR/NAME/<name>/."""
-  name: str                                  # subfolder name, e.g. 'relu_width'
-  base: ml_collections.ConfigDict            # base config of every run
-  overrides: Sequence[dict[str, Any]]        # one override dict per run (sweep.product, ...)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,39 +106,11 @@ class Study:
     return tuple(self.regimes)
 
 
-@dataclasses.dataclass
-class Analysis:
-  """What an ablation's analysis returns; the runner turns it into report.md / report.json."""
-  verdicts: list[stats.Verdict]        # one per claim tested; the first is the headline
-  headline: str                              # main figure in one line, e.g. 'slope -1.21 [-1.3, -1.1]'
-  tables: list[Table] = dataclasses.field(default_factory=list)
-  figures: list[Figure] = dataclasses.field(default_factory=list)   # the first is the main plot
-  checks: list[Check] = dataclasses.field(default_factory=list)    # of the measurement (regime checks sit on verdicts)
-  notes: list[str] = dataclasses.field(default_factory=list)        # free-text observations
-
-
 @dataclasses.dataclass(frozen=True)
 class Context:
   """Handed to an ablation's analysis."""
   outdir: str                # where PNGs go (DIR/NAME)
   scale: str                 # one of ablations.SCALES
-
-
-@dataclasses.dataclass(frozen=True)
-class Ablation:
-  name: str                                                   # registry name, = module name
-  claim: str                                                  # one sentence, with citation and published number
-  citation: str                                               # the source(s)
-  published: str                                              # the published / theoretical number tested
-  sweeps: Callable[[str], Sequence[SweepSpec]]                # scale -> sweeps (legacy: being ported to Study)
-  analyze: Callable[[dict[str, pd.DataFrame], Context], Analysis]  # {sweep name: results.csv frame} -> Analysis
-  scales: tuple[str, ...] = ('smoke', 'quick', 'full')        # scales this ablation defines
-  setup: str = ''                                             # task/model in words, for the report
-
-
-def completed(df: pd.DataFrame) -> pd.DataFrame:
-  """Rows of finished, non-diverged runs."""
-  return df[df['status'] == 'completed']
 
 
 def figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = (5.0, 3.6)):
@@ -191,30 +153,9 @@ def errorbar_ci(ax, x, mean, lo, hi, **kwargs) -> None:
   ax.errorbar(np.asarray(x, float), mean, yerr=yerr, **{'fmt': 'o-', 'capsize': 3, **kwargs})
 
 
-def set_steps(train: ml_collections.ConfigDict, steps: int, num_logs: int = 10) -> None:
-  """Ablation runs: `steps` steps, `num_logs` metric lines, no checkpoints (runs are short)."""
-  train.steps = steps
-  train.log_every = max(1, steps // num_logs)
-  train.checkpoint_every = 0
-
-
-def tuning_grid(rates: Sequence[float], steps: int, num_logs: int = 10) -> list[dict[str, Any]]:
-  """Sweep overrides of a learning-rate x step-budget grid for `verdict.tune_per_point`: every rate at
-  `steps` and at steps // 2 (a run of its own, with its own schedule and as many logs). Combine with the
-  points and seeds by sweep.product; the rate is traced, so a budget's rates share one compiled program."""
-  budgets = [{'train.steps': s, 'train.log_every': max(1, s // num_logs)} for s in (steps // 2, steps)]
-  return [{**b, 'train.learning_rate': float(r)} for b in budgets for r in rates]
-
-
 # --------------------------------------------------------------------------- reading a run's models
 
 def models_over_training(run_dir: str):
   """(config, {0: initial model, step: model of each kept checkpoint}, task data) of a run directory."""
   config, params, exp, state = loop.restore(run_dir, which='all')
   return config, {0: exp.merge(state['params']), **{s: exp.merge(p) for s, p in params.items()}}, state['data']
-
-
-def last_two_losses(run_dir: str) -> tuple[float, float]:
-  """The training loss of a run's last and second-to-last logged lines (nan where missing)."""
-  losses = [r['loss'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'loss' in r]
-  return (float(losses[-1]) if losses else math.nan), (float(losses[-2]) if len(losses) > 1 else math.nan)

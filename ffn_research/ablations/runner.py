@@ -88,28 +88,6 @@ def environment() -> dict[str, Any]:
   }
 
 
-# --------------------------------------------------------------------------- setup description
-
-def describe_sweep(spec: base.SweepSpec) -> dict[str, Any]:
-  """Task, model, steps and the swept values of one sweep, read from its configs."""
-  swept: dict[str, list[Any]] = {}
-  for o in spec.overrides:
-    for k, v in o.items():
-      swept.setdefault(k, [])
-      if v not in swept[k]:
-        swept[k].append(v)
-  fixed = {}
-  for key in ('task.name', 'task.function', 'model.arch', 'model.activation', 'model.d_model', 'model.d_ff',
-              'train.steps', 'train.batch_size', 'train.learning_rate', 'train.optimizer'):
-    if key not in swept:
-      try:
-        fixed[key] = config_lib.get_path(spec.base, key)
-      except (KeyError, AttributeError):
-        pass
-  return {'name': spec.name, 'runs': len(spec.overrides), 'seeds': len(swept.get('train.seed', [0])),
-          'fixed': fixed, 'swept': swept}
-
-
 # --------------------------------------------------------------------------- markdown
 
 _fmt = analysis_lib.format_value
@@ -242,64 +220,7 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
-  ablation = ablations.get(name)
-  if isinstance(ablation, base.Study):
-    return run_study(ablation, workdir, scale, progress=progress)
-  if scale not in ablations.SCALES:
-    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
-  if scale not in ablation.scales:
-    raise ReproduceError(f'ablation {name} has no {scale!r} scale; it has: {", ".join(ablation.scales)}')
-  outdir = os.path.join(workdir, name)
-  os.makedirs(outdir, exist_ok=True)
-  env = environment()
-  start = time.time()
-  previous = io_lib.read_json(os.path.join(outdir, 'report.json')) or {}
-  previous_total = (previous.get('total_wall_time_s', previous.get('wall_time_s', 0.0))
-                    if previous.get('scale') == scale else 0.0)
-  specs = list(ablation.sweeps(scale))
-  frames = {}
-  for i, spec in enumerate(specs):
-    log(f'{name} ({scale}): sweep {i + 1}/{len(specs)} {spec.name!r}, {len(spec.overrides)} runs')
-    sweep_lib.run_sweep(spec.base, spec.overrides, os.path.join(outdir, spec.name), progress=progress)
-    frames[spec.name] = analysis_lib.load_results(os.path.join(outdir, spec.name))
-  log(f'{name} ({scale}): analysing')
-  analysis = ablation.analyze(frames, base.Context(outdir=outdir, scale=scale))
-  verdicts = verdict_lib.holm(analysis.verdicts)  # one family per ablation (see verdict.py)
-  wall = time.time() - start
-  status = pd.concat(list(frames.values()))['status'].value_counts().to_dict()
-  compute = float(pd.concat(list(frames.values())).get('wall_time_s', pd.Series(dtype=float)).fillna(0).sum())
-  report = {
-      'name': name, 'claim': ablation.claim, 'citation': ablation.citation, 'published': ablation.published,
-      'scale': scale, 'scale_note': base.SCALE_NOTES[scale], 'setup': ablation.setup,
-      'sweeps': [describe_sweep(s) for s in specs],
-      'environment': env, 'wall_time_s': wall, 'total_wall_time_s': previous_total + wall,
-      'compute_time_s': compute,
-      'status_counts': {str(k): int(v) for k, v in status.items()},
-      'headline': analysis.headline,
-      'verdicts': [v.to_dict() for v in verdicts],
-      'checks': [vars(c) for c in analysis.checks],
-      'tables': [{'title': t.title, 'columns': list(t.frame.columns),
-                  'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))} for t in analysis.tables],
-      'figures': [{'file': f.file, 'caption': f.caption} for f in analysis.figures],
-      'notes': list(analysis.notes),
-  }
-  io_lib.write_json(os.path.join(outdir, 'report.json'), report)
-  md_report = {**report, 'verdicts_obj': verdicts, 'tables_obj': analysis.tables}
-  report = io_lib.read_json(os.path.join(outdir, 'report.json'))  # what is on disk (NaN -> null)
-  md = report_markdown(md_report)
-  io_lib.write_text(os.path.join(outdir, 'report.md'), md)
-  failed = {}  # a check shared by several verdicts is printed once, with the verdicts it invalidates
-  for i, v in enumerate(verdicts, 1):
-    log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
-    for c in v.failed_checks:
-      failed.setdefault((c.name, c.detail), []).append(str(i))
-  for (check, detail), which in failed.items():
-    log(f'{name}: failed regime check (verdict {", ".join(which)}): {check}: {detail}')
-  for c in analysis.checks:
-    if not c.passed:
-      log(f'{name}: CHECK FAILED: {c.name}: {c.detail}')
-  log(f'{name}: wrote {outdir}/report.md ({wall:.0f} s)')
-  return report
+  return run_study(ablations.get(name), workdir, scale, progress=progress)
 
 
 # --------------------------------------------------------------------------- the regime loop
