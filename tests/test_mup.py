@@ -187,3 +187,18 @@ def test_checkpoints_record_the_parametrization_and_resume_refuses_another(tmp_p
   assert str(e.value) == (f'{tmp_path}/checkpoints/20 was saved with model.parametrization=mup, this run has '
                           'standard; use a new --workdir or delete it')
   assert os.path.exists(tmp_path / 'checkpoints' / '20')  # refused, not set aside as damaged
+
+
+def test_mup_width_sweep_config():
+  """configs/sweeps/mup_width.py: rates x 4 widths x both parametrizations x 3 seeds, every run valid;
+  its quick argument is the smoke grid."""
+  from ffn_research import configfile, sweep  # pylint: disable=import-outside-toplevel
+  path = os.path.join(os.path.dirname(__file__), '..', 'configs', 'sweeps', 'mup_width.py')
+  for arg, n in (('', 7 * 4 * 2 * 3), ('quick', 2 * 4 * 2)):
+    base, grid = configfile.load_sweep_file(f'{path}:{arg}' if arg else path)
+    runs = sweep.expand(base, grid)
+    assert len(runs) == n
+    for r in runs:
+      validate(r.config)
+    assert {r.config.model.d_ff for r in runs} == {64, 256, 1024, 4096}
+    assert {r.config.model.parametrization for r in runs} == {'standard', 'mup'}
