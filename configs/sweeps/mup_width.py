@@ -1,11 +1,12 @@
 """Learning rate x width under both parametrizations: does the best rate stay put under μP?
 
-  python -m experiments.sweep --config=configs/sweeps/mup_width.py --workdir=runs/mup_width
+  python -m experiments.sweep --config=configs/sweeps/mup_width.py --workdir=runs/mup_width --pad_flops_factor=1
 
 The bare FFN (ReLU, d_model 16) on the teacher-student task of configs/regression.py (teacher
 d_ff 32), 500 Adam steps; d_ff 64..4096 (base width 64: there 'mup' equals 'standard') x 7 peak
 learning rates (half-decades 10^-3.5..10^-0.5) x 'standard' / 'mup' x 3 seeds = 168 runs, about
-4 minutes on 2 shared CPU cores. docs/mup.md has the measured optimum per width.
+5 minutes on 2 shared CPU cores with --pad_flops_factor=1 (padding the standard runs to d_ff 4096
+costs 3x). docs/mup.md has the measured optimum per width.
 Argument: quick (2 rates x 4 widths x both x 1 seed, 50 steps; a smoke run).
 """
 
