@@ -39,6 +39,11 @@ def default_config() -> ml_collections.ConfigDict:
   m.tie_embeddings = False  # True: unembedding = token embedding transposed
   m.use_ffn = True          # False: no FFN sublayer (attention-only control; transformer only)
   m.freeze_embeddings = False  # True: token/position embeddings and unembedding stay at their random init (no gradient)
+  # 'standard', or 'mup': the maximal update parametrization (Yang et al. 2021), init and per-layer Adam
+  # learning rates scaled with the width relative to a base model, so the best learning rate transfers
+  # across widths (models/mup.py, docs/mup.md); bare FFN (arch 'ffn', dense or gated) only for now.
+  m.parametrization = 'standard'
+  m.mup_base_d_ff = 64      # mup: the base model's d_ff (before match_params), where mup equals standard
 
   # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE
   # whose experts are FFNs of width model.d_ff (effective) / granularity.

@@ -380,6 +380,15 @@ class Checkpointer:
     folder = os.path.join(self.directory, str(step))
     write_json(os.path.join(folder, CHECKSUMS), _checksums(folder))
 
+  def read_meta(self, step: int) -> dict[str, Any] | None:
+    """The meta dict saved with `step` (plain JSON), or None when absent or unreadable (restore then
+    sets the damaged checkpoint aside)."""
+    try:
+      meta = read_json(os.path.join(self.directory, str(step), 'meta', 'metadata'))
+    except CorruptFile:
+      return None
+    return meta if isinstance(meta, dict) else None
+
   def _verify(self, step: int) -> None:
     """Raise ValueError if a file of the checkpoint differs from its checksum at save time
     (so Orbax is never asked to read damaged data; older checkpoints without sums are read as is)."""

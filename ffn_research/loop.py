@@ -197,6 +197,18 @@ def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -
   return covered
 
 
+def check_checkpoint_meta(ckpts: list[io_lib.Checkpointer], configs: Sequence[ml_collections.ConfigDict]) -> None:
+  """io.WorkdirError (one line) when a run's checkpoint was saved under another model.parametrization
+  (its meta records it; none recorded: 'standard'), before any restore could set it aside as damaged."""
+  for c, config in zip(ckpts, configs):
+    for step in c.steps():
+      had = (c.read_meta(step) or {}).get('parametrization', 'standard')
+      if had != config.model.parametrization:
+        raise io_lib.WorkdirError(
+            f'{c.directory}/{step} was saved with model.parametrization={had}, this run has '
+            f'{config.model.parametrization}; use a new --workdir or delete it')
+
+
 def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_step: float):
   """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
   intact, or None; newer checkpoints are removed (a rerun recreates them)."""
@@ -310,6 +322,7 @@ class GroupLoop:
   def resume(self) -> None:
     """Start fresh, or from the newest checkpoint every run has intact and logged; open the logs."""
     tr = self.tr
+    check_checkpoint_meta(self.ckpts, self.configs)  # before compiling
     if not all(c.steps() and c.steps()[0] >= tr.steps for c in self.ckpts):
       self.compile(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
     logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
@@ -379,8 +392,9 @@ class GroupLoop:
     with self.clock.excluded('checkpoint'):
       states = self.programs.unstack(self.state, self.run_abstracts)
       elapsed = self.clock.elapsed() / self.num_runs
-      for c, state, before in zip(self.ckpts, states, self.wall_before):
-        c.save(self.step, state, {'wall_time_s': before + elapsed})
+      for c, state, before, config in zip(self.ckpts, states, self.wall_before, self.configs):
+        c.save(self.step, state, {'wall_time_s': before + elapsed,
+                                  'parametrization': config.model.parametrization})
 
   def train(self) -> tuple[float | None, PyTree]:
     """(steps per second of training time, final held-out metrics or None if every run diverged)."""

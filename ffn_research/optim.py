@@ -62,15 +62,24 @@ def validate(train_cfg: ml_collections.ConfigDict) -> None:
                    f'train.grad_clip={tr.grad_clip!r} must be a number (<= 0 disables clipping)')
 
 
-def build_optimizer(train_cfg: ml_collections.ConfigDict) -> tuple[optax.GradientTransformation, optax.Schedule]:
+def build_optimizer(train_cfg: ml_collections.ConfigDict, lr_multipliers: dict[str, float] | None = None,
+                    lr_labels: Callable | None = None) -> tuple[optax.GradientTransformation, optax.Schedule]:
   """Optax optimizer with HYPERPARAMS (peak learning rate, weight decay) in its state, so sweeps
-  can vmap them; and the unit-peak schedule the learning rate multiplies."""
+  can vmap them; and the unit-peak schedule the learning rate multiplies.
+
+  `lr_multipliers` {label: factor} with `lr_labels` (parameters -> label tree): per-parameter
+  learning-rate factors (μP, models/mup.py), an optax.multi_transform of optax.scale after the
+  optimizer, so each scales the whole update (decoupled weight decay included). None: no such stage.
+  """
   unit = SCHEDULES[train_cfg.schedule](train_cfg)
 
   def make(learning_rate, weight_decay):
     opt = OPTIMIZERS[train_cfg.optimizer](lambda count: learning_rate * unit(count), weight_decay, train_cfg)
     if train_cfg.grad_clip > 0:
       opt = optax.chain(optax.clip_by_global_norm(train_cfg.grad_clip), opt)
+    if lr_multipliers is not None:
+      opt = optax.chain(opt, optax.multi_transform({k: optax.scale(v) for k, v in lr_multipliers.items()},
+                                                   lr_labels))
     return opt
 
   return optax.inject_hyperparams(make)(**{k: train_cfg[k] for k in HYPERPARAMS}), unit

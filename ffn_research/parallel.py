@@ -217,6 +217,9 @@ class NoCheckpoints:
   def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
     del step, state, meta
 
+  def read_meta(self, step: int) -> None:
+    del step
+
   def discard(self, step: int, corrupt: bool = False) -> None:
     del step, corrupt
 

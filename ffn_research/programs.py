@@ -59,8 +59,9 @@ def cached(key: Any, build, cache: dict = {}, maxsize: int = 8):  # pylint: disa
 
 def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
   """Whether runs of this model may share a program padded to a wider d_ff: dense FFNs without
-  dropout (a dropout mask's random bits depend on the allocated width; MoE experts are not padded)."""
-  return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0
+  dropout (a dropout mask's random bits depend on the allocated width; MoE experts are not padded),
+  in the standard parametrization (μP's learning-rate factors depend on the width and are compiled in)."""
+  return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0 and model_cfg.parametrization == 'standard'
 
 
 def split_by_flops(items: Sequence[Any], widths: Sequence[int], flops: Sequence[float],

@@ -67,7 +67,9 @@ class Experiment:
     self.config = config
     self.mesh = mesh  # parallel.build_mesh: batch over 'data', MoE experts over 'expert'; None = one device
     self.task = tasks.build_task(config)
-    self.optimizer, self.unit_schedule = optim.build_optimizer(config.train)
+    self.optimizer, self.unit_schedule = optim.build_optimizer(
+        config.train, *((models.mup.lr_multipliers(config.model), models.mup.lr_labels)
+                        if models.mup.is_mup(config.model) else ()))
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, self._hyper, _ = nnx.split(abstract, models.Hyper, ...)
     self.counts = models.model_counts(config, self.task)
@@ -127,9 +129,11 @@ class Experiment:
     benchmark's shape (1M parameters; docs/performance.md), more than the kernels it saves. With
     experts split over an 'expert' mesh axis, the tree also lays each expert's Adam moments out
     with its weights (a flat vector would be replicated). Padded d_ff groups are dense, so a run
-    and its program always agree on the layout.
+    and its program always agree on the layout. μP keeps the tree: its learning-rate factors are
+    per parameter array (optim.build_optimizer's label tree).
     """
-    if self.config.model.moe.num_experts > 0 or parallel.expert_mesh(self.mesh) is not None:
+    if (self.config.model.moe.num_experts > 0 or parallel.expert_mesh(self.mesh) is not None
+        or models.mup.is_mup(self.config.model)):
       return weights, lambda w: w
     return jax.flatten_util.ravel_pytree(weights)
 

@@ -18,6 +18,7 @@ from flax import nnx
 from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
+from ffn_research.models import mup
 from ffn_research.models import toy
 from ffn_research.models import transformer
 from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width  # the models package's API
@@ -67,6 +68,7 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
                      f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
                      f'model.arch={model_cfg.arch!r} has no embeddings')
   moe_lib.validate(model_cfg)
+  mup.validate(model_cfg)
 
 
 def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs,

@@ -121,7 +121,9 @@ class FFN(Layer):
                use_bias: bool = True, dropout_rate: float = 0.0,
                init: str = 'xavier_uniform', dtype: str = 'float32',
                d_out: int | None = None, d_ff_true: int | jax.Array | None = None,
-               rngs: nnx.Rngs):
+               mup_base_d_ff: int | None = None, rngs: nnx.Rngs):
+    """`mup_base_d_ff`: None for the standard parametrization; the base hidden width for μP
+    (models/mup.py: init rules at the base width, w2's times base / d_ff)."""
     d_out = d_model if d_out is None else d_out
     true = d_ff if d_ff_true is None else d_ff_true
     self.d_model, self.d_ff, self.d_out, self.activation = d_model, d_ff, d_out, activation
@@ -133,14 +135,17 @@ class FFN(Layer):
     self.act = activations.get(activation)
     self.width = Width(jnp.asarray(true, jnp.int32))
     w_init = inits.get(init)
+    # μP: every rule at the base width, w2 times 1/m (m = true / base); standard: at the true width.
+    rule_width, out_gain = (true, None) if mup_base_d_ff is None else (
+        mup_base_d_ff, mup_base_d_ff / jnp.asarray(true, jnp.float32))
     # Unit u is column u of w1 and w_gate, row u of w2.
-    self.w1 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=true,
+    self.w1 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=rule_width,
                                        true_units=true).T)
-    self.w2 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_out, fan_in=true, fan_out=d_out,
-                                       true_units=true))
+    self.w2 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_out, fan_in=rule_width, fan_out=d_out,
+                                       true_units=true, gain=out_gain))
     if self.gated:
       self.w_gate = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model,
-                                             fan_out=true, true_units=true).T)
+                                             fan_out=rule_width, true_units=true).T)
     if use_bias:
       self.b1 = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
       self.b2 = nnx.Param(jnp.zeros((d_out,), jnp.float32))

@@ -64,9 +64,10 @@ def get(name: str) -> Init:
 
 
 def per_unit(init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_in, fan_out,
-             true_units) -> jax.Array:
-  """(num_units, unit_size) times init.std(fan_in, fan_out), row u the same whatever num_units;
-  rows u >= true_units (padding) are exactly 0. fan_in, fan_out and true_units may be traced.
+             true_units, gain: float | None = None) -> jax.Array:
+  """(num_units, unit_size) times init.std(fan_in, fan_out) (times `gain` when given: μP's output
+  layer, models/mup.py), row u the same whatever num_units; rows u >= true_units (padding) are
+  exactly 0. fan_in, fan_out and true_units may be traced.
 
   With partitionable threefry (jax's default) entry (u, s) of one draw of shape (U, S) comes
   from counter u * S + s alone, so rows do not depend on U: one draw, cheap to compile.
@@ -78,7 +79,8 @@ def per_unit(init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_
   else:
     z_UxS = jax.vmap(lambda u: init.raw_sample(jax.random.fold_in(key, u), (unit_size,)))(units_U)
   # One scalar multiplier, so a traced and a constant width give the same weights.
-  w_UxS = z_UxS * (init.std(fan_in, fan_out) / jnp.float32(SAMPLE_STD[init.distribution]))
+  std = init.std(fan_in, fan_out) if gain is None else init.std(fan_in, fan_out) * jnp.float32(gain)
+  w_UxS = z_UxS * (std / jnp.float32(SAMPLE_STD[init.distribution]))
   real_UxS = jnp.broadcast_to((units_U < true_units)[:, None], w_UxS.shape)
   return jnp.where(real_UxS, w_UxS, jnp.zeros_like(w_UxS))
 

@@ -8,6 +8,7 @@ from flax import nnx
 
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
+from ffn_research.models import mup
 
 
 def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
@@ -39,9 +40,10 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
         use_bias=model_cfg.use_bias,
         dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
         d_out=d_out, mesh=mesh, rngs=rngs)
+  base = mup.base_width(model_cfg) if mup.is_mup(model_cfg) else None
   return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
                      dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
-                     dtype=model_cfg.dtype, d_out=d_out, d_ff_true=d_ff_true, rngs=rngs)
+                     dtype=model_cfg.dtype, d_out=d_out, d_ff_true=d_ff_true, mup_base_d_ff=base, rngs=rngs)
 
 
 def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
