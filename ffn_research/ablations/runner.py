@@ -148,7 +148,8 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
   pol = r['policy']
   lines = ['## Regime', '',
            f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
-           f'to start, T = {pol["steps"]} steps (and T/2), {pol["seeds"]} seeds; up to {pol["max_extensions"]} '
+           f'to start (an arm may declare its own grid and a multiple of T: the table below has each point\'s), '
+           f'T = {pol["steps"]} steps (and T/2), {pol["seeds"]} seeds; up to {pol["max_extensions"]} '
            f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
            f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds. Stopped: {r["stopped"]}.', '',
            '| pass | runs planned | runs run | wall (s) | failed checks | then |', '|---|---|---|---|---|---|']
