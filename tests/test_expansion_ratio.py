@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from ffn_research import models, stats, sweep, tasks
-from ffn_research.ablations import base
+from ffn_research.ablations import base, regime
 from ffn_research.ablations import expansion_ratio as er
 
 
@@ -107,7 +107,7 @@ def test_rules_flat_is_reproduced_steep_is_not():
   assert flat[1].points == tuple(f'n76000: r={r}' for r in (1, 2, 4, 8))
   for v in flat:
     assert v.statistic == pytest.approx(100 * (1.01 / 0.99 - 1), abs=0.5)   # r = 0.5 and 16 are not in it
-    assert [c.passed for c in v.checks] == [True] * 3                      # coverage, not pinned, matched
+    assert [c.passed for c in v.checks] == [True] * 2                      # not pinned, matched
   steep = er.rules(_sel(STEEP), 'full')
   assert [v.outcome for v in steep] == [stats.NOT_REPRODUCED] * 2
   assert steep[0].statistic == pytest.approx(100 * (1.1 / 0.8 - 1), rel=0.02)
@@ -123,14 +123,15 @@ def test_gates_make_the_verdict_invalid():
   v = er.rules(_sel(FLAT, excess=1.99), 'full')[0]
   assert v.outcome == stats.INVALID
   assert v.failed_checks[0].remedy == stats.DOUBLE_STEPS and v.failed_checks[0].points == v.points
-  # One shape lacks a seed at its chosen rate: that size only.
-  out = er.rules(_sel(FLAT, drop={('n38000: r=4', 0)}), 'full')
-  assert [v.outcome for v in out] == [stats.INVALID, stats.REPRODUCED]
-  assert 'every flat shape measured at N=38,000' in out[0].detail and 'n38000: r=4: 4/5' in out[0].detail
+  # One shape lacks a seed at its chosen rate: the runner's coverage check fails that size only.
+  sel = _sel(FLAT, drop={('n38000: r=4', 0)})
+  cov = [regime.coverage(v, sel, er.REGIMES['full'].seeds) for v in er.rules(sel, 'full')]
+  assert [c.passed for c in cov] == [False, True] and cov[0].detail == 'n38000: r=4: 4/5'
   # A shape with no eligible rate at all (no rows): invalid, not a crash.
   sel = _sel(FLAT)
   out = er.rules(sel[sel['point'] != 'n76000: r=8'], 'full')
-  assert out[1].outcome == stats.INVALID and 'n76000: r=8: 0/5' in out[1].detail
+  assert out[1].outcome == stats.INVALID and 'n76000: r=8: mean nan over 0' in out[1].detail
+  assert regime.coverage(out[1], sel[sel['point'] != 'n76000: r=8'], 5).detail == 'n76000: r=8: 0/5'
 
 
 def test_present_table_and_figure(tmp_path):

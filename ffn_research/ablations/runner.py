@@ -365,6 +365,29 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
   return out, full, half
 
 
+def _stop_reason(failed, actions, added, spent: float, cost: float, regime) -> tuple[str, dict[str, Any] | None]:
+  """('' to go on, or why the loop stops; the next extension's record when the cap stopped it)."""
+  if not failed:
+    return 'every regime check passed', None
+  if not actions:
+    return 'no failed check has a remedy left (see the verdicts)', None
+  if spent + cost > regime.cap_s:
+    return (f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}',
+            {'why': 'over the cap', 'actions': actions, 'runs': sum(map(len, added.values())) * regime.seeds,
+             'cost_s': cost})
+  return '', None
+
+
+def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, tuning: pd.DataFrame) -> dict[str, Any]:
+  """report.json's "regime": the policy, the cost, the loop's iterations and where each point ended."""
+  rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
+  return {'policy': dataclasses.asdict(regime), 'cap_s': regime.cap_s, 'spent_s': spent, 'stopped': stopped,
+          'iterations': iterations, 'next': nxt,
+          'points': [{'point': p, 'rates': s.rates, 'steps': s.steps, 'lower': s.lower, 'higher': s.higher,
+                      'doublings': s.doublings, 'rate_T': rates.get((p, regime_lib.FULL)),
+                      'rate_T/2': rates.get((p, regime_lib.HALF))} for p, s in state.items()]}
+
+
 def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """The regime loop (ablations/regime.py): run, tune, judge, extend until every check passes, nothing is left to
   extend, or the cap; then Holm, the study's figure and tables, report.md / report.json."""
@@ -399,17 +422,8 @@ def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress:
     entry = {'iteration': len(rec['iterations']), 'runs_planned': int(len(frame)), 'runs_run': int(ran),
              'wall_s': time.time() - it_start, 'spent_s': spent,
              'failed': sorted({f'{c.name}' for c in failed}), 'actions': [], 'next_cost_s': cost}
-    nxt = None
-    if not failed:
-      stopped = 'every regime check passed'
-    elif not actions:
-      stopped = 'no failed check has a remedy left (see the verdicts)'
-    elif spent + cost > regime.cap_s:
-      stopped = f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}'
-      nxt = {'why': 'over the cap', 'actions': actions, 'runs': sum(map(len, added.values())) * regime.seeds,
-             'cost_s': cost}
-    else:
-      stopped = ''
+    stopped, nxt = _stop_reason(failed, actions, added, spent, cost, regime)
+    if not stopped:
       entry['actions'] = actions
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
       rec['iterations'].append(entry)   # a resumed pass with nothing to run is not a new iteration
@@ -426,12 +440,7 @@ def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress:
                               f'{regime.cap_s:.0f}, spent {spent:.0f})') for v in verdicts]
   result = base.Result(frame, tuning, full, half, verdicts, scale)
   shown = study.present(result, base.Context(outdir=outdir, scale=scale))
-  rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
-  regime_rec = {'policy': dataclasses.asdict(regime), 'cap_s': regime.cap_s, 'spent_s': spent, 'stopped': stopped,
-                'iterations': rec['iterations'], 'next': nxt,
-                'points': [{'point': p, 'rates': s.rates, 'steps': s.steps, 'lower': s.lower, 'higher': s.higher,
-                            'doublings': s.doublings, 'rate_T': rates.get((p, regime_lib.FULL)),
-                            'rate_T/2': rates.get((p, regime_lib.HALF))} for p, s in state.items()]}
+  regime_rec = _regime_record(regime, spent, stopped, rec['iterations'], nxt, state, tuning)
   arms = {arm.name: arm for arm, _ in points.values()}
   report = _report(study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts,
                    [{'name': a.name, 'runs': int((frame['arm'] == a.name).sum()), 'seeds': regime.seeds,
