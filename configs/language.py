@@ -16,14 +16,14 @@ from ffn_research.config import tiny_transformer_config
 def get_config(arg: str = 'default'):
   config = tiny_transformer_config('language', arg, extra_args=('smoke',))
   t, tr = config.task, config.train
-  t.vocab_size = 64         # tokens
-  t.markov_order = 2        # order-2 chain: 64 * 16 = 1,024 reachable contexts
-  t.num_candidates = 16     # the last token fixes 16 candidates (bigram ~ 3.5 bits)
-  t.branching = 4           # each context picks 4 of them (floor ~ 1.3 bits)
-  t.concentration = 0.5     # Dirichlet alpha: fairly peaked next-token probabilities
-  t.seq_len = 32            # 31 scored positions per sequence
-  t.num_eval = 1024         # held-out sequences (31,744 scored tokens)
-  tr.batch_size = 64        # 2,048 tokens per step
+  t.vocab_size = 64  # tokens
+  t.markov_order = 2  # order-2 chain: 64 * 16 = 1,024 reachable contexts
+  t.num_candidates = 16  # the last token fixes 16 candidates (bigram ~ 3.5 bits)
+  t.branching = 4  # each context picks 4 of them (floor ~ 1.3 bits)
+  t.concentration = 0.5  # Dirichlet alpha: fairly peaked next-token probabilities
+  t.seq_len = 32  # 31 scored positions per sequence
+  t.num_eval = 1024  # held-out sequences (31,744 scored tokens)
+  tr.batch_size = 64  # 2,048 tokens per step
   tr.steps = 1000
   tr.learning_rate = 3e-3
   tr.checkpoint_every = 0

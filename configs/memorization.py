@@ -17,14 +17,14 @@ def get_config(arg: str = 'default'):
   config = tiny_transformer_config('memorization', arg, extra_args=('4096',))
   t, tr = config.task, config.train
   t.num_facts = 1024
-  t.num_relations = 4       # 256 subjects
-  t.vocab_size = 256        # 8 bits per fact, 8,192 bits in all
+  t.num_relations = 4  # 256 subjects
+  t.vocab_size = 256  # 8 bits per fact, 8,192 bits in all
   tr.batch_size = 256
-  tr.steps = 1000           # 250 exposures per fact
+  tr.steps = 1000  # 250 exposures per fact
   tr.learning_rate = 3e-3
   if arg == '4096':
-    t.num_facts = 4096      # 32,768 bits
-    t.num_relations = 16    # 256 subjects (keeps the vocabulary, hence the unembedding, small)
+    t.num_facts = 4096  # 32,768 bits
+    t.num_relations = 16  # 256 subjects (keeps the vocabulary, hence the unembedding, small)
     tr.batch_size = 512
-    tr.steps = 1200         # 150 exposures per fact
+    tr.steps = 1200  # 150 exposures per fact
   return config

@@ -13,11 +13,11 @@ from ffn_research.config import tiny_transformer_config
 def get_config(arg: str = 'default'):
   config = tiny_transformer_config('modular_arithmetic', arg)
   t, tr = config.task, config.train
-  t.modulus = 31            # 961 pairs; chance accuracy 1/31
+  t.modulus = 31  # 961 pairs; chance accuracy 1/31
   t.train_fraction = 0.5
   tr.batch_size = 256
   tr.steps = 3000
   tr.optimizer = 'adamw'
-  tr.weight_decay = 1.0     # strong decay drives held-out generalisation ("grokking")
+  tr.weight_decay = 1.0  # strong decay drives held-out generalisation ("grokking")
   tr.learning_rate = 3e-3
   return config

@@ -34,6 +34,8 @@ def get_config(arg: str = 'x_squared'):
     config.train.steps = 4000
     config.train.learning_rate = 1e-2
   else:
-    raise ValueError(f'unknown config argument {arg!r}; allowed: x_squared, sin, abs, step, '
-                     'teacher_student, teacher_student_moe, random_labels')
+    raise ValueError(
+      f'unknown config argument {arg!r}; allowed: x_squared, sin, abs, step, '
+      'teacher_student, teacher_student_moe, random_labels'
+    )
   return config

@@ -45,13 +45,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ffn_research import analysis, probe, sweep
+from ffn_research import analysis
 from ffn_research import load_run
-from ffn_research.config import default_config, tiny_transformer_config
+from ffn_research import probe
+from ffn_research import sweep
+from ffn_research.config import default_config
+from ffn_research.config import tiny_transformer_config
 from ffn_research.loop import train_and_evaluate
 from ffn_research.train import Experiment
 
-pd.set_option('display.max_colwidth', 120)   # show table cells (claims, run names) in full
+pd.set_option('display.max_colwidth', 120)  # show table cells (claims, run names) in full
 
 # Every run writes into its own folder under WORKDIR: a fresh temporary folder, so nothing
 # lands in the repository.
@@ -74,13 +77,15 @@ print('outputs go to', WORKDIR, '| jax', jax.__version__, 'on', jax.devices()[0]
 
 # %%
 config = default_config()
-config.model.d_ff = 16          # hidden units
-config.train.steps = 1000       # Adam steps (warmup 100, then cosine decay)
-config.train.log_every = 250    # steps per compiled chunk and per progress line
+config.model.d_ff = 16  # hidden units
+config.train.steps = 1000  # Adam steps (warmup 100, then cosine decay)
+config.train.log_every = 250  # steps per compiled chunk and per progress line
 
 summary = train_and_evaluate(config, os.path.join(WORKDIR, 'regression'))
-print(f"held-out MSE {summary['eval_loss']:.3g}, sup-norm error {summary['sup_error']:.3g} "
-      f"({summary['num_params']} parameters)")
+print(
+  f'held-out MSE {summary["eval_loss"]:.3g}, sup-norm error {summary["sup_error"]:.3g} '
+  f'({summary["num_params"]} parameters)'
+)
 
 # %% [markdown]
 # `load_run(run_dir)` reads any finished run back: its resolved config, the Flax NNX model with
@@ -97,12 +102,12 @@ reg = load_run(os.path.join(WORKDIR, 'regression'))
 x_G = jax.numpy.linspace(-1.0, 1.0, reg.config.task.grid_size)[:, None]
 fit_G = np.asarray(reg.model.apply(x_G)[0])[:, 0]
 x_G = np.asarray(x_G)[:, 0]
-err_G = fit_G - x_G ** 2
+err_G = fit_G - x_G**2
 sup = np.max(np.abs(err_G))
 assert np.isclose(sup, reg.summary['sup_error'], rtol=1e-5), (sup, reg.summary['sup_error'])
 
 fig, (ax, ax_err) = plt.subplots(1, 2, figsize=(10, 3.6))
-ax.plot(x_G, x_G ** 2, 'k-', lw=1, label='target $x^2$')
+ax.plot(x_G, x_G**2, 'k-', lw=1, label='target $x^2$')
 ax.plot(x_G, fit_G, 'C0--', label=f'ReLU FFN, d_ff {reg.config.model.d_ff}')
 ax.set_xlabel('x')
 ax.legend()
@@ -112,7 +117,7 @@ worst = np.argmax(np.abs(err_G))
 ax_err.plot(x_G[worst], err_G[worst], 'ko')
 ax_err.axhline(0, color='k', lw=0.5)
 ax_err.set_xlabel('x')
-ax_err.set_title(f'error f(x) - x²; sup-norm {sup:.3g} (dot), optimum {1 / (2 * 16 ** 2):.3g}')
+ax_err.set_title(f'error f(x) - x²; sup-norm {sup:.3g} (dot), optimum {1 / (2 * 16**2):.3g}')
 fig.tight_layout()
 plt.show()
 
@@ -133,14 +138,18 @@ plt.show()
 base = default_config()
 base.train.steps = 1000
 base.train.log_every = 250
-base.train.checkpoint_every = 0   # <= 0: checkpoint only at the end
-grid = sweep.product(sweep.values('model.d_ff', [2, 4, 8, 16, 32, 64]),
-                     sweep.values('model.activation', ['relu', 'swiglu']),
-                     sweep.values('train.seed', [0, 1, 2]))
+base.train.checkpoint_every = 0  # <= 0: checkpoint only at the end
+grid = sweep.product(
+  sweep.values('model.d_ff', [2, 4, 8, 16, 32, 64]),
+  sweep.values('model.activation', ['relu', 'swiglu']),
+  sweep.values('train.seed', [0, 1, 2]),
+)
 print(len(grid), 'runs, e.g.', grid[0])
 for program in sweep.group_runs(sweep.expand(base, grid)):
-  print(f'one program: {len(program)} runs, activation {program[0].config.model.activation}, '
-        f'd_ff {sorted({r.config.model.d_ff for r in program})}')
+  print(
+    f'one program: {len(program)} runs, activation {program[0].config.model.activation}, '
+    f'd_ff {sorted({r.config.model.d_ff for r in program})}'
+  )
 
 # %% [markdown]
 # `sweep.run_sweep` trains every group and writes one folder per run (the same outputs as a
@@ -152,8 +161,9 @@ for program in sweep.group_runs(sweep.expand(base, grid)):
 SWEEP_DIR = os.path.join(WORKDIR, 'sweep')
 sweep.run_sweep(base, grid, SWEEP_DIR, progress=False)
 results = analysis.load_results(SWEEP_DIR)
-results[['name', 'status', 'model.d_ff', 'model.activation', 'train.seed', 'num_params',
-         'eval_loss', 'sup_error']].head(6)
+results[
+  ['name', 'status', 'model.d_ff', 'model.activation', 'train.seed', 'num_params', 'eval_loss', 'sup_error']
+].head(6)
 
 # %% [markdown]
 # `analysis.aggregate` averages over seeds: for every metric the mean, the sample standard
@@ -167,8 +177,15 @@ agg = analysis.aggregate(results, ['model.activation', 'model.d_ff'], ['eval_los
 fig, ax = plt.subplots(figsize=(6.5, 4.2))
 for i, (act, rows) in enumerate(agg.groupby('model.activation', sort=False)):
   mean, ci = rows['eval_loss/mean'].to_numpy(), rows['eval_loss/ci'].to_numpy()
-  ax.errorbar(rows['num_params'], mean, yerr=[np.minimum(ci, 0.9 * mean), ci], fmt='o-',
-              color=f'C{i}', capsize=3, label=f'{act} (mean, 95% CI over 3 seeds)')
+  ax.errorbar(
+    rows['num_params'],
+    mean,
+    yerr=[np.minimum(ci, 0.9 * mean), ci],
+    fmt='o-',
+    color=f'C{i}',
+    capsize=3,
+    label=f'{act} (mean, 95% CI over 3 seeds)',
+  )
   runs = results[(results['model.activation'] == act) & (results['status'] == 'completed')]
   fit = analysis.fit_power_law(runs['num_params'], runs['eval_loss'])
   if fit is not None:
@@ -204,16 +221,16 @@ agg[['model.activation', 'model.d_ff', 'runs', 'num_params', 'eval_loss/mean', '
 # transformer with d_model 32 and d_ff 128.
 
 # %%
-mem = tiny_transformer_config('memorization', 'default')   # the base of configs/memorization.py
+mem = tiny_transformer_config('memorization', 'default')  # the base of configs/memorization.py
 mem.model.num_layers, mem.model.d_model, mem.model.d_ff, mem.model.num_heads = 1, 32, 128, 2
-mem.task.num_facts = 256      # facts (subject, relation) -> object
-mem.task.num_relations = 4    # 64 subjects
-mem.task.vocab_size = 16      # object values: 4 bits per fact
+mem.task.num_facts = 256  # facts (subject, relation) -> object
+mem.task.num_relations = 4  # 64 subjects
+mem.task.vocab_size = 16  # object values: 4 bits per fact
 mem.train.steps = 600
 mem.train.batch_size = 128
 mem.train.log_every = 200
 mem.train.learning_rate = 1e-2
-train_and_evaluate(mem, os.path.join(WORKDIR, 'facts_dense'));
+train_and_evaluate(mem, os.path.join(WORKDIR, 'facts_dense'))
 
 # %% [markdown]
 # `load_run` gives the model back. The summary reports recall and bits stored, in total and
@@ -224,14 +241,22 @@ train_and_evaluate(mem, os.path.join(WORKDIR, 'facts_dense'));
 # %%
 dense = load_run(os.path.join(WORKDIR, 'facts_dense'))
 s = dense.summary
-print(f"recall {s['accuracy']:.3f}; bits stored {s['bits_stored']:.0f} of "
-      f"{dense.config.task.num_facts * np.log2(dense.config.task.vocab_size):.0f}; "
-      f"{s['bits_per_param']:.4f} bits/parameter, {s['bits_per_ffn_param']:.4f} bits/FFN parameter")
+print(
+  f'recall {s["accuracy"]:.3f}; bits stored {s["bits_stored"]:.0f} of '
+  f'{dense.config.task.num_facts * np.log2(dense.config.task.vocab_size):.0f}; '
+  f'{s["bits_per_param"]:.4f} bits/parameter, {s["bits_per_ffn_param"]:.4f} bits/FFN parameter'
+)
 facts = Experiment(dense.config).task_data(dense.config.train.seed)
 tokens_NxT, answers_N = np.asarray(facts['inputs']), np.asarray(facts['targets'])[:, 1]
 predicted_N = np.asarray(dense.model.apply(tokens_NxT)[0])[:, 1].argmax(-1)
-pd.DataFrame({'subject token': tokens_NxT[:6, 0], 'relation token': tokens_NxT[:6, 1],
-              'object': answers_N[:6], 'predicted': predicted_N[:6]})
+pd.DataFrame(
+  {
+    'subject token': tokens_NxT[:6, 0],
+    'relation token': tokens_NxT[:6, 1],
+    'object': answers_N[:6],
+    'predicted': predicted_N[:6],
+  }
+)
 
 # %% [markdown]
 # `ffn_research.probe` recomputes the model's forward pass up to an FFN:
@@ -243,13 +268,14 @@ pd.DataFrame({'subject token': tokens_NxT[:6, 0], 'relation token': tokens_NxT[:
 # ablation tests that view.
 
 # %%
-hidden_NxF = probe.ffn_hidden(dense.model, tokens_NxT, layer=0)[:, 1]   # (facts, d_ff) at position 1
+hidden_NxF = probe.ffn_hidden(dense.model, tokens_NxT, layer=0)[:, 1]  # (facts, d_ff) at position 1
 shown = hidden_NxF[:8]
-units = np.argsort(-shown.max(0))[:32]          # the 32 units most active on these 8 facts
+units = np.argsort(-shown.max(0))[:32]  # the 32 units most active on these 8 facts
 fig, (ax, ax_hist) = plt.subplots(1, 2, figsize=(11, 3.4), gridspec_kw={'width_ratios': [2, 1]})
 im = ax.imshow(shown[:, units], aspect='auto', cmap='viridis')
-ax.set_yticks(range(8), [f'fact {i}: ({tokens_NxT[i, 0]}, {tokens_NxT[i, 1]}) -> {answers_N[i]}' for i in range(8)],
-              fontsize=7)
+ax.set_yticks(
+  range(8), [f'fact {i}: ({tokens_NxT[i, 0]}, {tokens_NxT[i, 1]}) -> {answers_N[i]}' for i in range(8)], fontsize=7
+)
 ax.set_xlabel('hidden unit (32 most active on these facts)')
 ax.set_title('FFN hidden activations at the relation position')
 fig.colorbar(im, ax=ax)
@@ -270,15 +296,17 @@ plt.show()
 # times the FFN parameters but uses one expert's worth per token.
 
 # %%
-moe = mem.copy_and_resolve_references()   # the dense config above, then:
+moe = mem.copy_and_resolve_references()  # the dense config above, then:
 moe.model.moe.num_experts = 4
 moe.model.moe.top_k = 1
-moe.model.moe.capacity_factor = 0.0   # <= 0: dropless
-train_and_evaluate(moe, os.path.join(WORKDIR, 'facts_moe'));
+moe.model.moe.capacity_factor = 0.0  # <= 0: dropless
+train_and_evaluate(moe, os.path.join(WORKDIR, 'facts_moe'))
 moe_run = load_run(os.path.join(WORKDIR, 'facts_moe'))
 s = moe_run.summary
-print(f"MoE: recall {s['accuracy']:.3f}, bits stored {s['bits_stored']:.0f}; "
-      f"{s['num_params']:,} parameters, {s['num_active_params']:,} active per token")
+print(
+  f'MoE: recall {s["accuracy"]:.3f}, bits stored {s["bits_stored"]:.0f}; '
+  f'{s["num_params"]:,} parameters, {s["num_active_params"]:,} active per token'
+)
 
 # %% [markdown]
 # `probe.expert_load(model, tokens, layer, positions)` is the fraction of the router's
@@ -323,13 +351,13 @@ plt.show()
 # Results section.
 
 # %%
-from ffn_research.ablations import runner   # imported here: it sets matplotlib's file backend
+from ffn_research.ablations import runner  # imported here: it sets matplotlib's file backend
 
 report = runner.run('universal_approximation', os.path.join(WORKDIR, 'reproduce'), 'smoke', progress=False)
 print(report['scale_note'])
 print('headline:', report['headline'])
 verdicts = pd.DataFrame(report['verdicts'])
-fmt = lambda v: 'n/a' if v is None else f'{v:.3g}'   # report.json writes an undefined number as null
+fmt = lambda v: 'n/a' if v is None else f'{v:.3g}'  # report.json writes an undefined number as null
 verdicts['95% CI'] = verdicts['ci'].map(lambda ci: f'[{fmt(ci[0])}, {fmt(ci[1])}]')
 verdicts[['claim', 'outcome', 'statistic', '95% CI', 'n']]
 
@@ -345,7 +373,8 @@ verdicts[['claim', 'outcome', 'statistic', '95% CI', 'n']]
 # The report's figures are PNG files next to it; the first is the main plot.
 
 # %%
-from IPython.display import Image, display
+from IPython.display import Image
+from IPython.display import display
 
 display(Image(filename=os.path.join(WORKDIR, 'reproduce', report['name'], report['figures'][0]['file'])))
 print(report['figures'][0]['caption'])

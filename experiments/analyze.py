@@ -7,11 +7,12 @@ Rebuilds DIR/results.csv from every run summary first (merging all shards).
 
 import sys
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 # Imports inside functions on purpose: a bad flag fails at once, before jax and pandas load; jax
 # registers its own flags just before app.run.
-# pylint: disable=g-import-not-at-top
+
 
 flags.DEFINE_string('workdir', None, 'Sweep folder (holds sweep.json, runs/ and results.csv).')
 flags.DEFINE_string('metric', 'eval_loss', 'Loss column to aggregate, plot and fit.')
@@ -22,7 +23,10 @@ FLAGS = flags.FLAGS
 
 def main(argv):
   del argv
-  from ffn_research import analysis, io, sweep
+  from ffn_research import analysis
+  from ffn_research import io
+  from ffn_research import sweep
+
   try:
     if FLAGS.merge:  # every run summary on disk, whichever shard wrote it (under the results lock)
       sweep.write_results(FLAGS.workdir)
@@ -34,5 +38,6 @@ def main(argv):
 
 if __name__ == '__main__':
   import jax
+
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

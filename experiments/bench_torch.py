@@ -21,8 +21,7 @@ def version() -> str:
 class LoopMoE(nn.Module):
   """Top-k of E experts (relu FFNs), a Python loop over experts; capacity_factor <= 0: dropless."""
 
-  def __init__(self, d_model, d_expert, num_experts, top_k, capacity_factor,
-               load_balance_coef=1e-2, z_loss_coef=1e-3):
+  def __init__(self, d_model, d_expert, num_experts, top_k, capacity_factor, load_balance_coef=1e-2, z_loss_coef=1e-3):
     super().__init__()
     e, d, f = num_experts, d_model, d_expert
     self.num_experts, self.top_k, self.capacity_factor = e, top_k, capacity_factor
@@ -76,6 +75,7 @@ def train_step_fn(model, x, y):
     out, aux = out if isinstance(out, tuple) else (out, 0.0)
     (F.mse_loss(out, y) + aux).backward()
     opt.step()
+
   return step
 
 

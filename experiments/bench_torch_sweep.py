@@ -30,11 +30,13 @@ import os
 import sys
 import time
 
-from absl import app, flags
+from absl import app
+from absl import flags
 
 try:
   import torch
-  from torch import func, nn
+  from torch import func
+  from torch import nn
   from torch.nn import functional as F
 except ImportError:  # main() says so in one line
   torch = None
@@ -42,15 +44,19 @@ except ImportError:  # main() says so in one line
 flags.DEFINE_string('runs', None, 'runs.json written by experiments.benchmark_sweep.')
 flags.DEFINE_enum('side', 'loop', ['loop', 'func'], 'loop: one run after another; func: torch.func ensembles.')
 flags.DEFINE_string('outdir', None, 'Folder for results.json and the weights.')
-flags.DEFINE_integer('threads', 1, 'torch.set_num_threads; 1 (default): as fast as PyTorch\'s default (2 on the '
-                     '2-core development machine) when quiet, 4-25x faster per step under load (docs/performance.md); 0: the default.')
+flags.DEFINE_integer(
+  'threads',
+  1,
+  "torch.set_num_threads; 1 (default): as fast as PyTorch's default (2 on the "
+  '2-core development machine) when quiet, 4-25x faster per step under load (docs/performance.md); 0: the default.',
+)
 FLAGS = flags.FLAGS
 
 TARGETS = {  # the project's tasks/regression.py FUNCTIONS
-    'x_squared': lambda x: x * x,
-    'sin': lambda x: torch.sin(math.pi * x),
-    'abs': lambda x: x.abs(),
-    'step': lambda x: (x > 0).to(x.dtype),
+  'x_squared': lambda x: x * x,
+  'sin': lambda x: torch.sin(math.pi * x),
+  'abs': lambda x: x.abs(),
+  'step': lambda x: (x > 0).to(x.dtype),
 }
 PLAIN = ('relu', 'gelu', 'silu')  # exact GELU, as models/activations.py
 GATED = ('swiglu', 'geglu', 'bilinear', 'reglu', 'glu')
@@ -66,8 +72,16 @@ def unit_schedule(step: int, steps: int, warmup: int) -> float:
 
 
 def act_fn(name: str):
-  return {'relu': F.relu, 'gelu': F.gelu, 'silu': F.silu, 'swiglu': F.silu, 'geglu': F.gelu,
-          'reglu': F.relu, 'glu': torch.sigmoid, 'bilinear': lambda x: x}[name]
+  return {
+    'relu': F.relu,
+    'gelu': F.gelu,
+    'silu': F.silu,
+    'swiglu': F.silu,
+    'geglu': F.gelu,
+    'reglu': F.relu,
+    'glu': torch.sigmoid,
+    'bilinear': lambda x: x,
+  }[name]
 
 
 class FFN(nn.Module if torch else object):
@@ -109,9 +123,11 @@ def learning_rates(tr: dict) -> list[float]:
 
 def evaluate(apply, data, grid, f) -> dict:
   """The project's FunctionTask.evaluate: training MSE, held-out MSE, sup-norm error on the grid."""
-  return {'train_mse': float((apply(data['x_train']) - data['y_train']).square().mean()),
-          'eval_loss': float((apply(data['x_eval']) - data['y_eval']).square().mean()),
-          'sup_error': float((apply(grid) - f(grid)).abs().max())}
+  return {
+    'train_mse': float((apply(data['x_train']) - data['y_train']).square().mean()),
+    'eval_loss': float((apply(data['x_eval']) - data['y_eval']).square().mean()),
+    'sup_error': float((apply(grid) - f(grid)).abs().max()),
+  }
 
 
 def train_loop_run(run: dict, spec: dict, indices=None) -> tuple[dict, dict]:
@@ -137,8 +153,7 @@ def train_loop_run(run: dict, spec: dict, indices=None) -> tuple[dict, dict]:
       chunk = torch.zeros(())
   with torch.no_grad():
     out = evaluate(model, data, torch.linspace(-1, 1, t['grid_size'])[:, None], TARGETS[t['function']])
-  return {**out, 'final_loss': losses[-1], 'losses': losses}, {'model': model.state_dict(),
-                                                               'adam': opt.state_dict()}
+  return {**out, 'final_loss': losses[-1], 'losses': losses}, {'model': model.state_dict(), 'adam': opt.state_dict()}
 
 
 def train_func_group(runs: list[dict], spec: dict, indices=None) -> tuple[list[dict], dict]:
@@ -185,8 +200,16 @@ def train_func_group(runs: list[dict], spec: dict, indices=None) -> tuple[list[d
     train_mse = (pred['x_train'] - data['y_train']).square().mean((1, 2))
     eval_loss = (pred['x_eval'] - data['y_eval']).square().mean((1, 2))
     sup = (pred_grid - f(grid)).abs().amax((1, 2))
-  out = [{'train_mse': float(train_mse[i]), 'eval_loss': float(eval_loss[i]), 'sup_error': float(sup[i]),
-          'final_loss': losses[-1][i], 'losses': [c[i] for c in losses]} for i in range(num)]
+  out = [
+    {
+      'train_mse': float(train_mse[i]),
+      'eval_loss': float(eval_loss[i]),
+      'sup_error': float(sup[i]),
+      'final_loss': losses[-1][i],
+      'losses': [c[i] for c in losses],
+    }
+    for i in range(num)
+  ]
   return out, {'params': {k: v.detach() for k, v in params.items()}, 'adam': opt.state_dict()}
 
 
@@ -233,12 +256,17 @@ def main(argv):
   else:
     for i, group in enumerate(shapes(spec['runs'])):
       outs, state = train_func_group(group, spec)
-      results.update({r['name']: o for r, o in zip(group, outs)})
-      torch.save({'runs': [r['name'] for r in group], **state},
-                 os.path.join(FLAGS.outdir, 'weights', f'group_{i}.pt'))
-  doc = {'side': FLAGS.side, 'torch': torch.__version__, 'threads': torch.get_num_threads(),
-         'groups': len(shapes(spec['runs'])) if FLAGS.side == 'func' else len(spec['runs']),
-         'train_s': time.perf_counter() - t_train, 'main_s': time.perf_counter() - t0, 'runs': results}
+      results.update({r['name']: o for r, o in zip(group, outs, strict=True)})
+      torch.save({'runs': [r['name'] for r in group], **state}, os.path.join(FLAGS.outdir, 'weights', f'group_{i}.pt'))
+  doc = {
+    'side': FLAGS.side,
+    'torch': torch.__version__,
+    'threads': torch.get_num_threads(),
+    'groups': len(shapes(spec['runs'])) if FLAGS.side == 'func' else len(spec['runs']),
+    'train_s': time.perf_counter() - t_train,
+    'main_s': time.perf_counter() - t0,
+    'runs': results,
+  }
   with open(os.path.join(FLAGS.outdir, 'results.json.tmp'), 'w', encoding='utf-8') as fh:
     json.dump(doc, fh)
   os.replace(os.path.join(FLAGS.outdir, 'results.json.tmp'), os.path.join(FLAGS.outdir, 'results.json'))

@@ -40,38 +40,62 @@ import sys
 import tempfile
 import time
 
-from absl import app, flags, logging
+from absl import app
+from absl import flags
+from absl import logging
 
 # Imports inside functions on purpose: a bad flag fails at once; jax and the heavy optional imports
 # load inside the timed modes, outside the timings.
-# pylint: disable=g-import-not-at-top
+
 
 flags.DEFINE_enum('mode', 'padding', ['padding', 'seeds', 'frameworks'], 'What to compare (see the docstring).')
-flags.DEFINE_list('sweeps', ['quick', 'regression'], 'padding: capacity_dense.py arguments to run '
-                  '(quick: 16 runs, 500 steps; regression: the full 162 runs, 2000 steps).')
+flags.DEFINE_list(
+  'sweeps',
+  ['quick', 'regression'],
+  'padding: capacity_dense.py arguments to run (quick: 16 runs, 500 steps; regression: the full 162 runs, 2000 steps).',
+)
 flags.DEFINE_list('pad_flops_factors', [], 'padding: factors of the padded sides (default: programs.PAD_FLOPS_FACTOR).')
-flags.DEFINE_integer('num_runs', None, 'seeds: seeds to train (default 16); frameworks: seeds of --workload=seeds64 '
-                     '(default 64).')
+flags.DEFINE_integer(
+  'num_runs', None, 'seeds: seeds to train (default 16); frameworks: seeds of --workload=seeds64 (default 64).'
+)
 flags.DEFINE_string('config', 'configs/regression.py', 'seeds: config file (get_config() default arg).')
 # --mode=frameworks workloads: the sweep file each times.
 WORKLOADS = {
-    'seeds64': 'configs/sweeps/seeds.py:{num_runs}',  # the quickstart model, --num_runs seeds (default 64)
-    'capacity_dense': 'configs/sweeps/capacity_dense.py',  # 9 widths x 6 activations x 3 seeds, 2000 steps
-    'capacity_dense_quick': 'configs/sweeps/capacity_dense.py:quick',  # 16 runs, 500 steps
+  'seeds64': 'configs/sweeps/seeds.py:{num_runs}',  # the quickstart model, --num_runs seeds (default 64)
+  'capacity_dense': 'configs/sweeps/capacity_dense.py',  # 9 widths x 6 activations x 3 seeds, 2000 steps
+  'capacity_dense_quick': 'configs/sweeps/capacity_dense.py:quick',  # 16 runs, 500 steps
 }
-flags.DEFINE_enum('workload', 'seeds64', list(WORKLOADS), 'frameworks: the sweep timed (seeds64: '
-                  'configs/sweeps/seeds.py; capacity_dense[_quick]: configs/sweeps/capacity_dense.py[:quick]).')
-flags.DEFINE_list('sides', ['ours', 'loop', 'func'], 'frameworks: sides to time (ours: the project\'s sweep CLI; '
-                  'loop: PyTorch eager, one run after another; func: torch.func ensembles, one per shape).')
+flags.DEFINE_enum(
+  'workload',
+  'seeds64',
+  list(WORKLOADS),
+  'frameworks: the sweep timed (seeds64: '
+  'configs/sweeps/seeds.py; capacity_dense[_quick]: configs/sweeps/capacity_dense.py[:quick]).',
+)
+flags.DEFINE_list(
+  'sides',
+  ['ours', 'loop', 'func'],
+  "frameworks: sides to time (ours: the project's sweep CLI; "
+  'loop: PyTorch eager, one run after another; func: torch.func ensembles, one per shape).',
+)
 flags.DEFINE_integer('rounds', 3, 'frameworks: rounds; every side runs once per round.')
 flags.DEFINE_bool('warm', True, 'frameworks: also time ours with a warm persistent compilation cache.')
-flags.DEFINE_list('overrides', [], 'frameworks: KEY=VALUE changes of the base config of every side '
-                  '(e.g. train.steps=20).')
-flags.DEFINE_bool('ours_without_torch', True, 'frameworks: run our sweep CLI with torch unimportable, as in the '
-                  'default install (torch is only in the [bench] extra). Since 2026-11-25 a run hides torch from '
-                  'tensorboardX itself (io.summary_writer_class), so this only guards other imports of it.')
-flags.DEFINE_integer('torch_threads', 1, 'frameworks: torch.set_num_threads of the PyTorch sides '
-                     '(0: PyTorch\'s default; see experiments/bench_torch_sweep.py).')
+flags.DEFINE_list(
+  'overrides', [], 'frameworks: KEY=VALUE changes of the base config of every side (e.g. train.steps=20).'
+)
+flags.DEFINE_bool(
+  'ours_without_torch',
+  True,
+  'frameworks: run our sweep CLI with torch unimportable, as in the '
+  'default install (torch is only in the [bench] extra). Since 2026-11-25 a run hides torch from '
+  'tensorboardX itself (io.summary_writer_class), so this only guards other imports of it.',
+)
+flags.DEFINE_integer(
+  'torch_threads',
+  1,
+  'frameworks: torch.set_num_threads of the PyTorch sides '
+  "(0: PyTorch's default; see experiments/bench_torch_sweep.py).",
+)
 flags.DEFINE_string('out', 'benchmark_sweep.json', 'frameworks: JSON output file ("" for none).')
 FLAGS = flags.FLAGS
 
@@ -80,23 +104,32 @@ SWEEP_FILE = 'configs/sweeps/capacity_dense.py'
 
 def machine() -> str:
   import jax
+
   devices = jax.local_devices()
-  return (f'machine: {platform.machine()} {platform.processor() or ""}, {os.cpu_count()} CPUs, '
-          f'{len(devices)} x {devices[0].device_kind} ({jax.default_backend()}), '
-          f'jax {jax.__version__}, python {platform.python_version()}')
+  return (
+    f'machine: {platform.machine()} {platform.processor() or ""}, {os.cpu_count()} CPUs, '
+    f'{len(devices)} x {devices[0].device_kind} ({jax.default_backend()}), '
+    f'jax {jax.__version__}, python {platform.python_version()}'
+  )
 
 
 def fresh_caches() -> None:
   """Forget every compiled program of this process (the persistent cache is never on here)."""
   import jax
-  from ffn_research import sweep
-  sweep._PROGRAMS.clear()  # pylint: disable=protected-access
+
+  from ffn_research import programs
+
+  programs.clear_cache()
   jax.clear_caches()
 
 
 def padding(tmp: str) -> None:
   import numpy as np
-  from ffn_research import configfile, programs, sweep
+
+  from ffn_research import configfile
+  from ffn_research import programs
+  from ffn_research import sweep
+
   factors = [float(f) for f in FLAGS.pad_flops_factors] or [programs.PAD_FLOPS_FACTOR]
   print(machine())
   for arg in FLAGS.sweeps:
@@ -108,26 +141,35 @@ def padding(tmp: str) -> None:
       fresh_caches()
       t0 = time.time()
       with contextlib.redirect_stderr(io.StringIO()):
-        out[f] = sweep.run_sweep(base, grid, os.path.join(tmp, arg, f'factor_{f:g}'), pad_flops_factor=f,
-                                 progress=False)
+        out[f] = sweep.run_sweep(
+          base, grid, os.path.join(tmp, arg, f'factor_{f:g}'), pad_flops_factor=f, progress=False
+        )
       wall[f] = time.time() - t0
       assert all(s['status'] == 'completed' for s in out[f].values()), 'a run did not complete'
       compile_s = sum(s['compile_time_s'] / s['sweep_group_size'] for s in out[f].values())
       checkpoint_s = sum(s['checkpoint_time_s'] for s in out[f].values())
-      line = (f'{SWEEP_FILE}:{arg}: {len(runs)} runs, pad_flops_factor {f:g}: {len(groups):3d} programs, '
-              f'{wall[f]:7.1f} s (compiling the train chunks {compile_s:.1f} s, checkpoints {checkpoint_s:.1f} s)')
+      line = (
+        f'{SWEEP_FILE}:{arg}: {len(runs)} runs, pad_flops_factor {f:g}: {len(groups):3d} programs, '
+        f'{wall[f]:7.1f} s (compiling the train chunks {compile_s:.1f} s, checkpoints {checkpoint_s:.1f} s)'
+      )
       if f != 1.0:
         diff = [abs(out[f][k]['eval_loss'] - s['eval_loss']) for k, s in out[1.0].items()]
-        rel = max(d / abs(s['eval_loss']) for d, s in zip(diff, out[1.0].values()))
-        line += (f', {wall[1.0] / wall[f]:.2f}x faster than a program per d_ff; max |eval_loss difference| '
-                 f'of a run padded vs unpadded {max(diff):.2e} (relative {rel:.2e}; median eval_loss '
-                 f'{np.median([s["eval_loss"] for s in out[1.0].values()]):.3e})')
+        rel = max(d / abs(s['eval_loss']) for d, s in zip(diff, out[1.0].values(), strict=True))
+        line += (
+          f', {wall[1.0] / wall[f]:.2f}x faster than a program per d_ff; max |eval_loss difference| '
+          f'of a run padded vs unpadded {max(diff):.2e} (relative {rel:.2e}; median eval_loss '
+          f'{np.median([s["eval_loss"] for s in out[1.0].values()]):.3e})'
+        )
       print(line, flush=True)
 
 
 def seeds(tmp: str) -> None:
   import numpy as np
-  from ffn_research import configfile, loop, sweep
+
+  from ffn_research import configfile
+  from ffn_research import loop
+  from ffn_research import sweep
+
   config = configfile.get_config(FLAGS.config)
   num_runs = FLAGS.num_runs or 16
   grid = sweep.values('train.seed', range(num_runs))
@@ -141,33 +183,52 @@ def seeds(tmp: str) -> None:
   for o in grid:
     with contextlib.redirect_stdout(io.StringIO()):  # the per-step log lines
       separate[sweep.run_name(o)] = loop.train_and_evaluate(
-          sweep.apply_overrides(config, o), os.path.join(tmp, 'separate', sweep.run_name(o)))
+        sweep.apply_overrides(config, o), os.path.join(tmp, 'separate', sweep.run_name(o))
+      )
   t_separate = time.time() - t0
   compile_separate = sum(s['compile_time_s'] for s in separate.values())
   compile_vmapped = next(iter(vmapped.values()))['compile_time_s']
   rel = max(abs(vmapped[k]['eval_loss'] - s['eval_loss']) / abs(s['eval_loss']) for k, s in separate.items())
   print(machine())
-  print(f'config: {FLAGS.config} default ({config.train.steps} steps, batch {config.train.batch_size}, '
-        f'd_ff {config.model.d_ff}, {config.model.activation}), {num_runs} seeds')
+  print(
+    f'config: {FLAGS.config} default ({config.train.steps} steps, batch {config.train.batch_size}, '
+    f'd_ff {config.model.d_ff}, {config.model.activation}), {num_runs} seeds'
+  )
   print(f'one vmapped program : {t_vmapped:7.2f} s (compile {compile_vmapped:.2f} s)')
   print(f'separate runs       : {t_separate:7.2f} s (compile {compile_separate:.2f} s in total)')
   print(f'speedup             : {t_separate / t_vmapped:.1f}x')
-  print(f'max relative eval_loss difference, vmapped vs separate: {rel:.2e}; median eval_loss '
-        f'{np.median([s["eval_loss"] for s in separate.values()]):.3e}')
+  print(
+    f'max relative eval_loss difference, vmapped vs separate: {rel:.2e}; median eval_loss '
+    f'{np.median([s["eval_loss"] for s in separate.values()]):.3e}'
+  )
 
 
 # --------------------------------------------------------------------------- frameworks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Config keys the PyTorch reference (experiments/bench_torch_sweep.py) reproduces only at these values.
-TORCH_FIXED = {'model.arch': 'ffn', 'model.d_model': 1, 'model.use_bias': True, 'model.dropout_rate': 0.0,
-               'model.match_params': False, 'model.init': 'xavier_uniform', 'model.dtype': 'float32',
-               'model.moe.num_experts': 0, 'task.name': 'function', 'train.optimizer': 'adam',
-               'train.schedule': 'cosine', 'train.eval_every': 0}
+TORCH_FIXED = {
+  'model.arch': 'ffn',
+  'model.d_model': 1,
+  'model.use_bias': True,
+  'model.dropout_rate': 0.0,
+  'model.match_params': False,
+  'model.init': 'xavier_uniform',
+  'model.dtype': 'float32',
+  'model.moe.num_experts': 0,
+  'task.name': 'function',
+  'train.optimizer': 'adam',
+  'train.schedule': 'cosine',
+  'train.eval_every': 0,
+}
 # Keys that may differ between the runs of a sweep the reference trains (one ensemble per shape).
 TORCH_PER_RUN = ('model.d_ff', 'model.activation', 'train.seed')
-SIDE_NAMES = {'ours': 'ours, cold (no compilation cache)', 'ours_warm': 'ours, warm compilation cache',
-              'loop': 'PyTorch eager loop', 'func': 'PyTorch torch.func ensembles'}
+SIDE_NAMES = {
+  'ours': 'ours, cold (no compilation cache)',
+  'ours_warm': 'ours, warm compilation cache',
+  'loop': 'PyTorch eager loop',
+  'func': 'PyTorch torch.func ensembles',
+}
 
 
 def parse_override(text: str) -> tuple[str, object]:
@@ -184,54 +245,81 @@ def parse_override(text: str) -> tuple[str, object]:
 def torch_spec(runs) -> dict:
   """The runs as experiments/bench_torch_sweep.py reads them; ValueError (one line) for a sweep it cannot train."""
   from ffn_research import config as config_lib
+
   flat = [config_lib.flat_keys(r.config) for r in runs]
   for key, value in TORCH_FIXED.items():
     bad = next((f[key] for f in flat if f[key] != value), value)
     if bad != value:
       raise ValueError(f'the PyTorch reference trains {key}={value!r} only, this sweep has {bad!r}')
   shared = {k: v for k, v in flat[0].items() if k not in TORCH_PER_RUN}
-  for f, r in zip(flat, runs):
+  for f, r in zip(flat, runs, strict=True):
     diff = next((k for k, v in shared.items() if f[k] != v), None)
     if diff:
-      raise ValueError(f'the PyTorch reference varies only {", ".join(TORCH_PER_RUN)} between runs; '
-                       f'run {r.name} differs in {diff}')
+      raise ValueError(
+        f'the PyTorch reference varies only {", ".join(TORCH_PER_RUN)} between runs; run {r.name} differs in {diff}'
+      )
   tr = runs[0].config.train
-  return {'task': {k: shared[f'task.{k}'] for k in ('function', 'num_train', 'num_eval', 'grid_size')},
-          'train': {'steps': tr.steps, 'batch_size': tr.batch_size, 'learning_rate': tr.learning_rate,
-                    'warmup_steps': tr.warmup_steps, 'grad_clip': tr.grad_clip, 'log_every': tr.log_every},
-          'runs': [{'name': r.name, 'd_ff': r.config.model.d_ff, 'activation': r.config.model.activation,
-                    'seed': r.config.train.seed} for r in runs]}
+  return {
+    'task': {k: shared[f'task.{k}'] for k in ('function', 'num_train', 'num_eval', 'grid_size')},
+    'train': {
+      'steps': tr.steps,
+      'batch_size': tr.batch_size,
+      'learning_rate': tr.learning_rate,
+      'warmup_steps': tr.warmup_steps,
+      'grad_clip': tr.grad_clip,
+      'log_every': tr.log_every,
+    },
+    'runs': [
+      {
+        'name': r.name,
+        'd_ff': r.config.model.d_ff,
+        'activation': r.config.model.activation,
+        'seed': r.config.train.seed,
+      }
+      for r in runs
+    ],
+  }
 
 
 def machine_info() -> dict:
   """CPU model, cores, versions (PyTorch's without importing it), UTC date, load average now."""
   import importlib.metadata
+
   import jax
+
   cpu = platform.processor() or platform.machine()
   with contextlib.suppress(OSError):
     with open('/proc/cpuinfo', encoding='utf-8') as fh:
-      cpu = next((l.split(':', 1)[1].strip() for l in fh if l.startswith('model name')), cpu)
+      cpu = next((line.split(':', 1)[1].strip() for line in fh if line.startswith('model name')), cpu)
   try:
     torch_version = importlib.metadata.version('torch')
   except importlib.metadata.PackageNotFoundError:
     torch_version = None
-  return {'cpu': cpu, 'cpu_count': os.cpu_count(), 'python': platform.python_version(), 'jax': jax.__version__,
-          'torch': torch_version, 'date_utc': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M'),
-          'load_average_start': list(os.getloadavg())}
+  return {
+    'cpu': cpu,
+    'cpu_count': os.cpu_count(),
+    'python': platform.python_version(),
+    'jax': jax.__version__,
+    'torch': torch_version,
+    'date_utc': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M'),
+    'load_average_start': list(os.getloadavg()),
+  }
 
 
 def ours_results(workdir: str) -> dict:
   """eval_loss per run and where the time went, from the sweep's results.csv."""
   with open(os.path.join(workdir, 'results.csv'), encoding='utf-8') as fh:
     rows = list(csv.DictReader(fh))
-  num = lambda row, k: float(row[k]) if row.get(k) not in (None, '') else 0.0  # pylint: disable=unnecessary-lambda-assignment
-  return {'status': sorted({r['status'] for r in rows}),
-          'eval_loss': {r['name']: num(r, 'eval_loss') for r in rows},
-          'groups': len({(r['sweep_padded_d_ff'], r.get('model.activation', '')) for r in rows}),
-          'compile_s': sum(num(r, 'compile_time_s') / num(r, 'sweep_group_size') for r in rows),
-          'checkpoint_s': sum(num(r, 'checkpoint_time_s') for r in rows),
-          'steps_s': sum(num(r, 'step') / num(r, 'steps_per_s') / num(r, 'sweep_group_size') for r in rows),
-          'groups_wall_s': sum(num(r, 'wall_time_s') for r in rows)}
+  num = lambda row, k: float(row[k]) if row.get(k) not in (None, '') else 0.0
+  return {
+    'status': sorted({r['status'] for r in rows}),
+    'eval_loss': {r['name']: num(r, 'eval_loss') for r in rows},
+    'groups': len({(r['sweep_padded_d_ff'], r.get('model.activation', '')) for r in rows}),
+    'compile_s': sum(num(r, 'compile_time_s') / num(r, 'sweep_group_size') for r in rows),
+    'checkpoint_s': sum(num(r, 'checkpoint_time_s') for r in rows),
+    'steps_s': sum(num(r, 'step') / num(r, 'steps_per_s') / num(r, 'sweep_group_size') for r in rows),
+    'groups_wall_s': sum(num(r, 'wall_time_s') for r in rows),
+  }
 
 
 def torch_results(out: str) -> dict:
@@ -239,10 +327,14 @@ def torch_results(out: str) -> dict:
   with open(os.path.join(out, 'results.json'), encoding='utf-8') as fh:
     doc = json.load(fh)
   losses = {k: r['eval_loss'] for k, r in doc['runs'].items()}
-  return {'status': sorted({'completed' if v is not None and math.isfinite(v) else 'non-finite'
-                            for v in losses.values()}),
-          'eval_loss': losses, 'groups': doc['groups'], 'threads': doc['threads'],
-          'train_s': doc['train_s'], 'main_s': doc['main_s']}
+  return {
+    'status': sorted({'completed' if v is not None and math.isfinite(v) else 'non-finite' for v in losses.values()}),
+    'eval_loss': losses,
+    'groups': doc['groups'],
+    'threads': doc['threads'],
+    'train_s': doc['train_s'],
+    'main_s': doc['main_s'],
+  }
 
 
 def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: str) -> tuple[float, dict]:
@@ -250,21 +342,41 @@ def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: s
   if side in ('ours', 'ours_warm'):
     # The real CLI; without torch: run as `python -m experiments.sweep` with torch unimportable (a guard: the
     # run itself no longer imports torch, see io.summary_writer_class).
-    start = (['-c', "import runpy, sys; sys.modules['torch'] = None; "
-              "runpy.run_module('experiments.sweep', run_name='__main__', alter_sys=True)"]
-             if FLAGS.ours_without_torch else ['-m', 'experiments.sweep'])
-    cmd = [sys.executable, *start, f'--config={sweep_spec}', f'--workdir={workdir}',
-           f'--compilation_cache_dir={cache if side == "ours_warm" else ""}', '--noprogress',
-           *(f'--config.{o}' for o in FLAGS.overrides)]
+    start = (
+      [
+        '-c',
+        "import runpy, sys; sys.modules['torch'] = None; "
+        "runpy.run_module('experiments.sweep', run_name='__main__', alter_sys=True)",
+      ]
+      if FLAGS.ours_without_torch
+      else ['-m', 'experiments.sweep']
+    )
+    cmd = [
+      sys.executable,
+      *start,
+      f'--config={sweep_spec}',
+      f'--workdir={workdir}',
+      f'--compilation_cache_dir={cache if side == "ours_warm" else ""}',
+      '--noprogress',
+      *(f'--config.{o}' for o in FLAGS.overrides),
+    ]
   else:
-    cmd = [sys.executable, '-m', 'experiments.bench_torch_sweep', f'--runs={spec_path}', f'--side={side}',
-           f'--outdir={workdir}', f'--threads={FLAGS.torch_threads}']
+    cmd = [
+      sys.executable,
+      '-m',
+      'experiments.bench_torch_sweep',
+      f'--runs={spec_path}',
+      f'--side={side}',
+      f'--outdir={workdir}',
+      f'--threads={FLAGS.torch_threads}',
+    ]
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
   seconds = time.perf_counter() - t0
   if proc.returncode:
-    raise RuntimeError(f'{side} failed (exit {proc.returncode}): {" ".join(cmd)}: '
-                       f'{(proc.stderr.strip().splitlines() or [""])[-1]}')
+    raise RuntimeError(
+      f'{side} failed (exit {proc.returncode}): {" ".join(cmd)}: {(proc.stderr.strip().splitlines() or [""])[-1]}'
+    )
   out = ours_results(workdir) if side.startswith('ours') else torch_results(workdir)
   if out['status'] != ['completed']:
     raise RuntimeError(f'{side}: not every run completed ({", ".join(out["status"])}): {" ".join(cmd)}')
@@ -274,7 +386,10 @@ def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: s
 def frameworks(tmp: str) -> dict:
   """Every side once per round in its own process, the order reversed every other round; the JSON document."""
   import numpy as np
-  from ffn_research import configfile, sweep
+
+  from ffn_research import configfile
+  from ffn_research import sweep
+
   sweep_spec = WORKLOADS[FLAGS.workload].format(num_runs=FLAGS.num_runs or 64)
   base, grid = configfile.load_sweep_file(sweep_spec)
   overrides = dict(parse_override(o) for o in FLAGS.overrides)
@@ -287,9 +402,11 @@ def frameworks(tmp: str) -> dict:
   info = machine_info()
   cache = os.path.join(tmp, 'cache')
   tr = runs[0].config.train
-  what = (f'{sweep_spec}{" " + " ".join(FLAGS.overrides) if FLAGS.overrides else ""}: {len(runs)} runs, '
-          f'{len({(r.config.model.activation, r.config.model.d_ff) for r in runs})} shapes, {tr.steps} steps, '
-          f'batch {tr.batch_size}')
+  what = (
+    f'{sweep_spec}{" " + " ".join(FLAGS.overrides) if FLAGS.overrides else ""}: {len(runs)} runs, '
+    f'{len({(r.config.model.activation, r.config.model.d_ff) for r in runs})} shapes, {tr.steps} steps, '
+    f'batch {tr.batch_size}'
+  )
   log(f'{what}; {FLAGS.rounds} round(s) of {", ".join(sides)}')
   fill_s = None
   if 'ours_warm' in sides:  # fill the compilation cache (untimed for the medians)
@@ -298,7 +415,7 @@ def frameworks(tmp: str) -> dict:
   seconds = {s: [] for s in sides}
   results = {s: [] for s in sides}
   for r in range(FLAGS.rounds):
-    for side in (sides if r % 2 == 0 else sides[::-1]):
+    for side in sides if r % 2 == 0 else sides[::-1]:
       s, out = time_side(side, os.path.join(tmp, f'{side}_{r}'), sweep_spec, spec_path, cache)
       seconds[side].append(s)
       results[side].append(out)
@@ -307,11 +424,18 @@ def frameworks(tmp: str) -> dict:
   median = {s: statistics.median(v) for s, v in seconds.items()}
   evals = {s: float(np.median(list(results[s][0]['eval_loss'].values()))) for s in sides}
   activation = {r.name: r.config.model.activation for r in runs}
-  by_act = {s: {a: float(np.median([v for k, v in results[s][0]['eval_loss'].items() if activation[k] == a]))
-                for a in sorted(set(activation.values()))} for s in sides}
+  by_act = {
+    s: {
+      a: float(np.median([v for k, v in results[s][0]['eval_loss'].items() if activation[k] == a]))
+      for a in sorted(set(activation.values()))
+    }
+    for s in sides
+  }
   breakdown = {}
   for side in sides:
-    keys = ('compile_s', 'checkpoint_s', 'steps_s', 'groups_wall_s') if side.startswith('ours') else ('train_s', 'main_s')
+    keys = (
+      ('compile_s', 'checkpoint_s', 'steps_s', 'groups_wall_s') if side.startswith('ours') else ('train_s', 'main_s')
+    )
     breakdown[side] = {k: statistics.median(o[k] for o in results[side]) for k in keys}
     breakdown[side]['groups'] = results[side][0]['groups']
   ratios = {}
@@ -319,13 +443,29 @@ def frameworks(tmp: str) -> dict:
     for other in ('loop', 'func'):
       if ours in median and other in median:
         ratios[f'{other}_over_{ours}'] = median[other] / median[ours]
-  return {'mode': 'frameworks', 'workload': FLAGS.workload, 'sweep': sweep_spec, 'overrides': FLAGS.overrides,
-          'what': what, 'num_runs': len(runs), 'rounds': FLAGS.rounds, 'sides': sides,
-          'torch_threads': FLAGS.torch_threads, 'ours_without_torch': FLAGS.ours_without_torch, 'machine': info, 'seconds': seconds, 'median_s': median,
-          'runs_per_hour': {s: 3600 * len(runs) / v for s, v in median.items()}, 'ratios': ratios,
-          'cache_fill_s': fill_s, 'median_eval_loss': evals, 'median_eval_loss_by_activation': by_act,
-          'breakdown': breakdown, 'eval_loss': {s: results[s][0]['eval_loss'] for s in sides},
-          'command': ' '.join(['python -m experiments.benchmark_sweep', *sys.argv[1:]])}
+  return {
+    'mode': 'frameworks',
+    'workload': FLAGS.workload,
+    'sweep': sweep_spec,
+    'overrides': FLAGS.overrides,
+    'what': what,
+    'num_runs': len(runs),
+    'rounds': FLAGS.rounds,
+    'sides': sides,
+    'torch_threads': FLAGS.torch_threads,
+    'ours_without_torch': FLAGS.ours_without_torch,
+    'machine': info,
+    'seconds': seconds,
+    'median_s': median,
+    'runs_per_hour': {s: 3600 * len(runs) / v for s, v in median.items()},
+    'ratios': ratios,
+    'cache_fill_s': fill_s,
+    'median_eval_loss': evals,
+    'median_eval_loss_by_activation': by_act,
+    'breakdown': breakdown,
+    'eval_loss': {s: results[s][0]['eval_loss'] for s in sides},
+    'command': ' '.join(['python -m experiments.benchmark_sweep', *sys.argv[1:]]),
+  }
 
 
 def versus(theirs_over_ours: float, who: str) -> str:
@@ -342,26 +482,37 @@ def log(msg: str) -> None:
 def report(doc: dict) -> str:
   """The printed summary of a frameworks document."""
   m = doc['machine']
-  load = lambda v: '/'.join(f'{x:.2f}' for x in v)  # pylint: disable=unnecessary-lambda-assignment
-  lines = [f'machine: {m["cpu"]}, {m["cpu_count"]} cores, python {m["python"]}, jax {m["jax"]}, '
-           f'torch {m["torch"]} ({doc["torch_threads"] or "default"} thread(s)); {m["date_utc"]} UTC; load average '
-           f'(1/5/15 min) {load(m["load_average_start"])} at the start, {load(m["load_average_end"])} at the end',
-           f'workload: {doc["what"]}; {doc["rounds"]} round(s), each side in its own process, process start to '
-           'results written; ours ' + ('with torch unimportable (as installed without [bench])'
-                                       if doc['ours_without_torch'] else 'with torch importable'),
-           f'{"side":34s} {"median s":>9s} {"runs/hour":>10s}  {"median eval_loss":>16s}  rounds (s)']
+  load = lambda v: '/'.join(f'{x:.2f}' for x in v)
+  lines = [
+    f'machine: {m["cpu"]}, {m["cpu_count"]} cores, python {m["python"]}, jax {m["jax"]}, '
+    f'torch {m["torch"]} ({doc["torch_threads"] or "default"} thread(s)); {m["date_utc"]} UTC; load average '
+    f'(1/5/15 min) {load(m["load_average_start"])} at the start, {load(m["load_average_end"])} at the end',
+    f'workload: {doc["what"]}; {doc["rounds"]} round(s), each side in its own process, process start to '
+    'results written; ours '
+    + (
+      'with torch unimportable (as installed without [bench])' if doc['ours_without_torch'] else 'with torch importable'
+    ),
+    f'{"side":34s} {"median s":>9s} {"runs/hour":>10s}  {"median eval_loss":>16s}  rounds (s)',
+  ]
   for s in doc['sides']:
-    lines.append(f'{SIDE_NAMES[s]:34s} {doc["median_s"][s]:9.2f} {doc["runs_per_hour"][s]:10,.0f}  '
-                 f'{doc["median_eval_loss"][s]:16.3e}  ' + ', '.join(f'{x:.2f}' for x in doc['seconds'][s]))
+    lines.append(
+      f'{SIDE_NAMES[s]:34s} {doc["median_s"][s]:9.2f} {doc["runs_per_hour"][s]:10,.0f}  '
+      f'{doc["median_eval_loss"][s]:16.3e}  ' + ', '.join(f'{x:.2f}' for x in doc['seconds'][s])
+    )
   for ours in ('ours', 'ours_warm'):
-    parts = [versus(doc['ratios'][f'{o}_over_{ours}'], 'the loop' if o == 'loop' else 'torch.func')
-             for o in ('loop', 'func') if f'{o}_over_{ours}' in doc['ratios']]
+    parts = [
+      versus(doc['ratios'][f'{o}_over_{ours}'], 'the loop' if o == 'loop' else 'torch.func')
+      for o in ('loop', 'func')
+      if f'{o}_over_{ours}' in doc['ratios']
+    ]
     if parts:
       lines.append(f'{SIDE_NAMES[ours]}: ' + ', '.join(parts))
   if 'loop_over_ours' in doc['ratios'] and 'func_over_ours' in doc['ratios']:
-    met = lambda ok: 'met' if ok else 'missed'  # pylint: disable=unnecessary-lambda-assignment
-    lines.append(f'targets (cold): >= 3x the loop {met(doc["ratios"]["loop_over_ours"] >= 3)}, ahead of torch.func '
-                 f'{met(doc["ratios"]["func_over_ours"] > 1)}')
+    met = lambda ok: 'met' if ok else 'missed'
+    lines.append(
+      f'targets (cold): >= 3x the loop {met(doc["ratios"]["loop_over_ours"] >= 3)}, ahead of torch.func '
+      f'{met(doc["ratios"]["func_over_ours"] > 1)}'
+    )
   if len(next(iter(doc['median_eval_loss_by_activation'].values()))) > 1:
     for s, by in doc['median_eval_loss_by_activation'].items():
       lines.append(f'median eval_loss by activation, {s}: ' + ', '.join(f'{a} {v:.2e}' for a, v in by.items()))
@@ -369,16 +520,20 @@ def report(doc: dict) -> str:
     wall = doc['median_s'][s]
     if s.startswith('ours'):
       other = b['groups_wall_s'] - b['compile_s'] - b['checkpoint_s'] - b['steps_s']
-      lines.append(f'{s}: {b["groups"]} program(s); training steps {b["steps_s"]:.1f} s, compiling the train chunks '
-                   f'{b["compile_s"]:.1f} s, checkpoints {b["checkpoint_s"]:.1f} s, the rest of the groups (init, '
-                   f'evaluation, their compiling, tracing, logs) {other:.1f} s; outside the groups (start-up, '
-                   f'imports, planning, results.csv) {wall - b["groups_wall_s"]:.1f} s')
+      lines.append(
+        f'{s}: {b["groups"]} program(s); training steps {b["steps_s"]:.1f} s, compiling the train chunks '
+        f'{b["compile_s"]:.1f} s, checkpoints {b["checkpoint_s"]:.1f} s, the rest of the groups (init, '
+        f'evaluation, their compiling, tracing, logs) {other:.1f} s; outside the groups (start-up, '
+        f'imports, planning, results.csv) {wall - b["groups_wall_s"]:.1f} s'
+      )
     else:
-      lines.append(f'{s}: {b["groups"]} {"ensemble(s)" if s == "func" else "run(s)"}; training and evaluation '
-                   f'{b["train_s"]:.1f} s, start-up and imports {wall - b["main_s"]:.1f} s')
+      lines.append(
+        f'{s}: {b["groups"]} {"ensemble(s)" if s == "func" else "run(s)"}; training and evaluation '
+        f'{b["train_s"]:.1f} s, start-up and imports {wall - b["main_s"]:.1f} s'
+      )
   evals = list(doc['median_eval_loss'].values())
   if max(evals) > 3 * min(evals):
-    lines.append('WARNING: the sides\' median eval_loss differ by more than 3x: check the runs before the timings')
+    lines.append("WARNING: the sides' median eval_loss differ by more than 3x: check the runs before the timings")
   return '\n'.join(lines)
 
 
@@ -389,8 +544,9 @@ def main(argv):
     main_frameworks()
     return
   import jax
-  import orbax.checkpoint  # pylint: disable=unused-import
+
   from ffn_research import io as io_lib
+
   io_lib.summary_writer_class()  # tensorboardX, without torch, as a run imports it
   jax.jit(lambda x: x + 1)(1.0).block_until_ready()  # start-up and imports are charged to neither side
   with tempfile.TemporaryDirectory() as tmp:
@@ -400,6 +556,7 @@ def main(argv):
 def main_frameworks() -> None:
   """--mode=frameworks: flags checked in one line each, the rounds, the report and the JSON."""
   from ffn_research import config as config_lib
+
   if FLAGS.rounds < 1:
     sys.exit(f'error: --rounds={FLAGS.rounds} must be a positive integer')
   if FLAGS.num_runs is not None and FLAGS.num_runs < 1:
@@ -409,6 +566,7 @@ def main_frameworks() -> None:
     sys.exit(f'error: --sides={",".join(FLAGS.sides)}: allowed ours, loop, func')
   if {'loop', 'func'} & set(FLAGS.sides):
     import importlib.util
+
     if importlib.util.find_spec('torch') is None:
       sys.exit('error: torch not installed (pip install -e .[bench]); or --sides=ours')
   try:
@@ -426,5 +584,6 @@ def main_frameworks() -> None:
 
 if __name__ == '__main__':
   import jax
+
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

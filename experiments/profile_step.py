@@ -35,14 +35,16 @@ import os
 import platform
 import time
 
-from absl import app, flags
+from absl import app
+from absl import flags
+from flax import nnx
 import jax
 import numpy as np
-from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import configfile, train
+from ffn_research import configfile
 from ffn_research import programs as programs_lib
+from ffn_research import train
 from ffn_research.config import tiny_transformer_config
 
 flags.DEFINE_list('batch_sizes', ['64', '512'], 'Batch sizes to profile (sequences per step).')
@@ -53,8 +55,11 @@ flags.DEFINE_list('d_models', ['32', '64'], 'Group mode: the d_models to time (d
 flags.DEFINE_integer('chunks', 5, 'Group mode: timed chunks (median reported).')
 flags.DEFINE_string('losses', None, 'Group mode: save per-step losses to PATH_d{d_model}.npz.')
 flags.DEFINE_integer('loss_steps', 200, 'Group mode: steps of the saved loss trajectories.')
-flags.DEFINE_list('variants', ['default'], 'Group mode: model variants timed in turns at each d_model: '
-                  'default, no_attention, no_ffn, one_layer (VARIANTS).')
+flags.DEFINE_list(
+  'variants',
+  ['default'],
+  'Group mode: model variants timed in turns at each d_model: default, no_attention, no_ffn, one_layer (VARIANTS).',
+)
 FLAGS = flags.FLAGS
 
 PARTS = ('train_step', 'forward', 'loss', 'grad')
@@ -100,10 +105,10 @@ class _Programs:
       return self.state, metrics
 
     fns = {
-        'train_step': (jax.jit(exp.train_step), (state['params'], state['opt_state'], batch, rng)),
-        'forward': (jax.jit(forward), (weights, batch['inputs'])),
-        'loss': (jax.jit(loss), (weights, batch)),
-        'grad': (jax.jit(jax.grad(loss)), (weights, batch)),
+      'train_step': (jax.jit(exp.train_step), (state['params'], state['opt_state'], batch, rng)),
+      'forward': (jax.jit(forward), (weights, batch['inputs'])),
+      'loss': (jax.jit(loss), (weights, batch)),
+      'grad': (jax.jit(jax.grad(loss)), (weights, batch)),
     }
     self.calls = {name: (lambda f=f, a=a: jax.block_until_ready(f(*a))) for name, (f, a) in fns.items()}
     self.calls['chunk'] = lambda: jax.block_until_ready(run_chunk())
@@ -130,14 +135,29 @@ def profile(configs: dict[str, object], repeats: int = 30) -> list[dict[str, flo
   rows = []
   for name, p in programs.items():
     ms = {f'{part}_ms': 1e3 * float(np.median(times[name][part])) for part in PARTS}
-    rows.append({'name': name, 'num_params': p.num_params, 'compile_s': p.compile_s,
-                 'steps_per_s': p.steps / float(np.median(times[name]['chunk'])), **ms,
-                 'optimizer_metrics_ms': ms['train_step_ms'] - ms['grad_ms']})
+    rows.append(
+      {
+        'name': name,
+        'num_params': p.num_params,
+        'compile_s': p.compile_s,
+        'steps_per_s': p.steps / float(np.median(times[name]['chunk'])),
+        **ms,
+        'optimizer_metrics_ms': ms['train_step_ms'] - ms['grad_ms'],
+      }
+    )
   return rows
 
 
-COLUMNS = ('name', 'compile_s', 'steps_per_s', 'train_step_ms', 'forward_ms', 'loss_ms',
-           'grad_ms', 'optimizer_metrics_ms')
+COLUMNS = (
+  'name',
+  'compile_s',
+  'steps_per_s',
+  'train_step_ms',
+  'forward_ms',
+  'loss_ms',
+  'grad_ms',
+  'optimizer_metrics_ms',
+)
 
 
 def language_configs(d_model: int, num_seeds: int):
@@ -153,10 +173,10 @@ def language_configs(d_model: int, num_seeds: int):
 # Group mode's model variants (`--variants`): what a step costs without a part of the model, so
 # the difference to 'default' bounds what making that part faster can give.
 VARIANTS = {
-    'default': {},
-    'no_attention': {'model.arch': 'ffn_stack'},  # no attention sublayer (a parameter-free causal mean)
-    'no_ffn': {'model.use_ffn': False},            # attention only
-    'one_layer': {'model.num_layers': 1},
+  'default': {},
+  'no_attention': {'model.arch': 'ffn_stack'},  # no attention sublayer (a parameter-free causal mean)
+  'no_ffn': {'model.use_ffn': False},  # attention only
+  'one_layer': {'model.num_layers': 1},
 }
 
 
@@ -191,8 +211,14 @@ def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[s
   out = {}
   for name, (_, _, _, compile_s, gflop) in built.items():
     step_s = float(np.median(times[name])) / steps[name]
-    out[name] = {'compile_s': compile_s, 'steps_per_s_per_run': 1 / step_s, 'ms_per_step': 1e3 * step_s,
-                 'gflop_per_step': gflop, 'gflops': gflop / step_s, 'chunk_s': times[name]}
+    out[name] = {
+      'compile_s': compile_s,
+      'steps_per_s_per_run': 1 / step_s,
+      'ms_per_step': 1e3 * step_s,
+      'gflop_per_step': gflop,
+      'gflops': gflop / step_s,
+      'chunk_s': times[name],
+    }
   return out
 
 
@@ -207,7 +233,9 @@ def profile_group(configs, chunks: int = 5, loss_steps: int = 0) -> dict[str, ob
     def per_step(state_R, traced_R):
       def one(state, traced):
         return jax.lax.scan(lambda s, _: exp.train_chunk(s, 1, traced), state, None, length=loss_steps)[1]
+
       return jax.vmap(one)(state_R, traced_R)['loss']
+
     out['losses'] = np.asarray(jax.jit(per_step)(group.init(configs, traced), traced))
   return out
 
@@ -223,8 +251,10 @@ def variant_configs(d_model: int, num_seeds: int, variant: str):
 
 def _machine() -> str:
   load = os.getloadavg()
-  return (f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '
-          f'{jax.default_backend()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}')
+  return (
+    f'{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} '
+    f'{jax.default_backend()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}'
+  )
 
 
 def main_group():
@@ -233,24 +263,28 @@ def main_group():
   if unknown:
     raise app.UsageError(f'unknown --variants {", ".join(unknown)}; allowed: {", ".join(VARIANTS)}')
   if FLAGS.losses and FLAGS.variants != ['default']:
-    raise app.UsageError('--losses saves the default model\'s losses only: leave --variants out')
+    raise app.UsageError("--losses saves the default model's losses only: leave --variants out")
   rows = []
   for d in FLAGS.d_models:
     if FLAGS.variants == ['default']:
-      results = {'default': profile_group(language_configs(int(d), FLAGS.group), FLAGS.chunks,
-                                          FLAGS.loss_steps if FLAGS.losses else 0)}
+      results = {
+        'default': profile_group(
+          language_configs(int(d), FLAGS.group), FLAGS.chunks, FLAGS.loss_steps if FLAGS.losses else 0
+        )
+      }
     else:
-      results = profile_groups({v: variant_configs(int(d), FLAGS.group, v) for v in FLAGS.variants},
-                               FLAGS.chunks)
+      results = profile_groups({v: variant_configs(int(d), FLAGS.group, v) for v in FLAGS.variants}, FLAGS.chunks)
     for variant, r in results.items():
       if FLAGS.losses:
         np.savez(f'{FLAGS.losses}_d{d}.npz', loss=r.pop('losses'))
       rows.append({'d_model': int(d), 'group': FLAGS.group, 'variant': variant, **r})
       name = '' if FLAGS.variants == ['default'] else f', {variant}'
-      print(f'# language, group of {FLAGS.group} seeds, d_model {d}{name}: compile {r["compile_s"]:.2f} s, '
-            f'{r["steps_per_s_per_run"]:.2f} steps/s per run, {r["ms_per_step"]:.1f} ms per group step, '
-            f'{r["gflop_per_step"]:.2f} GFLOP per group step ({r["gflops"]:.0f} GFLOP/s); {_machine()}',
-            flush=True)
+      print(
+        f'# language, group of {FLAGS.group} seeds, d_model {d}{name}: compile {r["compile_s"]:.2f} s, '
+        f'{r["steps_per_s_per_run"]:.2f} steps/s per run, {r["ms_per_step"]:.1f} ms per group step, '
+        f'{r["gflop_per_step"]:.2f} GFLOP per group step ({r["gflops"]:.0f} GFLOP/s); {_machine()}',
+        flush=True,
+      )
   if FLAGS.json:
     os.makedirs(os.path.dirname(os.path.abspath(FLAGS.json)), exist_ok=True)
     with open(FLAGS.json, 'w') as f:
@@ -263,8 +297,7 @@ def main(argv):
     return main_group()
   rows = profile({f'batch {b}': ffn_stack_config(int(b)) for b in FLAGS.batch_sizes}, FLAGS.repeats)
   machine = _machine()
-  print(f'# memorization ffn_stack, 16,384 facts, d_model 32, d_ff 64, '
-        f'{rows[0]["num_params"]:,} parameters; {machine}')
+  print(f'# memorization ffn_stack, 16,384 facts, d_model 32, d_ff 64, {rows[0]["num_params"]:,} parameters; {machine}')
   print(' | '.join(COLUMNS))
   for r in rows:
     print(' | '.join(f'{r[c]:.4g}' if isinstance(r[c], float) else str(r[c]) for c in COLUMNS))

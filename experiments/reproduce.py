@@ -12,23 +12,36 @@ resumes: finished runs are not redone. See docs/reproduce.md.
 
 import sys
 
-from absl import app, flags, logging
+from absl import app
+from absl import flags
+from absl import logging
 
 # Imports inside functions on purpose: listing and checking --ablation/--scale answers at once; jax
 # and the ablations load only for a valid request.
-# pylint: disable=g-import-not-at-top
+
 
 flags.DEFINE_string('ablation', None, 'Ablation name, or "all" (see --list).')
 flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
 flags.DEFINE_string('scale', 'full', 'smoke (seconds, tests), quick (<= 10 min on 2 cores), full, large.')
 flags.DEFINE_bool('quick', False, 'Shorthand for --scale=quick.')
 flags.DEFINE_bool('list', False, 'List the ablations with their claims and exit.')
-flags.DEFINE_bool('publish', False, 'After running, copy the (full-scale) report to docs/results/NAME/ '
-                  'and regenerate the Results sections (README.md, docs/results/README.md).')
-flags.DEFINE_bool('update_readme', False, 'Only regenerate the Results sections (README.md, '
-                  'docs/results/README.md) from every docs/results/*/report.json (e.g. after a merge) and exit.')
-flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
-                    'Persistent XLA compilation cache ("" disables it).')
+flags.DEFINE_bool(
+  'publish',
+  False,
+  'After running, copy the (full-scale) report to docs/results/NAME/ '
+  'and regenerate the Results sections (README.md, docs/results/README.md).',
+)
+flags.DEFINE_bool(
+  'update_readme',
+  False,
+  'Only regenerate the Results sections (README.md, '
+  'docs/results/README.md) from every docs/results/*/report.json (e.g. after a merge) and exit.',
+)
+flags.DEFINE_string(
+  'compilation_cache_dir',
+  '~/.cache/ffn_research/jax_compilation_cache',
+  'Persistent XLA compilation cache ("" disables it).',
+)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
 FLAGS = flags.FLAGS
 
@@ -43,9 +56,11 @@ def main(argv):
     fail(f'unexpected arguments {argv[1:]}')
   logging.set_verbosity(logging.WARNING)
   from ffn_research import ablations  # light: no jax yet
+
   scale = 'quick' if FLAGS.quick else FLAGS.scale
   if FLAGS.update_readme:
     from ffn_research.ablations import runner
+
     runner.update_readme()
     print(f'updated {runner.REPO_ROOT}/README.md and {runner.RESULTS_PAGE} from docs/results/*/report.json')
     return
@@ -67,6 +82,7 @@ def main(argv):
   from ffn_research import io as io_lib
   from ffn_research import sweep
   from ffn_research.ablations import runner
+
   if FLAGS.list:
     for name in ablations.names():
       a = ablations.get(name)
@@ -83,8 +99,7 @@ def main(argv):
     if FLAGS.publish:
       for r in reports:
         runner.publish(r['name'], FLAGS.workdir)
-  except (ablations.UnknownAblation, runner.ReproduceError, config_lib.ConfigError,
-          io_lib.WorkdirConfigMismatch) as e:
+  except (ablations.UnknownAblation, runner.ReproduceError, config_lib.ConfigError, io_lib.WorkdirConfigMismatch) as e:
     fail(str(e))
   for r in reports:
     print(f'{r["name"]}: ' + '; '.join(runner.outcome_text(v) for v in r['verdicts']) + f' — {r["headline"]}')

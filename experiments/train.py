@@ -10,15 +10,20 @@ memory problem, 1 for a run that failed or diverged.
 
 import sys
 
-from absl import app, flags, logging
+from absl import app
+from absl import flags
+from absl import logging
 
 # Imports inside functions on purpose: a bad flag or config fails at once, before jax loads; jax
 # registers its own flags just before app.run.
-# pylint: disable=g-import-not-at-top
+
 
 flags.DEFINE_string('workdir', None, 'Output folder; rerunning on it resumes.')
-flags.DEFINE_string('compilation_cache_dir', '~/.cache/ffn_research/jax_compilation_cache',
-                    'Persistent XLA compilation cache ("" disables it).')
+flags.DEFINE_string(
+  'compilation_cache_dir',
+  '~/.cache/ffn_research/jax_compilation_cache',
+  'Persistent XLA compilation cache ("" disables it).',
+)
 flags.mark_flags_as_required(['workdir'])
 FLAGS = flags.FLAGS
 
@@ -31,6 +36,7 @@ def main(argv):
   from ffn_research import loop
   from ffn_research import parallel
   from ffn_research import sweep
+
   if FLAGS.compilation_cache_dir:
     sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
   try:
@@ -45,9 +51,11 @@ def main(argv):
 if __name__ == '__main__':
   from ffn_research import configfile
   from ffn_research.config import unknown_override_error
+
   if error := unknown_override_error(sys.argv):
     sys.exit(f'error: {error}')
   configfile.define_config_flag(sys.argv)
   import jax
+
   jax.config.config_with_absl()  # --jax_debug_nans, --jax_platforms, ...
   app.run(main)

@@ -6,6 +6,7 @@
 
 def __getattr__(name: str):
   if name == 'load_run':  # imported on first use: `import ffn_research.config` stays light
-    from ffn_research.loop import load_run  # pylint: disable=g-import-not-at-top
+    from ffn_research.loop import load_run
+
     return load_run
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

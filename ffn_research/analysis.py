@@ -20,10 +20,11 @@ Public helpers (stable names; ablations and notebooks use them):
   *.png}.
 """
 
+from collections.abc import Iterable, Sequence
 import dataclasses
 import math
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,19 +35,28 @@ from ffn_research import stats
 
 SEED_KEY = 'train.seed'
 # Swept keys that set model size: plots against parameter counts do not split series by them.
-SIZE_KEYS = ('model.d_ff', 'model.moe.num_experts', 'model.d_model', 'model.num_layers',
-             'task.num_points')
+SIZE_KEYS = ('model.d_ff', 'model.moe.num_experts', 'model.d_model', 'model.num_layers', 'task.num_points')
 TOP_K_KEY = 'model.moe.top_k'
 # Formula counts (models.model_counts): one value per setting, carried over, not aggregated.
-COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
-                 'num_attention_params', 'num_embedding_params', 'num_norm_params',
-                 'num_unembedding_params', 'd_ff_effective', 'd_ff_active', 'flops_per_token')
+COUNT_COLUMNS = (
+  'num_params',
+  'num_active_params',
+  'num_ffn_params',
+  'num_active_ffn_params',
+  'num_attention_params',
+  'num_embedding_params',
+  'num_norm_params',
+  'num_unembedding_params',
+  'd_ff_effective',
+  'd_ff_active',
+  'flops_per_token',
+)
 # Result columns that are neither metrics nor counts.
-BOOKKEEPING_COLUMNS = ('name', 'status', 'error', 'step', 'diverged_step', 'sweep_group_size',
-                       'sweep_padded_d_ff')
+BOOKKEEPING_COLUMNS = ('name', 'status', 'error', 'step', 'diverged_step', 'sweep_group_size', 'sweep_padded_d_ff')
 
 
 # --------------------------------------------------------------------------- reading
+
 
 def load_results(workdir: str) -> pd.DataFrame:
   """DIR/results.csv as a DataFrame (empty cells NaN; list-valued metrics stay JSON strings)."""
@@ -65,11 +75,15 @@ def swept_keys(workdir: str) -> list[str]:
 def metric_columns(results: pd.DataFrame, by: Sequence[str] = ()) -> list[str]:
   """Numeric columns that are metrics: all but `by`, the seed, counts and bookkeeping."""
   skip = {*by, SEED_KEY, *COUNT_COLUMNS, *BOOKKEEPING_COLUMNS}
-  return [c for c in results.columns if c not in skip and pd.api.types.is_numeric_dtype(results[c])
-          and not pd.api.types.is_bool_dtype(results[c])]
+  return [
+    c
+    for c in results.columns
+    if c not in skip and pd.api.types.is_numeric_dtype(results[c]) and not pd.api.types.is_bool_dtype(results[c])
+  ]
 
 
 # --------------------------------------------------------------------------- statistics
+
 
 def mean_std_ci(xs: Iterable[float], confidence: float = stats.CONFIDENCE) -> dict[str, float]:
   """n, mean, sample std (ddof 1) and the half-width of stats.mean_ci's t interval (None and non-finite
@@ -77,12 +91,12 @@ def mean_std_ci(xs: Iterable[float], confidence: float = stats.CONFIDENCE) -> di
   x = np.asarray([v for v in xs if v is not None], np.float64)
   x = x[np.isfinite(x)]
   mean, lo, _ = stats.mean_ci(x, confidence)
-  return {'n': len(x), 'mean': mean, 'std': float(np.std(x, ddof=1)) if len(x) > 1 else math.nan,
-          'ci': mean - lo}
+  return {'n': len(x), 'mean': mean, 'std': float(np.std(x, ddof=1)) if len(x) > 1 else math.nan, 'ci': mean - lo}
 
 
-def aggregate(results: pd.DataFrame | Sequence[dict[str, Any]], by: Sequence[str],
-              metrics: Sequence[str] | None = None) -> pd.DataFrame:
+def aggregate(
+  results: pd.DataFrame | Sequence[dict[str, Any]], by: Sequence[str], metrics: Sequence[str] | None = None
+) -> pd.DataFrame:
   """One row per setting of `by` (order of first appearance) over its completed runs.
 
   Columns: `by`, runs ('completed/all'), the count columns present (first non-empty value),
@@ -96,7 +110,7 @@ def aggregate(results: pd.DataFrame | Sequence[dict[str, Any]], by: Sequence[str
   out = []
   for key, members in groups:
     ok = members[members['status'] == 'completed']
-    row: dict[str, Any] = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+    row: dict[str, Any] = dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True))
     row['runs'] = f'{len(ok)}/{len(members)}'
     for c in counts:
       present = members[c].dropna()
@@ -110,9 +124,11 @@ def aggregate(results: pd.DataFrame | Sequence[dict[str, Any]], by: Sequence[str
 
 # --------------------------------------------------------------------------- power-law fits
 
+
 @dataclasses.dataclass
 class PowerLawFit:
   """L = a * N^(-b) + c with standard errors (NaN when n <= 3)."""
+
   a: float
   b: float
   c: float
@@ -155,16 +171,34 @@ def fit_power_law(n_params: Sequence[float], losses: Sequence[float]) -> PowerLa
   start = min(starts, key=sse)
 
   theta, cov = scipy.optimize.curve_fit(
-      _log_power_law, log_x, log_y, p0=start, bounds=([-np.inf, -np.inf, 0.0], np.inf),
-      method='trf', ftol=1e-15, xtol=1e-15, gtol=1e-15, max_nfev=10_000)
+    _log_power_law,
+    log_x,
+    log_y,
+    p0=start,
+    bounds=([-np.inf, -np.inf, 0.0], np.inf),
+    method='trf',
+    ftol=1e-15,
+    xtol=1e-15,
+    gtol=1e-15,
+    max_nfev=10_000,
+  )
   n, rss = len(x), sse(theta)
   se = np.sqrt(np.maximum(np.diag(cov), 0.0)) if n > 3 and np.all(np.isfinite(cov)) else np.full(3, math.nan)
   a = math.exp(theta[0])
-  return PowerLawFit(a=a, b=float(theta[1]), c=float(theta[2]), a_se=a * se[0], b_se=float(se[1]),
-                     c_se=float(se[2]), n=n, rmse_log=math.sqrt(rss / n))
+  return PowerLawFit(
+    a=a,
+    b=float(theta[1]),
+    c=float(theta[2]),
+    a_se=a * se[0],
+    b_se=float(se[1]),
+    c_se=float(se[2]),
+    n=n,
+    rmse_log=math.sqrt(rss / n),
+  )
 
 
 # --------------------------------------------------------------------------- tables and plots
+
 
 def format_value(v: Any) -> str:
   """A table cell: '–' for None/NaN, integers with thousands separators, other floats to 4 significant digits."""
@@ -190,12 +224,13 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str
 
 def _series_label(keys: Sequence[str], values: Sequence[Any]) -> str:
   values = [v.item() if isinstance(v, np.generic) else v for v in values]
-  return ', '.join(f'{k.rsplit(".", 1)[-1]}={v}' for k, v in zip(keys, values)) or 'all'
+  return ', '.join(f'{k.rsplit(".", 1)[-1]}={v}' for k, v in zip(keys, values, strict=True)) or 'all'
 
 
 @dataclasses.dataclass
 class Plot:
   """One figure: `metric` against column `x`, a line per setting of `series`."""
+
   name: str
   x: str
   series: list[str]
@@ -204,12 +239,12 @@ class Plot:
   fit: bool = True
 
 
-def plot_and_fit(plot: Plot, results: pd.DataFrame, agg_by: Sequence[str],
-                 outdir: str) -> list[dict[str, Any]]:
+def plot_and_fit(plot: Plot, results: pd.DataFrame, agg_by: Sequence[str], outdir: str) -> list[dict[str, Any]]:
   """Draw `plot` (mean and 95% CI over seeds) into outdir/NAME.png; return its fits."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
+  import matplotlib
+
   matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.pyplot as plt
 
   ok = results[(results['status'] == 'completed') & results[plot.x].notna() & results[plot.metric].notna()]
   series = ok.groupby(plot.series, sort=False, dropna=False) if plot.series else [((), ok)]
@@ -267,8 +302,9 @@ def analyze(workdir: str, metric: str = 'eval_loss') -> str:
   except (FileNotFoundError, pd.errors.EmptyDataError):
     results = pd.DataFrame()
   if 'status' not in results or not (results['status'] == 'completed').any():
-    raise FileNotFoundError(f'{workdir}: no run has completed yet ({len(results)} finished or failed '
-                            'rows in results.csv); nothing to analyse')
+    raise FileNotFoundError(
+      f'{workdir}: no run has completed yet ({len(results)} finished or failed rows in results.csv); nothing to analyse'
+    )
   swept = [k for k in swept_keys(workdir) if k in results.columns]
   outdir = os.path.join(workdir, 'analysis')
   os.makedirs(outdir, exist_ok=True)
@@ -286,27 +322,43 @@ def analyze(workdir: str, metric: str = 'eval_loss') -> str:
   statuses = results['status'].astype(str).tolist()
   shown = [m for m in (metric, 'final_loss', 'bits_per_param', 'eval_accuracy') if m in metrics]
   table_cols = [*swept, 'runs', 'num_params', 'num_active_params']
-  table_cols = [c for c in dict.fromkeys(table_cols)
-                if c in swept or (c in agg.columns and agg[c].notna().any())]
+  table_cols = [c for c in dict.fromkeys(table_cols) if c in swept or (c in agg.columns and agg[c].notna().any())]
   head = table_cols + [f'{m} (mean ± std)' for m in shown] + [f'{metric} 95% CI ±']
-  body = [[a[c] for c in table_cols]
-          + [f'{format_value(a[f"{m}/mean"])} ± {format_value(a[f"{m}/std"])}' for m in shown] + [a[f'{metric}/ci']]
-          for a in agg.to_dict('records')]
-  fit_rows = [[f['plot'], f['series'], f['x'], f'{format_value(f["fit"].a)} ± {format_value(f["fit"].a_se)}',
-               f'{format_value(f["fit"].b)} ± {format_value(f["fit"].b_se)}', f'{format_value(f["fit"].c)} ± {format_value(f["fit"].c_se)}',
-               f['fit'].n, f['fit'].rmse_log] for f in fits]
+  body = [
+    [a[c] for c in table_cols]
+    + [f'{format_value(a[f"{m}/mean"])} ± {format_value(a[f"{m}/std"])}' for m in shown]
+    + [a[f'{metric}/ci']]
+    for a in agg.to_dict('records')
+  ]
+  fit_rows = [
+    [
+      f['plot'],
+      f['series'],
+      f['x'],
+      f'{format_value(f["fit"].a)} ± {format_value(f["fit"].a_se)}',
+      f'{format_value(f["fit"].b)} ± {format_value(f["fit"].b_se)}',
+      f'{format_value(f["fit"].c)} ± {format_value(f["fit"].c_se)}',
+      f['fit'].n,
+      f['fit'].rmse_log,
+    ]
+    for f in fits
+  ]
   parts = [
-      f'# Sweep report: {os.path.abspath(workdir)}\n',
-      f'{len(results)} runs: ' + ', '.join(f'{statuses.count(s)} {s}' for s in sorted(set(statuses)))
-      + f'. Swept: {", ".join(swept) or "nothing"}; statistics over `{SEED_KEY}` '
-      '(mean, sample std, 95% confidence interval from the t distribution; completed runs only).\n',
-      '## Results\n', markdown_table(head, body),
-      f'\n## Power-law fits: {metric} = a · N^(−b) + c\n',
-      'Least squares on log L over every completed run (seeds as separate points); ± is one '
-      'standard error from the fit covariance; `–` where there are too few points.\n',
-      markdown_table(['plot', 'series', 'N', 'a', 'b', 'c', 'points', 'rms log-residual'], fit_rows)
-      if fit_rows else '(no fits: fewer than four distinct sizes per series)\n',
-      '\n## Plots\n', *[f'![{p.name}]({p.name}.png)\n' for p in plots],
+    f'# Sweep report: {os.path.abspath(workdir)}\n',
+    f'{len(results)} runs: '
+    + ', '.join(f'{statuses.count(s)} {s}' for s in sorted(set(statuses)))
+    + f'. Swept: {", ".join(swept) or "nothing"}; statistics over `{SEED_KEY}` '
+    '(mean, sample std, 95% confidence interval from the t distribution; completed runs only).\n',
+    '## Results\n',
+    markdown_table(head, body),
+    f'\n## Power-law fits: {metric} = a · N^(−b) + c\n',
+    'Least squares on log L over every completed run (seeds as separate points); ± is one '
+    'standard error from the fit covariance; `–` where there are too few points.\n',
+    markdown_table(['plot', 'series', 'N', 'a', 'b', 'c', 'points', 'rms log-residual'], fit_rows)
+    if fit_rows
+    else '(no fits: fewer than four distinct sizes per series)\n',
+    '\n## Plots\n',
+    *[f'![{p.name}]({p.name}.png)\n' for p in plots],
   ]
   path = os.path.join(outdir, 'report.md')
   io_lib.write_text(path, '\n'.join(parts))

@@ -7,8 +7,9 @@ own section with the helpers below (`check`, `one_of`, `positive_int`, ...), and
 failure is a `ConfigError` with one line naming the key and what is allowed.
 """
 
+from collections.abc import Iterable
 import math
-from typing import Any, Iterable
+from typing import Any
 
 import ml_collections
 
@@ -22,40 +23,40 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
 
   c.model = m = ml_collections.ConfigDict()
-  m.arch = 'ffn'            # 'ffn': the bare FFN (regression); 'tied_relu': ReLU(W^T W x + b); see models.ARCHS
-  m.d_model = 1             # input/output features of the FFN (1 for 1-D functions)
-  m.d_ff = 64               # hidden width (before match_params scaling)
-  m.activation = 'relu'     # plain or gated name, see models/activations.py
-  m.use_bias = True         # biases b1 (and b_gate) and b2
-  m.dropout_rate = 0.0      # dropout on the hidden activations, in [0, 1)
-  m.match_params = False    # gated FFNs use round(2/3 d_ff) to match dense params
+  m.arch = 'ffn'  # 'ffn': the bare FFN (regression); 'tied_relu': ReLU(W^T W x + b); see models.ARCHS
+  m.d_model = 1  # input/output features of the FFN (1 for 1-D functions)
+  m.d_ff = 64  # hidden width (before match_params scaling)
+  m.activation = 'relu'  # plain or gated name, see models/activations.py
+  m.use_bias = True  # biases b1 (and b_gate) and b2
+  m.dropout_rate = 0.0  # dropout on the hidden activations, in [0, 1)
+  m.match_params = False  # gated FFNs use round(2/3 d_ff) to match dense params
   m.init = 'xavier_uniform'  # weight initialiser, see models/inits.py INITS
-  m.dtype = 'float32'       # computation dtype: 'float32' or 'bfloat16'
+  m.dtype = 'float32'  # computation dtype: 'float32' or 'bfloat16'
   # Sequence models (arch 'transformer' or 'ffn_stack'; models/transformer.py):
-  m.num_layers = 2          # residual blocks
-  m.num_heads = 4           # attention heads (transformer); must divide d_model
-  m.norm = 'rmsnorm'        # pre-norm layer: 'rmsnorm' or 'layernorm'
-  m.positions = 'learned'   # 'learned' embeddings, 'rotary' (transformer only) or 'none'
+  m.num_layers = 2  # residual blocks
+  m.num_heads = 4  # attention heads (transformer); must divide d_model
+  m.norm = 'rmsnorm'  # pre-norm layer: 'rmsnorm' or 'layernorm'
+  m.positions = 'learned'  # 'learned' embeddings, 'rotary' (transformer only) or 'none'
   m.tie_embeddings = False  # True: unembedding = token embedding transposed
-  m.use_ffn = True          # False: no FFN sublayer (attention-only control; transformer only)
+  m.use_ffn = True  # False: no FFN sublayer (attention-only control; transformer only)
   m.freeze_embeddings = False  # True: token/position embeddings and unembedding stay at their random init (no gradient)
   # 'standard', or 'mup': the maximal update parametrization (Yang et al. 2021), init and per-layer Adam
   # learning rates scaled with the width relative to a base model, so the best learning rate transfers
   # across widths (models/mup.py, docs/mup.md); bare FFN (arch 'ffn', dense or gated) only for now.
   m.parametrization = 'standard'
-  m.mup_base_d_ff = 64      # mup: the base model's d_ff (before match_params), where mup equals standard
+  m.mup_base_d_ff = 64  # mup: the base model's d_ff (before match_params), where mup equals standard
 
   # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE
   # whose experts are FFNs of width model.d_ff (effective) / granularity.
   m.moe = moe = ml_collections.ConfigDict()
-  moe.num_experts = 0         # routed experts E (before granularity); 0 = dense FFN
-  moe.top_k = 2               # experts per token k (before granularity); the "MoE top-k" sweep axis
+  moe.num_experts = 0  # routed experts E (before granularity); 0 = dense FFN
+  moe.top_k = 2  # experts per token k (before granularity); the "MoE top-k" sweep axis
   moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
   moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice, hash, soft
-  moe.renormalize = False     # softmax_topk only: renormalise the k weights to sum to 1
-  moe.freeze_router = False   # True: router weights stay at their random init (no gradient, no optimizer state)
+  moe.renormalize = False  # softmax_topk only: renormalise the k weights to sum to 1
+  moe.freeze_router = False  # True: router weights stay at their random init (no gradient, no optimizer state)
   moe.stop_combine_grad = False  # True: no gradient through the combine weights (forward unchanged; the
-                                 # router then learns only from the aux losses through P_i and z)
+  # router then learns only from the aux losses through P_i and z)
   # Over capacity keep: 'position' (all k choices of token t before token t+1), 'token' (all 1st
   # choices in token order, then 2nd, GShard) or 'score' (highest weight first); 'auto' = 'position'
   # in sequence models (causal), 'token' for the bare FFN.
@@ -67,78 +68,83 @@ def default_config() -> ml_collections.ConfigDict:
   # (expert_choice, soft, batch-wide capacity, 'token' priority with k > 1, 'score'); True accepts the leak and
   # the run's summary.json says so (moe_noncausal). See docs/moe.md#causality.
   moe.allow_noncausal = False
-  moe.dispatch = 'auto'       # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
+  moe.dispatch = 'auto'  # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
   moe.num_shared_experts = 0  # always-active experts of width d_ff / granularity (DeepSeekMoE)
-  moe.granularity = 1         # G: G*E experts of width d_ff/G, top G*k (fine-grained experts)
+  moe.granularity = 1  # G: G*E experts of width d_ff/G, top G*k (fine-grained experts)
   moe.load_balance_coef = 1e-2  # alpha of the Switch loss alpha*E*sum f_i P_i (f sums to 1, see moe.py)
-  moe.z_loss_coef = 1e-3      # router z-loss coefficient (ST-MoE)
+  moe.z_loss_coef = 1e-3  # router z-loss coefficient (ST-MoE)
   moe.bias_update_rate = 0.0  # DeepSeek-V3 aux-loss-free bias step gamma per train step; 0 = off
-  moe.jitter = 0.0            # multiplicative router-input jitter U(1-j, 1+j) in training; 0 = off
+  moe.jitter = 0.0  # multiplicative router-input jitter U(1-j, 1+j) in training; 0 = off
   # router 'soft' (Soft MoE, Puigcerver et al. 2023) only: p slots per expert, E*p slots in all, each a
   # softmax-weighted average of all tokens of its group (the batch, or a sequence; see capacity_scope).
   moe.slots_per_expert = 1
 
   c.task = t = ml_collections.ConfigDict()
-  t.name = 'function'       # see tasks.TASKS
+  t.name = 'function'  # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
-  t.num_train = 1024        # training-set size (function, teacher_student)
-  t.num_eval = 4096         # held-out points (function, teacher_student, sparse_features) or sequences (associative_recall, language)
-  t.grid_size = 8193        # dense grid on [-1, 1] for the sup-norm error (function)
-  t.teacher_d_ff = 32       # teacher hidden width (teacher_student)
+  t.num_train = 1024  # training-set size (function, teacher_student)
+  t.num_eval = (
+    4096  # held-out points (function, teacher_student, sparse_features) or sequences (associative_recall, language)
+  )
+  t.grid_size = 8193  # dense grid on [-1, 1] for the sup-norm error (function)
+  t.teacher_d_ff = 32  # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
-  t.noise_std = 0.0         # Gaussian label noise on training targets (teacher_student)
-  t.num_clusters = 0        # teacher_student inputs: 0 = x ~ N(0, I); K > 0 = K Gaussian clusters (skewed, below)
-  t.cluster_zipf = 1.0      # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
-  t.cluster_teachers = False  # True: each cluster has its own random teacher (targets teacher_c(x)); num_clusters > 0 only
-  t.num_points = 256        # N random points to memorise (random_labels)
-  t.tolerance = 0.1         # |error| within which a point counts as fitted (random_labels)
+  t.noise_std = 0.0  # Gaussian label noise on training targets (teacher_student)
+  t.num_clusters = 0  # teacher_student inputs: 0 = x ~ N(0, I); K > 0 = K Gaussian clusters (skewed, below)
+  t.cluster_zipf = 1.0  # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
+  t.cluster_teachers = (
+    False  # True: each cluster has its own random teacher (targets teacher_c(x)); num_clusters > 0 only
+  )
+  t.num_points = 256  # N random points to memorise (random_labels)
+  t.tolerance = 0.1  # |error| within which a point counts as fitted (random_labels)
   # sparse_features (Elhage et al. 2022): n = model.d_model features, reconstructed (tasks/regression.py).
   t.feature_sparsity = 0.0  # S: probability that a feature is 0 (else uniform on [0, 1]); in [0, 1)
   t.importance_decay = 1.0  # r: feature i's weight in the loss is r^i (1 = uniform importance)
   # Sequence tasks (tasks/sequence.py):
-  t.vocab_size = 256        # object values (memorization); keys, and as many values (associative_recall); tokens (language)
-  t.num_facts = 1024        # facts (subject, relation) -> object (memorization)
-  t.num_relations = 4       # relations per subject (memorization); edge labels per node (multi_hop)
-  t.num_pairs = 8           # key-value pairs in context (associative_recall)
-  t.num_queries = 8         # queried keys per sequence, <= num_pairs (associative_recall)
-  t.modulus = 97            # p in a + b mod p (modular_arithmetic)
-  t.train_fraction = 0.5    # share of pairs (modular) or compositions (multi_hop) trained on
-  t.num_nodes = 64          # graph nodes (multi_hop)
-  t.num_hops = 2            # edges followed per query (multi_hop)
+  t.vocab_size = 256  # object values (memorization); keys, and as many values (associative_recall); tokens (language)
+  t.num_facts = 1024  # facts (subject, relation) -> object (memorization)
+  t.num_relations = 4  # relations per subject (memorization); edge labels per node (multi_hop)
+  t.num_pairs = 8  # key-value pairs in context (associative_recall)
+  t.num_queries = 8  # queried keys per sequence, <= num_pairs (associative_recall)
+  t.modulus = 97  # p in a + b mod p (modular_arithmetic)
+  t.train_fraction = 0.5  # share of pairs (modular) or compositions (multi_hop) trained on
+  t.num_nodes = 64  # graph nodes (multi_hop)
+  t.num_hops = 2  # edges followed per query (multi_hop)
   # Synthetic language (tasks/language.py): a sparse random Markov chain of order k.
-  t.seq_len = 64            # tokens per sequence (language)
-  t.markov_order = 2        # k: the next token depends on the previous k tokens (language)
-  t.num_candidates = 8      # m: a context's next tokens come from m candidates fixed by its last token (language)
-  t.branching = 4           # s <= m: possible next tokens per context (language)
-  t.concentration = 1.0     # Dirichlet alpha of the s next-token probabilities; smaller = peakier (language)
+  t.seq_len = 64  # tokens per sequence (language)
+  t.markov_order = 2  # k: the next token depends on the previous k tokens (language)
+  t.num_candidates = 8  # m: a context's next tokens come from m candidates fixed by its last token (language)
+  t.branching = 4  # s <= m: possible next tokens per context (language)
+  t.concentration = 1.0  # Dirichlet alpha of the s next-token probabilities; smaller = peakier (language)
 
   c.train = tr = ml_collections.ConfigDict()
-  tr.steps = 2000           # optimizer steps
-  tr.batch_size = 256       # examples per step (drawn with replacement)
-  tr.learning_rate = 3e-3   # peak learning rate
-  tr.optimizer = 'adam'     # see optim.OPTIMIZERS
-  tr.schedule = 'cosine'    # see optim.SCHEDULES: 'cosine' (warmup, cosine decay to 0) or 'constant'
-  tr.warmup_steps = 100     # linear warmup from 0 (both schedules)
-  tr.grad_clip = 1.0        # global-norm clipping threshold; <= 0 disables
-  tr.weight_decay = 0.0     # decoupled weight decay (adamw, lion)
-  tr.momentum = 0.9         # sgd momentum
-  tr.seed = 0               # seeds model init, task data and batches
-  tr.log_every = 100        # steps per compiled chunk and per logged metrics line
+  tr.steps = 2000  # optimizer steps
+  tr.batch_size = 256  # examples per step (drawn with replacement)
+  tr.learning_rate = 3e-3  # peak learning rate
+  tr.optimizer = 'adam'  # see optim.OPTIMIZERS
+  tr.schedule = 'cosine'  # see optim.SCHEDULES: 'cosine' (warmup, cosine decay to 0) or 'constant'
+  tr.warmup_steps = 100  # linear warmup from 0 (both schedules)
+  tr.grad_clip = 1.0  # global-norm clipping threshold; <= 0 disables
+  tr.weight_decay = 0.0  # decoupled weight decay (adamw, lion)
+  tr.momentum = 0.9  # sgd momentum
+  tr.seed = 0  # seeds model init, task data and batches
+  tr.log_every = 100  # steps per compiled chunk and per logged metrics line
   tr.checkpoint_every = 1000  # steps between checkpoints (rounded to log_every); <= 0: final only
-  tr.eval_every = 0         # steps between held-out evaluations logged as eval/... (rounded to log_every); 0: end only
-  tr.blowup_factor = 1e4    # 'diverged' once the logged loss exceeds this multiple of the first step's loss ...
-  tr.blowup_patience = 3    # ... for this many logged chunks in a row; blowup_factor = 0 turns the rule off
+  tr.eval_every = 0  # steps between held-out evaluations logged as eval/... (rounded to log_every); 0: end only
+  tr.blowup_factor = 1e4  # 'diverged' once the logged loss exceeds this multiple of the first step's loss ...
+  tr.blowup_patience = 3  # ... for this many logged chunks in a row; blowup_factor = 0 turns the rule off
 
   # Parallelism of one run (ffn_research/parallel.py; sweeps shard their run axis instead):
   c.parallel = p = ml_collections.ConfigDict()
-  p.data = 0                # devices on the 'data' mesh axis (the batch is split over them); 0 = all devices / expert
-  p.expert = 1              # devices on the 'expert' mesh axis (MoE experts split over them); must divide the experts
-  p.distributed = 'auto'    # jax.distributed.initialize(): 'auto' when a multi-process launch is detected, 'on', 'off'
+  p.data = 0  # devices on the 'data' mesh axis (the batch is split over them); 0 = all devices / expert
+  p.expert = 1  # devices on the 'expert' mesh axis (MoE experts split over them); must divide the experts
+  p.distributed = 'auto'  # jax.distributed.initialize(): 'auto' when a multi-process launch is detected, 'on', 'off'
   return c
 
 
-def tiny_transformer_config(task_name: str, arg: str | None,
-                            extra_args: tuple[str, ...] = ()) -> ml_collections.ConfigDict:
+def tiny_transformer_config(
+  task_name: str, arg: str | None, extra_args: tuple[str, ...] = ()
+) -> ml_collections.ConfigDict:
   """The base of the sequence configs: a 2-layer, d_model 64, d_ff 256, 4-head transformer on
   `task_name`, with the control variants every sequence config accepts as its argument:
   'default', 'ffn_stack' (no attention), 'no_ffn' (attention only), plus `extra_args`
@@ -187,6 +193,7 @@ def flat_keys(cfg: ml_collections.ConfigDict, prefix: str = '') -> dict[str, Any
 
 # --------------------------------------------------------------------------- check helpers
 
+
 def check(ok: bool, msg: str) -> None:
   """Raise ConfigError(msg) unless ok."""
   if not ok:
@@ -203,23 +210,23 @@ def _is_number(value: Any) -> bool:
 
 
 def positive_int(key: str, value: Any) -> None:
-  check(isinstance(value, int) and not isinstance(value, bool) and value > 0,
-        f'{key}={value!r} must be a positive integer')
+  check(
+    isinstance(value, int) and not isinstance(value, bool) and value > 0, f'{key}={value!r} must be a positive integer'
+  )
 
 
 def non_negative_int(key: str, value: Any) -> None:
-  check(isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-        f'{key}={value!r} must be an integer >= 0')
+  check(
+    isinstance(value, int) and not isinstance(value, bool) and value >= 0, f'{key}={value!r} must be an integer >= 0'
+  )
 
 
 def positive_float(key: str, value: Any) -> None:
-  check(_is_number(value) and math.isfinite(value) and value > 0,
-        f'{key}={value!r} must be a positive number')
+  check(_is_number(value) and math.isfinite(value) and value > 0, f'{key}={value!r} must be a positive number')
 
 
 def non_negative(key: str, value: Any) -> None:
-  check(_is_number(value) and math.isfinite(value) and value >= 0,
-        f'{key}={value!r} must be a non-negative number')
+  check(_is_number(value) and math.isfinite(value) and value >= 0, f'{key}={value!r} must be a non-negative number')
 
 
 def fraction(key: str, value: Any) -> None:
@@ -253,7 +260,7 @@ def unknown_override_error(argv: list[str], flag: str = 'config') -> str | None:
   prefix = f'--{flag}.'
   for arg in argv[1:]:
     if arg.startswith(prefix):
-      key = arg[len(prefix):].split('=', 1)[0]
+      key = arg[len(prefix) :].split('=', 1)[0]
       if key not in known and key not in sections:
         section = key.rsplit('.', 1)[0] + '.' if '.' in key else ''
         options = sorted(k for k in known if k.startswith(section)) or sorted(known)

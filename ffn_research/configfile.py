@@ -35,7 +35,7 @@ def load_module(path: str) -> types.ModuleType:
     module_spec.loader.exec_module(module)
   except SyntaxError as e:
     raise ConfigError(f'config file {path}:{e.lineno}: syntax error: {e.msg}') from None
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     raise ConfigError(f'config file {path} failed to load: {type(e).__name__}: {_first_line(e)}') from None
   return module
 
@@ -48,11 +48,12 @@ def call(module: types.ModuleType, path: str, function: str, arg: str | None) ->
   """module.function(arg) (or with no argument when arg is None), errors as one line."""
   fn = getattr(module, function, None)
   if not callable(fn):
-    raise ConfigError(f'config file {path} defines no {function}(arg); '
-                      f'a {"sweep " if function == "get_sweep" else ""}config file must')
+    raise ConfigError(
+      f'config file {path} defines no {function}(arg); a {"sweep " if function == "get_sweep" else ""}config file must'
+    )
   try:
     return fn(arg) if arg is not None else fn()
-  except Exception as e:  # pylint: disable=broad-except  # e.g. an unknown ':variant'
+  except Exception as e:  # e.g. an unknown ':variant'
     shown = f'{function}({arg!r})' if arg is not None else f'{function}()'
     raise ConfigError(f'config file {path}: {shown} failed: {type(e).__name__}: {_first_line(e)}') from None
 
@@ -63,8 +64,9 @@ def get_config(spec: str, module: types.ModuleType | None = None) -> ml_collecti
   module = module or load_module(path)
   config = call(module, path, 'get_config', arg)
   if not isinstance(config, ml_collections.ConfigDict):
-    raise ConfigError(f'config file {path}: get_config returned a {type(config).__name__}, '
-                      'not an ml_collections.ConfigDict')
+    raise ConfigError(
+      f'config file {path}: get_config returned a {type(config).__name__}, not an ml_collections.ConfigDict'
+    )
   return config
 
 
@@ -109,7 +111,8 @@ def define_config_flag(argv: list[str], name: str = 'config') -> tuple[str | Non
     config = get_config(spec, module)
   except ConfigError as e:
     sys.exit(f'error: {e}')
-  del argv[index:index + width]
-  config_flags.DEFINE_config_dict(name, config, f'Config from {spec} (override with --{name}.KEY=VALUE).',
-                                  lock_config=True)
+  del argv[index : index + width]
+  config_flags.DEFINE_config_dict(
+    name, config, f'Config from {spec} (override with --{name}.KEY=VALUE).', lock_config=True
+  )
   return spec, module

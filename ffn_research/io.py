@@ -79,7 +79,6 @@ def read_json(path: str) -> Any:
 
 
 class CorruptFile(WorkdirError):
-
   def __init__(self, path: str, why: str):
     super().__init__(f'{path} is unreadable ({why})')
     self.path = path
@@ -93,10 +92,12 @@ def read_summary(path: str) -> dict[str, Any] | None:
       return summary
     why = f'a JSON {type(summary).__name__}, not an object'
   except CorruptFile as e:
-    why = str(e)[len(path) + 1:]
+    why = str(e)[len(path) + 1 :]
   aside = set_aside(path)
-  warn(f'{path} was unreadable ({why.strip("() ")}); moved to {aside}; the run is resumed from '
-       'its checkpoint to rebuild it')
+  warn(
+    f'{path} was unreadable ({why.strip("() ")}); moved to {aside}; the run is resumed from '
+    'its checkpoint to rebuild it'
+  )
   return None
 
 
@@ -120,12 +121,14 @@ def prepare_workdir(workdir: str) -> None:
     os.close(fd)
     os.unlink(probe)
   except OSError as e:
-    raise WorkdirError(f'--workdir={workdir} cannot be created or written '
-                       f'({e.strerror or e}); give a writable folder') from None
+    raise WorkdirError(
+      f'--workdir={workdir} cannot be created or written ({e.strerror or e}); give a writable folder'
+    ) from None
 
 
-def check_or_write_config(workdir: str, resolved: dict[str, Any],
-                          defaults: dict[str, Any] | None = None, free: tuple[str, ...] = ()) -> None:
+def check_or_write_config(
+  workdir: str, resolved: dict[str, Any], defaults: dict[str, Any] | None = None, free: tuple[str, ...] = ()
+) -> None:
   """Write config.json, or refuse to resume a workdir that holds a different config.
 
   Keys missing from an older config.json count as equal when `resolved` has their
@@ -138,18 +141,24 @@ def check_or_write_config(workdir: str, resolved: dict[str, Any],
     if old is not None and not isinstance(old, dict):
       raise CorruptFile(path, f'a JSON {type(old).__name__}, not an object')
   except CorruptFile as e:
-    raise WorkdirError(f'{e}; it records the config of the run in {workdir}: restore it, '
-                       'or delete the workdir to start over') from None
+    raise WorkdirError(
+      f'{e}; it records the config of the run in {workdir}: restore it, or delete the workdir to start over'
+    ) from None
   new = _flat(json_safe(resolved))
   if old is not None:
     old_flat, default_flat = _flat(old), _flat(json_safe(defaults or {}))
-    diff = sorted(k for k in old_flat.keys() | new.keys() if old_flat.get(k) != new.get(k)
-                  and not (k not in old_flat and k in default_flat and new.get(k) == default_flat[k])
-                  and not k.startswith(free))
+    diff = sorted(
+      k
+      for k in old_flat.keys() | new.keys()
+      if old_flat.get(k) != new.get(k)
+      and not (k not in old_flat and k in default_flat and new.get(k) == default_flat[k])
+      and not k.startswith(free)
+    )
     if diff:
       raise WorkdirError(
-          f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
-          'use a new --workdir or delete it')
+        f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
+        'use a new --workdir or delete it'
+      )
   write_json(path, resolved)
 
 
@@ -196,7 +205,7 @@ def summary_writer_class():
   if hide:
     sys.modules['torch'] = None  # `import torch` raises ImportError while this is set
   try:
-    from tensorboardX import SummaryWriter  # pylint: disable=g-import-not-at-top
+    from tensorboardX import SummaryWriter
   finally:
     if hide:
       del sys.modules['torch']
@@ -217,8 +226,10 @@ class MetricsLog:
     if bad:
       with open(self.path + '.corrupt', 'ab') as f:
         f.write(b''.join(line + b'\n' for line in bad))
-      warn(f'{self.path}: {len(bad)} unreadable line(s) set aside in {self.path}.corrupt; '
-           f'kept {len(records)} valid line(s)')
+      warn(
+        f'{self.path}: {len(bad)} unreadable line(s) set aside in {self.path}.corrupt; '
+        f'kept {len(records)} valid line(s)'
+      )
     self.records = [r for r in records if r['step'] <= resume_step]
     write_text(self.path, ''.join(json.dumps(r) + '\n' for r in self.records))
     self.file = open(self.path, 'a')
@@ -261,14 +272,17 @@ class Lock:
       f.seek(0)
       holder = f.read().strip() or 'another process'
       f.close()
-      raise Busy(f'{os.path.dirname(self.path)} is in use by {holder} (lock {self.path}); '
-                 'wait for it to finish or stop it') from None
+      raise Busy(
+        f'{os.path.dirname(self.path)} is in use by {holder} (lock {self.path}); wait for it to finish or stop it'
+      ) from None
     except OSError as e:  # a filesystem without locks: go on unprotected
       warn(f'cannot lock {self.path} ({e.strerror or e}); not protected against a second process')
     f.seek(0)
     f.truncate()
-    f.write(f'pid {os.getpid()} on {socket.gethostname()} since '
-            f'{datetime.datetime.now().isoformat(timespec="seconds")} ({" ".join(sys.argv)[:200]})\n')
+    f.write(
+      f'pid {os.getpid()} on {socket.gethostname()} since '
+      f'{datetime.datetime.now().isoformat(timespec="seconds")} ({" ".join(sys.argv)[:200]})\n'
+    )
     f.flush()
     self.file = f
     return self
@@ -347,7 +361,8 @@ class Checkpointer:
   """
 
   def __init__(self, directory: str):
-    import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+    import orbax.checkpoint as ocp
+
     self.ocp = ocp
     self.directory = os.path.abspath(directory)
     self._open()
@@ -358,11 +373,15 @@ class Checkpointer:
     alone = {}
     if jax.process_count() > 1:
       os.makedirs(self.directory, exist_ok=True)  # Orbax cannot create it for a subset of processes
-      alone = {'create': False, 'multiprocessing_options': ocp.options.MultiprocessingOptions(
-          primary_host=jax.process_index(), active_processes={jax.process_index()})}
+      alone = {
+        'create': False,
+        'multiprocessing_options': ocp.options.MultiprocessingOptions(
+          primary_host=jax.process_index(), active_processes={jax.process_index()}
+        ),
+      }
     self.manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False, **alone))
+      self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False, **alone)
+    )
 
   def steps(self) -> list[int]:
     """Saved steps, newest first."""
@@ -373,9 +392,13 @@ class Checkpointer:
     if step in self.manager.all_steps():
       return
     ocp = self.ocp
-    self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(json_safe({'step': step, **meta}))),
-                      force=True)
+    self.manager.save(
+      step,
+      args=ocp.args.Composite(
+        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(json_safe({'step': step, **meta}))
+      ),
+      force=True,
+    )
     self.manager.wait_until_finished()
     folder = os.path.join(self.directory, str(step))
     write_json(os.path.join(folder, CHECKSUMS), _checksums(folder))
@@ -406,21 +429,25 @@ class Checkpointer:
     ocp = self.ocp
     try:
       self._verify(step)
-      restored = self.manager.restore(step, args=ocp.args.Composite(
-          state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+      restored = self.manager.restore(
+        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
+      )
       meta, state = restored['meta'], restored['state']
-      if not (isinstance(meta, dict) and meta.get('step') == step
-              and isinstance(meta.get('wall_time_s'), (int, float))):
+      if not (
+        isinstance(meta, dict) and meta.get('step') == step and isinstance(meta.get('wall_time_s'), (int, float))
+      ):
         raise ValueError('meta does not match the step')
       got = jax.tree.map(lambda x: (x.shape, x.dtype), state)
       if got != jax.tree.map(lambda x: (x.shape, x.dtype), abstract):
         raise ValueError('arrays of the wrong shape')
       return state, meta
-    except Exception as e:  # pylint: disable=broad-except  # Orbax raises many kinds on damage
+    except Exception as e:  # Orbax raises many kinds on damage
       path = os.path.join(self.directory, str(step))
       self.discard(step, corrupt=True)
-      warn(f'checkpoint {path} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ""}); '
-           f'moved to {self.directory}.corrupt/')
+      warn(
+        f'checkpoint {path} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ""}); '
+        f'moved to {self.directory}.corrupt/'
+      )
       return None
 
   def discard(self, step: int, corrupt: bool = False) -> None:

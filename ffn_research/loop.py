@@ -20,21 +20,25 @@ train.blowup_patience consecutive logged chunks (train.blowup_factor = 0 turns i
 """
 
 import collections
+from collections.abc import Sequence
 import contextlib
 import dataclasses
 import json
 import os
 import resource
 import time
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import ml_collections
 import numpy as np
 
 from ffn_research import io as io_lib
-from ffn_research import models, parallel, train, validation
+from ffn_research import models
+from ffn_research import parallel
 from ffn_research import programs as programs_lib
+from ffn_research import train
+from ffn_research import validation
 
 PyTree = Any
 
@@ -44,6 +48,7 @@ class NotEnoughMemory(ValueError):
 
 
 # --------------------------------------------------------------------------- bookkeeping
+
 
 def flatten_metrics(tree: PyTree, prefix: str = '') -> dict[str, Any]:
   """Flatten metrics to {'a/b': float or list} for JSON and TensorBoard."""
@@ -58,10 +63,11 @@ def flatten_metrics(tree: PyTree, prefix: str = '') -> dict[str, Any]:
 @dataclasses.dataclass
 class Track:
   """One run's state derived from its logged lines (so a resumed run replays it from disk)."""
+
   last: dict[str, Any] = dataclasses.field(default_factory=dict)
   initial_loss: float | None = None
-  above: int = 0           # consecutive logged chunks over the blow-up threshold
-  diverged_at: int = -1    # step at which the run was declared diverged
+  above: int = 0  # consecutive logged chunks over the blow-up threshold
+  diverged_at: int = -1  # step at which the run was declared diverged
   reason: str | None = None  # 'non-finite loss' or 'blow-up'
 
   def observe(self, step: int, m: dict[str, Any], tr: ml_collections.ConfigDict) -> None:
@@ -96,27 +102,46 @@ def eval_log_names(evals: dict[str, Any]) -> dict[str, Any]:
 
 def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
   """The console line for one logged chunk (m: flattened metrics with steps_per_s)."""
-  return (f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
-          f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | '
-          f'eta {(total_steps - step) / max(m["steps_per_s"], 1e-9):.0f}s')
+  return (
+    f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
+    f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | '
+    f'eta {(total_steps - step) / max(m["steps_per_s"], 1e-9):.0f}s'
+  )
 
 
-def run_summary(counts: dict[str, Any], track: Track, *, step: int, evals: dict[str, Any] | None,
-                compile_time_s: float | None, checkpoint_time_s: float, wall_time_s: float,
-                steps_per_s: float | None = None) -> dict[str, Any]:
+def run_summary(
+  counts: dict[str, Any],
+  track: Track,
+  *,
+  step: int,
+  evals: dict[str, Any] | None,
+  compile_time_s: float | None,
+  checkpoint_time_s: float,
+  wall_time_s: float,
+  steps_per_s: float | None = None,
+) -> dict[str, Any]:
   """summary.json of a finished run (every entry point writes this schema).
 
   `steps_per_s`: steps trained by this process over its training time (compiling, held-out
   evaluation and checkpointing excluded); the last logged interval's rate when not given.
   """
   last = track.last
-  summary = {**counts, 'wall_time_s': wall_time_s, 'compile_time_s': compile_time_s,
-             'checkpoint_time_s': checkpoint_time_s,
-             'steps_per_s': last.get('steps_per_s') if steps_per_s is None else steps_per_s,
-             'final_loss': last.get('loss')}
+  summary = {
+    **counts,
+    'wall_time_s': wall_time_s,
+    'compile_time_s': compile_time_s,
+    'checkpoint_time_s': checkpoint_time_s,
+    'steps_per_s': last.get('steps_per_s') if steps_per_s is None else steps_per_s,
+    'final_loss': last.get('loss'),
+  }
   if track.diverged_at >= 0:
-    summary.update(status='diverged', diverged_step=track.diverged_at, diverged_reason=track.reason,
-                   step=track.diverged_at, eval_loss=None)
+    summary.update(
+      status='diverged',
+      diverged_step=track.diverged_at,
+      diverged_reason=track.reason,
+      step=track.diverged_at,
+      eval_loss=None,
+    )
   else:
     summary.update(status='completed', step=step, **evals, **per_param(evals, counts))
   return summary
@@ -131,11 +156,14 @@ def per_param(evals: dict[str, Any], counts: dict[str, Any]) -> dict[str, float]
     return {}
   bits = np.float32(evals['bits_stored'])
   ffn = counts.get('num_ffn_params', counts['num_params'])
-  return {'bits_per_param': (bits / np.float32(counts['num_params'])).item(),
-          'bits_per_ffn_param': (bits / np.float32(ffn)).item() if ffn else float('nan')}
+  return {
+    'bits_per_param': (bits / np.float32(counts['num_params'])).item(),
+    'bits_per_ffn_param': (bits / np.float32(ffn)).item() if ffn else float('nan'),
+  }
 
 
 # --------------------------------------------------------------------------- memory
+
 
 def available_memory(device) -> tuple[int | None, str]:
   """(bytes the run may still allocate, where that figure comes from)."""
@@ -168,19 +196,25 @@ def check_memory(compiled, device, num_runs: int) -> None:
   analysis = compiled.memory_analysis()
   if analysis is None:
     return
-  need = (analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-          - analysis.alias_size_in_bytes + analysis.temp_size_in_bytes)
+  need = (
+    analysis.argument_size_in_bytes
+    + analysis.output_size_in_bytes
+    - analysis.alias_size_in_bytes
+    + analysis.temp_size_in_bytes
+  )
   have, source = available_memory(device)
   if have is not None and need > have:
     runs = f'{num_runs} runs' if num_runs > 1 else 'the run'
     raise NotEnoughMemory(
-        f'{runs} would need {need / 2**30:.2f} GiB (state {analysis.argument_size_in_bytes / 2**30:.2f} GiB '
-        f'+ temporaries of one chunk {analysis.temp_size_in_bytes / 2**30:.2f} GiB) but only '
-        f'{max(have, 0) / 2**30:.2f} GiB is available ({source}); use a smaller model, batch or '
-        'train.log_every' + (', or --max_group_size' if num_runs > 1 else ''))
+      f'{runs} would need {need / 2**30:.2f} GiB (state {analysis.argument_size_in_bytes / 2**30:.2f} GiB '
+      f'+ temporaries of one chunk {analysis.temp_size_in_bytes / 2**30:.2f} GiB) but only '
+      f'{max(have, 0) / 2**30:.2f} GiB is available ({source}); use a smaller model, batch or '
+      'train.log_every' + (', or --max_group_size' if num_runs > 1 else '')
+    )
 
 
 # --------------------------------------------------------------------------- the loop
+
 
 def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -> float:
   """The step up to which every line a run logs is in `records` (inf once they show divergence)."""
@@ -200,13 +234,14 @@ def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -
 def check_checkpoint_meta(ckpts: list[io_lib.Checkpointer], configs: Sequence[ml_collections.ConfigDict]) -> None:
   """io.WorkdirError (one line) when a run's checkpoint was saved under another model.parametrization
   (its meta records it; none recorded: 'standard'), before any restore could set it aside as damaged."""
-  for c, config in zip(ckpts, configs):
+  for c, config in zip(ckpts, configs, strict=True):
     for step in c.steps():
       had = (c.read_meta(step) or {}).get('parametrization', 'standard')
       if had != config.model.parametrization:
         raise io_lib.WorkdirError(
-            f'{c.directory}/{step} was saved with model.parametrization={had}, this run has '
-            f'{config.model.parametrization}; use a new --workdir or delete it')
+          f'{c.directory}/{step} was saved with model.parametrization={had}, this run has '
+          f'{config.model.parametrization}; use a new --workdir or delete it'
+        )
 
 
 def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_step: float):
@@ -216,7 +251,7 @@ def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_
   had_any = any(c.steps() for c in ckpts)
   chosen = None
   for step in sorted((s for s in common if s <= max_step), reverse=True):
-    restored = [c.restore(step, a) for c, a in zip(ckpts, abstract_ones)]
+    restored = [c.restore(step, a) for c, a in zip(ckpts, abstract_ones, strict=True)]
     if all(r is not None for r in restored):
       chosen = [r[0] for r in restored], step, [r[1] for r in restored]
       break
@@ -224,8 +259,10 @@ def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_
     for later in [s for s in c.steps() if chosen is None or s > chosen[1]]:
       c.discard(later)
   if chosen is None and had_any:
-    io_lib.warn(f'no usable checkpoint in {", ".join(c.directory for c in ckpts)} (damaged, or past the '
-                'last step logged in metrics.jsonl); starting over')
+    io_lib.warn(
+      f'no usable checkpoint in {", ".join(c.directory for c in ckpts)} (damaged, or past the '
+      'last step logged in metrics.jsonl); starting over'
+    )
   return chosen
 
 
@@ -269,10 +306,11 @@ class Stopwatch:
 @dataclasses.dataclass
 class Chunk:
   """A finished chunk whose lines are not written yet (they are written after the next dispatch)."""
-  step: int              # the step it ended at
-  metrics: PyTree        # on device
-  steps_per_s: float     # its steps over its own interval (Stopwatch.lap)
-  evals: PyTree = None   # held-out metrics at `step`, when due
+
+  step: int  # the step it ended at
+  metrics: PyTree  # on device
+  steps_per_s: float  # its steps over its own interval (Stopwatch.lap)
+  evals: PyTree = None  # held-out metrics at `step`, when due
 
 
 def _crossed(every: int, before: int, after: int) -> bool:
@@ -286,8 +324,14 @@ class GroupLoop:
   (the last chunk, its lines not yet written), `tracks` (per run, from its logged lines).
   """
 
-  def __init__(self, programs: programs_lib.Programs, configs: Sequence[ml_collections.ConfigDict],
-               run_dirs: Sequence[str], verbose: bool, step_bar: Any):
+  def __init__(
+    self,
+    programs: programs_lib.Programs,
+    configs: Sequence[ml_collections.ConfigDict],
+    run_dirs: Sequence[str],
+    verbose: bool,
+    step_bar: Any,
+  ):
     self.programs, self.configs, self.run_dirs = programs, configs, run_dirs
     self.tr, self.num_runs = configs[0].train, len(configs)
     self.verbose, self.step_bar = verbose, step_bar
@@ -296,8 +340,10 @@ class GroupLoop:
     self.abstract = programs.abstract_state(configs, self.traced)
     self.run_abstracts = programs_lib.run_abstract_states(programs.exp, configs)  # what checkpoints hold
     self.primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
-    self.ckpts = [(io_lib.Checkpointer if self.primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
-                  for d in run_dirs]
+    self.ckpts = [
+      (io_lib.Checkpointer if self.primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
+      for d in run_dirs
+    ]
     self.compiled: set[int] = set()  # chunk lengths compiled
     self.state, self.step, self.wall_before = None, 0, [0.0] * self.num_runs
     self.logs: list[Any] = []
@@ -325,8 +371,11 @@ class GroupLoop:
     check_checkpoint_meta(self.ckpts, self.configs)  # before compiling
     if not all(c.steps() and c.steps()[0] >= tr.steps for c in self.ckpts):
       self.compile(min(tr.log_every, tr.steps))  # and refuse what cannot fit, before allocating
-    logged = min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr)
-                 for d in self.run_dirs) if self.primary else 0
+    logged = (
+      min(logged_up_to(io_lib.read_metrics(os.path.join(d, 'metrics.jsonl'))[0], tr) for d in self.run_dirs)
+      if self.primary
+      else 0
+    )
     restored = parallel.from_primary(_restore(self.ckpts, self.run_abstracts, logged))
     if restored is None:
       self.state = self.programs.init(self.configs, self.traced)
@@ -383,8 +432,7 @@ class GroupLoop:
     every = self.tr.eval_every
     if _crossed(every, start, self.step) or (every > 0 and self.step == self.tr.steps):
       with self.clock.excluded('eval'):
-        self.pending.evals = jax.block_until_ready(
-            self.programs.evaluate(self.state['params'], self.state['data']))
+        self.pending.evals = jax.block_until_ready(self.programs.evaluate(self.state['params'], self.state['data']))
 
   def checkpoint(self) -> None:
     """Save every run's state at the current step (as its own shapes), its lines already on disk."""
@@ -392,9 +440,8 @@ class GroupLoop:
     with self.clock.excluded('checkpoint'):
       states = self.programs.unstack(self.state, self.run_abstracts)
       elapsed = self.clock.elapsed() / self.num_runs
-      for c, state, before, config in zip(self.ckpts, states, self.wall_before, self.configs):
-        c.save(self.step, state, {'wall_time_s': before + elapsed,
-                                  'parametrization': config.model.parametrization})
+      for c, state, before, config in zip(self.ckpts, states, self.wall_before, self.configs, strict=True):
+        c.save(self.step, state, {'wall_time_s': before + elapsed, 'parametrization': config.model.parametrization})
 
   def train(self) -> tuple[float | None, PyTree]:
     """(steps per second of training time, final held-out metrics or None if every run diverged)."""
@@ -420,13 +467,20 @@ class GroupLoop:
     elapsed = self.clock.elapsed() / self.num_runs
     evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
     summaries = []
-    for config, track, run_evals, before in zip(self.configs, self.tracks, evals, self.wall_before):
+    for config, track, run_evals, before in zip(self.configs, self.tracks, evals, self.wall_before, strict=True):
       counts = {**models.model_counts(config, self.programs.exp.task), **models.run_notes(config)}
-      summaries.append(run_summary(
-          counts, track, step=self.step, evals=None if track.diverged_at >= 0 else flatten_metrics(run_evals),
+      summaries.append(
+        run_summary(
+          counts,
+          track,
+          step=self.step,
+          evals=None if track.diverged_at >= 0 else flatten_metrics(run_evals),
           compile_time_s=self.clock.spent['compile'] if self.compiled else None,
           checkpoint_time_s=self.clock.spent['checkpoint'] / self.num_runs,
-          wall_time_s=before + elapsed, steps_per_s=rate))
+          wall_time_s=before + elapsed,
+          steps_per_s=rate,
+        )
+      )
       if track.diverged_at >= 0 and self.verbose:
         print(f'diverged: {track.reason} at step {track.diverged_at}', flush=True)
     return summaries
@@ -438,8 +492,14 @@ class GroupLoop:
       c.close()
 
 
-def train_group(programs: programs_lib.Programs, configs: Sequence[ml_collections.ConfigDict],
-                run_dirs: Sequence[str], *, verbose: bool = False, step_bar: Any = None) -> list[dict[str, Any]]:
+def train_group(
+  programs: programs_lib.Programs,
+  configs: Sequence[ml_collections.ConfigDict],
+  run_dirs: Sequence[str],
+  *,
+  verbose: bool = False,
+  step_bar: Any = None,
+) -> list[dict[str, Any]]:
   """Train runs that share `programs` together; write each run's logs and checkpoints; return
   their summaries (a lone run is a group of one: programs.LonePrograms).
 
@@ -464,6 +524,7 @@ def train_group(programs: programs_lib.Programs, configs: Sequence[ml_collection
 
 
 # --------------------------------------------------------------------------- one run in a workdir
+
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """Train one config in `workdir` (resuming from its newest intact checkpoint); write its outputs.
@@ -504,19 +565,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
 
 
 def _print_model(exp: train.Experiment, mesh: jax.sharding.Mesh | None) -> None:
-  print('model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}'
-                              for k, v in exp.counts.items()), flush=True)
+  print(
+    'model: ' + ', '.join(f'{k}={v:,}' if isinstance(v, int) else f'{k}={v}' for k, v in exp.counts.items()), flush=True
+  )
   if mesh is not None:
-    print(f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
-          f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)', flush=True)
+    print(
+      f'mesh: data={mesh.shape["data"]}, expert={mesh.shape["expert"]} over {mesh.size} '
+      f'{mesh.devices.flat[0].platform} devices in {jax.process_count()} process(es)',
+      flush=True,
+    )
 
 
 # --------------------------------------------------------------------------- reading a run back
 
+
 class LoadedRun(NamedTuple):
   config: ml_collections.ConfigDict  # the resolved config (config.json)
-  model: Any                         # the nnx model with the run's final weights
-  summary: dict[str, Any] | None     # summary.json (None while unfinished)
+  model: Any  # the nnx model with the run's final weights
+  summary: dict[str, Any] | None  # summary.json (None while unfinished)
 
 
 # Train keys that change neither the initial parameters and data (the seed draws them) nor the structure of
@@ -528,12 +594,13 @@ def restore_program(config: ml_collections.ConfigDict):
   """(Experiment, jitted init with the seed traced, abstract state) of `config`, from the one program cache."""
   raw = config.to_dict()
   raw['train'] = {k: v for k, v in raw['train'].items() if k not in _NOT_IN_INIT}
-  raw['train']['weight_decay'] = raw['train']['weight_decay'] > 0   # a value in the state; only whether it is on
+  raw['train']['weight_decay'] = raw['train']['weight_decay'] > 0  # a value in the state; only whether it is on
 
   def build():
     exp = train.Experiment(config)
     init = jax.jit(exp.init)
     return exp, init, jax.eval_shape(init, config.train.seed)
+
   return programs_lib.cached(('restore', json.dumps(raw, sort_keys=True, default=str)), build)
 
 

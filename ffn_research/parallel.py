@@ -25,15 +25,17 @@ Sweeps do not use this: a vmapped group shards its run axis over the local devic
 (programs.GroupPrograms) and shards of a sweep run as independent processes (docs/sweeps.md).
 """
 
+from collections.abc import Mapping
 import os
 import pickle
-from typing import Any, Mapping
+from typing import Any
 
 import jax
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 import ml_collections
 import numpy as np
-from jax.experimental import multihost_utils
-from jax.sharding import NamedSharding, PartitionSpec as P
 
 from ffn_research import config as config_lib
 
@@ -48,6 +50,7 @@ EXPERT_LEAVES = {'w1': 3, 'w_gate': 3, 'w2': 3, 'b1': 2, 'b_gate': 2, 'b2': 2}
 
 # --------------------------------------------------------------------------- config
 
+
 def validate(config: ml_collections.ConfigDict) -> None:
   """ConfigError for the parallel section (what does not depend on the devices present)."""
   p = config.parallel
@@ -58,20 +61,26 @@ def validate(config: ml_collections.ConfigDict) -> None:
     moe = config.model.moe
     num_experts = moe.num_experts * moe.granularity
     config_lib.check(num_experts > 0, f'parallel.expert={p.expert} needs an MoE model (model.moe.num_experts > 0)')
-    config_lib.check(num_experts % p.expert == 0,
-                     f'parallel.expert={p.expert} must divide the number of experts '
-                     f'(model.moe.num_experts x granularity = {num_experts})')
-    config_lib.check(moe.dispatch != 'ragged',
-                     'parallel.expert > 1 needs model.moe.dispatch sort, einsum or auto (ragged has no expert split)')
+    config_lib.check(
+      num_experts % p.expert == 0,
+      f'parallel.expert={p.expert} must divide the number of experts '
+      f'(model.moe.num_experts x granularity = {num_experts})',
+    )
+    config_lib.check(
+      moe.dispatch != 'ragged',
+      'parallel.expert > 1 needs model.moe.dispatch sort, einsum or auto (ragged has no expert split)',
+    )
 
 
 def check_sweep_run(config: ml_collections.ConfigDict) -> None:
   """ConfigError for parallel keys a sweep cannot honour (its runs share devices along the run axis)."""
   p = config.parallel
-  config_lib.check(p.data in (0, 1) and p.expert == 1,
-                   f'parallel.data={p.data}, parallel.expert={p.expert}: a sweep shards its run axis over the '
-                   'local devices instead; leave parallel.data at 0 or 1 and parallel.expert at 1 '
-                   '(train one run with experiments.train to split it over devices)')
+  config_lib.check(
+    p.data in (0, 1) and p.expert == 1,
+    f'parallel.data={p.data}, parallel.expert={p.expert}: a sweep shards its run axis over the '
+    'local devices instead; leave parallel.data at 0 or 1 and parallel.expert at 1 '
+    '(train one run with experiments.train to split it over devices)',
+  )
 
 
 def mesh_shape(config: ml_collections.ConfigDict, num_devices: int) -> tuple[int, int]:
@@ -79,15 +88,20 @@ def mesh_shape(config: ml_collections.ConfigDict, num_devices: int) -> tuple[int
   p = config.parallel
   expert = p.expert
   data = p.data or max(num_devices // expert, 1)
-  config_lib.check(data * expert <= num_devices,
-                   f'parallel.data={p.data} x parallel.expert={expert} = {data * expert} devices, '
-                   f'but only {num_devices} are present')
-  config_lib.check(jax.process_count() == 1 or data * expert == num_devices,
-                   f'parallel.data x parallel.expert = {data * expert} must use all {num_devices} devices '
-                   f'of the {jax.process_count()} processes')
-  config_lib.check(config.train.batch_size % data == 0,
-                   f'train.batch_size={config.train.batch_size} must be divisible by the {data} devices of '
-                   f'the data axis (parallel.data={p.data}{", 0 = all devices" if not p.data else ""})')
+  config_lib.check(
+    data * expert <= num_devices,
+    f'parallel.data={p.data} x parallel.expert={expert} = {data * expert} devices, but only {num_devices} are present',
+  )
+  config_lib.check(
+    jax.process_count() == 1 or data * expert == num_devices,
+    f'parallel.data x parallel.expert = {data * expert} must use all {num_devices} devices '
+    f'of the {jax.process_count()} processes',
+  )
+  config_lib.check(
+    config.train.batch_size % data == 0,
+    f'train.batch_size={config.train.batch_size} must be divisible by the {data} devices of '
+    f'the data axis (parallel.data={p.data}{", 0 = all devices" if not p.data else ""})',
+  )
   return data, expert
 
 
@@ -96,8 +110,9 @@ def build_mesh(config: ml_collections.ConfigDict) -> jax.sharding.Mesh | None:
   data, expert = mesh_shape(config, jax.device_count())
   if data * expert == 1:
     return None
-  return jax.make_mesh((data, expert), AXES, axis_types=(jax.sharding.AxisType.Auto,) * 2,
-                       devices=jax.devices()[:data * expert])
+  return jax.make_mesh(
+    (data, expert), AXES, axis_types=(jax.sharding.AxisType.Auto,) * 2, devices=jax.devices()[: data * expert]
+  )
 
 
 def expert_mesh(mesh: jax.sharding.Mesh | None) -> jax.sharding.Mesh | None:
@@ -106,6 +121,7 @@ def expert_mesh(mesh: jax.sharding.Mesh | None) -> jax.sharding.Mesh | None:
 
 
 # --------------------------------------------------------------------------- placement
+
 
 def shard_batch(batch: PyTree, mesh: jax.sharding.Mesh | None) -> PyTree:
   """Lay each batch leaf's leading (example) axis over 'data' (inside jit); identity without a mesh.
@@ -116,8 +132,12 @@ def shard_batch(batch: PyTree, mesh: jax.sharding.Mesh | None) -> PyTree:
   if mesh is None or mesh.shape['data'] == 1:
     return batch
   n = mesh.shape['data']
-  return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P('data')))
-                      if x.ndim and x.shape[0] % n == 0 else x, batch)
+  return jax.tree.map(
+    lambda x: (
+      jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P('data'))) if x.ndim and x.shape[0] % n == 0 else x
+    ),
+    batch,
+  )
 
 
 def state_shardings(abstract: PyTree, mesh: jax.sharding.Mesh) -> PyTree:
@@ -128,8 +148,11 @@ def state_shardings(abstract: PyTree, mesh: jax.sharding.Mesh) -> PyTree:
     # nnx.State paths end in the variable's name, or in its 'value' under the name.
     if name == 'value' and len(path) > 1:
       name = getattr(path[-2], 'key', getattr(path[-2], 'name', None))
-    split = (mesh.shape['expert'] > 1 and EXPERT_LEAVES.get(name) == len(leaf.shape)
-             and leaf.shape[0] % mesh.shape['expert'] == 0)
+    split = (
+      mesh.shape['expert'] > 1
+      and EXPERT_LEAVES.get(name) == len(leaf.shape)
+      and leaf.shape[0] % mesh.shape['expert'] == 0
+    )
     return NamedSharding(mesh, P('expert') if split else P())
 
   return jax.tree_util.tree_map_with_path(one, abstract)
@@ -137,9 +160,11 @@ def state_shardings(abstract: PyTree, mesh: jax.sharding.Mesh) -> PyTree:
 
 def place(tree: PyTree, shardings: PyTree) -> PyTree:
   """Host (or single-device) values, the same on every process, as global arrays with `shardings`."""
+
   def one(x, sharding):
     x = np.asarray(x)
     return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
   return jax.tree.map(one, tree, shardings)
 
 
@@ -151,6 +176,7 @@ def to_host(tree: PyTree) -> PyTree:
 
 
 # --------------------------------------------------------------------------- processes
+
 
 def is_primary() -> bool:
   """Process 0: the one that reads and writes the workdir."""
@@ -164,7 +190,7 @@ def from_primary(obj: Any) -> Any:
   data = np.frombuffer(pickle.dumps(jax.device_get(obj)), np.uint8) if is_primary() else np.zeros(0, np.uint8)
   size = int(multihost_utils.broadcast_one_to_all(np.int64(data.size)))
   buffer = np.zeros(size, np.uint8)
-  buffer[:data.size] = data
+  buffer[: data.size] = data
   return pickle.loads(np.asarray(multihost_utils.broadcast_one_to_all(buffer)).tobytes())
 
 
@@ -181,8 +207,7 @@ def launch_detected(environ: Mapping[str, str] = os.environ) -> str | None:
   return None
 
 
-def initialize_distributed(parallel_cfg: ml_collections.ConfigDict,
-                           environ: Mapping[str, str] = os.environ) -> bool:
+def initialize_distributed(parallel_cfg: ml_collections.ConfigDict, environ: Mapping[str, str] = os.environ) -> bool:
   """Call jax.distributed.initialize() per parallel.distributed (before any other JAX call); True if called.
 
   JAX itself reads JAX_COORDINATOR_ADDRESS and detects SLURM, Open MPI and Cloud TPU;
@@ -204,6 +229,7 @@ def initialize_distributed(parallel_cfg: ml_collections.ConfigDict,
 
 
 # --------------------------------------------------------------------------- no-op writers
+
 
 class NoCheckpoints:
   """A Checkpointer for processes other than 0: holds nothing, saves nothing."""

@@ -13,10 +13,10 @@ Public helpers (the tutorial notebook uses them; each recomputes the model's own
 
 import functools
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 
 from ffn_research.models import moe as moe_lib
 
@@ -25,8 +25,9 @@ def _block(model, layer: int):
   """Block `layer` of a sequence model with an FFN; ValueError (one line) otherwise."""
   blocks = getattr(model, 'blocks', None)
   if blocks is None:
-    raise ValueError(f'{type(model).__name__} has no blocks: probe needs a sequence model '
-                     '(model.arch transformer or ffn_stack)')
+    raise ValueError(
+      f'{type(model).__name__} has no blocks: probe needs a sequence model (model.arch transformer or ffn_stack)'
+    )
   if not 0 <= layer < len(blocks):
     raise ValueError(f'layer={layer} is out of range: the model has {len(blocks)} blocks')
   block = blocks[layer]
@@ -76,8 +77,9 @@ def ffn_input(model, tokens_BxT: jax.Array, layer: int = 0) -> np.ndarray:
 def ffn_hidden(model, tokens_BxT: jax.Array, layer: int = 0) -> np.ndarray:
   """(B, T, F): hidden activations of block `layer`'s dense FFN."""
   if not hasattr(_block(model, layer).ffn, 'hidden'):
-    raise ValueError(f'layer {layer} is an MoE: its experts have no single hidden layer; '
-                     'see expert_load for its routing')
+    raise ValueError(
+      f'layer {layer} is an MoE: its experts have no single hidden layer; see expert_load for its routing'
+    )
   return np.asarray(_compiled_hidden(model, jnp.asarray(tokens_BxT), layer))
 
 

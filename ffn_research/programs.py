@@ -18,16 +18,20 @@ shapes on the way in (`GroupPrograms.stack`) and cut back to its own on the way 
 (`GroupPrograms.unstack`, `run_abstract_states`), so its checkpoints always hold its true shapes.
 """
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import models, parallel, tasks, train
+from ffn_research import models
+from ffn_research import parallel
+from ffn_research import tasks
+from ffn_research import train
 
 PyTree = Any
 Configs = Sequence[ml_collections.ConfigDict]
@@ -47,14 +51,23 @@ PAD_FLOPS_FACTOR = 4.0
 
 # --------------------------------------------------------------------------- planning padded programs
 
-def cached(key: Any, build, cache: dict = {}, maxsize: int = 8):  # pylint: disable=dangerous-default-value
+
+_PROGRAMS: dict = {}  # the process's compiled programs, oldest first (dicts keep insertion order)
+
+
+def cached(key: Any, build, maxsize: int = 8):
   """The one program cache of a process: `build()` once per `key` (hashable), the oldest of `maxsize` dropped.
   Compiled programs hold XLA executables; a sweep or an ablation that walks many shapes stays bounded."""
-  if key not in cache:
-    if len(cache) >= maxsize:
-      cache.pop(next(iter(cache)))
-    cache[key] = build()
-  return cache[key]
+  if key not in _PROGRAMS:
+    if len(_PROGRAMS) >= maxsize:
+      _PROGRAMS.pop(next(iter(_PROGRAMS)))
+    _PROGRAMS[key] = build()
+  return _PROGRAMS[key]
+
+
+def clear_cache() -> None:
+  """Forget every program `cached` holds (benchmarks that time compilation)."""
+  _PROGRAMS.clear()
 
 
 def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
@@ -64,8 +77,9 @@ def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
   return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0 and model_cfg.parametrization == 'standard'
 
 
-def split_by_flops(items: Sequence[Any], widths: Sequence[int], flops: Sequence[float],
-                   factor: float) -> list[list[Any]]:
+def split_by_flops(
+  items: Sequence[Any], widths: Sequence[int], flops: Sequence[float], factor: float
+) -> list[list[Any]]:
   """`items` (runs of one program shape, hidden `widths`) cut into programs whose padded FLOPs,
   len(program) * its largest flops, stay within `factor` of their real FLOPs, the sum of flops:
   greedy over the distinct widths in increasing order, all items of a width together, a new
@@ -128,12 +142,13 @@ def run_abstract_states(exp: train.Experiment, configs: Configs) -> list[PyTree]
 
 # --------------------------------------------------------------------------- the programs
 
+
 class Programs(Protocol):
   """What the run loop needs of the programs of one run or of a group of runs."""
 
   exp: train.Experiment  # what the programs compile (a padded group's: at its widest width)
-  chunk: Any      # jit: (state, num_steps (static), traced) -> (state, metrics)
-  evaluate: Any   # jit: (params, data) -> held-out metrics
+  chunk: Any  # jit: (state, num_steps (static), traced) -> (state, metrics)
+  evaluate: Any  # jit: (params, data) -> held-out metrics
 
   def traced(self, configs: Configs) -> dict[str, jax.Array]:
     """The runs' train.TRACED_KEYS values as the programs take them."""
@@ -245,17 +260,24 @@ class GroupPrograms:
     def pad_one(a, x, own):
       return _resize(np.asarray(x), _param_shapes(own), full_shapes, a.shape)
 
-    return jax.tree.map(lambda a, *xs: self.pad(np.stack([pad_one(a, x, own) for x, own in zip(xs, states)])),
-                        full, *states)
+    return jax.tree.map(
+      lambda a, *xs: self.pad(np.stack([pad_one(a, x, own) for x, own in zip(xs, states, strict=True)])), full, *states
+    )
 
   def unstack(self, state: PyTree, abstracts: Sequence[PyTree]) -> list[PyTree]:
     """Each run's state (host arrays) cut to its own shapes (padded units dropped)."""
     host, src = jax.device_get(state), _param_shapes(self.full)
-    return [jax.tree.map(lambda x, a: _resize(np.asarray(x[i]), src, _param_shapes(abstract), a.shape),
-                         host, abstract) for i, abstract in enumerate(abstracts)]
+    return [
+      jax.tree.map(
+        lambda x, a, i=i, abstract=abstract: _resize(np.asarray(x[i]), src, _param_shapes(abstract), a.shape),
+        host,
+        abstract,
+      )
+      for i, abstract in enumerate(abstracts)
+    ]
 
   def per_run(self, tree: PyTree, num_runs: int) -> list[PyTree]:
-    return [jax.tree.map(lambda x: x[i], tree) for i in range(num_runs)]
+    return [jax.tree.map(lambda x, i=i: x[i], tree) for i in range(num_runs)]
 
 
 def _param_shapes(state: PyTree) -> list[tuple[int, ...]]:
@@ -269,12 +291,12 @@ def _resize(x: np.ndarray, src: list[tuple[int, ...]], dst: list[tuple[int, ...]
   n_src, n_dst = sum(int(np.prod(s)) for s in src), sum(int(np.prod(s)) for s in dst)
   if x.ndim == 1 and len(shape) == 1 and x.shape[0] == n_src and shape[0] == n_dst and n_src != n_dst:
     parts, at = [], 0
-    for s, d in zip(src, dst):
-      piece = x[at:at + int(np.prod(s))].reshape(s)
+    for s, d in zip(src, dst, strict=True):
+      piece = x[at : at + int(np.prod(s))].reshape(s)
       at += int(np.prod(s))
       parts.append(_resize(piece, [], [], d).ravel())
     return np.concatenate(parts)
   if not x.ndim:
     return x
   x = x[tuple(slice(0, n) for n in shape)]
-  return np.pad(x, [(0, n - m) for n, m in zip(shape, x.shape)])
+  return np.pad(x, [(0, n - m) for n, m in zip(shape, x.shape, strict=True)])

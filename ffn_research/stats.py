@@ -35,10 +35,11 @@ Holm-adjusted p is < 0.05, else it becomes `inconclusive` and says so. Equivalen
 downgrades an outcome. The CIs stay 95% per verdict, as printed.
 """
 
+from collections.abc import Mapping, Sequence
 import dataclasses
 import itertools
 import math
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,51 +48,63 @@ from scipy import stats
 REPRODUCED = 'reproduced'
 NOT_REPRODUCED = 'not reproduced'
 INCONCLUSIVE = 'inconclusive'
-INVALID = 'invalid'            # the setup cannot test the claim (a regime check failed)
+INVALID = 'invalid'  # the setup cannot test the claim (a regime check failed)
 OUTCOMES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, INVALID)
 DECISIVE = (REPRODUCED, NOT_REPRODUCED)
 CONFIDENCE = 0.95
-ALPHA = 0.05                   # familywise error rate of the Holm correction
+ALPHA = 0.05  # familywise error rate of the Holm correction
 DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE = 'double_steps', 'lower_rate', 'higher_rate'
-REMEDIES = (DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE)   # a failed check's `remedy` (ablations/regime.py applies it)
+REMEDIES = (DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE)  # a failed check's `remedy` (ablations/regime.py applies it)
 
 
 @dataclasses.dataclass(frozen=True)
 class Check:
   """A check of the measurement or of the regime a verdict rests on; `detail` holds its numbers."""
+
   name: str
   passed: bool
   detail: str
-  remedy: str = ''              # what more compute could fix a failure: one of REMEDIES, or '' (nothing)
+  remedy: str = ''  # what more compute could fix a failure: one of REMEDIES, or '' (nothing)
   points: tuple[str, ...] = ()  # the points (study.point_label) the remedy applies to
 
   def to_dict(self) -> dict[str, Any]:
-    return {'name': self.name, 'passed': self.passed, 'detail': self.detail, 'remedy': self.remedy,
-            'points': list(self.points)}
+    return {
+      'name': self.name,
+      'passed': self.passed,
+      'detail': self.detail,
+      'remedy': self.remedy,
+      'points': list(self.points),
+    }
 
   @classmethod
   def from_dict(cls, d: Mapping[str, Any]) -> 'Check':
-    return cls(str(d['name']), bool(d['passed']), str(d.get('detail', '')), str(d.get('remedy') or ''),
-               tuple(d.get('points') or ()))
+    return cls(
+      str(d['name']),
+      bool(d['passed']),
+      str(d.get('detail', '')),
+      str(d.get('remedy') or ''),
+      tuple(d.get('points') or ()),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
   """One claim's verdict, with the statistic and the rule it follows from."""
-  claim: str                    # the claim tested, one sentence
-  outcome: str                  # one of OUTCOMES
-  statistic: float              # the measured quantity (slope, mean difference, mean, crossing x)
-  ci: tuple[float, float]       # its 95% confidence interval
-  test: str                     # the statistical test / estimator used
-  rule: str                     # the decision rule in words
-  n: int                        # points (or seeds) the statistic is computed from
-  detail: str = ''              # why inconclusive / invalid, fit details, ...
+
+  claim: str  # the claim tested, one sentence
+  outcome: str  # one of OUTCOMES
+  statistic: float  # the measured quantity (slope, mean difference, mean, crossing x)
+  ci: tuple[float, float]  # its 95% confidence interval
+  test: str  # the statistical test / estimator used
+  rule: str  # the decision rule in words
+  n: int  # points (or seeds) the statistic is computed from
+  detail: str = ''  # why inconclusive / invalid, fit details, ...
   p_value: float | None = None  # of the test the decision rests on (see the module docstring), where it has one
   extra: dict[str, float] = dataclasses.field(default_factory=dict)  # other fitted numbers (e.g. intercept)
   checks: tuple[Check, ...] = ()  # the regime checks the verdict rests on (attached by gate)
-  p_holm: float | None = None   # Holm-adjusted p_value within the ablation (set by holm, i.e. the runner)
+  p_holm: float | None = None  # Holm-adjusted p_value within the ablation (set by holm, i.e. the runner)
   boundaries: tuple[float, ...] = ()  # the edges of the rule's region (where its outcome changes)
-  rule_outcome: str = ''        # the rule's own outcome, before gate and holm ('' = `outcome`)
+  rule_outcome: str = ''  # the rule's own outcome, before gate and holm ('' = `outcome`)
   points: tuple[str, ...] = ()  # the points whose runs the statistic reads (the regime checks them)
 
   def to_dict(self) -> dict[str, Any]:
@@ -104,12 +117,23 @@ class Verdict:
     """Inverse of to_dict; also reads report.json files written before `checks`/`p_holm` existed."""
     nan = lambda v: math.nan if v is None else float(v)  # NaN is written as null
     ci = d.get('ci') or (None, None)
-    return cls(claim=d['claim'], outcome=d['outcome'], statistic=nan(d.get('statistic')),
-               ci=(nan(ci[0]), nan(ci[1])), test=d.get('test', ''), rule=d.get('rule', ''),
-               n=int(d.get('n') or 0), detail=d.get('detail', '') or '', p_value=d.get('p_value'),
-               extra=dict(d.get('extra') or {}), checks=tuple(Check.from_dict(c) for c in d.get('checks') or ()),
-               p_holm=d.get('p_holm'), boundaries=tuple(nan(b) for b in d.get('boundaries') or ()),
-               rule_outcome=d.get('rule_outcome') or '', points=tuple(d.get('points') or ()))
+    return cls(
+      claim=d['claim'],
+      outcome=d['outcome'],
+      statistic=nan(d.get('statistic')),
+      ci=(nan(ci[0]), nan(ci[1])),
+      test=d.get('test', ''),
+      rule=d.get('rule', ''),
+      n=int(d.get('n') or 0),
+      detail=d.get('detail', '') or '',
+      p_value=d.get('p_value'),
+      extra=dict(d.get('extra') or {}),
+      checks=tuple(Check.from_dict(c) for c in d.get('checks') or ()),
+      p_holm=d.get('p_holm'),
+      boundaries=tuple(nan(b) for b in d.get('boundaries') or ()),
+      rule_outcome=d.get('rule_outcome') or '',
+      points=tuple(d.get('points') or ()),
+    )
 
   @property
   def failed_checks(self) -> tuple[Check, ...]:
@@ -122,8 +146,7 @@ class Verdict:
 
   def line(self) -> str:
     lo, hi = self.ci
-    return (f'**{self.outcome}** — {self.statistic:.4g} (95% CI [{lo:.4g}, {hi:.4g}], n={self.n}; '
-            f'{self.test})')
+    return f'**{self.outcome}** — {self.statistic:.4g} (95% CI [{lo:.4g}, {hi:.4g}], n={self.n}; {self.test})'
 
 
 def decide(ci: tuple[float, float], lo: float, hi: float) -> str:
@@ -150,6 +173,7 @@ def decision_p(estimate: float, se: float, dof: float, lo: float, hi: float) -> 
     if se == 0:
       return 0.0 if estimate != edge else 1.0
     return float(2 * stats.t.sf(abs(estimate - edge) / se, dof))
+
   if lo <= estimate <= hi:
     return max(p(e) for e in edges)
   return p(lo if estimate < lo else hi)
@@ -168,13 +192,14 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[fl
   return m, m - half, m + half
 
 
-def summarize(df: pd.DataFrame, by: Sequence[str], metrics: Sequence[str],
-              confidence: float = CONFIDENCE) -> pd.DataFrame:
+def summarize(
+  df: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], confidence: float = CONFIDENCE
+) -> pd.DataFrame:
   """Per setting of `by`: n and mean, ci_lo, ci_hi of each metric over the rows (seeds)."""
   rows = []
   for keys, g in df.groupby(list(by), sort=True):
     keys = keys if isinstance(keys, tuple) else (keys,)
-    row = dict(zip(by, keys))
+    row = dict(zip(by, keys, strict=True))
     row['n'] = len(g)
     for m in metrics:
       row[f'{m}_mean'], row[f'{m}_ci_lo'], row[f'{m}_ci_hi'] = mean_ci(g[m], confidence)
@@ -195,13 +220,25 @@ def _width_rule(max_width: float) -> str:
 
 
 def _underpowered(claim, test, rule, n, why, statistic=math.nan, ci=(math.nan, math.nan)) -> Verdict:
-  return Verdict(claim, INCONCLUSIVE, float(statistic), (float(ci[0]), float(ci[1])), test, rule, int(n),
-                 f'underpowered: {why}')
+  return Verdict(
+    claim, INCONCLUSIVE, float(statistic), (float(ci[0]), float(ci[1])), test, rule, int(n), f'underpowered: {why}'
+  )
 
 
-def slope(x: Sequence[float], y: Sequence[float], *, claimed: float, margin: float, claim: str,
-          seeds: Sequence[Any] | None = None, min_seeds: int = 3, min_points: int = 3,
-          log: bool = True, max_width: float = math.inf, confidence: float = CONFIDENCE) -> Verdict:
+def slope(
+  x: Sequence[float],
+  y: Sequence[float],
+  *,
+  claimed: float,
+  margin: float,
+  claim: str,
+  seeds: Sequence[Any] | None = None,
+  min_seeds: int = 3,
+  min_points: int = 3,
+  log: bool = True,
+  max_width: float = math.inf,
+  confidence: float = CONFIDENCE,
+) -> Verdict:
   """Fitted slope of log y on log x (every seed a point) against `claimed` ± `margin`.
 
   Reproduced if the slope's CI lies inside [claimed - margin, claimed + margin]; not reproduced
@@ -212,9 +249,11 @@ def slope(x: Sequence[float], y: Sequence[float], *, claimed: float, margin: flo
   y = np.asarray(y, float)
   kind = 'log-log' if log else 'linear'
   test = f'least-squares slope of {kind} fit (scipy.stats.linregress), Student-t {confidence:.0%} CI'
-  rule = (f'reproduced if the {confidence:.0%} CI of the slope lies inside [{claimed - margin:g}, '
-          f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies '
-          f'entirely outside; otherwise, or with < {min_points} distinct x or < {min_seeds} seeds, inconclusive')
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the slope lies inside [{claimed - margin:g}, '
+    f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies '
+    f'entirely outside; otherwise, or with < {min_points} distinct x or < {min_seeds} seeds, inconclusive'
+  )
   ok = np.isfinite(x) & np.isfinite(y)
   if log:
     ok &= (x > 0) & (y > 0)
@@ -232,15 +271,32 @@ def slope(x: Sequence[float], y: Sequence[float], *, claimed: float, margin: flo
   outcome = decide(ci, claimed - margin, claimed + margin)
   p = decision_p(float(fit.slope), float(fit.stderr), n - 2, claimed - margin, claimed + margin) if n > 2 else math.nan
   outcome, why = _narrow(outcome, ci, max_width)
-  return Verdict(claim, outcome, float(fit.slope), (float(ci[0]), float(ci[1])), test, rule + _width_rule(max_width), n,
-                 f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue ** 2:.4f}' + why,
-                 p_value=None if math.isnan(p) else p,
-                 extra={'intercept': float(fit.intercept), 'r2': float(fit.rvalue ** 2)},
-                 boundaries=(claimed - margin, claimed + margin))
+  return Verdict(
+    claim,
+    outcome,
+    float(fit.slope),
+    (float(ci[0]), float(ci[1])),
+    test,
+    rule + _width_rule(max_width),
+    n,
+    f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue**2:.4f}' + why,
+    p_value=None if math.isnan(p) else p,
+    extra={'intercept': float(fit.intercept), 'r2': float(fit.rvalue**2)},
+    boundaries=(claimed - margin, claimed + margin),
+  )
 
 
-def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, margin: float = 0.0,
-           min_seeds: int = 3, max_width: float = math.inf, confidence: float = CONFIDENCE) -> Verdict:
+def paired(
+  a: Sequence[float],
+  b: Sequence[float],
+  *,
+  expect: str,
+  claim: str,
+  margin: float = 0.0,
+  min_seeds: int = 3,
+  max_width: float = math.inf,
+  confidence: float = CONFIDENCE,
+) -> Verdict:
   """Paired comparison of a and b (same seeds, same order) on d = a - b.
 
   expect='less':    claim d < -margin. Reproduced if the CI of mean d is below -margin; not
@@ -252,7 +308,7 @@ def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, m
   two arms that measured nothing decides nothing; a failed premise check says so).
   """
   if expect not in ('less', 'greater', 'equal'):
-    raise ValueError(f"expect={expect!r}; allowed: less, greater, equal")
+    raise ValueError(f'expect={expect!r}; allowed: less, greater, equal')
   a = np.asarray(a, float)
   b = np.asarray(b, float)
   if a.shape != b.shape:
@@ -263,13 +319,15 @@ def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, m
   n = len(d)
   test = f'paired t-test on a - b (scipy.stats.ttest_rel), Student-t {confidence:.0%} CI of the mean difference'
   region = {'less': (-math.inf, -margin), 'greater': (margin, math.inf), 'equal': (-margin, margin)}[expect]
-  words = {'less': f'below {-margin:g}', 'greater': f'above {margin:g}',
-           'equal': f'inside [{-margin:g}, {margin:g}]'}[expect]
-  rule = (f'reproduced if the {confidence:.0%} CI of mean(a - b) lies {words}; not reproduced if it lies '
-          f'entirely outside that region; otherwise, or with < {min_seeds} pairs, inconclusive')
+  words = {'less': f'below {-margin:g}', 'greater': f'above {margin:g}', 'equal': f'inside [{-margin:g}, {margin:g}]'}[
+    expect
+  ]
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of mean(a - b) lies {words}; not reproduced if it lies '
+    f'entirely outside that region; otherwise, or with < {min_seeds} pairs, inconclusive'
+  )
   if n < min_seeds:
-    return _underpowered(claim, test, rule, n, f'{n} paired seeds < {min_seeds}',
-                         statistic=d.mean() if n else math.nan)
+    return _underpowered(claim, test, rule, n, f'{n} paired seeds < {min_seeds}', statistic=d.mean() if n else math.nan)
   m, lo, hi = mean_ci(d, confidence)
   if np.all(d == d[0]):  # zero variance: the CI is the point itself (ttest_rel returns nan)
     lo = hi = m
@@ -279,28 +337,55 @@ def paired(a: Sequence[float], b: Sequence[float], *, expect: str, claim: str, m
     outcome = NOT_REPRODUCED  # every pair exactly on the edge: strictly below / above it is not shown
   against = '' if margin == 0 else ' (t-test of mean(a - b) against the edge of the region the decision rests on)'
   outcome, why = _narrow(outcome, (lo, hi), max_width)
-  v = Verdict(claim, outcome, m, (lo, hi), test, rule + _width_rule(max_width), n,
-              f'two-sided p = {p:.3g}{against}{why}', p_value=p,
-              boundaries=tuple(e for e in region if math.isfinite(e)))
+  v = Verdict(
+    claim,
+    outcome,
+    m,
+    (lo, hi),
+    test,
+    rule + _width_rule(max_width),
+    n,
+    f'two-sided p = {p:.3g}{against}{why}',
+    p_value=p,
+    boundaries=tuple(e for e in region if math.isfinite(e)),
+  )
   if both_zero:
-    return gate(v, [Check('premise: the arms measured something', False,
-                          f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing')])
+    return gate(
+      v,
+      [
+        Check(
+          'premise: the arms measured something',
+          False,
+          f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing',
+        )
+      ],
+    )
   return v
 
 
-def threshold(values: Sequence[float], *, level: float, direction: str, claim: str, min_seeds: int = 3,
-              confidence: float = CONFIDENCE) -> Verdict:
+def threshold(
+  values: Sequence[float],
+  *,
+  level: float,
+  direction: str,
+  claim: str,
+  min_seeds: int = 3,
+  confidence: float = CONFIDENCE,
+) -> Verdict:
   """Is the mean of `values` (one per seed) below / above `level`? Decided on its t CI."""
   if direction not in ('below', 'above'):
-    raise ValueError(f"direction={direction!r}; allowed: below, above")
+    raise ValueError(f'direction={direction!r}; allowed: below, above')
   x = np.asarray(values, float)
   x = x[np.isfinite(x)]
   test = f'mean over seeds, Student-t {confidence:.0%} CI'
-  rule = (f'reproduced if the {confidence:.0%} CI of the mean lies {direction} {level:g}; not reproduced if '
-          f'it lies entirely on the other side; otherwise, or with < {min_seeds} seeds, inconclusive')
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the mean lies {direction} {level:g}; not reproduced if '
+    f'it lies entirely on the other side; otherwise, or with < {min_seeds} seeds, inconclusive'
+  )
   if len(x) < min_seeds:
-    return _underpowered(claim, test, rule, len(x), f'{len(x)} seeds < {min_seeds}',
-                         statistic=x.mean() if len(x) else math.nan)
+    return _underpowered(
+      claim, test, rule, len(x), f'{len(x)} seeds < {min_seeds}', statistic=x.mean() if len(x) else math.nan
+    )
   m, lo, hi = mean_ci(x, confidence)
   if np.all(x == x[0]):
     lo = hi = m
@@ -309,8 +394,18 @@ def threshold(values: Sequence[float], *, level: float, direction: str, claim: s
   outcome = decide((lo, hi), *region)
   if lo == hi == level:  # every seed exactly at the level: strictly below / above it is not shown
     outcome = NOT_REPRODUCED
-  return Verdict(claim, outcome, m, (lo, hi), test, rule, len(x),
-                 f'two-sided p = {p:.3g} (t-test of the mean against {level:g})', p_value=p, boundaries=(level,))
+  return Verdict(
+    claim,
+    outcome,
+    m,
+    (lo, hi),
+    test,
+    rule,
+    len(x),
+    f'two-sided p = {p:.3g} (t-test of the mean against {level:g})',
+    p_value=p,
+    boundaries=(level,),
+  )
 
 
 def crossing_point(x: Sequence[float], y: Sequence[float], level: float, log_x: bool = True) -> float:
@@ -328,8 +423,20 @@ def crossing_point(x: Sequence[float], y: Sequence[float], level: float, log_x: 
   return math.nan
 
 
-def crossing(df: pd.DataFrame, *, x: str, y: str, seed: str, level: float, claimed: float, factor: float,
-             claim: str, min_seeds: int = 3, min_points: int = 3, confidence: float = CONFIDENCE) -> Verdict:
+def crossing(
+  df: pd.DataFrame,
+  *,
+  x: str,
+  y: str,
+  seed: str,
+  level: float,
+  claimed: float,
+  factor: float,
+  claim: str,
+  min_seeds: int = 3,
+  min_points: int = 3,
+  confidence: float = CONFIDENCE,
+) -> Verdict:
   """Where y(x) crosses `level`, per seed; geometric mean and CI over seeds against claimed x.
 
   Reproduced if the CI of the crossing lies inside [claimed / factor, claimed * factor]; not
@@ -337,9 +444,11 @@ def crossing(df: pd.DataFrame, *, x: str, y: str, seed: str, level: float, claim
   crosses the level, or with < min_seeds seeds or < min_points x values per seed.
   """
   test = f'per-seed crossing of y = {level:g} (log-x interpolation); t {confidence:.0%} CI of mean log x'
-  rule = (f'reproduced if the {confidence:.0%} CI of the crossing lies inside [{claimed / factor:.4g}, '
-          f'{claimed * factor:.4g}] (claimed {claimed:g}, within a factor {factor:g}); not reproduced if '
-          f'disjoint; otherwise inconclusive (also when some seed never crosses, or < {min_seeds} seeds)')
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the crossing lies inside [{claimed / factor:.4g}, '
+    f'{claimed * factor:.4g}] (claimed {claimed:g}, within a factor {factor:g}); not reproduced if '
+    f'disjoint; otherwise inconclusive (also when some seed never crosses, or < {min_seeds} seeds)'
+  )
   points = []
   for _, g in df.groupby(seed):
     if g[x].nunique() < min_points:
@@ -355,14 +464,25 @@ def crossing(df: pd.DataFrame, *, x: str, y: str, seed: str, level: float, claim
   if same:
     lo = hi = m
   ci = (math.exp(lo), math.exp(hi))
-  p = decision_p(m, 0.0 if same else float(stats.sem(np.log(points))), n - 1,
-                 math.log(claimed / factor), math.log(claimed * factor))
-  return Verdict(claim, decide(ci, claimed / factor, claimed * factor), math.exp(m), ci, test, rule, n,
-                 'crossings: ' + ', '.join(f'{x:.4g}' for x in points) + f'; two-sided p = {p:.3g} (log scale)',
-                 p_value=p, boundaries=(claimed / factor, claimed * factor))
+  p = decision_p(
+    m, 0.0 if same else float(stats.sem(np.log(points))), n - 1, math.log(claimed / factor), math.log(claimed * factor)
+  )
+  return Verdict(
+    claim,
+    decide(ci, claimed / factor, claimed * factor),
+    math.exp(m),
+    ci,
+    test,
+    rule,
+    n,
+    'crossings: ' + ', '.join(f'{x:.4g}' for x in points) + f'; two-sided p = {p:.3g} (log scale)',
+    p_value=p,
+    boundaries=(claimed / factor, claimed * factor),
+  )
 
 
 # --------------------------------------------------------------------------- regime checks and `invalid`
+
 
 def _invalid_prefix(failed: Sequence[Check], raw: str) -> str:
   was = f' (the rule alone gave {raw})' if raw != INVALID else ''
@@ -375,7 +495,7 @@ def gate(v: Verdict, checks: Sequence[Check]) -> Verdict:
   raw = v.raw_outcome
   detail = v.detail
   before = [c for c in v.checks if not c.passed]
-  if before and v.outcome == INVALID:   # strip the earlier gate's prefix: the detail is rebuilt below
+  if before and v.outcome == INVALID:  # strip the earlier gate's prefix: the detail is rebuilt below
     prefix = _invalid_prefix(before, raw)
     detail = detail.removeprefix(prefix).removeprefix(' — ') if detail.startswith(prefix) else detail
   checks = tuple(v.checks) + tuple(checks)
@@ -393,8 +513,9 @@ def _mean(values) -> tuple[float, int]:
   return (float(x.mean()) if len(x) else math.nan), len(x)
 
 
-def range_check(name: str, values, floor: float | None = None, ceiling: float | None = None,
-                margin: float = 0.05) -> Check:
+def range_check(
+  name: str, values, floor: float | None = None, ceiling: float | None = None, margin: float = 0.05
+) -> Check:
   """Dynamic range: the mean of `values` lies more than `margin` (absolute, in the quantity's units;
   the default suits accuracies and fractions) above `floor` and below `ceiling` (chance, entropy, zero
   error), where given; else the quantity is pinned and cannot move with what the claim varies."""
@@ -411,8 +532,9 @@ def range_check(name: str, values, floor: float | None = None, ceiling: float | 
   return Check(name, passed, ', '.join(parts) + f'; required: more than {margin:g} away from each')
 
 
-def premise_check(name: str, statistic: float, ci: tuple[float, float], lo: float, hi: float = math.inf,
-                  what: str = 'the reference arm') -> Check:
+def premise_check(
+  name: str, statistic: float, ci: tuple[float, float], lo: float, hi: float = math.inf, what: str = 'the reference arm'
+) -> Check:
   """Premise: `what` (a statistic with its CI) shows what the claim needs: the CI lies inside [lo, hi]."""
   c_lo, c_hi = (float(c) for c in ci)
   passed = bool(math.isfinite(c_lo) and math.isfinite(c_hi) and lo <= c_lo and c_hi <= hi)
@@ -423,11 +545,13 @@ def premise_check(name: str, statistic: float, ci: tuple[float, float], lo: floa
 def all_of(name: str, checks: Sequence[Check]) -> Check:
   """One check from several (e.g. one per shape): passes if all pass; its detail names the failing ones (or all)."""
   failed = [c for c in checks if not c.passed]
-  return Check(name, bool(checks) and not failed,
-               '; '.join(f'{c.name}: {c.detail}' for c in (failed or checks)) or 'no checks')
+  return Check(
+    name, bool(checks) and not failed, '; '.join(f'{c.name}: {c.detail}' for c in (failed or checks)) or 'no checks'
+  )
 
 
 # --------------------------------------------------------------------------- multiple comparisons
+
 
 def holm_adjust(p: Sequence[float]) -> np.ndarray:
   """Holm (1979) step-down adjusted p-values, in the input order: sorted ascending, p_(i) * (m - i + 1),
@@ -445,21 +569,25 @@ def holm(verdicts: Sequence[Verdict], alpha: float = ALPHA) -> list[Verdict]:
   """Holm correction over every verdict of the ablation (one family, fixed in its code): an `invalid` verdict
   or one without a finite p-value enters with p = 1. Sets `p_holm` on every verdict; a decisive outcome whose
   p_holm >= alpha becomes `inconclusive` (see the module docstring)."""
-  p = [v.p_value if v.outcome != INVALID and v.p_value is not None and math.isfinite(v.p_value) else 1.0
-       for v in verdicts]
+  p = [
+    v.p_value if v.outcome != INVALID and v.p_value is not None and math.isfinite(v.p_value) else 1.0 for v in verdicts
+  ]
   out = []
-  for v, p_adj in zip(verdicts, holm_adjust(p) if p else []):
+  for v, p_adj in zip(verdicts, holm_adjust(p) if p else [], strict=True):
     v = dataclasses.replace(v, p_holm=float(p_adj), rule_outcome=v.raw_outcome)
     if v.outcome in DECISIVE and p_adj >= alpha:
       p_text = f'{v.p_value:.3g}' if v.p_value is not None else 'none (entered as 1)'
-      why = (f'inconclusive after Holm correction: p = {p_text}, Holm-adjusted p = {p_adj:.3g} >= {alpha:g} '
-             f'over the {len(verdicts)} verdicts of this ablation (uncorrected outcome: {v.outcome})')
+      why = (
+        f'inconclusive after Holm correction: p = {p_text}, Holm-adjusted p = {p_adj:.3g} >= {alpha:g} '
+        f'over the {len(verdicts)} verdicts of this ablation (uncorrected outcome: {v.outcome})'
+      )
       v = dataclasses.replace(v, outcome=INCONCLUSIVE, detail=why + (f' — {v.detail}' if v.detail else ''))
     out.append(v)
   return out
 
 
 # --------------------------------------------------------------------------- slopes over seeds
+
 
 def per_seed_fits(x: np.ndarray, y: np.ndarray, seeds: np.ndarray, min_points: int = 3) -> pd.DataFrame:
   """One row per seed with >= min_points distinct x: least-squares slope, intercept, residual RMS of the
@@ -473,14 +601,34 @@ def per_seed_fits(x: np.ndarray, y: np.ndarray, seeds: np.ndarray, min_points: i
     slope_, intercept = np.polyfit(xs, ys, 1)
     resid = ys - (slope_ * xs + intercept)
     curv = np.polyfit(xs - xs.mean(), ys, 2)[0] if len(np.unique(xs)) >= 3 else math.nan
-    rows.append({'seed': s, 'slope': slope_, 'intercept': intercept,
-                 'residual_rms': float(np.sqrt(np.mean(resid ** 2))), 'curvature': curv, 'points': len(xs)})
+    rows.append(
+      {
+        'seed': s,
+        'slope': slope_,
+        'intercept': intercept,
+        'residual_rms': float(np.sqrt(np.mean(resid**2))),
+        'curvature': curv,
+        'points': len(xs),
+      }
+    )
   return pd.DataFrame(rows, columns=['seed', 'slope', 'intercept', 'residual_rms', 'curvature', 'points'])
 
 
-def slope_per_seed(df: pd.DataFrame, *, x: str, y: str, seed: str, claimed: float, margin: float, claim: str,
-                   log: bool = True, min_seeds: int = 3, min_points: int = 3, max_width: float = math.inf,
-                   confidence: float = CONFIDENCE) -> Verdict:
+def slope_per_seed(
+  df: pd.DataFrame,
+  *,
+  x: str,
+  y: str,
+  seed: str,
+  claimed: float,
+  margin: float,
+  claim: str,
+  log: bool = True,
+  min_seeds: int = 3,
+  min_points: int = 3,
+  max_width: float = math.inf,
+  confidence: float = CONFIDENCE,
+) -> Verdict:
   """Slope of (log) y on (log) x fitted per seed; mean and Student-t CI over the per-seed slopes (the
   seeds, not the (x, seed) points, are the independent units) against claimed ± margin.
 
@@ -490,11 +638,15 @@ def slope_per_seed(df: pd.DataFrame, *, x: str, y: str, seed: str, claimed: floa
   quadratic coefficient with its CI over seeds (a CI excluding 0 means the curve bends).
   """
   kind = 'log-log' if log else 'linear'
-  test = (f'least-squares slope of a {kind} fit per seed (numpy.polyfit); mean over seeds with a Student-t '
-          f'{confidence:.0%} CI')
-  rule = (f'reproduced if the {confidence:.0%} CI of the mean per-seed slope lies inside [{claimed - margin:g}, '
-          f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
-          f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive')
+  test = (
+    f'least-squares slope of a {kind} fit per seed (numpy.polyfit); mean over seeds with a Student-t '
+    f'{confidence:.0%} CI'
+  )
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the mean per-seed slope lies inside [{claimed - margin:g}, '
+    f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
+    f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive'
+  )
   xv, yv, sv = (df[c].to_numpy() for c in (x, y, seed))
   xv, yv = xv.astype(float), yv.astype(float)
   ok = np.isfinite(xv) & np.isfinite(yv)
@@ -506,8 +658,14 @@ def slope_per_seed(df: pd.DataFrame, *, x: str, y: str, seed: str, claimed: floa
   fits = per_seed_fits(xv, yv, sv, min_points)
   n = len(fits)
   if n < min_seeds:
-    return _underpowered(claim, test, rule, n, f'{n} seeds with >= {min_points} distinct x < {min_seeds}',
-                         statistic=fits['slope'].mean() if n else math.nan)
+    return _underpowered(
+      claim,
+      test,
+      rule,
+      n,
+      f'{n} seeds with >= {min_points} distinct x < {min_seeds}',
+      statistic=fits['slope'].mean() if n else math.nan,
+    )
   slopes = fits['slope'].to_numpy()
   m, lo, hi = mean_ci(slopes, confidence)
   se = float(stats.sem(slopes))
@@ -517,18 +675,39 @@ def slope_per_seed(df: pd.DataFrame, *, x: str, y: str, seed: str, claimed: floa
   p = decision_p(m, se, n - 1, claimed - margin, claimed + margin)
   c_m, c_lo, c_hi = mean_ci(fits['curvature'], confidence)
   rms = float(np.sqrt(np.mean(fits['residual_rms'] ** 2)))
-  extra = {'intercept': float(fits['intercept'].mean()), 'slope_sd': float(np.std(slopes, ddof=1)),
-           'residual_rms': rms, 'curvature': c_m, 'curvature_ci_lo': c_lo, 'curvature_ci_hi': c_hi,
-           'seeds': float(n)}
-  detail = (f'two-sided p = {p:.3g}; per-seed slopes ' + ', '.join(f'{s:.3g}' for s in slopes)
-            + f'; mean intercept {extra["intercept"]:.4g}; lack of fit: residual RMS {rms:.3g}'
-            f'{" (log units)" if log else ""}, curvature {c_m:.3g} (95% CI [{c_lo:.3g}, {c_hi:.3g}])')
+  extra = {
+    'intercept': float(fits['intercept'].mean()),
+    'slope_sd': float(np.std(slopes, ddof=1)),
+    'residual_rms': rms,
+    'curvature': c_m,
+    'curvature_ci_lo': c_lo,
+    'curvature_ci_hi': c_hi,
+    'seeds': float(n),
+  }
+  detail = (
+    f'two-sided p = {p:.3g}; per-seed slopes '
+    + ', '.join(f'{s:.3g}' for s in slopes)
+    + f'; mean intercept {extra["intercept"]:.4g}; lack of fit: residual RMS {rms:.3g}'
+    f'{" (log units)" if log else ""}, curvature {c_m:.3g} (95% CI [{c_lo:.3g}, {c_hi:.3g}])'
+  )
   outcome, why = _narrow(decide((lo, hi), claimed - margin, claimed + margin), (lo, hi), max_width)
-  return Verdict(claim, outcome, m, (lo, hi), test, rule + _width_rule(max_width), n, detail + why, p_value=p,
-                 extra=extra, boundaries=(claimed - margin, claimed + margin))
+  return Verdict(
+    claim,
+    outcome,
+    m,
+    (lo, hi),
+    test,
+    rule + _width_rule(max_width),
+    n,
+    detail + why,
+    p_value=p,
+    extra=extra,
+    boundaries=(claimed - margin, claimed + margin),
+  )
 
 
 # --------------------------------------------------------------------------- rank agreement
+
 
 def _permuted_rhos(ra: np.ndarray, rb: np.ndarray, n_perm: int, seed: int) -> tuple[np.ndarray, bool]:
   """Pearson correlations of ranks ra with permutations of rb: every permutation when n! <= n_perm
@@ -545,9 +724,18 @@ def _permuted_rhos(ra: np.ndarray, rb: np.ndarray, n_perm: int, seed: int) -> tu
   return (b @ a) / (np.linalg.norm(a) * np.linalg.norm(b, axis=1)), exact
 
 
-def rank_agreement(a: Sequence[float], b: Sequence[float], *, claim: str, n_perm: int = 10000, seed: int = 0,
-                   threshold: float = 0.5, alpha: float = ALPHA, min_n: int = 4,
-                   confidence: float = CONFIDENCE) -> Verdict:
+def rank_agreement(
+  a: Sequence[float],
+  b: Sequence[float],
+  *,
+  claim: str,
+  n_perm: int = 10000,
+  seed: int = 0,
+  threshold: float = 0.5,
+  alpha: float = ALPHA,
+  min_n: int = 4,
+  confidence: float = CONFIDENCE,
+) -> Verdict:
   """Spearman rho between a and b (e.g. our per-variant means and the paper's), decided by a
   permutation test (exact over all orderings when n! <= n_perm; no bootstrap).
 
@@ -564,9 +752,11 @@ def rank_agreement(a: Sequence[float], b: Sequence[float], *, claim: str, n_perm
   a, b = a[ok], b[ok]
   n = len(a)
   test = f'Spearman rho with a permutation test (up to {n_perm} orderings; exact when n! <= {n_perm})'
-  rule = (f'reproduced if rho >= {threshold:g} and the one-sided permutation p < {alpha:g}; not reproduced if '
-          f'rho < 0 with one-sided p < {alpha:g} (ordering reversed); otherwise, or with < {min_n} items, '
-          'inconclusive')
+  rule = (
+    f'reproduced if rho >= {threshold:g} and the one-sided permutation p < {alpha:g}; not reproduced if '
+    f'rho < 0 with one-sided p < {alpha:g} (ordering reversed); otherwise, or with < {min_n} items, '
+    'inconclusive'
+  )
   if n < min_n:
     return _underpowered(claim, test, rule, n, f'{n} items < {min_n}')
   ra, rb = stats.rankdata(a), stats.rankdata(b)
@@ -581,7 +771,7 @@ def rank_agreement(a: Sequence[float], b: Sequence[float], *, claim: str, n_perm
     p_pos = float((1 + np.sum(rhos >= rho - tol)) / (1 + len(rhos)))
     p_neg = float((1 + np.sum(rhos <= rho + tol)) / (1 + len(rhos)))
   if n > 3:
-    z, se = np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), math.sqrt((1 + rho ** 2 / 2) / (n - 3))
+    z, se = np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), math.sqrt((1 + rho**2 / 2) / (n - 3))
     q = stats.norm.ppf(0.5 + confidence / 2)
     ci = (float(np.tanh(z - q * se)), float(np.tanh(z + q * se)))
   else:
@@ -593,17 +783,36 @@ def rank_agreement(a: Sequence[float], b: Sequence[float], *, claim: str, n_perm
   else:
     outcome, p = INCONCLUSIVE, (p_pos if rho >= 0 else p_neg)
   how = f'exact over all {len(rhos)} orderings' if exact else f'{len(rhos)} random orderings (seed {seed})'
-  detail = (f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, '
-            f'{how}' + ('' if outcome != INCONCLUSIVE or rho < 0 or p_pos >= alpha
-                        else f'; significant but rho {rho:.3g} < {threshold:g}'))
-  return Verdict(claim, outcome, rho, ci, test, rule, n, detail, p_value=p,
-                 extra={'p_positive': p_pos, 'p_negative': p_neg}, boundaries=(0.0, threshold))
+  detail = f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, {how}' + (
+    '' if outcome != INCONCLUSIVE or rho < 0 or p_pos >= alpha else f'; significant but rho {rho:.3g} < {threshold:g}'
+  )
+  return Verdict(
+    claim,
+    outcome,
+    rho,
+    ci,
+    test,
+    rule,
+    n,
+    detail,
+    p_value=p,
+    extra={'p_positive': p_pos, 'p_negative': p_neg},
+    boundaries=(0.0, threshold),
+  )
 
 
 # --------------------------------------------------------------------------- ratios
 
-def ratio_of_means(a: Sequence[float], b: Sequence[float], *, paired_seeds: bool = True, resamples: int = 9999,
-                   seed: int = 0, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+
+def ratio_of_means(
+  a: Sequence[float],
+  b: Sequence[float],
+  *,
+  paired_seeds: bool = True,
+  resamples: int = 9999,
+  seed: int = 0,
+  confidence: float = CONFIDENCE,
+) -> tuple[float, float, float]:
   """(mean(a) / mean(b), ci_lo, ci_hi): a ratio of means with a BCa bootstrap CI (scipy.stats.bootstrap;
   seeds resampled together when paired). Never a mean of per-seed ratios, whose denominators may be near 0.
   The CI is (nan, nan) with fewer than 3 finite values or a zero mean of b."""
@@ -618,7 +827,14 @@ def ratio_of_means(a: Sequence[float], b: Sequence[float], *, paired_seeds: bool
   r = float(a.mean() / b.mean())
   if min(len(a), len(b)) < 3 or (np.all(a == a[0]) and np.all(b == b[0])):
     return (r, r, r) if min(len(a), len(b)) >= 3 else (r, math.nan, math.nan)
-  res = stats.bootstrap((a, b), lambda x, y, axis=-1: np.mean(x, axis=axis) / np.mean(y, axis=axis),
-                        paired=paired_seeds, vectorized=True, n_resamples=resamples, confidence_level=confidence,
-                        method='BCa', random_state=np.random.default_rng(seed))
+  res = stats.bootstrap(
+    (a, b),
+    lambda x, y, axis=-1: np.mean(x, axis=axis) / np.mean(y, axis=axis),
+    paired=paired_seeds,
+    vectorized=True,
+    n_resamples=resamples,
+    confidence_level=confidence,
+    method='BCa',
+    random_state=np.random.default_rng(seed),
+  )
   return r, float(res.confidence_interval.low), float(res.confidence_interval.high)

@@ -18,6 +18,7 @@ at the widest run's width, each run masked to its own, while the padded FLOPs st
 a factor of the real ones (d_ff padding: ffn_research.programs).
 """
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 import contextlib
 import csv
 import dataclasses
@@ -29,7 +30,7 @@ import os
 import re
 import sys
 import traceback
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import jax
 import ml_collections
@@ -51,13 +52,29 @@ Overrides = dict[str, Any]
 VMAPPED_KEYS = ('train.seed', *train_lib.TRACED_KEYS)
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
-COUNT_COLUMNS = ('num_params', 'num_active_params', 'num_ffn_params', 'num_active_ffn_params',
-                 'd_ff_effective', 'flops_per_token')
-TAIL_COLUMNS = ('diverged_step', 'diverged_reason', 'wall_time_s', 'compile_time_s', 'checkpoint_time_s',
-                'steps_per_s', 'sweep_group_size', 'sweep_padded_d_ff', 'error')
+COUNT_COLUMNS = (
+  'num_params',
+  'num_active_params',
+  'num_ffn_params',
+  'num_active_ffn_params',
+  'd_ff_effective',
+  'flops_per_token',
+)
+TAIL_COLUMNS = (
+  'diverged_step',
+  'diverged_reason',
+  'wall_time_s',
+  'compile_time_s',
+  'checkpoint_time_s',
+  'steps_per_s',
+  'sweep_group_size',
+  'sweep_padded_d_ff',
+  'error',
+)
 
 
 # --------------------------------------------------------------------------- defining sweeps
+
 
 def values(key: str, vals: Iterable[Any]) -> list[Overrides]:
   """One axis: [{key: v} for v in vals]."""
@@ -81,7 +98,7 @@ def zip_(*axes: Sequence[Overrides]) -> list[Overrides]:
   if len(lengths) > 1:
     raise ValueError(f'zip_ needs equally long lists, got lengths {[len(a) for a in axes]}')
   out = []
-  for combo in zip(*axes):
+  for combo in zip(*axes, strict=True):
     merged: Overrides = {}
     for o in combo:
       _merge_into(merged, o)
@@ -145,7 +162,7 @@ def run_name(overrides: Mapping[str, Any], max_len: int = 120) -> str:
   name = re.sub(r'[^A-Za-z0-9._=+,-]', '_', ','.join(parts))
   if len(name) > max_len:
     digest = hashlib.sha1(name.encode()).hexdigest()[:10]
-    name = f'{name[:max_len - 11]}-{digest}'
+    name = f'{name[: max_len - 11]}-{digest}'
   return name
 
 
@@ -191,12 +208,16 @@ def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_F
   by_key: dict[str, list[Run]] = {}
   for r in runs:
     by_key.setdefault(group_key(r.config), []).append(r)
-  return [[g[i] for i in program] for g in by_key.values()
-          for program in programs_lib.plan([r.config for r in g], pad_flops_factor)]
+  return [
+    [g[i] for i in program]
+    for g in by_key.values()
+    for program in programs_lib.plan([r.config for r in g], pad_flops_factor)
+  ]
 
 
-def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int,
-                 pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR) -> list[Run]:
+def select_shard(
+  runs: Sequence[Run], num_shards: int, shard_index: int, pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR
+) -> list[Run]:
   """Shard `shard_index` of `num_shards`: contiguous blocks of the runs ordered by group.
 
   Deterministic from the sweep alone; the shards partition the runs, and keeping
@@ -206,7 +227,7 @@ def select_shard(runs: Sequence[Run], num_shards: int, shard_index: int,
     raise ValueError(f'shard_index={shard_index} must be in [0, num_shards={num_shards})')
   ordered = [r for g in group_runs(runs, pad_flops_factor) for r in g]
   n = len(ordered)
-  return ordered[shard_index * n // num_shards:(shard_index + 1) * n // num_shards]
+  return ordered[shard_index * n // num_shards : (shard_index + 1) * n // num_shards]
 
 
 def shard_from_env(environ: Mapping[str, str] = os.environ) -> tuple[int, int]:
@@ -226,6 +247,7 @@ def enable_compilation_cache(directory: str) -> None:
 
 # --------------------------------------------------------------------------- running a group
 
+
 def _run_dir(workdir: str, name: str) -> io_lib.RunDir:
   return io_lib.RunDir(os.path.join(workdir, 'runs', name))
 
@@ -237,8 +259,7 @@ def _resume_step(workdir: str, name: str) -> int:
   return max(steps, default=0)
 
 
-def _programs(config: ml_collections.ConfigDict, num_runs: int,
-              devices: tuple[Any, ...]) -> programs_lib.GroupPrograms:
+def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> programs_lib.GroupPrograms:
   """GroupPrograms of programs.program_config `config`, reused within a process for groups of the
   same program (which traced values are > 0 is part of it)."""
   paths = tuple(v > 0 for v in train_lib.traced_values(config).values())
@@ -246,8 +267,13 @@ def _programs(config: ml_collections.ConfigDict, num_runs: int,
   return programs_lib.cached(key, lambda: programs_lib.GroupPrograms(train_lib.Experiment(config), num_runs, devices))
 
 
-def resume_groups(mine: Sequence[Run], todo: Sequence[Run], resume_step: Callable[[Run], int],
-                  pad_flops_factor: float, max_group_size: int) -> list[tuple[list[Run], list[Run]]]:
+def resume_groups(
+  mine: Sequence[Run],
+  todo: Sequence[Run],
+  resume_step: Callable[[Run], int],
+  pad_flops_factor: float,
+  max_group_size: int,
+) -> list[tuple[list[Run], list[Run]]]:
   """(runs to train together, the program's runs) for the unfinished runs `todo` of a shard.
 
   Programs are planned over all the shard's runs, finished or not (`group_runs`), as an
@@ -265,12 +291,13 @@ def resume_groups(mine: Sequence[Run], todo: Sequence[Run], resume_step: Callabl
     for step in sorted(by_step):
       g = by_step[step]
       size = max_group_size if max_group_size > 0 else len(g)
-      out += [(g[i:i + size], program) for i in range(0, len(g), size)]
+      out += [(g[i : i + size], program) for i in range(0, len(g), size)]
   return out
 
 
-def _train_runs(runs: Sequence[Run], workdir: str, program: Sequence[Run], devices: Sequence[Any] | None,
-                step_bar: Any) -> None:
+def _train_runs(
+  runs: Sequence[Run], workdir: str, program: Sequence[Run], devices: Sequence[Any] | None, step_bar: Any
+) -> None:
   """Train runs that share one program together (loop.train_group); write their summaries.
 
   The program is planned for the runs `program` (resume_groups) and built at the widest one's
@@ -283,20 +310,28 @@ def _train_runs(runs: Sequence[Run], workdir: str, program: Sequence[Run], devic
   devices = tuple(devices if devices is not None else jax.local_devices())
   config = programs_lib.program_config([r.config for r in program])
   run_dirs = [_run_dir(workdir, r.name) for r in runs]
-  summaries = loop_lib.train_group(_programs(config, len(runs), devices), [r.config for r in runs],
-                                   [d.path for d in run_dirs], step_bar=step_bar)
-  for run_dir, summary in zip(run_dirs, summaries):
+  summaries = loop_lib.train_group(
+    _programs(config, len(runs), devices), [r.config for r in runs], [d.path for d in run_dirs], step_bar=step_bar
+  )
+  for run_dir, summary in zip(run_dirs, summaries, strict=True):
     summary['sweep_group_size'] = len(runs)
     summary['sweep_padded_d_ff'] = models.hidden_width(config.model)
     run_dir.write_summary(summary)
 
 
-def _train_group(runs: Sequence[Run], program: Sequence[Run], workdir: str, devices: Sequence[Any] | None,
-                 progress: bool) -> None:
+def _train_group(
+  runs: Sequence[Run], program: Sequence[Run], workdir: str, devices: Sequence[Any] | None, progress: bool
+) -> None:
   """_train_runs for the runs no other process holds; a group that fails or does not fit in
   memory is recorded 'failed' (retried on rerun), the sweep goes on."""
-  step_bar = tqdm(total=runs[0].config.train.steps, desc=f'{len(runs)} x {runs[0].name}', unit='step',
-                  leave=False, disable=not progress, dynamic_ncols=True)
+  step_bar = tqdm(
+    total=runs[0].config.train.steps,
+    desc=f'{len(runs)} x {runs[0].name}',
+    unit='step',
+    leave=False,
+    disable=not progress,
+    dynamic_ncols=True,
+  )
   what = f'group of {len(runs)} runs starting with {runs[0].name}'
   try:
     with contextlib.ExitStack() as locks:
@@ -311,7 +346,7 @@ def _train_group(runs: Sequence[Run], program: Sequence[Run], workdir: str, devi
         _train_runs(free, workdir, program, devices, step_bar)
   except io_lib.Busy as e:
     print(f'sweep: skipped {len(runs)} runs starting with {runs[0].name}: {e}', file=sys.stderr, flush=True)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:
     if isinstance(e, loop_lib.NotEnoughMemory):
       print(f'sweep: {what} refused: {e}', file=sys.stderr, flush=True)
     else:
@@ -324,6 +359,7 @@ def _train_group(runs: Sequence[Run], program: Sequence[Run], workdir: str, devi
 
 # --------------------------------------------------------------------------- the sweep
 
+
 def check_shard(num_shards: int, shard_index: int) -> None:
   """ConfigError unless 0 <= shard_index < num_shards."""
   if not (isinstance(num_shards, int) and num_shards >= 1):
@@ -332,10 +368,18 @@ def check_shard(num_shards: int, shard_index: int) -> None:
     raise config_lib.ConfigError(f'--shard_index={shard_index} must be in [0, --num_shards={num_shards})')
 
 
-def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workdir: str, *,
-              num_shards: int = 1, shard_index: int = 0, devices: Sequence[Any] | None = None,
-              max_group_size: int = 0, pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR,
-              progress: bool = True) -> dict[str, dict[str, Any]]:
+def run_sweep(
+  base: ml_collections.ConfigDict,
+  sweep: Sequence[Overrides],
+  workdir: str,
+  *,
+  num_shards: int = 1,
+  shard_index: int = 0,
+  devices: Sequence[Any] | None = None,
+  max_group_size: int = 0,
+  pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR,
+  progress: bool = True,
+) -> dict[str, dict[str, Any]]:
   """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary}.
 
   Everything is checked before anything is written. One process runs a shard at a time
@@ -350,17 +394,20 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
   mine = select_shard(runs, num_shards, shard_index, pad_flops_factor)
   io_lib.prepare_workdir(workdir)
   with io_lib.Lock(workdir, f'.lock-shard-{shard_index}-of-{num_shards}'):
-    io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
-        'base_config': base.to_dict(),
-        'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]})
+    io_lib.write_json(
+      os.path.join(workdir, 'sweep.json'),
+      {'base_config': base.to_dict(), 'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]},
+    )
     for r in mine:  # refuse to mix runs of different configs before any training
       _run_dir(workdir, r.name).check_config(r.config.to_dict())
     todo = [r for r in mine if not _run_dir(workdir, r.name).finished()]
-    groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor,
-                           max_group_size)
-    print(f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
-          f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
-          file=sys.stderr, flush=True)
+    groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size)
+    print(
+      f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
+      f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
+      file=sys.stderr,
+      flush=True,
+    )
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
     for g, program in groups:
       _train_group(g, program, workdir, devices, progress)
@@ -371,6 +418,7 @@ def run_sweep(base: ml_collections.ConfigDict, sweep: Sequence[Overrides], workd
 
 
 # --------------------------------------------------------------------------- results.csv
+
 
 def _cell(v: Any) -> Any:
   if v is None:
@@ -426,5 +474,3 @@ def write_results(workdir: str) -> str:
     path = os.path.join(workdir, 'results.csv')
     io_lib.write_text(path, buf.getvalue())
   return path
-
-

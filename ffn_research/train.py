@@ -16,20 +16,24 @@ ffn_research.programs and driven by the run loop (logging, checkpoints, resume) 
 
 from typing import Any
 
+from flax import nnx
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
 import ml_collections
 import optax
-from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import models, optim, parallel, tasks
+from ffn_research import models
+from ffn_research import optim
+from ffn_research import parallel
+from ffn_research import tasks
 
 PyTree = Any
 
 
 # --------------------------------------------------------------------------- experiment
+
 
 def tree_norm(tree: PyTree) -> jax.Array:
   """Global L2 norm of a pytree."""
@@ -68,8 +72,9 @@ class Experiment:
     self.mesh = mesh  # parallel.build_mesh: batch over 'data', MoE experts over 'expert'; None = one device
     self.task = tasks.build_task(config)
     self.optimizer, self.unit_schedule = optim.build_optimizer(
-        config.train, *((models.mup.lr_multipliers(config.model), models.mup.lr_labels)
-                        if models.mup.is_mup(config.model) else ()))
+      config.train,
+      *((models.mup.lr_multipliers(config.model), models.mup.lr_labels) if models.mup.is_mup(config.model) else ()),
+    )
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, self._hyper, _ = nnx.split(abstract, models.Hyper, ...)
     self.counts = models.model_counts(config, self.task)
@@ -78,8 +83,9 @@ class Experiment:
     self.apply_kwargs = {} if scored is None else {'positions': scored}
 
   def _build_model(self, key, d_ff=None):
-    return models.build_model(self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh),
-                              d_ff_true=d_ff)
+    return models.build_model(
+      self.config, self.task, nnx.Rngs(params=key), parallel.expert_mesh(self.mesh), d_ff_true=d_ff
+    )
 
   def _traced(self, traced: dict[str, Any] | None) -> dict[str, Any]:
     return traced_values(self.config) if traced is None else traced
@@ -89,8 +95,9 @@ class Experiment:
     params = nnx.filter_state(params, nnx.Not(models.Hyper))
     return nnx.merge(self.graphdef, params, models.hyper_state(self._hyper, self._traced(traced)))
 
-  def init(self, seed: jax.Array | int, traced: dict[str, Any] | None = None,
-           d_ff: jax.Array | int | None = None) -> dict[str, PyTree]:
+  def init(
+    self, seed: jax.Array | int, traced: dict[str, Any] | None = None, d_ff: jax.Array | int | None = None
+  ) -> dict[str, PyTree]:
     """Run state from a seed: model init, task data and the step RNG all derive from it.
 
     The optimizer's hyperparameters and the task's traced keys come from `traced`; the model's
@@ -105,11 +112,11 @@ class Experiment:
     for k in optim.HYPERPARAMS:
       opt_state.hyperparams[k] = jnp.asarray(traced[f'train.{k}'], opt_state.hyperparams[k].dtype)
     return {
-        'params': params,
-        'opt_state': opt_state,
-        'data': self.task_data(seed, traced),
-        'rng': jax.random.fold_in(key, 2),
-        'step': jnp.zeros((), jnp.int32),
+      'params': params,
+      'opt_state': opt_state,
+      'data': self.task_data(seed, traced),
+      'rng': jax.random.fold_in(key, 2),
+      'step': jnp.zeros((), jnp.int32),
     }
 
   def task_data(self, seed: jax.Array | int, traced: dict[str, Any] | None = None) -> PyTree:
@@ -132,8 +139,11 @@ class Experiment:
     and its program always agree on the layout. μP keeps the tree: its learning-rate factors are
     per parameter array (optim.build_optimizer's label tree).
     """
-    if (self.config.model.moe.num_experts > 0 or parallel.expert_mesh(self.mesh) is not None
-        or models.mup.is_mup(self.config.model)):
+    if (
+      self.config.model.moe.num_experts > 0
+      or parallel.expert_mesh(self.mesh) is not None
+      or models.mup.is_mup(self.config.model)
+    ):
       return weights, lambda w: w
     return jax.flatten_util.ravel_pytree(weights)
 
@@ -157,10 +167,14 @@ class Experiment:
     _, _, params = nnx.split(model, models.Hyper, ...)
     count = opt_state.count - 1
     metrics = {
-        'loss': task_loss, 'total_loss': total,
-        'learning_rate': opt_state.hyperparams['learning_rate'] * self.unit_schedule(count),
-        'grad_norm': tree_norm(grads), 'param_norm': tree_norm(weights),
-        'update_norm': tree_norm(updates), **task_metrics, 'aux': aux,
+      'loss': task_loss,
+      'total_loss': total,
+      'learning_rate': opt_state.hyperparams['learning_rate'] * self.unit_schedule(count),
+      'grad_norm': tree_norm(grads),
+      'param_norm': tree_norm(weights),
+      'update_norm': tree_norm(updates),
+      **task_metrics,
+      'aux': aux,
     }
     return params, opt_state, metrics
 
@@ -171,8 +185,7 @@ class Experiment:
       step_rng = jax.random.fold_in(state['rng'], state['step'])
       batch_rng, step_rng = jax.random.split(step_rng)
       batch = parallel.shard_batch(self.task.sample_batch(state['data'], batch_rng), self.mesh)
-      params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng,
-                                                   traced)
+      params, opt_state, metrics = self.train_step(state['params'], state['opt_state'], batch, step_rng, traced)
       return {**state, 'params': params, 'opt_state': opt_state, 'step': state['step'] + 1}, metrics
 
     start = state['step']
@@ -187,4 +200,3 @@ class Experiment:
     """Held-out metrics; they depend on no traced scalar (dropout and jitter act in training only)."""
     model = self.merge(params)
     return self.task.evaluate(lambda x: model.apply(x)[0], data)
-

@@ -12,7 +12,10 @@ import math
 import ml_collections
 
 from ffn_research import config as config_lib
-from ffn_research import models, optim, parallel, tasks
+from ffn_research import models
+from ffn_research import optim
+from ffn_research import parallel
+from ffn_research import tasks
 
 
 def validate(config: ml_collections.ConfigDict) -> None:
@@ -23,11 +26,15 @@ def validate(config: ml_collections.ConfigDict) -> None:
   tasks.validate(config)
   sequence_archs = ', '.join(models.SEQUENCE_ARCHS)
   if t.name in tasks.SEQUENCE_TASKS:
-    config_lib.check(m.arch in models.SEQUENCE_ARCHS,
-                     f'model.arch={m.arch!r} cannot read tokens; task.name={t.name!r} needs one of: {sequence_archs}')
+    config_lib.check(
+      m.arch in models.SEQUENCE_ARCHS,
+      f'model.arch={m.arch!r} cannot read tokens; task.name={t.name!r} needs one of: {sequence_archs}',
+    )
   else:
-    config_lib.check(m.arch not in models.SEQUENCE_ARCHS,
-                     f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.SEQUENCE_TASKS)}')
+    config_lib.check(
+      m.arch not in models.SEQUENCE_ARCHS,
+      f'model.arch={m.arch!r} needs a sequence task; allowed: {", ".join(tasks.SEQUENCE_TASKS)}',
+    )
   _validate_run(tr)
   optim.validate(tr)
   parallel.validate(config)
@@ -39,11 +46,18 @@ def _validate_run(train_cfg: ml_collections.ConfigDict) -> None:
   config_lib.positive_int('train.steps', tr.steps)
   config_lib.positive_int('train.batch_size', tr.batch_size)
   config_lib.positive_int('train.log_every', tr.log_every)
-  config_lib.check(isinstance(tr.seed, int) and not isinstance(tr.seed, bool) and -2**31 <= tr.seed < 2**31,
-                   f'train.seed={tr.seed!r} must be an integer in [-2**31, 2**31) (the PRNG seed is int32)')
-  config_lib.check(isinstance(tr.eval_every, int) and tr.eval_every >= 0,
-                   f'train.eval_every={tr.eval_every!r} must be an integer >= 0 (0: evaluate at the end only)')
-  config_lib.check(isinstance(tr.blowup_factor, (int, float)) and not isinstance(tr.blowup_factor, bool)
-                   and (tr.blowup_factor == 0 or 1 <= tr.blowup_factor < math.inf),
-                   f'train.blowup_factor={tr.blowup_factor!r} must be 0 (rule off) or a number >= 1')
+  config_lib.check(
+    isinstance(tr.seed, int) and not isinstance(tr.seed, bool) and -(2**31) <= tr.seed < 2**31,
+    f'train.seed={tr.seed!r} must be an integer in [-2**31, 2**31) (the PRNG seed is int32)',
+  )
+  config_lib.check(
+    isinstance(tr.eval_every, int) and tr.eval_every >= 0,
+    f'train.eval_every={tr.eval_every!r} must be an integer >= 0 (0: evaluate at the end only)',
+  )
+  config_lib.check(
+    isinstance(tr.blowup_factor, (int, float))
+    and not isinstance(tr.blowup_factor, bool)
+    and (tr.blowup_factor == 0 or 1 <= tr.blowup_factor < math.inf),
+    f'train.blowup_factor={tr.blowup_factor!r} must be 0 (rule off) or a number >= 1',
+  )
   config_lib.positive_int('train.blowup_patience', tr.blowup_patience)

@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import ablations, loop, stats, sweep
+from ffn_research import ablations
+from ffn_research import loop
+from ffn_research import stats
+from ffn_research import sweep
 from ffn_research.ablations import activation_sparsity as asp
 from ffn_research.ablations import base
 
@@ -20,10 +23,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_density_and_dead_fraction_of_known_arrays():
   a = np.array([[0.0, 1.0, -0.05], [0.2, 0.0, 0.0]])
   assert asp.density(a) == pytest.approx(3 / 6)
-  assert asp.density(a, 0.1) == pytest.approx(2 / 6)     # 1.0 and 0.2; -0.05 is below 0.1
-  assert asp.density(a, 0.05) == pytest.approx(2 / 6)    # strictly above tau
+  assert asp.density(a, 0.1) == pytest.approx(2 / 6)  # 1.0 and 0.2; -0.05 is below 0.1
+  assert asp.density(a, 0.05) == pytest.approx(2 / 6)  # strictly above tau
   assert asp.dead_fraction(a) == 0.0
-  assert asp.dead_fraction(a, 0.1) == pytest.approx(1 / 3)   # column 2 never exceeds 0.1
+  assert asp.dead_fraction(a, 0.1) == pytest.approx(1 / 3)  # column 2 never exceeds 0.1
   assert asp.dead_fraction(np.zeros((4, 5))) == 1.0
 
 
@@ -33,13 +36,13 @@ def test_layer_densities_use_tau_zero_for_relu_only():
   assert relu == {'density': 0.5, 'density_tau': 0.25, 'positive': 0.5, 'dead': 0.0}
   gelu_like = np.array([[-0.16, 0.35], [0.03, -0.08]])
   g = asp.layer_densities(gelu_like, pre, 'gelu')
-  assert g['density'] == g['density_tau'] == pytest.approx(0.5)   # |a| > TAU = 0.1: -0.16 and 0.35
+  assert g['density'] == g['density_tau'] == pytest.approx(0.5)  # |a| > TAU = 0.1: -0.16 and 0.35
   assert g['dead'] == 0.0 and g['positive'] == 0.5
 
 
 def test_per_seed_slopes_recover_a_power_law():
-  rows = [{asp.SEED: s, 'd_ff': f, 'density': (0.3 + 0.1 * s) * f ** -0.4} for s in range(3) for f in (32, 64, 256)]
-  rows.append({asp.SEED: 9, 'd_ff': 32, 'density': 0.1})   # one point: no slope
+  rows = [{asp.SEED: s, 'd_ff': f, 'density': (0.3 + 0.1 * s) * f**-0.4} for s in range(3) for f in (32, 64, 256)]
+  rows.append({asp.SEED: 9, 'd_ff': 32, 'density': 0.1})  # one point: no slope
   slopes = asp.per_seed_slopes(pd.DataFrame(rows), 'd_ff')
   assert list(slopes.index) == [0, 1, 2]
   np.testing.assert_allclose(slopes.to_numpy(), -0.4, atol=1e-12)
@@ -51,9 +54,9 @@ def test_arms_declare_shapes_only_and_checkpoint_at_half_and_end():
     assert set(arms) == {'relu', 'gelu', 'silu'}
     relu = arms['relu']
     assert relu.tuned and {relu.label(p) for p in relu.points} == set(asp.relu_points(scale))
-    for o in relu.points.values():   # no rate, steps or seed: the runner adds them
+    for o in relu.points.values():  # no rate, steps or seed: the runner adds them
       assert set(o) == {'model.d_model', 'model.d_ff'}
-    for name in ('gelu', 'silu'):    # descriptive: one rate, not tuned
+    for name in ('gelu', 'silu'):  # descriptive: one rate, not tuned
       a = arms[name]
       assert not a.tuned and a.base.train.learning_rate == asp.DESCRIPTIVE_LR and a.base.model.activation == name
     for steps in (regime.steps, regime.steps // 2, 4 * regime.steps):
@@ -63,8 +66,12 @@ def test_arms_declare_shapes_only_and_checkpoint_at_half_and_end():
   assert {d for d, _ in asp.relu_points('full').values()} == {32, 48, 64}
   # one compiled program per (d_model, budget) of the ReLU arm (d_ff padded, rates and seeds traced)
   relu = asp.arms('full')[0]
-  configs = [sweep.apply_overrides(relu.base, {**o, **relu.budget(b), asp.LR: r, asp.SEED: 0})
-             for o in relu.points.values() for b in (500, 1000) for r in asp.RATES]
+  configs = [
+    sweep.apply_overrides(relu.base, {**o, **relu.budget(b), asp.LR: r, asp.SEED: 0})
+    for o in relu.points.values()
+    for b in (500, 1000)
+    for r in asp.RATES
+  ]
   assert len({sweep.group_key(c) for c in configs}) == 3 * 2
 
 
@@ -75,24 +82,49 @@ def test_relu_density_equals_the_positive_pre_activation_fraction_of_a_real_mode
   rows = asp.model_rows(exp.merge(state['params']), state['data']['eval']['inputs'], 'relu')
   assert [r['layer'] for r in rows] == [0, 1]
   for r in rows:
-    assert r['density'] == r['positive'] and 0.3 < r['density'] < 0.7   # relu(z) != 0 exactly when z > 0
+    assert r['density'] == r['positive'] and 0.3 < r['density'] < 0.7  # relu(z) != 0 exactly when z > 0
 
 
-def selection(trained=0.05, d_ff_exp=-0.3, d_model_exp=-0.2, init=0.5, bits=1.4, steps=1000, seeds=8,
-              scale='full') -> pd.DataFrame:
+def selection(
+  trained=0.05, d_ff_exp=-0.3, d_model_exp=-0.2, init=0.5, bits=1.4, steps=1000, seeds=8, scale='full'
+) -> pd.DataFrame:
   """A runner selection at one budget: every ReLU point and GELU/SiLU, every seed, with collect's columns."""
   rows = []
   d_ref = asp.SETTINGS[scale]['ref'][0]
   for p, (d, f) in asp.relu_points(scale).items():
     for s in range(seeds):
       jitter = 1 + 0.02 * (s - 3.5)
-      rows.append({'arm': 'relu', 'point': p, 'model.d_model': d, 'model.d_ff': f, asp.SEED: s, asp.STEPS: steps,
-                   asp.LR: 1e-2, 'status': 'completed', 'eval_bits': bits, 'unigram_bits': 3.0,
-                   'density': trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter,
-                   'density_init': init * jitter})
+      rows.append(
+        {
+          'arm': 'relu',
+          'point': p,
+          'model.d_model': d,
+          'model.d_ff': f,
+          asp.SEED: s,
+          asp.STEPS: steps,
+          asp.LR: 1e-2,
+          'status': 'completed',
+          'eval_bits': bits,
+          'unigram_bits': 3.0,
+          'density': trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter,
+          'density_init': init * jitter,
+        }
+      )
   for a in ('gelu', 'silu'):
-    rows += [{'arm': a, 'point': a, asp.SEED: s, asp.STEPS: steps, 'status': 'completed', 'density': 0.6,
-              'eval_bits': bits, 'unigram_bits': 3.0, 'density_init': 0.7} for s in range(seeds)]
+    rows += [
+      {
+        'arm': a,
+        'point': a,
+        asp.SEED: s,
+        asp.STEPS: steps,
+        'status': 'completed',
+        'density': 0.6,
+        'eval_bits': bits,
+        'unigram_bits': 3.0,
+        'density_init': 0.7,
+      }
+      for s in range(seeds)
+    ]
   return pd.DataFrame(rows)
 
 
@@ -106,9 +138,11 @@ def test_rules_read_each_axis_and_name_their_points():
   assert v[1].boundaries == (-asp.SLOPE_MARGIN,) and all(c.passed for x in v for c in x.checks)
   # dense after training and denser with size: not reproduced; a fall smaller than the margin is not "sparser"
   assert [x.outcome for x in asp.rules(selection(trained=0.3, d_ff_exp=0.2, d_model_exp=0.3), 'full')] == [
-      stats.NOT_REPRODUCED] * 3
+    stats.NOT_REPRODUCED
+  ] * 3
   assert [x.outcome for x in asp.rules(selection(d_ff_exp=-0.01, d_model_exp=-0.01), 'full')][1:] == [
-      stats.NOT_REPRODUCED] * 2
+    stats.NOT_REPRODUCED
+  ] * 2
 
 
 def _failed(v):
@@ -116,12 +150,13 @@ def _failed(v):
 
 
 def test_gates_premise_and_learned():
-  v = asp.rules(selection(init=0.2), 'full')       # already sparse at initialisation: nothing emerged
+  v = asp.rules(selection(init=0.2), 'full')  # already sparse at initialisation: nothing emerged
   assert [x.outcome for x in v] == [stats.INVALID] * 3 and all(_failed(x) == ['init premise'] for x in v)
-  v = asp.rules(selection(bits=2.95), 'full')      # within 0.1 bits of the unigram model: learned nothing
+  v = asp.rules(selection(bits=2.95), 'full')  # within 0.1 bits of the unigram model: learned nothing
   (learned,) = v[1].failed_checks
   assert learned.remedy == stats.DOUBLE_STEPS and learned.points == v[1].points
   # every seed and one budget are the runner's checks now (tests/test_regime.py)
+
 
 def test_registered():
   assert 'activation_sparsity' in ablations.names()
@@ -130,9 +165,22 @@ def test_registered():
 
 @pytest.mark.slow  # six compiled programs, 66 runs and their analysis (~5 min at load 8 on 2 cores)
 def test_smoke_through_entry_point(tmp_path):
-  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=activation_sparsity',
-                         f'--workdir={tmp_path}', '--scale=smoke', '--noprogress'], cwd=REPO, capture_output=True,
-                        text=True, env={**os.environ, 'PYTHONPATH': REPO}, check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.reproduce',
+      '--ablation=activation_sparsity',
+      f'--workdir={tmp_path}',
+      '--scale=smoke',
+      '--noprogress',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    env={**os.environ, 'PYTHONPATH': REPO},
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   report = json.loads((tmp_path / 'activation_sparsity' / 'report.json').read_text())
   assert report['scale'] == 'smoke' and len(report['verdicts']) == 3 and report['regime']['iterations']
@@ -142,5 +190,5 @@ def test_smoke_through_entry_point(tmp_path):
   for r in rows:
     assert r['init'] is not None and r['half'] is not None and r['end'] is not None
     if r['point'].startswith('relu'):
-      assert 0.3 < r['init'] < 0.7 and r['end'] == pytest.approx(r['pre-act > 0'])   # relu(z) != 0 iff z > 0
+      assert 0.3 < r['init'] < 0.7 and r['end'] == pytest.approx(r['pre-act > 0'])  # relu(z) != 0 iff z > 0
   assert (tmp_path / 'activation_sparsity' / 'density_vs_size.png').exists()

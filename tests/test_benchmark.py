@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 
+from flax import nnx
 import jax
 import numpy as np
 import pytest
-from flax import nnx
 
 from experiments import benchmark
 from ffn_research.models import moe as moe_lib
@@ -20,13 +20,13 @@ def test_tiny_dense_and_matmul_rows():
   """The JAX sides timed in this process (as a worker would), the rows built from them."""
   size = benchmark.SIZES['tiny']
   times = {g: {'jax': benchmark.worker_times(f'{g}:jax', size)} for g in ('dense', 'matmul')}
-  dense, = benchmark.dense_rows(size, times['dense'])
-  mm, = benchmark.matmul_rows(size, times['matmul'])
+  (dense,) = benchmark.dense_rows(size, times['dense'])
+  (mm,) = benchmark.matmul_rows(size, times['matmul'])
   assert (dense['id'], mm['id']) == ('dense_16x32_t64', 'matmul_64')
   assert dense['step_gflop'] == pytest.approx(12 * 64 * 16 * 32 / 1e9)
   assert dense['ours_gflops'] == pytest.approx(dense['step_gflop'] / dense['ours_ms'] * 1e3)
   assert dense['ours_of_ceiling'] == pytest.approx(dense['ours_gflops'] / dense['ceiling_gflops'])
-  assert mm['ours_gflops'] == pytest.approx(2 * 64 ** 3 / mm['ours_ms'] / 1e6)
+  assert mm['ours_gflops'] == pytest.approx(2 * 64**3 / mm['ours_ms'] / 1e6)
   assert dense['torch'] == mm['torch'] == benchmark.NO_TORCH  # no torch side given
   with_torch = benchmark.dense_rows(size, {**times['dense'], 'torch': {'16x32_t64': 2 * dense['ours_ms']}})[0]
   assert with_torch['torch_over_ours'] == pytest.approx(2.0) and 'torch' not in with_torch
@@ -36,8 +36,10 @@ def test_tiny_dense_and_matmul_rows():
 
 def test_the_orchestrating_process_never_imports_torch():
   """JAX rows timed in the main process (xla_options, memorization) run without PyTorch loaded."""
-  code = ('import sys; from experiments import benchmark; m = benchmark.machine_info(); '
-          'print(m["torch"] == (benchmark.torch_version() or "not installed"), "torch" in sys.modules)')
+  code = (
+    'import sys; from experiments import benchmark; m = benchmark.machine_info(); '
+    'print(m["torch"] == (benchmark.torch_version() or "not installed"), "torch" in sys.modules)'
+  )
   proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
   assert proc.stdout.split() == ['True', 'False']
 
@@ -48,6 +50,7 @@ def test_side_by_side_alternates_sides_and_takes_medians(monkeypatch):
   def fake_worker(spec, size_name, extra=()):
     calls.append(spec)
     return {'x': {'g:a': 1.0, 'g:b': 3.0}[spec] * len(calls)}
+
   monkeypatch.setattr(benchmark, 'run_worker', fake_worker)
   out = benchmark.side_by_side('g', ('a', 'b'), 'tiny', 3)
   assert calls == ['g:a', 'g:b', 'g:b', 'g:a', 'g:a', 'g:b']  # the order alternates between rounds
@@ -61,13 +64,26 @@ def test_worker_failure_is_one_clear_error():
 
 
 def test_readme_block_is_replaced_between_markers(tmp_path):
-  doc = {'suite': 'cpu', 'size': 'tiny', 'command': 'python -m experiments.benchmark --tiny',
-         'machine': {'cpu': 'Test CPU', 'cpu_count': 2, 'devices': '1 x cpu', 'backend': 'cpu',
-                     'jax': '0', 'torch': 'not installed', 'python': '3', 'xla_flags': '',
-                     'date_utc': '2026-11-22 06:00', 'load_average_start': [1, 2, 3],
-                     'load_average_end': [3, 2, 1], 'peak_rss_mb': 10.0},
-         'rows': [benchmark.row('dense_1', 'dense FFN 1/2, 3 tokens', 12.5, torch_ms=25.0,
-                                torch_over_ours=2.0)]}
+  doc = {
+    'suite': 'cpu',
+    'size': 'tiny',
+    'command': 'python -m experiments.benchmark --tiny',
+    'machine': {
+      'cpu': 'Test CPU',
+      'cpu_count': 2,
+      'devices': '1 x cpu',
+      'backend': 'cpu',
+      'jax': '0',
+      'torch': 'not installed',
+      'python': '3',
+      'xla_flags': '',
+      'date_utc': '2026-11-22 06:00',
+      'load_average_start': [1, 2, 3],
+      'load_average_end': [3, 2, 1],
+      'peak_rss_mb': 10.0,
+    },
+    'rows': [benchmark.row('dense_1', 'dense FFN 1/2, 3 tokens', 12.5, torch_ms=25.0, torch_over_ours=2.0)],
+  }
   doc['rows'].append(benchmark.row('matmul_2048', 'one matmul', 3.0))
   readme, page = tmp_path / 'README.md', tmp_path / 'performance.md'
   readme.write_text(f'a\n{benchmark.README_BEGIN}\nold\n{benchmark.README_END}\nb\n')
@@ -91,10 +107,10 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
 def test_torch_loop_moe_computes_our_moe(cf):
   """The PyTorch reference is the same function: same weights, same outputs and aux loss."""
   torch = pytest.importorskip('torch')
-  from experiments import bench_torch  # pylint: disable=g-import-not-at-top
+  from experiments import bench_torch
+
   t, d, f, e, k = 64, 8, 16, 4, 2
-  ours = moe_lib.MoE(d, f, 'relu', num_experts=e, top_k=k, capacity_factor=cf, dispatch='sort',
-                     rngs=nnx.Rngs(1))
+  ours = moe_lib.MoE(d, f, 'relu', num_experts=e, top_k=k, capacity_factor=cf, dispatch='sort', rngs=nnx.Rngs(1))
   w = ours.expert_weights()
   w['b1'], w['b2'] = w['b1'] + 0.1, w['b2'] - 0.1  # nonzero biases
   ours.b1[...], ours.b2[...] = w['b1'], w['b2']
@@ -114,8 +130,14 @@ def test_torch_loop_moe_computes_our_moe(cf):
 
 
 def test_gpu_suite_says_no_gpu_on_cpu():
-  proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark', '--suite=gpu', '--out='],
-                        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+  proc = subprocess.run(
+    [sys.executable, '-m', 'experiments.benchmark', '--suite=gpu', '--out='],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=120,
+  )
   assert proc.returncode == 1 and proc.stderr.strip().startswith('no GPU: --suite=gpu needs a GPU')
   assert 'Traceback' not in proc.stderr
 
@@ -131,16 +153,30 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   doc = json.loads(out.read_text())
   ids = [r['id'] for r in doc['rows']]
   torch_rows = ['experiment_moe_gelu_torch_between'] if benchmark.torch_version() else ['experiment_torch_between']
-  assert ids == ['dense_16x32_t64', 'moe_dense_matched', 'moe_sort_cf1', 'moe_sort_cf1.25',
-                 'moe_sort_dropless', 'matmul_64', 'experiment_dense_gelu', 'experiment_moe_gelu',
-                 'experiment_language', *torch_rows, 'xla_ynn_off_eigen_dots_16x32_t64',
-                 'xla_ynn_eltwise_only_16x32_t64', 'xla_fast_math_16x32_t64',
-                 'memorization_ffn_stack', 'quickstart_cold', 'quickstart_warm']
+  assert ids == [
+    'dense_16x32_t64',
+    'moe_dense_matched',
+    'moe_sort_cf1',
+    'moe_sort_cf1.25',
+    'moe_sort_dropless',
+    'matmul_64',
+    'experiment_dense_gelu',
+    'experiment_moe_gelu',
+    'experiment_language',
+    *torch_rows,
+    'xla_ynn_off_eigen_dots_16x32_t64',
+    'xla_ynn_eltwise_only_16x32_t64',
+    'xla_fast_math_16x32_t64',
+    'memorization_ffn_stack',
+    'quickstart_cold',
+    'quickstart_warm',
+  ]
   rows = {r['id']: r for r in doc['rows']}
   for i in ids[2:5]:
     assert rows[i]['over_dense'] == pytest.approx(rows[i]['ours_ms'] / rows['moe_dense_matched']['ours_ms'])
   assert rows['experiment_moe_gelu']['over_dense'] == pytest.approx(
-      rows['experiment_moe_gelu']['ours_ms'] / rows['experiment_dense_gelu']['ours_ms'])
+    rows['experiment_moe_gelu']['ours_ms'] / rows['experiment_dense_gelu']['ours_ms']
+  )
   assert doc['rounds'] == 1 and set(doc['round_ms']) == {'dense', 'moe', 'matmul', 'experiment'}
   assert rows['memorization_ffn_stack']['steps_per_s'] > 0
   assert rows['memorization_ffn_stack']['compile_s'] > 0
@@ -148,14 +184,33 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   assert all(r['workload'] in proc.stdout for r in doc['rows'])
   page = tmp_path / 'performance.md'
   page.write_text(readme.read_text())
-  proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={out}',
-                         '--write_readme', f'--readme={readme}', f'--performance_page={page}'], cwd=ROOT,
-                        capture_output=True, text=True, check=False, timeout=120)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.benchmark',
+      f'--from_json={out}',
+      '--write_readme',
+      f'--readme={readme}',
+      f'--performance_page={page}',
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=120,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert rows['moe_sort_dropless']['workload'] in page.read_text()
   assert rows['moe_sort_cf1']['workload'] in readme.read_text()
-  bad = subprocess.run([sys.executable, '-m', 'experiments.benchmark', f'--from_json={readme}'],
-                       cwd=ROOT, capture_output=True, text=True, check=False, timeout=120)
+  bad = subprocess.run(
+    [sys.executable, '-m', 'experiments.benchmark', f'--from_json={readme}'],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=False,
+    timeout=120,
+  )
   assert bad.returncode == 1 and bad.stderr.startswith('error: --from_json=') and 'Traceback' not in bad.stderr
 
 
@@ -164,9 +219,10 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
 
 def test_torch_sweep_schedule_is_the_projects():
   """The PyTorch reference's learning rate at every step is optax's (count 0 first: rate 0)."""
-  from experiments import bench_torch_sweep  # pylint: disable=g-import-not-at-top  # loads without torch too
-  from ffn_research import optim  # pylint: disable=g-import-not-at-top
-  from ffn_research.config import default_config  # pylint: disable=g-import-not-at-top
+  from experiments import bench_torch_sweep  # loads without torch too
+  from ffn_research import optim
+  from ffn_research.config import default_config
+
   tr = default_config().train
   tr.steps, tr.warmup_steps = 300, 40
   unit = optim.SCHEDULES['cosine'](tr)
@@ -180,10 +236,19 @@ def test_torch_func_ensemble_trains_each_run_as_its_own_adam(activation):
   """One Adam over stacked parameters (loss: sum of each model's mean loss, each model clipped by its own
   norm) ends where each run's own nn.Module + torch.optim.Adam ends, fed the same batches."""
   torch = pytest.importorskip('torch')
-  from experiments import bench_torch_sweep  # pylint: disable=g-import-not-at-top
-  spec = {'task': {'function': 'x_squared', 'num_train': 64, 'num_eval': 128, 'grid_size': 33},
-          'train': {'steps': 60, 'batch_size': 16, 'learning_rate': 3e-2, 'warmup_steps': 10, 'grad_clip': 0.1,
-                    'log_every': 25}}
+  from experiments import bench_torch_sweep
+
+  spec = {
+    'task': {'function': 'x_squared', 'num_train': 64, 'num_eval': 128, 'grid_size': 33},
+    'train': {
+      'steps': 60,
+      'batch_size': 16,
+      'learning_rate': 3e-2,
+      'warmup_steps': 10,
+      'grad_clip': 0.1,
+      'log_every': 25,
+    },
+  }
   runs = [{'name': f'seed={s}', 'd_ff': 8, 'activation': activation, 'seed': s} for s in range(3)]
   idx = torch.randint(0, 64, (60, 3, 16), generator=torch.Generator().manual_seed(5))
   outs, state = bench_torch_sweep.train_func_group(runs, spec, indices=lambda i: idx[i])
@@ -199,14 +264,24 @@ def test_torch_func_ensemble_trains_each_run_as_its_own_adam(activation):
 
 def test_frameworks_mode_bad_flags_are_one_line():
   """Bad flags and sweeps the PyTorch reference cannot train fail in one line, before any timing."""
-  for args, msg in ((['--sides=ours,nope'], 'error: --sides=ours,nope: allowed ours, loop, func'),
-                    (['--rounds=0'], 'error: --rounds=0 must be a positive integer'),
-                    (['--overrides=train.optimizer=sgd', '--sides=loop'],
-                     "error: the PyTorch reference trains train.optimizer='adam' only, this sweep has 'sgd'")):
+  for args, msg in (
+    (['--sides=ours,nope'], 'error: --sides=ours,nope: allowed ours, loop, func'),
+    (['--rounds=0'], 'error: --rounds=0 must be a positive integer'),
+    (
+      ['--overrides=train.optimizer=sgd', '--sides=loop'],
+      "error: the PyTorch reference trains train.optimizer='adam' only, this sweep has 'sgd'",
+    ),
+  ):
     if 'loop' in args[-1] and not benchmark.torch_version():
       msg = 'error: torch not installed'
-    proc = subprocess.run([sys.executable, '-m', 'experiments.benchmark_sweep', '--mode=frameworks', '--out=', *args],
-                          cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+    proc = subprocess.run(
+      [sys.executable, '-m', 'experiments.benchmark_sweep', '--mode=frameworks', '--out=', *args],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      check=False,
+      timeout=300,
+    )
     assert proc.returncode == 1 and proc.stderr.startswith(msg), proc.stderr[-1000:]
     assert 'Traceback' not in proc.stderr
 
@@ -217,8 +292,17 @@ def test_frameworks_mode_tiny_end_to_end(tmp_path):
   if not benchmark.torch_version():
     pytest.skip('torch not installed (pip install -e .[bench]): no PyTorch sides to time')
   out = tmp_path / 'f.json'
-  cmd = [sys.executable, '-m', 'experiments.benchmark_sweep', '--mode=frameworks', '--workload=seeds64',
-         '--num_runs=2', '--overrides=train.steps=40,train.log_every=20', '--rounds=1', f'--out={out}']
+  cmd = [
+    sys.executable,
+    '-m',
+    'experiments.benchmark_sweep',
+    '--mode=frameworks',
+    '--workload=seeds64',
+    '--num_runs=2',
+    '--overrides=train.steps=40,train.log_every=20',
+    '--rounds=1',
+    f'--out={out}',
+  ]
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
   assert proc.returncode == 0, proc.stderr[-2000:]
   doc = json.loads(out.read_text())

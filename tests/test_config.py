@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from ffn_research import config as config_lib
-from ffn_research import configfile, validation
+from ffn_research import configfile
+from ffn_research import validation
 from tests.conftest import REPO_ROOT
 
 
@@ -17,26 +18,26 @@ def load_config_module(path):
 
 
 BAD = [
-    ('model.activation', 'tanhh', 'model.activation'),
-    ('task.name', 'mnist', 'task.name'),
-    ('task.function', 'cubic', 'task.function'),
-    ('train.optimizer', 'rmsprop', 'train.optimizer'),
-    ('train.schedule', 'exponential', 'train.schedule'),
-    ('model.init', 'zeros', 'model.init'),
-    ('model.d_model', 0, 'model.d_model'),
-    ('model.d_ff', 0, 'model.d_ff'),
-    ('model.d_ff', -4, 'model.d_ff'),
-    ('train.steps', 0, 'train.steps'),
-    ('train.batch_size', -1, 'train.batch_size'),
-    ('train.learning_rate', 0.0, 'train.learning_rate'),
-    ('train.learning_rate', -1e-3, 'train.learning_rate'),
-    ('model.dropout_rate', 1.0, 'model.dropout_rate'),
-    ('model.dropout_rate', -0.1, 'model.dropout_rate'),
-    ('model.d_model', 3, 'model.d_model'),  # the 1-D function task needs d_model 1
-    ('train.momentum', 1.0, 'train.momentum'),
-    ('train.warmup_steps', -1, 'train.warmup_steps'),
-    ('train.log_every', 0, 'train.log_every'),
-    ('train.weight_decay', -0.1, 'train.weight_decay'),
+  ('model.activation', 'tanhh', 'model.activation'),
+  ('task.name', 'mnist', 'task.name'),
+  ('task.function', 'cubic', 'task.function'),
+  ('train.optimizer', 'rmsprop', 'train.optimizer'),
+  ('train.schedule', 'exponential', 'train.schedule'),
+  ('model.init', 'zeros', 'model.init'),
+  ('model.d_model', 0, 'model.d_model'),
+  ('model.d_ff', 0, 'model.d_ff'),
+  ('model.d_ff', -4, 'model.d_ff'),
+  ('train.steps', 0, 'train.steps'),
+  ('train.batch_size', -1, 'train.batch_size'),
+  ('train.learning_rate', 0.0, 'train.learning_rate'),
+  ('train.learning_rate', -1e-3, 'train.learning_rate'),
+  ('model.dropout_rate', 1.0, 'model.dropout_rate'),
+  ('model.dropout_rate', -0.1, 'model.dropout_rate'),
+  ('model.d_model', 3, 'model.d_model'),  # the 1-D function task needs d_model 1
+  ('train.momentum', 1.0, 'train.momentum'),
+  ('train.warmup_steps', -1, 'train.warmup_steps'),
+  ('train.log_every', 0, 'train.log_every'),
+  ('train.weight_decay', -0.1, 'train.weight_decay'),
 ]
 
 
@@ -84,19 +85,32 @@ def test_regression_variants_are_valid(arg):
   validation.validate(module.get_config(arg))
 
 
-@pytest.mark.parametrize('override,named', [
+@pytest.mark.parametrize(
+  'override,named',
+  [
     ('--config.model.activation=foo', 'model.activation'),
     ('--config.model.foo=1', 'model.foo'),
     ('--config.train.steps=0', 'train.steps'),
     ('--config.model.dropout_rate=1.5', 'model.dropout_rate'),
-])
+  ],
+)
 def test_cli_bad_input_exits_nonzero_without_traceback(tmp_path, override, named):
   proc = subprocess.run(
-      [sys.executable, '-m', 'experiments.train', '--config=configs/regression.py',
-       f'--workdir={tmp_path}/run', override],
-      cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/regression.py',
+      f'--workdir={tmp_path}/run',
+      override,
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode != 0
   assert 'Traceback' not in proc.stderr
-  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
   assert len(lines) == 1 and named in lines[0], proc.stderr
   assert not os.path.exists(tmp_path / 'run' / 'summary.json')  # nothing ran

@@ -10,14 +10,20 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from ffn_research import models, stats, sweep, tasks
-from ffn_research.ablations import base, regime
+from ffn_research import models
+from ffn_research import stats
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research.ablations import base
 from ffn_research.ablations import expansion_ratio as er
+from ffn_research.ablations import regime
 
 
 def _expand(arm, steps=20, seeds=(0,)):
-  return sweep.expand(arm.base, [{**o, **arm.budget(steps), er.SEED: s, 'train.learning_rate': 1e-3}
-                                 for o in arm.points.values() for s in seeds])
+  return sweep.expand(
+    arm.base,
+    [{**o, **arm.budget(steps), er.SEED: s, 'train.learning_rate': 1e-3} for o in arm.points.values() for s in seeds],
+  )
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'full'])
@@ -26,9 +32,10 @@ def test_non_embedding_params_match_model_counts(scale):
     for r in _expand(arm):
       c = models.model_counts(r.config, tasks.build_task(r.config))
       m = r.config.model
-      assert (c['num_params'] - c['num_embedding_params'] - c['num_unembedding_params']
-              == er.non_embedding_params(m.d_model, m.d_ff, m.num_layers))
-      assert c['num_attention_params'] == 4 * m.d_model ** 2 * m.num_layers   # attention is counted
+      assert c['num_params'] - c['num_embedding_params'] - c['num_unembedding_params'] == er.non_embedding_params(
+        m.d_model, m.d_ff, m.num_layers
+      )
+      assert c['num_attention_params'] == 4 * m.d_model**2 * m.num_layers  # attention is counted
 
 
 def test_non_embedding_formula_by_hand():
@@ -57,15 +64,15 @@ def test_full_shapes_hit_the_budget():
   assert len(pts) == len(er.SETTINGS['full']['sizes']) * len(er.RATIOS)
   for p in pts:
     assert p['d_model'] >= 32
-    assert abs(p['deviation']) < 0.005                        # within 0.5% of the target
-    assert abs(math.log(p['actual_ratio'] / p['ratio'])) < math.log(1.15)   # within 15% of the nominal ratio
+    assert abs(p['deviation']) < 0.005  # within 0.5% of the target
+    assert abs(math.log(p['actual_ratio'] / p['ratio'])) < math.log(1.15)  # within 15% of the nominal ratio
   assert min(p['actual_ratio'] for p in pts) < 0.6 and max(p['actual_ratio'] for p in pts) > 15
-  for scale in er.SETTINGS:   # the parameter-matching gate passes at every declared scale
+  for scale in er.SETTINGS:  # the parameter-matching gate passes at every declared scale
     assert max(abs(p['deviation']) for p in er.shapes(scale)) <= er.MAX_DEVIATION
 
 
-FLAT = {0.5: 1.10, 1: 1.01, 2: 1.0, 4: 0.99, 8: 1.0, 16: 1.08}    # spread over 1..8: about 2 points
-STEEP = {0.5: 0.7, 1: 0.8, 2: 0.9, 4: 1.0, 8: 1.1, 16: 1.2}        # spread over 1..8: about 37 points
+FLAT = {0.5: 1.10, 1: 1.01, 2: 1.0, 4: 0.99, 8: 1.0, 16: 1.08}  # spread over 1..8: about 2 points
+STEEP = {0.5: 0.7, 1: 0.8, 2: 0.9, 4: 1.0, 8: 1.1, 16: 1.2}  # spread over 1..8: about 37 points
 
 
 def _sel(mult, *, seeds=5, total=2.0, excess=0.5, noise=0.002, floor=1.5, drop=()):
@@ -78,22 +85,32 @@ def _sel(mult, *, seeds=5, total=2.0, excess=0.5, noise=0.002, floor=1.5, drop=(
       if (p['point'], s) in drop:
         continue
       e = 1 + noise * rng.normal()
-      rows.append({'point': p['point'], 'arm': er.arm_name(p['size']), er.SEED: s, 'train.learning_rate': 6e-3,
-                   'train.steps': 800,
-                   er.LOSS: total * p['size'] ** -0.01 * mult[p['ratio']] * e, er.EXCESS: excess * mult[p['ratio']] * e,
-                   'floor_bits': floor, 'bigram_bits': floor + 2.0})
+      rows.append(
+        {
+          'point': p['point'],
+          'arm': er.arm_name(p['size']),
+          er.SEED: s,
+          'train.learning_rate': 6e-3,
+          'train.steps': 800,
+          er.LOSS: total * p['size'] ** -0.01 * mult[p['ratio']] * e,
+          er.EXCESS: excess * mult[p['ratio']] * e,
+          'floor_bits': floor,
+          'bigram_bits': floor + 2.0,
+        }
+      )
   return pd.DataFrame(rows)
 
 
 def test_spread_verdict_known_answer_and_its_test():
   rng = np.random.default_rng(0)
-  loss = pd.DataFrame({'a': 2.0 + 0.01 * rng.normal(size=6), 'b': 2.04 + 0.01 * rng.normal(size=6),
-                       'c': 2.02 + 0.01 * rng.normal(size=6)})
+  loss = pd.DataFrame(
+    {'a': 2.0 + 0.01 * rng.normal(size=6), 'b': 2.04 + 0.01 * rng.normal(size=6), 'c': 2.02 + 0.01 * rng.normal(size=6)}
+  )
   v = er.spread_verdict(loss, level=5.0, claim='c')
-  r, lo, hi = stats.ratio_of_means(loss['b'], loss['a'])          # worst b over best a: a ratio of means
+  r, lo, hi = stats.ratio_of_means(loss['b'], loss['a'])  # worst b over best a: a ratio of means
   assert v.statistic == pytest.approx(100 * (r - 1)) and v.ci == pytest.approx((100 * (lo - 1), 100 * (hi - 1)))
   assert v.outcome == stats.REPRODUCED and v.boundaries == (5.0,) and v.n == 6
-  d = loss['b'] - 1.05 * loss['a']                                 # Fieller: mean(b - 1.05 a) < 0
+  d = loss['b'] - 1.05 * loss['a']  # Fieller: mean(b - 1.05 a) < 0
   assert v.p_value == pytest.approx(2 * sps.t.sf(abs(d.mean()) / sps.sem(d), 5))
   assert 'worst b, best a' in v.detail
   assert er.spread_verdict(loss[['a']], level=5.0, claim='c').outcome == stats.INCONCLUSIVE
@@ -106,8 +123,8 @@ def test_rules_flat_is_reproduced_steep_is_not():
   assert flat[0].points == tuple(f'n38000: r={r}' for r in (1, 2, 4, 8))
   assert flat[1].points == tuple(f'n76000: r={r}' for r in (1, 2, 4, 8))
   for v in flat:
-    assert v.statistic == pytest.approx(100 * (1.01 / 0.99 - 1), abs=0.5)   # r = 0.5 and 16 are not in it
-    assert [c.passed for c in v.checks] == [True] * 2                      # not pinned, matched
+    assert v.statistic == pytest.approx(100 * (1.01 / 0.99 - 1), abs=0.5)  # r = 0.5 and 16 are not in it
+    assert [c.passed for c in v.checks] == [True] * 2  # not pinned, matched
   steep = er.rules(_sel(STEEP), 'full')
   assert [v.outcome for v in steep] == [stats.NOT_REPRODUCED] * 2
   assert steep[0].statistic == pytest.approx(100 * (1.1 / 0.8 - 1), rel=0.02)
@@ -118,7 +135,7 @@ def test_gates_make_the_verdict_invalid():
   out = er.rules(_sel(FLAT, excess=0.01), 'full')
   assert [v.outcome for v in out] == [stats.INVALID] * 2 and out[0].raw_outcome == stats.REPRODUCED
   assert 'not pinned at N=38,000' in out[0].detail and '(pinned)' in out[0].detail
-  assert out[0].failed_checks[0].remedy == ''                          # more steps cannot lift a floor
+  assert out[0].failed_checks[0].remedy == ''  # more steps cannot lift a floor
   # Pinned at the bigram ceiling: a model that ignores the order-2 context; more steps may fix that.
   v = er.rules(_sel(FLAT, excess=1.99), 'full')[0]
   assert v.outcome == stats.INVALID
@@ -142,7 +159,7 @@ def test_present_table_and_figure(tmp_path):
   t = shown.tables[0].frame
   assert len(t) == 12 and (tmp_path / 'loss_vs_ratio.png').stat().st_size > 0
   row = t[(t['N target'] == 38_000) & (t['r'] == 16)].iloc[0]
-  assert row['% vs best'] == pytest.approx(100 * (1.2 / 0.7 - 1), rel=0.02)   # best of all shapes: r = 0.5
+  assert row['% vs best'] == pytest.approx(100 * (1.2 / 0.7 - 1), rel=0.02)  # best of all shapes: r = 0.5
   assert t[(t['N target'] == 38_000) & (t['r'] == 0.5)]['% vs best'].iloc[0] == 0
   assert 'N=38,000: spread' in shown.headline and 'shown, not in the spread' in shown.notes[0]
 
@@ -155,8 +172,8 @@ def test_arms_validate_with_one_program_per_shape(scale):
   for arm in arms:
     assert list(arm.points) == [f'r={r:g}' for r in s['ratios']] and arm.tuned
     assert arm.base.task.name == 'language' and arm.base.model.arch == 'transformer'
-    runs = _expand(arm, regime.steps, range(regime.seeds))   # validates every config
-    assert len(sweep.group_runs(runs)) == len(s['ratios'])   # one compiled program per shape and budget
+    runs = _expand(arm, regime.steps, range(regime.seeds))  # validates every config
+    assert len(sweep.group_runs(runs)) == len(s['ratios'])  # one compiled program per shape and budget
     assert runs[0].config.train.warmup_steps == max(1, regime.steps // 20)
   assert regime.metric == er.LOSS and regime.seeds >= (5 if scale == 'full' else 3)
   if scale == 'full':

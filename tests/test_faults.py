@@ -18,20 +18,29 @@ import pytest
 
 from ffn_research import configfile
 from ffn_research import io as io_lib
-from ffn_research import loop, programs, sweep
+from ffn_research import loop
+from ffn_research import programs
+from ffn_research import sweep
 from tests.conftest import REPO_ROOT
 
-TINY_FLAGS = ['--config.model.d_ff=16', '--config.train.steps=200', '--config.train.batch_size=32',
-              '--config.train.log_every=50', '--config.train.warmup_steps=10',
-              '--config.train.checkpoint_every=100', '--config.task.num_train=128',
-              '--config.task.num_eval=128', '--config.task.grid_size=257']
+TINY_FLAGS = [
+  '--config.model.d_ff=16',
+  '--config.train.steps=200',
+  '--config.train.batch_size=32',
+  '--config.train.log_every=50',
+  '--config.train.warmup_steps=10',
+  '--config.train.checkpoint_every=100',
+  '--config.task.num_train=128',
+  '--config.task.num_eval=128',
+  '--config.task.grid_size=257',
+]
 STEPS = [50, 100, 150, 200]
 
 
 def tiny_config(**overrides):
   config = configfile.get_config(os.path.join(REPO_ROOT, 'configs/regression.py'))
   for flag in TINY_FLAGS:
-    key, value = flag[len('--config.'):].split('=')
+    key, value = flag[len('--config.') :].split('=')
     section, name = key.split('.')
     config[section][name] = type(config[section][name])(value)
   for key, value in overrides.items():
@@ -41,8 +50,13 @@ def tiny_config(**overrides):
 
 
 def cli(module, *args, timeout=300):
-  return subprocess.run([sys.executable, '-m', f'experiments.{module}', *args], cwd=REPO_ROOT,
-                        capture_output=True, text=True, timeout=timeout)
+  return subprocess.run(
+    [sys.executable, '-m', f'experiments.{module}', *args],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
 def train_cli(workdir, *args):
@@ -53,7 +67,7 @@ def one_line_error(proc, *named):
   """A non-zero exit with exactly one non-empty stderr line, naming each of `named`."""
   assert proc.returncode != 0, proc.stdout
   assert 'Traceback' not in proc.stderr, proc.stderr
-  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
   assert len(lines) == 1, proc.stderr
   for name in named:
     assert name in lines[0], lines[0]
@@ -88,11 +102,12 @@ def assert_same_run(workdir, reference):
   assert summary['status'] == 'completed'
   assert summary['eval_loss'] == ref_summary['eval_loss'] and summary['final_loss'] == ref_summary['final_loss']
   lines = read_jsonl(os.path.join(workdir, 'metrics.jsonl'))
-  assert [l['step'] for l in lines] == STEPS
-  assert [l['loss'] for l in lines] == [l['loss'] for l in ref_lines]
+  assert [line['step'] for line in lines] == STEPS
+  assert [line['loss'] for line in lines] == [line['loss'] for line in ref_lines]
 
 
 # --------------------------------------------------------------------------- kills
+
 
 def test_kill_after_final_checkpoint_before_summary_finishes_on_rerun(reference, tmp_path):
   """Issue 11.1: the disk state such a kill leaves (final checkpoint, no summary) used to stick."""
@@ -111,8 +126,9 @@ def test_metrics_of_a_checkpoint_are_on_disk_before_it_counts(reference, tmp_pat
   def save_then_die(self, step, state, meta):
     real_save(self, step, state, meta)
     if step == 100:
-      assert [l['step'] for l in read_jsonl(os.path.join(workdir, 'metrics.jsonl'))] == [50, 100]
+      assert [line['step'] for line in read_jsonl(os.path.join(workdir, 'metrics.jsonl'))] == [50, 100]
       raise KeyboardInterrupt  # a kill right after the save
+
   monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     loop.train_and_evaluate(tiny_config(), workdir)
@@ -124,8 +140,7 @@ def test_metrics_of_a_checkpoint_are_on_disk_before_it_counts(reference, tmp_pat
 @pytest.mark.slow  # three sweeps of a group of 3 (~10 s)
 def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypatch):
   """Sweep runs checkpoint too: a kill mid-group resumes from the checkpoint, not from step 0."""
-  base = tiny_config(**{'model.d_ff': 8, 'train.steps': 40, 'train.log_every': 10,
-                        'train.checkpoint_every': 20})
+  base = tiny_config(**{'model.d_ff': 8, 'train.steps': 40, 'train.log_every': 10, 'train.checkpoint_every': 20})
   grid = sweep.values('train.seed', [0, 1, 2])
   ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
   real_save = io_lib.Checkpointer.save
@@ -136,19 +151,24 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
     saved.append(step)
     if step == 20 and len(saved) == 3:  # every run of the group has its step-20 checkpoint
       raise KeyboardInterrupt
+
   monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
   steps_run = []
   real_chunk = programs.GroupPrograms._chunk
-  monkeypatch.setattr(programs.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1])
+  monkeypatch.setattr(
+    programs.GroupPrograms, '_chunk', lambda self, s, n, c: (steps_run.append(n), real_chunk(self, s, n, c))[1]
+  )
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   for name, summary in ref.items():
     assert out[name]['status'] == 'completed' and out[name]['eval_loss'] == summary['eval_loss']
     lines = read_jsonl(str(tmp_path / 'run' / 'runs' / name / 'metrics.jsonl'))
-    assert [l['step'] for l in lines] == [10, 20, 30, 40]
-    assert [l['loss'] for l in lines] == [l['loss'] for l in read_jsonl(str(tmp_path / 'ref' / 'runs' / name / 'metrics.jsonl'))]
+    assert [line['step'] for line in lines] == [10, 20, 30, 40]
+    assert [line['loss'] for line in lines] == [
+      line['loss'] for line in read_jsonl(str(tmp_path / 'ref' / 'runs' / name / 'metrics.jsonl'))
+    ]
 
 
 def test_kill_between_checkpoints_of_a_padded_group_resumes_bit_identically(tmp_path, monkeypatch):
@@ -164,11 +184,12 @@ def test_kill_between_checkpoints_of_a_padded_group_resumes_bit_identically(tmp_
   def save_then_die(self, step, state, meta):
     real_save(self, step, state, meta)
     raise KeyboardInterrupt  # after the first run's first checkpoint
+
   monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
-  steps = {n: sweep._resume_step(str(tmp_path / 'run'), n) for n in ref}  # pylint: disable=protected-access
+  steps = {n: sweep._resume_step(str(tmp_path / 'run'), n) for n in ref}
   assert sorted(steps.values()) == [0, 10]
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   for name, summary in ref.items():
@@ -193,8 +214,15 @@ def test_sigkill_at_any_moment_then_rerun_equals_uninterrupted(tmp_path):
   ref_lines = read_jsonl(ref_dir / 'metrics.jsonl')
   workdir = tmp_path / 'run'
   ckpt_dir, log = workdir / 'checkpoints', workdir / 'metrics.jsonl'
-  cmd = [sys.executable, '-m', 'experiments.train', '--config=configs/regression.py', f'--workdir={workdir}',
-         *TINY_FLAGS, *flags]
+  cmd = [
+    sys.executable,
+    '-m',
+    'experiments.train',
+    '--config=configs/regression.py',
+    f'--workdir={workdir}',
+    *TINY_FLAGS,
+    *flags,
+  ]
   rng = np.random.default_rng(0)
   kills, moments = 0, []
   for attempt in range(12):
@@ -220,12 +248,15 @@ def test_sigkill_at_any_moment_then_rerun_equals_uninterrupted(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert kills == 4 and {'checkpoint', 'logged step'} <= set(moments), moments
   lines = read_jsonl(log)
-  assert [l['step'] for l in lines] == [l['step'] for l in ref_lines] == list(range(20, 601, 20))
-  assert [l['loss'] for l in lines] == [l['loss'] for l in ref_lines]
-  assert json.load(open(workdir / 'summary.json'))['eval_loss'] == json.load(open(ref_dir / 'summary.json'))['eval_loss']
+  assert [line['step'] for line in lines] == [line['step'] for line in ref_lines] == list(range(20, 601, 20))
+  assert [line['loss'] for line in lines] == [line['loss'] for line in ref_lines]
+  assert (
+    json.load(open(workdir / 'summary.json'))['eval_loss'] == json.load(open(ref_dir / 'summary.json'))['eval_loss']
+  )
 
 
 # --------------------------------------------------------------------------- one process per workdir
+
 
 def test_second_process_on_a_busy_workdir_is_refused_naming_the_holder(tmp_path):
   workdir = tmp_path / 'run'
@@ -240,8 +271,10 @@ def test_second_process_on_a_busy_workdir_is_refused_naming_the_holder(tmp_path)
 @pytest.mark.slow  # two subprocesses, one a run (~6 s)
 def test_lock_of_a_killed_process_is_not_stale(reference, tmp_path):
   workdir = copy_run(reference, tmp_path)
-  script = ('import os, signal, sys; from ffn_research import io; '
-            f'io.Lock({workdir!r}).__enter__(); os.kill(os.getpid(), signal.SIGKILL)')
+  script = (
+    'import os, signal, sys; from ffn_research import io; '
+    f'io.Lock({workdir!r}).__enter__(); os.kill(os.getpid(), signal.SIGKILL)'
+  )
   assert subprocess.run([sys.executable, '-c', script], cwd=REPO_ROOT).returncode == -signal.SIGKILL
   assert 'pid' in open(os.path.join(workdir, '.lock')).read()  # the dead holder's note is still there
   proc = train_cli(workdir)
@@ -252,8 +285,14 @@ def test_lock_of_a_killed_process_is_not_stale(reference, tmp_path):
 def test_two_sweeps_on_one_shard_are_refused(tmp_path):
   workdir = tmp_path / 'sweep'
   workdir.mkdir()
-  args = ['--config=configs/sweeps/capacity_dense.py:quick', f'--workdir={workdir}', '--noprogress',
-          '--compilation_cache_dir=', '--num_shards=2', '--shard_index=1']
+  args = [
+    '--config=configs/sweeps/capacity_dense.py:quick',
+    f'--workdir={workdir}',
+    '--noprogress',
+    '--compilation_cache_dir=',
+    '--num_shards=2',
+    '--shard_index=1',
+  ]
   with io_lib.Lock(str(workdir), '.lock-shard-1-of-2'):
     proc = cli('sweep', *args)
   one_line_error(proc, str(workdir), f'pid {os.getpid()}')
@@ -282,8 +321,10 @@ def test_concurrent_shards_lose_no_results_rows(tmp_path):
   names = [f'd_ff={d}' for d in range(1, 41)]
   workdir = str(tmp_path)
   for round_ in range(3):
-    io_lib.write_json(os.path.join(workdir, 'sweep.json'), {
-        'base_config': {}, 'runs': [{'name': n, 'overrides': {'model.d_ff': i + 1}} for i, n in enumerate(names)]})
+    io_lib.write_json(
+      os.path.join(workdir, 'sweep.json'),
+      {'base_config': {}, 'runs': [{'name': n, 'overrides': {'model.d_ff': i + 1}} for i, n in enumerate(names)]},
+    )
     for n in names:
       shutil.rmtree(os.path.join(workdir, 'runs', n), ignore_errors=True)
       io_lib.write_json(os.path.join(workdir, 'runs', n, 'config.json'), {'train': {'seed': 0}})
@@ -301,6 +342,7 @@ def test_concurrent_shards_lose_no_results_rows(tmp_path):
 
 
 # --------------------------------------------------------------------------- corrupt files
+
 
 def _damage(ckpt_dir, how):
   state = os.path.join(ckpt_dir, 'state')
@@ -328,14 +370,18 @@ def _damage(ckpt_dir, how):
     shutil.rmtree(state)
 
 
-@pytest.mark.parametrize('how', [
+@pytest.mark.parametrize(
+  'how',
+  [
     'manifest_garbage',
     pytest.param('truncate_all', marks=pytest.mark.slow),
     pytest.param('no_state', marks=pytest.mark.slow),
     pytest.param('manifest_random', marks=pytest.mark.slow),
     pytest.param('array_data_halved', marks=pytest.mark.slow),
     pytest.param('no_METADATA', marks=pytest.mark.slow),
-    pytest.param('no_meta_metadata', marks=pytest.mark.slow)])
+    pytest.param('no_meta_metadata', marks=pytest.mark.slow),
+  ],
+)
 def test_damaged_latest_checkpoint_falls_back_to_the_previous(reference, tmp_path, capfd, how):
   workdir = copy_run(reference, tmp_path)
   _damage(os.path.join(workdir, 'checkpoints', '200'), how)
@@ -385,9 +431,15 @@ def test_a_lost_metrics_line_is_recomputed_from_an_earlier_checkpoint(reference,
   assert_same_run(workdir, reference)
 
 
-@pytest.mark.parametrize('content', [b'{"status": "compl', pytest.param(b'', marks=pytest.mark.slow),
-                                     pytest.param(b'\x89PNG\x00\xff', marks=pytest.mark.slow),
-                                     pytest.param(b'[1, 2]', marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  'content',
+  [
+    b'{"status": "compl',
+    pytest.param(b'', marks=pytest.mark.slow),
+    pytest.param(b'\x89PNG\x00\xff', marks=pytest.mark.slow),
+    pytest.param(b'[1, 2]', marks=pytest.mark.slow),
+  ],
+)
 def test_corrupt_summary_is_set_aside_and_rebuilt(reference, tmp_path, capfd, content):
   workdir = copy_run(reference, tmp_path)
   with open(os.path.join(workdir, 'summary.json'), 'wb') as f:
@@ -399,8 +451,14 @@ def test_corrupt_summary_is_set_aside_and_rebuilt(reference, tmp_path, capfd, co
   assert_same_run(workdir, reference)
 
 
-@pytest.mark.parametrize('content', [b'{"model": ', pytest.param(b'\x00\xff', marks=pytest.mark.slow),
-                                     pytest.param(b'"a string"', marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  'content',
+  [
+    b'{"model": ',
+    pytest.param(b'\x00\xff', marks=pytest.mark.slow),
+    pytest.param(b'"a string"', marks=pytest.mark.slow),
+  ],
+)
 def test_corrupt_config_json_is_one_line_naming_it(tmp_path, content):
   workdir = tmp_path / 'run'
   workdir.mkdir()
@@ -413,19 +471,22 @@ def test_corrupt_config_json_is_one_line_naming_it(tmp_path, content):
 # --------------------------------------------------------------------------- bad input
 
 BAD_FILES = {
-    'syntax.py': 'def get_config(:\n  pass\n',
-    'no_get_config.py': 'X = 1\n',
-    'raises.py': 'raise RuntimeError("import-time failure")\n',
+  'syntax.py': 'def get_config(:\n  pass\n',
+  'no_get_config.py': 'X = 1\n',
+  'raises.py': 'raise RuntimeError("import-time failure")\n',
 }
 
 
-@pytest.mark.parametrize('spec,named', [
+@pytest.mark.parametrize(
+  'spec,named',
+  [
     ('{tmp}/syntax.py', 'syntax.py:1: syntax error'),
     ('{tmp}/missing.py', 'missing.py not found'),
     ('{tmp}/no_get_config.py', 'defines no get_config'),
     ('{tmp}/raises.py', 'RuntimeError: import-time failure'),
     ('configs/regression.py:cubic', "get_config('cubic') failed: ValueError: unknown config argument 'cubic'"),
-])
+  ],
+)
 def test_bad_config_file_is_one_line(tmp_path, spec, named):
   for name, text in BAD_FILES.items():
     (tmp_path / name).write_text(text)
@@ -448,14 +509,22 @@ def test_seed_outside_the_prng_range_writes_nothing(tmp_path):
   assert not (tmp_path / 'run').exists()
 
 
-@pytest.mark.parametrize('args,named', [
+@pytest.mark.parametrize(
+  'args,named',
+  [
     (['--num_shards=0'], '--num_shards=0'),
     pytest.param(['--num_shards=2', '--shard_index=2'], '--shard_index=2', marks=pytest.mark.slow),
     pytest.param(['--num_shards=2', '--shard_index=-1'], '--shard_index=-1', marks=pytest.mark.slow),
-])
+  ],
+)
 def test_bad_shards_write_nothing(tmp_path, args, named):
-  proc = cli('sweep', '--config=configs/sweeps/capacity_dense.py:quick', f'--workdir={tmp_path}/sweep',
-             '--compilation_cache_dir=', *args)
+  proc = cli(
+    'sweep',
+    '--config=configs/sweeps/capacity_dense.py:quick',
+    f'--workdir={tmp_path}/sweep',
+    '--compilation_cache_dir=',
+    *args,
+  )
   one_line_error(proc, named)
   assert not (tmp_path / 'sweep').exists()
 
@@ -463,8 +532,13 @@ def test_bad_shards_write_nothing(tmp_path, args, named):
 @pytest.mark.slow  # compiles the 8.6e9-parameter program (~5 s)
 def test_model_that_cannot_fit_is_refused_before_allocating(tmp_path):
   t0 = time.time()
-  proc = cli('train', '--config=configs/regression.py:teacher_student', f'--workdir={tmp_path}',
-             '--config.model.d_model=65536', '--config.model.d_ff=65536')
+  proc = cli(
+    'train',
+    '--config=configs/regression.py:teacher_student',
+    f'--workdir={tmp_path}',
+    '--config.model.d_model=65536',
+    '--config.model.d_ff=65536',
+  )
   line = one_line_error(proc, 'GiB', 'available')
   assert line.count('GiB') >= 3 and proc.returncode == 2
   assert time.time() - t0 < 120
@@ -472,9 +546,11 @@ def test_model_that_cannot_fit_is_refused_before_allocating(tmp_path):
 
 
 def test_available_memory_honours_the_address_space_limit():
-  script = ('import resource, jax; from ffn_research import loop; '
-            'resource.setrlimit(resource.RLIMIT_AS, (12 * 2**30, resource.RLIM_INFINITY)); '
-            'have, source = loop.available_memory(jax.devices()[0]); print(have, source)')
+  script = (
+    'import resource, jax; from ffn_research import loop; '
+    'resource.setrlimit(resource.RLIMIT_AS, (12 * 2**30, resource.RLIM_INFINITY)); '
+    'have, source = loop.available_memory(jax.devices()[0]); print(have, source)'
+  )
   proc = subprocess.run([sys.executable, '-c', script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
   have, source = proc.stdout.split(' ', 1)
   assert 0 < int(have) <= 12 * 2**30 and ('ulimit' in source or 'MemAvailable' in source)
@@ -482,24 +558,36 @@ def test_available_memory_honours_the_address_space_limit():
 
 # --------------------------------------------------------------------------- divergence
 
+
 def test_blowup_is_diverged_and_the_rule_can_be_turned_off(tmp_path):
   config = tiny_config(**{'train.learning_rate': 1e6})
   summary = loop.train_and_evaluate(config, str(tmp_path / 'on'))
   assert summary['status'] == 'diverged' and summary['diverged_reason'] == 'blow-up'
   lines = read_jsonl(tmp_path / 'on' / 'metrics.jsonl')
   initial = lines[0]['initial_loss']
-  over = [l['step'] for l in lines if l['loss'] > 1e4 * initial]
+  over = [line['step'] for line in lines if line['loss'] > 1e4 * initial]
   assert summary['diverged_step'] == over[2] == lines[-1]['step']  # the third chunk over the line
-  off = loop.train_and_evaluate(tiny_config(**{'train.learning_rate': 1e6, 'train.blowup_factor': 0.0}),
-                                str(tmp_path / 'off'))
+  off = loop.train_and_evaluate(
+    tiny_config(**{'train.learning_rate': 1e6, 'train.blowup_factor': 0.0}), str(tmp_path / 'off')
+  )
   assert off['status'] == 'completed' and off['final_loss'] > 1e4 * initial
 
 
 @pytest.mark.slow  # the sweep entry point (~8 s)
 def test_sweep_report_counts_diverged_runs(tmp_path):
-  proc = cli('sweep', '--config=configs/sweeps/capacity_dense.py:quick', f'--workdir={tmp_path}',
-             '--noprogress', '--compilation_cache_dir=', '--config.model.d_ff=8', '--config.train.steps=20',
-             '--config.train.log_every=5', '--config.train.learning_rate=1e6', '--num_shards=8', '--shard_index=0')
+  proc = cli(
+    'sweep',
+    '--config=configs/sweeps/capacity_dense.py:quick',
+    f'--workdir={tmp_path}',
+    '--noprogress',
+    '--compilation_cache_dir=',
+    '--config.model.d_ff=8',
+    '--config.train.steps=20',
+    '--config.train.log_every=5',
+    '--config.train.learning_rate=1e6',
+    '--num_shards=8',
+    '--shard_index=0',
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert 'shard 0/8: 2 diverged' in proc.stdout
 
@@ -511,13 +599,15 @@ def test_analyze_on_a_folder_that_is_not_a_sweep_is_one_line(tmp_path):
 
 @pytest.mark.slow  # two entry points in subprocesses (~10 s)
 def test_empty_sweep_and_analyze_without_finished_runs_are_one_line(tmp_path):
-  (tmp_path / 'empty.py').write_text(textwrap.dedent('''
+  (tmp_path / 'empty.py').write_text(
+    textwrap.dedent("""
       from ffn_research import config
       def get_config(arg=None):
         return config.default_config()
       def get_sweep(arg=None):
         return []
-  '''))
+  """)
+  )
   proc = cli('sweep', f'--config={tmp_path}/empty.py', f'--workdir={tmp_path}/sweep', '--compilation_cache_dir=')
   assert proc.returncode == 2
   one_line_error(proc, 'the sweep has no runs')

@@ -2,14 +2,14 @@
 
 import math
 
+from absl.testing import parameterized
 import chex
+from flax import nnx
 import jax
+from jax import test_util as jtu
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from absl.testing import parameterized
-from flax import nnx
-from jax import test_util as jtu
 
 from ffn_research.models import activations
 from ffn_research.models import ffn as ffn_lib
@@ -24,15 +24,18 @@ def np_activation(name, x):
   sigmoid = lambda v: 1.0 / (1.0 + np.exp(-v))
   gelu = lambda v: 0.5 * v * (1.0 + erf(v / math.sqrt(2.0)))
   table = {
-      'relu': lambda v: np.maximum(v, 0.0),
-      'gelu': gelu,
-      'gelu_tanh': lambda v: 0.5 * v * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
-      'silu': lambda v: v * sigmoid(v),
-      'relu2': lambda v: np.maximum(v, 0.0) ** 2,
-      'identity': lambda v: v,
-      'tanh': np.tanh,
-      'glu': sigmoid, 'reglu': lambda v: np.maximum(v, 0.0), 'geglu': gelu,
-      'swiglu': lambda v: v * sigmoid(v), 'bilinear': lambda v: v,
+    'relu': lambda v: np.maximum(v, 0.0),
+    'gelu': gelu,
+    'gelu_tanh': lambda v: 0.5 * v * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
+    'silu': lambda v: v * sigmoid(v),
+    'relu2': lambda v: np.maximum(v, 0.0) ** 2,
+    'identity': lambda v: v,
+    'tanh': np.tanh,
+    'glu': sigmoid,
+    'reglu': lambda v: np.maximum(v, 0.0),
+    'geglu': gelu,
+    'swiglu': lambda v: v * sigmoid(v),
+    'bilinear': lambda v: v,
   }
   return table[name](x)
 
@@ -53,7 +56,6 @@ def make(activation='relu', d_model=6, d_ff=10, seed=0, **kw):
 
 
 class ShapeTest(chex.TestCase):
-
   @chex.variants(with_jit=True, without_jit=True)
   @parameterized.product(lead=[(), (3,), (2, 5), (2, 3, 4)], activation=['relu', 'swiglu'])
   def test_shapes_over_leading_dims(self, lead, activation):
@@ -83,8 +85,7 @@ def test_match_params_gives_equal_weight_counts():
   assert ffn_lib.effective_d_ff(3072, 'swiglu', True) == 2048
   assert ffn_lib.effective_d_ff(3072, 'relu', True) == 3072
   assert ffn_lib.effective_d_ff(3072, 'swiglu', False) == 3072
-  assert (ffn_lib.ffn_param_count(768, 2048, 'swiglu', False)
-          == ffn_lib.ffn_param_count(768, 3072, 'relu', False))
+  assert ffn_lib.ffn_param_count(768, 2048, 'swiglu', False) == ffn_lib.ffn_param_count(768, 3072, 'relu', False)
   assert ffn_lib.effective_d_ff(2048, 'geglu', True) == 1365  # round(1365.33)
   assert ffn_lib.effective_d_ff(1, 'glu', True) == 1
 
@@ -128,8 +129,7 @@ def test_gradients_numerically(activation):
   graphdef, params, rest = nnx.split(module, nnx.Param, ...)  # rest: the int width
   x = jax.random.normal(jax.random.PRNGKey(19), (5, 3))
   # Finite differences (eps 1e-2) must not cross a ReLU kink: the nonlinearity's inputs away from 0.
-  pre = (x @ module.w_gate[...] + module.b_gate[...][None] if module.gated
-         else x @ module.w1[...] + module.b1[...][None])
+  pre = x @ module.w_gate[...] + module.b_gate[...][None] if module.gated else x @ module.w1[...] + module.b1[...][None]
   assert float(jnp.min(jnp.abs(pre))) > 0.04
 
   def f(params, x):
@@ -148,8 +148,12 @@ def test_unknown_names_are_errors():
 @pytest.mark.parametrize('init', list(inits.INITS))
 def test_inits_have_expected_scale(init):
   w = np.asarray(make('relu', d_model=256, d_ff=256, init=init).w1[...])
-  expected_std = {'xavier_uniform': math.sqrt(2 / 512), 'lecun_normal': math.sqrt(1 / 256),
-                  'he_normal': math.sqrt(2 / 256), 'small': 0.1 * math.sqrt(1 / 256)}[init]
+  expected_std = {
+    'xavier_uniform': math.sqrt(2 / 512),
+    'lecun_normal': math.sqrt(1 / 256),
+    'he_normal': math.sqrt(2 / 256),
+    'small': 0.1 * math.sqrt(1 / 256),
+  }[init]
   assert abs(w.std() / expected_std - 1) < 0.05
 
 

@@ -1,14 +1,15 @@
 """moe_topk: its arms and the k = 1 router trap (rules: tests/test_moe_topk.py; glu_variants:
 tests/test_glu_variants.py)."""
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import pytest
-from flax import nnx
 
 from ffn_research import sweep
 from ffn_research import validation
-from ffn_research.ablations import base, moe_topk
+from ffn_research.ablations import base
+from ffn_research.ablations import moe_topk
 from ffn_research.models import moe as moe_lib
 
 
@@ -17,8 +18,12 @@ def configs(arm, scale):
   regime = moe_topk.REGIMES[scale]
   steps = regime.steps * arm.steps_factor
   budget = arm.budget or base.budget
-  overrides = [{**o, **budget(t), 'train.learning_rate': r, moe_topk.SEED: 0} for o in arm.points.values()
-               for r in (arm.rates or regime.rates) for t in (steps // 2, steps)]
+  overrides = [
+    {**o, **budget(t), 'train.learning_rate': r, moe_topk.SEED: 0}
+    for o in arm.points.values()
+    for r in (arm.rates or regime.rates)
+    for t in (steps // 2, steps)
+  ]
   return [r.config for r in sweep.expand(arm.base, overrides)]
 
 
@@ -28,7 +33,7 @@ def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
   assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'dense', 'routers', 'cluster_dense']
   runs = {name: configs(arm, scale) for name, arm in arms.items()}
   for name, cs in runs.items():
-    assert arms[name].tuned and arms[name].rates is None   # the regime's grid, tuned per point
+    assert arms[name].tuned and arms[name].rates is None  # the regime's grid, tuned per point
     for c in cs:
       validation.validate(c)
       e = c.model.moe
@@ -39,8 +44,10 @@ def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
   for c in runs['matched_active']:  # k experts of width 32 / k: the active expert width is fixed
     assert c.model.moe.top_k * c.model.d_ff == moe_topk.TOTAL_WIDTH and c.model.moe.top_k > 1
   # Granularity keeps total and active expert parameters fixed.
-  widths = {(m.moe.num_experts * m.moe.granularity, m.d_ff // m.moe.granularity, m.moe.top_k * m.moe.granularity)
-            for m in (c.model for c in runs['granularity'])}
+  widths = {
+    (m.moe.num_experts * m.moe.granularity, m.d_ff // m.moe.granularity, m.moe.top_k * m.moe.granularity)
+    for m in (c.model for c in runs['granularity'])
+  }
   assert {e * w for e, w, _ in widths} == {moe_topk.GRAN_EXPERTS * moe_topk.GRAN_WIDTH}
   assert {k * w for _, w, k in widths} == {moe_topk.GRAN_WIDTH}
   got = {tuple(c.model.moe[k.split('.')[-1]] for k in moe_topk.ARM_KEYS) for c in runs['routers']}
@@ -56,9 +63,19 @@ def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
 @pytest.mark.parametrize('router,learns', [('softmax_topk', True), ('topk_softmax', False)])
 def test_k1_router_gradient_from_the_task_loss(router, learns):
   """The trap in the issue: at top_k = 1, weight-1 routers get exactly zero task-loss gradient."""
-  layer = moe_lib.MoE(4, 8, 'relu', num_experts=4, top_k=1, capacity_factor=0.0, router=router,
-                      load_balance_coef=0.0, z_loss_coef=0.0, dispatch='einsum',  # the cheapest to run
-                      rngs=nnx.Rngs(params=0))
+  layer = moe_lib.MoE(
+    4,
+    8,
+    'relu',
+    num_experts=4,
+    top_k=1,
+    capacity_factor=0.0,
+    router=router,
+    load_balance_coef=0.0,
+    z_loss_coef=0.0,
+    dispatch='einsum',  # the cheapest to run
+    rngs=nnx.Rngs(params=0),
+  )
   graphdef, params = nnx.split(layer)
   x = jax.random.normal(jax.random.PRNGKey(1), (32, 4))
 

@@ -7,8 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import models, stats, sweep, tasks, validation
-from ffn_research.ablations import base, glu_variants as gv
+from ffn_research import models
+from ffn_research import stats
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research import validation
+from ffn_research.ablations import base
+from ffn_research.ablations import glu_variants as gv
 
 R, NR, INC, INV = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.INVALID
 LR = 'train.learning_rate'
@@ -17,8 +22,12 @@ LR = 'train.learning_rate'
 def planned(arm: base.Arm, scale: str) -> list[dict]:
   """The overrides the runner plans for an arm's first pass (seed 0): every point x rate x {T/2, T}."""
   steps = gv.REGIMES[scale].steps * arm.steps_factor
-  return [{**o, **arm.budget(t), LR: r, gv.SEED: 0} for o in arm.points.values() for r in arm.rates
-          for t in (steps // 2, steps)]
+  return [
+    {**o, **arm.budget(t), LR: r, gv.SEED: 0}
+    for o in arm.points.values()
+    for r in arm.rates
+    for t in (steps // 2, steps)
+  ]
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
@@ -45,7 +54,7 @@ def test_arms(scale):
     assert gv.REGIMES[scale].seeds >= 10 and set(gv.ACTIVATIONS[scale]) == set(gv.PAPER_65K)
     assert 4e-4 in gv.RATES[scale]['language'] and lang.model.d_model >= 32 and lang.model.num_layers == 2
     ts = gv.RATES[scale]['teacher_student']
-    assert 5e-3 in ts and np.allclose(np.diff(np.log(ts)), np.log(3) / 2)   # x sqrt(3) around 5e-3
+    assert 5e-3 in ts and np.allclose(np.diff(np.log(ts)), np.log(3) / 2)  # x sqrt(3) around 5e-3
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'full'])
@@ -79,6 +88,7 @@ def test_collect():
 
 # --------------------------------------------------------------------------- rules on synthetic selections
 
+
 def selection(means=None, *, scale='full', seeds=10, noise=0.0, ceiling=2.0, params=None, seed=0):
   """A runner-shaped selection (one row per point and seed at its chosen rate): score = means[task][variant]
   + a shared per-seed offset + noise; `value` is the score (language) or exp(score) (teacher-student)."""
@@ -90,10 +100,20 @@ def selection(means=None, *, scale='full', seeds=10, noise=0.0, ceiling=2.0, par
     for act in gv.ACTIVATIONS[scale]:
       for s in range(seeds):
         score = means[task][act] + offset[s] + rng.normal(0, noise)
-        rows.append({'arm': task, 'point': gv.label(task, act), gv.ACT: act, gv.SEED: s, LR: 1e-2,
-                     gv.STEPS: 1000, 'score': score, 'value': score if task == 'language' else np.exp(score),
-                     'ceiling': ceiling if task == 'language' else 1.0,
-                     'num_params': (params or {}).get(act, 1000 if act in gv.PLAIN else 999)})
+        rows.append(
+          {
+            'arm': task,
+            'point': gv.label(task, act),
+            gv.ACT: act,
+            gv.SEED: s,
+            LR: 1e-2,
+            gv.STEPS: 1000,
+            'score': score,
+            'value': score if task == 'language' else np.exp(score),
+            'ceiling': ceiling if task == 'language' else 1.0,
+            'num_params': (params or {}).get(act, 1000 if act in gv.PLAIN else 999),
+          }
+        )
   return pd.DataFrame(rows)
 
 
@@ -106,7 +126,7 @@ def test_paper_ordering_reproduces_every_claim_with_its_points():
   vs = gv.rules(selection(), 'full')
   assert len(vs) == 10 and [v.outcome for v in vs] == [R] * 10
   col = gv.PAPER_65K
-  assert vs[0].statistic == pytest.approx(col['geglu'] - col['relu'], abs=1e-9)   # noise-free: the known difference
+  assert vs[0].statistic == pytest.approx(col['geglu'] - col['relu'], abs=1e-9)  # noise-free: the known difference
   gated = np.mean([col[a] for a in gv.GATED]) - np.mean([col[a] for a in gv.PLAIN])
   assert vs[3].statistic == pytest.approx(gated, abs=1e-9) and vs[8].statistic == pytest.approx(gated, abs=1e-9)
   assert vs[4].statistic == pytest.approx(1.0) and vs[4].p_value < 1e-3 and vs[4].boundaries == (0.0, 0.5)
@@ -116,9 +136,11 @@ def test_paper_ordering_reproduces_every_claim_with_its_points():
   assert 'regression (a proxy task, not language modelling)' in vs[7].claim
   assert all(c.passed for v in vs for c in v.checks)
   names = [c.name for c in vs[0].checks]
-  assert names == ['language: geglu: excess bits off the entropy floor (0) and the unigram ceiling',
-                   'language: relu: excess bits off the entropy floor (0) and the unigram ceiling',
-                   'language: parameters matched across variants (match_params)']
+  assert names == [
+    'language: geglu: excess bits off the entropy floor (0) and the unigram ceiling',
+    'language: relu: excess bits off the entropy floor (0) and the unigram ceiling',
+    'language: parameters matched across variants (match_params)',
+  ]
   assert [c.name for c in vs[3].checks][0] == 'language: every variant off its floor and ceiling'
 
 
@@ -140,11 +162,12 @@ def test_paired_statistic_on_noisy_synthetic_data():
 
 
 def test_floor_ceiling_and_parameters_gate_the_verdicts():
-  at_floor = gv.rules(selection({'language': paper_like(scale=0.01, shift=0.01),
-                                 'teacher_student': paper_like(shift=-3.0)}), 'full')
+  at_floor = gv.rules(
+    selection({'language': paper_like(scale=0.01, shift=0.01), 'teacher_student': paper_like(shift=-3.0)}), 'full'
+  )
   assert [v.outcome for v in at_floor[:5]] == [INV] * 5 and 'entropy floor' in at_floor[0].detail
   assert at_floor[0].raw_outcome == R and [v.outcome for v in at_floor[5:]] == [R] * 5
-  at_ceiling = gv.rules(selection(ceiling=0.3), 'full')   # excess 0.3 = the unigram model's
+  at_ceiling = gv.rules(selection(ceiling=0.3), 'full')  # excess 0.3 = the unigram model's
   assert {v.outcome for v in at_ceiling[:5]} == {INV}
   unmatched = gv.rules(selection(params={'geglu': 1100}), 'full')
   assert {v.outcome for v in unmatched} == {INV} and 'parameters matched' in unmatched[0].detail
@@ -154,7 +177,7 @@ def test_the_family_is_fixed_whatever_the_data():
   smoke = gv.rules(selection(scale='smoke'), 'smoke')
   assert len(smoke) == 10
   assert smoke[1].points == ('language: relu',) and smoke[1].outcome == INC and 'underpowered' in smoke[1].detail
-  assert smoke[0].outcome == R and smoke[4].outcome == INC   # rank: 2 variants < 4
+  assert smoke[0].outcome == R and smoke[4].outcome == INC  # rank: 2 variants < 4
   empty = gv.rules(selection().iloc[:0], 'full')
   assert len(empty) == 10 and [v.points for v in empty] == [v.points for v in gv.rules(selection(), 'full')]
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
-from ffn_research import validation
 from ffn_research import tasks
+from ffn_research import validation
 from ffn_research.tasks import language
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,10 +43,10 @@ def small():
 
 def numpy_stats(next_CxS, prob_CxS, v, k):
   """Independent reference: dense transition matrix over contexts, stationary vector by eigen-solve."""
-  c = v ** k
+  c = v**k
   p = np.zeros((c, c))
   for ctx in range(c):
-    for y, q in zip(next_CxS[ctx], prob_CxS[ctx]):
+    for y, q in zip(next_CxS[ctx], prob_CxS[ctx], strict=True):
       p[ctx, (ctx * v) % c + y] += q
   w, vecs = np.linalg.eig(p.T.astype(np.float64))
   pi = np.real(vecs[:, np.argmin(np.abs(w - 1.0))])
@@ -56,21 +56,25 @@ def numpy_stats(next_CxS, prob_CxS, v, k):
   last = np.arange(c) % v
   joint = np.zeros((v, v))
   for ctx in range(c):
-    for y, q in zip(next_CxS[ctx], prob_CxS[ctx]):
+    for y, q in zip(next_CxS[ctx], prob_CxS[ctx], strict=True):
       joint[last[ctx], y] += pi[ctx] * q
   marg = joint.sum(1)
   ent = lambda x: -np.sum(x[x > 0] * np.log2(x[x > 0]))
-  return {'floor_bits': pi @ h_ctx, 'unigram_bits': ent(marg), 'bigram_bits': ent(joint.ravel()) - ent(marg),
-          'accuracy_ceiling': pi @ prob_CxS.max(1)}, pi
+  return {
+    'floor_bits': pi @ h_ctx,
+    'unigram_bits': ent(marg),
+    'bigram_bits': ent(joint.ravel()) - ent(marg),
+    'accuracy_ceiling': pi @ prob_CxS.max(1),
+  }, pi
 
 
 def lazy_limit_numpy(next_CxS, prob_CxS, v, k):
   """Independent reference: uniform times L^(2^64), L = (I + P) / 2 (dense, float64, repeated squaring),
   the limit power iteration approaches however slowly the chain mixes."""
-  c = v ** k
+  c = v**k
   p = np.zeros((c, c))
   for ctx in range(c):
-    for y, q in zip(next_CxS[ctx], prob_CxS[ctx]):
+    for y, q in zip(next_CxS[ctx], prob_CxS[ctx], strict=True):
       p[ctx, (ctx * v) % c + y] += q
   m = 0.5 * (np.eye(c) + p)
   for _ in range(64):
@@ -104,9 +108,14 @@ def test_stationary_of_a_reducible_chain_weights_its_closed_classes():
   np.testing.assert_allclose(pi, [0.0, 1 / 3 + 0.3 / 3, 1 / 3 + 0.7 / 3], atol=1e-12)
 
 
-@pytest.mark.parametrize('v,k,m,s,alpha', [(6, 2, 4, 3, 1.0),  # one shape by default: each compiles (~10 s)
-                                           pytest.param(4, 3, 3, 2, 0.3, marks=pytest.mark.slow),
-                                           pytest.param(7, 1, 5, 3, 2.0, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+  'v,k,m,s,alpha',
+  [
+    (6, 2, 4, 3, 1.0),  # one shape by default: each compiles (~10 s)
+    pytest.param(4, 3, 3, 2, 0.3, marks=pytest.mark.slow),
+    pytest.param(7, 1, 5, 3, 2.0, marks=pytest.mark.slow),
+  ],
+)
 def test_floor_matches_numpy_eigen_solve(v, k, m, s, alpha):
   chain = language.make_chain(jax.random.PRNGKey(3), v, k, s, m, alpha)
   pi, residual = jax.jit(lambda ch: language.stationary(ch, v, k))(chain)
@@ -126,12 +135,12 @@ def test_chain_structure():
   v, k, m, s = 9, 2, 4, 3
   chain = language.make_chain(jax.random.PRNGKey(0), v, k, s, m, 1.0)
   nxt, prob = np.asarray(chain['next_CxS']), np.asarray(chain['prob_CxS'])
-  assert nxt.shape == prob.shape == (v ** k, s)
+  assert nxt.shape == prob.shape == (v**k, s)
   np.testing.assert_allclose(prob.sum(1), 1.0, rtol=1e-6)
   assert all(len(set(row)) == s for row in nxt)  # distinct next tokens per context
   # Contexts sharing a last token draw from the same m candidates.
   for b in range(v):
-    assert len(set(nxt[np.arange(v ** k) % v == b].ravel())) <= m
+    assert len(set(nxt[np.arange(v**k) % v == b].ravel())) <= m
 
 
 def test_sampled_text_follows_chain_and_its_entropy_is_the_floor(small):
@@ -139,11 +148,12 @@ def test_sampled_text_follows_chain_and_its_entropy_is_the_floor(small):
   _, data, _, _ = small
   v, n, length = 6, 256, 400
   tokens, nll = jax.jit(lambda d, r: language.sample_text(d['chain'], d['pi'], r, n, length, v, 2))(
-      data, jax.random.PRNGKey(11))
+    data, jax.random.PRNGKey(11)
+  )
   tokens, nll = np.asarray(tokens), np.asarray(nll, np.float64) / math.log(2)
   nxt, prob = np.asarray(data['chain']['next_CxS']), np.asarray(data['chain']['prob_CxS'])
   assert tokens.shape == (n, length) and nll.shape == (n, length - 2)
-  for row, row_nll in zip(tokens[:20], nll[:20]):  # every step is a transition of the chain
+  for row, row_nll in zip(tokens[:20], nll[:20], strict=True):  # every step is a transition of the chain
     for t in range(2, length):
       ctx = row[t - 2] * v + row[t - 1]
       j = list(nxt[ctx]).index(row[t])
@@ -165,8 +175,7 @@ def _sample_text_reference(chain, pi_C, rng, n, length, vocab_size, order):
   """sample_text as first written: jax.random.categorical per position inside the scan."""
   k_start, k_steps = jax.random.split(rng)
   context_N = jax.random.categorical(k_start, jnp.log(pi_C), shape=(n,))
-  first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size
-                         for i in range(order)], axis=1)
+  first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size for i in range(order)], axis=1)
   log_prob_CxS = jnp.log(chain['prob_CxS'])
 
   def body(context_N, key):
@@ -185,14 +194,14 @@ def test_sample_text_draws_what_jax_random_categorical_draws(v, k, m, s):
   chain = language.make_chain(jax.random.PRNGKey(v), v, k, s, m, 0.5)
   pi, _ = language.stationary(chain, v, k)
   support = language.reachable_contexts(v, k, m)
-  assert int(jnp.sum(pi > 0)) <= support <= v ** k
+  assert int(jnp.sum(pi > 0)) <= support <= v**k
   n, length = 16, 20
   keys = jax.random.split(jax.random.PRNGKey(3), 3)
   ref = jax.jit(jax.vmap(lambda r: _sample_text_reference(chain, pi, r, n, length, v, k)))(keys)
   for sup in (None, support):
-    new = jax.jit(jax.vmap(lambda r: language.sample_text(chain, pi, r, n, length, v, k, sup)))(keys)
+    new = jax.jit(jax.vmap(lambda r, sup=sup: language.sample_text(chain, pi, r, n, length, v, k, sup)))(keys)
     jax.tree.map(np.testing.assert_array_equal, new, ref)
-    one = jax.jit(lambda r: language.sample_text(chain, pi, r, n, length, v, k, sup))(keys[1])
+    one = jax.jit(lambda r, sup=sup: language.sample_text(chain, pi, r, n, length, v, k, sup))(keys[1])
     jax.tree.map(np.testing.assert_array_equal, one, jax.tree.map(lambda x: x[1], ref))
 
 
@@ -202,13 +211,13 @@ def test_gumbel_at_is_jax_random_gumbel_bit_for_bit():
     key = jax.random.PRNGKey(seed)
     full = np.asarray(jax.jit(lambda k: jax.random.gumbel(k, shape))(key)).reshape(-1)
     idx = jnp.concatenate([jnp.arange(0, full.size, 7), jnp.array([1, full.size - 1])])
-    at = jax.jit(lambda k: language.gumbel_at(k, shape, idx))(key)
+    at = jax.jit(lambda k, idx=idx: language.gumbel_at(k, shape, idx))(key)
     np.testing.assert_array_equal(at, full[np.asarray(idx)])
 
 
 def test_first_argmax_is_jnp_argmax():
   nan, inf = float('nan'), float('inf')
-  x = jnp.array([[1., 3., 3., 0.], [nan, 1., nan, 2.], [-inf] * 4, [0., 2., nan, 2.], [-inf, -1., inf, inf]])
+  x = jnp.array([[1.0, 3.0, 3.0, 0.0], [nan, 1.0, nan, 2.0], [-inf] * 4, [0.0, 2.0, nan, 2.0], [-inf, -1.0, inf, inf]])
   np.testing.assert_array_equal(language.first_argmax(x), jnp.argmax(x, axis=-1))
   y = jax.random.normal(jax.random.PRNGKey(0), (3, 50, 7)).round(1)  # many ties
   np.testing.assert_array_equal(language.first_argmax(y), jnp.argmax(y, axis=-1))
@@ -236,7 +245,7 @@ def test_evaluate_on_the_true_chain_and_on_uniform(small):
     ctx_NxT = jnp.pad(inputs_NxT[:, :-1], ((0, 0), (1, 0))) * v + inputs_NxT
     out = jnp.full(ctx_NxT.shape + (v,), -1e9)
     idx = data['chain']['next_CxS'][ctx_NxT]
-    return jax.vmap(jax.vmap(lambda o, i, l: o.at[i].set(l)))(out, idx, log_prob[ctx_NxT])
+    return jax.vmap(jax.vmap(lambda o, i, line: o.at[i].set(line)))(out, idx, log_prob[ctx_NxT])
 
   m = jax.jit(lambda d: task.evaluate(oracle, d))(data)
   np.testing.assert_allclose(m['excess_bits'], 0.0, atol=1e-5)
@@ -249,13 +258,16 @@ def test_evaluate_on_the_true_chain_and_on_uniform(small):
     np.testing.assert_allclose(m[key], data['stats'][key])
 
 
-@pytest.mark.parametrize('overrides,key', [
+@pytest.mark.parametrize(
+  'overrides,key',
+  [
     (dict(num_candidates=7), 'task.num_candidates'),
     (dict(branching=5), 'task.branching'),
     (dict(vocab_size=64, markov_order=4), 'task.markov_order'),
     (dict(seq_len=1), 'task.seq_len'),
     (dict(concentration=0.0), 'task.concentration'),
-])
+  ],
+)
 def test_invalid_configs_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key):
     lang_config(**overrides)
@@ -280,8 +292,13 @@ def test_shipped_config_validates(arg):
 def test_smoke_run_through_the_cli(tmp_path):
   """The real entry point: a seconds-long run learns something below uniform and reports the floor."""
   workdir = tmp_path / 'run'
-  proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
-                         f'--workdir={workdir}'], cwd=REPO, capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(
+    [sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke', f'--workdir={workdir}'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   summary = json.loads((workdir / 'summary.json').read_text())
   assert summary['status'] == 'completed'
@@ -291,8 +308,19 @@ def test_smoke_run_through_the_cli(tmp_path):
 
 
 def test_cli_bad_key_is_one_line(tmp_path):
-  bad = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
-                        f'--workdir={tmp_path / "bad"}', '--config.task.branching=9'],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+  bad = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/language.py:smoke',
+      f'--workdir={tmp_path / "bad"}',
+      '--config.task.branching=9',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert bad.returncode == 2 and 'Traceback' not in bad.stderr
   assert bad.stderr.strip().splitlines()[-1].startswith('error: task.branching=9')

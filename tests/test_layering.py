@@ -12,8 +12,8 @@ from tests.conftest import REPO_ROOT
 LAZY_OK = ('tensorboardX', 'orbax', 'matplotlib')
 # Files that defer imports on purpose, with the reason.
 LAZY_FILES = {
-    'ffn_research/__init__.py': 'ffn_research.load_run on first use, so importing ffn_research.config stays light',
-    'ffn_research/ablations/__init__.py': 'listing and checking ablation names stays instant',
+  'ffn_research/__init__.py': 'ffn_research.load_run on first use, so importing ffn_research.config stays light',
+  'ffn_research/ablations/__init__.py': 'listing and checking ablation names stays instant',
 }
 
 
@@ -39,10 +39,10 @@ def _imports(path: str, modules) -> set[str]:
 
 
 def test_importing_config_loads_no_other_module_of_the_package():
-  code = ('import ffn_research.config, sys; '
-          'print(sorted(m for m in sys.modules if m.startswith("ffn_research")))')
-  out = subprocess.run([sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True,
-                       timeout=120, check=True).stdout
+  code = 'import ffn_research.config, sys; print(sorted(m for m in sys.modules if m.startswith("ffn_research")))'
+  out = subprocess.run(
+    [sys.executable, '-c', code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True
+  ).stdout
   assert out.strip() == "['ffn_research', 'ffn_research.config']"
 
 
@@ -74,8 +74,12 @@ def test_package_imports_form_no_cycle():
   for low in ('ffn_research.models', 'ffn_research.tasks', 'ffn_research.optim'):
     for m in graph:
       if m == low or m.startswith(low + '.'):
-        assert not graph[m] & {'ffn_research.train', 'ffn_research.sweep', 'ffn_research.analysis',
-                               'ffn_research.validation'}, m
+        assert not graph[m] & {
+          'ffn_research.train',
+          'ffn_research.sweep',
+          'ffn_research.analysis',
+          'ffn_research.validation',
+        }, m
 
 
 def test_no_function_level_imports_except_optional_heavy_ones():
@@ -88,8 +92,14 @@ def test_no_function_level_imports_except_optional_heavy_ones():
       if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         continue
       for node in ast.walk(func):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                 [node.module or ''] if isinstance(node, ast.ImportFrom) else [])
-        bad += [f'{os.path.relpath(path, REPO_ROOT)}:{node.lineno} {n}' for n in names
-                if n.split('.')[0] not in LAZY_OK]
+        names = (
+          [a.name for a in node.names]
+          if isinstance(node, ast.Import)
+          else [node.module or '']
+          if isinstance(node, ast.ImportFrom)
+          else []
+        )
+        bad += [
+          f'{os.path.relpath(path, REPO_ROOT)}:{node.lineno} {n}' for n in names if n.split('.')[0] not in LAZY_OK
+        ]
   assert not bad, bad

@@ -18,8 +18,9 @@ from ffn_research import config as config_lib
 from ffn_research import stats
 from ffn_research import train as train_lib
 from ffn_research import validation
-from ffn_research.ablations import base, regime
+from ffn_research.ablations import base
 from ffn_research.ablations import load_balancing as lb
+from ffn_research.ablations import regime
 from ffn_research.tasks import regression
 from tests.conftest import REPO_ROOT
 
@@ -80,11 +81,21 @@ def test_bad_skew_keys_raise_one_line(key, value):
 
 def test_cli_bad_skew_key_exits_with_one_line(tmp_path):
   proc = subprocess.run(
-      [sys.executable, '-m', 'experiments.train', '--config=configs/regression.py:teacher_student',
-       f'--workdir={tmp_path}/run', '--config.task.num_clusters=-3'],
-      cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/regression.py:teacher_student',
+      f'--workdir={tmp_path}/run',
+      '--config.task.num_clusters=-3',
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode != 0 and 'Traceback' not in proc.stderr
-  lines = [l for l in proc.stderr.splitlines() if l.strip()]
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
   assert len(lines) == 1 and 'task.num_clusters' in lines[0], proc.stderr
 
 
@@ -124,15 +135,15 @@ def test_frozen_router_weights_do_not_move(freeze):
 
 
 def test_unstable_rule():
-  assert not lb.unstable(False, [4.0, 100.0])                 # RMS logsumexp 10 < 16
-  assert lb.unstable(False, [4.0, 16.5 ** 2])
-  assert lb.unstable(True, [])                                 # diverged
+  assert not lb.unstable(False, [4.0, 100.0])  # RMS logsumexp 10 < 16
+  assert lb.unstable(False, [4.0, 16.5**2])
+  assert lb.unstable(True, [])  # diverged
   assert not lb.unstable(False, [])
 
 
 COLLAPSE = {'none': 1.5, 'switch': -0.1, 'bias': -0.2, 'frozen': 0.0}
 POINTS = {'none': lb.NONE, 'switch': lb.SWITCH, 'bias': lb.BIAS, 'frozen': lb.FROZEN}
-LRS = lb.UNSTABLE_LRS['smoke']   # (0.1, 0.3)
+LRS = lb.UNSTABLE_LRS['smoke']  # (0.1, 0.3)
 
 
 def _sel(change=None, seeds=8, unstable_none=(0.75, 1.0), unstable_z=(0.0, 0.5), steps=None, diverged=0):
@@ -145,15 +156,35 @@ def _sel(change=None, seeds=8, unstable_none=(0.75, 1.0), unstable_z=(0.0, 0.5),
   for s in range(seeds):
     for arm, c in change.items():
       final = 1.4 + c + (0.01 * rng.standard_normal() if arm != 'frozen' else 0.0)
-      rows.append({'point': POINTS[arm], 'arm': 'frozen' if arm == 'frozen' else 'trained', lb.SEED: s,
-                   lb.STEPS: (steps or {}).get(arm, 100), lb.LR: 3e-3, 'status': 'completed', 'eval_loss': 0.1,
-                   'load_start': 1.4, 'load_final': final, 'load_change': final - 1.4})
-    for lr, f_none, f_z in zip(LRS, unstable_none, unstable_z):
+      rows.append(
+        {
+          'point': POINTS[arm],
+          'arm': 'frozen' if arm == 'frozen' else 'trained',
+          lb.SEED: s,
+          lb.STEPS: (steps or {}).get(arm, 100),
+          lb.LR: 3e-3,
+          'status': 'completed',
+          'eval_loss': 0.1,
+          'load_start': 1.4,
+          'load_final': final,
+          'load_change': final - 1.4,
+        }
+      )
+    for lr, f_none, f_z in zip(LRS, unstable_none, unstable_z, strict=True):
       for p, f in (('none', f_none), ('z_loss', f_z)):
         dead = p == 'none' and lr == LRS[-1] and s < diverged
-        rows.append({'point': f'{lb.UNSTABLE}{lr:g}: {p}', 'arm': f'{lb.UNSTABLE}{lr:g}', lb.SEED: s, lb.STEPS: 100,
-                     lb.LR: lr, 'status': 'diverged' if dead else 'completed',
-                     'unstable': math.nan if dead else float(s < round(f * seeds)), 'max_lse': 3.0})
+        rows.append(
+          {
+            'point': f'{lb.UNSTABLE}{lr:g}: {p}',
+            'arm': f'{lb.UNSTABLE}{lr:g}',
+            lb.SEED: s,
+            lb.STEPS: 100,
+            lb.LR: lr,
+            'status': 'diverged' if dead else 'completed',
+            'unstable': math.nan if dead else float(s < round(f * seeds)),
+            'max_lse': 3.0,
+          }
+        )
   return pd.DataFrame(rows)
 
 
@@ -163,7 +194,7 @@ def test_verdicts_known_answers_and_points():
   assert v[0].statistic == pytest.approx(1.5, abs=0.02) and v[0].boundaries == (lb.COLLAPSE_RISE,)
   assert v[0].points == (lb.NONE, lb.FROZEN) and v[1].points == (lb.SWITCH, lb.NONE, lb.FROZEN)
   assert v[3].points == (lb.BIAS, lb.NONE, lb.FROZEN) and v[2].points == lb.unstable_points('smoke')
-  assert v[2].statistic == pytest.approx(-0.75)         # at the test rate 0.1: 6/8 unstable without, 0/8 with
+  assert v[2].statistic == pytest.approx(-0.75)  # at the test rate 0.1: 6/8 unstable without, 0/8 with
   assert lb.test_rate(_sel()) == 0.1 and lb.test_rate(_sel(unstable_none=(0.1, 0.5))) == 0.3
   # a rise below the collapse level is not a collapse; the fixes still have a rise to reduce
   v = lb.rules(_sel({**COLLAPSE, 'none': 0.3}), 'smoke')
@@ -177,12 +208,12 @@ def test_no_rise_leaves_the_fixes_nothing_to_reduce():
   v = lb.rules(_sel({'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}), 'smoke')
   assert [x.outcome for x in v] == [stats.NOT_REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.INVALID]
   assert 'premise: training without balancing raises the load' in v[1].detail
-  assert v[1].raw_outcome == stats.REPRODUCED   # the rule alone would say it reduces it: kept, gated
+  assert v[1].raw_outcome == stats.REPRODUCED  # the rule alone would say it reduces it: kept, gated
 
 
 def test_measurement_checks_gate_the_load_verdicts():
   sel = _sel()
-  sel.loc[(sel['point'] == lb.FROZEN) & (sel[lb.SEED] == 2), 'load_change'] = 0.01   # the frozen router moved
+  sel.loc[(sel['point'] == lb.FROZEN) & (sel[lb.SEED] == 2), 'load_change'] = 0.01  # the frozen router moved
   v = lb.rules(sel, 'smoke')
   assert [x.outcome for x in v] == [stats.INVALID, stats.INVALID, stats.REPRODUCED, stats.INVALID]
   assert 'frozen router: final load = rebuilt step-0 load' in v[0].detail
@@ -190,9 +221,9 @@ def test_measurement_checks_gate_the_load_verdicts():
 
 
 def test_zloss_premise_needs_a_marginal_instability():
-  v = lb.rules(_sel(unstable_none=(0.0, 0.1)), 'smoke')[2]   # never >= 25% unstable without the z-loss
+  v = lb.rules(_sel(unstable_none=(0.0, 0.1)), 'smoke')[2]  # never >= 25% unstable without the z-loss
   assert v.outcome == stats.INVALID and 'premise: a rate where the no-z-loss arm is unstable' in v.detail
-  v = lb.rules(_sel(unstable_none=(0.0, 1.0)), 'smoke')[2]   # 0 -> 1 between two rates: the band is not resolved
+  v = lb.rules(_sel(unstable_none=(0.0, 1.0)), 'smoke')[2]  # 0 -> 1 between two rates: the band is not resolved
   assert v.outcome == stats.INVALID and 'premise: marginal instability at the test rate 0.3' in v.detail
   # a diverged run counts as unstable (it has no collected values)
   sel = _sel(unstable_none=(0.0, 0.0), unstable_z=(0.0, 0.0), diverged=3)
@@ -226,7 +257,7 @@ def test_arms(scale):
     m = a.base.model.moe
     assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
     assert a.base.task.num_clusters == 0 and m.freeze_router == (a.name == 'frozen')
-    assert not any(k.startswith('train.') for o in a.points.values() for k in o)   # the runner adds rate, steps, seed
+    assert not any(k.startswith('train.') for o in a.points.values() for k in o)  # the runner adds rate, steps, seed
     if a.name.startswith(lb.UNSTABLE):
       assert a.base.train.grad_clip == 0 and m.load_balance_coef == lb.SWITCH_ALPHA
       assert a.base.train.learning_rate == float(a.name.removeprefix(lb.UNSTABLE))
@@ -236,8 +267,9 @@ def test_arms(scale):
 
 def test_present_on_a_synthetic_result(tmp_path):
   sel = _sel()
-  tuning = pd.DataFrame([{'point': p, 'level': lv, 'rate': g[lb.LR].iloc[0]} for p, g in sel.groupby('point')
-                         for lv in ('T', 'T/2')])
+  tuning = pd.DataFrame(
+    [{'point': p, 'level': lv, 'rate': g[lb.LR].iloc[0]} for p, g in sel.groupby('point') for lv in ('T', 'T/2')]
+  )
   verdicts = lb.rules(sel, 'smoke')
   result = base.Result(sel, tuning, sel, sel, verdicts, 'smoke')
   out = lb.present(result, base.Context(str(tmp_path), 'smoke'))
@@ -248,9 +280,21 @@ def test_present_on_a_synthetic_result(tmp_path):
 
 @pytest.mark.slow  # the real entry point at smoke scale (~1 minute)
 def test_smoke_through_entry_point(tmp_path):
-  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=load_balancing',
-                         f'--workdir={tmp_path}', '--scale=smoke', '--noprogress'], cwd=REPO_ROOT,
-                        capture_output=True, text=True, timeout=900)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.reproduce',
+      '--ablation=load_balancing',
+      f'--workdir={tmp_path}',
+      '--scale=smoke',
+      '--noprogress',
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   report = json.loads((tmp_path / 'load_balancing' / 'report.json').read_text())
   assert len(report['verdicts']) == 4 and all(v['outcome'] in stats.OUTCOMES for v in report['verdicts'])

@@ -8,7 +8,9 @@ import jax
 import jax.numpy as jnp
 
 from ffn_research import config as config_lib
-from ffn_research import loop, programs, train
+from ffn_research import loop
+from ffn_research import programs
+from ffn_research import train
 
 SLEEP_S = 0.05  # each chunk's program sleeps this long on the device (a host callback)
 
@@ -29,9 +31,12 @@ def test_every_line_is_timed_by_its_own_chunk(tmp_path):
 
   def slow_chunk(state, num_steps, scalars=None):
     state, metrics = real_chunk(state, num_steps, scalars)
-    step, loss = jax.pure_callback(lambda s, l: (time.sleep(SLEEP_S), (s, l))[1],
-                                   (jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.float32)),
-                                   state['step'], metrics['loss'])
+    step, loss = jax.pure_callback(
+      lambda s, line: (time.sleep(SLEEP_S), (s, line))[1],
+      (jax.ShapeDtypeStruct((), jnp.int32), jax.ShapeDtypeStruct((), jnp.float32)),
+      state['step'],
+      metrics['loss'],
+    )
     return {**state, 'step': step}, {**metrics, 'loss': loss}
 
   exp.train_chunk = slow_chunk

@@ -11,7 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import models, stats, sweep, tasks
+from ffn_research import models
+from ffn_research import stats
+from ffn_research import sweep
+from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import memorization_capacity as mc
 from ffn_research.tasks import sequence
@@ -39,12 +42,24 @@ def test_bits_of_a_known_fit():
 
 
 def _row(arm, point, size, seed, bits, d_ff, active=None):
-  return {'arm': arm, 'point': f'{arm}: {point}', mc.SEED: seed, mc.SIZE: float(size), 'num_ffn_params': size - 3 * D,
-          'num_active_ffn_params': (size - 3 * D) if active is None else active, 'num_params': size + 5000,
-          'model.d_ff': d_ff, 'train.learning_rate': 0.03, 'bits_stored': bits, 'accuracy': 0.5}
+  return {
+    'arm': arm,
+    'point': f'{arm}: {point}',
+    mc.SEED: seed,
+    mc.SIZE: float(size),
+    'num_ffn_params': size - 3 * D,
+    'num_active_ffn_params': (size - 3 * D) if active is None else active,
+    'num_params': size + 5000,
+    'model.d_ff': d_ff,
+    'train.learning_rate': 0.03,
+    'bits_stored': bits,
+    'accuracy': 0.5,
+  }
 
 
-def _sel(bpp=None, power=1.0, peak=lambda ns: ns[(len(ns) - 1) // 2], moe=(0.9, 0.9), seeds=5, noise=0.01, rl=(1.0, 0.3)):
+def _sel(
+  bpp=None, power=1.0, peak=lambda ns: ns[(len(ns) - 1) // 2], moe=(0.9, 0.9), seeds=5, noise=0.01, rl=(1.0, 0.3)
+):
   """A selection like the runner's (one rate per point) at the full scale: bits = bpp[E] size0 (size/size0)^power,
   times 1 - 0.1 |log2(N / peak)| with the peak at peak(N grid) of the size (its middle or first N), times
   (1 + noise z) per seed; MoE: its ratio moe[k] times the dense figure at its size, peaking at its grid's middle N."""
@@ -55,18 +70,49 @@ def _sel(bpp=None, power=1.0, peak=lambda ns: ns[(len(ns) - 1) // 2], moe=(0.9, 
   for e in S['exposures']:
     for f, ns in S['d_ffs'].items():
       for n in ns:
-        rows += [_row(mc.arm_name(e, n), f'd_ff={f}', dense_size(f), s, dense_bpp(e, dense_size(f)) * dense_size(f)
-                      * shape(n, ns) * (1 + noise * rng.normal()), f) for s in range(seeds)]
+        rows += [
+          _row(
+            mc.arm_name(e, n),
+            f'd_ff={f}',
+            dense_size(f),
+            s,
+            dense_bpp(e, dense_size(f)) * dense_size(f) * shape(n, ns) * (1 + noise * rng.normal()),
+            f,
+          )
+          for s in range(seeds)
+        ]
   for k, ns in S['moe_facts'].items():
     for n in ns:
       for w in S['moe_d_es']:
         size = moe_size(w)
-        rows += [_row(mc.arm_name(S['moe_e'], n, k), f'd_e={w}', size, s, moe[k - 1] * dense_bpp(S['moe_e'], size) * size
-                      * (1 - 0.1 * abs(math.log2(n / ns[1]))) * (1 + noise * rng.normal()), w, active=size // 4)
-                 for s in range(seeds)]
-  rows += [{'arm': 'random_labels', 'point': f'random_labels: N={n}', mc.SEED: s, 'task.num_points': n,
-            'fraction_fitted': {mc.RL_QUARTER: rl[0], max(S['rl_points']): rl[1]}.get(n, 1.0) - 0.01 * s,
-            'eval_loss': 0.0} for n in S['rl_points'] for s in range(seeds)]
+        rows += [
+          _row(
+            mc.arm_name(S['moe_e'], n, k),
+            f'd_e={w}',
+            size,
+            s,
+            moe[k - 1]
+            * dense_bpp(S['moe_e'], size)
+            * size
+            * (1 - 0.1 * abs(math.log2(n / ns[1])))
+            * (1 + noise * rng.normal()),
+            w,
+            active=size // 4,
+          )
+          for s in range(seeds)
+        ]
+  rows += [
+    {
+      'arm': 'random_labels',
+      'point': f'random_labels: N={n}',
+      mc.SEED: s,
+      'task.num_points': n,
+      'fraction_fitted': {mc.RL_QUARTER: rl[0], max(S['rl_points']): rl[1]}.get(n, 1.0) - 0.01 * s,
+      'eval_loss': 0.0,
+    }
+    for n in S['rl_points']
+    for s in range(seeds)
+  ]
   return pd.DataFrame(rows)
 
 
@@ -83,8 +129,10 @@ def test_rules_known_answers_and_points():
   assert vs[2].points == ('random_labels: N=256', 'random_labels: N=2048')
   assert set(vs[3].points) == {p for p in labels if p.startswith('moe16_k1_')} | dense_1000
   assert all(set(v.points) <= labels for v in vs)
-  assert [c.name for c in vs[0].checks] == ['1000 exposures: bits proportional to params',
-                                            '1000 exposures: peak inside the N grid']
+  assert [c.name for c in vs[0].checks] == [
+    '1000 exposures: bits proportional to params',
+    '1000 exposures: peak inside the N grid',
+  ]
   assert vs[0].checks[0].remedy == stats.DOUBLE_STEPS and set(vs[0].checks[0].points) == dense_1000
   assert [v.outcome for v in mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')] == [NR, R, R, NR, R]
 
@@ -92,23 +140,24 @@ def test_rules_known_answers_and_points():
 def test_peaks_read_every_seed_at_the_mean_peak():
   # seed 0 stores most at N = 512, seeds 1 and 2 (and the mean) at N = 1024: every seed is read at 1024
   bits = {(512, 0): 500.0, (1024, 0): 300.0, (1024, 1): 400.0, (1024, 2): 400.0}
-  mem = pd.DataFrame([{mc.SIZE: 100, mc.N: n, mc.SEED: s, 'bits_stored': bits.get((n, s), 100.0)}
-                      for n in (512, 1024) for s in range(3)])
+  mem = pd.DataFrame(
+    [{mc.SIZE: 100, mc.N: n, mc.SEED: s, 'bits_stored': bits.get((n, s), 100.0)} for n in (512, 1024) for s in range(3)]
+  )
   top = mc.peaks(mem)
   assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
 
 
 def test_capacity_checks_make_the_verdict_invalid():
-  steep = mc.rules(_sel(power=1.4), 'full')[0]   # bits not proportional to params
+  steep = mc.rules(_sel(power=1.4), 'full')[0]  # bits not proportional to params
   assert steep.outcome == INV and 'bits proportional to params' in steep.detail
   assert steep.extra['slope'] == pytest.approx(1.4, abs=0.03)
-  wide = mc.rules(_sel(noise=0.4), 'full')[0]    # a slope CI containing 1 but wider than 0.3 shows nothing
+  wide = mc.rules(_sel(noise=0.4), 'full')[0]  # a slope CI containing 1 but wider than 0.3 shows nothing
   assert wide.outcome == INV and 'narrower than 0.3' in wide.detail
   assert wide.extra['slope_ci_lo'] < 1 < wide.extra['slope_ci_hi']
-  rising = mc.rules(_sel(peak=lambda ns: 2 * ns[-1]), 'full')   # still rising at the largest N
+  rising = mc.rules(_sel(peak=lambda ns: 2 * ns[-1]), 'full')  # still rising at the largest N
   assert rising[0].outcome == INV and 'still rise' in rising[0].detail
   assert rising[3].outcome == INV and 'dense at 1000 exposures: peak inside the N grid' in rising[3].detail
-  low = mc.rules(_sel(bpp={1000: 0.05, 100: 1.0}, peak=lambda ns: ns[0] / 2), 'full')[0]   # peak below the grid
+  low = mc.rules(_sel(bpp={1000: 0.05, 100: 1.0}, peak=lambda ns: ns[0] / 2), 'full')[0]  # peak below the grid
   assert low.outcome == INV and 'smallest N' in low.detail
   few = mc.rules(_sel(seeds=2), 'full')
   assert few[0].outcome in (INC, INV) and few[3].outcome == INC
@@ -123,7 +172,7 @@ def test_capacity_verdict_carries_its_decision_p():
 def test_random_labels_verdict_can_fail_and_is_invalid_when_it_cannot():
   assert mc.rules(_sel(), 'full')[2].outcome == R
   assert mc.rules(_sel(rl=(0.5, 0.3)), 'full')[2].outcome == NR
-  cannot = mc.rules(_sel(rl=(1.0, 1.0)), 'full')[2]   # fits even N > parameters: the check cannot fail
+  cannot = mc.rules(_sel(rl=(1.0, 1.0)), 'full')[2]  # fits even N > parameters: the check cannot fail
   assert cannot.outcome == INV and 'can fail' in cannot.detail
 
 
@@ -144,7 +193,7 @@ def test_moe_verdict_is_a_ratio_of_means_with_its_bootstrap_p():
   r, lo, hi = stats.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
   assert (vs[3].statistic, *vs[3].ci) == pytest.approx((r, lo, hi))
   assert vs[4].outcome == NR and vs[4].p_value < 0.05
-  for v in vs[3:]:   # p < 0.05 exactly when the 95% CI decides
+  for v in vs[3:]:  # p < 0.05 exactly when the 95% CI decides
     assert (v.raw_outcome != INC) == (v.p_value < 0.05)
 
 
@@ -176,7 +225,9 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
   for arm in arms:
     steps = policy.steps * arm.steps_factor
     for t in (steps // 2, steps):
-      runs = sweep.expand(arm.base, [{**o, **(arm.budget or base.budget)(t), 'train.seed': 0} for o in arm.points.values()])
+      runs = sweep.expand(
+        arm.base, [{**o, **(arm.budget or base.budget)(t), 'train.seed': 0} for o in arm.points.values()]
+      )
       c = runs[0].config
       if arm.name == 'random_labels':
         assert not arm.tuned and c.train.learning_rate == 1e-2 and t in (s['rl_steps'], s['rl_steps'] // 2)
@@ -186,7 +237,7 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
       assert steps == s['exposures'][e] and len(sweep.group_runs(runs)) == (len(runs) if top_k else 1)
       assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
       assert (arm.rates == mc.MOE_RATES[scale]) if top_k else arm.rates is None
-  assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']   # the random-label arm can fail
+  assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']  # the random-label arm can fail
   rl = sweep.expand(arms[-1].base, [arms[-1].points[f'N={mc.RL_QUARTER}']])[0].config
   assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS
 
@@ -200,14 +251,25 @@ def test_parameter_counts_match_the_formulas():
       if top_k:
         assert c['num_active_ffn_params'] == 2 * (D * mc.MOE_EXPERTS + top_k * (2 * D * w + w + D))
   assert [moe_size(w) for w in S['moe_d_es']] == [2128, 3184, 4240]
-  assert [dense_size(f) for f in S['d_ffs']] == [1136, 2192, 4304, 8528, 16976]   # the MoE sizes lie inside
+  assert [dense_size(f) for f in S['d_ffs']] == [1136, 2192, 4304, 8528, 16976]  # the MoE sizes lie inside
 
 
 @pytest.mark.slow
 def test_smoke_through_the_entry_point(tmp_path):
-  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=memorization_capacity',
-                         f'--workdir={tmp_path}', '--scale=smoke', '--noprogress'], capture_output=True, text=True,
-                        timeout=900)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.reproduce',
+      '--ablation=memorization_capacity',
+      f'--workdir={tmp_path}',
+      '--scale=smoke',
+      '--noprogress',
+    ],
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = tmp_path / 'memorization_capacity'
   report = (out / 'report.md').read_text()

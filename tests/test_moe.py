@@ -6,15 +6,16 @@ import subprocess
 import sys
 import textwrap
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
+from ffn_research import models
+from ffn_research import train
 from ffn_research import validation
-from ffn_research import models, train
 from ffn_research.models import activations
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
@@ -44,7 +45,7 @@ def inputs(seed=1, n=T):
 
 
 TRAIN_RNG = jax.random.key(0)  # training mode: the configured capacity (evaluation, rng None, is
-                                # dropless with batch-wide capacity); no jitter or dropout is set
+# dropless with batch-wide capacity); no jitter or dropout is set
 
 
 def apply(m, x):
@@ -58,6 +59,7 @@ def grads(m, x):
   def loss(params):
     y, aux = nnx.merge(graphdef, params, rest).apply(x, rng=TRAIN_RNG)
     return jnp.sum(y * r) + aux['load_balance_loss'] + aux['z_loss']
+
   return jax.grad(loss)(params)
 
 
@@ -120,24 +122,30 @@ def numpy_moe(m: moe_lib.MoE, x):
     else:
       h = np.asarray(act(jnp.asarray(h)))
     out = h @ w['w2'][e] + (w['b2'][e] if 'b2' in w else 0)
-    for (t, wt), o in zip(mine, out):
+    for (t, wt), o in zip(mine, out, strict=True):
       y[t] += wt * o
   return y, len(kept) / max(len(assignments), 1)
 
 
 CASES = [  # (router, capacity_factor, drop_priority, activation, renormalize)
-    ('topk_softmax', 0.0, 'token', 'relu', False),     # dropless
-    ('softmax_topk', 0.5, 'score', 'swiglu', False),   # drops, score priority, gated
-    ('sigmoid', 0.5, 'token', 'gelu', False),          # drops, token priority
-    ('expert_choice', 1.0, 'token', 'relu', False),
+  ('topk_softmax', 0.0, 'token', 'relu', False),  # dropless
+  ('softmax_topk', 0.5, 'score', 'swiglu', False),  # drops, score priority, gated
+  ('sigmoid', 0.5, 'token', 'gelu', False),  # drops, token priority
+  ('expert_choice', 1.0, 'token', 'relu', False),
 ]
 
 
 @pytest.mark.parametrize('dispatch', DISPATCHES)
 @pytest.mark.parametrize('router,cf,priority,activation,renormalize', CASES)
 def test_matches_numpy_loop_over_experts(dispatch, router, cf, priority, activation, renormalize):
-  m = make_moe(activation=activation, router=router, capacity_factor=cf, drop_priority=priority,
-               renormalize=renormalize, dispatch=dispatch)
+  m = make_moe(
+    activation=activation,
+    router=router,
+    capacity_factor=cf,
+    drop_priority=priority,
+    renormalize=renormalize,
+    dispatch=dispatch,
+  )
   x = inputs()
   y, aux = apply(m, x)
   y_ref, kept_frac = numpy_moe(m, x)
@@ -150,11 +158,14 @@ def test_matches_numpy_loop_over_experts(dispatch, router, cf, priority, activat
 @pytest.mark.parametrize('cf,activation', [(0.0, 'relu'), (0.5, 'swiglu')])
 def test_dispatches_agree_in_gradients(cf, activation):
   x = inputs()
-  ref = grads(make_moe(activation=activation, capacity_factor=cf, dispatch='einsum',
-                       load_balance_coef=1e-2, z_loss_coef=1e-3), x)
+  ref = grads(
+    make_moe(activation=activation, capacity_factor=cf, dispatch='einsum', load_balance_coef=1e-2, z_loss_coef=1e-3), x
+  )
   for dispatch in ('sort', 'ragged'):
-    g = grads(make_moe(activation=activation, capacity_factor=cf, dispatch=dispatch,
-                       load_balance_coef=1e-2, z_loss_coef=1e-3), x)
+    g = grads(
+      make_moe(activation=activation, capacity_factor=cf, dispatch=dispatch, load_balance_coef=1e-2, z_loss_coef=1e-3),
+      x,
+    )
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), g, ref)
 
 
@@ -175,8 +186,9 @@ def test_sort_window_overflow_blocks_match_numpy_and_einsum(monkeypatch):
   assert int(jnp.max(sizes)) == m.capacity(T)  # and drops
   # jitted: eager op-by-op compiles of the block path would take longer here
   np.testing.assert_allclose(nnx.jit(apply)(m, x)[0], numpy_moe(m, x)[0], rtol=2e-5, atol=2e-5)
-  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
-               nnx.jit(grads)(m, x), grads(m_ref, x))
+  jax.tree.map(
+    lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), nnx.jit(grads)(m, x), grads(m_ref, x)
+  )
 
 
 def test_sort_blocks_with_dropout(monkeypatch):
@@ -190,6 +202,7 @@ def test_sort_blocks_with_dropout(monkeypatch):
 
   def loss(params, rng):
     return jnp.sum(jnp.square(nnx.merge(graphdef, params, rest).apply(x, rng=rng)[0]))
+
   value, g = jax.jit(jax.value_and_grad(loss))(params, jax.random.PRNGKey(0))
   assert not np.isclose(float(value), float(jnp.sum(jnp.square(m.apply(x)[0]))))
   assert all(np.all(np.isfinite(a)) for a in jax.tree.leaves(g))
@@ -206,7 +219,7 @@ def test_block_matmul_skips_unused_blocks_and_gradient_is_the_transpose():
   y_ref, vjp_ref = jax.vjp(ref, x, w)
   np.testing.assert_allclose(y, y_ref, rtol=1e-6)
   assert np.all(np.asarray(y)[3] == 0)
-  for a, b in zip(vjp(g), vjp_ref(g)):
+  for a, b in zip(vjp(g), vjp_ref(g), strict=True):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -215,9 +228,8 @@ def test_grouped_ffn_skips_unused_blocks_and_matches_autodiff(activation, bias):
   """The fused per-block expert FFN and its hand-written VJP against plain autodiff of the
   same function on all blocks, masked to the used ones."""
   rng = np.random.default_rng(0)
-  f = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32)  # pylint: disable=unnecessary-lambda-assignment
-  spec = moe_lib.ExpertSpec(activations.get(activation), activations.is_gated(activation), bias,
-                            jnp.float32)
+  f = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32)
+  spec = moe_lib.ExpertSpec(activations.get(activation), activations.is_gated(activation), bias, jnp.float32)
   h = 2 * 5 if spec.gated else 5
   x, w_in, w2, g = f(4, 2, 3), f(3, 3, h), f(3, 5, 3), f(4, 2, 3)
   b_in, b2 = (f(3, h), f(3, 3)) if bias else (None, None)
@@ -228,6 +240,7 @@ def test_grouped_ffn_skips_unused_blocks_and_matches_autodiff(activation, bias):
     y = jnp.einsum('nbk,nkm->nbm', moe_lib._hidden(hid, spec), w2[expert])
     y = y + (0 if b2 is None else b2[expert][:, None])
     return y * (jnp.arange(4) < used)[:, None, None]
+
   args = (x, w_in, b_in, w2, b2)
   y, vjp = jax.vjp(lambda *a: moe_lib.grouped_ffn(spec)(*a, expert, used), *args)
   y_ref, vjp_ref = jax.vjp(ref, *args)
@@ -238,19 +251,19 @@ def test_grouped_ffn_skips_unused_blocks_and_matches_autodiff(activation, bias):
 
 def test_gather_rows_gradient_is_the_transpose():
   src = jnp.asarray(np.random.default_rng(0).standard_normal((3, 2)), jnp.float32)
-  idx = jnp.array([2, 3, 0, 2])           # row 3 = empty slot
+  idx = jnp.array([2, 3, 0, 2])  # row 3 = empty slot
   inv = jnp.array([[2, 4], [4, 4], [0, 3]])  # M = 4 = none
   f = lambda s: jnp.sum(moe_lib.gather_rows(s, idx, inv) * jnp.arange(8.0).reshape(4, 2))
-  g_ref = jax.grad(lambda s: jnp.sum(jnp.take(s, idx, axis=0, mode='fill', fill_value=0)
-                                     * jnp.arange(8.0).reshape(4, 2)))(src)
+  g_ref = jax.grad(
+    lambda s: jnp.sum(jnp.take(s, idx, axis=0, mode='fill', fill_value=0) * jnp.arange(8.0).reshape(4, 2))
+  )(src)
   np.testing.assert_array_equal(jax.grad(f)(src), g_ref)
 
 
 # --------------------------------------------------------------------------- exact special cases
 
 
-@pytest.mark.parametrize('dispatch,activation', [('sort', 'relu'), ('ragged', 'swiglu'),
-                                                 ('einsum', 'swiglu')])
+@pytest.mark.parametrize('dispatch,activation', [('sort', 'relu'), ('ragged', 'swiglu'), ('einsum', 'swiglu')])
 def test_one_expert_top1_dropless_is_the_dense_ffn(dispatch, activation):
   m = make_moe(1, 1, activation, capacity_factor=0.0, dispatch=dispatch)
   dense = ffn_lib.FFN(D, F, activation, rngs=nnx.Rngs(0))
@@ -260,8 +273,7 @@ def test_one_expert_top1_dropless_is_the_dense_ffn(dispatch, activation):
   np.testing.assert_allclose(apply(m, x)[0], dense(x), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False),
-                                                ('softmax_topk', True)])
+@pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False), ('softmax_topk', True)])
 def test_all_identical_experts_equal_one_expert(router, renormalize):
   m = make_moe(4, 4, 'geglu', router=router, renormalize=renormalize, capacity_factor=0.0)
   for name, v in m.expert_weights().items():
@@ -273,8 +285,7 @@ def test_all_identical_experts_equal_one_expert(router, renormalize):
   np.testing.assert_allclose(apply(m, x)[0], apply(one, x)[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False),
-                                                ('softmax_topk', True)])
+@pytest.mark.parametrize('router,renormalize', [('topk_softmax', False), ('sigmoid', False), ('softmax_topk', True)])
 def test_normalised_combine_weights_sum_to_one(router, renormalize):
   m = make_moe(router=router, renormalize=renormalize)
   _, routing = m.route(inputs())
@@ -305,7 +316,7 @@ def check_layout(p, layout, num_experts, cap):
   assert len(tokens) == num_windowed + moe_lib.overflow_slots(slots.size, num_experts, cap, layout)
   assert len(set(slots[kept].tolist())) == kept.sum()  # distinct slots
   assert np.all(slots[~kept] == len(tokens))
-  for t, j in zip(*np.nonzero(kept)):
+  for t, j in zip(*np.nonzero(kept), strict=True):
     assert tokens[slots[t, j]] == t and np.asarray(p.slot_assign_S)[slots[t, j]] == t * kept.shape[1] + j
   np.testing.assert_array_equal(experts[:num_windowed], np.repeat(np.arange(num_experts), window))
   grouped = experts[num_windowed:].reshape(-1, block)
@@ -313,7 +324,7 @@ def check_layout(p, layout, num_experts, cap):
   assert np.all(np.diff(experts[num_windowed:]) >= 0)  # groups in expert order
   sizes = np.asarray(p.group_sizes_E)
   used = sum(-(-max(n - window, 0) // block) for n in sizes) * block
-  assert np.all(tokens[num_windowed + used:] == len(kept))  # past the last group: empty
+  assert np.all(tokens[num_windowed + used :] == len(kept))  # past the last group: empty
 
 
 LAYOUTS = [None, moe_lib.Layout(0, 1), moe_lib.Layout(5, 4)]  # buffers, packed, windows + blocks
@@ -373,7 +384,7 @@ def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, layout):
       assert weights[mine_kept].min() >= weights[mine_drop].max()
     else:
       major = (lambda t, j: j * T + t) if priority == 'token' else (lambda t, j: t * k + j)
-      rank = lambda mask: [major(t, j) for t, j in zip(*np.nonzero(mask))]
+      rank = lambda mask, major=major: [major(t, j) for t, j in zip(*np.nonzero(mask), strict=True)]
       assert max(rank(mine_kept)) < min(rank(mine_drop))
 
 
@@ -409,9 +420,9 @@ def test_leading_dimensions_and_d_out():
 
 
 SEQUENCE_CASES = [  # (router, top_k, capacity_factor): every one drops at these shapes
-    ('topk_softmax', 2, 0.5),
-    ('sigmoid', 1, 0.5),
-    ('expert_choice', 1, 1.0),
+  ('topk_softmax', 2, 0.5),
+  ('sigmoid', 1, 0.5),
+  ('expert_choice', 1, 1.0),
 ]
 
 
@@ -419,8 +430,9 @@ SEQUENCE_CASES = [  # (router, top_k, capacity_factor): every one drops at these
 @pytest.mark.parametrize('router,k,cf', SEQUENCE_CASES)
 def test_sequence_capacity_matches_numpy_run_per_sequence(dispatch, router, k, cf):
   """capacity_scope='sequence' on (B, T, D) is exactly the batch-wide MoE run on each sequence alone."""
-  m = make_moe(4, k, router=router, capacity_factor=cf, drop_priority='position',
-               capacity_scope='sequence', dispatch=dispatch)
+  m = make_moe(
+    4, k, router=router, capacity_factor=cf, drop_priority='position', capacity_scope='sequence', dispatch=dispatch
+  )
   x_BxTxD = inputs(n=3 * 8).reshape(3, 8, D)
   y, aux = apply(m, x_BxTxD)
   refs = [numpy_moe(m, x_BxTxD[b]) for b in range(3)]
@@ -506,8 +518,8 @@ def test_hash_routing_is_deterministic_fixed_and_balanced():
   np.testing.assert_array_equal(m.route(x[::-1])[1].expert_TxJ, r.expert_TxJ[::-1])  # per input, no batch effect
   share = np.bincount(first, minlength=e) / n  # 1/8 = 0.125; binomial sd 0.0037
   assert np.all(np.abs(share - 1 / e) < 0.02), share
-  grouped = m.route(x[:T * 4], groups=4)[1].expert_TxJ  # per-group routing (sequence capacity) agrees
-  np.testing.assert_array_equal(grouped, r.expert_TxJ[:T * 4])
+  grouped = m.route(x[: T * 4], groups=4)[1].expert_TxJ  # per-group routing (sequence capacity) agrees
+  np.testing.assert_array_equal(grouped, r.expert_TxJ[: T * 4])
 
 
 def test_stop_combine_grad_same_forward_no_router_gradient_through_the_weight():
@@ -527,8 +539,10 @@ def test_stop_combine_grad_same_forward_no_router_gradient_through_the_weight():
   def aux_loss(params):
     _, aux = nnx.merge(graphdef, params, rest).apply(x, rng=TRAIN_RNG)
     return aux['load_balance_loss'] + aux['z_loss']
-  np.testing.assert_allclose(grads(stopped, x)['router_w'][...], jax.grad(aux_loss)(params)['router_w'][...],
-                             rtol=1e-5, atol=1e-8)
+
+  np.testing.assert_allclose(
+    grads(stopped, x)['router_w'][...], jax.grad(aux_loss)(params)['router_w'][...], rtol=1e-5, atol=1e-8
+  )
 
 
 def test_frozen_router_is_not_a_param():
@@ -635,16 +649,21 @@ def test_bias_update_inside_jitted_train_chunk_vmapped_over_seeds():
   for key in ('load_balance_loss', 'z_loss', 'dropped_fraction', 'router_entropy', 'max_load_ratio'):
     assert np.all(np.isfinite(metrics['aux'][key]))
   # the aux losses are in the objective
-  np.testing.assert_allclose(metrics['total_loss'] - metrics['loss'],
-                             metrics['aux']['load_balance_loss'] + metrics['aux']['z_loss'],
-                             rtol=1e-4, atol=1e-7)
+  np.testing.assert_allclose(
+    metrics['total_loss'] - metrics['loss'],
+    metrics['aux']['load_balance_loss'] + metrics['aux']['z_loss'],
+    rtol=1e-4,
+    atol=1e-7,
+  )
 
 
 # --------------------------------------------------------------------------- config, counts
 
 
-@pytest.mark.parametrize('activation,use_bias,granularity,shared,top_k', [
-    ('relu', True, 1, 0, 2), ('swiglu', False, 2, 1, 1), ('geglu', True, 4, 2, 2)])
+@pytest.mark.parametrize(
+  'activation,use_bias,granularity,shared,top_k',
+  [('relu', True, 1, 0, 2), ('swiglu', False, 2, 1, 1), ('geglu', True, 4, 2, 2)],
+)
 def test_param_counts_match_the_tree(activation, use_bias, granularity, shared, top_k):
   config = moe_config(granularity=granularity, num_shared_experts=shared, top_k=top_k)
   config.model.activation, config.model.use_bias = activation, use_bias
@@ -654,8 +673,7 @@ def test_param_counts_match_the_tree(activation, use_bias, granularity, shared, 
   assert counts['num_params'] == ffn_lib.param_tree_size(m) == m.num_params
   e, k = 4 * granularity, top_k * granularity
   assert m.num_experts == e and m.top_k == k and m.d_expert == 16 // granularity
-  one_expert = ffn_lib.param_tree_size(m) - ffn_lib.param_tree_size(m.shared) if shared else \
-      ffn_lib.param_tree_size(m)
+  one_expert = ffn_lib.param_tree_size(m) - ffn_lib.param_tree_size(m.shared) if shared else ffn_lib.param_tree_size(m)
   one_expert = (one_expert - D * e) // e
   shared_size = ffn_lib.param_tree_size(m.shared) if shared else 0
   assert counts['num_active_params'] == D * e + k * one_expert + shared_size
@@ -674,7 +692,9 @@ def test_auto_dispatch_is_sort_on_cpu():
   assert jax.default_backend() != 'cpu' or moe_lib.resolve_dispatch('auto') == 'sort'
 
 
-@pytest.mark.parametrize('overrides,key', [
+@pytest.mark.parametrize(
+  'overrides,key',
+  [
     ({'top_k': 5}, 'model.moe.top_k'),
     ({'router': 'nope'}, 'model.moe.router'),
     ({'dispatch': 'loop'}, 'model.moe.dispatch'),
@@ -686,7 +706,8 @@ def test_auto_dispatch_is_sort_on_cpu():
     ({'capacity_scope': 'sequence'}, 'model.moe.capacity_scope'),  # the bare FFN has no sequences
     ({'capacity_scope': 'rows'}, 'model.moe.capacity_scope'),
     ({'router': 'hash', 'bias_update_rate': 1e-3}, 'model.moe.bias_update_rate'),
-])
+  ],
+)
 def test_config_errors_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')) as e:
     validation.validate(moe_config(**overrides))
@@ -695,7 +716,7 @@ def test_config_errors_name_the_key(overrides, key):
 
 # --------------------------------------------------------------------------- expert parallelism
 
-_EP_SCRIPT = textwrap.dedent('''
+_EP_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from flax import nnx
     from ffn_research.models import moe
@@ -720,14 +741,14 @@ _EP_SCRIPT = textwrap.dedent('''
       w1 = out[1][1]['w1'][...]
       assert len(w1.sharding.device_set) == 4, w1.sharding
     print('EP_OK')
-''')
+""")
 
 
 @pytest.mark.slow  # a fresh process with 4 host devices
 def test_expert_parallel_matches_single_device():
-  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4',
-         'JAX_PLATFORMS': 'cpu'}
+  env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4', 'JAX_PLATFORMS': 'cpu'}
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  out = subprocess.run([sys.executable, '-c', _EP_SCRIPT], env=env, cwd=root, capture_output=True,
-                       text=True, timeout=300)
+  out = subprocess.run(
+    [sys.executable, '-c', _EP_SCRIPT], env=env, cwd=root, capture_output=True, text=True, timeout=300
+  )
   assert 'EP_OK' in out.stdout, out.stderr[-3000:]

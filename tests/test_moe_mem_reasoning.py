@@ -10,7 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import models, stats, sweep, tasks, validation
+from ffn_research import models
+from ffn_research import stats
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research import validation
 from ffn_research.ablations import base
 from ffn_research.ablations import moe_memorization_vs_reasoning as mr
 
@@ -20,14 +24,14 @@ def _ffn(d: int, w: int) -> int:
   return d * w + w + w * d + d
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _counts(scale: str, name: str) -> tuple:
   """(point overrides, counts) of every point of arm `name` (at its first rate, T, seed 0)."""
-  arm, = [a for a in mr.arms(scale) if a.name == name]
+  (arm,) = [a for a in mr.arms(scale) if a.name == name]
   out = []
   for o in arm.points.values():
     rate = (arm.rates or mr.REGIMES[scale].rates)[0]
-    run, = sweep.expand(arm.base, [{**o, **base.budget(100), 'train.learning_rate': rate, 'train.seed': 0}])
+    (run,) = sweep.expand(arm.base, [{**o, **base.budget(100), 'train.learning_rate': rate, 'train.seed': 0}])
     validation.validate(run.config)
     out.append((dict(o), models.model_counts(run.config, tasks.build_task(run.config))))
   return tuple(out)
@@ -38,8 +42,10 @@ def test_active_width_fixed_and_total_grows_with_experts(scale):
   s = mr.SETTINGS[scale]
   arms = mr.arms(scale)
   assert [a.name for a in arms] == [f'{t}_{a}' for t in mr.TASKS for a in ('dense', 'top1', 'top2')]
-  for task, d, w, layers in (('memorization', mr.MEM_D_MODEL, mr.MEM_WIDTH, 1),
-                             ('multi_hop', mr.HOP_D_MODEL, mr.HOP_WIDTH, mr.HOP_LAYERS)):
+  for task, d, w, layers in (
+    ('memorization', mr.MEM_D_MODEL, mr.MEM_WIDTH, 1),
+    ('multi_hop', mr.HOP_D_MODEL, mr.HOP_WIDTH, mr.HOP_LAYERS),
+  ):
     counts = {a: _counts(scale, f'{task}_{a}') for a in ('dense', 'top1', 'top2')}
     rest = {c['num_params'] - c['num_ffn_params'] for cs in counts.values() for _, c in cs}
     assert len(rest) == 1  # embeddings, attention, norms: the same for every run of a task
@@ -48,15 +54,15 @@ def test_active_width_fixed_and_total_grows_with_experts(scale):
       assert c['num_ffn_params'] == c['num_active_ffn_params'] == layers * _ffn(d, o['model.d_ff'])
     total = {}
     for arm, k, width in (('top1', 1, w), ('top2', 2, w // 2)):
-      (_, c), = counts[arm]
+      ((_, c),) = counts[arm]
       n = k * s['experts']
-      assert c['num_ffn_params'] == layers * (n * _ffn(d, width) + d * n)             # experts + router
-      assert c['num_active_ffn_params'] == layers * (k * _ffn(d, width) + d * n)      # k experts + whole router
-      assert c['d_ff_active'] == k * width == w                                       # active width fixed
-      total[arm] = c['num_ffn_params'] - layers * d * n                                # expert weights
-    assert total['top2'] - total['top1'] == layers * s['experts'] * d   # top-2's extra output biases only
+      assert c['num_ffn_params'] == layers * (n * _ffn(d, width) + d * n)  # experts + router
+      assert c['num_active_ffn_params'] == layers * (k * _ffn(d, width) + d * n)  # k experts + whole router
+      assert c['d_ff_active'] == k * width == w  # active width fixed
+      total[arm] = c['num_ffn_params'] - layers * d * n  # expert weights
+    assert total['top2'] - total['top1'] == layers * s['experts'] * d  # top-2's extra output biases only
     assert total['top1'] == layers * s['experts'] * _ffn(d, w)
-    assert max(s['dense'][task]) == s['experts']   # dense-total = E w
+    assert max(s['dense'][task]) == s['experts']  # dense-total = E w
 
 
 @pytest.mark.parametrize('scale', ['quick', 'full'])
@@ -76,14 +82,24 @@ def test_arms_budgets_rates_and_programs():
   assert arms['memorization_dense'].rates == (0.03, 0.1, 0.3) and arms['multi_hop_top2'].rates == mr.RATES['multi_hop']
   assert arms['memorization_top1'].rates is None and mr.REGIMES['full'].rates == (0.01, 0.03, 0.1)
   for a in arms.values():
-    assert not any(k.startswith('train.') for o in a.points.values() for k in o)   # the runner adds them
-    runs = sweep.expand(a.base, [{**o, **base.budget(100), 'train.learning_rate': r, 'train.seed': s}
-                                 for o in a.points.values() for r in a.rates or mr.REGIMES['full'].rates
-                                 for s in range(3)])
+    assert not any(k.startswith('train.') for o in a.points.values() for k in o)  # the runner adds them
+    runs = sweep.expand(
+      a.base,
+      [
+        {**o, **base.budget(100), 'train.learning_rate': r, 'train.seed': s}
+        for o in a.points.values()
+        for r in a.rates or mr.REGIMES['full'].rates
+        for s in range(3)
+      ],
+    )
     if not a.name.endswith('dense'):
-      assert len(sweep.group_runs(runs)) == 1   # rates and seeds of a budget share one compiled program
+      assert len(sweep.group_runs(runs)) == 1  # rates and seeds of a budget share one compiled program
   assert mr.task_points('full', 'memorization', 'top2') == (
-      'memorization_dense: d_ff=8', 'memorization_dense: d_ff=32', 'memorization_dense: d_ff=128', 'memorization_top2: E=16')
+    'memorization_dense: d_ff=8',
+    'memorization_dense: d_ff=32',
+    'memorization_dense: d_ff=128',
+    'memorization_top2: E=16',
+  )
   assert mr.labels('full', 'multi_hop')['total'] == 'multi_hop_dense: d_ff=512'
   assert mr.collect('', {'arm': 'memorization_top1', 'eval_loss': 2.0, 'train_loss': 9.0}) == {'fit_loss': 2.0}
   assert mr.collect('', {'arm': 'multi_hop_dense', 'eval_loss': 2.0, 'train_loss': 0.5}) == {'fit_loss': 0.5}
@@ -92,25 +108,41 @@ def test_arms_budgets_rates_and_programs():
 def test_bootstrap_verdict_p_agrees_with_the_ci():
   rng = np.random.default_rng(0)
   den, noise = rng.normal(10, 1, 10), rng.normal(0, 1, 10)
-  for g, want in ((0.62, stats.REPRODUCED), (0.49, stats.NOT_REPRODUCED)):   # G ~ g - 0.05, CI half-width ~0.05
+  for g, want in ((0.62, stats.REPRODUCED), (0.49, stats.NOT_REPRODUCED)):  # G ~ g - 0.05, CI half-width ~0.05
     num = g * den + noise
-    v = mr.bootstrap_verdict(lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf,
-                             claim='c', test='t', rule='r', n=10)
+    v = mr.bootstrap_verdict(
+      lambda c, num=num: stats.ratio_of_means(num, den, confidence=c),
+      lo=0.5,
+      hi=math.inf,
+      claim='c',
+      test='t',
+      rule='r',
+      n=10,
+    )
     assert v.outcome == want and 1e-3 < v.p_value < 0.05 and v.statistic == pytest.approx(num.mean() / den.mean())
     assert v.ci == stats.ratio_of_means(num, den)[1:]
     # at the confidence 1 - p the CI touches the edge: just inside it does not decide, just outside it does
     assert stats.decide(stats.ratio_of_means(num, den, confidence=1 - v.p_value * 0.9)[1:], 0.5, math.inf) != want
     assert stats.decide(stats.ratio_of_means(num, den, confidence=1 - v.p_value * 1.1)[1:], 0.5, math.inf) == want
-  num = 0.9 * den + rng.normal(0, 0.3, 10)   # far above: p at the bootstrap's resolution
-  v = mr.bootstrap_verdict(lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf,
-                           claim='c', test='t', rule='r', n=10)
+  num = 0.9 * den + rng.normal(0, 0.3, 10)  # far above: p at the bootstrap's resolution
+  v = mr.bootstrap_verdict(
+    lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf, claim='c', test='t', rule='r', n=10
+  )
   assert v.outcome == stats.REPRODUCED and v.p_value == 1 / (mr.RESAMPLES + 1) and 'resolution' in v.detail
   num = 0.5 * den + rng.normal(0, 0.5, 10)
-  v = mr.bootstrap_verdict(lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf,
-                           claim='c', test='t', rule='r', n=10)
+  v = mr.bootstrap_verdict(
+    lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf, claim='c', test='t', rule='r', n=10
+  )
   assert v.outcome == stats.INCONCLUSIVE and v.p_value > 0.05
-  few = mr.bootstrap_verdict(lambda c: stats.ratio_of_means([1, 2], [2, 3], confidence=c), lo=0.5, hi=math.inf,
-                             claim='c', test='t', rule='r', n=2)
+  few = mr.bootstrap_verdict(
+    lambda c: stats.ratio_of_means([1, 2], [2, 3], confidence=c),
+    lo=0.5,
+    hi=math.inf,
+    claim='c',
+    test='t',
+    rule='r',
+    n=2,
+  )
   assert few.outcome == stats.INCONCLUSIVE and 'underpowered' in few.detail
 
 
@@ -131,25 +163,43 @@ def _sel(g_mem=0.9, g_hop=0.1, dense_slope=1.0, fit=0.97, seeds=10, steps=None):
       for o, c in _counts(SCALE, f'{task}_{arm}'):
         x = c['num_params']
         if task == 'memorization':
-          y = lambda xx: 0.5 * xx ** dense_slope
+          y = lambda xx: 0.5 * xx**dense_slope
         else:
-          y = lambda xx: 0.3 + 0.5 * math.log(xx / x_a) / math.log(x_t / x_a)
+          y = lambda xx, x_a=x_a, x_t=x_t: 0.3 + 0.5 * math.log(xx / x_a) / math.log(x_t / x_a)
         point = lab[f'd_ff={o["model.d_ff"]}'] if arm == 'dense' else lab[arm]
         for s in range(seeds):
           f = 1 + 0.02 * s
           score = y(x) if arm == 'dense' else y(x_a) + g * (y(x_t) - y(x_a)) * (1 + 0.02 * rng.standard_normal())
-          rows.append({'point': point, 'arm': f'{task}_{arm}', mr.SEED: s, mr.STEPS: (steps or {}).get(point, 100),
-                       'train.learning_rate': 0.01, 'status': 'completed', **o, **c, mr.SCORE[task]: score * f,
-                       'accuracy': fit if task == 'multi_hop' else score * f, 'first_hop_accuracy': 1.0,
-                       'eval_loss': 2.0})
+          rows.append(
+            {
+              'point': point,
+              'arm': f'{task}_{arm}',
+              mr.SEED: s,
+              mr.STEPS: (steps or {}).get(point, 100),
+              'train.learning_rate': 0.01,
+              'status': 'completed',
+              **o,
+              **c,
+              mr.SCORE[task]: score * f,
+              'accuracy': fit if task == 'multi_hop' else score * f,
+              'first_hop_accuracy': 1.0,
+              'eval_loss': 2.0,
+            }
+          )
   return pd.DataFrame(rows)
 
 
 def test_rules_recover_known_gap_shares_and_name_their_points():
   v = mr.rules(_sel(), SCALE)
   assert len(v) == 6 and [x.outcome for x in v] == [stats.REPRODUCED] * 6, [x.detail for x in v]
-  assert [x.claim.split(',')[0] for x in v] == ['overall', 'overall', 'memorization', 'reasoning saturates',
-                                                 'memorization', 'reasoning saturates']
+  assert [x.claim.split(',')[0] for x in v] == [
+    'overall',
+    'overall',
+    'memorization',
+    'reasoning saturates',
+    'memorization',
+    'reasoning saturates',
+  ]
   assert v[2].statistic == pytest.approx(0.9, abs=0.02) and v[3].statistic == pytest.approx(0.1, abs=0.02)
   assert v[0].statistic == pytest.approx(v[2].statistic - v[3].statistic)
   assert all(c.passed for x in v for c in x.checks) and all(x.p_value < 0.05 for x in v)
@@ -160,8 +210,14 @@ def test_rules_recover_known_gap_shares_and_name_their_points():
 
 def test_rules_not_reproduced_when_memorization_closes_little():
   v = mr.rules(_sel(g_mem=0.2, g_hop=0.1), SCALE)
-  assert [x.outcome for x in v] == [stats.NOT_REPRODUCED, stats.NOT_REPRODUCED, stats.NOT_REPRODUCED,
-                                    stats.REPRODUCED, stats.NOT_REPRODUCED, stats.REPRODUCED]
+  assert [x.outcome for x in v] == [
+    stats.NOT_REPRODUCED,
+    stats.NOT_REPRODUCED,
+    stats.NOT_REPRODUCED,
+    stats.REPRODUCED,
+    stats.NOT_REPRODUCED,
+    stats.REPRODUCED,
+  ]
 
 
 def test_failed_memorization_premise_invalidates_memorization_and_overall():
@@ -169,16 +225,22 @@ def test_failed_memorization_premise_invalidates_memorization_and_overall():
   for x in v:
     if x.claim.startswith(('overall', 'memorization')):
       assert x.outcome == stats.INVALID and 'memorization premise: dense bits grow' in x.detail
-      assert math.isfinite(x.statistic) and x.raw_outcome == stats.REPRODUCED   # the statistic and rule are kept
+      assert math.isfinite(x.statistic) and x.raw_outcome == stats.REPRODUCED  # the statistic and rule are kept
     else:
-      assert x.outcome == stats.REPRODUCED   # reasoning rests on its own checks
+      assert x.outcome == stats.REPRODUCED  # reasoning rests on its own checks
 
 
 def test_reasoning_premise_doubles_every_reasoning_point():
   v = mr.rules(_sel(fit=0.85), SCALE)
-  assert [x.outcome for x in v] == [stats.INVALID, stats.INVALID, stats.REPRODUCED, stats.INVALID,
-                                    stats.REPRODUCED, stats.INVALID]
-  c, = [c for c in v[3].failed_checks]
+  assert [x.outcome for x in v] == [
+    stats.INVALID,
+    stats.INVALID,
+    stats.REPRODUCED,
+    stats.INVALID,
+    stats.REPRODUCED,
+    stats.INVALID,
+  ]
+  (c,) = [c for c in v[3].failed_checks]
   every = tuple(p for k, p in mr.labels(SCALE, 'multi_hop').items() if k not in ('active', 'total'))
   assert c.name.startswith('reasoning premise') and c.remedy == stats.DOUBLE_STEPS and c.points == every
   assert len(every) == 4

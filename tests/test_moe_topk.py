@@ -15,7 +15,8 @@ import pytest
 from ffn_research import config as config_lib
 from ffn_research import stats
 from ffn_research import validation
-from ffn_research.ablations import base, moe_topk
+from ffn_research.ablations import base
+from ffn_research.ablations import moe_topk
 from ffn_research.tasks import regression
 
 R, NR, INC, INV = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.INVALID
@@ -52,8 +53,7 @@ def test_cluster_teachers_each_cluster_has_its_own_teacher():
   shared = regression.teacher_ffn(4, 16, 'relu', k_teacher, k_bias)
   np.testing.assert_allclose(plain['y_train'], shared(x), rtol=1e-5, atol=1e-6)  # one teacher without it
   ev = np.asarray(data['cluster_eval'])
-  np.testing.assert_allclose(data['y_eval'], regression.per_cluster_targets(teachers, data['x_eval'], ev),
-                             rtol=1e-6)
+  np.testing.assert_allclose(data['y_eval'], regression.per_cluster_targets(teachers, data['x_eval'], ev), rtol=1e-6)
 
 
 def test_cluster_teachers_needs_clusters():
@@ -65,6 +65,7 @@ def test_cluster_teachers_needs_clusters():
 
 
 # --------------------------------------------------------------------------- mutual information
+
 
 def test_mutual_information_known_tables():
   assert moe_topk.mutual_information(np.eye(4) * 25) == pytest.approx(math.log(4), rel=1e-12)  # one expert per cluster
@@ -94,10 +95,20 @@ def selection(shift=None, seeds=range(5), scale='full', base_score=-2.0):
       label = arm.label(p)
       for seed in seeds:
         score = base_score + 0.1 * seed + shift.get(label, 0.0) + rng.normal(0, 0.005)
-        rows.append({'arm': arm.name, 'point': label, moe_topk.SEED: seed, 'train.learning_rate': 0.1,
-                     'train.steps': 2000, 'score': score, 'rel_mse': math.exp(score), 'num_params': 100,
-                     'num_active_params': 10,
-                     **({'mi': 1.0, 'h_cluster': 1.8, 'max_load': 2.0} if arm.name == 'routers' else {})})
+        rows.append(
+          {
+            'arm': arm.name,
+            'point': label,
+            moe_topk.SEED: seed,
+            'train.learning_rate': 0.1,
+            'train.steps': 2000,
+            'score': score,
+            'rel_mse': math.exp(score),
+            'num_params': 100,
+            'num_active_params': 10,
+            **({'mi': 1.0, 'h_cluster': 1.8, 'max_load': 2.0} if arm.name == 'routers' else {}),
+          }
+        )
   return pd.DataFrame(rows)
 
 
@@ -106,13 +117,19 @@ def outcomes(sel, scale='full'):
 
 
 def test_verdicts_come_out_as_the_rules_say_with_their_points():
-  shift = {'fixed_total: k=2': -0.3, 'matched_active: k=2': 0.2, 'granularity: G=4': -0.1,
-           'routers: stop_grad': 0.3, 'routers: weight_1': 0.0, **ROUTING_MATTERS}
+  shift = {
+    'fixed_total: k=2': -0.3,
+    'matched_active: k=2': 0.2,
+    'granularity: G=4': -0.1,
+    'routers: stop_grad': 0.3,
+    'routers: weight_1': 0.0,
+    **ROUTING_MATTERS,
+  }
   vs = moe_topk.rules(selection(shift), 'full')
   assert [v.outcome for v in vs] == [R, NR, R, R, INC]
   assert vs[0].statistic == pytest.approx(-0.3, abs=0.01) and vs[1].statistic == pytest.approx(0.2, abs=0.01)
   assert vs[0].points == ('fixed_total: k=2', 'fixed_total: k=1')
-  assert vs[1].points == ('matched_active: k=2', 'fixed_total: k=1')   # k = 1 is fixed_total's runs
+  assert vs[1].points == ('matched_active: k=2', 'fixed_total: k=1')  # k = 1 is fixed_total's runs
   assert vs[2].points == tuple(f'granularity: G={g}' for g in (1, 2, 4, 8)) and vs[2].boundaries == (0.0,)
   assert vs[3].points == ('routers: learned', 'routers: stop_grad', 'routers: frozen', 'cluster_dense: d_ff=32')
   assert all(c.passed for v in vs for c in v.checks)
@@ -136,7 +153,7 @@ def test_premise_routing_matters_else_invalid_with_a_doubling():
 
 def test_pinned_scores_are_invalid_and_too_few_seeds_inconclusive():
   shift = {'fixed_total: k=2': -0.3, **ROUTING_MATTERS}
-  pinned = moe_topk.rules(selection(shift, base_score=-6.0), 'full')   # 1 - R^2 ~ 0.002: an exact fit
+  pinned = moe_topk.rules(selection(shift, base_score=-6.0), 'full')  # 1 - R^2 ~ 0.002: an exact fit
   assert pinned[0].outcome == INV and '(pinned)' in pinned[0].detail and pinned[0].raw_outcome == R
   assert outcomes(selection(shift, seeds=range(2)))[0] == INC
 
@@ -157,9 +174,9 @@ def test_granularity_rule_known_answers_and_bonferroni_p():
 
   v, each = moe_topk.granularity_verdict(wide({1: 0.0, 2: 0.05, 4: -0.1, 8: 0.02}), claim='c')
   assert v.outcome == R and len(each) == 3 and v.statistic == pytest.approx(-0.1, abs=3e-3)
-  assert v.p_value == pytest.approx(min(1.0, 3 * each[1].p_value))   # the best G's p, Bonferroni over 3
+  assert v.p_value == pytest.approx(min(1.0, 3 * each[1].p_value))  # the best G's p, Bonferroni over 3
   v, each = moe_topk.granularity_verdict(wide({1: 0.0, 2: 0.05, 4: 0.1, 8: 0.02}), claim='c')
-  assert v.outcome == NR and v.p_value == pytest.approx(max(e.p_value for e in each))   # every G must reject
+  assert v.outcome == NR and v.p_value == pytest.approx(max(e.p_value for e in each))  # every G must reject
   v, _ = moe_topk.granularity_verdict(wide({1: 0.0, 2: 0.05, 4: 0.0, 8: 0.02}), claim='c')
   assert v.outcome == INC
 
@@ -186,9 +203,21 @@ def test_present_tables_figure_and_the_matched_active_note(tmp_path):
 @pytest.mark.slow  # the real entry point at smoke scale: 6 arms, 28 compiled groups (~3 min idle)
 def test_smoke_through_entry_point(tmp_path):
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=moe_topk', '--scale=smoke',
-                         f'--workdir={tmp_path}', '--noprogress'], cwd=repo, capture_output=True, text=True,
-                        timeout=1800)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.reproduce',
+      '--ablation=moe_topk',
+      '--scale=smoke',
+      f'--workdir={tmp_path}',
+      '--noprogress',
+    ],
+    cwd=repo,
+    capture_output=True,
+    text=True,
+    timeout=1800,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   report = json.loads((tmp_path / 'moe_topk' / 'report.json').read_text())
   assert len(report['verdicts']) == 5 and all(v['p_holm'] is not None for v in report['verdicts'])

@@ -4,15 +4,17 @@ base width, its init and learning-rate factors exact, the coordinate check, vali
 import json
 import os
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import loop, programs, train
+from ffn_research import loop
+from ffn_research import programs
+from ffn_research import train
 from ffn_research.validation import validate
 
 
@@ -54,7 +56,7 @@ def test_mup_at_its_base_width_trains_as_standard(activation):
   vector), so the global-norm clipping sums in another order: equal to float32 rounding."""
   (s_std, m_std), (s_mup, m_mup) = (train_20(small_config(p, activation=activation)) for p in ('standard', 'mup'))
   np.testing.assert_allclose(m_mup['loss'], m_std['loss'], rtol=1e-6)
-  for a, b in zip(jax.tree.leaves(weights(s_mup)), jax.tree.leaves(weights(s_std))):
+  for a, b in zip(jax.tree.leaves(weights(s_mup)), jax.tree.leaves(weights(s_std)), strict=True):
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)
 
 
@@ -93,10 +95,22 @@ def coordinates(parametrization, d_ff, activation):
   """RMS over held-out inputs of the hidden activations h after 4 Adam steps, and of what the
   steps changed: delta h and delta y (the output). Constant rate 1e-3, no clipping: the
   first steps are in the linear regime, where the width dependence is the parametrization's."""
-  config = small_config(parametrization, d_ff, activation, base=64, **{
-      'model.d_model': 16, 'task.num_train': 256, 'task.num_eval': 256, 'train.batch_size': 64,
-      'train.warmup_steps': 0, 'train.schedule': 'constant', 'train.grad_clip': 0.0,
-      'train.learning_rate': 1e-3})
+  config = small_config(
+    parametrization,
+    d_ff,
+    activation,
+    base=64,
+    **{
+      'model.d_model': 16,
+      'task.num_train': 256,
+      'task.num_eval': 256,
+      'train.batch_size': 64,
+      'train.warmup_steps': 0,
+      'train.schedule': 'constant',
+      'train.grad_clip': 0.0,
+      'train.learning_rate': 1e-3,
+    },
+  )
   e = train.Experiment(config)
   s0 = e.init(0)
   s1, _ = e.train_chunk(s0, 4)
@@ -115,7 +129,8 @@ def width_slopes(parametrization, activation):
 @pytest.mark.parametrize('activation', ['relu', 'swiglu'])
 def test_coordinate_check_flat_under_mup_drifting_under_standard(activation):
   """Thresholds: a slope of 0.1 is a 1.23x change over the 8x of widths. Measured in development
-  (CPU, widths 64..1024; these 64..512 behave alike): mup |slope| <= 0.05 for every coordinate; standard: h -0.45 (relu) / -0.94 (swiglu),
+  (CPU, widths 64..1024; these 64..512 behave alike): mup |slope| <= 0.05 for every coordinate;
+  standard: h -0.45 (relu) / -0.94 (swiglu),
   as xavier's std ~ (d_model + d_ff)^-1/2 predicts, delta y +0.49 (relu: ~ d_ff x rms h, Adam's
   update of w2 adds up over d_ff units), delta h -0.50 (swiglu: the product of two shrinking factors).
   (y itself is left out: under mup its init part shrinks as 1/sqrt(m) by design, Table 3's
@@ -128,13 +143,19 @@ def test_coordinate_check_flat_under_mup_drifting_under_standard(activation):
 
 # ---------------------------------------------------------------- config, programs, checkpoints
 
-@pytest.mark.parametrize('overrides, message', [
+
+@pytest.mark.parametrize(
+  'overrides, message',
+  [
     ({'model.parametrization': 'mu'}, "model.parametrization='mu' is unknown; allowed: standard, mup"),
     ({'model.mup_base_d_ff': 0}, 'model.mup_base_d_ff=0 must be a positive integer'),
-    ({'model.parametrization': 'mup', 'model.moe.num_experts': 4},
-     'model.parametrization=mup supports dense and gated FFNs only; MoE experts (model.moe.num_experts > 0) '
-     'are not built yet'),
-])
+    (
+      {'model.parametrization': 'mup', 'model.moe.num_experts': 4},
+      'model.parametrization=mup supports dense and gated FFNs only; MoE experts (model.moe.num_experts > 0) '
+      'are not built yet',
+    ),
+  ],
+)
 def test_validation_is_one_line(overrides, message):
   with pytest.raises(config_lib.ConfigError) as e:
     validate(small_config(**overrides))
@@ -144,8 +165,11 @@ def test_validation_is_one_line(overrides, message):
 def test_mup_refuses_sequence_models_in_one_line():
   c = config_lib.tiny_transformer_config('language', None)
   c.model.parametrization = 'mup'
-  with pytest.raises(config_lib.ConfigError, match=r"^model.parametrization=mup supports model.arch=ffn only; "
-                     r"'transformer' is not built yet \(embeddings, unembedding, attention 1/d scaling\)$"):
+  with pytest.raises(
+    config_lib.ConfigError,
+    match=r'^model.parametrization=mup supports model.arch=ffn only; '
+    r"'transformer' is not built yet \(embeddings, unembedding, attention 1/d scaling\)$",
+  ):
     validate(c)
 
 
@@ -156,22 +180,23 @@ def test_mup_widths_are_not_padded_into_one_program():
 
 
 def test_checkpoints_record_the_parametrization_and_resume_refuses_another(tmp_path, monkeypatch):
-  config = small_config('mup', d_ff=64, **{'train.steps': 40, 'train.log_every': 10,
-                                           'train.checkpoint_every': 20})
+  config = small_config('mup', d_ff=64, **{'train.steps': 40, 'train.log_every': 10, 'train.checkpoint_every': 20})
   original = io_lib.MetricsLog.write
 
   def write_then_die(self, step, metrics):
     original(self, step, metrics)
     if step == 30:
       raise KeyboardInterrupt
+
   monkeypatch.setattr(io_lib.MetricsLog, 'write', write_then_die)
   with pytest.raises(KeyboardInterrupt):
     loop.train_and_evaluate(config, str(tmp_path))
   monkeypatch.setattr(io_lib.MetricsLog, 'write', original)
   meta = json.load(open(tmp_path / 'checkpoints' / '20' / 'meta' / 'metadata'))
   assert meta['parametrization'] == 'mup'
-  standard = small_config('standard', d_ff=64, **{'train.steps': 40, 'train.log_every': 10,
-                                                  'train.checkpoint_every': 20})
+  standard = small_config(
+    'standard', d_ff=64, **{'train.steps': 40, 'train.log_every': 10, 'train.checkpoint_every': 20}
+  )
   with pytest.raises(io_lib.WorkdirError, match='differs in: model.parametrization'):
     loop.train_and_evaluate(standard, str(tmp_path))  # config.json
   # A config.json that agrees (e.g. edited by hand) still meets the checkpoint's own record:
@@ -180,15 +205,19 @@ def test_checkpoints_record_the_parametrization_and_resume_refuses_another(tmp_p
   io_lib.write_json(str(tmp_path / 'config.json'), recorded)
   with pytest.raises(io_lib.WorkdirError) as e:
     loop.train_and_evaluate(standard, str(tmp_path))
-  assert str(e.value) == (f'{tmp_path}/checkpoints/20 was saved with model.parametrization=mup, this run has '
-                          'standard; use a new --workdir or delete it')
+  assert str(e.value) == (
+    f'{tmp_path}/checkpoints/20 was saved with model.parametrization=mup, this run has '
+    'standard; use a new --workdir or delete it'
+  )
   assert os.path.exists(tmp_path / 'checkpoints' / '20')  # refused, not set aside as damaged
 
 
 def test_mup_width_sweep_config():
   """configs/sweeps/mup_width.py: rates x 4 widths x both parametrizations x 3 seeds, every run valid;
   its quick argument is the smoke grid."""
-  from ffn_research import configfile, sweep  # pylint: disable=import-outside-toplevel
+  from ffn_research import configfile
+  from ffn_research import sweep
+
   path = os.path.join(os.path.dirname(__file__), '..', 'configs', 'sweeps', 'mup_width.py')
   for arg, n in (('', 7 * 4 * 2 * 3), ('quick', 2 * 4 * 2)):
     base, grid = configfile.load_sweep_file(f'{path}:{arg}' if arg else path)

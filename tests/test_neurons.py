@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import jax
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -39,9 +38,9 @@ def test_dead_mask_hand_computed():
 def test_top_k_live_and_concentration_known_answers():
   labels = np.array([0, 0, 1, 1, 2, 2, 3, 3])
   acts = np.zeros((8, 3))
-  acts[[2, 3], 0] = [5.0, 4.0]            # unit 0 fires only on label 1
-  acts[:, 1] = np.arange(8)               # unit 1: top 2 = inputs 7, 6 (label 3); top 4 = 7, 6, 5, 4
-  acts[[0, 4], 2] = [1.0, 1.0]            # unit 2: a tie, broken by the lower index
+  acts[[2, 3], 0] = [5.0, 4.0]  # unit 0 fires only on label 1
+  acts[:, 1] = np.arange(8)  # unit 1: top 2 = inputs 7, 6 (label 3); top 4 = 7, 6, 5, 4
+  acts[[0, 4], 2] = [1.0, 1.0]  # unit 2: a tie, broken by the lower index
   np.testing.assert_array_equal(neurons.top_k_indices(acts, 2)[:, 1], [7, 6])
   np.testing.assert_array_equal(neurons.top_k_indices(acts, 2)[:, 2], [0, 4])
   np.testing.assert_allclose(neurons.concentration(acts, labels, 2), [1.0, 1.0, 0.5])
@@ -53,8 +52,12 @@ def test_top_k_live_and_concentration_known_answers():
 
 def test_chance_concentration_against_enumeration():
   for labels, k in ((np.array([0, 0, 1, 1]), 2), (np.arange(12) % 3, 4)):
-    exact = np.mean([np.unique(labels[list(c)], return_counts=True)[1].max() / k
-                     for c in itertools.combinations(range(len(labels)), k)])
+    exact = np.mean(
+      [
+        np.unique(labels[list(c)], return_counts=True)[1].max() / k
+        for c in itertools.combinations(range(len(labels)), k)
+      ]
+    )
     assert abs(neurons.chance_concentration(labels, k, draws=20000) - exact) < 0.01
   assert neurons.chance_concentration(np.zeros(10, int), 3) == 1.0
 
@@ -97,8 +100,9 @@ def test_key_value_matches_the_probe_and_brute_force(tiny):
     live = neurons.live_units(h, neurons.TOP_K)
     assert out['trained_live'] == live.sum() > 0
     lab = neurons.ngram_labels(tokens, v)
-    assert math.isclose(out['trained_ngram'], neurons.concentration(h[:, live], lab['ngram'], neurons.TOP_K).mean(),
-                        rel_tol=1e-6)
+    assert math.isclose(
+      out['trained_ngram'], neurons.concentration(h[:, live], lab['ngram'], neurons.TOP_K).mean(), rel_tol=1e-6
+    )
     # promoted tokens by brute force over the vocabulary
     w2 = np.asarray(model.blocks[layer].ffn.w2[...])
     w_u, scale = np.asarray(model.unembed[...]), np.asarray(model.final_norm.scale[...])
@@ -107,8 +111,6 @@ def test_key_value_matches_the_probe_and_brute_force(tiny):
       assert got[i] == int(np.argmax([np.dot(w2[i] * scale, w_u[:, o]) for o in range(v)]))
     agree = neurons.value_agreement(h[:, live], nxt[:, 1:].reshape(-1), got[live], neurons.TOP_K).mean()
     assert math.isclose(out['value'], agree, rel_tol=1e-6)
-
-
 
 
 def test_arms_set_the_rate_of_the_dead_grid_and_tune_the_reference():
@@ -121,7 +123,7 @@ def test_arms_set_the_rate_of_the_dead_grid_and_tune_the_reference():
         a = arms[f'lr_{lr:g}{"_short" if short else ""}']
         assert not a.tuned and a.base.train.learning_rate == lr and a.steps_factor == (1 if short else neurons.LONG)
         assert {a.label(p) for p in a.points} == {neurons.cell(lr, wd, short) for wd in neurons.WDS}
-        assert all(set(o) == {neurons.WD} for o in a.points.values())   # no rate, steps or seed
+        assert all(set(o) == {neurons.WD} for o in a.points.values())  # no rate, steps or seed
     ref = arms[neurons.REF]
     assert ref.tuned and ref.steps_factor == neurons.LONG and ref.base.train.weight_decay == 0.0
     validation.validate(ref.base)
@@ -130,8 +132,13 @@ def test_arms_set_the_rate_of_the_dead_grid_and_tune_the_reference():
   assert neurons.REGIMES['full'].seeds >= 10 and {0.3, 1.0} <= set(neurons.LRS['full'])
   # the grid's rates and decays are traced: one program per budget (T/2 and T of the short and the long arms)
   steps = neurons.REGIMES['full'].steps
-  configs = [sweep.apply_overrides(a.base, {**o, **a.budget(b * a.steps_factor), neurons.SEED: 0})
-             for a in neurons.arms('full') if not a.tuned for o in a.points.values() for b in (steps // 2, steps)]
+  configs = [
+    sweep.apply_overrides(a.base, {**o, **a.budget(b * a.steps_factor), neurons.SEED: 0})
+    for a in neurons.arms('full')
+    if not a.tuned
+    for o in a.points.values()
+    for b in (steps // 2, steps)
+  ]
   assert len({sweep.group_key(c) for c in configs}) == 4
   for c in configs:
     assert c.train.checkpoint_every * 2 == c.train.steps and c.train.eval_every * 2 == c.train.steps
@@ -145,20 +152,41 @@ def _harsh(lr, wd, steps, layer, seed):
 def selection(dead=_harsh, gap=0.05, bits=1.4, seeds=10, scale='full'):
   """A runner selection at one budget (T = 800 for the long cells and the reference, 200 for the short ones)."""
   rows = []
-  for lr, wd, short, seed in itertools.product(neurons.LRS[scale], neurons.WDS, (False, True),
-                                               range(seeds)):
+  for lr, wd, short, seed in itertools.product(neurons.LRS[scale], neurons.WDS, (False, True), range(seeds)):
     steps = 200 if short else 800
     d = [dead(lr, wd, steps, layer, seed) for layer in (0, 1)]
-    rows.append({'point': neurons.cell(lr, wd, short), neurons.LR: lr, neurons.STEPS: steps, neurons.SEED: seed,
-                 'dead': np.mean(d), 'dead_l0': d[0], 'dead_l1': d[1], 'dead_init': 0.0, 'eval_bits': 1.4,
-                 'unigram_bits': 3.9})
+    rows.append(
+      {
+        'point': neurons.cell(lr, wd, short),
+        neurons.LR: lr,
+        neurons.STEPS: steps,
+        neurons.SEED: seed,
+        'dead': np.mean(d),
+        'dead_l0': d[0],
+        'dead_l1': d[1],
+        'dead_init': 0.0,
+        'eval_bits': 1.4,
+        'unigram_bits': 3.9,
+      }
+    )
   for seed in range(seeds):
-    rows.append({'point': neurons.REF, neurons.LR: 1e-2, neurons.STEPS: 800, neurons.SEED: seed, 'dead': 0.0,
-                 'dead_init': 0.0, 'eval_bits': bits, 'unigram_bits': 3.9,
-                 **{f'trained_live_l{x}': 100 for x in (0, 1)},
-                 **{f'trained_ngram_l{x}': 0.8 + 0.001 * seed for x in (0, 1)},
-                 **{f'shuffled_ngram_l{x}': 0.8 - gap for x in (0, 1)},
-                 'value_l1': 0.2 + 0.001 * seed, 'value_permuted_l1': 0.2 - gap})
+    rows.append(
+      {
+        'point': neurons.REF,
+        neurons.LR: 1e-2,
+        neurons.STEPS: 800,
+        neurons.SEED: seed,
+        'dead': 0.0,
+        'dead_init': 0.0,
+        'eval_bits': bits,
+        'unigram_bits': 3.9,
+        **{f'trained_live_l{x}': 100 for x in (0, 1)},
+        **{f'trained_ngram_l{x}': 0.8 + 0.001 * seed for x in (0, 1)},
+        **{f'shuffled_ngram_l{x}': 0.8 - gap for x in (0, 1)},
+        'value_l1': 0.2 + 0.001 * seed,
+        'value_permuted_l1': 0.2 - gap,
+      }
+    )
   return pd.DataFrame(rows)
 
 
@@ -167,7 +195,7 @@ def test_rules_reproduced_on_a_harsh_grid_and_name_their_points():
   assert [x.outcome for x in v] == [stats.REPRODUCED] * 7, [x.detail for x in v]
   # verdict 1's per-seed slope: d dead / d log10 lr at wd 0, T, mean of layers = 0.1 * 1.25
   assert math.isclose(v[0].statistic, 0.125, rel_tol=1e-9)
-  assert math.isclose(v[4].statistic, 0.05 + 0.0045, rel_tol=1e-9)   # 0.8 + 0.001 * seed - 0.75, mean over seeds
+  assert math.isclose(v[4].statistic, 0.05 + 0.0045, rel_tol=1e-9)  # 0.8 + 0.001 * seed - 0.75, mean over seeds
   lrs = neurons.LRS['full']
   long = tuple(neurons.cell(lr, wd) for lr in lrs for wd in neurons.WDS)
   assert v[0].points == tuple(neurons.cell(lr, 0.0) for lr in lrs) and v[1].points == long == v[3].points
@@ -189,19 +217,19 @@ def _failed(v):
 
 
 def test_gates_make_verdicts_invalid():
-  v = neurons.rules(selection(lambda *a: 0.0), 'full')   # nothing dies anywhere: the premise of 1-4 fails
+  v = neurons.rules(selection(lambda *a: 0.0), 'full')  # nothing dies anywhere: the premise of 1-4 fails
   assert [x.outcome for x in v[:4]] == [stats.INVALID] * 4 and all('kills' in _failed(x) for x in v[:4])
   assert v[4].outcome == stats.REPRODUCED
-  f = selection(lambda *a: 0.05)                         # dead at initialisation only: not deaths by training
+  f = selection(lambda *a: 0.05)  # dead at initialisation only: not deaths by training
   f['dead_init'] = 0.05
   assert all(x.outcome == stats.INVALID for x in neurons.rules(f, 'full')[:4])
-  v = neurons.rules(selection(bits=3.9), 'full')         # the reference learned nothing: keys and values invalid
+  v = neurons.rules(selection(bits=3.9), 'full')  # the reference learned nothing: keys and values invalid
   assert [x.outcome for x in v] == [stats.REPRODUCED] * 4 + [stats.INVALID] * 3
   learned = [c for c in v[4].failed_checks if c.name.startswith('learned')]
   assert learned and learned[0].remedy == stats.DOUBLE_STEPS and learned[0].points == (neurons.REF,)
   f = selection()
-  f.loc[f['point'] == neurons.REF, 'shuffled_ngram_l0'] = 1.0   # no room above the shuffled baseline
-  f.loc[f['point'] == neurons.REF, 'trained_live_l1'] = 3        # too few live units
+  f.loc[f['point'] == neurons.REF, 'shuffled_ngram_l0'] = 1.0  # no room above the shuffled baseline
+  f.loc[f['point'] == neurons.REF, 'trained_live_l1'] = 3  # too few live units
   v = neurons.rules(f, 'full')
   assert _failed(v[4]) == ['room'] and _failed(v[5]) == ['live'] and _failed(v[6]) == ['live']
 
@@ -212,9 +240,22 @@ def test_registered():
 
 @pytest.mark.slow  # 90 runs in six compiled programs, the analysis reads 270 models (~7 min at load 8 on 2 cores)
 def test_smoke_through_entry_point(tmp_path):
-  proc = subprocess.run([sys.executable, '-m', 'experiments.reproduce', '--ablation=neurons', f'--workdir={tmp_path}',
-                         '--scale=smoke', '--noprogress'], cwd=REPO, capture_output=True, text=True,
-                        env={**os.environ, 'PYTHONPATH': REPO}, check=False)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.reproduce',
+      '--ablation=neurons',
+      f'--workdir={tmp_path}',
+      '--scale=smoke',
+      '--noprogress',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    env={**os.environ, 'PYTHONPATH': REPO},
+    check=False,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   report = json.loads((tmp_path / 'neurons' / 'report.json').read_text())
   assert report['scale'] == 'smoke' and len(report['verdicts']) == 7 and report['regime']['iterations']

@@ -9,15 +9,20 @@ extra zeros in a different order), not bit for bit.
 
 import json
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import loop, models, programs, sweep, tasks, train
+from ffn_research import loop
+from ffn_research import models
+from ffn_research import programs
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research import train
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
 
@@ -40,6 +45,7 @@ def padding_outside(x: np.ndarray, true_shape) -> np.ndarray:
 
 # --------------------------------------------------------------------------- the module
 
+
 @pytest.mark.parametrize('activation,init', [('relu', 'he_normal'), ('swiglu', 'xavier_uniform')])
 def test_init_and_forward_do_not_depend_on_padding(activation, init):
   lone = ffn_lib.FFN(3, 5, activation, init=init, d_out=2, rngs=nnx.Rngs(params=7))
@@ -61,8 +67,10 @@ def test_per_unit_rows_do_not_depend_on_the_allocated_width(partitionable):
   jax.config.update('jax_threefry_partitionable', partitionable)
   try:
     for name in ('xavier_uniform', 'lecun_normal'):
-      draw = lambda units, init=inits.get(name): np.asarray(inits.per_unit(
-          init, jax.random.PRNGKey(3), units, 4, fan_in=4, fan_out=5, true_units=5))
+      init = inits.get(name)
+      draw = lambda units, init=init: np.asarray(
+        inits.per_unit(init, jax.random.PRNGKey(3), units, 4, fan_in=4, fan_out=5, true_units=5)
+      )
       narrow, wide = draw(5), draw(64)
       np.testing.assert_array_equal(wide[:5], narrow)
       assert not wide[5:].any() and np.all(narrow != 0)
@@ -74,12 +82,16 @@ def test_per_unit_rows_do_not_depend_on_the_allocated_width(partitionable):
 def test_per_unit_init_has_the_variance_scaling_std():
   """std = sqrt(scale / n) with the true fans (n = fan_in, or the mean of fan_in and fan_out)."""
   key = jax.random.PRNGKey(0)
-  for name, fan_in, fan_out, want in [('xavier_uniform', 256, 64, np.sqrt(2 / (256 + 64))),
-                                      ('lecun_normal', 256, 64, np.sqrt(1 / 256)),
-                                      ('he_normal', 256, 64, np.sqrt(2 / 256)),
-                                      ('small', 256, 64, 0.1 * np.sqrt(1 / 256))]:
-    draw = jax.jit(lambda k, f_in, f_out, n, init=inits.get(name): inits.per_unit(
-        init, k, 128, 256, fan_in=f_in, fan_out=f_out, true_units=n))
+  for name, fan_in, fan_out, want in [
+    ('xavier_uniform', 256, 64, np.sqrt(2 / (256 + 64))),
+    ('lecun_normal', 256, 64, np.sqrt(1 / 256)),
+    ('he_normal', 256, 64, np.sqrt(2 / 256)),
+    ('small', 256, 64, 0.1 * np.sqrt(1 / 256)),
+  ]:
+    init = inits.get(name)
+    draw = jax.jit(
+      lambda k, f_in, f_out, n, init=init: inits.per_unit(init, k, 128, 256, fan_in=f_in, fan_out=f_out, true_units=n)
+    )
     w = np.asarray(draw(key, fan_in, fan_out, 64))
     assert not w[64:].any()
     assert abs(w[:64].std() / want - 1) < 0.03, name
@@ -93,7 +105,9 @@ def test_traced_width_equals_static_width():
   exp = train.Experiment(cfg)
   lone = train.Experiment(tiny_config('swiglu', d_ff=8)).init(3)
   padded = jax.jit(jax.vmap(lambda seed, width: exp.init(seed, None, width)))(jnp.array([3, 3]), jnp.array([8, 32]))
-  for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(lone['params']), jax.tree.leaves(padded['params'])):
+  for (path, a), b in zip(
+    jax.tree_util.tree_leaves_with_path(lone['params']), jax.tree.leaves(padded['params']), strict=True
+  ):
     a, b = np.asarray(a), np.asarray(b)
     np.testing.assert_array_equal(b[0][tuple(slice(0, n) for n in a.shape)], a, err_msg=str(path))
     assert not padding_outside(b[0], a.shape).any()
@@ -102,14 +116,18 @@ def test_traced_width_equals_static_width():
 
 # --------------------------------------------------------------------------- grouping
 
+
 def widths_of(groups):
   return [sorted({r.config.model.d_ff for r in g}) for g in groups]
 
 
 def test_grouping_splits_by_the_flop_bound():
   base = tiny_config()
-  grid = sweep.product(sweep.values('model.d_ff', [4, 8, 16, 32, 64, 128, 256, 512, 1024]),
-                       sweep.values('model.activation', ['relu', 'swiglu']), sweep.values('train.seed', range(3)))
+  grid = sweep.product(
+    sweep.values('model.d_ff', [4, 8, 16, 32, 64, 128, 256, 512, 1024]),
+    sweep.values('model.activation', ['relu', 'swiglu']),
+    sweep.values('train.seed', range(3)),
+  )
   runs = sweep.expand(base, grid)
   three = [[4, 8, 16], [32, 64, 128], [256, 512, 1024]]
   assert widths_of(sweep.group_runs(runs, 2.0)) == three * 2  # relu's programs, then swiglu's
@@ -123,7 +141,9 @@ def test_grouping_splits_by_the_flop_bound():
       assert len({r.config.model.activation for r in g}) == 1
       flops = [models.model_counts(r.config, task)['flops_per_token'] for r in g]
       assert len(g) * max(flops) <= factor * sum(flops)  # the bound holds ...
-    for g, h in zip(groups, groups[1:]):  # ... and greedy: the next program's narrowest width would break it
+    for g, h in zip(
+      groups, groups[1:], strict=True
+    ):  # ... and greedy: the next program's narrowest width would break it
       if g[0].config.model.activation == h[0].config.model.activation:
         w = min(r.config.model.d_ff for r in h)
         ext = g + [r for r in h if r.config.model.d_ff == w]
@@ -147,6 +167,7 @@ def test_only_dense_ffns_without_dropout_pad():
 
 # --------------------------------------------------------------------------- through the sweep
 
+
 def test_padded_sweep_equals_lone_runs_and_reports_true_counts(tmp_path):
   """A width-4 and a width-8 run in one program padded to 32; the width-4 run vs the same run
   alone; checkpoints hold each run's own shapes (load_run), summaries its own counts."""
@@ -169,7 +190,7 @@ def test_padded_sweep_equals_lone_runs_and_reports_true_counts(tmp_path):
     np.testing.assert_allclose(got['eval_loss'], lone['eval_loss'], rtol=1e-5)
     a = nnx.state(loop.load_run(str(tmp_path / 'sweep' / 'runs' / name)).model, nnx.Param)
     b = nnx.state(loop.load_run(str(tmp_path / f'lone{d_ff}')).model, nnx.Param)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
       assert x.shape == y.shape
       np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
   with open(tmp_path / 'sweep' / 'results.csv') as f:
@@ -178,17 +199,20 @@ def test_padded_sweep_equals_lone_runs_and_reports_true_counts(tmp_path):
 
 # --------------------------------------------------------------------------- long runs
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize('activation', ['relu', 'swiglu'])
 def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
   """The issue's test: 300 steps of AdamW with weight decay and active global-norm clipping.
   The padded program's padded units stay exactly 0 in params and optimizer state."""
+
   def cfg(d_ff):
     c = tiny_config(activation, d_ff)
     c.task.num_train, c.task.num_eval, c.task.grid_size = 256, 256, 257
     c.train.steps, c.train.batch_size = 300, 32
     c.train.optimizer, c.train.weight_decay, c.train.grad_clip = 'adamw', 0.1, 0.05
     return c
+
   lone_exp, wide_exp = train.Experiment(cfg(16)), train.Experiment(cfg(256))
   lone = programs.LonePrograms(lone_exp)
   lone_traced = lone.traced([cfg(16)])
@@ -199,16 +223,18 @@ def test_width_16_padded_to_256_equals_lone_over_300_steps(activation):
   assert float(np.asarray(metrics['grad_norm'])[0]) > 0.05  # clipping was active
   true = jax.eval_shape(lone_exp.init, 0)
   host = jax.device_get(state_group)
-  for (path, x), a in zip(jax.tree_util.tree_leaves_with_path(host['params']), jax.tree.leaves(true['params'])):
+  for (path, x), a in zip(
+    jax.tree_util.tree_leaves_with_path(host['params']), jax.tree.leaves(true['params']), strict=True
+  ):
     assert not padding_outside(np.asarray(x)[0], a.shape).any(), jax.tree_util.keystr(path)
   cut = group.unstack(state_group, [true])[0]
   # Padding the cut state back gives the group's state: every padded entry, of the parameters and
   # of the flat optimizer vectors (Adam's mu and nu, parameter by parameter), is exactly 0.
   back = jax.tree.map(lambda x: x[0], jax.device_get(group.stack([cut, cut])))
-  for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(back), jax.tree.leaves(host)):
+  for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(back), jax.tree.leaves(host), strict=True):
     np.testing.assert_array_equal(x, np.asarray(y)[0], err_msg=jax.tree_util.keystr(path))
   for k in ('params', 'opt_state'):
-    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(cut[k]), jax.tree.leaves(state_lone[k])):
+    for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(cut[k]), jax.tree.leaves(state_lone[k]), strict=True):
       np.testing.assert_allclose(x, y, rtol=1e-4, atol=2e-6, err_msg=jax.tree_util.keystr(path))
   ev_lone = float(lone.evaluate(state_lone['params'], state_lone['data'])['eval_loss'])
   ev_group = float(np.asarray(group.evaluate(state_group['params'], state_group['data'])['eval_loss'])[0])
@@ -229,6 +255,7 @@ def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeyp
     saved.append(jax.tree.leaves(state['params']['w2'])[0].shape)  # (the run's own d_ff, 1)
     if step == 20 and len(saved) == 3:
       raise KeyboardInterrupt
+
   monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), pad_flops_factor=100.0, progress=False)
@@ -238,7 +265,7 @@ def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeyp
   for name, summary in ref.items():
     assert out[name]['eval_loss'] == summary['eval_loss'] and out[name]['sweep_padded_d_ff'] == 16
     with open(tmp_path / 'run' / 'runs' / name / 'metrics.jsonl') as f:
-      assert [json.loads(l)['step'] for l in f] == [10, 20, 30, 40]
+      assert [json.loads(line)['step'] for line in f] == [10, 20, 30, 40]
 
 
 @pytest.mark.slow  # a transformer compiled twice (~30 s)
@@ -258,5 +285,5 @@ def test_transformer_ffn_blocks_pad(tmp_path):
   np.testing.assert_allclose(got['eval_loss'], lone['eval_loss'], rtol=1e-5)
   a = nnx.state(loop.load_run(str(tmp_path / 'sweep' / 'runs' / 'd_ff=16')).model, nnx.Param)
   b = nnx.state(loop.load_run(str(tmp_path / 'lone')).model, nnx.Param)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)

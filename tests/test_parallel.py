@@ -20,16 +20,34 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import parallel, sweep, train, validation
+from ffn_research import parallel
+from ffn_research import sweep
+from ffn_research import train
+from ffn_research import validation
 from ffn_research.models import moe as moe_lib
 from tests.conftest import REPO_ROOT
-from tests.test_faults import one_line_error, read_jsonl
+from tests.test_faults import one_line_error
+from tests.test_faults import read_jsonl
 
 RTOL = 1e-5
-TINY = {'train.steps': 30, 'train.log_every': 10, 'train.checkpoint_every': 0, 'task.num_train': 256,
-        'task.num_eval': 256, 'task.grid_size': 257, 'train.batch_size': 64}
-TINY_MOE = {**TINY, 'task.name': 'teacher_student', 'model.d_model': 4, 'model.d_ff': 8,
-            'task.teacher_d_ff': 8, 'model.moe.num_experts': 4, 'model.moe.top_k': 2}
+TINY = {
+  'train.steps': 30,
+  'train.log_every': 10,
+  'train.checkpoint_every': 0,
+  'task.num_train': 256,
+  'task.num_eval': 256,
+  'task.grid_size': 257,
+  'train.batch_size': 64,
+}
+TINY_MOE = {
+  **TINY,
+  'task.name': 'teacher_student',
+  'model.d_model': 4,
+  'model.d_ff': 8,
+  'task.teacher_d_ff': 8,
+  'model.moe.num_experts': 4,
+  'model.moe.top_k': 2,
+}
 
 
 def make_config(overrides):
@@ -51,14 +69,18 @@ def losses(workdir):
 
 # --------------------------------------------------------------------------- config
 
-@pytest.mark.parametrize('overrides, named', [
+
+@pytest.mark.parametrize(
+  'overrides, named',
+  [
     ({'parallel.data': -1}, 'parallel.data=-1'),
     ({'parallel.expert': 0}, 'parallel.expert=0'),
     ({'parallel.distributed': 'yes'}, 'parallel.distributed'),
     ({'parallel.expert': 2}, 'needs an MoE model'),
     ({**TINY_MOE, 'parallel.expert': 3}, 'must divide the number of experts'),
     ({**TINY_MOE, 'parallel.expert': 2, 'model.moe.dispatch': 'ragged'}, 'ragged'),
-])
+  ],
+)
 def test_bad_parallel_keys_are_one_line_config_errors(overrides, named):
   with pytest.raises(config_lib.ConfigError, match=named) as e:
     validation.validate(make_config(overrides))
@@ -90,22 +112,36 @@ def test_launch_detection():
 
 
 def test_too_many_devices_is_a_one_line_error_from_the_cli(tmp_path):
-  proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/regression.py',
-                         f'--workdir={tmp_path / "w"}', '--config.parallel.data=3', '--compilation_cache_dir='],
-                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                        env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/regression.py',
+      f'--workdir={tmp_path / "w"}',
+      '--config.parallel.data=3',
+      '--compilation_cache_dir=',
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env={**os.environ, 'JAX_PLATFORMS': 'cpu'},
+  )
   assert proc.returncode == 2
   one_line_error(proc, 'parallel.data=3', 'only 1 are present')
 
 
 # --------------------------------------------------------------------------- bf16
 
+
 def test_bf16_compute_keeps_float32_params_optimizer_state_and_router():
   config = make_config({**TINY_MOE, 'model.dtype': 'bfloat16'})
   exp = train.Experiment(config)
   state = jax.eval_shape(exp.init, 0)
-  floats = [x.dtype for x in jax.tree.leaves((state['params'], state['opt_state']))
-            if jnp.issubdtype(x.dtype, jnp.floating)]
+  floats = [
+    x.dtype for x in jax.tree.leaves((state['params'], state['opt_state'])) if jnp.issubdtype(x.dtype, jnp.floating)
+  ]
   assert floats and all(d == jnp.float32 for d in floats)
   x_TxD = jnp.ones((16, 4), jnp.bfloat16)
 
@@ -120,7 +156,7 @@ def test_bf16_compute_keeps_float32_params_optimizer_state_and_router():
   assert y.dtype == jnp.bfloat16 and aux['load_balance_loss'].dtype == jnp.float32
 
 
-_BF16_SCRIPT = textwrap.dedent('''
+_BF16_SCRIPT = textwrap.dedent("""
     import json, sys
     from ffn_research import configfile, loop
     out = {}
@@ -136,7 +172,7 @@ _BF16_SCRIPT = textwrap.dedent('''
           config[section][leaf] = value
         out[f'{name}/{dtype}'] = loop.train_and_evaluate(config, f'{sys.argv[1]}/{name}_{dtype}')
     print('RESULT ' + json.dumps(out))
-''')
+""")
 
 
 @pytest.mark.slow  # two quickstarts and two small transformers (~40 s idle)
@@ -147,8 +183,14 @@ def test_bf16_trains_like_float32(tmp_path):
   (float32 reaches ~1.5e-5). Memorization (256 facts, 1-layer transformer): final accuracy
   within 0.05 of float32 and eval loss within 0.1 nats.
   """
-  proc = subprocess.run([sys.executable, '-c', _BF16_SCRIPT, str(tmp_path)], cwd=REPO_ROOT,
-                        capture_output=True, text=True, timeout=600, env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
+  proc = subprocess.run(
+    [sys.executable, '-c', _BF16_SCRIPT, str(tmp_path)],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env={**os.environ, 'JAX_PLATFORMS': 'cpu'},
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = json.loads(proc.stdout.split('RESULT ')[-1])
   print({k: (v['eval_loss'], v.get('accuracy')) for k, v in out.items()})  # shown with -s
@@ -162,7 +204,7 @@ def test_bf16_trains_like_float32(tmp_path):
 
 # --------------------------------------------------------------------------- 4 host devices
 
-_MESH_SCRIPT = textwrap.dedent('''
+_MESH_SCRIPT = textwrap.dedent("""
     import json, sys
     import jax
     from ffn_research import loop, parallel, programs, train
@@ -183,14 +225,20 @@ _MESH_SCRIPT = textwrap.dedent('''
                         'mu_w1': [v for k, v in specs.items() if 'opt_state' in k and k.endswith('w1/value')],
                         'data_constraint': '[{"data"}' in text}
     print('RESULT ' + json.dumps(checks))
-''')
+""")
 
 
 def _train_on_meshes(tmp_path, base: str, meshes):
   """Train TINY or TINY_MOE on 1x1 and on each 'DATAxEXPERT' mesh of 4 host devices; same losses."""
   env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4', 'JAX_PLATFORMS': 'cpu'}
-  proc = subprocess.run([sys.executable, '-c', _MESH_SCRIPT, str(tmp_path), base, '1x1', *meshes], cwd=REPO_ROOT,
-                        env=env, capture_output=True, text=True, timeout=1200)
+  proc = subprocess.run(
+    [sys.executable, '-c', _MESH_SCRIPT, str(tmp_path), base, '1x1', *meshes],
+    cwd=REPO_ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=1200,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   checks = json.loads(proc.stdout.split('RESULT ')[-1])
   ref = losses(tmp_path / '1x1')
@@ -218,6 +266,7 @@ def test_moe_data_and_expert_parallel_match_one_device(tmp_path):
 
 # --------------------------------------------------------------------------- two processes
 
+
 def _free_port() -> int:
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
@@ -228,26 +277,46 @@ def _two_processes(tmp_path, args):
   """experiments.train as processes 0 and 1 of one jax.distributed job; process i gets workdir p{i}."""
   port, procs = _free_port(), []
   for i in range(2):
-    env = {**os.environ, 'JAX_PLATFORMS': 'cpu', 'JAX_COORDINATOR_ADDRESS': f'127.0.0.1:{port}',
-           'JAX_NUM_PROCESSES': '2', 'JAX_PROCESS_ID': str(i)}
-    procs.append(subprocess.Popen([sys.executable, '-m', 'experiments.train', f'--workdir={tmp_path / f"p{i}"}',
-                                   *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True))
+    env = {
+      **os.environ,
+      'JAX_PLATFORMS': 'cpu',
+      'JAX_COORDINATOR_ADDRESS': f'127.0.0.1:{port}',
+      'JAX_NUM_PROCESSES': '2',
+      'JAX_PROCESS_ID': str(i),
+    }
+    procs.append(
+      subprocess.Popen(
+        [sys.executable, '-m', 'experiments.train', f'--workdir={tmp_path / f"p{i}"}', *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+      )
+    )
   outs = [p.communicate(timeout=300) for p in procs]
-  for p, (_, stderr) in zip(procs, outs):
+  for p, (_, stderr) in zip(procs, outs, strict=True):
     assert p.returncode == 0, stderr[-3000:]
   assert not os.path.exists(tmp_path / 'p1')  # process 1 never touches a workdir
   # gloo announces its connections on stdout; everything else on stdout is ours
-  return ['\n'.join(l for l in stdout.splitlines() if not l.startswith('[Gloo]')) for stdout, _ in outs]
+  return ['\n'.join(line for line in stdout.splitlines() if not line.startswith('[Gloo]')) for stdout, _ in outs]
 
 
 @pytest.mark.slow  # four launches of two JAX processes through jax.distributed (~40 s idle)
 def test_two_processes_match_one_and_only_process_0_writes(tmp_path):
-  args = ['--config=configs/regression.py', '--compilation_cache_dir=',
-          *(f'--config.{k}={v}' for k, v in {**TINY, 'train.checkpoint_every': 10}.items())]
-  one = subprocess.run([sys.executable, '-m', 'experiments.train', f'--workdir={tmp_path / "one"}', *args],
-                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, 'JAX_PLATFORMS': 'cpu'})
+  args = [
+    '--config=configs/regression.py',
+    '--compilation_cache_dir=',
+    *(f'--config.{k}={v}' for k, v in {**TINY, 'train.checkpoint_every': 10}.items()),
+  ]
+  one = subprocess.run(
+    [sys.executable, '-m', 'experiments.train', f'--workdir={tmp_path / "one"}', *args],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+    env={**os.environ, 'JAX_PLATFORMS': 'cpu'},
+  )
   assert one.returncode == 0, one.stderr[-3000:]
   out0, out1 = _two_processes(tmp_path, args)
   assert 'mesh: data=2, expert=1 over 2 cpu devices in 2 process(es)' in out0
@@ -268,14 +337,17 @@ def test_two_processes_match_one_and_only_process_0_writes(tmp_path):
 
 def test_a_run_may_resume_on_another_mesh_but_not_with_another_model(tmp_path):
   defaults = config_lib.default_config().to_dict()
-  io_lib.check_or_write_config(str(tmp_path), make_config({'parallel.data': 4}).to_dict(), defaults,
-                               free=('parallel.',))
-  io_lib.check_or_write_config(str(tmp_path), make_config({'parallel.data': 2}).to_dict(), defaults,
-                               free=('parallel.',))
+  io_lib.check_or_write_config(
+    str(tmp_path), make_config({'parallel.data': 4}).to_dict(), defaults, free=('parallel.',)
+  )
+  io_lib.check_or_write_config(
+    str(tmp_path), make_config({'parallel.data': 2}).to_dict(), defaults, free=('parallel.',)
+  )
   assert json.load(open(tmp_path / 'config.json'))['parallel']['data'] == 2
   with pytest.raises(io_lib.WorkdirError, match=r'differs in: model\.d_ff'):
-    io_lib.check_or_write_config(str(tmp_path), make_config({'parallel.data': 2, 'model.d_ff': 8}).to_dict(),
-                                 defaults, free=('parallel.',))
+    io_lib.check_or_write_config(
+      str(tmp_path), make_config({'parallel.data': 2, 'model.d_ff': 8}).to_dict(), defaults, free=('parallel.',)
+    )
 
 
 def test_a_sweep_refuses_parallel_keys_it_cannot_honour():

@@ -2,14 +2,16 @@
 
 from types import SimpleNamespace
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import models, probe, train
+from ffn_research import models
+from ffn_research import probe
+from ffn_research import train
 from ffn_research.models import ffn as ffn_lib
 
 VOCAB, SEQ_LEN, BATCH = 11, 5, 3
@@ -29,7 +31,7 @@ def build(arch='transformer', num_layers=2, seed=0, **moe):
     model = models.build_model(c, TASK, nnx.Rngs(params=jax.random.PRNGKey(seed)))
     leaves, treedef = jax.tree.flatten(nnx.state(model, nnx.Param))
     noise = [0.1 * jax.random.normal(jax.random.PRNGKey(100 + i), x.shape) for i, x in enumerate(leaves)]
-    nnx.update(model, jax.tree.unflatten(treedef, [x + n for x, n in zip(leaves, noise)]))
+    nnx.update(model, jax.tree.unflatten(treedef, [x + n for x, n in zip(leaves, noise, strict=True)]))
     return nnx.split(model)[1]
 
   graphdef = nnx.split(nnx.eval_shape(lambda: models.build_model(c, TASK, nnx.Rngs(params=0))))[0]
@@ -46,7 +48,7 @@ def test_ffn_stack_hidden_matches_numpy_reference():
   emb = np.asarray(model.embed[...])[toks] + np.asarray(model.pos_embed[...])[None, :SEQ_LEN]
   mixed = np.cumsum(emb, axis=1) / np.arange(1, SEQ_LEN + 1)[None, :, None]  # causal mean
   ffn, norm = model.blocks[0].ffn, model.blocks[0].ffn_norm
-  normed = mixed / np.sqrt(np.mean(mixed ** 2, -1, keepdims=True) + 1e-6) * np.asarray(norm.scale[...])
+  normed = mixed / np.sqrt(np.mean(mixed**2, -1, keepdims=True) + 1e-6) * np.asarray(norm.scale[...])
   want = np.maximum(normed @ np.asarray(ffn.w1[...]) + np.asarray(ffn.b1[...]), 0.0)
   got = probe.ffn_hidden(model, toks, layer=0)
   assert got.shape == (BATCH, SEQ_LEN, 12)
@@ -95,8 +97,8 @@ def test_expert_load_equals_the_logged_load_over_all_tokens():
 def test_expert_load_known_answer_per_position():
   model = build('transformer', num_layers=1, num_experts=4, top_k=1, capacity_factor=0.0)
   moe = model.blocks[0].ffn
-  moe.router_w[...] = jnp.zeros_like(moe.router_w[...])       # every logit 0 ...
-  moe.routing_bias[...] = jnp.array([0.0, 0.0, 5.0, 0.0])     # ... so the bias picks expert 2
+  moe.router_w[...] = jnp.zeros_like(moe.router_w[...])  # every logit 0 ...
+  moe.routing_bias[...] = jnp.array([0.0, 0.0, 5.0, 0.0])  # ... so the bias picks expert 2
   np.testing.assert_array_equal(probe.expert_load(model, tokens(), positions=0), [0, 0, 1, 0])
   moe.routing_bias[...] = jnp.array([0.0, 5.0, 0.0, 0.0])
   np.testing.assert_array_equal(probe.expert_load(model, tokens(), positions=slice(1, 3)), [0, 1, 0, 0])
@@ -126,10 +128,10 @@ def test_task_data_equals_the_data_init_makes(task):
   else:
     c.model.d_model, c.task.noise_std = 4, 0.5  # teacher_student takes its label noise traced
   exp = train.Experiment(c)
-  want = jax.jit(exp.init)(3)['data']   # as training makes them
+  want = jax.jit(exp.init)(3)['data']  # as training makes them
   got = exp.task_data(3)
   assert jax.tree.structure(got) == jax.tree.structure(want)
-  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   other = exp.task_data(4)
-  assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(other), jax.tree.leaves(want)))
+  assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(other), jax.tree.leaves(want), strict=True))

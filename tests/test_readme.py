@@ -9,9 +9,11 @@ import shlex
 import pytest
 
 from experiments import benchmark
-from ffn_research import ablations, configfile
+from ffn_research import ablations
+from ffn_research import configfile
 from ffn_research.ablations import runner
-from ffn_research.config import default_config, flat_keys
+from ffn_research.config import default_config
+from ffn_research.config import flat_keys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(ROOT, 'README.md'), encoding='utf-8').read()
@@ -60,8 +62,13 @@ def test_readme_commands_parse():
   commands = [c for c in _commands() if c.startswith('python -m ')]
   assert len(commands) >= 6
   modules = {shlex.split(c)[2] for c in commands}
-  assert {'experiments.train', 'experiments.sweep', 'experiments.analyze', 'experiments.reproduce',
-          'experiments.benchmark'} <= modules  # the tour covers every main command
+  assert {
+    'experiments.train',
+    'experiments.sweep',
+    'experiments.analyze',
+    'experiments.reproduce',
+    'experiments.benchmark',
+  } <= modules  # the tour covers every main command
   for command in commands:
     args = shlex.split(command)
     module = args[2]
@@ -72,7 +79,7 @@ def test_readme_commands_parse():
       assert arg.startswith('--'), f'{command}: positional argument {arg!r}'
       name, _, value = arg[2:].partition('=')
       if name.startswith('config.'):
-        _check_config_override(name[len('config.'):])
+        _check_config_override(name[len('config.') :])
         continue
       bare = name[2:] if name.startswith('no') and name[2:] in defined else name
       assert bare in defined or (jax_flags and bare.startswith('jax_')), f'{command}: --{name} is not defined'
@@ -88,10 +95,13 @@ def test_readme_commands_parse():
 
 
 def _markdown_files() -> list[str]:
-  return [os.path.join(ROOT, 'README.md'), os.path.join(ROOT, 'CHANGELOG.md'),
-          *sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))),
-          *sorted(glob.glob(os.path.join(ROOT, 'docs', 'results', '*.md'))),
-          *sorted(glob.glob(os.path.join(ROOT, 'docs', 'results', '*', 'history.md')))]
+  return [
+    os.path.join(ROOT, 'README.md'),
+    os.path.join(ROOT, 'CHANGELOG.md'),
+    *sorted(glob.glob(os.path.join(ROOT, 'docs', '*.md'))),
+    *sorted(glob.glob(os.path.join(ROOT, 'docs', 'results', '*.md'))),
+    *sorted(glob.glob(os.path.join(ROOT, 'docs', 'results', '*', 'history.md'))),
+  ]
 
 
 def _anchors(path: str) -> set[str]:
@@ -122,10 +132,12 @@ def test_every_docs_page_says_what_it_is_for():
 
 def test_results_blocks_match_the_published_reports():
   assert _block(README, runner.README_BEGIN, runner.README_END) == '\n' + runner.headline_section(ROOT), (
-      'README Results block is stale: python -m experiments.reproduce --update_readme')
+    'README Results block is stale: python -m experiments.reproduce --update_readme'
+  )
   page = open(os.path.join(ROOT, runner.RESULTS_PAGE), encoding='utf-8').read()
   assert _block(page, runner.README_BEGIN, runner.README_END) == '\n' + runner.relink(
-      runner.results_section(ROOT), 'docs/results'), 'docs/results/README.md is stale: --update_readme'
+    runner.results_section(ROOT), 'docs/results'
+  ), 'docs/results/README.md is stale: --update_readme'
 
 
 def test_performance_blocks_match_the_published_json():

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from ffn_research import stats
-from ffn_research.ablations import base, regime, runner
+from ffn_research.ablations import base
+from ffn_research.ablations import regime
+from ffn_research.ablations import runner
 from ffn_research.config import default_config
 
 RATES = (1e-3, 1e-2, 1e-1)
@@ -24,8 +26,16 @@ def frame(loss, points=('a',), steps=(50, 100), rates=RATES, seeds=4, status=Non
       for r in rates:
         for s in range(seeds):
           st = status(p, r, s) if status else 'completed'
-          rows.append({'point': p, regime.LR: r, regime.STEPS: t, regime.SEED: s, 'status': st,
-                       'eval_loss': loss(p, r, t, s) if st == 'completed' else math.nan})
+          rows.append(
+            {
+              'point': p,
+              regime.LR: r,
+              regime.STEPS: t,
+              regime.SEED: s,
+              'status': st,
+              'eval_loss': loss(p, r, t, s) if st == 'completed' else math.nan,
+            }
+          )
   return pd.DataFrame(rows)
 
 
@@ -54,7 +64,7 @@ def test_edge_rate_triggers_an_extension_for_that_point_only():
   assert new['a'].rates == pytest.approx([1e-3, 1e-2, 1e-1, 0.3]) and new['a'].higher == 1
   assert new['b'].rates == list(RATES) and len(actions) == 1
   added = regime.new_runs(st, new)
-  assert added == {'a': [(pytest.approx(0.3), 50), (pytest.approx(0.3), 100)]}   # the new rate at T/2 and T only
+  assert added == {'a': [(pytest.approx(0.3), 50), (pytest.approx(0.3), 100)]}  # the new rate at T/2 and T only
   low = frame(valley(1e-5))
   c = regime.inside_grid('a', low, st['a'], POLICY)
   assert c.remedy == stats.LOWER_RATE and regime.extend(st, [c], POLICY)[0]['a'].rates[0] == pytest.approx(1e-3 / 3)
@@ -86,20 +96,21 @@ def _verdict(stat, points=('a',)):
 
 def test_stability_on_the_verdicts_own_statistic_and_doubling_reuses_the_t_runs():
   st = state()
-  ok = regime.stability(_verdict(0.5), _verdict(0.6), st, POLICY)   # |0.1| < 0.5 / 2, same outcome
+  ok = regime.stability(_verdict(0.5), _verdict(0.6), st, POLICY)  # |0.1| < 0.5 / 2, same outcome
   assert ok.passed, ok.detail
   near = regime.stability(_verdict(0.5), _verdict(0.8), st, POLICY)  # same outcome, but 0.3 >= 0.25
   flip = regime.stability(_verdict(0.5), _verdict(1.5), st, POLICY)  # outcome changes
   for c in (near, flip):
     assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == ('a',)
-  new, actions = regime.extend(st, [flip, near], POLICY)   # two failures double once
+  new, actions = regime.extend(st, [flip, near], POLICY)  # two failures double once
   assert new['a'].steps == 200 and new['a'].doublings == 1 and len(actions) == 1
   added = regime.new_runs(st, new)
-  assert sorted(added['a']) == sorted((r, 200) for r in RATES)   # the T runs become T/2: only 2T is new
+  assert sorted(added['a']) == sorted((r, 200) for r in RATES)  # the T runs become T/2: only 2T is new
   spent = regime.estimate_cost(added, lambda p: 0.01, seeds=4)
   assert spent == pytest.approx(0.01 * 200 * 4 * 3)
-  capped = regime.stability(_verdict(0.5), _verdict(1.5), {'a': regime.PointState(list(RATES), 400, doublings=2)},
-                            POLICY)
+  capped = regime.stability(
+    _verdict(0.5), _verdict(1.5), {'a': regime.PointState(list(RATES), 400, doublings=2)}, POLICY
+  )
   assert not capped.passed and capped.remedy == '' and 'no doubling left' in capped.detail
 
 
@@ -109,18 +120,23 @@ def test_coverage_and_one_budget_checks():
   sel = f[(f[regime.LR] == 1e-2) & (f[regime.STEPS] == 100)]
   c = regime.coverage(v, sel, seeds=4)
   assert not c.passed and c.detail == 'b: 3/4'
-  assert regime.coverage(v, sel[sel['point'] == 'a'].assign(point='b').pipe(lambda b: pd.concat([sel[sel['point'] == 'a'], b])),
-                         seeds=4).passed
+  assert regime.coverage(
+    v, sel[sel['point'] == 'a'].assign(point='b').pipe(lambda b: pd.concat([sel[sel['point'] == 'a'], b])), seeds=4
+  ).passed
   st = {'a': regime.PointState(list(RATES), 200), 'b': regime.PointState(list(RATES), 100)}
   c = regime.one_budget(v, st, {})
   assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == ('b',)
-  assert regime.one_budget(v, st, {'a': 2}).passed   # an arm declared at 2 T is at one budget with T
+  assert regime.one_budget(v, st, {'a': 2}).passed  # an arm declared at 2 T is at one budget with T
 
 
 def test_holm_family_is_every_verdict_invalid_at_p_one():
-  vs = [stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='a'),
-        stats.gate(stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='b'),
-                   [stats.Check('x', False, 'failed')])]
+  vs = [
+    stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='a'),
+    stats.gate(
+      stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='b'),
+      [stats.Check('x', False, 'failed')],
+    ),
+  ]
   out = stats.holm(vs)
   assert all(v.p_holm is not None for v in out)
   assert out[1].p_holm == 1.0 and out[0].p_holm == pytest.approx(min(1.0, 2 * vs[0].p_value))
@@ -133,12 +149,14 @@ def test_ratio_of_means_and_wide_and_zero_rules():
   assert r == pytest.approx(a.mean() / b.mean()) and lo < r < hi
   zero = stats.paired([0, 0, 0], [0, 0, 0], expect='less', claim='z')
   assert zero.outcome == stats.INVALID and 'tie of zeros' in zero.detail
-  wide = stats.slope([1, 2, 4, 8, 1, 2, 4, 8], [1, 2.5, 3, 9, 1.3, 1.9, 4.5, 7], claimed=1.0, margin=0.5, claim='w',
-                     max_width=0.01)
+  wide = stats.slope(
+    [1, 2, 4, 8, 1, 2, 4, 8], [1, 2.5, 3, 9, 1.3, 1.9, 4.5, 7], claimed=1.0, margin=0.5, claim='w', max_width=0.01
+  )
   assert wide.outcome == stats.INCONCLUSIVE and 'too wide' in wide.detail
 
 
 # --------------------------------------------------------------------------- the loop, through the runner
+
 
 def _study(cap_s: float, level: float):
   """A tiny study: two d_ff points; tuning 'metric' is the rate itself (the smallest wins, so the low edge
@@ -146,8 +164,9 @@ def _study(cap_s: float, level: float):
   config = default_config()
   config.model.d_ff = 8
   config.train.log_every = 5
-  policy = regime.Regime(rates=(1e-3, 1e-2), steps=8, seeds=2, cap_s=cap_s, metric=regime.LR, mode='min',
-                         max_extensions=1, max_doublings=1)
+  policy = regime.Regime(
+    rates=(1e-3, 1e-2), steps=8, seeds=2, cap_s=cap_s, metric=regime.LR, mode='min', max_extensions=1, max_doublings=1
+  )
 
   def arms(scale):
     del scale
@@ -155,21 +174,34 @@ def _study(cap_s: float, level: float):
 
   def rules(sel, scale):
     del scale
-    v = stats.threshold(sel.groupby(regime.SEED)[regime.STEPS].mean() + 0.0, level=level, direction='below',
-                        claim='mean budget below level', min_seeds=2)
+    v = stats.threshold(
+      sel.groupby(regime.SEED)[regime.STEPS].mean() + 0.0,
+      level=level,
+      direction='below',
+      claim='mean budget below level',
+      min_seeds=2,
+    )
     return [dataclasses.replace(v, points=('main: f4', 'main: f8'))]
 
   def present(result, ctx):
     del ctx
     return base.Presentation(headline=f'{len(result.frame)} runs', tables=[base.Table('tuning', result.tuning)])
 
-  return base.Study(name='tiny', claim='A tiny claim.', citation='Nobody 2026', published='-',
-                    regimes={'smoke': policy}, arms=arms, rules=rules, present=present,
-                    collect=lambda run_dir, row: {'collected_d_ff': int(row['model.d_ff'])})
+  return base.Study(
+    name='tiny',
+    claim='A tiny claim.',
+    citation='Nobody 2026',
+    published='-',
+    regimes={'smoke': policy},
+    arms=arms,
+    rules=rules,
+    present=present,
+    collect=lambda run_dir, row: {'collected_d_ff': int(row['model.d_ff'])},
+  )
 
 
 def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
-  study = _study(cap_s=1e9, level=12)   # stat 8 at T, 4 at T/2: same outcome, |4| >= (12 - 8) / 2: unstable
+  study = _study(cap_s=1e9, level=12)  # stat 8 at T, 4 at T/2: same outcome, |4| >= (12 - 8) / 2: unstable
   report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
   reg = report['regime']
   # pass 0: low edge at both points and unstable -> one lower rate and one doubling; pass 1: the limits reached
@@ -188,7 +220,7 @@ def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
   # collect is cached per run
   assert list((tmp_path / 'tiny' / 'main' / 'runs').glob('*/collect.json'))
   capsys.readouterr()
-  again = runner.run_study(study, str(tmp_path), 'smoke', progress=False)   # resumes: nothing retrained
+  again = runner.run_study(study, str(tmp_path), 'smoke', progress=False)  # resumes: nothing retrained
   err = capsys.readouterr().err
   assert '0 to run' in err and 'to run in 0 groups' in err
   assert len(again['regime']['iterations']) == 2 and again['verdicts'] == report['verdicts']
@@ -209,12 +241,13 @@ def test_killed_loop_resumes_without_redoing_runs(tmp_path, monkeypatch):
   calls = []
   real = runner.sweep_lib.run_sweep
 
-  def dying(*args, **kwargs):   # the second pass's sweep is killed after it trained its runs
+  def dying(*args, **kwargs):  # the second pass's sweep is killed after it trained its runs
     out = real(*args, **kwargs)
     calls.append(1)
     if len(calls) == 2:
       raise KeyboardInterrupt
     return out
+
   monkeypatch.setattr(runner.sweep_lib, 'run_sweep', dying)
   with pytest.raises(KeyboardInterrupt):
     runner.run_study(study, str(tmp_path), 'smoke', progress=False)
@@ -222,7 +255,7 @@ def test_killed_loop_resumes_without_redoing_runs(tmp_path, monkeypatch):
   stamps = {p: p.stat().st_mtime_ns for p in runs}
   monkeypatch.setattr(runner.sweep_lib, 'run_sweep', real)
   report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
-  assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())   # no finished run redone
+  assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # no finished run redone
   assert len(report['regime']['iterations']) == 2 and report['regime']['iterations'][1]['runs_run'] == 0
 
 
@@ -237,4 +270,4 @@ def test_a_doubling_reaches_every_point_that_shares_a_verdict():
   new, _ = regime.extend(st, widened, POLICY)
   assert [new[p].steps for p in 'abcd'] == [200, 200, 200, 100]
   edge = stats.Check('edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
-  assert regime.shared_budgets([edge], verdicts) == [edge]   # a rate extension stays with its point
+  assert regime.shared_budgets([edge], verdicts) == [edge]  # a rate extension stays with its point

@@ -17,7 +17,9 @@ from scipy import stats
 
 from ffn_research import ablations
 from ffn_research import stats as verdict
-from ffn_research.ablations import base, runner, universal_approximation as ua
+from ffn_research.ablations import base
+from ffn_research.ablations import runner
+from ffn_research.ablations import universal_approximation as ua
 from ffn_research.config import default_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,17 +27,23 @@ R, NR, INC = verdict.REPRODUCED, verdict.NOT_REPRODUCED, verdict.INCONCLUSIVE
 
 
 def reproduce(*args, timeout=600):
-  return subprocess.run([sys.executable, '-m', 'experiments.reproduce', *args, '--noprogress'], cwd=REPO,
-                        capture_output=True, text=True, timeout=timeout)
+  return subprocess.run(
+    [sys.executable, '-m', 'experiments.reproduce', *args, '--noprogress'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
 # --------------------------------------------------------------------------- verdict rules
+
 
 def _power_law(slope, noise, seeds=3, widths=(2, 4, 8, 16, 32, 64), seed=0):
   rng = np.random.default_rng(seed)
   n = np.repeat(np.asarray(widths, float), seeds)
   s = np.tile(np.arange(seeds), len(widths))
-  y = 0.5 * n ** slope * np.exp(noise * rng.standard_normal(len(n)))
+  y = 0.5 * n**slope * np.exp(noise * rng.standard_normal(len(n)))
   return n, y, s
 
 
@@ -83,7 +91,7 @@ def test_slope_too_few_seeds_or_wide_ci_is_inconclusive():
 def test_paired_known_answers():
   rng = np.random.default_rng(0)
   b = rng.normal(2.0, 0.1, 5)
-  better = b - 0.05 + rng.normal(0, 0.001, 5)     # a lower than b by 0.05, tightly
+  better = b - 0.05 + rng.normal(0, 0.001, 5)  # a lower than b by 0.05, tightly
   v = verdict.paired(better, b, expect='less', claim='a < b')
   assert v.outcome == R and v.statistic == pytest.approx(np.mean(better - b))
   assert v.detail.startswith('two-sided p = ')
@@ -121,21 +129,27 @@ def test_threshold_known_answers():
 def test_crossing_known_answer():
   # fraction fitted = 1 below x = 1, falling linearly in log x: crosses 0.5 at x = 2 in every seed
   x = np.array([0.25, 0.5, 1, 4, 16])
-  rows = [{'x': xi, 'y': min(1.0, 1 - 0.5 * math.log(xi) / math.log(2)) if xi > 1 else 1.0, 'seed': s}
-          for s in range(3) for xi in x]
+  rows = [
+    {'x': xi, 'y': min(1.0, 1 - 0.5 * math.log(xi) / math.log(2)) if xi > 1 else 1.0, 'seed': s}
+    for s in range(3)
+    for xi in x
+  ]
   df = pd.DataFrame(rows)
   assert verdict.crossing_point(x, df[df.seed == 0]['y'], 0.5) == pytest.approx(2.0)
   v = verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c')
   assert v.outcome == R and v.statistic == pytest.approx(2.0)
-  assert verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=16.0, factor=2,
-                          claim='c').outcome == NR
-  assert verdict.crossing(df[df.seed < 2], x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5,
-                          claim='c').outcome == INC
-  assert verdict.crossing(df, x='x', y='y', seed='seed', level=-5.0, claimed=2.0, factor=1.5,
-                          claim='c').outcome == INC  # never crosses
+  assert verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=16.0, factor=2, claim='c').outcome == NR
+  assert (
+    verdict.crossing(df[df.seed < 2], x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c').outcome
+    == INC
+  )
+  assert (
+    verdict.crossing(df, x='x', y='y', seed='seed', level=-5.0, claimed=2.0, factor=1.5, claim='c').outcome == INC
+  )  # never crosses
 
 
 # --------------------------------------------------------------------------- universal_approximation theory
+
 
 @pytest.mark.parametrize('n', [1, 2, 7, 64, 512])
 def test_grid_lower_bound_holds_and_is_tight(n):
@@ -143,20 +157,21 @@ def test_grid_lower_bound_holds_and_is_tight(n):
   grid = np.linspace(-1, 1, 8193)
   k = n + 1
   knots = np.linspace(-1, 1, k + 1)
-  best = np.interp(grid, knots, knots ** 2) - 1 / (2 * k ** 2)   # interpolant shifted down by h^2/8
-  err_best = np.max(np.abs(best - grid ** 2))
+  best = np.interp(grid, knots, knots**2) - 1 / (2 * k**2)  # interpolant shifted down by h^2/8
+  err_best = np.max(np.abs(best - grid**2))
   bound = ua.grid_lower_bound(n, 8193)
-  assert bound <= err_best <= 1 / (2 * k ** 2) + 1e-12
-  assert bound == pytest.approx(1 / (2 * k ** 2), rel=2.1 * (2 / 8192) * k + 1e-9)
+  assert bound <= err_best <= 1 / (2 * k**2) + 1e-12
+  assert bound == pytest.approx(1 / (2 * k**2), rel=2.1 * (2 / 8192) * k + 1e-9)
   rng = np.random.default_rng(n)
   for _ in range(20):  # random continuous (n+1)-piece functions, knots least-squares fit to x^2
     inner = np.sort(rng.uniform(-1, 1, k - 1))
     kn = np.concatenate([[-1], inner, [1]])
-    f = np.interp(grid, kn, kn ** 2 + rng.normal(0, 1e-3, k + 1)) - rng.uniform(0, 1 / k ** 2)
-    assert np.max(np.abs(f - grid ** 2)) >= bound
+    f = np.interp(grid, kn, kn**2 + rng.normal(0, 1e-3, k + 1)) - rng.uniform(0, 1 / k**2)
+    assert np.max(np.abs(f - grid**2)) >= bound
 
 
 # --------------------------------------------------------------------------- runner and publishing
+
 
 def _tiny_study():
   config = default_config()
@@ -175,13 +190,22 @@ def _tiny_study():
     df = result.full
     fig, ax = base.figure()
     ax.plot(df['train.seed'], df['sup_error'])
-    return base.Presentation(headline=f'mean {result.verdicts[0].statistic:.3g}',
-                             tables=[base.Table('t', df[['train.seed', 'sup_error']])],
-                             figures=[base.save_figure(fig, ctx.outdir, 'plot.png', 'sup error per seed')])
+    return base.Presentation(
+      headline=f'mean {result.verdicts[0].statistic:.3g}',
+      tables=[base.Table('t', df[['train.seed', 'sup_error']])],
+      figures=[base.save_figure(fig, ctx.outdir, 'plot.png', 'sup error per seed')],
+    )
 
-  return base.Study(name='tiny', claim='A tiny claim (Nobody 2026).', citation='Nobody 2026', published='10',
-                    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=3, cap_s=60)},
-                    arms=arms, rules=rules, present=present)
+  return base.Study(
+    name='tiny',
+    claim='A tiny claim (Nobody 2026).',
+    citation='Nobody 2026',
+    published='10',
+    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=3, cap_s=60)},
+    arms=arms,
+    rules=rules,
+    present=present,
+  )
 
 
 def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
@@ -192,15 +216,22 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
   out = tmp_path / 'tiny'
   assert report['verdicts'][0]['outcome'] == R, report['verdicts'][0]  # sup error of x^2 is < 10 in any sane run
   assert report['verdicts'][0]['p_holm'] is not None and report['regime']['iterations']
-  assert report['status_counts'] == {'completed': 6}   # 3 seeds at T and at T/2
+  assert report['status_counts'] == {'completed': 6}  # 3 seeds at T and at T/2
   assert (out / 'plot.png').stat().st_size > 0
   on_disk = json.loads((out / 'report.json').read_text())
   assert on_disk['verdicts'] == report['verdicts'] and on_disk['scale'] == 'smoke'
   assert on_disk['environment']['jax'] and on_disk['environment']['commit']
   md = (out / 'report.md').read_text()
-  for text in ['A tiny claim (Nobody 2026).', '**reproduced**', 'rule (fixed before the run)', 'smoke scale',
-               '![sup error per seed](plot.png)', '| train.seed | sup_error |', '## Regime',
-               'PASS statistic stable when the steps double']:
+  for text in [
+    'A tiny claim (Nobody 2026).',
+    '**reproduced**',
+    'rule (fixed before the run)',
+    'smoke scale',
+    '![sup error per seed](plot.png)',
+    '| train.seed | sup_error |',
+    '## Regime',
+    'PASS statistic stable when the steps double',
+  ]:
     assert text in md
   capsys.readouterr()
   again = runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
@@ -209,7 +240,7 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1
   index = (tmp_path / 'index.md').read_text().splitlines()
-  assert [l for l in index if l.startswith('- ')] == [runner.index_line('tiny', reports[0])]
+  assert [line for line in index if line.startswith('- ')] == [runner.index_line('tiny', reports[0])]
   with pytest.raises(runner.ReproduceError, match='only full-scale'):
     runner.publish('tiny', str(tmp_path), repo_root=str(tmp_path))
 
@@ -226,12 +257,21 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   (work / 'x').mkdir(parents=True)
   repo.mkdir()
   v = verdict.threshold([1.0, 1.1, 0.9], level=2.0, direction='below', claim='it is small')
-  report = {'name': 'x', 'claim': 'X is small (A 2020).', 'scale': 'full', 'headline': 'mean 1.0',
-            'verdicts': [v.to_dict()], 'figures': [{'file': 'p.png', 'caption': 'cap'}],
-            'checks': [{'name': 'ok one', 'passed': True, 'detail': 'fine'},
-                       {'name': 'premise', 'passed': False, 'detail': 'slope 0.35'}],
-            'wall_time_s': 12.0, 'compute_time_s': 30.0,
-            'environment': {'machine': 'm', 'device': 'd', 'jax': 'j', 'date': '2026-11-22', 'commit': 'abc'}}
+  report = {
+    'name': 'x',
+    'claim': 'X is small (A 2020).',
+    'scale': 'full',
+    'headline': 'mean 1.0',
+    'verdicts': [v.to_dict()],
+    'figures': [{'file': 'p.png', 'caption': 'cap'}],
+    'checks': [
+      {'name': 'ok one', 'passed': True, 'detail': 'fine'},
+      {'name': 'premise', 'passed': False, 'detail': 'slope 0.35'},
+    ],
+    'wall_time_s': 12.0,
+    'compute_time_s': 30.0,
+    'environment': {'machine': 'm', 'device': 'd', 'jax': 'j', 'date': '2026-11-22', 'commit': 'abc'},
+  }
   (work / 'x' / 'report.json').write_text(json.dumps(report))
   (work / 'x' / 'report.md').write_text('# x\n')
   (work / 'x' / 'p.png').write_bytes(b'png')
@@ -264,16 +304,20 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
 
 def test_headline_question_and_verdict_counts():
   assert runner.question('universal_approximation') == (
-      'does the sup error of a trained width-N ReLU FFN on x^2 fall as N^-2?')
+    'does the sup error of a trained width-N ReLU FFN on x^2 fall as N^-2?'
+  )
   assert runner.question('no_such_ablation') == ''
-  assert runner.relink('[a](docs/reproduce.md#x) [b](https://e.org) [c](#top) ![d](docs/results/n/p.png)',
-                       'docs/results') == '[a](../reproduce.md#x) [b](https://e.org) [c](#top) ![d](n/p.png)'
+  assert (
+    runner.relink('[a](docs/reproduce.md#x) [b](https://e.org) [c](#top) ![d](docs/results/n/p.png)', 'docs/results')
+    == '[a](../reproduce.md#x) [b](https://e.org) [c](#top) ![d](n/p.png)'
+  )
   section = runner.headline_section(runner.REPO_ROOT)
   for path in glob.glob(os.path.join(runner.REPO_ROOT, 'docs', 'results', '*', 'report.json')):
     r = json.loads(open(path, encoding='utf-8').read())
-    row = next(l for l in section.splitlines() if l.startswith(f'| [{r["name"]}]('))
+    row = next(line for line in section.splitlines() if line.startswith(f'| [{r["name"]}]('))
     assert sum(int(n) for n in re.findall(r'(\d+) (?:reproduced|not reproduced|inconclusive|invalid)', row)) == len(
-        r['verdicts'])
+      r['verdicts']
+    )
 
 
 def test_registry_finds_ablation_modules():
@@ -289,6 +333,7 @@ def test_registry_finds_ablation_modules():
 
 # --------------------------------------------------------------------------- the entry point
 
+
 def test_cli_list_and_bad_input():
   proc = reproduce('--list')
   assert proc.returncode == 0, proc.stderr[-2000:]
@@ -297,21 +342,25 @@ def test_cli_list_and_bad_input():
   proc = reproduce('--ablation=nope', '--workdir=/tmp/unused_reproduce_dir')
   assert proc.returncode == 2 and 'Traceback' not in proc.stderr
   assert proc.stderr.strip().splitlines() == [
-      "error: --ablation='nope' is unknown; allowed: " + ', '.join(ablations.names()) + ', all']
-  proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--quick',
-                   '--publish')
+    "error: --ablation='nope' is unknown; allowed: " + ', '.join(ablations.names()) + ', all'
+  ]
+  proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--quick', '--publish')
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-      'error: --publish needs --scale=full (got quick); only full-scale reports may be published']
+    'error: --publish needs --scale=full (got quick); only full-scale reports may be published'
+  ]
   proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--scale=huge')
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-      "error: --scale='huge' is unknown; allowed: smoke, quick, full, large"]
+    "error: --scale='huge' is unknown; allowed: smoke, quick, full, large"
+  ]
   assert not os.path.exists('/tmp/unused_reproduce_dir')
 
 
 def test_registry_import_is_light():
   """Listing names and rejecting a bad one must not import jax (so the CLI answers at once)."""
-  code = ('import sys; from ffn_research import ablations; ablations.names(); '
-          'assert "jax" not in sys.modules and "pandas" not in sys.modules, sorted(sys.modules)')
+  code = (
+    'import sys; from ffn_research import ablations; ablations.names(); '
+    'assert "jax" not in sys.modules and "pandas" not in sys.modules, sorted(sys.modules)'
+  )
   proc = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -342,8 +391,8 @@ def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
 def test_all_writes_index(smoke_dir):
   proc = reproduce('--ablation=all', f'--workdir={smoke_dir}', '--scale=smoke')
   assert proc.returncode == 0, proc.stderr[-3000:]
-  lines = [l for l in (smoke_dir / 'index.md').read_text().splitlines() if l.startswith('- ')]
-  assert [l.split('**')[1] for l in lines] == ablations.names()
+  lines = [line for line in (smoke_dir / 'index.md').read_text().splitlines() if line.startswith('- ')]
+  assert [line.split('**')[1] for line in lines] == ablations.names()
   for name in ablations.names():
     report = json.loads((smoke_dir / name / 'report.json').read_text())
     assert runner.index_line(name, report) in lines

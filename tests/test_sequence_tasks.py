@@ -10,8 +10,11 @@ import optax
 import pytest
 
 from ffn_research import config as config_lib
-from ffn_research import configfile, validation
-from ffn_research import loop, models, tasks
+from ffn_research import configfile
+from ffn_research import loop
+from ffn_research import models
+from ffn_research import tasks
+from ffn_research import validation
 from ffn_research.tasks import sequence
 
 
@@ -40,10 +43,11 @@ def assert_trees_equal(a, b):
 
 
 def assert_trees_differ(a, b):
-  assert any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+  assert any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
 
 
 # --------------------------------------------------------------------------- bits, loss
+
 
 def test_bits_stored_hand_computed():
   # 3 facts over V=4 values: log2(4) * 3 = 6 bits of answers; cross-entropies
@@ -58,8 +62,7 @@ def test_bits_stored_hand_computed():
 def test_loss_counts_only_weighted_positions():
   task = tasks.build_task(task_config('associative_recall'))
   logits_BxTxV = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 5))
-  batch = {'targets': jnp.array([[1, 2, 3], [4, 0, 1]]),
-           'weights': jnp.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])}
+  batch = {'targets': jnp.array([[1, 2, 3], [4, 0, 1]]), 'weights': jnp.array([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])}
   loss, metrics = jax.jit(task.loss)(logits_BxTxV, batch)
   logp = np.asarray(jax.nn.log_softmax(logits_BxTxV))
   picked = [(0, 1, 2), (0, 2, 3), (1, 2, 1)]
@@ -80,20 +83,27 @@ def test_token_scores_match_take_and_argmax():
   np.testing.assert_array_equal(correct_BxT, np.argmax(logits_BxTxV, -1) == np.asarray(targets_BxT))
   assert correct_BxT[0, 0] == 1.0 and correct_BxT[0, 1] == 0.0
   # Gradients: softmax minus one-hot either way.
-  grad = jax.grad(lambda l: jnp.sum(sequence.token_scores(l, targets_BxT)[0]))(jnp.asarray(logits_BxTxV))
+  grad = jax.grad(lambda line: jnp.sum(sequence.token_scores(line, targets_BxT)[0]))(jnp.asarray(logits_BxTxV))
   ref = jax.nn.softmax(logits_BxTxV) - jax.nn.one_hot(targets_BxT, 7)
   np.testing.assert_allclose(grad, ref, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize('name,overrides', [
+@pytest.mark.parametrize(
+  'name,overrides',
+  [
     ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
-    pytest.param('associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32),
-                 marks=pytest.mark.slow),
+    pytest.param(
+      'associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32), marks=pytest.mark.slow
+    ),
     pytest.param('modular_arithmetic', dict(modulus=5, train_fraction=0.6), marks=pytest.mark.slow),
     pytest.param('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3), marks=pytest.mark.slow),
-    pytest.param('language', dict(vocab_size=4, markov_order=2, branching=2, num_candidates=3, seq_len=6,
-                                  num_eval=8), marks=pytest.mark.slow),
-])
+    pytest.param(
+      'language',
+      dict(vocab_size=4, markov_order=2, branching=2, num_candidates=3, seq_len=6, num_eval=8),
+      marks=pytest.mark.slow,
+    ),
+  ],
+)
 def test_scored_positions_hold_every_weight(name, overrides):
   """Weights outside `scored` are 0, so the loss from logits there alone is the full loss."""
   task = tasks.build_task(task_config(name, **overrides))
@@ -113,12 +123,16 @@ def test_scored_positions_hold_every_weight(name, overrides):
 
 # --------------------------------------------------------------------------- generators
 
-@pytest.mark.parametrize('name,overrides', [
+
+@pytest.mark.parametrize(
+  'name,overrides',
+  [
     ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
     ('associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32)),
     ('modular_arithmetic', dict(modulus=5, train_fraction=0.6)),
     ('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3)),
-])
+  ],
+)
 def test_generators_deterministic_from_seed(name, overrides):
   task = tasks.build_task(task_config(name, **overrides))
   init = jax.jit(task.init_data)
@@ -144,7 +158,7 @@ def test_memorization_facts():
 
 def test_memorization_evaluate_on_an_oracle():
   task, data = data_for('memorization', num_facts=12, num_relations=3, vocab_size=5)
-  table = {tuple(np.asarray(x)): int(y[1]) for x, y in zip(data['inputs'], data['targets'])}
+  table = {tuple(np.asarray(x)): int(y[1]) for x, y in zip(data['inputs'], data['targets'], strict=True)}
   answers_N = jnp.array([table[tuple(np.asarray(x))] for x in data['inputs']])
 
   def oracle(inputs_NxT):  # only ever called on data['inputs'] (12 facts, one chunk)
@@ -158,8 +172,7 @@ def test_memorization_evaluate_on_an_oracle():
   counts = task_counts(task)
   per = loop.per_param(jax.device_get(m), counts)
   np.testing.assert_allclose(per['bits_per_param'], 12 * math.log2(5) / counts['num_params'], rtol=1e-5)
-  np.testing.assert_allclose(per['bits_per_ffn_param'], 12 * math.log2(5) / counts['num_ffn_params'],
-                             rtol=1e-5)
+  np.testing.assert_allclose(per['bits_per_ffn_param'], 12 * math.log2(5) / counts['num_ffn_params'], rtol=1e-5)
   assert math.isnan(loop.per_param(m, {**counts, 'num_ffn_params': 0})['bits_per_ffn_param'])
   assert loop.per_param({'eval_loss': 1.0}, counts) == {}
 
@@ -173,13 +186,13 @@ def test_associative_recall_queries_are_in_context():
   k, p, q = 7, 5, 4
   inputs, targets, weights = (np.asarray(data[key]) for key in ('inputs', 'targets', 'weights'))
   assert task.seq_len == 2 * p + q and task.vocab_size == 2 * k
-  for row, target, weight in zip(inputs, targets, weights):
-    keys, values, queries = row[0:2 * p:2], row[1:2 * p:2], row[2 * p:]
+  for row, target, weight in zip(inputs, targets, weights, strict=True):
+    keys, values, queries = row[0 : 2 * p : 2], row[1 : 2 * p : 2], row[2 * p :]
     assert len(set(keys)) == p and np.all(keys < k) and np.all((values >= k) & (values < 2 * k))
     assert len(set(queries)) == q
-    pairs = dict(zip(keys, values))
+    pairs = dict(zip(keys, values, strict=True))
     assert all(query in pairs for query in queries)
-    np.testing.assert_array_equal(target[2 * p:], [pairs[query] for query in queries])
+    np.testing.assert_array_equal(target[2 * p :], [pairs[query] for query in queries])
     np.testing.assert_array_equal(weight, [0.0] * (2 * p) + [1.0] * q)
 
 
@@ -202,29 +215,33 @@ def test_multi_hop_answers_follow_the_graph():
   edges = np.asarray(data['edges'])
   inputs, targets = np.asarray(data['inputs']), np.asarray(data['targets'])
   assert task.seq_len == 1 + h and task.vocab_size == n + r
-  assert {tuple(x) for x in inputs} == {(s, n + a, n + b, n + c) for s in range(n)
-                                        for a in range(r) for b in range(r) for c in range(r)}
-  for x, y in zip(inputs, targets):
+  assert {tuple(x) for x in inputs} == {
+    (s, n + a, n + b, n + c) for s in range(n) for a in range(r) for b in range(r) for c in range(r)
+  }
+  for x, y in zip(inputs, targets, strict=True):
     node = x[0]
     for j in range(h):
       node = edges[node, x[1 + j] - n]
       assert y[1 + j] == node
-  assert int(data['is_train'].sum()) == task.num_train == round(0.5 * n * r ** h)
+  assert int(data['is_train'].sum()) == task.num_train == round(0.5 * n * r**h)
   # Trained compositions supervise every hop, held-out ones only the first (atomic) hop.
   batch = jax.jit(task.sample_batch)(data, jax.random.PRNGKey(0))
-  rows = {tuple(x): bool(t) for x, t in zip(inputs, np.asarray(data['is_train']))}
-  for x, w in zip(np.asarray(batch['inputs']), np.asarray(batch['weights'])):
+  rows = {tuple(x): bool(t) for x, t in zip(inputs, np.asarray(data['is_train']), strict=True)}
+  for x, w in zip(np.asarray(batch['inputs']), np.asarray(batch['weights']), strict=True):
     np.testing.assert_array_equal(w, [0, 1, 1, 1] if rows[tuple(x)] else [0, 1, 0, 0])
 
 
-@pytest.mark.parametrize('name,overrides,key', [
+@pytest.mark.parametrize(
+  'name,overrides,key',
+  [
     ('memorization', dict(num_facts=10, num_relations=3), 'task.num_facts'),
     ('associative_recall', dict(num_pairs=4, num_queries=5), 'task.num_queries'),
     ('associative_recall', dict(num_pairs=9, vocab_size=8), 'task.vocab_size'),
     ('modular_arithmetic', dict(train_fraction=1.0), 'task.train_fraction'),
     ('multi_hop', dict(num_hops=1), 'task.num_hops'),
     ('multi_hop', dict(num_nodes=2000, num_relations=10, num_hops=3), 'task.num_nodes'),
-])
+  ],
+)
 def test_invalid_task_configs_name_the_key(name, overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key):
     task_config(name, **overrides)
@@ -233,28 +250,47 @@ def test_invalid_task_configs_name_the_key(name, overrides, key):
 # --------------------------------------------------------------------------- tiny runs
 
 TINY_RUNS = {
-    # name: (task overrides, train overrides, summary key, must exceed)
-    'memorization': (dict(num_facts=64, num_relations=4, vocab_size=16),
-                     dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.5),  # chance 1/16
-    # Chance is 1/8, but copying either value in context already gives 1/2: recall must beat that.
-    # It takes two layers (find the key, read the token after it) and a gentler rate: one layer, or
-    # 1e-2, stays at 0.50-0.60 after 1,000 steps; two layers at 3e-3 reach 1.0 by step 400 (seeds 0-2).
-    'associative_recall': (dict(num_pairs=2, num_queries=2, vocab_size=8, num_eval=256),
-                           dict(steps=400, batch_size=64, learning_rate=3e-3), 'eval_accuracy', 0.9),
-    'modular_arithmetic': (dict(modulus=7, train_fraction=0.8),
-                           dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.6),  # 1/7
-    'multi_hop': (dict(num_nodes=8, num_relations=2, num_hops=2, train_fraction=0.8),
-                  dict(steps=300, batch_size=64, learning_rate=1e-2), 'accuracy', 0.5),  # 1/8
+  # name: (task overrides, train overrides, summary key, must exceed)
+  'memorization': (
+    dict(num_facts=64, num_relations=4, vocab_size=16),
+    dict(steps=300, batch_size=64, learning_rate=1e-2),
+    'accuracy',
+    0.5,
+  ),  # chance 1/16
+  # Chance is 1/8, but copying either value in context already gives 1/2: recall must beat that.
+  # It takes two layers (find the key, read the token after it) and a gentler rate: one layer, or
+  # 1e-2, stays at 0.50-0.60 after 1,000 steps; two layers at 3e-3 reach 1.0 by step 400 (seeds 0-2).
+  'associative_recall': (
+    dict(num_pairs=2, num_queries=2, vocab_size=8, num_eval=256),
+    dict(steps=400, batch_size=64, learning_rate=3e-3),
+    'eval_accuracy',
+    0.9,
+  ),
+  'modular_arithmetic': (
+    dict(modulus=7, train_fraction=0.8),
+    dict(steps=300, batch_size=64, learning_rate=1e-2),
+    'accuracy',
+    0.6,
+  ),  # 1/7
+  'multi_hop': (
+    dict(num_nodes=8, num_relations=2, num_hops=2, train_fraction=0.8),
+    dict(steps=300, batch_size=64, learning_rate=1e-2),
+    'accuracy',
+    0.5,
+  ),  # 1/8
 }
 
 
-@pytest.mark.parametrize('name', [
+@pytest.mark.parametrize(
+  'name',
+  [
     'memorization',
     # Each run compiles a train chunk (several seconds on 2 cores): the others run with -m slow.
     pytest.param('associative_recall', marks=pytest.mark.slow),
     pytest.param('modular_arithmetic', marks=pytest.mark.slow),
     pytest.param('multi_hop', marks=pytest.mark.slow),
-])
+  ],
+)
 def test_tiny_run_beats_chance(name, tmp_path):
   task_overrides, train_overrides, key, threshold = TINY_RUNS[name]
   config = task_config(name, **task_overrides)
@@ -268,8 +304,11 @@ def test_tiny_run_beats_chance(name, tmp_path):
   assert summary[key] > threshold, summary
 
 
-@pytest.mark.parametrize('path,arg', [(p, a) for p in ('memorization', 'recall', 'modular', 'multi_hop')
-                                      for a in ('default', 'ffn_stack', 'no_ffn')] + [('memorization', '4096')])
+@pytest.mark.parametrize(
+  'path,arg',
+  [(p, a) for p in ('memorization', 'recall', 'modular', 'multi_hop') for a in ('default', 'ffn_stack', 'no_ffn')]
+  + [('memorization', '4096')],
+)
 def test_shipped_configs_validate(path, arg):
   file = os.path.join(os.path.dirname(__file__), '..', 'configs', f'{path}.py')
   config = configfile.get_config(f'{file}:{arg}')

@@ -8,15 +8,16 @@ import os
 import subprocess
 import sys
 
+from flax import nnx
 import jax
 import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research import models, validation
+from ffn_research import models
+from ffn_research import validation
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 
@@ -26,12 +27,14 @@ D, F = 5, 4  # d_model, expert width
 
 def make_soft(num_experts=3, slots=2, activation='relu', *, seed=0, **kw):
   """A Soft MoE whose parameters (biases, slot parameters, scale) are all random."""
-  m = moe_lib.MoE(D, F, activation, num_experts=num_experts, top_k=1, router='soft',
-                  slots_per_expert=slots, rngs=nnx.Rngs(seed), **kw)
+  m = moe_lib.MoE(
+    D, F, activation, num_experts=num_experts, top_k=1, router='soft', slots_per_expert=slots, rngs=nnx.Rngs(seed), **kw
+  )
   leaves, treedef = jax.tree.flatten(nnx.state(m, nnx.Param))
   draws = np.random.default_rng(seed + 100)
-  new = [jnp.asarray(0.7 * draws.standard_normal(x.shape) + (2.0 if x.ndim == 0 else 0.0), x.dtype)
-         for x in leaves]  # the scale near 2 +- 0.7: peakier weights than at its init of 1
+  new = [
+    jnp.asarray(0.7 * draws.standard_normal(x.shape) + (2.0 if x.ndim == 0 else 0.0), x.dtype) for x in leaves
+  ]  # the scale near 2 +- 0.7: peakier weights than at its init of 1
   nnx.update(m, jax.tree.unflatten(treedef, new))
   return m
 
@@ -56,16 +59,16 @@ def numpy_soft_moe(params, x_GxMxD, num_experts, slots, activation):
   params = {'phi': (D, E p), 'scale': (), 'w1', 'w_gate' (gated), 'w2', 'b1', 'b_gate', 'b2': per expert}."""
   x = np.asarray(x_GxMxD, np.float64)
   phi = np.asarray(params['phi'], np.float64)
-  phi_unit = phi / np.sqrt((phi ** 2).sum(0, keepdims=True) + 1e-6)
+  phi_unit = phi / np.sqrt((phi**2).sum(0, keepdims=True) + 1e-6)
   out = np.zeros(x.shape[:2] + (np.asarray(params['w2']).shape[-1],))
   for g in range(x.shape[0]):
     xg = x[g]
-    x_unit = xg / np.sqrt((xg ** 2).sum(1, keepdims=True) + 1e-6)
+    x_unit = xg / np.sqrt((xg**2).sum(1, keepdims=True) + 1e-6)
     logits = float(params['scale']) * x_unit @ phi_unit  # (M, S)
     dispatch = np.exp(logits - logits.max(0, keepdims=True))
     dispatch /= dispatch.sum(0, keepdims=True)  # each column (slot) sums to 1 over the tokens
     combine = np.exp(logits - logits.max(1, keepdims=True))
-    combine /= combine.sum(1, keepdims=True)    # each row (token) sums to 1 over the slots
+    combine /= combine.sum(1, keepdims=True)  # each row (token) sums to 1 over the slots
     slot_out = []
     for s in range(num_experts * slots):
       e = s // slots
@@ -113,6 +116,7 @@ def test_gradients_match_finite_differences_of_the_numpy_reference():
 
   def loss(params, x):
     return jnp.sum(nnx.merge(graphdef, params, rest).apply(x)[0] * r)
+
   g_params, g_x = jax.grad(loss, argnums=(0, 1))(params, x)
   names = {'router_w': 'phi', 'router_scale': 'scale'}
   ref_params = module_params(m)
@@ -131,6 +135,7 @@ def test_gradients_match_finite_differences_of_the_numpy_reference():
       array[i] = old
       grad[i] = (up - down) / (2 * h)
     return grad
+
   x64 = np.asarray(x, np.float64)
   for path, g in jax.tree_util.tree_leaves_with_path(g_params):
     name = path[-1].key if isinstance(path[-1], jax.tree_util.DictKey) else path[-2].key
@@ -230,6 +235,7 @@ def soft_config(**moe_kw):
 
 def matmul_flops(fn, *args) -> int:
   """2 x multiply-adds of every dot_general in the jaxpr of fn(*args) (nested jaxprs included)."""
+
   def walk(jaxpr):
     total = 0
     for eqn in jaxpr.eqns:
@@ -240,11 +246,14 @@ def matmul_flops(fn, *args) -> int:
       for sub in jax.extend.core.jaxprs_in_params(eqn.params):
         total += walk(sub)
     return total
+
   return walk(jax.make_jaxpr(fn)(*args).jaxpr)
 
 
-@pytest.mark.parametrize('activation,use_bias,granularity,shared,slots', [
-    ('relu', True, 1, 0, 2), ('swiglu', False, 2, 1, 1), ('geglu', True, 1, 2, 3)])
+@pytest.mark.parametrize(
+  'activation,use_bias,granularity,shared,slots',
+  [('relu', True, 1, 0, 2), ('swiglu', False, 2, 1, 1), ('geglu', True, 1, 2, 3)],
+)
 def test_counts_match_the_tree_and_the_computation(activation, use_bias, granularity, shared, slots):
   """Parameters: formula = the tree; FLOPs per token: formula = the matmuls of the real forward pass
   (counted in its jaxpr) divided by the tokens, at the training group (the batch: 12 tokens)."""
@@ -281,7 +290,9 @@ def test_group_tokens_follow_the_capacity_scope():
 def test_sweep_arms_are_matched_as_documented():
   """configs/sweeps/soft_moe.py: every run validates; the matched arm is within 2% of top-2's parameters
   and FLOPs per token, and the counts are those its docstring and docs/moe.md state."""
-  from ffn_research import configfile, tasks
+  from ffn_research import configfile
+  from ffn_research import tasks
+
   base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/soft_moe.py'))
   module = configfile.load_module(os.path.join(REPO, 'configs/sweeps/soft_moe.py'))
   assert len(grid) == len(module.ARMS) * len(module.LEARNING_RATES) * 5
@@ -294,8 +305,13 @@ def test_sweep_arms_are_matched_as_documented():
     arm = next(a for a, o in module.ARMS.items() if all(overrides[k] == v for k, v in o.items()))
     c = models.model_counts(config, tasks.build_task(config))
     counts[arm] = (c['num_params'], c['flops_per_token'])
-  assert counts == {'topk_softmax': (17152, 8448), 'soft_matched': (17125, 8585.0), 'soft_same': (18177, 8064.0),
-                    'soft_p1': (17153, 896.0), 'dense_flops': (4372, 8448)}
+  assert counts == {
+    'topk_softmax': (17152, 8448),
+    'soft_matched': (17125, 8585.0),
+    'soft_same': (18177, 8064.0),
+    'soft_p1': (17153, 896.0),
+    'dense_flops': (4372, 8448),
+  }
   (p0, f0), (p1, f1) = counts['topk_softmax'], counts['soft_matched']
   assert abs(p1 / p0 - 1) < 0.02 and abs(f1 / f0 - 1) < 0.02
 
@@ -303,12 +319,15 @@ def test_sweep_arms_are_matched_as_documented():
 # --------------------------------------------------------------------------- config, causality
 
 
-@pytest.mark.parametrize('overrides,key', [
+@pytest.mark.parametrize(
+  'overrides,key',
+  [
     ({'slots_per_expert': 0}, 'model.moe.slots_per_expert'),
     ({'router': 'topk_softmax', 'slots_per_expert': 2, 'top_k': 1}, 'model.moe.slots_per_expert'),
     ({'bias_update_rate': 1e-3}, 'model.moe.bias_update_rate'),
     ({'stop_combine_grad': True}, 'model.moe.stop_combine_grad'),
-])
+  ],
+)
 def test_config_errors_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key.replace('.', r'\.')) as e:
     validation.validate(soft_config(**overrides))
@@ -322,8 +341,15 @@ def test_top_k_and_capacity_do_not_apply():
 def test_causal_model_refuses_soft_in_one_line_through_the_cli(tmp_path):
   """The real entry point: a transformer with router=soft exits 2 with one line naming the key and
   allow_noncausal, no traceback, before any training."""
-  cmd = [sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
-         f'--workdir={tmp_path / "run"}', '--config.model.moe.num_experts=4', '--config.model.moe.router=soft']
+  cmd = [
+    sys.executable,
+    '-m',
+    'experiments.train',
+    '--config=configs/language.py:smoke',
+    f'--workdir={tmp_path / "run"}',
+    '--config.model.moe.num_experts=4',
+    '--config.model.moe.router=soft',
+  ]
   proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
   lines = [line for line in proc.stderr.splitlines() if line.strip()]
   assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc.stderr[-2000:]
@@ -337,24 +363,49 @@ def test_cli_trains_soft_moe_and_records_allow_noncausal(tmp_path):
   """The issue's command (shortened) trains and reports its loss; an ffn_stack with allow_noncausal
   trains and its summary names the leak (the transformer's forward pass: test_transformer's probe)."""
   run = tmp_path / 'soft'
-  proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/regression.py:teacher_student_moe',
-                         '--config.model.moe.router=soft', '--config.train.steps=200', f'--workdir={run}'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/regression.py:teacher_student_moe',
+      '--config.model.moe.router=soft',
+      '--config.train.steps=200',
+      f'--workdir={run}',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   summary = json.loads((run / 'summary.json').read_text())
   assert summary['status'] == 'completed' and math.isfinite(summary['eval_loss'])
   assert summary['num_params'] == summary['num_active_params']
   seq = tmp_path / 'seq'
-  proc = subprocess.run([sys.executable, '-m', 'experiments.train', '--config=configs/language.py:smoke',
-                         f'--workdir={seq}', '--config.model.arch=ffn_stack', '--config.model.moe.num_experts=4',
-                         '--config.model.moe.router=soft', '--config.model.moe.allow_noncausal=True'],
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/language.py:smoke',
+      f'--workdir={seq}',
+      '--config.model.arch=ffn_stack',
+      '--config.model.moe.num_experts=4',
+      '--config.model.moe.router=soft',
+      '--config.model.moe.allow_noncausal=True',
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   summary = json.loads((seq / 'summary.json').read_text())
   assert summary['moe_noncausal'].startswith('model.moe.router=soft: ')
 
 
-_EP_SCRIPT = '''
+_EP_SCRIPT = """
 import jax, jax.numpy as jnp, numpy as np
 from flax import nnx
 from ffn_research.models import moe
@@ -378,12 +429,13 @@ for axis_type in ('Explicit', 'Auto'):
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), out[0][1], out[1][1])
   assert len(out[1][1]['w1'][...].sharding.device_set) == 4
 print('EP_OK')
-'''
+"""
 
 
 @pytest.mark.slow  # a fresh process with 4 host devices
 def test_expert_parallel_matches_single_device():
   env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4', 'JAX_PLATFORMS': 'cpu'}
-  out = subprocess.run([sys.executable, '-c', _EP_SCRIPT], env=env, cwd=REPO, capture_output=True, text=True,
-                       timeout=300)
+  out = subprocess.run(
+    [sys.executable, '-c', _EP_SCRIPT], env=env, cwd=REPO, capture_output=True, text=True, timeout=300
+  )
   assert 'EP_OK' in out.stdout, out.stderr[-3000:]

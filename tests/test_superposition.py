@@ -3,17 +3,23 @@ selections (paired sparse - dense, the dense premise, collapse, coverage) and th
 
 import math
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from flax import nnx
 
-from ffn_research import models, stats, sweep, tasks, validation
-from ffn_research.ablations import base, regime
+from ffn_research import models
+from ffn_research import stats
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research import validation
+from ffn_research.ablations import base
+from ffn_research.ablations import regime
 from ffn_research.ablations import superposition as sp
-from ffn_research.config import ConfigError, default_config
+from ffn_research.config import ConfigError
+from ffn_research.config import default_config
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.tasks import regression
 
@@ -60,9 +66,11 @@ def test_task_batches_follow_the_traced_sparsity():
 
 
 def test_validation_errors_are_one_line():
-  for key, value, msg in [('task.feature_sparsity', 1.0, 'feature_sparsity'),
-                          ('task.importance_decay', 0.0, 'importance_decay'),
-                          ('model.activation', 'gelu', 'tied_relu')]:
+  for key, value, msg in [
+    ('task.feature_sparsity', 1.0, 'feature_sparsity'),
+    ('task.importance_decay', 0.0, 'importance_decay'),
+    ('model.activation', 'gelu', 'tied_relu'),
+  ]:
     c = _config()
     c[key.split('.')[0]][key.split('.')[1]] = value
     with pytest.raises(ConfigError, match=msg) as e:
@@ -84,13 +92,13 @@ def test_tied_relu_param_count_and_forward(use_bias):
   if use_bias:
     model.b[...] = jnp.asarray(b)
   x = np.asarray(jax.random.uniform(jax.random.PRNGKey(3), (7, 20)))
-  np.testing.assert_allclose(np.asarray(model.apply(jnp.asarray(x))[0]), np.maximum(x @ w.T @ w + b, 0),
-                             rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(model.apply(jnp.asarray(x))[0]), np.maximum(x @ w.T @ w + b, 0), rtol=1e-5, atol=1e-6
+  )
 
 
 def test_feature_counts_on_hand_made_weights():
-  w = np.array([[1.0, 0.0, 0.3, 0.4],
-                [0.0, 0.6, 0.0, 0.3]])  # column norms 1, 0.6, 0.3, 0.5 (0.5 is not > 0.5)
+  w = np.array([[1.0, 0.0, 0.3, 0.4], [0.0, 0.6, 0.0, 0.3]])  # column norms 1, 0.6, 0.3, 0.5 (0.5 is not > 0.5)
   s = sp.tied_stats(w)
   assert s['represented'] == 2
   assert s['dims_per_feature'] == pytest.approx(2 / (1 + 0.36 + 0.09 + 0.25))
@@ -115,23 +123,38 @@ def _sel(tied_sparse, ffn_sparse, dense=5, seeds=12, scale='full', drop=()):
         point = f'{arm}: {sp.point_label(d)}'
         if (point, s) in drop:
           continue
-        count = ((dense[s] if isinstance(dense, list) else dense) if d == 1.0
-                 else sparse + s % 2 if d <= sp.SPARSE_MAX_DENSITY else 6)
-        rows.append({'arm': arm, 'point': point, 'task.feature_sparsity': round(1 - d, 6), sp.SEED: s,
-                     'train.learning_rate': 1e-2, 'train.steps': 2000, 'represented': count,
-                     'dims_per_feature': 5 / max(count, 1),
-                     'represented_gain': count, 'eval_loss': 0.01})
+        count = (
+          (dense[s] if isinstance(dense, list) else dense)
+          if d == 1.0
+          else sparse + s % 2
+          if d <= sp.SPARSE_MAX_DENSITY
+          else 6
+        )
+        rows.append(
+          {
+            'arm': arm,
+            'point': point,
+            'task.feature_sparsity': round(1 - d, 6),
+            sp.SEED: s,
+            'train.learning_rate': 1e-2,
+            'train.steps': 2000,
+            'represented': count,
+            'dims_per_feature': 5 / max(count, 1),
+            'represented_gain': count,
+            'eval_loss': 0.01,
+          }
+        )
   return pd.DataFrame(rows)
 
 
 def test_rules_paired_sparse_minus_dense():
   out = sp.rules(_sel(tied_sparse=10, ffn_sparse=5), 'full')
   assert [v.outcome for v in out] == [stats.REPRODUCED, stats.NOT_REPRODUCED]
-  assert out[0].statistic == pytest.approx(5.5) and out[0].n == 12    # seeds alternate 10, 11 against dense 5
+  assert out[0].statistic == pytest.approx(5.5) and out[0].n == 12  # seeds alternate 10, 11 against dense 5
   assert out[1].statistic == pytest.approx(0.5) and out[1].boundaries == (sp.MARGIN,)
   assert out[0].points == ('tied: 1-S=1', 'tied: 1-S=0.03', 'tied: 1-S=0.01', 'tied: 1-S=0.003')
   assert out[1].points[0] == 'ffn: 1-S=1' and len(out[1].points) == 4
-  assert [c.passed for c in out[0].checks] == [True] * 2    # premise, not collapsed
+  assert [c.passed for c in out[0].checks] == [True] * 2  # premise, not collapsed
   # A sparse count above m (5.5) with no sparse - dense effect is not superposition (the old rule said yes).
   v = sp.rules(_sel(10, 5, dense=[5, 6] * 6), 'full')[1]
   assert v.outcome == stats.NOT_REPRODUCED and v.statistic == 0 and v.p_value < 1e-6
@@ -168,7 +191,7 @@ def test_present_on_a_synthetic_result(tmp_path):
   t = shown.tables[0].frame
   assert len(t) == 12 and (tmp_path / 'features_vs_sparsity.png').stat().st_size > 1000
   assert t[(t['arm'] == 'tied') & (t['1 - S'] == 0.01)]['represented mean'].iloc[0] == pytest.approx(10.5)
-  assert any('from 1 - S = 0.1 to 0.03' in n for n in shown.notes)   # the largest step: 6 -> 10.5
+  assert any('from 1 - S = 0.1 to 0.03' in n for n in shown.notes)  # the largest step: 6 -> 10.5
   assert 'toy +5.50' in shown.headline and 'tied 5.00' in shown.headline
 
 
@@ -179,7 +202,14 @@ def test_arms_validate_in_one_program_per_arm_and_budget(scale):
   assert [a.name for a in arms] == list(sp.ARMS) and all(a.tuned for a in arms)
   for arm in arms:
     assert len(arm.points) == len(sp.SETTINGS[scale]['densities'])
-    runs = sweep.expand(arm.base, [{**o, **arm.budget(regime.steps), sp.SEED: s, 'train.learning_rate': r}
-                                   for o in arm.points.values() for r in regime.rates for s in range(regime.seeds)])
-    assert len(sweep.group_runs(runs)) == 1   # densities, rates and seeds traced: one program
+    runs = sweep.expand(
+      arm.base,
+      [
+        {**o, **arm.budget(regime.steps), sp.SEED: s, 'train.learning_rate': r}
+        for o in arm.points.values()
+        for r in regime.rates
+        for s in range(regime.seeds)
+      ],
+    )
+    assert len(sweep.group_runs(runs)) == 1  # densities, rates and seeds traced: one program
   assert regime.seeds >= (12 if scale == 'full' else 3)

@@ -6,23 +6,33 @@ import os
 import subprocess
 import sys
 
+from flax import nnx
 import jax
 import numpy as np
 import pytest
-from flax import nnx
 
 import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import configfile
-from ffn_research import loop, models, sweep, tasks, train
+from ffn_research import loop
+from ffn_research import models
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research import train
 
 # A vmapped group is the same computation as a single run, but XLA fuses the batched
 # program differently, so float32 reductions round differently: results agree to
 # float32 rounding, not bit for bit (measured: max |param difference| 1.2e-7 after
 # 20 steps). Tolerance for metrics after TINY's 20 steps:
 RTOL, ATOL = 1e-4, 1e-7
-TIMING_KEYS = {'wall_time_s', 'compile_time_s', 'checkpoint_time_s', 'steps_per_s', 'sweep_group_size',
-               'sweep_padded_d_ff'}
+TIMING_KEYS = {
+  'wall_time_s',
+  'compile_time_s',
+  'checkpoint_time_s',
+  'steps_per_s',
+  'sweep_group_size',
+  'sweep_padded_d_ff',
+}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -58,6 +68,7 @@ def assert_close_metrics(got: dict, want: dict):
 
 
 # --------------------------------------------------------------------------- defining sweeps
+
 
 def test_product_zip_chain():
   grid = sweep.product(sweep.values('model.d_ff', [4, 8]), sweep.values('train.seed', [0, 1, 2]))
@@ -106,8 +117,11 @@ def test_expand_validates_before_running():
 def test_group_runs_only_merges_vmapped_keys():
   assert sweep.VMAPPED_KEYS[:3] == ('train.seed', 'train.learning_rate', 'train.weight_decay')  # and more:
   # tests/test_traced_scalars.py
-  grid = sweep.product(sweep.values('model.d_ff', [4, 8]), sweep.values('train.learning_rate', [0.1, 0.2]),
-                       sweep.values('train.seed', [0, 1]))
+  grid = sweep.product(
+    sweep.values('model.d_ff', [4, 8]),
+    sweep.values('train.learning_rate', [0.1, 0.2]),
+    sweep.values('train.seed', [0, 1]),
+  )
   groups = sweep.group_runs(sweep.expand(tiny_config(), grid), pad_flops_factor=1.0)  # no d_ff padding
   assert [[r.overrides['model.d_ff'] for r in g] for g in groups] == [[4] * 4, [8] * 4]
   assert len(sweep.group_runs(sweep.expand(tiny_config(), grid))) == 1  # padded (tests/test_padding.py)
@@ -162,7 +176,7 @@ def test_vmapped_group_equals_separate_runs(group_sweep):
     assert_close_metrics(summaries[name], json.load(open(os.path.join(alone_dir, 'summary.json'))))
     got, want = read_jsonl(os.path.join(run_dir, 'metrics.jsonl')), read_jsonl(os.path.join(alone_dir, 'metrics.jsonl'))
     assert [m['step'] for m in got] == [m['step'] for m in want] == [10, 20]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
       assert_close_metrics(g, w)
   # The two learning rates really were used: the lr-0.05 run logs a 0.05-peaked schedule.
   lr_fast = read_jsonl(os.path.join(workdir, 'runs', 'learning_rate=0.05,seed=2', 'metrics.jsonl'))
@@ -192,12 +206,22 @@ def test_results_csv_schema(group_sweep):
   workdir, summaries, _ = group_sweep
   header, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert header[:5] == ['name', 'status', 'train.seed', 'train.learning_rate', 'num_params']
-  for col in ('num_active_params', 'num_ffn_params', 'flops_per_token', 'final_loss', 'eval_loss',
-              'sup_error', 'wall_time_s', 'compile_time_s', 'diverged_step', 'error'):
+  for col in (
+    'num_active_params',
+    'num_ffn_params',
+    'flops_per_token',
+    'final_loss',
+    'eval_loss',
+    'sup_error',
+    'wall_time_s',
+    'compile_time_s',
+    'diverged_step',
+    'error',
+  ):
     assert col in header
   assert [r['name'] for r in rows] == [sweep.run_name(o) for o in GROUP]
   counts = models.model_counts(tiny_config(), tasks.build_task(tiny_config()))
-  for row, overrides in zip(rows, GROUP):
+  for row, overrides in zip(rows, GROUP, strict=True):
     assert row['status'] == 'completed'
     assert int(row['train.seed']) == overrides['train.seed']
     assert float(row['train.learning_rate']) == overrides.get('train.learning_rate', 3e-3)
@@ -237,7 +261,9 @@ def test_failed_group_recorded_then_retried(tmp_path, monkeypatch):
   assert first['d_ff=8']['status'] == 'completed'
   _, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert [(r['name'], r['status'], r['error']) for r in rows] == [
-      ('d_ff=4', 'failed', 'RuntimeError: boom'), ('d_ff=8', 'completed', '')]
+    ('d_ff=4', 'failed', 'RuntimeError: boom'),
+    ('d_ff=8', 'completed', ''),
+  ]
   monkeypatch.setattr(train.Experiment, '__init__', real_init)
   second = sweep.run_sweep(tiny_config(), grid, workdir, progress=False, pad_flops_factor=1.0)
   assert second['d_ff=4']['status'] == 'completed'
@@ -286,8 +312,7 @@ out = sweep.run_sweep(tiny_config(), GROUP, {str(tmp_path)!r}, progress=False)
 print(json.dumps(out))
 """
   env = {**os.environ, 'XLA_FLAGS': '--xla_force_host_platform_device_count=4', 'JAX_PLATFORMS': 'cpu'}
-  proc = subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True,
-                        timeout=300, cwd=REPO)
+  proc = subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   assert set(out) == {sweep.run_name(o) for o in GROUP}
@@ -296,6 +321,7 @@ print(json.dumps(out))
 
 
 # --------------------------------------------------------------------------- shipped sweeps
+
 
 def test_capacity_dense_quick_expands():
   base, grid = configfile.load_sweep_file(os.path.join(REPO, 'configs/sweeps/capacity_dense.py:quick'))
@@ -331,16 +357,30 @@ def test_moe_topk_quick_expands():
 @pytest.mark.slow  # the real entry point on a shrunk quick sweep, merge and analysis (~30 s)
 def test_sweep_and_analyze_entry_points(tmp_path):
   workdir = str(tmp_path / 'cap')
-  cmd = [sys.executable, '-m', 'experiments.sweep', '--config=configs/sweeps/capacity_dense.py:quick',
-         f'--workdir={workdir}', '--config.train.steps=20', '--config.train.log_every=10', '--noprogress',
-         f'--compilation_cache_dir={tmp_path / "cache"}']
+  cmd = [
+    sys.executable,
+    '-m',
+    'experiments.sweep',
+    '--config=configs/sweeps/capacity_dense.py:quick',
+    f'--workdir={workdir}',
+    '--config.train.steps=20',
+    '--config.train.log_every=10',
+    '--noprogress',
+    f'--compilation_cache_dir={tmp_path / "cache"}',
+  ]
   for shard in ('0', '1'):
-    proc = subprocess.run(cmd + ['--num_shards=2', f'--shard_index={shard}'], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+      cmd + ['--num_shards=2', f'--shard_index={shard}'], cwd=REPO, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
   assert len(os.listdir(tmp_path / 'cache')) > 0  # persistent compilation cache written
-  proc = subprocess.run([sys.executable, '-m', 'experiments.analyze', f'--workdir={workdir}'], cwd=REPO,
-                        capture_output=True, text=True, timeout=300)
+  proc = subprocess.run(
+    [sys.executable, '-m', 'experiments.analyze', f'--workdir={workdir}'],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   _, rows = read_csv(os.path.join(workdir, 'results.csv'))
   assert len(rows) == 16 and {r['status'] for r in rows} == {'completed'}

@@ -4,15 +4,19 @@ equals the same run trained alone; a value of 0 on a compiled-in path changes no
 
 import json
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from flax import nnx
-
 from ffn_research import config as config_lib
-from ffn_research import loop, models, programs, sweep, tasks, train
+from ffn_research import loop
+from ffn_research import models
+from ffn_research import programs
+from ffn_research import sweep
+from ffn_research import tasks
+from ffn_research import train
 from ffn_research.models import ffn as ffn_lib
 
 # A vmapped group rounds float32 reductions differently from a lone run (tests/test_sweep.py).
@@ -47,8 +51,7 @@ def assert_group_equals_lone(base, grid, tmp_path):
     name = sweep.run_name(overrides)
     alone = loop.train_and_evaluate(sweep.apply_overrides(base, overrides), str(tmp_path / name))
     assert summaries[name]['status'] == alone['status'] == 'completed'
-    np.testing.assert_allclose(summaries[name]['eval_loss'], alone['eval_loss'], rtol=RTOL, atol=ATOL,
-                               err_msg=name)
+    np.testing.assert_allclose(summaries[name]['eval_loss'], alone['eval_loss'], rtol=RTOL, atol=ATOL, err_msg=name)
     got = read_jsonl(str(tmp_path / 'sweep' / 'runs' / name / 'metrics.jsonl'))
     want = read_jsonl(str(tmp_path / name / 'metrics.jsonl'))
     for g, w in zip(got, want, strict=True):
@@ -59,9 +62,16 @@ def assert_group_equals_lone(base, grid, tmp_path):
 
 def test_traced_keys():
   assert train.TRACED_KEYS == (
-      'train.learning_rate', 'train.weight_decay', 'model.dropout_rate', 'model.moe.load_balance_coef',
-      'model.moe.z_loss_coef', 'model.moe.bias_update_rate', 'model.moe.jitter', 'task.feature_sparsity',
-      'task.noise_std')
+    'train.learning_rate',
+    'train.weight_decay',
+    'model.dropout_rate',
+    'model.moe.load_balance_coef',
+    'model.moe.z_loss_coef',
+    'model.moe.bias_update_rate',
+    'model.moe.jitter',
+    'task.feature_sparsity',
+    'task.noise_std',
+  )
   assert sweep.VMAPPED_KEYS == ('train.seed', *train.TRACED_KEYS)
   # every traced key is a config key, and each model key names the Hyper variables that read it
   flat = config_lib.flat_keys(config_lib.default_config())
@@ -150,8 +160,7 @@ def test_moe_zero_on_a_compiled_in_path_is_bit_identical():
 @pytest.mark.slow  # one group and three lone runs through the loop (~25 s)
 def test_dropout_and_label_noise_vmapped_equal_lone_runs(tmp_path):
   base = teacher_student()
-  grid = [{'model.dropout_rate': 0.0}, {'model.dropout_rate': 0.3},
-          {'model.dropout_rate': 0.0, 'task.noise_std': 0.5}]
+  grid = [{'model.dropout_rate': 0.0}, {'model.dropout_rate': 0.3}, {'model.dropout_rate': 0.0, 'task.noise_std': 0.5}]
   summaries = assert_group_equals_lone(base, grid, tmp_path)
   plain = summaries['dropout_rate=0.0']
   # each value was really used, per run
@@ -166,8 +175,10 @@ def test_moe_balancing_scalars_vmapped_equal_lone_runs(tmp_path):
   values = {'load_balance_coef': 0.5, 'z_loss_coef': 0.1, 'bias_update_rate': 0.01, 'jitter': 0.2}
   grid = [{'model.moe.jitter': 0.0}] + [{f'model.moe.{k}': v} for k, v in values.items()]
   summaries = assert_group_equals_lone(base, grid, tmp_path)
-  lines = {sweep.run_name(o): read_jsonl(str(tmp_path / 'sweep' / 'runs' / sweep.run_name(o) / 'metrics.jsonl'))[-1]
-           for o in grid}
+  lines = {
+    sweep.run_name(o): read_jsonl(str(tmp_path / 'sweep' / 'runs' / sweep.run_name(o) / 'metrics.jsonl'))[-1]
+    for o in grid
+  }
   plain = lines['jitter=0.0']
   assert plain['total_loss'] == plain['loss']  # no aux loss at coefficients 0
   lb, z = lines['load_balance_coef=0.5'], lines['z_loss_coef=0.1']

@@ -6,17 +6,19 @@ import subprocess
 import sys
 
 import chex
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from flax import nnx
 
 import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
-from ffn_research import loop, optim, train
+from ffn_research import loop
+from ffn_research import optim
+from ffn_research import train
 from tests.conftest import REPO_ROOT
 
 
@@ -51,8 +53,9 @@ def test_vmap_over_seeds_equals_separate_runs(exp):
   states, vmetrics = vchunk(states, 20)
   for i, seed in enumerate([0, 1]):
     state, metrics = chunk(init(seed), 20)
-    chex.assert_trees_all_close(jax.tree.map(lambda x: x[i], states['params']), state['params'],
-                                rtol=1e-5, atol=1e-6)
+    chex.assert_trees_all_close(
+      jax.tree.map(lambda x, i=i: x[i], states['params']), state['params'], rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(vmetrics['loss'][i], metrics['loss'], rtol=1e-5)
   # The two seeds really are different runs.
   assert not np.allclose(states['params']['w1'][...][0], states['params']['w1'][...][1])
@@ -73,19 +76,33 @@ def test_train_step_compiles_once(exp):
   assert int(state['step']) == 15
 
 
-@pytest.mark.parametrize('overrides', [
+@pytest.mark.parametrize(
+  'overrides',
+  [
     {},  # the regression FFN
-    pytest.param({'model.arch': 'transformer', 'model.d_model': 8, 'model.num_heads': 2, 'model.num_layers': 1,
-                  'task.name': 'memorization', 'task.num_facts': 32, 'task.num_relations': 4,
-                  'task.vocab_size': 8}, marks=pytest.mark.slow),
+    pytest.param(
+      {
+        'model.arch': 'transformer',
+        'model.d_model': 8,
+        'model.num_heads': 2,
+        'model.num_layers': 1,
+        'task.name': 'memorization',
+        'task.num_facts': 32,
+        'task.num_relations': 4,
+        'task.vocab_size': 8,
+      },
+      marks=pytest.mark.slow,
+    ),
     {'model.moe.num_experts': 4, 'model.moe.top_k': 2},  # MoE: the optimizer on the parameter tree
-])
+  ],
+)
 def test_train_step_matches_per_array_optax(overrides):
   """The step (a flat parameter vector for dense models, the tree for MoE; logits at scored positions
   only) against plain optax on the parameter tree with full logits: same parameters and norms after
   3 steps, to float32 rounding."""
-  e = train.Experiment(tiny_config(**{'train.optimizer': 'adamw', 'train.weight_decay': 0.1,
-                                      'train.grad_clip': 0.5, **overrides}))
+  e = train.Experiment(
+    tiny_config(**{'train.optimizer': 'adamw', 'train.weight_decay': 0.1, 'train.grad_clip': 0.5, **overrides})
+  )
   state = jax.jit(e.init)(0)
   batch = jax.jit(e.task.sample_batch)(state['data'], jax.random.PRNGKey(3))
   rng = jax.random.PRNGKey(4)
@@ -106,7 +123,7 @@ def test_train_step_matches_per_array_optax(overrides):
     params, opt_state, metrics = step(params, opt_state, batch, rng)
     ref_w, ref_opt, ref_grad_norm = reference(ref_w, ref_opt)
   got = nnx.split_state(params, nnx.Param, ...)[0]
-  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_w)):
+  for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(ref_w), strict=True):
     np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
   np.testing.assert_allclose(metrics['grad_norm'], ref_grad_norm, rtol=1e-5)
   np.testing.assert_allclose(metrics['param_norm'], optax.tree.norm(ref_w), rtol=1e-5)
@@ -151,8 +168,9 @@ def test_schedules(schedule):
 
 @pytest.mark.parametrize('optimizer', list(optim.OPTIMIZERS))
 def test_optimizers_train(optimizer):
-  config = tiny_config(**{'train.optimizer': optimizer, 'train.steps': 100,
-                          'train.learning_rate': 1e-2 if optimizer != 'lion' else 1e-3})
+  config = tiny_config(
+    **{'train.optimizer': optimizer, 'train.steps': 100, 'train.learning_rate': 1e-2 if optimizer != 'lion' else 1e-3}
+  )
   exp = train.Experiment(config)
   chunk = jax.jit(exp.train_chunk, static_argnums=1)
   state, m0 = chunk(jax.jit(exp.init)(0), 50)
@@ -161,9 +179,16 @@ def test_optimizers_train(optimizer):
 
 
 def test_grad_clip_bounds_update_of_sgd():
-  config = tiny_config(**{'train.optimizer': 'sgd', 'train.momentum': 0.0, 'train.grad_clip': 1e-3,
-                          'train.schedule': 'constant', 'train.warmup_steps': 0,
-                          'train.learning_rate': 1.0})
+  config = tiny_config(
+    **{
+      'train.optimizer': 'sgd',
+      'train.momentum': 0.0,
+      'train.grad_clip': 1e-3,
+      'train.schedule': 'constant',
+      'train.warmup_steps': 0,
+      'train.learning_rate': 1.0,
+    }
+  )
   exp = train.Experiment(config)
   state = jax.jit(exp.init)(0)
   batch = exp.task.sample_batch(state['data'], jax.random.PRNGKey(0))
@@ -183,13 +208,13 @@ def test_outputs_in_workdir(tmp_path):
   config = tiny_config(**{'task.name': 'random_labels', 'model.d_model': 4, 'task.num_points': 32})
   summary = loop.train_and_evaluate(config, str(tmp_path))
   assert json.load(open(tmp_path / 'config.json')) == config.to_dict()
-  lines = [json.loads(l) for l in open(tmp_path / 'metrics.jsonl')]
-  assert [l['step'] for l in lines] == [50, 100, 150, 200]
-  assert all({'loss', 'learning_rate', 'grad_norm', 'param_norm', 'update_norm', 'steps_per_s'} <= l.keys()
-             for l in lines)
+  lines = [json.loads(line) for line in open(tmp_path / 'metrics.jsonl')]
+  assert [line['step'] for line in lines] == [50, 100, 150, 200]
+  assert all(
+    {'loss', 'learning_rate', 'grad_norm', 'param_norm', 'update_norm', 'steps_per_s'} <= line.keys() for line in lines
+  )
   on_disk = json.load(open(tmp_path / 'summary.json'))
-  for key in ('status', 'num_params', 'final_loss', 'eval_loss', 'wall_time_s', 'fraction_fitted',
-              'points_fitted'):
+  for key in ('status', 'num_params', 'final_loss', 'eval_loss', 'wall_time_s', 'fraction_fitted', 'points_fitted'):
     assert key in on_disk, key
   assert on_disk['status'] == 'completed' and on_disk == io_lib.json_safe(summary)
   assert on_disk['num_params'] == 4 * 16 + 16 * 1 + 16 + 1  # d_model 4 -> 16 -> 1 output
@@ -202,8 +227,15 @@ def test_outputs_in_workdir(tmp_path):
 
 
 def test_divergence_is_a_status(tmp_path):
-  config = tiny_config(**{'train.optimizer': 'sgd', 'train.learning_rate': 100.0, 'train.grad_clip': 0.0,
-                          'train.warmup_steps': 0, 'train.schedule': 'constant'})
+  config = tiny_config(
+    **{
+      'train.optimizer': 'sgd',
+      'train.learning_rate': 100.0,
+      'train.grad_clip': 0.0,
+      'train.warmup_steps': 0,
+      'train.schedule': 'constant',
+    }
+  )
   summary = loop.train_and_evaluate(config, str(tmp_path))
   assert summary['status'] == 'diverged'
   assert 1 <= summary['diverged_step'] <= 50
@@ -220,6 +252,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, monkeypatch):
     original(self, step, metrics)
     if step == 150:
       raise KeyboardInterrupt  # like Ctrl-C or a SLURM kill
+
   monkeypatch.setattr(io_lib.MetricsLog, 'write', write_then_die)
   with pytest.raises(KeyboardInterrupt):
     loop.train_and_evaluate(config, str(tmp_path / 'run'))
@@ -229,22 +262,27 @@ def test_resume_after_kill_matches_uninterrupted_run(tmp_path, monkeypatch):
   resumed = loop.train_and_evaluate(config, str(tmp_path / 'run'))  # restarts from the step-100 checkpoint
   assert resumed['status'] == 'completed'
   assert resumed['eval_loss'] == reference['eval_loss']
-  assert [json.loads(l)['step'] for l in open(tmp_path / 'run' / 'metrics.jsonl')] == [50, 100, 150, 200]
+  assert [json.loads(line)['step'] for line in open(tmp_path / 'run' / 'metrics.jsonl')] == [50, 100, 150, 200]
   # A completed workdir is not rerun; a different config is refused.
   assert loop.train_and_evaluate(config, str(tmp_path / 'run'))['eval_loss'] == reference['eval_loss']
   with pytest.raises(io_lib.WorkdirConfigMismatch, match='model.d_ff'):
     loop.train_and_evaluate(tiny_config(**{'model.d_ff': 8}), str(tmp_path / 'run'))
   # A dense run ignores model.moe.*: a changed MoE key (e.g. a new default) does not block it.
-  assert loop.train_and_evaluate(tiny_config(**{'model.moe.top_k': 3}),
-                                 str(tmp_path / 'run'))['eval_loss'] == reference['eval_loss']
+  assert (
+    loop.train_and_evaluate(tiny_config(**{'model.moe.top_k': 3}), str(tmp_path / 'run'))['eval_loss']
+    == reference['eval_loss']
+  )
   with pytest.raises(io_lib.WorkdirConfigMismatch, match='model.moe.num_experts'):
     loop.train_and_evaluate(tiny_config(**{'model.moe.num_experts': 4}), str(tmp_path / 'run'))
 
 
-@pytest.mark.parametrize('arg,metric,bound', [
+@pytest.mark.parametrize(
+  'arg,metric,bound',
+  [
     ('teacher_student', 'eval_relative_mse', 0.5),
     ('random_labels', 'fraction_fitted', None),
-])
+  ],
+)
 def test_regression_tasks_learn(tmp_path, arg, metric, bound):
   config = tiny_config(**{'train.steps': 300, 'train.learning_rate': 3e-2})
   config.task.name = arg
@@ -262,13 +300,25 @@ def test_regression_tasks_learn(tmp_path, arg, metric, bound):
 
 def test_cli_trains_and_loss_goes_down(tmp_path):
   proc = subprocess.run(
-      [sys.executable, '-m', 'experiments.train', '--config=configs/regression.py',
-       f'--workdir={tmp_path}', '--config.train.steps=300', '--config.train.log_every=100',
-       '--config.model.d_ff=32', '--config.model.activation=swiglu'],
-      cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    [
+      sys.executable,
+      '-m',
+      'experiments.train',
+      '--config=configs/regression.py',
+      f'--workdir={tmp_path}',
+      '--config.train.steps=300',
+      '--config.train.log_every=100',
+      '--config.model.d_ff=32',
+      '--config.model.activation=swiglu',
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr
   assert 'steps/s' in proc.stdout and 'summary:' in proc.stdout
-  losses = [json.loads(l)['loss'] for l in open(tmp_path / 'metrics.jsonl')]
+  losses = [json.loads(line)['loss'] for line in open(tmp_path / 'metrics.jsonl')]
   assert len(losses) == 3 and losses[-1] < 0.1 * losses[0]
   summary = json.load(open(tmp_path / 'summary.json'))
   assert summary['status'] == 'completed' and summary['sup_error'] < 0.5
@@ -289,11 +339,11 @@ def test_load_run_reproduces_eval_loss_exactly(tmp_path):
 
 def test_eval_every_logs_held_out_metrics_during_training(tmp_path):
   summary = loop.train_and_evaluate(tiny_config(**{'train.eval_every': 100}), str(tmp_path))
-  lines = [json.loads(l) for l in open(tmp_path / 'metrics.jsonl')]
-  assert [l['step'] for l in lines if 'eval/loss' in l] == [100, 200]
+  lines = [json.loads(line) for line in open(tmp_path / 'metrics.jsonl')]
+  assert [line['step'] for line in lines if 'eval/loss' in line] == [100, 200]
   assert lines[-1]['eval/loss'] == summary['eval_loss'] and lines[-1]['eval/sup_error'] == summary['sup_error']
   assert lines[1]['eval/loss'] > lines[-1]['eval/loss']
-  assert 'initial_loss' in lines[0] and all('initial_loss' not in l for l in lines[1:])
+  assert 'initial_loss' in lines[0] and all('initial_loss' not in line for line in lines[1:])
 
 
 def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
@@ -304,8 +354,13 @@ def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
 
 def test_eval_log_names_keep_training_and_held_out_metrics_apart():
   evals = {'eval_loss': 1.0, 'train_loss': 0.5, 'accuracy': 0.9, 'eval_accuracy': 0.4, 'sup_error': 0.1}
-  assert loop.eval_log_names(evals) == {'eval/loss': 1.0, 'eval/train_loss': 0.5, 'eval/train_accuracy': 0.9,
-                                        'eval/accuracy': 0.4, 'eval/sup_error': 0.1}
+  assert loop.eval_log_names(evals) == {
+    'eval/loss': 1.0,
+    'eval/train_loss': 0.5,
+    'eval/train_accuracy': 0.9,
+    'eval/accuracy': 0.4,
+    'eval/sup_error': 0.1,
+  }
 
 
 def test_metrics_log_does_not_import_torch(tmp_path):
@@ -314,9 +369,11 @@ def test_metrics_log_does_not_import_torch(tmp_path):
   fake = tmp_path / 'fake' / 'torch'
   fake.mkdir(parents=True)
   (fake / '__init__.py').write_text(f'open({str(tmp_path / "imported")!r}, "w").close()\nTensor = object\n')
-  code = ('import sys, tempfile\nfrom ffn_research import io\n'
-          'log = io.MetricsLog(tempfile.mkdtemp()); log.write(1, {"loss": 0.5}); log.close()\n'
-          'assert "torch" not in sys.modules\nimport torch\nprint("torch importable after")\n')
+  code = (
+    'import sys, tempfile\nfrom ffn_research import io\n'
+    'log = io.MetricsLog(tempfile.mkdtemp()); log.write(1, {"loss": 0.5}); log.close()\n'
+    'assert "torch" not in sys.modules\nimport torch\nprint("torch importable after")\n'
+  )
   env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path / 'fake'), REPO_ROOT])}
   proc = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]

@@ -7,18 +7,20 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import nnx
 
 from ffn_research import config as config_lib
+from ffn_research import models
+from ffn_research import train
 from ffn_research import validation
-from ffn_research import models, train
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
-from ffn_research.models import sublayer, transformer
+from ffn_research.models import sublayer
+from ffn_research.models import transformer
 from ffn_research.tasks import sequence
 from tests.conftest import REPO_ROOT
 
@@ -50,8 +52,10 @@ def subtree_size(modules) -> int:
   return sum(ffn_lib.param_tree_size(m) for m in modules if m is not None)
 
 
-@pytest.mark.parametrize('arch,positions', [('transformer', 'learned'), ('transformer', 'rotary'),
-                                            ('transformer', 'none'), ('ffn_stack', 'learned')])
+@pytest.mark.parametrize(
+  'arch,positions',
+  [('transformer', 'learned'), ('transformer', 'rotary'), ('transformer', 'none'), ('ffn_stack', 'learned')],
+)
 def test_causal_through_gradients(arch, positions):
   model = build(model_config(arch=arch, positions=positions))
   x_BxTxD = model.embed_tokens(tokens())
@@ -96,21 +100,30 @@ def token_leak(config, train: bool, seed=0):
   for t in (0, 3, 6):
     x = draws.integers(0, VOCAB, (MOE_BATCH, MOE_SEQ))
     y = x.copy()
-    y[0, t + 1:] = (x[0, t + 1:] + draws.integers(1, VOCAB, MOE_SEQ - t - 1)) % VOCAB
+    y[0, t + 1 :] = (x[0, t + 1 :] + draws.integers(1, VOCAB, MOE_SEQ - t - 1)) % VOCAB
     (a, da), (b, _) = run(jnp.asarray(x)), run(jnp.asarray(y))
     a, b = np.asarray(a), np.asarray(b)
-    earlier = max(earlier, float(np.abs(a[0, :t + 1] - b[0, :t + 1]).max()))
+    earlier = max(earlier, float(np.abs(a[0, : t + 1] - b[0, : t + 1]).max()))
     other = max(other, float(np.abs(a[1:] - b[1:]).max()))
     dropped = min(dropped, float(da))
   return earlier, other, dropped
 
 
-CAUSAL_ROUTINGS = [('topk_softmax', 2, 0.5), ('softmax_topk', 2, 0.5), ('sigmoid', 2, 0.5),
-                   ('topk_softmax', 1, 0.5), ('topk_softmax', 2, 1.25), ('softmax_topk', 2, 0.0)]
+CAUSAL_ROUTINGS = [
+  ('topk_softmax', 2, 0.5),
+  ('softmax_topk', 2, 0.5),
+  ('sigmoid', 2, 0.5),
+  ('topk_softmax', 1, 0.5),
+  ('topk_softmax', 2, 1.25),
+  ('softmax_topk', 2, 0.0),
+]
 # Every router x capacity with the CPU default dispatch in the default run; the other dispatches
 # (they share the capacity plan) on two routings there, and on all of them in the slow run.
-CAUSAL_CASES = [pytest.param(d, *r, marks=() if d == 'sort' or r in CAUSAL_ROUTINGS[::5] else pytest.mark.slow)
-                for d in ('sort', 'einsum', 'ragged') for r in CAUSAL_ROUTINGS]
+CAUSAL_CASES = [
+  pytest.param(d, *r, marks=() if d == 'sort' or r in CAUSAL_ROUTINGS[::5] else pytest.mark.slow)
+  for d in ('sort', 'einsum', 'ragged')
+  for r in CAUSAL_ROUTINGS
+]
 
 
 @pytest.mark.parametrize('dispatch,router,k,cf', CAUSAL_CASES)
@@ -119,10 +132,10 @@ def test_moe_transformer_is_causal_and_per_sequence(dispatch, router, k, cf):
   sequences moves when later tokens change, in training and in evaluation (float rounding only)."""
   config = moe_model_config(router=router, top_k=k, capacity_factor=cf, dispatch=dispatch)
   validation.validate(config)
-  for train in (True, False):
-    earlier, other, dropped = token_leak(config, train)
-    assert earlier <= 1e-5 and other <= 1e-5, (train, earlier, other)
-    if train and cf == 0.5:
+  for training in (True, False):
+    earlier, other, dropped = token_leak(config, training)
+    assert earlier <= 1e-5 and other <= 1e-5, (training, earlier, other)
+    if training and cf == 0.5:
       assert dropped > 0  # the capacity limit is really exercised
 
 
@@ -144,12 +157,15 @@ def test_moe_evaluation_does_not_depend_on_chunking():
   np.testing.assert_array_equal(correct_chunked, correct_whole)
 
 
-@pytest.mark.parametrize('moe,where', [
+@pytest.mark.parametrize(
+  'moe,where',
+  [
     (dict(router='expert_choice', top_k=1, capacity_factor=1.0), 'earlier'),
     (dict(router='soft', slots_per_expert=2), 'earlier'),  # every slot averages its whole sequence
     (dict(capacity_factor=0.5, capacity_scope='batch'), 'other'),
     (dict(capacity_factor=0.5, drop_priority='score', router='softmax_topk'), 'earlier'),
-])
+  ],
+)
 def test_noncausal_moe_is_refused_and_the_probe_sees_its_leak(moe, where):
   """The settings that leak are refused in one line; accepted with allow_noncausal, the probe above
   detects their leak (so it can fail), and the run summary names it (models.run_notes)."""
@@ -182,22 +198,28 @@ def test_positions_give_those_logits_and_the_same_aux(arch):
   assert some.shape == (BATCH, SEQ_LEN - 2, VOCAB)
   np.testing.assert_allclose(some, full[:, 2:], rtol=1e-6, atol=1e-6)
   assert jax.tree.structure(aux) == jax.tree.structure(some_aux)
-  for a, b in zip(jax.tree.leaves(aux), jax.tree.leaves(some_aux)):
+  for a, b in zip(jax.tree.leaves(aux), jax.tree.leaves(some_aux), strict=True):
     np.testing.assert_array_equal(a, b)
 
 
 COUNT_CASES = [
-    dict(arch=arch, norm=norm, positions=positions, tie_embeddings=tie, use_ffn=use_ffn,
-         activation=act, use_bias=bias)
-    for arch, norm, positions, tie, use_ffn, act, bias in itertools.product(
-        ['transformer', 'ffn_stack'], ['rmsnorm', 'layernorm'], ['learned', 'rotary', 'none'],
-        [False, True], [True, False], ['relu', 'swiglu'], [True, False])
-    if not (arch == 'ffn_stack' and (positions == 'rotary' or not use_ffn))
+  dict(arch=arch, norm=norm, positions=positions, tie_embeddings=tie, use_ffn=use_ffn, activation=act, use_bias=bias)
+  for arch, norm, positions, tie, use_ffn, act, bias in itertools.product(
+    ['transformer', 'ffn_stack'],
+    ['rmsnorm', 'layernorm'],
+    ['learned', 'rotary', 'none'],
+    [False, True],
+    [True, False],
+    ['relu', 'swiglu'],
+    [True, False],
+  )
+  if not (arch == 'ffn_stack' and (positions == 'rotary' or not use_ffn))
 ]
 
 
-@pytest.mark.parametrize('overrides', COUNT_CASES[::4] + COUNT_CASES[1::9],
-                         ids=lambda o: '-'.join(str(v) for v in o.values()))
+@pytest.mark.parametrize(
+  'overrides', COUNT_CASES[::4] + COUNT_CASES[1::9], ids=lambda o: '-'.join(str(v) for v in o.values())
+)
 def test_param_counts_exact(overrides):
   config = model_config(num_layers=3, **overrides)
   transformer.validate(config.model)
@@ -234,8 +256,7 @@ def test_rotary_preserves_norms_and_depends_on_offsets_only():
   q_1xTx1xK = jax.random.normal(jax.random.PRNGKey(0), (1, 1, 1, 6)) * jnp.ones((1, 7, 1, 1))
   k_1xTx1xK = jax.random.normal(jax.random.PRNGKey(1), (1, 1, 1, 6)) * jnp.ones((1, 7, 1, 1))
   rq, rk = (jax.jit(transformer.rotary)(x)[0, :, 0] for x in (q_1xTx1xK, k_1xTx1xK))
-  np.testing.assert_allclose(jnp.linalg.norm(rq, axis=-1), jnp.linalg.norm(q_1xTx1xK[0, :, 0], axis=-1),
-                             rtol=1e-5)
+  np.testing.assert_allclose(jnp.linalg.norm(rq, axis=-1), jnp.linalg.norm(q_1xTx1xK[0, :, 0], axis=-1), rtol=1e-5)
   dots_TxT = rq @ rk.T  # the same vectors at every position: dots depend on t - s only
   for offset in range(-6, 7):
     diag = jnp.diagonal(dots_TxT, offset)
@@ -283,14 +304,17 @@ def test_without_ffn_there_is_no_ffn_and_no_aux():
   model.after_step({})
 
 
-@pytest.mark.parametrize('overrides,key', [
+@pytest.mark.parametrize(
+  'overrides,key',
+  [
     (dict(arch='ffn_stack', positions='rotary'), 'model.positions'),
     (dict(arch='ffn_stack', use_ffn=False), 'model.use_ffn'),
     (dict(num_heads=3), 'model.d_model'),
     (dict(d_model=6, num_heads=2, positions='rotary'), 'model.positions'),
     (dict(norm='batchnorm'), 'model.norm'),
     (dict(num_layers=0), 'model.num_layers'),
-])
+  ],
+)
 def test_invalid_model_configs_name_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key):
     validation.validate(model_config(**overrides))
@@ -317,16 +341,18 @@ def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
   after, _ = exp.train_chunk(state, 3)
   frozen = {'embed', 'pos_embed', 'unembed'}
   changed = {}
-  for (path, before), (_, now) in zip(nnx.to_flat_state(state['params']), nnx.to_flat_state(after['params'])):
-    changed['/'.join(map(str, path))] = int(np.asarray(before[...]).size) if not np.array_equal(
-        np.asarray(before[...]), np.asarray(now[...])) else 0
+  for (path, before), (_, now) in zip(
+    nnx.to_flat_state(state['params']), nnx.to_flat_state(after['params']), strict=True
+  ):
+    changed['/'.join(map(str, path))] = (
+      int(np.asarray(before[...]).size) if not np.array_equal(np.asarray(before[...]), np.asarray(now[...])) else 0
+    )
     if path[0] in frozen:
       np.testing.assert_array_equal(np.asarray(before[...]), np.asarray(now[...]))
   # Every trainable parameter moved; their count is num_trainable_params.
   assert sum(changed.values()) == exp.counts['num_trainable_params']
   c = exp.counts
-  assert c['num_trainable_params'] == (c['num_params'] - c['num_embedding_params']
-                                       - c['num_unembedding_params'])
+  assert c['num_trainable_params'] == (c['num_params'] - c['num_embedding_params'] - c['num_unembedding_params'])
   # Without freezing the embeddings move too and everything is trainable.
   config.model.freeze_embeddings = False
   exp = train.Experiment(config)
@@ -347,8 +373,12 @@ def test_freeze_embeddings_needs_a_sequence_model():
 def test_profile_step_entry_point(tmp_path):
   """python -m experiments.profile_step runs and writes one row per batch size with positive figures."""
   out = tmp_path / 'profile.json'
-  proc = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--batch_sizes=8',
-                         '--repeats=1', f'--json={out}'], cwd=REPO_ROOT, capture_output=True, text=True)
+  proc = subprocess.run(
+    [sys.executable, '-m', 'experiments.profile_step', '--batch_sizes=8', '--repeats=1', f'--json={out}'],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   rows = json.loads(out.read_text())['rows']
   assert [r['name'] for r in rows] == ['batch 8'] and rows[0]['num_params'] == 91_488
@@ -360,9 +390,21 @@ def test_profile_step_entry_point(tmp_path):
 def test_profile_step_group_variants(tmp_path):
   """--group --variants times each variant and counts its FLOPs: without attention, fewer FLOPs."""
   out = tmp_path / 'group.json'
-  proc = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--group=2', '--d_models=8',
-                         '--chunks=1', '--variants=default,no_attention', f'--json={out}'],
-                        cwd=REPO_ROOT, capture_output=True, text=True)
+  proc = subprocess.run(
+    [
+      sys.executable,
+      '-m',
+      'experiments.profile_step',
+      '--group=2',
+      '--d_models=8',
+      '--chunks=1',
+      '--variants=default,no_attention',
+      f'--json={out}',
+    ],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   rows = {r['variant']: r for r in json.loads(out.read_text())['rows']}
   assert sorted(rows) == ['default', 'no_attention']
@@ -372,6 +414,10 @@ def test_profile_step_group_variants(tmp_path):
     assert r['gflops'] == pytest.approx(r['gflop_per_step'] / r['ms_per_step'] * 1e3)
   assert rows['no_attention']['gflop_per_step'] < rows['default']['gflop_per_step']
   assert proc.stdout.count('# language, group of 2 seeds, d_model 8, ') == 2
-  bad = subprocess.run([sys.executable, '-m', 'experiments.profile_step', '--group=2', '--variants=nope'],
-                       cwd=REPO_ROOT, capture_output=True, text=True)
+  bad = subprocess.run(
+    [sys.executable, '-m', 'experiments.profile_step', '--group=2', '--variants=nope'],
+    cwd=REPO_ROOT,
+    capture_output=True,
+    text=True,
+  )
   assert bad.returncode != 0 and 'unknown --variants nope' in bad.stderr

@@ -5,9 +5,9 @@ import os
 import re
 
 import jupytext
+from nbclient import NotebookClient
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from tests.conftest import REPO_ROOT
 
@@ -24,10 +24,12 @@ def _cells(nb):
 def test_notebook_is_its_source_converted_and_has_no_outputs():
   nb = nbformat.read(NOTEBOOK, as_version=4)
   assert _cells(nb) == _cells(jupytext.read(SOURCE)), (
-      'docs/tutorial.ipynb is out of sync with docs/tutorial.py: run `jupytext --sync docs/tutorial.py`')
+    'docs/tutorial.ipynb is out of sync with docs/tutorial.py: run `jupytext --sync docs/tutorial.py`'
+  )
   code = [c for c in nb.cells if c.cell_type == 'code']
   assert code and all(c.outputs == [] and c.execution_count is None for c in code), (
-      'strip the outputs: `jupytext --sync docs/tutorial.py` after clearing them')
+    'strip the outputs: `jupytext --sync docs/tutorial.py` after clearing them'
+  )
 
 
 def figures_per_section(nb) -> dict[int, int]:
@@ -52,8 +54,9 @@ def test_notebook_runs_end_to_end(tmp_path, monkeypatch):
   monkeypatch.setenv('PYTHONPATH', os.pathsep.join(p for p in (REPO_ROOT, os.environ.get('PYTHONPATH')) if p))
   monkeypatch.setenv('TMPDIR', str(tmp_path))
   nb = nbformat.read(NOTEBOOK, as_version=4)
-  NotebookClient(nb, timeout=600, kernel_name='python3',
-                 resources={'metadata': {'path': str(tmp_path)}}).execute()  # raises on an error cell
+  NotebookClient(
+    nb, timeout=600, kernel_name='python3', resources={'metadata': {'path': str(tmp_path)}}
+  ).execute()  # raises on an error cell
   errors = [o for c in nb.cells if c.cell_type == 'code' for o in c.outputs if o.output_type == 'error']
   assert not errors
   assert figures_per_section(nb) == FIGURES

@@ -8,8 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ffn_research import stats, sweep, train
-from ffn_research.ablations import base, regime
+from ffn_research import stats
+from ffn_research import sweep
+from ffn_research import train
+from ffn_research.ablations import base
+from ffn_research.ablations import regime
 from ffn_research.ablations import universal_approximation as ua
 
 R, NR, INV, INC = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INVALID, stats.INCONCLUSIVE
@@ -24,15 +27,15 @@ def _galerkin_nodal_values(nodes: np.ndarray) -> np.ndarray:
   for e in range(k - 1):
     a, c = nodes[e], nodes[e + 1]
     h = c - a
-    mass[e:e + 2, e:e + 2] += h * np.array([[1 / 3, 1 / 6], [1 / 6, 1 / 3]])
-    i2, i3 = (c ** 3 - a ** 3) / 3, (c ** 4 - a ** 4) / 4   # int x^2, int x^3 over [a, c]
+    mass[e : e + 2, e : e + 2] += h * np.array([[1 / 3, 1 / 6], [1 / 6, 1 / 3]])
+    i2, i3 = (c**3 - a**3) / 3, (c**4 - a**4) / 4  # int x^2, int x^3 over [a, c]
     load[e] += (c * i2 - i3) / h
     load[e + 1] += (i3 - a * i2) / h
   return np.linalg.solve(mass, load)
 
 
 def _dense_points(m=20_000):
-  return -1 + (np.arange(m) + 0.5) * 2 / m   # midpoints: discrete least squares -> the L2 projection
+  return -1 + (np.arange(m) + 0.5) * 2 / m  # midpoints: discrete least squares -> the L2 projection
 
 
 @pytest.mark.parametrize('n', [7, 15, 31])
@@ -41,8 +44,8 @@ def test_equal_kinks_least_squares_has_the_closed_form_error(n):
   error is h^2/6 = 2/(3 (N+1)^2) (nodes lie on the grid when N + 1 is a power of 2)."""
   h = 2 / (n + 1)
   nodes = np.concatenate([[-1], ua.equal_kinks(n), [1]])
-  np.testing.assert_allclose(_galerkin_nodal_values(nodes) - nodes ** 2, -h ** 2 / 6, rtol=1e-9)
-  assert ua.lstsq_sup_error(_dense_points(), ua.equal_kinks(n), GRID) == pytest.approx(h ** 2 / 6, rel=1e-3)
+  np.testing.assert_allclose(_galerkin_nodal_values(nodes) - nodes**2, -(h**2) / 6, rtol=1e-9)
+  assert ua.lstsq_sup_error(_dense_points(), ua.equal_kinks(n), GRID) == pytest.approx(h**2 / 6, rel=1e-3)
   assert ua.lstsq_sup_error(_dense_points(), ua.equal_kinks(n), GRID) >= ua.grid_lower_bound(n, GRID)
 
 
@@ -50,10 +53,10 @@ def test_equal_kinks_least_squares_has_the_closed_form_error(n):
 def test_random_kinks_least_squares_matches_galerkin(n, seed):
   kinks = ua.random_kinks(n, seed)
   assert np.all(np.diff(kinks) > 0) and kinks.min() >= -1 and kinks.max() <= 1 and len(kinks) == n
-  np.testing.assert_array_equal(kinks, ua.random_kinks(n, seed))            # reproducible per (seed, N)
+  np.testing.assert_array_equal(kinks, ua.random_kinks(n, seed))  # reproducible per (seed, N)
   nodes = np.concatenate([[-1], kinks, [1]])
   grid = np.linspace(-1, 1, GRID)
-  expected = np.max(np.abs(np.interp(grid, nodes, _galerkin_nodal_values(nodes)) - grid ** 2))
+  expected = np.max(np.abs(np.interp(grid, nodes, _galerkin_nodal_values(nodes)) - grid**2))
   assert ua.lstsq_sup_error(_dense_points(), kinks, GRID) == pytest.approx(expected, rel=1e-3)
 
 
@@ -61,23 +64,27 @@ def test_relu_basis_spans_piecewise_linear_functions():
   x = np.linspace(-1, 1, 101)
   basis = ua.relu_basis(x, np.array([-0.5, 0.0, 0.5]))
   assert basis.shape == (101, 5)
-  target = np.abs(x) + 0.3 * np.maximum(x - 0.5, 0) - 2 * x + 1   # kinks at 0 and 0.5 only
+  target = np.abs(x) + 0.3 * np.maximum(x - 0.5, 0) - 2 * x + 1  # kinks at 0 and 0.5 only
   coef = np.linalg.lstsq(basis, target, rcond=None)[0]
   np.testing.assert_allclose(coef, [1, -3, 0, 2, 0.3], atol=1e-10)
 
 
 def test_collapse_detection():
   np.testing.assert_array_equal(ua.collapsed([0.5, 0.125, 0.1249, 1e-3, 1.2]), [True, True, False, False, True])
-  assert ua.COLLAPSE_ERROR == pytest.approx(float(ua.optimum(2)))   # the best one-kink (two-piece) error
-  rows = pd.DataFrame([{ua.N: n, ua.SEED: s, 'sup_error': e}
-                       for n, s, e in [(4, 0, 0.01), (8, 0, 0.5), (8, 1, 0.01), (16, 0, 0.2), (16, 1, 0.003)]])
+  assert ua.COLLAPSE_ERROR == pytest.approx(float(ua.optimum(2)))  # the best one-kink (two-piece) error
+  rows = pd.DataFrame(
+    [
+      {ua.N: n, ua.SEED: s, 'sup_error': e}
+      for n, s, e in [(4, 0, 0.01), (8, 0, 0.5), (8, 1, 0.01), (16, 0, 0.2), (16, 1, 0.003)]
+    ]
+  )
   fit = ua.fitted(rows)
-  assert list(zip(fit[ua.N], fit[ua.SEED])) == [(8, 1), (16, 1)]   # N < 8 and collapsed runs dropped
+  assert list(zip(fit[ua.N], fit[ua.SEED], strict=True)) == [(8, 1), (16, 1)]  # N < 8 and collapsed runs dropped
 
 
 def test_collect_floors_the_loss_and_computes_the_seeds_baselines(tmp_path):
   config = ua._base()
-  config.task.num_train = 512   # a smaller training set: the baselines come from the run's own points
+  config.task.num_train = 512  # a smaller training set: the baselines come from the run's own points
   (tmp_path / 'config.json').write_text(json.dumps(config.to_dict()))
   out = ua.collect(str(tmp_path), {'final_loss': 3e-15, 'arm': ua.RELU, ua.SEED: 2, 'model.d_ff': 8})
   assert out['tuning_loss'] == ua.LOSS_FLOOR
@@ -93,30 +100,71 @@ def test_loss_floor_ties_pick_the_smallest_rate_inside_the_grid():
   smallest tied rate is chosen and counts as inside the grid (its upper neighbour ties)."""
   rates = (1e-3, 1e-2, 3e-2, 1e-1)
   losses = {1e-3: 1e-6, 1e-2: 1e-15, 3e-2: 3e-16, 1e-1: 1e-17}
-  f = pd.DataFrame([{'point': 'p', regime.LR: r, regime.STEPS: t, regime.SEED: s, 'status': 'completed',
-                     'tuning_loss': ua.collect('', {'final_loss': losses[r] * (1 + s), 'arm': 'controls'})['tuning_loss']}
-                    for r in rates for t in (50, 100) for s in range(3)])
+  f = pd.DataFrame(
+    [
+      {
+        'point': 'p',
+        regime.LR: r,
+        regime.STEPS: t,
+        regime.SEED: s,
+        'status': 'completed',
+        'tuning_loss': ua.collect('', {'final_loss': losses[r] * (1 + s), 'arm': 'controls'})['tuning_loss'],
+      }
+      for r in rates
+      for t in (50, 100)
+      for s in range(3)
+    ]
+  )
   policy = ua.ABLATION.regimes['quick']
   state = {'p': regime.PointState(list(rates), 100)}
   assert regime.tune(f, state, policy)['rate'].tolist() == [1e-2, 1e-2]
   assert regime.inside_grid('p', f, state['p'], policy).passed
 
 
-def _sel(trained=lambda n: 12 * ua.optimum(n), equal=lambda n: 1.3 * ua.optimum(n), random=lambda n: 0.5 * n ** -1.5,
-         seeds=5, widths=ua.WIDTHS['quick'], collapse=None, control=1e-4, steps=2000):
+def _sel(
+  trained=lambda n: 12 * ua.optimum(n),
+  equal=lambda n: 1.3 * ua.optimum(n),
+  random=lambda n: 0.5 * n**-1.5,
+  seeds=5,
+  widths=ua.WIDTHS['quick'],
+  collapse=None,
+  control=1e-4,
+  steps=2000,
+):
   """A selection like the runner's (one rate per point): seed s scales every error by (1 + 0.01 s);
   collapse: {N: seeds whose run ends at sup error 0.5}."""
   rows = []
   for n in widths:
     for s in range(seeds):
       bad = s < (collapse or {}).get(n, 0)
-      rows.append({'arm': ua.RELU, 'point': f'{ua.RELU}: N={n}', 'model.d_ff': n, ua.SEED: s, ua.LR: 1e-2,
-                   ua.STEPS: steps, 'name': f'd_ff={n},seed={s}', 'status': 'completed',
-                   'sup_error': 0.5 if bad else trained(n) * (1 + 0.01 * s),
-                   'lstsq_equal': equal(n) * (1 + 0.02 * s), 'lstsq_random': random(n) * (1 + 0.03 * s)})
+      rows.append(
+        {
+          'arm': ua.RELU,
+          'point': f'{ua.RELU}: N={n}',
+          'model.d_ff': n,
+          ua.SEED: s,
+          ua.LR: 1e-2,
+          ua.STEPS: steps,
+          'name': f'd_ff={n},seed={s}',
+          'status': 'completed',
+          'sup_error': 0.5 if bad else trained(n) * (1 + 0.01 * s),
+          'lstsq_equal': equal(n) * (1 + 0.02 * s),
+          'lstsq_random': random(n) * (1 + 0.03 * s),
+        }
+      )
   for key in ua.CONTROLS:
-    rows += [{'arm': ua.CONTROLS_ARM, 'point': f'{ua.CONTROLS_ARM}: {key}', ua.SEED: s, ua.LR: 1e-2, ua.STEPS: steps,
-              'status': 'completed', 'sup_error': control * (1 + s)} for s in range(seeds)]
+    rows += [
+      {
+        'arm': ua.CONTROLS_ARM,
+        'point': f'{ua.CONTROLS_ARM}: {key}',
+        ua.SEED: s,
+        ua.LR: 1e-2,
+        ua.STEPS: steps,
+        'status': 'completed',
+        'sup_error': control * (1 + s),
+      }
+      for s in range(seeds)
+    ]
   return pd.DataFrame(rows)
 
 
@@ -131,9 +179,11 @@ def test_rules_on_synthetic_selections():
   assert vs[0].points == vs[1].points == fitted_points
   assert [v.points for v in vs[2:]] == [(f'{ua.CONTROLS_ARM}: {k}',) for k in ua.CONTROLS]
   assert vs[0].boundaries == (-2.25, -1.75) and vs[1].boundaries == (0.25,)
-  assert [c.name for c in vs[0].checks] == ['collapsed runs at most 20% at every fitted N', 'lower bound never beaten',
-                                            'data premise: least squares at N equal kinks on the training points '
-                                            'falls as N^-2'] and all(c.passed for c in vs[0].checks)
+  assert [c.name for c in vs[0].checks] == [
+    'collapsed runs at most 20% at every fitted N',
+    'lower bound never beaten',
+    'data premise: least squares at N equal kinks on the training points falls as N^-2',
+  ] and all(c.passed for c in vs[0].checks)
   assert len(vs[1].checks) == 2
   # slope -1 against a baseline at -1.5: both not reproduced; a control at 0.5: not reproduced
   vs = ua.rules(_sel(trained=lambda n: 0.1 / n, control=0.5), 'quick')
@@ -144,6 +194,7 @@ def test_study_checks_make_verdicts_invalid():
   def outcomes(sel):
     vs = ua.rules(sel, 'quick')
     return vs, [v.outcome for v in vs]
+
   # 2 of 5 runs collapsed at a fitted N (40% > 20%): verdicts 1 and 2 invalid; 1 of 5 (20%) is allowed
   vs, out = outcomes(_sel(collapse={16: 2}))
   assert out == [INV, INV, R, R, R] and '16: 40%' in vs[0].detail and vs[0].raw_outcome == R
@@ -167,8 +218,9 @@ def test_rules_keep_their_family_when_runs_are_missing():
 def test_present_on_a_synthetic_result(tmp_path):
   full, half = _sel(), _sel(trained=lambda n: 20 * ua.optimum(n), steps=1000)
   vs = stats.holm(ua.rules(full, 'quick'))
-  shown = ua.present(base.Result(pd.concat([half, full]), pd.DataFrame(), full, half, vs, 'quick'),
-                     base.Context(str(tmp_path), 'quick'))
+  shown = ua.present(
+    base.Result(pd.concat([half, full]), pd.DataFrame(), full, half, vs, 'quick'), base.Context(str(tmp_path), 'quick')
+  )
   assert [f.file for f in shown.figures] == ['sup_error_vs_width.png']
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures)
   budgets = shown.tables[0].frame
@@ -176,7 +228,8 @@ def test_present_on_a_synthetic_result(tmp_path):
   assert shown.checks[0].passed and 'slope -2.00' in shown.headline
   widths = shown.tables[1].frame.set_index(['steps', ua.N])
   assert widths.loc[(2000, 2), 'collapsed'] == 5 and widths.loc[(2000, 512), 'trained / optimum'] == pytest.approx(
-      12 * np.exp(np.mean(np.log(1 + 0.01 * np.arange(5)))))
+    12 * np.exp(np.mean(np.log(1 + 0.01 * np.arange(5))))
+  )
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
@@ -187,5 +240,5 @@ def test_arms_validate_and_train_on_num_train_points(scale):
     runs = sweep.expand(arm.base, [{**o, **base.budget(ua.ABLATION.regimes[scale].steps)} for o in arm.points.values()])
     assert {r.config.task.num_train for r in runs} == {ua.NUM_TRAIN}
   assert sum(n >= ua.MIN_FIT_WIDTH for n in ua.WIDTHS[scale]) >= 3
-  assert ua.WIDTHS['full'] == tuple(2 ** i for i in range(1, 10))
+  assert ua.WIDTHS['full'] == tuple(2**i for i in range(1, 10))
   assert math.isclose(ua.GRID_SIZE, GRID)

@@ -14,7 +14,8 @@ import pytest
 from scipy import stats
 
 from ffn_research import stats as verdict
-from ffn_research.ablations import base, runner
+from ffn_research.ablations import base
+from ffn_research.ablations import runner
 from ffn_research.config import default_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +27,7 @@ def _v(outcome=R, p=None, claim='c'):
 
 
 # --------------------------------------------------------------------------- invalid and gate
+
 
 def test_invalid_is_an_outcome_and_check_moved():
   assert verdict.OUTCOMES == (R, NR, INC, INV) and INV == 'invalid'
@@ -63,6 +65,7 @@ def test_verdict_round_trips_through_json_and_reads_old_reports():
 
 # --------------------------------------------------------------------------- regime checks
 
+
 def test_range_check_fires_when_pinned():
   c = verdict.range_check('reasoning above chance', [0.067, 0.066], floor=0.0625, margin=0.05)
   assert not c.passed and 'floor 0.0625 (pinned)' in c.detail
@@ -94,7 +97,7 @@ def test_holm_hand_computed():
 def test_holm_family_is_every_verdict_invalid_and_missing_p_at_one():
   gated = verdict.gate(_v(R, 0.001), [verdict.Check('x', False, 'y')])
   out = verdict.holm([gated, _v(R, None), _v(R, 0.02), _v(INC, 0.5), _v(R, math.nan)])
-  assert all(v.p_holm is not None for v in out)   # set on every verdict, the family fixed by the study
+  assert all(v.p_holm is not None for v in out)  # set on every verdict, the family fixed by the study
   assert out[0].outcome == verdict.INVALID and out[0].p_holm == 1.0 and out[0].raw_outcome == R
   assert out[2].p_holm == pytest.approx(0.1) and out[2].outcome == INC  # 5 x 0.02: a family of 5
   assert out[1].outcome == INC and 'none (entered as 1)' in out[1].detail  # a decision without a test
@@ -144,11 +147,12 @@ def test_equivalence_p_is_two_one_sided_tests_and_holm_can_downgrade_it():
 
 # --------------------------------------------------------------------------- per-seed slopes
 
+
 def _slope_frame(slopes, noise, rng, widths=(4, 8, 16, 32, 64, 128)):
   rows = []
   for s, b in enumerate(slopes):
     for w in widths:
-      rows.append({'d': w, 'seed': s, 'err': 0.3 * w ** b * math.exp(noise * rng.standard_normal())})
+      rows.append({'d': w, 'seed': s, 'err': 0.3 * w**b * math.exp(noise * rng.standard_normal())})
   return pd.DataFrame(rows)
 
 
@@ -160,11 +164,11 @@ def test_slope_per_seed_known_answers():
   assert v.extra['intercept'] == pytest.approx(math.log(0.3)) and v.extra['residual_rms'] < 1e-9
   df = _slope_frame([-1.0, -1.02, -0.98, -1.01], 0.0, rng)
   v = verdict.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
-  assert v.outcome == NR and v.ci == pytest.approx(stats.t.interval(0.95, 3, loc=-1.0025,
-                                                                      scale=stats.sem([-1, -1.02, -0.98, -1.01])))
+  assert v.outcome == NR and v.ci == pytest.approx(
+    stats.t.interval(0.95, 3, loc=-1.0025, scale=stats.sem([-1, -1.02, -0.98, -1.01]))
+  )
   two = _slope_frame([-2.0, -2.0], 0.0, rng)
-  assert verdict.slope_per_seed(two, x='d', y='err', seed='seed', claimed=-2, margin=0.25,
-                                claim='c').outcome == INC
+  assert verdict.slope_per_seed(two, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c').outcome == INC
   few = df[df['d'] <= 8]
   v = verdict.slope_per_seed(few, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
   assert v.outcome == INC and 'underpowered' in v.detail
@@ -193,8 +197,9 @@ def test_slope_per_seed_ci_covers_the_true_slope_at_the_stated_rate():
   assert 0.92 <= covered.mean() <= 0.98
   # the function itself agrees with the vectorised computation on a few of them
   for i in range(5):
-    df = pd.DataFrame({'x': np.tile(np.exp(lx), seeds), 'seed': np.repeat(np.arange(seeds), len(lx)),
-                       'y': np.exp(ly[i]).ravel()})
+    df = pd.DataFrame(
+      {'x': np.tile(np.exp(lx), seeds), 'seed': np.repeat(np.arange(seeds), len(lx)), 'y': np.exp(ly[i]).ravel()}
+    )
     v = verdict.slope_per_seed(df, x='x', y='y', seed='seed', claimed=true, margin=0.5, claim='c')
     assert v.statistic == pytest.approx(b[i].mean()) and v.ci[1] - v.statistic == pytest.approx(half[i])
   # pooling every (x, seed) point as independent (verdict.slope's fit) under-covers with seed-level variation
@@ -203,7 +208,7 @@ def test_slope_per_seed_ci_covers_the_true_slope_at_the_stated_rate():
   y = ly.reshape(sims, -1)
   bp = (y - y.mean(-1, keepdims=True)) @ xp / (xp @ xp)
   resid = y - y.mean(-1, keepdims=True) - bp[:, None] * xp
-  se = np.sqrt((resid ** 2).sum(-1) / (len(x) - 2) / (xp @ xp))
+  se = np.sqrt((resid**2).sum(-1) / (len(x) - 2) / (xp @ xp))
   assert np.mean(np.abs(bp - true) <= stats.t.ppf(0.975, len(x) - 2) * se) < 0.92
   fit = stats.linregress(x, y[0])
   assert (fit.slope, fit.stderr) == pytest.approx((bp[0], se[0]))
@@ -211,9 +216,10 @@ def test_slope_per_seed_ci_covers_the_true_slope_at_the_stated_rate():
 
 # --------------------------------------------------------------------------- rank agreement
 
+
 def test_rank_agreement_monotone_vs_shuffled():
   a = np.arange(7, dtype=float)
-  v = verdict.rank_agreement(a, a ** 2 + 3, claim='c')
+  v = verdict.rank_agreement(a, a**2 + 3, claim='c')
   assert v.outcome == R and v.statistic == pytest.approx(1.0)
   assert v.p_value == pytest.approx(1 / math.factorial(7))  # exact: only the identity ordering reaches rho 1
   assert 'exact over all 5040 orderings' in v.detail
@@ -233,8 +239,13 @@ def test_rank_agreement_permutation_p_matches_scipy_and_exact():
   a = rng.normal(size=6)
   b = a + rng.normal(scale=1.0, size=6)
   v = verdict.rank_agreement(a, b, claim='c', threshold=0.0)  # 6! = 720 orderings: exact
-  ref = stats.permutation_test((b,), lambda y: stats.spearmanr(a, y).statistic, permutation_type='pairings',
-                               n_resamples=1000, alternative='greater').pvalue
+  ref = stats.permutation_test(
+    (b,),
+    lambda y: stats.spearmanr(a, y).statistic,
+    permutation_type='pairings',
+    n_resamples=1000,
+    alternative='greater',
+  ).pvalue
   assert 'exact over all 720' in v.detail and v.extra['p_positive'] == pytest.approx(ref)
   a, b = rng.normal(size=8), rng.normal(size=8)
   exact = verdict.rank_agreement(a, b, claim='c', n_perm=50000)
@@ -245,46 +256,76 @@ def test_rank_agreement_permutation_p_matches_scipy_and_exact():
 
 # --------------------------------------------------------------------------- learning rate per point
 
+
 def _fake_study():
   def rules(sel, scale):
     del sel, scale
-    gated = verdict.gate(_v(NR, 0.001, 'the claim an unfit setup cannot test'),
-                         [verdict.Check('trained to a plateau', True, 'change 0.001'),
-                          verdict.Check('premise: dense slope >= 0.8', False, 'slope 0.35 (95% CI [0.2, 0.5])')])
-    return [dataclasses.replace(v, points=('main',)) for v in
-            [gated, _v(R, 0.01, 'strong'), _v(R, 0.04, 'weak'), _v(NR, 0.03, 'other')]]
+    gated = verdict.gate(
+      _v(NR, 0.001, 'the claim an unfit setup cannot test'),
+      [
+        verdict.Check('trained to a plateau', True, 'change 0.001'),
+        verdict.Check('premise: dense slope >= 0.8', False, 'slope 0.35 (95% CI [0.2, 0.5])'),
+      ],
+    )
+    return [
+      dataclasses.replace(v, points=('main',))
+      for v in [gated, _v(R, 0.01, 'strong'), _v(R, 0.04, 'weak'), _v(NR, 0.03, 'other')]
+    ]
 
   def present(result, ctx):
     del result, ctx
     return base.Presentation(headline='h', checks=[base.Check('metric sane', True, 'ok')])
 
-  return base.Study(name='fake', claim='A fake claim (Nobody 2026).', citation='Nobody 2026', published='1',
-                    regimes={'full': base.Regime(rates=(1e-3,), steps=10, seeds=1, cap_s=1.0)},
-                    arms=lambda scale: [base.Arm('main', default_config(), {'': {}}, tuned=False)],
-                    rules=rules, present=present)
+  return base.Study(
+    name='fake',
+    claim='A fake claim (Nobody 2026).',
+    citation='Nobody 2026',
+    published='1',
+    regimes={'full': base.Regime(rates=(1e-3,), steps=10, seeds=1, cap_s=1.0)},
+    arms=lambda scale: [base.Arm('main', default_config(), {'': {}}, tuned=False)],
+    rules=rules,
+    present=present,
+  )
 
 
 def _fake_runs(study, outdir, points, rec, regime, progress, tick):
   """A pass that trains nothing: one completed run per budget."""
   del study, outdir, points, rec, regime, progress
   tick()
-  return pd.DataFrame({'arm': 'main', 'point': 'main', 'status': 'completed', 'eval_loss': 1.0,
-                       'train.learning_rate': 1e-3, 'train.steps': [5, 10], 'train.seed': 0,
-                       'wall_time_s': 1.0}), 0
+  return pd.DataFrame(
+    {
+      'arm': 'main',
+      'point': 'main',
+      'status': 'completed',
+      'eval_loss': 1.0,
+      'train.learning_rate': 1e-3,
+      'train.steps': [5, 10],
+      'train.seed': 0,
+      'wall_time_s': 1.0,
+    }
+  ), 0
 
 
 def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   monkeypatch.setattr(runner.ablations, 'get', lambda name: _fake_study())
   monkeypatch.setattr(runner, '_run_pass', _fake_runs)
-  monkeypatch.setattr(runner, 'git_commit', lambda *a: 'abc123')   # a committed tree (publish refuses +dirty)
+  monkeypatch.setattr(runner, 'git_commit', lambda *a: 'abc123')  # a committed tree (publish refuses +dirty)
   report = runner.run('fake', str(tmp_path / 'work'), 'full', progress=False)
   outcomes = [v['outcome'] for v in report['verdicts']]
   assert outcomes == [INV, R, INC, INC]  # Holm over all 4 verdicts, the invalid one at p = 1
-  assert [v['p_holm'] for v in report['verdicts']] == [1.0, pytest.approx(0.04), pytest.approx(0.09),
-                                                       pytest.approx(0.09)]
-  assert report['verdicts'][0]['checks'][1] == {'name': 'premise: dense slope >= 0.8', 'passed': False,
-                                                'detail': 'slope 0.35 (95% CI [0.2, 0.5])', 'remedy': '',
-                                                'points': []}
+  assert [v['p_holm'] for v in report['verdicts']] == [
+    1.0,
+    pytest.approx(0.04),
+    pytest.approx(0.09),
+    pytest.approx(0.09),
+  ]
+  assert report['verdicts'][0]['checks'][1] == {
+    'name': 'premise: dense slope >= 0.8',
+    'passed': False,
+    'detail': 'slope 0.35 (95% CI [0.2, 0.5])',
+    'remedy': '',
+    'points': [],
+  }
   md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
   assert '- **invalid** — the claim an unfit setup cannot test' in md
   assert '**invalid: this setup cannot test the claim**; failed: premise: dense slope >= 0.8: slope 0.35' in md

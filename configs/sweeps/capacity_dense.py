@@ -13,7 +13,8 @@ memorization_quick.
 
 import os
 
-from ffn_research import configfile, sweep
+from ffn_research import configfile
+from ffn_research import sweep
 from ffn_research.config import default_config
 
 ACTIVATIONS = ('relu', 'gelu', 'silu', 'swiglu', 'geglu', 'bilinear')
@@ -39,24 +40,29 @@ def get_config(arg: str = 'regression'):
   if arg == 'quick':
     config.train.steps = 500
   elif arg != 'regression':
-    raise ValueError(f'unknown argument {arg!r}; allowed: regression, quick, memorization, '
-                     'memorization_quick')
+    raise ValueError(f'unknown argument {arg!r}; allowed: regression, quick, memorization, memorization_quick')
   return config
 
 
 def get_sweep(arg: str = 'regression'):
   arg = arg or 'regression'
   if arg == 'quick':
-    return sweep.product(sweep.values('model.d_ff', [4, 16, 64, 256]),
-                         sweep.values('model.activation', ['relu', 'swiglu']),
-                         sweep.values('train.seed', range(2)))
+    return sweep.product(
+      sweep.values('model.d_ff', [4, 16, 64, 256]),
+      sweep.values('model.activation', ['relu', 'swiglu']),
+      sweep.values('train.seed', range(2)),
+    )
   if arg == 'memorization_quick':
-    return sweep.product(sweep.values('model.d_ff', [16, 64]),
-                         sweep.values('model.activation', ['relu', 'swiglu']),
-                         sweep.values('train.seed', range(2)))
+    return sweep.product(
+      sweep.values('model.d_ff', [16, 64]),
+      sweep.values('model.activation', ['relu', 'swiglu']),
+      sweep.values('train.seed', range(2)),
+    )
   widths = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
   if arg == 'memorization':
     widths = [16, 32, 64, 128, 256, 512]
-  return sweep.product(sweep.values('model.d_ff', widths),
-                       sweep.values('model.activation', ACTIVATIONS),
-                       sweep.values('train.seed', range(3)))
+  return sweep.product(
+    sweep.values('model.d_ff', widths),
+    sweep.values('model.activation', ACTIVATIONS),
+    sweep.values('train.seed', range(3)),
+  )

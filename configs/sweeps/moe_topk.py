@@ -21,7 +21,7 @@ def get_config(arg: str = ''):
   config.task.teacher_d_ff = 256  # a wide teacher: capacity, not optimisation, limits the student
   config.task.num_train = 4096
   config.model.d_model = 16
-  config.model.d_ff = 16          # width of each expert
+  config.model.d_ff = 16  # width of each expert
   config.train.steps = 3000
   config.train.learning_rate = 3e-3
   config.train.checkpoint_every = 0
@@ -36,7 +36,9 @@ def get_sweep(arg: str = ''):
   experts, top_ks, seeds = [1, 2, 4, 8, 16, 32], [1, 2, 4], range(3)
   if arg == 'quick':
     experts, top_ks, seeds = [1, 4, 8], [1, 2], range(2)
-  grid = sweep.product(sweep.values('model.moe.num_experts', experts),
-                       sweep.values('model.moe.top_k', top_ks),
-                       sweep.values('train.seed', seeds))
+  grid = sweep.product(
+    sweep.values('model.moe.num_experts', experts),
+    sweep.values('model.moe.top_k', top_ks),
+    sweep.values('train.seed', seeds),
+  )
   return [o for o in grid if o['model.moe.top_k'] <= o['model.moe.num_experts']]

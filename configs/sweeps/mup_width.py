@@ -24,18 +24,20 @@ def get_config(arg: str | None = None):
   config = default_config()
   config.task.name = 'teacher_student'  # y = teacher(x), x ~ N(0, I_16), a random ReLU FFN of width 32
   config.task.teacher_d_ff = 32
-  config.model.d_model = 16             # input and output features
+  config.model.d_model = 16  # input and output features
   config.model.mup_base_d_ff = WIDTHS[0]  # mup equals standard at d_ff 64
   config.train.steps = 50 if arg == 'quick' else 500
   config.train.warmup_steps = 5 if arg == 'quick' else 50  # then cosine decay to 0
   config.train.log_every = 50
-  config.train.checkpoint_every = 0     # final checkpoint only
+  config.train.checkpoint_every = 0  # final checkpoint only
   return config
 
 
 def get_sweep(arg: str | None = None):
   rates, seeds = (RATES[1::4], 1) if arg == 'quick' else (RATES, SEEDS)
-  return sweep.product(sweep.values('model.parametrization', ['standard', 'mup']),
-                       sweep.values('model.d_ff', WIDTHS),
-                       sweep.values('train.learning_rate', rates),
-                       sweep.values('train.seed', range(seeds)))
+  return sweep.product(
+    sweep.values('model.parametrization', ['standard', 'mup']),
+    sweep.values('model.d_ff', WIDTHS),
+    sweep.values('train.learning_rate', rates),
+    sweep.values('train.seed', range(seeds)),
+  )

@@ -10,7 +10,8 @@ train as one vmapped program (docs/sweeps.md); --config.KEY=VALUE changes the ba
 
 import os
 
-from ffn_research import configfile, sweep
+from ffn_research import configfile
+from ffn_research import sweep
 
 DEFAULT_SEEDS = 64  # runs when no argument is given (issue 20's 64-seed sweep throughput)
 

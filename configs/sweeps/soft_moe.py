@@ -25,16 +25,36 @@ from ffn_research.config import default_config
 
 # arm -> overrides of the base config (all other keys as in get_config).
 ARMS = {
-    'topk_softmax': {'model.moe.router': 'topk_softmax', 'model.moe.num_experts': 8, 'model.d_ff': 64,
-                     'model.moe.slots_per_expert': 1},
-    'soft_matched': {'model.moe.router': 'soft', 'model.moe.num_experts': 4, 'model.d_ff': 121,
-                     'model.moe.slots_per_expert': 17},
-    'soft_same': {'model.moe.router': 'soft', 'model.moe.num_experts': 8, 'model.d_ff': 64,
-                  'model.moe.slots_per_expert': 9},
-    'soft_p1': {'model.moe.router': 'soft', 'model.moe.num_experts': 8, 'model.d_ff': 64,
-                'model.moe.slots_per_expert': 1},
-    'dense_flops': {'model.moe.router': 'topk_softmax', 'model.moe.num_experts': 0, 'model.d_ff': 132,
-                    'model.moe.slots_per_expert': 1},
+  'topk_softmax': {
+    'model.moe.router': 'topk_softmax',
+    'model.moe.num_experts': 8,
+    'model.d_ff': 64,
+    'model.moe.slots_per_expert': 1,
+  },
+  'soft_matched': {
+    'model.moe.router': 'soft',
+    'model.moe.num_experts': 4,
+    'model.d_ff': 121,
+    'model.moe.slots_per_expert': 17,
+  },
+  'soft_same': {
+    'model.moe.router': 'soft',
+    'model.moe.num_experts': 8,
+    'model.d_ff': 64,
+    'model.moe.slots_per_expert': 9,
+  },
+  'soft_p1': {
+    'model.moe.router': 'soft',
+    'model.moe.num_experts': 8,
+    'model.d_ff': 64,
+    'model.moe.slots_per_expert': 1,
+  },
+  'dense_flops': {
+    'model.moe.router': 'topk_softmax',
+    'model.moe.num_experts': 0,
+    'model.d_ff': 132,
+    'model.moe.slots_per_expert': 1,
+  },
 }
 LEARNING_RATES = (3e-3, 1e-2, 3e-2, 1e-1)
 
@@ -57,6 +77,8 @@ def get_config(arg: str = ''):
 
 def get_sweep(arg: str = ''):
   seeds = range(2) if arg == 'quick' else range(5)
-  return sweep.product([dict(a) for a in ARMS.values()],
-                       sweep.values('train.learning_rate', LEARNING_RATES),
-                       sweep.values('train.seed', seeds))
+  return sweep.product(
+    [dict(a) for a in ARMS.values()],
+    sweep.values('train.learning_rate', LEARNING_RATES),
+    sweep.values('train.seed', seeds),
+  )

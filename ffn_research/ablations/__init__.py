@@ -16,8 +16,9 @@ SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation decl
 
 def names() -> list[str]:
   """Registered ablation names, sorted."""
-  return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                if m.name not in _MACHINERY and not m.name.startswith('_'))
+  return sorted(
+    m.name for m in pkgutil.iter_modules(__path__) if m.name not in _MACHINERY and not m.name.startswith('_')
+  )
 
 
 class UnknownAblation(ValueError):
@@ -32,7 +33,8 @@ def check(name: str) -> None:
 
 def get(name: str):
   """The study (a base.Study) registered as `name`."""
-  from ffn_research.ablations import base  # pylint: disable=g-import-not-at-top
+  from ffn_research.ablations import base
+
   check(name)
   ablation = getattr(importlib.import_module(f'{__name__}.{name}'), 'ABLATION', None)
   if not isinstance(ablation, base.Study) or ablation.name != name:

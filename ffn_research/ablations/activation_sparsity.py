@@ -35,9 +35,9 @@ the shapes compared, the rate inside its grid, the statistic stable from T/2 to 
 of rule 1), and Holm over the three.
 """
 
+from collections.abc import Mapping, Sequence
 import dataclasses
 import math
-from typing import Mapping, Sequence
 
 import ml_collections
 import numpy as np
@@ -48,34 +48,41 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.config import default_config
 
-LEVEL = 0.10            # rule 1: trained ReLU density below 10% (ViT-B/16: 6.3%, T5-Base: 3.0%)
-PAPER_T5, PAPER_VIT = 0.030, 0.063   # Li et al. 2023, abstract: mean fraction of non-zero entries
-SLOPE_MARGIN = 0.03     # rules 2, 3: "sparser" is a log-log slope below -0.03
-TAU = 0.1               # GELU/SiLU: |a| > TAU counts as on
-INIT_LO, INIT_HI = 0.4, 0.6   # init premise: density at initialisation near 1/2
-RANGE_MARGIN = 0.1      # learned: held-out bits at least this far below the unigram entropy
-DESCRIPTIVE_LR = 1e-2   # GELU/SiLU (descriptive, not tuned)
+LEVEL = 0.10  # rule 1: trained ReLU density below 10% (ViT-B/16: 6.3%, T5-Base: 3.0%)
+PAPER_T5, PAPER_VIT = 0.030, 0.063  # Li et al. 2023, abstract: mean fraction of non-zero entries
+SLOPE_MARGIN = 0.03  # rules 2, 3: "sparser" is a log-log slope below -0.03
+TAU = 0.1  # GELU/SiLU: |a| > TAU counts as on
+INIT_LO, INIT_HI = 0.4, 0.6  # init premise: density at initialisation near 1/2
+RANGE_MARGIN = 0.1  # learned: held-out bits at least this far below the unigram entropy
+DESCRIPTIVE_LR = 1e-2  # GELU/SiLU (descriptive, not tuned)
 RATES = (3e-3, 1e-2, 3e-2)
 NUM_LAYERS, NUM_HEADS, NUM_LOGS = 2, 2, 20
 SEED, STEPS, LR = 'train.seed', 'train.steps', 'train.learning_rate'
-PHASES = {'_init': 'init', '_half': 'half', '': 'end'}   # collect's column suffix -> point of training
+PHASES = {'_init': 'init', '_half': 'half', '': 'end'}  # collect's column suffix -> point of training
 
-LANGUAGE = dict(vocab_size=16, markov_order=2, num_candidates=8, branching=4, concentration=0.5, seq_len=32,
-                num_eval=256)
-SETTINGS = {   # per scale: batch, the reference (d_model, d_ff), the two size axes, the language
-    'smoke': dict(batch=8, ref=(16, 32), d_ffs=(16, 32), d_models=(16,),
-                  language=dict(LANGUAGE, vocab_size=8, num_candidates=4, branching=2, seq_len=8, num_eval=32)),
-    'quick': dict(batch=16, ref=(32, 128), d_ffs=(32, 128, 512), d_models=(32, 64), language=LANGUAGE),
-    'full': dict(batch=16, ref=(32, 128), d_ffs=(32, 128, 512), d_models=(32, 48, 64), language=LANGUAGE),
+LANGUAGE = dict(
+  vocab_size=16, markov_order=2, num_candidates=8, branching=4, concentration=0.5, seq_len=32, num_eval=256
+)
+SETTINGS = {  # per scale: batch, the reference (d_model, d_ff), the two size axes, the language
+  'smoke': dict(
+    batch=8,
+    ref=(16, 32),
+    d_ffs=(16, 32),
+    d_models=(16,),
+    language=dict(LANGUAGE, vocab_size=8, num_candidates=4, branching=2, seq_len=8, num_eval=32),
+  ),
+  'quick': dict(batch=16, ref=(32, 128), d_ffs=(32, 128, 512), d_models=(32, 64), language=LANGUAGE),
+  'full': dict(batch=16, ref=(32, 128), d_ffs=(32, 128, 512), d_models=(32, 48, 64), language=LANGUAGE),
 }
 REGIMES = {
-    'smoke': base.Regime(rates=RATES, steps=40, seeds=3, cap_s=150, metric='eval_bits'),
-    'quick': base.Regime(rates=RATES, steps=600, seeds=3, cap_s=450, metric='eval_bits'),
-    'full': base.Regime(rates=RATES, steps=1000, seeds=8, cap_s=2700, metric='eval_bits'),
+  'smoke': base.Regime(rates=RATES, steps=40, seeds=3, cap_s=150, metric='eval_bits'),
+  'quick': base.Regime(rates=RATES, steps=600, seeds=3, cap_s=450, metric='eval_bits'),
+  'full': base.Regime(rates=RATES, steps=1000, seeds=8, cap_s=2700, metric='eval_bits'),
 }
 
 
 # --------------------------------------------------------------------------- measurements (pure)
+
 
 def density(acts: np.ndarray, tau: float = 0.0) -> float:
   """Fraction of the entries of `acts` with |a| > tau (tau = 0: the non-zero fraction)."""
@@ -91,8 +98,12 @@ def layer_densities(acts_NxF: np.ndarray, pre_NxF: np.ndarray, activation: str) 
   """One layer's figures: density (tau 0 for ReLU, TAU otherwise), density at TAU, the fraction of
   positive pre-activations, and the dead-unit fraction at the same tau as density."""
   tau = 0.0 if activation == 'relu' else TAU
-  return {'density': density(acts_NxF, tau), 'density_tau': density(acts_NxF, TAU),
-          'positive': float(np.mean(np.asarray(pre_NxF) > 0)), 'dead': dead_fraction(acts_NxF, tau)}
+  return {
+    'density': density(acts_NxF, tau),
+    'density_tau': density(acts_NxF, TAU),
+    'positive': float(np.mean(np.asarray(pre_NxF) > 0)),
+    'dead': dead_fraction(acts_NxF, tau),
+  }
 
 
 def per_seed_slopes(frame: pd.DataFrame, x: str, y: str = 'density') -> pd.Series:
@@ -106,10 +117,16 @@ def per_seed_slopes(frame: pd.DataFrame, x: str, y: str = 'density') -> pd.Serie
 
 # --------------------------------------------------------------------------- arms
 
+
 def budget(steps: int) -> dict:
   """A budget's own schedule: warmup steps / 20, NUM_LOGS logs, a checkpoint and an evaluation at half and end."""
-  return {STEPS: steps, 'train.log_every': max(1, steps // NUM_LOGS), 'train.warmup_steps': max(1, steps // 20),
-          'train.checkpoint_every': steps // 2, 'train.eval_every': steps // 2}
+  return {
+    STEPS: steps,
+    'train.log_every': max(1, steps // NUM_LOGS),
+    'train.warmup_steps': max(1, steps // 20),
+    'train.checkpoint_every': steps // 2,
+    'train.eval_every': steps // 2,
+  }
 
 
 def language_config(scale: str, activation: str = 'relu') -> ml_collections.ConfigDict:
@@ -139,18 +156,28 @@ def relu_points(scale: str) -> dict[str, tuple[int, int]]:
 def axis_points(scale: str) -> dict[str, list[str]]:
   """The labels of each size axis: 'd_ff' at the reference d_model, 'd_model' at d_ff = 4 d_model."""
   s = SETTINGS[scale]
-  return {'d_ff': [f'relu: {_shape(s["ref"][0], f)}' for f in s['d_ffs']],
-          'd_model': [f'relu: {_shape(d, 4 * d)}' for d in s['d_models']]}
+  return {
+    'd_ff': [f'relu: {_shape(s["ref"][0], f)}' for f in s['d_ffs']],
+    'd_model': [f'relu: {_shape(d, 4 * d)}' for d in s['d_models']],
+  }
 
 
 def arms(scale: str) -> list[base.Arm]:
-  relu = base.Arm('relu', language_config(scale), budget=budget, points={
-      p.removeprefix('relu: '): {'model.d_model': d, 'model.d_ff': f} for p, (d, f) in relu_points(scale).items()})
-  return [relu] + [base.Arm(a, language_config(scale, a), {'': {}}, tuned=False, budget=budget)
-                   for a in ('gelu', 'silu')]
+  relu = base.Arm(
+    'relu',
+    language_config(scale),
+    budget=budget,
+    points={
+      p.removeprefix('relu: '): {'model.d_model': d, 'model.d_ff': f} for p, (d, f) in relu_points(scale).items()
+    },
+  )
+  return [relu] + [
+    base.Arm(a, language_config(scale, a), {'': {}}, tuned=False, budget=budget) for a in ('gelu', 'silu')
+  ]
 
 
 # --------------------------------------------------------------------------- reading a run
+
 
 def model_rows(model, tokens_NxT, activation: str) -> list[dict]:
   """Per layer: layer_densities of the model's FFN hidden activations on the tokens."""
@@ -172,26 +199,36 @@ def collect(run_dir: str, row: Mapping) -> dict[str, float]:
   for step, model in models.items():
     suffix = '_init' if step == steps[0] else '' if step == steps[-1] else '_half'
     rows = model_rows(model, data['eval']['inputs'], config.model.activation)
-    out.update({k + suffix: float(np.mean([r[k] for r in rows])) for k in ('density', 'density_tau', 'positive',
-                                                                            'dead')})
+    out.update(
+      {k + suffix: float(np.mean([r[k] for r in rows])) for k in ('density', 'density_tau', 'positive', 'dead')}
+    )
     out.update({f'density_l{r["layer"]}{suffix}': r['density'] for r in rows})
   return out
 
 
 # --------------------------------------------------------------------------- rules
 
+
 def shape_checks(sel: pd.DataFrame, points: Sequence[str], scale: str) -> list[stats.Check]:
   """The init premise and learned at the shapes `points` (the runner checks every seed and one budget)."""
   rows = {p: sel[sel['point'] == p] for p in points}
-  premise = [stats.premise_check(p, m, (lo, hi), INIT_LO, INIT_HI, what='density at initialisation')
-             for p, (m, lo, hi) in ((p, stats.mean_ci(g['density_init'])) for p, g in rows.items())]
-  learned = [stats.range_check(p, g['eval_bits'], ceiling=float(g['unigram_bits'].mean()), margin=RANGE_MARGIN)
-             for p, g in rows.items()]
-  stuck = tuple(p for p, c in zip(points, learned) if not c.passed)
-  return [stats.all_of(f'init premise: density at initialisation inside [{INIT_LO:g}, {INIT_HI:g}]', premise),
-          dataclasses.replace(stats.all_of(f'learned: held-out bits more than {RANGE_MARGIN:g} below the unigram '
-                                           'entropy', learned),
-                          remedy=stats.DOUBLE_STEPS if stuck else '', points=stuck)]
+  premise = [
+    stats.premise_check(p, m, (lo, hi), INIT_LO, INIT_HI, what='density at initialisation')
+    for p, (m, lo, hi) in ((p, stats.mean_ci(g['density_init'])) for p, g in rows.items())
+  ]
+  learned = [
+    stats.range_check(p, g['eval_bits'], ceiling=float(g['unigram_bits'].mean()), margin=RANGE_MARGIN)
+    for p, g in rows.items()
+  ]
+  stuck = tuple(p for p, c in zip(points, learned, strict=True) if not c.passed)
+  return [
+    stats.all_of(f'init premise: density at initialisation inside [{INIT_LO:g}, {INIT_HI:g}]', premise),
+    dataclasses.replace(
+      stats.all_of(f'learned: held-out bits more than {RANGE_MARGIN:g} below the unigram entropy', learned),
+      remedy=stats.DOUBLE_STEPS if stuck else '',
+      points=stuck,
+    ),
+  ]
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -199,37 +236,61 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   d_ref, f_ref = SETTINGS[scale]['ref']
   ref = f'relu: {_shape(d_ref, f_ref)}'
   relu = sel[sel['arm'] == 'relu']
-  v = stats.threshold(relu.loc[relu['point'] == ref, 'density'], level=LEVEL, direction='below',
-                      claim=f'a trained ReLU FFN is sparse: fraction of non-zero hidden activations on held-out text '
-                            f'(mean over layers) below {LEVEL:.0%} at {_shape(d_ref, f_ref)}, learning rate tuned '
-                            f'(Li et al.: {PAPER_T5:.1%} T5-Base, {PAPER_VIT:.1%} ViT-B/16)')
+  v = stats.threshold(
+    relu.loc[relu['point'] == ref, 'density'],
+    level=LEVEL,
+    direction='below',
+    claim=f'a trained ReLU FFN is sparse: fraction of non-zero hidden activations on held-out text '
+    f'(mean over layers) below {LEVEL:.0%} at {_shape(d_ref, f_ref)}, learning rate tuned '
+    f'(Li et al.: {PAPER_T5:.1%} T5-Base, {PAPER_VIT:.1%} ViT-B/16)',
+  )
   out = [stats.gate(dataclasses.replace(v, points=(ref,)), shape_checks(sel, [ref], scale))]
-  what = {'d_ff': f'wider FFNs are sparser: d_ff over {list(SETTINGS[scale]["d_ffs"])} at d_model {d_ref}',
-          'd_model': f'larger models are sparser: d_model over {list(SETTINGS[scale]["d_models"])} at d_ff = 4 d_model'}
+  what = {
+    'd_ff': f'wider FFNs are sparser: d_ff over {list(SETTINGS[scale]["d_ffs"])} at d_model {d_ref}',
+    'd_model': f'larger models are sparser: d_model over {list(SETTINGS[scale]["d_models"])} at d_ff = 4 d_model',
+  }
   for x, points in axis_points(scale).items():
     slopes = per_seed_slopes(relu[relu['point'].isin(points)], f'model.{x}')
-    v = stats.threshold(slopes.to_numpy(), level=-SLOPE_MARGIN, direction='below',
-                        claim=f'{what[x]}: the per-seed slope of log density on log {x} (rate tuned per shape) is '
-                              f'below {-SLOPE_MARGIN:g}')
-    v = dataclasses.replace(v, points=tuple(points),
-                            test=f'least-squares slope of log density on log {x} per seed (numpy.polyfit); {v.test}')
+    v = stats.threshold(
+      slopes.to_numpy(),
+      level=-SLOPE_MARGIN,
+      direction='below',
+      claim=f'{what[x]}: the per-seed slope of log density on log {x} (rate tuned per shape) is '
+      f'below {-SLOPE_MARGIN:g}',
+    )
+    v = dataclasses.replace(
+      v, points=tuple(points), test=f'least-squares slope of log density on log {x} per seed (numpy.polyfit); {v.test}'
+    )
     out.append(stats.gate(v, shape_checks(sel, points, scale)))
   return out
 
 
 # --------------------------------------------------------------------------- presentation
 
+
 def density_table(full: pd.DataFrame) -> pd.DataFrame:
   """Per point at T (its chosen rate): density at init / half / end (end: mean and 95% CI over seeds, per layer)."""
   rows = []
   for p, g in full.groupby('point', sort=False):
     m, lo, hi = stats.mean_ci(g['density'])
-    rows.append({'point': p, 'rate': float(g[LR].iloc[0]), 'steps': int(g[STEPS].iloc[0]), 'seeds': len(g),
-                 'init': g['density_init'].mean(), 'half': g['density_half'].mean(), 'end': m,
-                 'CI (end)': f'[{lo:.3g}, {hi:.3g}]', 'layer 0': g['density_l0'].mean(),
-                 'layer 1': g['density_l1'].mean(),
-                 f'|a| > {TAU:g}': g['density_tau'].mean(), 'pre-act > 0': g['positive'].mean(),
-                 'dead units': g['dead'].mean(), 'excess bits': (g['eval_bits'] - g['floor_bits']).mean()})
+    rows.append(
+      {
+        'point': p,
+        'rate': float(g[LR].iloc[0]),
+        'steps': int(g[STEPS].iloc[0]),
+        'seeds': len(g),
+        'init': g['density_init'].mean(),
+        'half': g['density_half'].mean(),
+        'end': m,
+        'CI (end)': f'[{lo:.3g}, {hi:.3g}]',
+        'layer 0': g['density_l0'].mean(),
+        'layer 1': g['density_l1'].mean(),
+        f'|a| > {TAU:g}': g['density_tau'].mean(),
+        'pre-act > 0': g['positive'].mean(),
+        'dead units': g['dead'].mean(),
+        'excess bits': (g['eval_bits'] - g['floor_bits']).mean(),
+      }
+    )
   return pd.DataFrame(rows)
 
 
@@ -237,9 +298,20 @@ def grid_table(frame: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
   """Per ReLU (point, rate, budget): finished seeds, mean held-out bits and density, and the rate chosen there."""
   chosen = {(t['point'], t['steps']): t['rate'] for _, t in tuning.iterrows()}
   relu = frame[(frame['arm'] == 'relu') & (frame['status'] == 'completed')]
-  return pd.DataFrame([{'point': p, 'rate': r, 'steps': s, 'seeds': len(g), 'eval bits': g['eval_bits'].mean(),
-                        'density': g['density'].mean(), 'chosen': bool(np.isclose(chosen.get((p, s), math.nan), r))}
-                       for (p, r, s), g in relu.groupby(['point', LR, STEPS], sort=True)])
+  return pd.DataFrame(
+    [
+      {
+        'point': p,
+        'rate': r,
+        'steps': s,
+        'seeds': len(g),
+        'eval bits': g['eval_bits'].mean(),
+        'density': g['density'].mean(),
+        'chosen': bool(np.isclose(chosen.get((p, s), math.nan), r)),
+      }
+      for (p, r, s), g in relu.groupby(['point', LR, STEPS], sort=True)
+    ]
+  )
 
 
 def notes(result: base.Result) -> list[str]:
@@ -251,16 +323,20 @@ def notes(result: base.Result) -> list[str]:
     r = f[(f['point'] == ref) & np.isclose(f[LR], DESCRIPTIVE_LR) & f[STEPS].isin(a[STEPS])]
     pair = a.set_index(SEED)['density_tau'] - r.set_index(SEED)['density_tau']
     m, lo, hi = stats.mean_ci(pair.dropna())
-    out.append(f'descriptive (not a verdict; rate {DESCRIPTIVE_LR:g}, not tuned): {act.upper()} at the end of '
-               f'{a[STEPS].max()} steps, |a| > {TAU:g}: {a["density_tau"].mean():.3f} (ReLU at the same shape, rate '
-               f'and budget: {r["density_tau"].mean():.3f}, non-zero {r["density"].mean():.3f}); paired {act} - relu '
-               f'{m:+.3f} [{lo:.3f}, {hi:.3f}] (n = {pair.notna().sum()}); positive pre-activations '
-               f'{a["positive"].mean():.3f} (ReLU {r["positive"].mean():.3f})')
+    out.append(
+      f'descriptive (not a verdict; rate {DESCRIPTIVE_LR:g}, not tuned): {act.upper()} at the end of '
+      f'{a[STEPS].max()} steps, |a| > {TAU:g}: {a["density_tau"].mean():.3f} (ReLU at the same shape, rate '
+      f'and budget: {r["density_tau"].mean():.3f}, non-zero {r["density"].mean():.3f}); paired {act} - relu '
+      f'{m:+.3f} [{lo:.3f}, {hi:.3f}] (n = {pair.notna().sum()}); positive pre-activations '
+      f'{a["positive"].mean():.3f} (ReLU {r["positive"].mean():.3f})'
+    )
   relu = result.full[result.full['arm'] == 'relu']
-  out.append('ReLU dead units (never non-zero on the probe set) at the chosen rates, end of T: '
-             f'{relu["dead"].mean():.3f} '
-             f'of the units on average over shapes and seeds (max {relu["dead"].max():.3f}); density among live units '
-             'is density / (1 - dead)')
+  out.append(
+    'ReLU dead units (never non-zero on the probe set) at the chosen rates, end of T: '
+    f'{relu["dead"].mean():.3f} '
+    f'of the units on average over shapes and seeds (max {relu["dead"].max():.3f}); density among live units '
+    'is density / (1 - dead)'
+  )
   return out
 
 
@@ -268,19 +344,32 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   s = SETTINGS[ctx.scale]
   fig, axes = base.figure(1, 3)
   relu = result.full[result.full['arm'] == 'relu']
-  for ax, (x, points) in zip(axes[0], axis_points(ctx.scale).items()):
+  for ax, (x, points) in zip(axes[0], axis_points(ctx.scale).items(), strict=True):
     sub = relu[relu['point'].isin(points)]
     t = stats.summarize(sub, [f'model.{x}'], ['density'])
     if len(t):
-      base.errorbar_ci(ax, t[f'model.{x}'], t['density_mean'], t['density_ci_lo'], t['density_ci_hi'],
-                       label='ReLU, trained (mean, 95% CI)')
+      base.errorbar_ci(
+        ax,
+        t[f'model.{x}'],
+        t['density_mean'],
+        t['density_ci_lo'],
+        t['density_ci_hi'],
+        label='ReLU, trained (mean, 95% CI)',
+      )
       ax.scatter(sub[f'model.{x}'], sub['density'], s=8, alpha=0.4)
     ax.axhline(PAPER_VIT, color='C2', ls=':', label=f'ViT-B/16 {PAPER_VIT:.1%} (Li et al.)')
     ax.axhline(PAPER_T5, color='C3', ls=':', label=f'T5-Base {PAPER_T5:.1%} (Li et al.)')
     ax.axhline(LEVEL, color='k', ls='--', label=f'rule 1 level {LEVEL:.0%}')
     fixed = f'd_model {s["ref"][0]}' if x == 'd_ff' else 'd_ff = 4 d_model'
-    base.style_axes(ax, xlabel=x, ylabel='fraction of non-zero activations', title=f'{fixed} ({ctx.scale})',
-                    xscale='log', xbase=2, yscale='log')
+    base.style_axes(
+      ax,
+      xlabel=x,
+      ylabel='fraction of non-zero activations',
+      title=f'{fixed} ({ctx.scale})',
+      xscale='log',
+      xbase=2,
+      yscale='log',
+    )
   ref = f'relu: {_shape(*s["ref"])}'
   for i, p in enumerate((ref, 'gelu', 'silu')):
     g = result.full[result.full['point'] == p]
@@ -288,47 +377,84 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
       continue
     steps = np.array([0, g[STEPS].iloc[0] / 2, g[STEPS].iloc[0]])
     for layer in (0, 1):
-      axes[0, 2].plot(steps, [g[f'density_l{layer}{k}'].mean() for k in PHASES], 'o-' if layer == 0 else 's--',
-                      color=f'C{i}', label=f'{p.split(":")[0]} layer {layer}' + ('' if i == 0 else f' (|a| > {TAU:g})'))
-  base.style_axes(axes[0, 2], xlabel='training step', ylabel='density (mean over seeds)',
-                  title=f'over training at {_shape(*s["ref"])}', yscale='log')
-  return base.save_figure(fig, ctx.outdir, 'density_vs_size.png',
-                          'left, middle: fraction of non-zero ReLU activations on held-out text at the end of T '
-                          '(mean over layers; mean and 95% CI over seeds, dots: seeds) vs d_ff and vs d_model, each '
-                          'shape at its chosen learning rate, with Li et al.\'s T5-Base and ViT-B/16 figures and the '
-                          'rule-1 level; right: density per layer at initialisation, half and end '
-                          f'(GELU/SiLU: |a| > {TAU:g})')
+      axes[0, 2].plot(
+        steps,
+        [g[f'density_l{layer}{k}'].mean() for k in PHASES],
+        'o-' if layer == 0 else 's--',
+        color=f'C{i}',
+        label=f'{p.split(":")[0]} layer {layer}' + ('' if i == 0 else f' (|a| > {TAU:g})'),
+      )
+  base.style_axes(
+    axes[0, 2],
+    xlabel='training step',
+    ylabel='density (mean over seeds)',
+    title=f'over training at {_shape(*s["ref"])}',
+    yscale='log',
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'density_vs_size.png',
+    'left, middle: fraction of non-zero ReLU activations on held-out text at the end of T '
+    '(mean over layers; mean and 95% CI over seeds, dots: seeds) vs d_ff and vs d_model, each '
+    "shape at its chosen learning rate, with Li et al.'s T5-Base and ViT-B/16 figures and the "
+    'rule-1 level; right: density per layer at initialisation, half and end '
+    f'(GELU/SiLU: |a| > {TAU:g})',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   v = result.verdicts
-  rates = ', '.join(f'{t["point"].removeprefix("relu: ")}: {t["rate"]:g}' for _, t in result.tuning.iterrows()
-                    if t['level'] == 'T' and t['point'].startswith('relu'))
-  headline = (f'trained ReLU density {v[0].statistic:.3f} (95% CI [{v[0].ci[0]:.3f}, {v[0].ci[1]:.3f}]) '
-              f'vs {LEVEL:.0%}; '
-              f'slope vs d_ff {v[1].statistic:+.3f} [{v[1].ci[0]:+.3f}, {v[1].ci[1]:+.3f}]; vs d_model '
-              f'{v[2].statistic:+.3f} [{v[2].ci[0]:+.3f}, {v[2].ci[1]:+.3f}]; rates chosen at T: {rates}')
-  tables = [base.Table('FFN activation density per point at T, at its chosen rate (GELU/SiLU: at the descriptive rate, '
-                       f'|a| > {TAU:g}): mean over layers, mean over seeds at initialisation, half and end, 95% CI at '
-                       'the end, per-layer means at the end', density_table(result.full)),
-            base.Table('ReLU learning-rate x budget grid: held-out bits and density at the end of each run (mean over '
-                       'seeds; chosen: the rate with the lowest mean held-out bits at that budget)',
-                       grid_table(result.frame, result.tuning))]
+  rates = ', '.join(
+    f'{t["point"].removeprefix("relu: ")}: {t["rate"]:g}'
+    for _, t in result.tuning.iterrows()
+    if t['level'] == 'T' and t['point'].startswith('relu')
+  )
+  headline = (
+    f'trained ReLU density {v[0].statistic:.3f} (95% CI [{v[0].ci[0]:.3f}, {v[0].ci[1]:.3f}]) '
+    f'vs {LEVEL:.0%}; '
+    f'slope vs d_ff {v[1].statistic:+.3f} [{v[1].ci[0]:+.3f}, {v[1].ci[1]:+.3f}]; vs d_model '
+    f'{v[2].statistic:+.3f} [{v[2].ci[0]:+.3f}, {v[2].ci[1]:+.3f}]; rates chosen at T: {rates}'
+  )
+  tables = [
+    base.Table(
+      'FFN activation density per point at T, at its chosen rate (GELU/SiLU: at the descriptive rate, '
+      f'|a| > {TAU:g}): mean over layers, mean over seeds at initialisation, half and end, 95% CI at '
+      'the end, per-layer means at the end',
+      density_table(result.full),
+    ),
+    base.Table(
+      'ReLU learning-rate x budget grid: held-out bits and density at the end of each run (mean over '
+      'seeds; chosen: the rate with the lowest mean held-out bits at that budget)',
+      grid_table(result.frame, result.tuning),
+    ),
+  ]
   return base.Presentation(headline=headline, tables=tables, figures=[plot(result, ctx)], notes=notes(result))
 
 
 ABLATION = base.Study(
-    name='activation_sparsity',
-    claim=('After training, few FFN hidden activations (after ReLU) are non-zero (3.0% for T5-Base, 6.3% for '
-           'ViT-B/16), the sparsity emerges during training (about 50% at initialisation), and larger models '
-           'are sparser (Li et al. 2023).'),
-    citation=('Li et al. 2023, The Lazy Neuron Phenomenon: On Emergence of Activation Sparsity in Transformers, '
-              'ICLR 2023, arXiv 2210.06313 (docs/references.md#li-et-al-2023)'),
-    published=f'mean fraction of non-zero FFN activations {PAPER_T5:.1%} (T5-Base), {PAPER_VIT:.1%} (ViT-B/16); '
-              'falling with width and depth',
-    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect,
-    setup=('The `language` task (order-2 sparse Markov chain, V 16, 8 candidates, 4 next tokens, Dirichlet 0.5; '
-           'sequences of 32) on a 2-layer pre-norm transformer (2 heads, bias-free FFN as in T5, learned positions); '
-           'Adam, warmup, cosine decay, batch 16. ReLU over d_ff at d_model 32 and over d_model at d_ff = 4 d_model, '
-           'the learning rate tuned per shape by the regime policy; GELU and SiLU at d_model 32, d_ff 128 at rate '
-           '1e-2 (descriptive). Density per layer on the held-out sequences at initialisation, half and end.'))
+  name='activation_sparsity',
+  claim=(
+    'After training, few FFN hidden activations (after ReLU) are non-zero (3.0% for T5-Base, 6.3% for '
+    'ViT-B/16), the sparsity emerges during training (about 50% at initialisation), and larger models '
+    'are sparser (Li et al. 2023).'
+  ),
+  citation=(
+    'Li et al. 2023, The Lazy Neuron Phenomenon: On Emergence of Activation Sparsity in Transformers, '
+    'ICLR 2023, arXiv 2210.06313 (docs/references.md#li-et-al-2023)'
+  ),
+  published=f'mean fraction of non-zero FFN activations {PAPER_T5:.1%} (T5-Base), {PAPER_VIT:.1%} (ViT-B/16); '
+  'falling with width and depth',
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+  setup=(
+    'The `language` task (order-2 sparse Markov chain, V 16, 8 candidates, 4 next tokens, Dirichlet 0.5; '
+    'sequences of 32) on a 2-layer pre-norm transformer (2 heads, bias-free FFN as in T5, learned positions); '
+    'Adam, warmup, cosine decay, batch 16. ReLU over d_ff at d_model 32 and over d_model at d_ff = 4 d_model, '
+    'the learning rate tuned per shape by the regime policy; GELU and SiLU at d_model 32, d_ff 128 at rate '
+    '1e-2 (descriptive). Density per layer on the held-out sequences at initialisation, half and end.'
+  ),
+)

@@ -7,9 +7,10 @@ learning rate, checks the regime, extends the grid or the budget, applies Holm a
 See docs/reproduce.md.
 """
 
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import os
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from matplotlib import figure as mpl_figure
 import ml_collections
@@ -21,23 +22,23 @@ from ffn_research import stats
 from ffn_research.ablations import regime as regime_lib
 
 SCALE_NOTES = {
-    'smoke': 'smoke scale: a seconds-long pipeline check, NOT a result',
-    'quick': 'quick scale (<= 10 min on 2 CPU cores): fewer points/steps than the full setting',
-    'full': 'full scale (the setting the README quotes)',
-    'large': 'large scale (for GPU/TPU machines)',
+  'smoke': 'smoke scale: a seconds-long pipeline check, NOT a result',
+  'quick': 'quick scale (<= 10 min on 2 CPU cores): fewer points/steps than the full setting',
+  'full': 'full scale (the setting the README quotes)',
+  'large': 'large scale (for GPU/TPU machines)',
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class Table:
-  title: str                 # shown as a heading above the table
-  frame: pd.DataFrame        # written with DataFrame.to_markdown-like formatting
+  title: str  # shown as a heading above the table
+  frame: pd.DataFrame  # written with DataFrame.to_markdown-like formatting
 
 
 @dataclasses.dataclass(frozen=True)
 class Figure:
-  file: str                  # PNG file name inside the ablation's output folder
-  caption: str               # what is plotted, including the reference line drawn
+  file: str  # PNG file name inside the ablation's output folder
+  caption: str  # what is plotted, including the reference line drawn
 
 
 Check = stats.Check
@@ -47,13 +48,14 @@ Regime = regime_lib.Regime
 @dataclasses.dataclass(frozen=True)
 class Arm:
   """One sweep of a study: its base config and its points, each run over the regime's rates, budgets, seeds."""
-  name: str                                   # sweep folder DIR/NAME/<name>/
-  base: ml_collections.ConfigDict             # base config of every run
-  points: Mapping[str, Mapping[str, Any]]     # point label -> overrides of the point (its shape, variant, ...)
-  tuned: bool = True                          # False: every run at base.train.learning_rate, no rate check
-  budget: Callable[[int], dict[str, Any]] | None = None   # steps -> overrides of that budget (default: budget())
-  rates: tuple[float, ...] | None = None      # this arm's starting grid (default: the regime's)
-  steps_factor: int = 1                       # this arm's starting T is regime.steps * steps_factor
+
+  name: str  # sweep folder DIR/NAME/<name>/
+  base: ml_collections.ConfigDict  # base config of every run
+  points: Mapping[str, Mapping[str, Any]]  # point label -> overrides of the point (its shape, variant, ...)
+  tuned: bool = True  # False: every run at base.train.learning_rate, no rate check
+  budget: Callable[[int], dict[str, Any]] | None = None  # steps -> overrides of that budget (default: budget())
+  rates: tuple[float, ...] | None = None  # this arm's starting grid (default: the regime's)
+  steps_factor: int = 1  # this arm's starting T is regime.steps * steps_factor
 
   def label(self, point: str) -> str:
     """The point's name across the study: 'arm: point' ('arm' for a point labelled '')."""
@@ -68,10 +70,11 @@ def budget(steps: int, num_logs: int = 10) -> dict[str, Any]:
 @dataclasses.dataclass(frozen=True)
 class Result:
   """What a study's `present` reads: every run, the tuning, the selections and the final verdicts."""
-  frame: pd.DataFrame          # every planned run: results.csv columns, `collect`'s, 'arm', 'point'
-  tuning: pd.DataFrame         # regime.tune: per (point, level) the chosen rate
-  full: pd.DataFrame           # the runs at each point's chosen rate at T (every seed)
-  half: pd.DataFrame           # the same at T/2
+
+  frame: pd.DataFrame  # every planned run: results.csv columns, `collect`'s, 'arm', 'point'
+  tuning: pd.DataFrame  # regime.tune: per (point, level) the chosen rate
+  full: pd.DataFrame  # the runs at each point's chosen rate at T (every seed)
+  half: pd.DataFrame  # the same at T/2
   verdicts: list[stats.Verdict]  # after the regime checks and Holm
   scale: str
 
@@ -79,27 +82,29 @@ class Result:
 @dataclasses.dataclass
 class Presentation:
   """What a study shows besides its verdicts."""
-  headline: str                                              # main figure in one line
+
+  headline: str  # main figure in one line
   tables: list['Table'] = dataclasses.field(default_factory=list)
-  figures: list['Figure'] = dataclasses.field(default_factory=list)   # the first is the main plot
-  checks: list[Check] = dataclasses.field(default_factory=list)      # shown; gate verdicts in `rules` instead
+  figures: list['Figure'] = dataclasses.field(default_factory=list)  # the first is the main plot
+  checks: list[Check] = dataclasses.field(default_factory=list)  # shown; gate verdicts in `rules` instead
   notes: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
 class Study:
   """One claim: what it says, the runs that test it, the rule that decides it, and its figure."""
-  name: str                                                   # registry name, = module name
-  claim: str                                                  # one sentence, with citation and published number
+
+  name: str  # registry name, = module name
+  claim: str  # one sentence, with citation and published number
   citation: str
-  published: str                                              # the published / theoretical number tested
-  regimes: Mapping[str, regime_lib.Regime]                    # scale -> rates, T, seeds, cap
-  arms: Callable[[str], Sequence[Arm]]                        # scale -> arms
-  rules: Callable[[pd.DataFrame, str], list[stats.Verdict]]   # (runs at one budget's chosen rates, scale) ->
-                                                              # verdicts, each naming its `points`
-  present: Callable[[Result, 'Context'], Presentation]        # tables, figure(s), headline
+  published: str  # the published / theoretical number tested
+  regimes: Mapping[str, regime_lib.Regime]  # scale -> rates, T, seeds, cap
+  arms: Callable[[str], Sequence[Arm]]  # scale -> arms
+  rules: Callable[[pd.DataFrame, str], list[stats.Verdict]]  # (runs at one budget's chosen rates, scale) ->
+  # verdicts, each naming its `points`
+  present: Callable[[Result, 'Context'], Presentation]  # tables, figure(s), headline
   collect: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None  # (run dir, results row) -> values
-  setup: str = ''                                             # task/model in words, for the report
+  setup: str = ''  # task/model in words, for the report
 
   @property
   def scales(self) -> tuple[str, ...]:
@@ -109,8 +114,9 @@ class Study:
 @dataclasses.dataclass(frozen=True)
 class Context:
   """Handed to an ablation's analysis."""
-  outdir: str                # where PNGs go (DIR/NAME)
-  scale: str                 # one of ablations.SCALES
+
+  outdir: str  # where PNGs go (DIR/NAME)
+  scale: str  # one of ablations.SCALES
 
 
 def figure(rows: int = 1, cols: int = 1, size: tuple[float, float] = (5.0, 3.6)):
@@ -127,9 +133,19 @@ def save_figure(fig, outdir: str, file: str, caption: str, dpi: int = 120) -> Fi
   return Figure(file, caption)
 
 
-def style_axes(ax, *, xlabel: str, ylabel: str, title: str = '', xscale: str | None = None,
-               yscale: str | None = None, xbase: float = 10, legend: bool = True, fontsize: float = 7,
-               title_size: float | None = None) -> None:
+def style_axes(
+  ax,
+  *,
+  xlabel: str,
+  ylabel: str,
+  title: str = '',
+  xscale: str | None = None,
+  yscale: str | None = None,
+  xbase: float = 10,
+  legend: bool = True,
+  fontsize: float = 7,
+  title_size: float | None = None,
+) -> None:
   """The axis setup every ablation plot repeats: scales, labels, title, legend, grid."""
   if xscale == 'log':
     ax.set_xscale('log', base=xbase)
@@ -154,6 +170,7 @@ def errorbar_ci(ax, x, mean, lo, hi, **kwargs) -> None:
 
 
 # --------------------------------------------------------------------------- reading a run's models
+
 
 def models_over_training(run_dir: str):
   """(config, {0: initial model, step: model of each kept checkpoint}, task data) of a run directory."""

@@ -47,13 +47,13 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.config import default_config
 
-RATIOS = (0.5, 1, 2, 4, 8, 16)       # nominal d_ff / d_model per size (full)
-FLAT_RATIOS = (1, 2, 4, 8)           # the spread is read over these: Kaplan's "about 1 to 10"
-FLAT_LEVEL = 5.0                     # rule: "a few percent" = spread below 5 percentage points
-RANGE_MARGIN = 0.02                  # not pinned: mean excess bits more than this from the floor and ceiling
-MAX_DEVIATION = 0.02                 # achieved N within 2% of the target (L ~ N^-0.076: < 0.2% of the loss)
-NUM_HEADS = 2                        # attention heads (d_model a multiple of it)
-NUM_LAYERS = 1                       # transformer layers, every shape
+RATIOS = (0.5, 1, 2, 4, 8, 16)  # nominal d_ff / d_model per size (full)
+FLAT_RATIOS = (1, 2, 4, 8)  # the spread is read over these: Kaplan's "about 1 to 10"
+FLAT_LEVEL = 5.0  # rule: "a few percent" = spread below 5 percentage points
+RANGE_MARGIN = 0.02  # not pinned: mean excess bits more than this from the floor and ceiling
+MAX_DEVIATION = 0.02  # achieved N within 2% of the target (L ~ N^-0.076: < 0.2% of the loss)
+NUM_HEADS = 2  # attention heads (d_model a multiple of it)
+NUM_LAYERS = 1  # transformer layers, every shape
 LOSS, EXCESS = 'eval_bits', 'excess_bits'
 SEED = 'train.seed'
 
@@ -61,20 +61,25 @@ SEED = 'train.seed'
 # d_model, and the language's task keys. Rates, T, seeds and the cap: REGIMES.
 LANGUAGE = dict(vocab_size=64, num_candidates=16, branching=4, concentration=0.5, seq_len=16, num_eval=2048)
 SETTINGS = {
-    'smoke': dict(sizes=(600, 2400), ratios=(1, 4), batch=16, min_d_model=8,
-                  language=dict(vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8,
-                                num_eval=64)),
-    'quick': dict(sizes=(38_000, 76_000), ratios=(1, 2, 8), batch=32, min_d_model=32, language=LANGUAGE),
-    'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, batch=32, min_d_model=32, language=LANGUAGE),
+  'smoke': dict(
+    sizes=(600, 2400),
+    ratios=(1, 4),
+    batch=16,
+    min_d_model=8,
+    language=dict(vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8, num_eval=64),
+  ),
+  'quick': dict(sizes=(38_000, 76_000), ratios=(1, 2, 8), batch=32, min_d_model=32, language=LANGUAGE),
+  'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, batch=32, min_d_model=32, language=LANGUAGE),
 }
 REGIMES = {
-    'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap_s=60, metric=LOSS),
-    'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap_s=600, metric=LOSS),
-    'full': base.Regime(rates=(6e-4, 2e-3, 6e-3, 2e-2, 6e-2), steps=800, seeds=5, cap_s=7200, metric=LOSS),
+  'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap_s=60, metric=LOSS),
+  'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap_s=600, metric=LOSS),
+  'full': base.Regime(rates=(6e-4, 2e-3, 6e-3, 2e-2, 6e-2), steps=800, seeds=5, cap_s=7200, metric=LOSS),
 }
 
 
 # --------------------------------------------------------------------------- shapes
+
 
 def non_embedding_params(d_model: int, d_ff: int, num_layers: int = NUM_LAYERS) -> int:
   """Attention 4 d^2, FFN 2 d d_ff + d_ff + d and two RMSNorms 2 d per layer, plus the final norm d."""
@@ -82,8 +87,9 @@ def non_embedding_params(d_model: int, d_ff: int, num_layers: int = NUM_LAYERS) 
   return num_layers * (4 * d * d + 2 * d * d_ff + d_ff + d + 2 * d) + d
 
 
-def shape_for(ratio: float, target: int, min_d_model: int, num_layers: int = NUM_LAYERS,
-              step: int = NUM_HEADS) -> tuple[int, int]:
+def shape_for(
+  ratio: float, target: int, min_d_model: int, num_layers: int = NUM_LAYERS, step: int = NUM_HEADS
+) -> tuple[int, int]:
   """(d_model, d_ff): d_model a multiple of `step`, >= min_d_model; d_ff the integer that brings the
   non-embedding count closest to target; the pair whose d_ff / d_model is closest to ratio in log."""
   best = None
@@ -110,8 +116,18 @@ def shapes(scale: str) -> list[dict[str, Any]]:
     for r in s['ratios']:
       d, d_ff = shape_for(r, n, s['min_d_model'])
       achieved = non_embedding_params(d, d_ff)
-      out.append(dict(size=n, ratio=r, point=point_label(n, r), d_model=d, d_ff=d_ff, actual_ratio=d_ff / d,
-                      non_embedding_params=achieved, deviation=(achieved - n) / n))
+      out.append(
+        dict(
+          size=n,
+          ratio=r,
+          point=point_label(n, r),
+          d_model=d,
+          d_ff=d_ff,
+          actual_ratio=d_ff / d,
+          non_embedding_params=achieved,
+          deviation=(achieved - n) / n,
+        )
+      )
   return out
 
 
@@ -144,25 +160,49 @@ def budget(steps: int) -> dict[str, Any]:
 def arms(scale: str) -> list[base.Arm]:
   """One arm per size; its points are the shapes (one compiled program each)."""
   config = language_config(scale)
-  return [base.Arm(arm_name(n), config, {f'r={p["ratio"]:g}': {'model.d_model': p['d_model'], 'model.d_ff': p['d_ff']}
-                                         for p in shapes(scale) if p['size'] == n}, budget=budget)
-          for n in SETTINGS[scale]['sizes']]
+  return [
+    base.Arm(
+      arm_name(n),
+      config,
+      {
+        f'r={p["ratio"]:g}': {'model.d_model': p['d_model'], 'model.d_ff': p['d_ff']}
+        for p in shapes(scale)
+        if p['size'] == n
+      },
+      budget=budget,
+    )
+    for n in SETTINGS[scale]['sizes']
+  ]
 
 
 # --------------------------------------------------------------------------- the rule (pure)
 
+
 def spread_verdict(loss: pd.DataFrame, *, level: float, claim: str, min_seeds: int = 3) -> stats.Verdict:
   """The spread of one size: `loss` has one row per seed and one column per shape (total loss)."""
-  test = ('ratio of the mean total losses of the worst and the best shape (by mean over seeds), BCa bootstrap '
-          '95% CI with seeds resampled together (stats.ratio_of_means); p: paired t-test of L_worst - '
-          f'{1 + level / 100:g} L_best against 0 (Fieller)')
-  rule = (f'reproduced if the 95% CI of the spread 100 (L_worst / L_best - 1) lies below {level:g} points; not '
-          f'reproduced if it lies above; otherwise, or with < {min_seeds} seeds or < 2 shapes, inconclusive')
+  test = (
+    'ratio of the mean total losses of the worst and the best shape (by mean over seeds), BCa bootstrap '
+    '95% CI with seeds resampled together (stats.ratio_of_means); p: paired t-test of L_worst - '
+    f'{1 + level / 100:g} L_best against 0 (Fieller)'
+  )
+  rule = (
+    f'reproduced if the 95% CI of the spread 100 (L_worst / L_best - 1) lies below {level:g} points; not '
+    f'reproduced if it lies above; otherwise, or with < {min_seeds} seeds or < 2 shapes, inconclusive'
+  )
   loss = loss.dropna()
   n = len(loss)
   if n < min_seeds or loss.shape[1] < 2:
-    return stats.Verdict(claim, stats.INCONCLUSIVE, math.nan, (math.nan, math.nan), test, rule, n,
-                         f'underpowered: {n} seeds with every shape, {loss.shape[1]} shapes', boundaries=(level,))
+    return stats.Verdict(
+      claim,
+      stats.INCONCLUSIVE,
+      math.nan,
+      (math.nan, math.nan),
+      test,
+      rule,
+      n,
+      f'underpowered: {n} seeds with every shape, {loss.shape[1]} shapes',
+      boundaries=(level,),
+    )
   means = loss.mean()
   worst, best = means.idxmax(), means.idxmin()
   r, lo, hi = stats.ratio_of_means(loss[worst], loss[best])
@@ -170,10 +210,14 @@ def spread_verdict(loss: pd.DataFrame, *, level: float, claim: str, min_seeds: i
   d = (loss[worst] - (1 + level / 100) * loss[best]).to_numpy(float)
   se = float(sps.sem(d)) if np.ptp(d) > 0 else 0.0
   p = stats.decision_p(float(d.mean()), se, n - 1, -math.inf, 0.0)
-  detail = (f'worst {worst}, best {best}; mean total loss per shape: '
-            + ', '.join(f'{k} {v:.4g}' for k, v in means.items()) + f' bits; Fieller t-test p = {p:.3g}')
-  return stats.Verdict(claim, stats.decide(ci, -math.inf, level), 100 * (r - 1), ci, test, rule, n, detail,
-                       p_value=p, boundaries=(level,))
+  detail = (
+    f'worst {worst}, best {best}; mean total loss per shape: '
+    + ', '.join(f'{k} {v:.4g}' for k, v in means.items())
+    + f' bits; Fieller t-test p = {p:.3g}'
+  )
+  return stats.Verdict(
+    claim, stats.decide(ci, -math.inf, level), 100 * (r - 1), ci, test, rule, n, detail, p_value=p, boundaries=(level,)
+  )
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -184,29 +228,37 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     labels = tuple(p['point'] for p in flat)
     g = sel[sel['point'].isin(labels)]
     loss = g.pivot_table(index=SEED, columns='point', values=LOSS).reindex(columns=list(labels))
-    v = spread_verdict(loss.dropna(axis=1, how='all'), level=FLAT_LEVEL,
-                       claim=f'at N = {n:,} non-embedding parameters the total loss changes by less than '
-                             f'{FLAT_LEVEL:g}% (worst vs best shape) over d_ff/d_model in {list(FLAT_RATIOS)}')
+    v = spread_verdict(
+      loss.dropna(axis=1, how='all'),
+      level=FLAT_LEVEL,
+      claim=f'at N = {n:,} non-embedding parameters the total loss changes by less than '
+      f'{FLAT_LEVEL:g}% (worst vs best shape) over d_ff/d_model in {list(FLAT_RATIOS)}',
+    )
     ranges, near_ceiling = [], False
     for label in labels:
       h = g[g['point'] == label]
       ceiling = float((h['bigram_bits'] - h['floor_bits']).mean()) if len(h) else math.nan
-      ranges.append(stats.range_check(label, h[EXCESS] if len(h) else [], floor=0.0, ceiling=ceiling,
-                                      margin=RANGE_MARGIN))
+      ranges.append(
+        stats.range_check(label, h[EXCESS] if len(h) else [], floor=0.0, ceiling=ceiling, margin=RANGE_MARGIN)
+      )
       near_ceiling |= bool(len(h) and h[EXCESS].mean() >= ceiling - RANGE_MARGIN)
     pinned = stats.all_of(f'not pinned at N={n:,} (excess bits between the floor 0 and the bigram excess)', ranges)
-    if not pinned.passed and near_ceiling:   # not yet past a bigram model: more steps may fix it
+    if not pinned.passed and near_ceiling:  # not yet past a bigram model: more steps may fix it
       pinned = dataclasses.replace(pinned, remedy=stats.DOUBLE_STEPS, points=labels)
     worst = max(flat, key=lambda p: abs(p['deviation']))
-    matched = stats.Check(f'parameters matched at N={n:,}', abs(worst['deviation']) <= MAX_DEVIATION,
-                          f'largest deviation of the achieved N from {n:,}: {100 * worst["deviation"]:+.2f}% '
-                          f'({worst["point"]}, N = {worst["non_embedding_params"]:,}); '
-                          f'allowed {100 * MAX_DEVIATION:g}%')
+    matched = stats.Check(
+      f'parameters matched at N={n:,}',
+      abs(worst['deviation']) <= MAX_DEVIATION,
+      f'largest deviation of the achieved N from {n:,}: {100 * worst["deviation"]:+.2f}% '
+      f'({worst["point"]}, N = {worst["non_embedding_params"]:,}); '
+      f'allowed {100 * MAX_DEVIATION:g}%',
+    )
     out.append(dataclasses.replace(stats.gate(v, [pinned, matched]), points=labels))
   return out
 
 
 # --------------------------------------------------------------------------- report
+
 
 def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
   """Per shape: total and excess bits (mean, t CI) and the % change of the total loss relative to the best
@@ -218,11 +270,18 @@ def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
     best = loss.mean().idxmin() if loss.size else None
     for p in pts:
       g = full[full['point'] == p['point']]
-      row = {'N target': n, 'r': p['ratio'], 'd_model': p['d_model'], 'd_ff': p['d_ff'],
-             'd_ff/d_model': p['actual_ratio'], 'N achieved': p['non_embedding_params'],
-             'deviation %': 100 * p['deviation'], 'seeds': len(g),
-             'steps': int(g['train.steps'].iloc[0]) if len(g) else math.nan,
-             'rate': float(g['train.learning_rate'].iloc[0]) if len(g) else math.nan}
+      row = {
+        'N target': n,
+        'r': p['ratio'],
+        'd_model': p['d_model'],
+        'd_ff': p['d_ff'],
+        'd_ff/d_model': p['actual_ratio'],
+        'N achieved': p['non_embedding_params'],
+        'deviation %': 100 * p['deviation'],
+        'seeds': len(g),
+        'steps': int(g['train.steps'].iloc[0]) if len(g) else math.nan,
+        'rate': float(g['train.learning_rate'].iloc[0]) if len(g) else math.nan,
+      }
       row['total bits'] = float(g[LOSS].mean()) if len(g) else math.nan
       if p['point'] == best:
         r = lo = hi = 1.0
@@ -240,48 +299,89 @@ def figure(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
   fig, axes = base.figure(1, 2, size=(6.0, 4.6))
   ax1, ax2 = axes[0]
   for i, (n, t) in enumerate(table.groupby('N target')):
-    base.errorbar_ci(ax1, t['d_ff/d_model'], t['% vs best'], t['% vs best lo'], t['% vs best hi'], color=f'C{i}',
-                     label=f'N = {n:,} (mean ratio, 95% bootstrap CI)')
-    base.errorbar_ci(ax2, t['d_ff/d_model'], t['excess bits'], t['excess lo'], t['excess hi'], color=f'C{i}',
-                     label=f'N = {n:,} (mean, 95% CI over seeds)')
-  ax1.axvspan(min(FLAT_RATIOS), max(FLAT_RATIOS), color='0.9', zorder=0,
-              label=f'ratios of the spread {list(FLAT_RATIOS)}')
+    base.errorbar_ci(
+      ax1,
+      t['d_ff/d_model'],
+      t['% vs best'],
+      t['% vs best lo'],
+      t['% vs best hi'],
+      color=f'C{i}',
+      label=f'N = {n:,} (mean ratio, 95% bootstrap CI)',
+    )
+    base.errorbar_ci(
+      ax2,
+      t['d_ff/d_model'],
+      t['excess bits'],
+      t['excess lo'],
+      t['excess hi'],
+      color=f'C{i}',
+      label=f'N = {n:,} (mean, 95% CI over seeds)',
+    )
+  ax1.axvspan(
+    min(FLAT_RATIOS), max(FLAT_RATIOS), color='0.9', zorder=0, label=f'ratios of the spread {list(FLAT_RATIOS)}'
+  )
   ax1.axhline(FLAT_LEVEL, color='k', ls='--', lw=0.8, label=f'{FLAT_LEVEL:g}% (the rule)')
-  base.style_axes(ax1, xlabel='d_ff / d_model', ylabel='% change of the total loss vs the best shape', xscale='log',
-                  xbase=2, title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale})')
-  base.style_axes(ax2, xlabel='d_ff / d_model', ylabel='excess bits per token over the entropy floor', xscale='log',
-                  xbase=2, yscale='log' if (table['excess bits'] > 0).any() else None,
-                  title='the same runs: loss above the exact floor')
-  return base.save_figure(fig, ctx.outdir, 'loss_vs_ratio.png',
-                          'left: % change of each shape\'s total loss (bits per token, at its tuned rate) relative to '
-                          'the best shape of its size, vs d_ff/d_model, with the 5% rule; right: excess bits over the '
-                          'exact entropy floor, the part of the loss shapes can change')
+  base.style_axes(
+    ax1,
+    xlabel='d_ff / d_model',
+    ylabel='% change of the total loss vs the best shape',
+    xscale='log',
+    xbase=2,
+    title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale})',
+  )
+  base.style_axes(
+    ax2,
+    xlabel='d_ff / d_model',
+    ylabel='excess bits per token over the entropy floor',
+    xscale='log',
+    xbase=2,
+    yscale='log' if (table['excess bits'] > 0).any() else None,
+    title='the same runs: loss above the exact floor',
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'loss_vs_ratio.png',
+    "left: % change of each shape's total loss (bits per token, at its tuned rate) relative to "
+    'the best shape of its size, vs d_ff/d_model, with the 5% rule; right: excess bits over the '
+    'exact entropy floor, the part of the loss shapes can change',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   table = relative_loss(result.full, ctx.scale)
   shown = [r for r in SETTINGS[ctx.scale]['ratios'] if r not in FLAT_RATIOS]
-  heads = [f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])'
-           for n, v in zip(SETTINGS[ctx.scale]['sizes'], result.verdicts)]
+  heads = [
+    f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])'
+    for n, v in zip(SETTINGS[ctx.scale]['sizes'], result.verdicts, strict=True)
+  ]
   return base.Presentation(
-      headline='; '.join(heads) + f' of the total loss over d_ff/d_model {list(FLAT_RATIOS)}',
-      tables=[base.Table('Shapes, achieved non-embedding parameters, and loss at each shape\'s T and tuned rate',
-                         table)],
-      figures=[figure(table, ctx)],
-      notes=[f'ratios {shown} are shown, not in the spread; their rates are tuned but not checked'] if shown else [])
+    headline='; '.join(heads) + f' of the total loss over d_ff/d_model {list(FLAT_RATIOS)}',
+    tables=[base.Table("Shapes, achieved non-embedding parameters, and loss at each shape's T and tuned rate", table)],
+    figures=[figure(table, ctx)],
+    notes=[f'ratios {shown} are shown, not in the spread; their rates are tuned but not checked'] if shown else [],
+  )
 
 
 ABLATION = base.Study(
-    name='expansion_ratio',
-    claim=('At a fixed non-embedding parameter count a transformer language model\'s loss changes by only a few '
-           'percent over d_ff/d_model from about 1 to 10 (Kaplan et al. 2020, Fig. 5).'),
-    citation='Kaplan et al. 2020, Scaling Laws for Neural Language Models, Fig. 5 (docs/references.md)',
-    published='loss within a few percent of the best shape for d_ff/d_model from about 1 to 10 at fixed '
-              'non-embedding parameters',
-    setup=('The `language` task (order-2 sparse Markov chain, V 64, 16 candidates, 4 next tokens, Dirichlet 0.5; '
-           'exact entropy floor) on a 1-layer pre-norm transformer with attention (2 heads, ReLU FFN with biases, '
-           'learned positions). Two sizes of non-embedding parameters (attention + FFN + norms); per size shapes '
-           'd_ff/d_model ~ 0.5 ... 16 (d_model >= 32). Adam, cosine schedule; the learning rate tuned per shape on '
-           'the mean total loss over seeds. Statistic: % change of the total loss (bits per token) of the worst '
-           'shape in 1 ... 8 relative to the best (Kaplan et al.).'),
-    regimes=REGIMES, arms=arms, rules=rules, present=present)
+  name='expansion_ratio',
+  claim=(
+    "At a fixed non-embedding parameter count a transformer language model's loss changes by only a few "
+    'percent over d_ff/d_model from about 1 to 10 (Kaplan et al. 2020, Fig. 5).'
+  ),
+  citation='Kaplan et al. 2020, Scaling Laws for Neural Language Models, Fig. 5 (docs/references.md)',
+  published='loss within a few percent of the best shape for d_ff/d_model from about 1 to 10 at fixed '
+  'non-embedding parameters',
+  setup=(
+    'The `language` task (order-2 sparse Markov chain, V 64, 16 candidates, 4 next tokens, Dirichlet 0.5; '
+    'exact entropy floor) on a 1-layer pre-norm transformer with attention (2 heads, ReLU FFN with biases, '
+    'learned positions). Two sizes of non-embedding parameters (attention + FFN + norms); per size shapes '
+    'd_ff/d_model ~ 0.5 ... 16 (d_model >= 32). Adam, cosine schedule; the learning rate tuned per shape on '
+    'the mean total loss over seeds. Statistic: % change of the total loss (bits per token) of the worst '
+    'shape in 1 ... 8 relative to the best (Kaplan et al.).'
+  ),
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+)

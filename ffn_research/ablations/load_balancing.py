@@ -24,7 +24,8 @@ init and data, so arms pair by seed):
     experts train); it checks the measurement (its final load must equal its rebuilt step-0 load);
   * `unstable_lr<r>`: the z-loss test, one arm per Adam rate r of a grid through the band where
     training without the z-loss turns from stable to unstable (UNSTABLE_LRS; history.md says how the
-    band was found); points none / z_loss (z-loss 0 vs 1e-3), gradient clipping off, Switch loss on. Not tuned: the rate is the induced instability, the thing varied. A run is
+    band was found); points none / z_loss (z-loss 0 vs 1e-3), gradient clipping off, Switch loss on.
+    Not tuned: the rate is the induced instability, the thing varied. A run is
     *unstable* when it diverges (non-finite loss or the loop's blow-up rule) or the RMS over tokens
     of logsumexp(router logits) (sqrt of the logged router_z) exceeds LSE_BLOWUP = 16 at a logged
     chunk (uniform logits give log 8 = 2.08).
@@ -63,28 +64,32 @@ from ffn_research.config import default_config
 from ffn_research.models import moe as moe_lib
 
 NUM_EXPERTS = 8
-SWITCH_ALPHA = 1e-2          # Fedus et al. 2021
-Z_COEF = 1e-3                # Zoph et al. 2022 (ST-MoE)
-BIAS_RATE = 1e-3             # DeepSeek-AI 2024 (gamma)
+SWITCH_ALPHA = 1e-2  # Fedus et al. 2021
+Z_COEF = 1e-3  # Zoph et al. 2022 (ST-MoE)
+BIAS_RATE = 1e-3  # DeepSeek-AI 2024 (gamma)
 BALANCING = {'none': (0.0, 0.0), 'switch': (SWITCH_ALPHA, 0.0), 'bias': (0.0, BIAS_RATE)}  # (alpha, gamma)
-COLLAPSE_RISE = 1.0          # rule 1: the load change that counts as a collapse (max/mean scale 1 .. E)
-PREMISE_FRACTION = 0.25      # rule 3's test rate: the smallest with this unstable fraction without the z-loss
-LSE_BLOWUP = 16.0            # router-logit blow-up: RMS logsumexp of the router logits above this
+COLLAPSE_RISE = 1.0  # rule 1: the load change that counts as a collapse (max/mean scale 1 .. E)
+PREMISE_FRACTION = 0.25  # rule 3's test rate: the smallest with this unstable fraction without the z-loss
+LSE_BLOWUP = 16.0  # router-logit blow-up: RMS logsumexp of the router logits above this
 ALPHA_KEY, GAMMA_KEY, Z_KEY = 'model.moe.load_balance_coef', 'model.moe.bias_update_rate', 'model.moe.z_loss_coef'
 SEED, LR, STEPS = 'train.seed', 'train.learning_rate', 'train.steps'
 NONE, SWITCH, BIAS, FROZEN = 'trained: none', 'trained: switch', 'trained: bias', 'frozen'
-UNSTABLE = 'unstable_lr'     # arm name prefix of the z-loss arms
+UNSTABLE = 'unstable_lr'  # arm name prefix of the z-loss arms
 # The z-loss arms' Adam rates per scale: a grid through the band between stable and always unstable.
-UNSTABLE_LRS = {'smoke': (0.1, 0.3), 'quick': (0.1, 0.14, 0.2, 0.3),
-                'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3)}
+UNSTABLE_LRS = {
+  'smoke': (0.1, 0.3),
+  'quick': (0.1, 0.14, 0.2, 0.3),
+  'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3),
+}
 REGIMES = {  # rates of the trained arm; T (and T/2) of every arm; seeds shared by every arm; cap in run-seconds
-    'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap_s=60.0),   # a pass ~30 run-s (warm cache)
-    'quick': base.Regime(rates=(3e-3, 1e-2, 3e-2), steps=2000, seeds=8, cap_s=400.0),
-    'full': base.Regime(rates=(1e-3, 3e-3, 1e-2, 3e-2), steps=4000, seeds=16, cap_s=2700.0),
+  'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap_s=60.0),  # a pass ~30 run-s (warm cache)
+  'quick': base.Regime(rates=(3e-3, 1e-2, 3e-2), steps=2000, seeds=8, cap_s=400.0),
+  'full': base.Regime(rates=(1e-3, 3e-3, 1e-2, 3e-2), steps=4000, seeds=16, cap_s=2700.0),
 }
 
 
 # --------------------------------------------------------------------------- measurements (pure)
+
 
 def assignment_load(expert_T: np.ndarray, num_experts: int) -> np.ndarray:
   """(E,) fraction of the assignments per expert."""
@@ -111,6 +116,7 @@ def unstable(diverged: bool, router_z) -> bool:
 
 # --------------------------------------------------------------------------- arms
 
+
 def _base(freeze: bool = False):
   config = default_config()
   config.task.name, config.task.num_clusters = 'teacher_student', 0
@@ -131,15 +137,25 @@ def _unstable_base(rate: float):
 
 
 def _budget(steps: int) -> dict:
-  return base.budget(steps, num_logs=20)   # 20 logged chunks: the router-logit blow-up is judged per chunk
+  return base.budget(steps, num_logs=20)  # 20 logged chunks: the router-logit blow-up is judged per chunk
 
 
 def arms(scale: str) -> list[base.Arm]:
   trained = {k: {ALPHA_KEY: a, GAMMA_KEY: g} for k, (a, g) in BALANCING.items()}
-  return [base.Arm('trained', _base(), trained, budget=_budget),
-          base.Arm('frozen', _base(freeze=True), {'': {}}, tuned=False, budget=_budget),
-          *[base.Arm(f'{UNSTABLE}{r:g}', _unstable_base(r), {'none': {Z_KEY: 0.0}, 'z_loss': {Z_KEY: Z_COEF}},
-                     tuned=False, budget=_budget) for r in UNSTABLE_LRS[scale]]]
+  return [
+    base.Arm('trained', _base(), trained, budget=_budget),
+    base.Arm('frozen', _base(freeze=True), {'': {}}, tuned=False, budget=_budget),
+    *[
+      base.Arm(
+        f'{UNSTABLE}{r:g}',
+        _unstable_base(r),
+        {'none': {Z_KEY: 0.0}, 'z_loss': {Z_KEY: Z_COEF}},
+        tuned=False,
+        budget=_budget,
+      )
+      for r in UNSTABLE_LRS[scale]
+    ],
+  ]
 
 
 def unstable_points(scale: str) -> tuple[str, ...]:
@@ -148,9 +164,10 @@ def unstable_points(scale: str) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- collection
 
+
 def load_change(run_dir: str) -> dict[str, float]:
   """Max/mean load on the held-out inputs at step 0 (init rebuilt from the seed) and after the last step."""
-  config, models, data = base.models_over_training(run_dir)   # {0: init, last step: final (the only checkpoint)}
+  config, models, data = base.models_over_training(run_dir)  # {0: init, last step: final (the only checkpoint)}
   if len(models) < 2 or max(models) != config.train.steps:
     raise FileNotFoundError(f'{run_dir}: no checkpoint at the last step {config.train.steps}')
   start, final = (max_mean_load(router_load(models[k], data['x_eval'])) for k in (0, max(models)))
@@ -160,13 +177,15 @@ def load_change(run_dir: str) -> dict[str, float]:
 def collect(run_dir: str, row) -> dict[str, float]:
   """A finished run: the z-loss arms' router-logit blow-up; the others' load at step 0 and at the end."""
   if str(row['arm']).startswith(UNSTABLE):
-    z = [r['aux/router_z'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0]
-         if 'aux/router_z' in r]
+    z = [
+      r['aux/router_z'] for r in io_lib.read_metrics(os.path.join(run_dir, 'metrics.jsonl'))[0] if 'aux/router_z' in r
+    ]
     return {'unstable': float(unstable(False, z)), 'max_lse': float(np.sqrt(np.nanmax(z))) if z else math.nan}
   return load_change(run_dir)
 
 
 # --------------------------------------------------------------------------- rules
+
 
 def paired_by_seed(sel: pd.DataFrame, a: str, b: str, key: str) -> tuple[np.ndarray, np.ndarray]:
   """Per seed present at both points (sorted): (key at point a, key at point b)."""
@@ -180,11 +199,18 @@ def measurement(sel: pd.DataFrame) -> list[stats.Check]:
   loads = sel.dropna(subset=['load_start']) if 'load_start' in sel else sel.iloc[:0]
   vals = loads[['load_start', 'load_final']].to_numpy(float)
   frozen = loads[loads['point'] == FROZEN]['load_change'].abs()
-  return [stats.Check('max/mean load within [1, E]', bool(len(vals)) and bool(np.all((vals >= 1 - 1e-6) &
-                      (vals <= NUM_EXPERTS + 1e-6))), f'{len(loads)} runs at step 0 and at the end'),
-          stats.Check('frozen router: final load = rebuilt step-0 load',
-                      bool(len(frozen)) and bool(frozen.max() < 1e-6),
-                      f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} seeds')]
+  return [
+    stats.Check(
+      'max/mean load within [1, E]',
+      bool(len(vals)) and bool(np.all((vals >= 1 - 1e-6) & (vals <= NUM_EXPERTS + 1e-6))),
+      f'{len(loads)} runs at step 0 and at the end',
+    ),
+    stats.Check(
+      'frozen router: final load = rebuilt step-0 load',
+      bool(len(frozen)) and bool(frozen.max() < 1e-6),
+      f'largest |change| {frozen.max() if len(frozen) else math.nan:.3g} over {len(frozen)} seeds',
+    ),
+  ]
 
 
 def test_rate(sel: pd.DataFrame) -> float:
@@ -210,43 +236,70 @@ def zloss_verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
   at = z[np.isclose(z[LR].astype(float), at_lr)]
   arm = f'{UNSTABLE}{at_lr:g}'
   none = at[at['point'] == f'{arm}: none']['unstable'].to_numpy(float)
-  exists = stats.Check('premise: a rate where the no-z-loss arm is unstable', math.isfinite(lr),
-                       'unstable fraction without the z-loss per rate: ' + ', '.join(
-                           f'{r:g}: {f:.2f}' for r, f in z[z['point'].str.endswith(': none')].groupby(LR)[
-                               'unstable'].mean().items()) + f'; needed: >= {PREMISE_FRACTION:g} at some rate')
-  marginal = stats.range_check(f'premise: marginal instability at the test rate {at_lr:g} (no-z-loss unstable '
-                               'fraction below its ceiling 1)', none, ceiling=1.0)
-  v = stats.paired(*paired_by_seed(at, f'{arm}: z_loss', f'{arm}: none', 'unstable'), expect='less',
-                   claim=f'the router z-loss ({Z_COEF:g}) stabilises training: per seed, fewer unstable runs '
-                         '(diverged or router-logit blow-up) at the smallest rate that destabilises >= '
-                         f'{PREMISE_FRACTION:g} of the seeds without it')
+  exists = stats.Check(
+    'premise: a rate where the no-z-loss arm is unstable',
+    math.isfinite(lr),
+    'unstable fraction without the z-loss per rate: '
+    + ', '.join(
+      f'{r:g}: {f:.2f}' for r, f in z[z['point'].str.endswith(': none')].groupby(LR)['unstable'].mean().items()
+    )
+    + f'; needed: >= {PREMISE_FRACTION:g} at some rate',
+  )
+  marginal = stats.range_check(
+    f'premise: marginal instability at the test rate {at_lr:g} (no-z-loss unstable fraction below its ceiling 1)',
+    none,
+    ceiling=1.0,
+  )
+  v = stats.paired(
+    *paired_by_seed(at, f'{arm}: z_loss', f'{arm}: none', 'unstable'),
+    expect='less',
+    claim=f'the router z-loss ({Z_COEF:g}) stabilises training: per seed, fewer unstable runs '
+    '(diverged or router-logit blow-up) at the smallest rate that destabilises >= '
+    f'{PREMISE_FRACTION:g} of the seeds without it',
+  )
   return dataclasses.replace(stats.gate(v, [exists, marginal]), points=unstable_points(scale))
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """The four verdicts of the module docstring (each naming the points it reads)."""
   checks = measurement(sel)
-  collapse = stats.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', margin=COLLAPSE_RISE,
-                          claim='without a balancing loss training collapses the top-1 router: per seed, its max/mean '
-                                f'load rises from step 0 by more than {COLLAPSE_RISE:g} (one expert\'s fair share of '
-                                'the tokens) beyond the frozen-router control\'s')
-  collapse = dataclasses.replace(stats.gate(collapse, checks),
-                                 points=(NONE, FROZEN))
+  collapse = stats.paired(
+    *paired_by_seed(sel, NONE, FROZEN, 'load_change'),
+    expect='greater',
+    margin=COLLAPSE_RISE,
+    claim='without a balancing loss training collapses the top-1 router: per seed, its max/mean '
+    f"load rises from step 0 by more than {COLLAPSE_RISE:g} (one expert's fair share of "
+    "the tokens) beyond the frozen-router control's",
+  )
+  collapse = dataclasses.replace(stats.gate(collapse, checks), points=(NONE, FROZEN))
   rise = stats.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', claim='')
-  premise = stats.premise_check('premise: training without balancing raises the load (a rise to reduce)',
-                                rise.statistic, rise.ci, 0.0, what='load change, no balancing minus frozen router')
-  premise = dataclasses.replace(premise, passed=rise.outcome == stats.REPRODUCED)   # a tie of zeros is no rise
+  premise = stats.premise_check(
+    'premise: training without balancing raises the load (a rise to reduce)',
+    rise.statistic,
+    rise.ci,
+    0.0,
+    what='load change, no balancing minus frozen router',
+  )
+  premise = dataclasses.replace(premise, passed=rise.outcome == stats.REPRODUCED)  # a tie of zeros is no rise
 
   def fix(point, words):
-    v = stats.paired(*paired_by_seed(sel, point, NONE, 'load_change'), expect='less',
-                     claim=f'{words}: per seed, its change of max/mean load is below no balancing\'s')
-    return dataclasses.replace(stats.gate(v, checks + [premise]),
-                               points=(point, NONE, FROZEN))
-  return [collapse, fix(SWITCH, f'the Switch loss (alpha {SWITCH_ALPHA:g}) reduces it'), zloss_verdict(sel, scale),
-          fix(BIAS, f'the DeepSeek-V3 bias (gamma {BIAS_RATE:g}), no aux loss, reduces it')]
+    v = stats.paired(
+      *paired_by_seed(sel, point, NONE, 'load_change'),
+      expect='less',
+      claim=f"{words}: per seed, its change of max/mean load is below no balancing's",
+    )
+    return dataclasses.replace(stats.gate(v, checks + [premise]), points=(point, NONE, FROZEN))
+
+  return [
+    collapse,
+    fix(SWITCH, f'the Switch loss (alpha {SWITCH_ALPHA:g}) reduces it'),
+    zloss_verdict(sel, scale),
+    fix(BIAS, f'the DeepSeek-V3 bias (gamma {BIAS_RATE:g}), no aux loss, reduces it'),
+  ]
 
 
 # --------------------------------------------------------------------------- presentation
+
 
 def load_table(sel: pd.DataFrame) -> pd.DataFrame:
   """Per collapse point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
@@ -268,71 +321,138 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
   fig, axes = base.figure(1, 3)
   t = load_table(result.full)
   for i, (_, r) in enumerate(t.iterrows()):
-    base.errorbar_ci(axes[0, 0], [i], [r['load_change_mean']], [r['load_change_ci_lo']], [r['load_change_ci_hi']],
-                     color=f'C{i}', label=f'{r["point"]} (lr {r[LR]:g})')
+    base.errorbar_ci(
+      axes[0, 0],
+      [i],
+      [r['load_change_mean']],
+      [r['load_change_ci_lo']],
+      [r['load_change_ci_hi']],
+      color=f'C{i}',
+      label=f'{r["point"]} (lr {r[LR]:g})',
+    )
   axes[0, 0].set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
   axes[0, 0].axhline(0, color='k', ls='--', lw=1)
   axes[0, 0].axhline(COLLAPSE_RISE, color='r', ls=':', lw=1, label=f'collapse: +{COLLAPSE_RISE:g} (rule 1)')
-  base.style_axes(axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0',
-                  title='load change (mean, 95% CI)', fontsize=6)
+  base.style_axes(
+    axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0', title='load change (mean, 95% CI)', fontsize=6
+  )
   runs = result.frame[result.frame['arm'] == 'trained'].dropna(subset=['point', 'eval_loss'])
   tuned = stats.summarize(runs, ['point', STEPS, LR], ['eval_loss']) if len(runs) else pd.DataFrame()
   for i, (p, g) in enumerate(tuned.groupby('point', sort=False) if len(tuned) else ()):
     for steps, h in g.groupby(STEPS):
-      axes[0, 1].plot(h[LR], h['eval_loss_mean'], 'o-' if steps == g[STEPS].max() else 'o--', color=f'C{i}', ms=3,
-                      label=f'{p}, {steps} steps')
-  base.style_axes(axes[0, 1], xlabel='learning rate', ylabel='held-out MSE (mean over seeds)', xscale='log',
-                  title='tuning of the trained points', fontsize=5)
+      axes[0, 1].plot(
+        h[LR],
+        h['eval_loss_mean'],
+        'o-' if steps == g[STEPS].max() else 'o--',
+        color=f'C{i}',
+        ms=3,
+        label=f'{p}, {steps} steps',
+      )
+  base.style_axes(
+    axes[0, 1],
+    xlabel='learning rate',
+    ylabel='held-out MSE (mean over seeds)',
+    xscale='log',
+    title='tuning of the trained points',
+    fontsize=5,
+  )
   u = unstable_table(result.frame)
   for j, (z, g) in enumerate(u.groupby('z-loss') if len(u) else ()):
     for steps, h in g.groupby(STEPS):
-      axes[0, 2].plot(h[LR], h['unstable_mean'], 'o-' if steps == g[STEPS].max() else 'o--', color=f'C{j + 4}',
-                      label=f'z-loss {z:g}, {steps} steps')
+      axes[0, 2].plot(
+        h[LR],
+        h['unstable_mean'],
+        'o-' if steps == g[STEPS].max() else 'o--',
+        color=f'C{j + 4}',
+        label=f'z-loss {z:g}, {steps} steps',
+      )
   axes[0, 2].axhline(PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
-  base.style_axes(axes[0, 2], xlabel='learning rate (no clipping)', ylabel='unstable fraction of seeds',
-                  xscale='log', title='induced instability', fontsize=5)
-  return base.save_figure(fig, ctx.outdir, 'load_change.png',
-                          'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
-                          f'chosen rate and T (mean, 95% CI; red: the collapse level +{COLLAPSE_RISE:g}); middle: '
-                          'held-out MSE per learning rate of the trained points at T (solid) and T/2 (dashed), the '
-                          'tuning; right: unstable fraction per learning rate with and without the z-loss')
+  base.style_axes(
+    axes[0, 2],
+    xlabel='learning rate (no clipping)',
+    ylabel='unstable fraction of seeds',
+    xscale='log',
+    title='induced instability',
+    fontsize=5,
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'load_change.png',
+    'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
+    f'chosen rate and T (mean, 95% CI; red: the collapse level +{COLLAPSE_RISE:g}); middle: '
+    'held-out MSE per learning rate of the trained points at T (solid) and T/2 (dashed), the '
+    'tuning; right: unstable fraction per learning rate with and without the z-loss',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   v = result.verdicts
-  rates = ', '.join(f'{p} {r:g}' for p, r in result.tuning[result.tuning['level'] == 'T'][['point', 'rate']].values
-                    if not str(p).startswith(UNSTABLE))
-  headline = (f'max/mean load change from step 0, no balancing minus frozen router: {v[0].statistic:+.3f} '
-              f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] (collapse: > +{COLLAPSE_RISE:g}); Switch minus none '
-              f'{v[1].statistic:+.3f}, bias minus none {v[3].statistic:+.3f} (rates at T: {rates}); unstable '
-              f'fraction z-loss minus none {v[2].statistic:+.2f} at the test rate {test_rate(result.full):g}')
+  rates = ', '.join(
+    f'{p} {r:g}'
+    for p, r in result.tuning[result.tuning['level'] == 'T'][['point', 'rate']].values
+    if not str(p).startswith(UNSTABLE)
+  )
+  headline = (
+    f'max/mean load change from step 0, no balancing minus frozen router: {v[0].statistic:+.3f} '
+    f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] (collapse: > +{COLLAPSE_RISE:g}); Switch minus none '
+    f'{v[1].statistic:+.3f}, bias minus none {v[3].statistic:+.3f} (rates at T: {rates}); unstable '
+    f'fraction z-loss minus none {v[2].statistic:+.2f} at the test rate {test_rate(result.full):g}'
+  )
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
-  notes = ([f'runs not completed: {failed} (the z-loss arms count them as unstable; elsewhere a rate with one is '
-            'not eligible)'] if failed else [])
+  notes = (
+    [
+      f'runs not completed: {failed} (the z-loss arms count them as unstable; elsewhere a rate with one is '
+      'not eligible)'
+    ]
+    if failed
+    else []
+  )
   return base.Presentation(
-      headline=headline, checks=measurement(frame),
-      tables=[base.Table('collapse points at their chosen rate and T: max/mean load on the held-out inputs at step '
-                         '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
-                         load_table(result.full)),
-              base.Table('z-loss arms: unstable fraction and largest RMS router logsumexp per rate, budget and '
-                         'z-loss (mean and 95% CI over seeds)', unstable_table(frame))],
-      figures=[figure(result, ctx)], notes=notes)
+    headline=headline,
+    checks=measurement(frame),
+    tables=[
+      base.Table(
+        'collapse points at their chosen rate and T: max/mean load on the held-out inputs at step '
+        '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
+        load_table(result.full),
+      ),
+      base.Table(
+        'z-loss arms: unstable fraction and largest RMS router logsumexp per rate, budget and '
+        'z-loss (mean and 95% CI over seeds)',
+        unstable_table(frame),
+      ),
+    ],
+    figures=[figure(result, ctx)],
+    notes=notes,
+  )
 
 
 ABLATION = base.Study(
-    name='load_balancing',
-    claim=('Without a balancing loss token-choice routers collapse onto few experts; the Switch loss '
-           '(alpha = 1e-2, Fedus et al. 2021) prevents it; the router z-loss (1e-3, Zoph et al. 2022) '
-           'stabilises training; the DeepSeek-V3 bias (gamma = 1e-3) balances without an auxiliary loss.'),
-    citation=('Shazeer et al. 2017; Fedus, Zoph, Shazeer 2021 (Switch Transformer); Zoph et al. 2022 '
-              '(ST-MoE); DeepSeek-AI 2024 (DeepSeek-V3, aux-loss-free balancing)'),
-    published='alpha = 1e-2 (Switch), z-loss 1e-3 (ST-MoE: 3/3 runs stable with it, 4/6 without), bias step '
-              'gamma = 1e-3 (DeepSeek-V3); qualitative: collapsed vs balanced load',
-    setup=('teacher_student (d_model 16, teacher d_ff 32) on uniform N(0, I) inputs; MoE of 8 experts of width 64, '
-           'top-1 softmax_topk (Switch), capacity factor 1.0; load measured on 4,096 held-out inputs at step 0 and '
-           'at the end; trained points none / switch / bias tuned per point on held-out MSE; frozen router at 3e-3 '
-           '(not tuned: its load change is 0 by construction); z-loss arms (z-loss 0 vs 1e-3, Switch loss on, no '
-           'gradient clipping) at a grid of large Adam rates, one arm per rate (not tuned: the rate is the '
-           'instability); collapse = a rise of max/mean load above +1 (scale 1 .. 8)'),
-    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect)
+  name='load_balancing',
+  claim=(
+    'Without a balancing loss token-choice routers collapse onto few experts; the Switch loss '
+    '(alpha = 1e-2, Fedus et al. 2021) prevents it; the router z-loss (1e-3, Zoph et al. 2022) '
+    'stabilises training; the DeepSeek-V3 bias (gamma = 1e-3) balances without an auxiliary loss.'
+  ),
+  citation=(
+    'Shazeer et al. 2017; Fedus, Zoph, Shazeer 2021 (Switch Transformer); Zoph et al. 2022 '
+    '(ST-MoE); DeepSeek-AI 2024 (DeepSeek-V3, aux-loss-free balancing)'
+  ),
+  published='alpha = 1e-2 (Switch), z-loss 1e-3 (ST-MoE: 3/3 runs stable with it, 4/6 without), bias step '
+  'gamma = 1e-3 (DeepSeek-V3); qualitative: collapsed vs balanced load',
+  setup=(
+    'teacher_student (d_model 16, teacher d_ff 32) on uniform N(0, I) inputs; MoE of 8 experts of width 64, '
+    'top-1 softmax_topk (Switch), capacity factor 1.0; load measured on 4,096 held-out inputs at step 0 and '
+    'at the end; trained points none / switch / bias tuned per point on held-out MSE; frozen router at 3e-3 '
+    '(not tuned: its load change is 0 by construction); z-loss arms (z-loss 0 vs 1e-3, Switch loss on, no '
+    'gradient clipping) at a grid of large Adam rates, one arm per rate (not tuned: the rate is the '
+    'instability); collapse = a rise of max/mean load above +1 (scale 1 .. 8)'
+  ),
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+)

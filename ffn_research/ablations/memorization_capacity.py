@@ -58,28 +58,59 @@ from ffn_research.config import default_config
 # Per scale: steps per exposure count E (T; the regime's steps is their common divisor), d_ff -> its N grid,
 # the MoE arms' E, expert widths and N grid per k, the random labels' N grid and steps.
 SETTINGS = {
-    'smoke': dict(d_model=8, relations=8, values=16, exposures={100: 20}, d_ffs={8: (64, 128), 16: (64, 128),
-                  32: (64, 128)}, moe_e=100, moe_d_es=(1,), moe_facts={1: (128,), 2: (128,)},
-                  rl_points=(256, 2048), rl_steps=100),
-    'quick': dict(d_model=16, relations=16, values=256, exposures={1000: 1000, 100: 400},
-                  d_ffs={16: (256, 512), 32: (512, 1024), 64: (512, 1024, 2048)}, moe_e=100, moe_d_es=(2,),
-                  moe_facts={1: (256, 512, 1024), 2: (256, 512, 1024)}, rl_points=(256, 1024, 2048), rl_steps=2000),
-    'full': dict(d_model=16, relations=16, values=256, exposures={1000: 1000, 100: 400},
-                 d_ffs={16: (256, 512, 1024), 32: (512, 1024, 2048), 64: (512, 1024, 2048), 128: (1024, 2048, 4096),
-                        256: (4096, 8192)}, moe_e=1000, moe_d_es=(1, 2, 3),
-                 moe_facts={1: (256, 512, 1024), 2: (512, 1024, 2048)}, rl_points=(128, 256, 512, 1024, 2048),
-                 rl_steps=4000),
+  'smoke': dict(
+    d_model=8,
+    relations=8,
+    values=16,
+    exposures={100: 20},
+    d_ffs={8: (64, 128), 16: (64, 128), 32: (64, 128)},
+    moe_e=100,
+    moe_d_es=(1,),
+    moe_facts={1: (128,), 2: (128,)},
+    rl_points=(256, 2048),
+    rl_steps=100,
+  ),
+  'quick': dict(
+    d_model=16,
+    relations=16,
+    values=256,
+    exposures={1000: 1000, 100: 400},
+    d_ffs={16: (256, 512), 32: (512, 1024), 64: (512, 1024, 2048)},
+    moe_e=100,
+    moe_d_es=(2,),
+    moe_facts={1: (256, 512, 1024), 2: (256, 512, 1024)},
+    rl_points=(256, 1024, 2048),
+    rl_steps=2000,
+  ),
+  'full': dict(
+    d_model=16,
+    relations=16,
+    values=256,
+    exposures={1000: 1000, 100: 400},
+    d_ffs={
+      16: (256, 512, 1024),
+      32: (512, 1024, 2048),
+      64: (512, 1024, 2048),
+      128: (1024, 2048, 4096),
+      256: (4096, 8192),
+    },
+    moe_e=1000,
+    moe_d_es=(1, 2, 3),
+    moe_facts={1: (256, 512, 1024), 2: (512, 1024, 2048)},
+    rl_points=(128, 256, 512, 1024, 2048),
+    rl_steps=4000,
+  ),
 }
 RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1)}
 MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.003, 0.01, 0.03)}
-CLAIMS = {1000: 2.0, 100: 1.0}        # bits per parameter (Allen-Zhu & Li 2024)
-MORRIS_BITS = 3.6                     # bits per parameter at saturation (Morris et al. 2025)
-BITS_FACTOR = 1.25                    # rule 1: CI inside [claim / 1.25, claim * 1.25]
-SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3   # check (a)
-PEAK_RISE = 0.05                      # check (b)
+CLAIMS = {1000: 2.0, 100: 1.0}  # bits per parameter (Allen-Zhu & Li 2024)
+MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
+BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]
+SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3  # check (a)
+PEAK_RISE = 0.05  # check (b)
 MOE_EXPERTS, MOE_TOP_KS = 16, (1, 2)
-MOE_FACTOR = 1.3                      # rule 3: MoE keeps at least 1 / 1.3 of dense bits per total parameter
-RL_D_MODEL, RL_D_FF = 16, 64          # random labels: h d / 4 = 256
+MOE_FACTOR = 1.3  # rule 3: MoE keeps at least 1 / 1.3 of dense bits per total parameter
+RL_D_MODEL, RL_D_FF = 16, 64  # random labels: h d / 4 = 256
 RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
 RL_FIT_LEVEL = 0.9
@@ -96,6 +127,7 @@ def dense_label(e: int, n: int, d_ff: int) -> str:
 
 
 # --------------------------------------------------------------------------- arms
+
 
 def _memorization_base(s, facts: int):
   c = default_config()
@@ -135,19 +167,42 @@ def arms(scale: str) -> list[base.Arm]:
   unit, out = steps_unit(s), []
   for e, steps in s['exposures'].items():
     for n in sorted({n for ns in s['d_ffs'].values() for n in ns}):
-      out.append(base.Arm(arm_name(e, n), _memorization_base(s, n),
-                          {f'd_ff={f}': {'model.d_ff': f} for f, ns in s['d_ffs'].items() if n in ns},
-                          budget=_exposure_budget(e, n), steps_factor=steps // unit))
+      out.append(
+        base.Arm(
+          arm_name(e, n),
+          _memorization_base(s, n),
+          {f'd_ff={f}': {'model.d_ff': f} for f, ns in s['d_ffs'].items() if n in ns},
+          budget=_exposure_budget(e, n),
+          steps_factor=steps // unit,
+        )
+      )
   moe_steps = s['exposures'][s['moe_e']] // unit
   for k, ns in s['moe_facts'].items():
-    out += [base.Arm(arm_name(s['moe_e'], n, k), _moe_base(s, n, k), {f'd_e={w}': {'model.d_ff': w} for w in s['moe_d_es']},
-                     budget=_exposure_budget(s['moe_e'], n), rates=rates, steps_factor=moe_steps) for n in ns]
-  out.append(base.Arm('random_labels', _random_labels_base(), {f'N={n}': {'task.num_points': n} for n in s['rl_points']},
-                      tuned=False, steps_factor=s['rl_steps'] // unit))
+    out += [
+      base.Arm(
+        arm_name(s['moe_e'], n, k),
+        _moe_base(s, n, k),
+        {f'd_e={w}': {'model.d_ff': w} for w in s['moe_d_es']},
+        budget=_exposure_budget(s['moe_e'], n),
+        rates=rates,
+        steps_factor=moe_steps,
+      )
+      for n in ns
+    ]
+  out.append(
+    base.Arm(
+      'random_labels',
+      _random_labels_base(),
+      {f'N={n}': {'task.num_points': n} for n in s['rl_points']},
+      tuned=False,
+      steps_factor=s['rl_steps'] // unit,
+    )
+  )
   return out
 
 
 # --------------------------------------------------------------------------- measurements (pure)
+
 
 def bits_of_fit(cross_entropy_bits: float, facts: int, values: int) -> float:
   """Bits stored by a fit with this total cross-entropy (bits) on N facts over V values (floored at 0)."""
@@ -183,9 +238,12 @@ def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check
       bad.append(f'{size} params still rise {m.iloc[-1] / m.iloc[-2] - 1:.1%} at the largest N = {peak}')
     if peak == m.index[0] and m.iloc[0] <= peak / 2 * math.log2(values):
       bad.append(f'{size} params peak at the smallest N = {peak} with {m.iloc[0]:.0f} bits <= {peak // 2} log2 V')
-  return stats.Check(f'{label}: peak inside the N grid', not bad and bool(where),
-                     '; '.join(bad or where) + f' (a peak at the largest N must rise < {PEAK_RISE:.0%} over the '
-                     'next; at the smallest N it must exceed what N/2 facts can hold)')
+  return stats.Check(
+    f'{label}: peak inside the N grid',
+    not bad and bool(where),
+    '; '.join(bad or where) + f' (a peak at the largest N must rise < {PEAK_RISE:.0%} over the '
+    'next; at the smallest N it must exceed what N/2 facts can hold)',
+  )
 
 
 def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Check, stats.Verdict]:
@@ -193,13 +251,19 @@ def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Che
   slope = stats.slope_per_seed(top, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=SLOPE_MARGIN, claim='slope')
   lo, hi = slope.ci
   ok = bool((lo <= 1 <= hi or (1 - SLOPE_MARGIN <= lo and hi <= 1 + SLOPE_MARGIN)) and hi - lo <= SLOPE_MAX_WIDTH)
-  return stats.Check(f'{label}: bits proportional to params', ok,
-                     f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{lo:.3g}, {hi:.3g}], per '
-                     f'seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}, and be narrower than '
-                     f'{SLOPE_MAX_WIDTH:g}', remedy=stats.DOUBLE_STEPS, points=tuple(points)), slope
+  return stats.Check(
+    f'{label}: bits proportional to params',
+    ok,
+    f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{lo:.3g}, {hi:.3g}], per '
+    f'seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}, and be narrower than '
+    f'{SLOPE_MAX_WIDTH:g}',
+    remedy=stats.DOUBLE_STEPS,
+    points=tuple(points),
+  ), slope
 
 
 # --------------------------------------------------------------------------- verdicts (pure in the selection)
+
 
 def family(mem: pd.DataFrame, top_k: int, exposures: int) -> pd.DataFrame:
   return mem[(mem[K] == top_k) & (mem[E] == exposures)]
@@ -211,39 +275,72 @@ def capacity_verdict(mem: pd.DataFrame, exposures: int, s) -> stats.Verdict:
   top, claimed = peaks(g), CLAIMS[exposures]
   lo_ok, hi_ok = claimed / BITS_FACTOR, claimed * BITS_FACTOR
   points = [dense_label(exposures, n, f) for f, ns in s['d_ffs'].items() for n in ns]
-  with np.errstate(divide='ignore'):   # a size that stored nothing gives -inf: the seed's mean is not finite
+  with np.errstate(divide='ignore'):  # a size that stored nothing gives -inf: the seed's mean is not finite
     per_seed = np.log(top['bits_stored'] / top[SIZE]).groupby(top[SEED]).mean()
   m, lo, hi = stats.mean_ci(per_seed)
   test = 'per seed the geometric mean over sizes of peak bits / non-embedding params; t 95% CI over seeds'
-  rule = (f'reproduced if the 95% CI lies inside [{lo_ok:.3g}, {hi_ok:.3g}], not reproduced if outside, else (or with '
-          '< 3 seeds or < 3 sizes) inconclusive')
-  claim = f'at {exposures} exposures per fact an FFN stores about {claimed:g} bits per (non-embedding) parameter at its peak'
+  rule = (
+    f'reproduced if the 95% CI lies inside [{lo_ok:.3g}, {hi_ok:.3g}], not reproduced if outside, else (or with '
+    '< 3 seeds or < 3 sizes) inconclusive'
+  )
+  claim = (
+    f'at {exposures} exposures per fact an FFN stores about {claimed:g} bits per (non-embedding) parameter at its peak'
+  )
   if len(per_seed) < 3 or top[SIZE].nunique() < 3:
-    v = stats.Verdict(claim, stats.INCONCLUSIVE, math.exp(m) if len(per_seed) else math.nan, (math.nan,) * 2,
-                      test, rule, len(per_seed), 'underpowered: < 3 seeds or < 3 sizes', boundaries=(lo_ok, hi_ok))
+    v = stats.Verdict(
+      claim,
+      stats.INCONCLUSIVE,
+      math.exp(m) if len(per_seed) else math.nan,
+      (math.nan,) * 2,
+      test,
+      rule,
+      len(per_seed),
+      'underpowered: < 3 seeds or < 3 sizes',
+      boundaries=(lo_ok, hi_ok),
+    )
   else:
     se = float(np.std(per_seed, ddof=1) / math.sqrt(len(per_seed)))
-    v = stats.Verdict(claim, stats.decide((math.exp(lo), math.exp(hi)), lo_ok, hi_ok), math.exp(m),
-                      (math.exp(lo), math.exp(hi)), test, rule, len(per_seed),
-                      p_value=stats.decision_p(m, se, len(per_seed) - 1, math.log(lo_ok), math.log(hi_ok)),
-                      boundaries=(lo_ok, hi_ok))
+    v = stats.Verdict(
+      claim,
+      stats.decide((math.exp(lo), math.exp(hi)), lo_ok, hi_ok),
+      math.exp(m),
+      (math.exp(lo), math.exp(hi)),
+      test,
+      rule,
+      len(per_seed),
+      p_value=stats.decision_p(m, se, len(per_seed) - 1, math.log(lo_ok), math.log(hi_ok)),
+      boundaries=(lo_ok, hi_ok),
+    )
   check, slope = proportional_check(top, f'{exposures} exposures', points)
-  v = dataclasses.replace(v, extra={'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]},
-                          points=tuple(points))
+  v = dataclasses.replace(
+    v, extra={'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]}, points=tuple(points)
+  )
   return stats.gate(v, [check, peak_inside_check(g, f'{exposures} exposures', s['values'])])
 
 
 def random_labels_verdict(sel: pd.DataFrame, s) -> stats.Verdict:
   """Rule 2 with check (c): the largest N (above the parameter count) must fall below the level."""
   rl = sel[sel['arm'] == 'random_labels']
-  v = stats.threshold(rl.loc[rl['task.num_points'] == RL_QUARTER, 'fraction_fitted'], level=RL_FIT_LEVEL,
-                      direction='above', claim=f'a trained ReLU FFN (h = {RL_D_FF}, d = {RL_D_MODEL}) fits at least '
-                                               f'{RL_FIT_LEVEL:.0%} of N = h d / 4 = {RL_QUARTER} random real labels')
+  v = stats.threshold(
+    rl.loc[rl['task.num_points'] == RL_QUARTER, 'fraction_fitted'],
+    level=RL_FIT_LEVEL,
+    direction='above',
+    claim=f'a trained ReLU FFN (h = {RL_D_FF}, d = {RL_D_MODEL}) fits at least '
+    f'{RL_FIT_LEVEL:.0%} of N = h d / 4 = {RL_QUARTER} random real labels',
+  )
   n_top = max(s['rl_points'])
   m, lo, hi = stats.mean_ci(rl.loc[rl['task.num_points'] == n_top, 'fraction_fitted'])
-  check = stats.premise_check('random labels: the setup can fail', m, (lo, hi), -math.inf, RL_FIT_LEVEL,
-                              what=f'fraction fitted at N = {n_top} ({n_top / RL_PARAMS:.2f} x the {RL_PARAMS} parameters)')
-  return dataclasses.replace(stats.gate(v, [check]), points=(f'random_labels: N={RL_QUARTER}', f'random_labels: N={n_top}'))
+  check = stats.premise_check(
+    'random labels: the setup can fail',
+    m,
+    (lo, hi),
+    -math.inf,
+    RL_FIT_LEVEL,
+    what=f'fraction fitted at N = {n_top} ({n_top / RL_PARAMS:.2f} x the {RL_PARAMS} parameters)',
+  )
+  return dataclasses.replace(
+    stats.gate(v, [check]), points=(f'random_labels: N={RL_QUARTER}', f'random_labels: N={n_top}')
+  )
 
 
 def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
@@ -254,20 +351,28 @@ def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
     d = dense_top[dense_top[SEED] == seed].sort_values(SIZE)
     if d.empty:
       continue
-    with np.errstate(divide='ignore'):   # no bits stored: log 0 = -inf, interpolated as such
+    with np.errstate(divide='ignore'):  # no bits stored: log 0 = -inf, interpolated as such
       x, y = np.log(d[SIZE].to_numpy(float)), np.log((d['bits_stored'] / d[SIZE]).to_numpy(float))
     for _, r in g.iterrows():
-      rows.append({SEED: seed, SIZE: int(r[SIZE]), 'moe_bpp': r['bits_stored'] / r[SIZE],
-                   'dense_bpp': math.exp(np.interp(math.log(r[SIZE]), x, y))})
+      rows.append(
+        {
+          SEED: seed,
+          SIZE: int(r[SIZE]),
+          'moe_bpp': r['bits_stored'] / r[SIZE],
+          'dense_bpp': math.exp(np.interp(math.log(r[SIZE]), x, y)),
+        }
+      )
   return pd.DataFrame(rows, columns=[SEED, SIZE, 'moe_bpp', 'dense_bpp'])
 
 
 def ratio_p(a, b, edge: float) -> float:
   """Two-sided p of mean(a) / mean(b) against `edge`: one minus the largest confidence whose bootstrap CI
   (stats.ratio_of_means) still excludes the edge, so p < 0.05 exactly when the 95% CI excludes it."""
+
   def excludes(c):
     _, lo, hi = stats.ratio_of_means(a, b, confidence=c)
     return math.isfinite(lo) and math.isfinite(hi) and not lo <= edge <= hi
+
   if not excludes(0.01):
     return 1.0
   c_lo, c_hi = 0.01, 0.9999
@@ -285,37 +390,67 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s) -> stats.Verdict:
   r, lo, hi = stats.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
   p = ratio_p(pairs['moe_bpp'], pairs['dense_bpp'], floor) if math.isfinite(lo) else None
   v = stats.Verdict(
-      f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = {floor:.0%} of the dense peak '
-      f'bits per total non-embedding parameter ({e} exposures)', stats.decide((lo, hi), floor, math.inf), r, (lo, hi),
-      'ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total non-embedding params) to (the same '
-      'seeds\' dense figure at those sizes, log-log interpolated); BCa bootstrap 95% CI, seeds paired',
-      f'reproduced if the 95% CI of the ratio lies above {floor:.3g}; not reproduced if it lies below; otherwise, or '
-      'with < 3 seeds, inconclusive', len(pairs), f'p = {p:.3g} (the bootstrap CI inverted)' if p is not None else
-      'no bootstrap CI: < 3 paired seeds, or a degenerate sample (no bits stored)', p_value=p, boundaries=(floor,),
-      points=tuple(f'{arm_name(e, n, top_k)}: d_e={w}' for n in s['moe_facts'][top_k] for w in s['moe_d_es'])
-      + tuple(dense_label(e, n, f) for f, ns in s['d_ffs'].items() for n in ns))
-  return stats.gate(v, [peak_inside_check(moe, f'MoE top-{top_k}', s['values']),
-                        peak_inside_check(dense, f'dense at {e} exposures', s['values'])])
+    f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = {floor:.0%} of the dense peak '
+    f'bits per total non-embedding parameter ({e} exposures)',
+    stats.decide((lo, hi), floor, math.inf),
+    r,
+    (lo, hi),
+    'ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total non-embedding params) to (the same '
+    "seeds' dense figure at those sizes, log-log interpolated); BCa bootstrap 95% CI, seeds paired",
+    f'reproduced if the 95% CI of the ratio lies above {floor:.3g}; not reproduced if it lies below; otherwise, or '
+    'with < 3 seeds, inconclusive',
+    len(pairs),
+    f'p = {p:.3g} (the bootstrap CI inverted)'
+    if p is not None
+    else 'no bootstrap CI: < 3 paired seeds, or a degenerate sample (no bits stored)',
+    p_value=p,
+    boundaries=(floor,),
+    points=tuple(f'{arm_name(e, n, top_k)}: d_e={w}' for n in s['moe_facts'][top_k] for w in s['moe_d_es'])
+    + tuple(dense_label(e, n, f) for f, ns in s['d_ffs'].items() for n in ns),
+  )
+  return stats.gate(
+    v,
+    [
+      peak_inside_check(moe, f'MoE top-{top_k}', s['values']),
+      peak_inside_check(dense, f'dense at {e} exposures', s['values']),
+    ],
+  )
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   s, mem = SETTINGS[scale], memorization_rows(sel)
-  return ([capacity_verdict(mem, e, s) for e in sorted(s['exposures'], reverse=True)]
-          + [random_labels_verdict(sel, s)] + [moe_verdict(mem, k, s) for k in MOE_TOP_KS])
+  return (
+    [capacity_verdict(mem, e, s) for e in sorted(s['exposures'], reverse=True)]
+    + [random_labels_verdict(sel, s)]
+    + [moe_verdict(mem, k, s) for k in MOE_TOP_KS]
+  )
 
 
 # --------------------------------------------------------------------------- tables and figures
+
 
 def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
   """Per (top_k, E, size): the peak N, its rate, peak bits and bits per non-embedding / FFN / active / all params."""
   rows = []
   tops = pd.concat([peaks(g) for _, g in mem.groupby([K, E])]) if len(mem) else mem
   for (k, e, size), g in tops.groupby([K, E, SIZE]):
-    row = {K: k, E: e, 'd_ff': int(g['model.d_ff'].iloc[0]), 'non-embedding params': size,
-           'active params': int(g['active'].iloc[0]), 'peak N': int(g[N].iloc[0]),
-           'rate': float(g['train.learning_rate'].iloc[0]), 'seeds': len(g)}
-    for name, den in [('peak bits', 1), ('bits/non-emb param', g[SIZE]), ('bits/FFN param', g['num_ffn_params']),
-                      ('bits/active param', g['active']), ('bits/param (all)', g['num_params'])]:
+    row = {
+      K: k,
+      E: e,
+      'd_ff': int(g['model.d_ff'].iloc[0]),
+      'non-embedding params': size,
+      'active params': int(g['active'].iloc[0]),
+      'peak N': int(g[N].iloc[0]),
+      'rate': float(g['train.learning_rate'].iloc[0]),
+      'seeds': len(g),
+    }
+    for name, den in [
+      ('peak bits', 1),
+      ('bits/non-emb param', g[SIZE]),
+      ('bits/FFN param', g['num_ffn_params']),
+      ('bits/active param', g['active']),
+      ('bits/param (all)', g['num_params']),
+    ]:
       m, lo, hi = stats.mean_ci(g['bits_stored'] / den)
       row[name], row[f'{name} CI'] = m, f'[{lo:.4g}, {hi:.4g}]'
     rows.append(row)
@@ -329,9 +464,16 @@ def moe_table(mem: pd.DataFrame, s) -> pd.DataFrame:
     pairs = moe_pairs(peaks(family(mem, k, s['moe_e'])), dense)
     for size, p in pairs.groupby(SIZE):
       r, lo, hi = stats.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
-      rows.append({K: k, 'total non-emb params': size, 'MoE bits/param': p['moe_bpp'].mean(),
-                   'dense bits/param (interpolated)': p['dense_bpp'].mean(), 'MoE / dense': r,
-                   'CI': f'[{lo:.3g}, {hi:.3g}]'})
+      rows.append(
+        {
+          K: k,
+          'total non-emb params': size,
+          'MoE bits/param': p['moe_bpp'].mean(),
+          'dense bits/param (interpolated)': p['dense_bpp'].mean(),
+          'MoE / dense': r,
+          'CI': f'[{lo:.3g}, {hi:.3g}]',
+        }
+      )
   return pd.DataFrame(rows)
 
 
@@ -345,91 +487,174 @@ def figures(mem: pd.DataFrame, rl: pd.DataFrame, s, ctx: base.Context) -> list[b
     g = family(mem, 0, e)
     top, ax = peaks(g), axes[0, j]
     grid = np.geomspace(g[SIZE].min() / 1.5, g[SIZE].max() * 1.5, 20) if len(g) else np.array([1.0, 2.0])
-    for k, ls, label in [(MORRIS_BITS, ':', 'Morris et al. 2025'), (2.0, '-', 'Allen-Zhu & Li, 1,000 exp.'),
-                         (1.0, '--', 'Allen-Zhu & Li, 100 exp.')]:
+    for k, ls, label in [
+      (MORRIS_BITS, ':', 'Morris et al. 2025'),
+      (2.0, '-', 'Allen-Zhu & Li, 1,000 exp.'),
+      (1.0, '--', 'Allen-Zhu & Li, 100 exp.'),
+    ]:
       ax.plot(grid, k * grid, 'k', ls=ls, lw=1, label=f'{k:g} bits/param ({label})')
     ax.scatter(top[SIZE], top['bits_stored'], s=12, alpha=0.5, label='peak per seed')
     t = stats.summarize(top, [SIZE], ['bits_stored'])
     if len(t):
-      base.errorbar_ci(ax, t[SIZE], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'],
-                       label='mean, 95% CI')
-    base.style_axes(ax, xlabel='non-embedding parameters', ylabel='peak bits stored (over N)', xscale='log', xbase=2,
-                    yscale='log', title=f'{e} exposures per fact ({ctx.scale})')
+      base.errorbar_ci(
+        ax, t[SIZE], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'], label='mean, 95% CI'
+      )
+    base.style_axes(
+      ax,
+      xlabel='non-embedding parameters',
+      ylabel='peak bits stored (over N)',
+      xscale='log',
+      xbase=2,
+      yscale='log',
+      title=f'{e} exposures per fact ({ctx.scale})',
+    )
     for size, gs in g.groupby(SIZE):
       t = stats.summarize(gs, [N], ['bits_stored'])
-      base.errorbar_ci(axes[1, j], t[N], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'],
-                       label=f'{size} params')
+      base.errorbar_ci(
+        axes[1, j], t[N], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'], label=f'{size} params'
+      )
     ns = np.array(sorted(g[N].unique()) or [1], float)
     axes[1, j].plot(ns, ns * math.log2(s['values']), 'k:', lw=1, label='entropy N log2 V')
-    base.style_axes(axes[1, j], xlabel='facts N', ylabel='bits stored (tuned rate, mean over seeds)', xscale='log',
-                    xbase=2, yscale='log', title=f'{e} exposures: bits vs N per size')
-  out = [base.save_figure(fig, ctx.outdir, 'bits_vs_params.png',
-                          'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) with 2 '
-                          'and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits stored vs N per size '
-                          'at each point\'s tuned rate, with the entropy N log2 V')]
+    base.style_axes(
+      axes[1, j],
+      xlabel='facts N',
+      ylabel='bits stored (tuned rate, mean over seeds)',
+      xscale='log',
+      xbase=2,
+      yscale='log',
+      title=f'{e} exposures: bits vs N per size',
+    )
+  out = [
+    base.save_figure(
+      fig,
+      ctx.outdir,
+      'bits_vs_params.png',
+      'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) with 2 '
+      'and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits stored vs N per size '
+      "at each point's tuned rate, with the entropy N log2 V",
+    )
+  ]
   fig, axes = base.figure(1, 3, size=(5.5, 4.2))
   axes = axes.ravel()
   arms = [('dense', peaks(family(mem, 0, s['moe_e'])))] + [
-      (f'MoE {MOE_EXPERTS} experts, top-{k}', peaks(family(mem, k, s['moe_e']))) for k in MOE_TOP_KS]
+    (f'MoE {MOE_EXPERTS} experts, top-{k}', peaks(family(mem, k, s['moe_e']))) for k in MOE_TOP_KS
+  ]
   for ax, x in ((axes[0], SIZE), (axes[1], 'active')):
     for name, t in arms:
       m = stats.summarize(t.assign(bpp=t['bits_stored'] / t[x]), [x], ['bpp'])
       if len(m):
         base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name)
     ax.axhline(2.0, color='k', lw=1, label='2 bits/param (Allen-Zhu & Li)')
-    base.style_axes(ax, xlabel=f'{"total" if x == SIZE else "active"} non-embedding parameters', xscale='log', xbase=2,
-                    ylabel='peak bits per parameter', title=f'MoE vs dense at {s["moe_e"]} exposures ({ctx.scale})')
+    base.style_axes(
+      ax,
+      xlabel=f'{"total" if x == SIZE else "active"} non-embedding parameters',
+      xscale='log',
+      xbase=2,
+      ylabel='peak bits per parameter',
+      title=f'MoE vs dense at {s["moe_e"]} exposures ({ctx.scale})',
+    )
   t = stats.summarize(rl, ['task.num_points'], ['fraction_fitted'])
-  base.errorbar_ci(axes[2], t['task.num_points'], t['fraction_fitted_mean'], t['fraction_fitted_ci_lo'],
-                   t['fraction_fitted_ci_hi'], label='trained ReLU FFN (mean, 95% CI)')
+  base.errorbar_ci(
+    axes[2],
+    t['task.num_points'],
+    t['fraction_fitted_mean'],
+    t['fraction_fitted_ci_lo'],
+    t['fraction_fitted_ci_hi'],
+    label='trained ReLU FFN (mean, 95% CI)',
+  )
   axes[2].axvline(RL_QUARTER, color='k', label='N = h d / 4 (Bubeck et al.)')
   axes[2].axvline(RL_PARAMS, color='k', ls='--', label=f'N = {RL_PARAMS} parameters')
-  base.style_axes(axes[2], xlabel='N random labels', ylabel='fraction fitted (|error| < 0.1)', xscale='log', xbase=2,
-                  title=f'random labels, h = {RL_D_FF}, d = {RL_D_MODEL}')
-  return out + [base.save_figure(fig, ctx.outdir, 'moe_and_random_labels.png',
-                                 'peak bits per total (left) and per active (middle) non-embedding parameter, dense and '
-                                 'MoE arms (mean over seeds, 95% CI); right: fraction of random labels fitted vs N')]
+  base.style_axes(
+    axes[2],
+    xlabel='N random labels',
+    ylabel='fraction fitted (|error| < 0.1)',
+    xscale='log',
+    xbase=2,
+    title=f'random labels, h = {RL_D_FF}, d = {RL_D_MODEL}',
+  )
+  return out + [
+    base.save_figure(
+      fig,
+      ctx.outdir,
+      'moe_and_random_labels.png',
+      'peak bits per total (left) and per active (middle) non-embedding parameter, dense and '
+      'MoE arms (mean over seeds, 95% CI); right: fraction of random labels fitted vs N',
+    )
+  ]
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   s, mem = SETTINGS[result.scale], memorization_rows(result.full)
   rl, v = result.full[result.full['arm'] == 'random_labels'], result.verdicts
   es = sorted(s['exposures'], reverse=True)
-  notes = [f'peak bits per non-embedding parameter at {e} exposures = {x.statistic:.3g} = '
-           f'{x.statistic / MORRIS_BITS:.2f} x Morris et al. 2025\'s {MORRIS_BITS:g} (reference line, not a verdict); '
-           f'log-log slope {x.extra.get("slope", math.nan):.3g}' for e, x in zip(es, v)]
-  headline = (f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '
-              f'[{v[0].ci[0]:.3g}, {v[0].ci[1]:.3g}]; claimed {CLAIMS[es[0]]:g}): {v[0].outcome}' + ''.join(
-                  f'; MoE top-{k} / dense per total parameter {x.statistic:.3g} (95% CI [{x.ci[0]:.3g}, {x.ci[1]:.3g}]; '
-                  f'claimed >= {1 / MOE_FACTOR:.3g}): {x.outcome}' for k, x in zip(MOE_TOP_KS, v[-len(MOE_TOP_KS):])))
+  notes = [
+    f'peak bits per non-embedding parameter at {e} exposures = {x.statistic:.3g} = '
+    f"{x.statistic / MORRIS_BITS:.2f} x Morris et al. 2025's {MORRIS_BITS:g} (reference line, not a verdict); "
+    f'log-log slope {x.extra.get("slope", math.nan):.3g}'
+    for e, x in zip(es, v, strict=True)
+  ]
+  headline = (
+    f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '
+    f'[{v[0].ci[0]:.3g}, {v[0].ci[1]:.3g}]; claimed {CLAIMS[es[0]]:g}): {v[0].outcome}'
+    + ''.join(
+      f'; MoE top-{k} / dense per total parameter {x.statistic:.3g} (95% CI [{x.ci[0]:.3g}, {x.ci[1]:.3g}]; '
+      f'claimed >= {1 / MOE_FACTOR:.3g}): {x.outcome}'
+      for k, x in zip(MOE_TOP_KS, v[-len(MOE_TOP_KS) :], strict=True)
+    )
+  )
   return base.Presentation(
-      headline=headline, figures=figures(mem, rl, s, ctx), notes=notes,
-      tables=[base.Table('Peak over N of the bits stored, per arm, exposure count and size (mean over seeds, 95% CI)',
-                         peak_table(mem)),
-              base.Table('Bits stored per N at each point\'s tuned rate (mean over seeds, 95% CI)',
-                         stats.summarize(mem, [K, E, SIZE, N], ['bits_stored', 'accuracy'])),
-              base.Table(f'MoE arms ({MOE_EXPERTS} experts): peak bits per total parameter against the dense arm at the '
-                         'same size, ratio of means over seeds (BCa 95% CI)', moe_table(mem, s)),
-              base.Table('Random labels: fraction of N points fitted, mean and 95% CI',
-                         stats.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']))])
+    headline=headline,
+    figures=figures(mem, rl, s, ctx),
+    notes=notes,
+    tables=[
+      base.Table(
+        'Peak over N of the bits stored, per arm, exposure count and size (mean over seeds, 95% CI)', peak_table(mem)
+      ),
+      base.Table(
+        "Bits stored per N at each point's tuned rate (mean over seeds, 95% CI)",
+        stats.summarize(mem, [K, E, SIZE, N], ['bits_stored', 'accuracy']),
+      ),
+      base.Table(
+        f'MoE arms ({MOE_EXPERTS} experts): peak bits per total parameter against the dense arm at the '
+        'same size, ratio of means over seeds (BCa 95% CI)',
+        moe_table(mem, s),
+      ),
+      base.Table(
+        'Random labels: fraction of N points fitted, mean and 95% CI',
+        stats.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']),
+      ),
+    ],
+  )
 
 
 ABLATION = base.Study(
-    name='memorization_capacity',
-    claim=('At saturation a model stores about 2 bits of knowledge per parameter after 1,000 exposures per fact and '
-           'about 1 bit after 100, read at the peak over data sizes, and an MoE keeps about 1/1.3 of it per total '
-           'parameter (Allen-Zhu & Li 2024); Morris et al. 2025 measure about 3.6 bits per parameter for GPT-style '
-           'models on random bitstrings.'),
-    citation=('Allen-Zhu & Li 2024, Physics of Language Models Part 3.3; Morris et al. 2025, How much do language '
-              'models memorize?; Bubeck, Eldan, Lee & Mikulincer 2020 (h d / 4 random labels)'),
-    published='2 bits/param at 1,000 exposures, 1 bit/param at 100 (Allen-Zhu & Li); 3.6 bits/param (Morris et al.)',
-    regimes={scale: base.Regime(rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap_s=cap,
-                                metric='eval_loss', mode='min')
-             for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 18000.0))},
-    arms=arms, rules=rules, present=present,
-    setup=('Task `memorization` (N facts (subject, relation) -> object, V = 256 objects, train = test); `ffn_stack` '
-           'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; one arm per (E, N) '
-           'with the sizes it brackets as points; Adam, warmup, cosine decay; fixed steps per exposure count (full: '
-           '1,000 at E = 1,000, 400 at E = 100; the regime\'s T is their common unit, each arm a multiple of it), batch '
-           '= E N / steps. MoE: 16 ReLU experts of width 1-3 per FFN, top-1 and top-2. Random labels: bare FFN d 16, '
-           'h 64, Adam 1e-2, not tuned.'))
+  name='memorization_capacity',
+  claim=(
+    'At saturation a model stores about 2 bits of knowledge per parameter after 1,000 exposures per fact and '
+    'about 1 bit after 100, read at the peak over data sizes, and an MoE keeps about 1/1.3 of it per total '
+    'parameter (Allen-Zhu & Li 2024); Morris et al. 2025 measure about 3.6 bits per parameter for GPT-style '
+    'models on random bitstrings.'
+  ),
+  citation=(
+    'Allen-Zhu & Li 2024, Physics of Language Models Part 3.3; Morris et al. 2025, How much do language '
+    'models memorize?; Bubeck, Eldan, Lee & Mikulincer 2020 (h d / 4 random labels)'
+  ),
+  published='2 bits/param at 1,000 exposures, 1 bit/param at 100 (Allen-Zhu & Li); 3.6 bits/param (Morris et al.)',
+  regimes={
+    scale: base.Regime(
+      rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap_s=cap, metric='eval_loss', mode='min'
+    )
+    for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 18000.0))
+  },
+  arms=arms,
+  rules=rules,
+  present=present,
+  setup=(
+    'Task `memorization` (N facts (subject, relation) -> object, V = 256 objects, train = test); `ffn_stack` '
+    'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; one arm per (E, N) '
+    'with the sizes it brackets as points; Adam, warmup, cosine decay; fixed steps per exposure count (full: '
+    "1,000 at E = 1,000, 400 at E = 100; the regime's T is their common unit, each arm a multiple of it), batch "
+    '= E N / steps. MoE: 16 ReLU experts of width 1-3 per FFN, top-1 and top-2. Random labels: bare FFN d 16, '
+    'h 64, Adam 1e-2, not tuned.'
+  ),
+)

@@ -55,39 +55,40 @@ from ffn_research.config import default_config
 # Per scale: the expert count E of top-1 (top-2 uses 2E experts of half the width); dense widths as multiples
 # of the active width (the last is dense-total = E w); the facts and batch of memorization.
 SETTINGS = {
-    'smoke': dict(experts=2, dense={'memorization': (1, 2), 'multi_hop': (1, 2)}, mem_facts=384, mem_batch=256),
-    'quick': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
-    'full': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
+  'smoke': dict(experts=2, dense={'memorization': (1, 2), 'multi_hop': (1, 2)}, mem_facts=384, mem_batch=256),
+  'quick': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
+  'full': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
 }
 REGIMES = {  # T = memorization's steps (reasoning trains 2T); rates: the memorization MoEs' starting grid
-    'smoke': base.Regime(rates=(0.01, 0.03, 0.1), steps=20, seeds=3, cap_s=100.0, metric='fit_loss'),
-    'quick': base.Regime(rates=(0.01, 0.03, 0.1), steps=300, seeds=3, cap_s=300.0, metric='fit_loss'),
-    'full': base.Regime(rates=(0.01, 0.03, 0.1), steps=1000, seeds=10, cap_s=6000.0, metric='fit_loss'),
+  'smoke': base.Regime(rates=(0.01, 0.03, 0.1), steps=20, seeds=3, cap_s=100.0, metric='fit_loss'),
+  'quick': base.Regime(rates=(0.01, 0.03, 0.1), steps=300, seeds=3, cap_s=300.0, metric='fit_loss'),
+  'full': base.Regime(rates=(0.01, 0.03, 0.1), steps=1000, seeds=10, cap_s=6000.0, metric='fit_loss'),
 }
-RATES = {'memorization_dense': (0.03, 0.1, 0.3), 'multi_hop': (3e-4, 1e-3, 3e-3)}   # starting grids (else the regime's)
+RATES = {'memorization_dense': (0.03, 0.1, 0.3), 'multi_hop': (3e-4, 1e-3, 3e-3)}  # starting grids (else the regime's)
 ROUTERS = {  # arm -> (top_k, renormalize, expert-count multiplier, expert-width divisor)
-    'top1': (1, False, 1, 1),   # Switch-style: the router learns at k = 1
-    'top2': (2, True, 2, 2),    # renormalised top-2 of 2E experts of width w / 2
+  'top1': (1, False, 1, 1),  # Switch-style: the router learns at k = 1
+  'top2': (2, True, 2, 2),  # renormalised top-2 of 2E experts of width w / 2
 }
 TASKS = ('memorization', 'multi_hop')
-MEM_D_MODEL, MEM_WIDTH = 16, 8                    # memorization: residual width, active width w
-MEM_VALUES, MEM_RELATIONS = 64, 48                # objects (6 bits per fact), relations per subject
-HOP_D_MODEL, HOP_HEADS, HOP_LAYERS, HOP_WIDTH = 32, 2, 2, 32   # multi_hop transformer; active width w
+MEM_D_MODEL, MEM_WIDTH = 16, 8  # memorization: residual width, active width w
+MEM_VALUES, MEM_RELATIONS = 64, 48  # objects (6 bits per fact), relations per subject
+HOP_D_MODEL, HOP_HEADS, HOP_LAYERS, HOP_WIDTH = 32, 2, 2, 32  # multi_hop transformer; active width w
 HOP_NODES, HOP_RELATIONS, HOP_TRAIN = 32, 4, 0.8  # graph: nodes, relations, trained share of compositions
-HOP_BATCH, HOP_WEIGHT_DECAY = 128, 1.0            # AdamW as configs/multi_hop.py
-HALF, MUCH = 0.5, 0.25         # rules 2-3 (G vs 0.5) and 1 (difference above 0.25)
-PREMISE_SLOPE = 0.8            # memorization premise: dense per-seed log-log slope CI lower end
-FIT_LEVEL = 0.9                # reasoning premise: trained-composition accuracy CI lower end
-SATURATED = 0.9                # memorization: a point storing more than this share of the entropy is saturated
-MEM_GAP, HOP_GAP = 0.1, 0.1    # dynamic range: dense-total - dense-active > 10% of bits / 0.1 accuracy
-BITS_PER_PARAM = 2.0           # capacity (Allen-Zhu & Li 2024) for the facts >= 2x capacity check
-RESAMPLES = 9999               # bootstrap resamples (as stats.ratio_of_means)
+HOP_BATCH, HOP_WEIGHT_DECAY = 128, 1.0  # AdamW as configs/multi_hop.py
+HALF, MUCH = 0.5, 0.25  # rules 2-3 (G vs 0.5) and 1 (difference above 0.25)
+PREMISE_SLOPE = 0.8  # memorization premise: dense per-seed log-log slope CI lower end
+FIT_LEVEL = 0.9  # reasoning premise: trained-composition accuracy CI lower end
+SATURATED = 0.9  # memorization: a point storing more than this share of the entropy is saturated
+MEM_GAP, HOP_GAP = 0.1, 0.1  # dynamic range: dense-total - dense-active > 10% of bits / 0.1 accuracy
+BITS_PER_PARAM = 2.0  # capacity (Allen-Zhu & Li 2024) for the facts >= 2x capacity check
+RESAMPLES = 9999  # bootstrap resamples (as stats.ratio_of_means)
 SEED, STEPS = 'train.seed', 'train.steps'
 SCORE = {'memorization': 'bits_stored', 'multi_hop': 'eval_accuracy'}
 WIDTH = {'memorization': MEM_WIDTH, 'multi_hop': HOP_WIDTH}
 
 
 # --------------------------------------------------------------------------- arms
+
 
 def config(s: dict, task: str, arm: str) -> ml_collections.ConfigDict:
   """The base config of one arm ('dense' or a ROUTERS key) of `task`."""
@@ -101,7 +102,7 @@ def config(s: dict, task: str, arm: str) -> ml_collections.ConfigDict:
     m.arch, m.num_layers, m.d_model, m.num_heads = 'transformer', HOP_LAYERS, HOP_D_MODEL, HOP_HEADS
     t.name, t.num_nodes, t.num_relations, t.num_hops = 'multi_hop', HOP_NODES, HOP_RELATIONS, 2
     t.train_fraction, tr.optimizer, tr.weight_decay, tr.batch_size = HOP_TRAIN, 'adamw', HOP_WEIGHT_DECAY, HOP_BATCH
-  e.capacity_factor, e.dispatch, e.num_experts, m.d_ff = 0.0, 'auto', 0, WIDTH[task]   # dropless; 'auto': sort on CPU
+  e.capacity_factor, e.dispatch, e.num_experts, m.d_ff = 0.0, 'auto', 0, WIDTH[task]  # dropless; 'auto': sort on CPU
   if arm != 'dense':
     k, renorm, mult, div = ROUTERS[arm]
     e.num_experts, e.top_k, e.router, e.renormalize = mult * s['experts'], k, 'softmax_topk', renorm
@@ -113,10 +114,18 @@ def arms(scale: str) -> list[base.Arm]:
   s, out = SETTINGS[scale], []
   for task in TASKS:
     hop = task == 'multi_hop'
-    rates = lambda arm: RATES['multi_hop'] if hop else RATES['memorization_dense'] if arm == 'dense' else None
+    rates = lambda arm, hop=hop: RATES['multi_hop'] if hop else RATES['memorization_dense'] if arm == 'dense' else None
     dense = {f'd_ff={f * WIDTH[task]}': {'model.d_ff': f * WIDTH[task]} for f in s['dense'][task]}
-    out += [base.Arm(f'{task}_{arm}', config(s, task, arm), dense if arm == 'dense' else {f'E={s["experts"]}': {}},
-                     rates=rates(arm), steps_factor=2 if hop else 1) for arm in ('dense', *ROUTERS)]
+    out += [
+      base.Arm(
+        f'{task}_{arm}',
+        config(s, task, arm),
+        dense if arm == 'dense' else {f'E={s["experts"]}': {}},
+        rates=rates(arm),
+        steps_factor=2 if hop else 1,
+      )
+      for arm in ('dense', *ROUTERS)
+    ]
   return out
 
 
@@ -143,17 +152,26 @@ def collect(run_dir: str, row) -> dict[str, float]:
 
 # --------------------------------------------------------------------------- statistics
 
+
 def bootstrap_verdict(ci_at, *, lo: float, hi: float, claim: str, test: str, rule: str, n: int) -> stats.Verdict:
   """A verdict on a bootstrap CI: ci_at(confidence) -> (statistic, ci_lo, ci_hi), the region [lo, hi].
   Outcome from the 95% CI (stats.decide); p = 1 - the largest confidence whose CI still decides, found by
   bisection (the resamples are the same at every level), so p < 0.05 exactly when the 95% CI decides."""
   stat, c_lo, c_hi = ci_at(stats.CONFIDENCE)
   if not (math.isfinite(c_lo) and math.isfinite(c_hi)):
-    return stats.Verdict(claim, stats.INCONCLUSIVE, stat, (c_lo, c_hi), test, rule, n,
-                         f'underpowered: no bootstrap CI ({n} seeds)',
-                         boundaries=tuple(x for x in (lo, hi) if math.isfinite(x)))
+    return stats.Verdict(
+      claim,
+      stats.INCONCLUSIVE,
+      stat,
+      (c_lo, c_hi),
+      test,
+      rule,
+      n,
+      f'underpowered: no bootstrap CI ({n} seeds)',
+      boundaries=tuple(x for x in (lo, hi) if math.isfinite(x)),
+    )
   outcome = stats.decide((c_lo, c_hi), lo, hi)
-  first, floor = stats.decide(ci_at(1e-4)[1:], lo, hi), 1 / (RESAMPLES + 1)   # p below 1 / (R + 1): unresolved
+  first, floor = stats.decide(ci_at(1e-4)[1:], lo, hi), 1 / (RESAMPLES + 1)  # p below 1 / (R + 1): unresolved
   a, b = 1e-4, 1 - floor
   if first == stats.INCONCLUSIVE:
     p = 1.0
@@ -164,9 +182,19 @@ def bootstrap_verdict(ci_at, *, lo: float, hi: float, claim: str, test: str, rul
       mid = (a + b) / 2
       a, b = (mid, b) if stats.decide(ci_at(mid)[1:], lo, hi) == first else (a, mid)
     p = 1 - a
-  why = f'p = {p:.3g}' + (' (at most; the bootstrap\'s resolution)' if p <= floor else '') + ' (bootstrap CI inversion)'
-  return stats.Verdict(claim, outcome, stat, (c_lo, c_hi), test, rule, n, why, p_value=p,
-                       boundaries=tuple(x for x in (lo, hi) if math.isfinite(x)))
+  why = f'p = {p:.3g}' + (" (at most; the bootstrap's resolution)" if p <= floor else '') + ' (bootstrap CI inversion)'
+  return stats.Verdict(
+    claim,
+    outcome,
+    stat,
+    (c_lo, c_hi),
+    test,
+    rule,
+    n,
+    why,
+    p_value=p,
+    boundaries=tuple(x for x in (lo, hi) if math.isfinite(x)),
+  )
 
 
 def gap_difference(mem: pd.DataFrame, hop: pd.DataFrame, confidence: float) -> tuple[float, float, float]:
@@ -178,8 +206,16 @@ def gap_difference(mem: pd.DataFrame, hop: pd.DataFrame, confidence: float) -> t
   data = tuple(both[c].to_numpy(float) for c in ('num_m', 'den_m', 'num_h', 'den_h'))
   f = lambda a, b, c, d, axis=-1: a.mean(axis) / b.mean(axis) - c.mean(axis) / d.mean(axis)
   d = float(f(*data))
-  res = sp_stats.bootstrap(data, f, paired=True, vectorized=True, n_resamples=RESAMPLES, confidence_level=confidence,
-                           method='BCa', random_state=np.random.default_rng(0))
+  res = sp_stats.bootstrap(
+    data,
+    f,
+    paired=True,
+    vectorized=True,
+    n_resamples=RESAMPLES,
+    confidence_level=confidence,
+    method='BCa',
+    random_state=np.random.default_rng(0),
+  )
   return d, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
@@ -195,21 +231,41 @@ def memorization_checks(sel: pd.DataFrame, scale: str, router: str) -> list[stat
   s, lab = SETTINGS[scale], labels(scale, 'memorization')
   entropy = s['mem_facts'] * math.log2(MEM_VALUES)
   dense = sel[sel['arm'] == 'memorization_dense']
-  premise = stats.slope_per_seed(dense, x='num_params', y='bits_stored', seed=SEED, claimed=1.0, margin=math.inf,
-                                 claim='dense bits vs params')
+  premise = stats.slope_per_seed(
+    dense, x='num_params', y='bits_stored', seed=SEED, claimed=1.0, margin=math.inf, claim='dense bits vs params'
+  )
   at = lambda p: sel[sel['point'] == lab[p]]
   x_total = float(at('total')['num_params'].max()) if len(at('total')) else math.nan
   t = gaps(sel, scale, 'memorization', router)
   return [
-      stats.premise_check('memorization premise: dense bits grow in proportion to parameters', premise.statistic,
-                          premise.ci, PREMISE_SLOPE, what=f'per-seed log-log slope of bits on total parameters over '
-                          f'dense d_ff {sorted(dense["model.d_ff"].unique().tolist())} ({premise.n} seeds)'),
-      stats.Check('memorization: facts >= 2x the dense-total capacity', bool(entropy >= 2 * BITS_PER_PARAM * x_total),
-                  f'{entropy:,.0f} bits of facts vs {BITS_PER_PARAM:g} bits/param x {x_total:,.0f} params'),
-      *[stats.range_check(f'memorization {p}: not saturated (share of the entropy)', at(p)['bits_stored'] / entropy,
-                          ceiling=1.0, margin=1 - SATURATED) for p in ('total', router)],
-      stats.range_check('memorization: dense-total stores more than dense-active (gap / dense-total bits)',
-                        t['den'] / t['total'], floor=0.0, margin=MEM_GAP),
+    stats.premise_check(
+      'memorization premise: dense bits grow in proportion to parameters',
+      premise.statistic,
+      premise.ci,
+      PREMISE_SLOPE,
+      what=f'per-seed log-log slope of bits on total parameters over '
+      f'dense d_ff {sorted(dense["model.d_ff"].unique().tolist())} ({premise.n} seeds)',
+    ),
+    stats.Check(
+      'memorization: facts >= 2x the dense-total capacity',
+      bool(entropy >= 2 * BITS_PER_PARAM * x_total),
+      f'{entropy:,.0f} bits of facts vs {BITS_PER_PARAM:g} bits/param x {x_total:,.0f} params',
+    ),
+    *[
+      stats.range_check(
+        f'memorization {p}: not saturated (share of the entropy)',
+        at(p)['bits_stored'] / entropy,
+        ceiling=1.0,
+        margin=1 - SATURATED,
+      )
+      for p in ('total', router)
+    ],
+    stats.range_check(
+      'memorization: dense-total stores more than dense-active (gap / dense-total bits)',
+      t['den'] / t['total'],
+      floor=0.0,
+      margin=MEM_GAP,
+    ),
   ]
 
 
@@ -217,12 +273,24 @@ def reasoning_checks(sel: pd.DataFrame, scale: str, router: str) -> list[stats.C
   lab = labels(scale, 'multi_hop')
   fit = sel[sel['point'] == lab['active']]['accuracy']
   m, lo, hi = stats.mean_ci(fit)
-  premise = stats.premise_check('reasoning premise: dense-active fits the trained compositions', m, (lo, hi),
-                                FIT_LEVEL, 1.0, what=f'trained-composition accuracy ({len(fit)} seeds)')
-  every = tuple(v for k, v in lab.items() if k not in ('active', 'total'))   # both routers: budgets stay equal
-  return [dataclasses.replace(premise, remedy=stats.DOUBLE_STEPS if not premise.passed else '', points=every),
-          stats.range_check('reasoning: dense-total beats dense-active on held-out compositions (accuracy gap)',
-                            gaps(sel, scale, 'multi_hop', router)['den'], floor=0.0, margin=HOP_GAP)]
+  premise = stats.premise_check(
+    'reasoning premise: dense-active fits the trained compositions',
+    m,
+    (lo, hi),
+    FIT_LEVEL,
+    1.0,
+    what=f'trained-composition accuracy ({len(fit)} seeds)',
+  )
+  every = tuple(v for k, v in lab.items() if k not in ('active', 'total'))  # both routers: budgets stay equal
+  return [
+    dataclasses.replace(premise, remedy=stats.DOUBLE_STEPS if not premise.passed else '', points=every),
+    stats.range_check(
+      'reasoning: dense-total beats dense-active on held-out compositions (accuracy gap)',
+      gaps(sel, scale, 'multi_hop', router)['den'],
+      floor=0.0,
+      margin=HOP_GAP,
+    ),
+  ]
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -236,31 +304,46 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     c_mem, c_hop = memorization_checks(sel, scale, r), reasoning_checks(sel, scale, r)
     p_mem, p_hop = task_points(scale, 'memorization', r), task_points(scale, 'multi_hop', r)
     v_all = bootstrap_verdict(
-        lambda c: gap_difference(mem, hop, c), lo=MUCH, hi=math.inf, n=min(len(mem), len(hop)),
-        test='difference of two ratios of means, BCa bootstrap 95% CI (scipy.stats.bootstrap, seeds together)',
-        rule=f'reproduced if the 95% CI of G(memorization) - G(reasoning) lies above {MUCH:g}; not reproduced if it '
-             f'lies below; otherwise, or with < 3 seeds, inconclusive',
-        claim=f'overall, {r}: memorization closes much more of its dense-active -> dense-total gap than reasoning '
-              f'(difference of gap shares above {MUCH:g}; Jelassi et al. 2024)')
+      lambda c, mem=mem, hop=hop: gap_difference(mem, hop, c),
+      lo=MUCH,
+      hi=math.inf,
+      n=min(len(mem), len(hop)),
+      test='difference of two ratios of means, BCa bootstrap 95% CI (scipy.stats.bootstrap, seeds together)',
+      rule=f'reproduced if the 95% CI of G(memorization) - G(reasoning) lies above {MUCH:g}; not reproduced if it '
+      f'lies below; otherwise, or with < 3 seeds, inconclusive',
+      claim=f'overall, {r}: memorization closes much more of its dense-active -> dense-total gap than reasoning '
+      f'(difference of gap shares above {MUCH:g}; Jelassi et al. 2024)',
+    )
     v_mem = bootstrap_verdict(
-        lambda c: stats.ratio_of_means(mem['num'], mem['den'], confidence=c), lo=HALF, hi=math.inf, n=len(mem),
-        test=test, rule=f'reproduced if the 95% CI of G lies above {HALF:g}; not reproduced if below; else '
-                        'inconclusive',
-        claim=f'memorization, {what.format(w=MEM_WIDTH // div)}: the MoE closes more than half of the gap in bits '
-              'stored between dense-active and dense-total')
+      lambda c, mem=mem: stats.ratio_of_means(mem['num'], mem['den'], confidence=c),
+      lo=HALF,
+      hi=math.inf,
+      n=len(mem),
+      test=test,
+      rule=f'reproduced if the 95% CI of G lies above {HALF:g}; not reproduced if below; else inconclusive',
+      claim=f'memorization, {what.format(w=MEM_WIDTH // div)}: the MoE closes more than half of the gap in bits '
+      'stored between dense-active and dense-total',
+    )
     v_hop = bootstrap_verdict(
-        lambda c: stats.ratio_of_means(hop['num'], hop['den'], confidence=c), lo=-math.inf, hi=HALF, n=len(hop),
-        test=test, rule=f'reproduced if the 95% CI of G lies below {HALF:g}; not reproduced if above; else '
-                        'inconclusive',
-        claim=f'reasoning saturates, {what.format(w=HOP_WIDTH // div)}: the MoE closes less than half of the gap in '
-              'held-out 2-hop accuracy between dense-active and dense-total')
+      lambda c, hop=hop: stats.ratio_of_means(hop['num'], hop['den'], confidence=c),
+      lo=-math.inf,
+      hi=HALF,
+      n=len(hop),
+      test=test,
+      rule=f'reproduced if the 95% CI of G lies below {HALF:g}; not reproduced if above; else inconclusive',
+      claim=f'reasoning saturates, {what.format(w=HOP_WIDTH // div)}: the MoE closes less than half of the gap in '
+      'held-out 2-hop accuracy between dense-active and dense-total',
+    )
     overall.append(dataclasses.replace(stats.gate(v_all, c_mem + c_hop), points=p_mem + p_hop))
-    per_task += [dataclasses.replace(stats.gate(v_mem, c_mem), points=p_mem),
-                 dataclasses.replace(stats.gate(v_hop, c_hop), points=p_hop)]
+    per_task += [
+      dataclasses.replace(stats.gate(v_mem, c_mem), points=p_mem),
+      dataclasses.replace(stats.gate(v_hop, c_hop), points=p_hop),
+    ]
   return overall + per_task
 
 
 # --------------------------------------------------------------------------- presentation
+
 
 def point_table(sel: pd.DataFrame, task: str, metrics: list[str]) -> pd.DataFrame:
   """Per point of `task` at its chosen rate: parameters, rate, steps and each metric's mean and 95% CI."""
@@ -275,47 +358,96 @@ def gap_table(result: base.Result) -> pd.DataFrame:
       for task in TASKS:
         t = gaps(sel, result.scale, task, r)
         g, lo, hi = stats.ratio_of_means(t['num'], t['den'])
-        rows.append({'budget': level, 'router': r, 'task': task, 'seeds': len(t), 'G': g, 'CI': f'[{lo:.3g}, {hi:.3g}]',
-                     'ci_lo': lo, 'ci_hi': hi, 'mean MoE - active': t['num'].mean(),
-                     'mean total - active': t['den'].mean()})
+        rows.append(
+          {
+            'budget': level,
+            'router': r,
+            'task': task,
+            'seeds': len(t),
+            'G': g,
+            'CI': f'[{lo:.3g}, {hi:.3g}]',
+            'ci_lo': lo,
+            'ci_hi': hi,
+            'mean MoE - active': t['num'].mean(),
+            'mean total - active': t['den'].mean(),
+          }
+        )
   return pd.DataFrame(rows)
 
 
 def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Figure:
   s, sel = SETTINGS[result.scale], result.full
   fig, axes = base.figure(1, 3)
-  for ax, task, ylabel in ((axes[0, 0], 'memorization', 'bits stored'),
-                           (axes[0, 1], 'multi_hop', 'held-out 2-hop accuracy')):
+  for ax, task, ylabel in (
+    (axes[0, 0], 'memorization', 'bits stored'),
+    (axes[0, 1], 'multi_hop', 'held-out 2-hop accuracy'),
+  ):
     for i, arm in enumerate(('dense', *ROUTERS)):
       g = sel[sel['arm'] == f'{task}_{arm}']
       if not len(g):
         continue
       t = stats.summarize(g, ['num_params'], [SCORE[task]])
       label = 'dense (d_ff swept)' if arm == 'dense' else f'MoE {arm}, E = {s["experts"]} (one point)'
-      base.errorbar_ci(ax, t['num_params'], t[f'{SCORE[task]}_mean'], t[f'{SCORE[task]}_ci_lo'],
-                       t[f'{SCORE[task]}_ci_hi'], fmt=('s--' if arm == 'dense' else 'o'), color=f'C{i}', label=label)
+      base.errorbar_ci(
+        ax,
+        t['num_params'],
+        t[f'{SCORE[task]}_mean'],
+        t[f'{SCORE[task]}_ci_lo'],
+        t[f'{SCORE[task]}_ci_hi'],
+        fmt=('s--' if arm == 'dense' else 'o'),
+        color=f'C{i}',
+        label=label,
+      )
     if task == 'multi_hop':
       ax.axhline(1 / HOP_NODES, color='k', ls=':', lw=1, label=f'chance (1/{HOP_NODES})')
-    base.style_axes(ax, xlabel='total parameters', ylabel=ylabel, xscale='log', fontsize=6,
-                    title=f'{task}: active width {WIDTH[task]}, at T (mean, 95% CI)', title_size=9)
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())   # a narrow log range: minor labels would overlap
+    base.style_axes(
+      ax,
+      xlabel='total parameters',
+      ylabel=ylabel,
+      xscale='log',
+      fontsize=6,
+      title=f'{task}: active width {WIDTH[task]}, at T (mean, 95% CI)',
+      title_size=9,
+    )
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # a narrow log range: minor labels would overlap
   ax = axes[0, 2]
   for j, level in enumerate(('T', 'T/2')):
     g = gap[gap['budget'] == level].reset_index(drop=True)
-    base.errorbar_ci(ax, np.arange(len(g)) + 0.15 * j, g['G'], g['ci_lo'], g['ci_hi'], fmt='o' if j == 0 else 'o',
-                     mfc=None if j == 0 else 'none', color='C1' if j == 0 else 'gray', label=f'at {level}')
+    base.errorbar_ci(
+      ax,
+      np.arange(len(g)) + 0.15 * j,
+      g['G'],
+      g['ci_lo'],
+      g['ci_hi'],
+      fmt='o' if j == 0 else 'o',
+      mfc=None if j == 0 else 'none',
+      color='C1' if j == 0 else 'gray',
+      label=f'at {level}',
+    )
   ticks = gap[gap['budget'] == 'T']
-  ax.set_xticks(range(len(ticks)), [f'{r}\n{t}' for r, t in zip(ticks['router'], ticks['task'])], fontsize=7)
+  ax.set_xticks(
+    range(len(ticks)), [f'{r}\n{t}' for r, t in zip(ticks['router'], ticks['task'], strict=True)], fontsize=7
+  )
   for y, ls in ((0, '-'), (1, ':'), (HALF, '--')):
     ax.axhline(y, color='k' if y != HALF else 'gray', lw=0.8, ls=ls)
-  base.style_axes(ax, xlabel='', ylabel=f'G: share of the gap the MoE of E = {s["experts"]} closes', fontsize=6,
-                  title='ratio of means, BCa 95% CI', title_size=9)
-  return base.save_figure(fig, ctx.outdir, 'memorization_vs_reasoning.png',
-                          'left: bits stored vs total parameters for dense FFNs (d_ff swept) and the two MoEs at E = '
-                          f'{s["experts"]} experts (one point each, same active width), each at its tuned rate and T; '
-                          'middle: held-out 2-hop accuracy, the same arms (reasoning trains 2x the steps); right: the '
-                          'share G of the dense-active -> dense-total gap the MoE closes, per router and task, at T and '
-                          'at T/2 (0: no better than dense-active, 1: as good as dense-total)')
+  base.style_axes(
+    ax,
+    xlabel='',
+    ylabel=f'G: share of the gap the MoE of E = {s["experts"]} closes',
+    fontsize=6,
+    title='ratio of means, BCa 95% CI',
+    title_size=9,
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'memorization_vs_reasoning.png',
+    'left: bits stored vs total parameters for dense FFNs (d_ff swept) and the two MoEs at E = '
+    f'{s["experts"]} experts (one point each, same active width), each at its tuned rate and T; '
+    'middle: held-out 2-hop accuracy, the same arms (reasoning trains 2x the steps); right: the '
+    'share G of the dense-active -> dense-total gap the MoE closes, per router and task, at T and '
+    'at T/2 (0: no better than dense-active, 1: as good as dense-total)',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
@@ -324,38 +456,59 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   at_t = gap[gap['budget'] == 'T']
   headline = '; '.join(f'{r.router} {r.task}: G {r.G:.2f} {r.CI}' for r in at_t.itertuples())
   entropy = s['mem_facts'] * math.log2(MEM_VALUES)
-  mem = point_table(result.full.assign(share_of_entropy=result.full['bits_stored'] / entropy), 'memorization',
-                    ['bits_stored', 'share_of_entropy'])
+  mem = point_table(
+    result.full.assign(share_of_entropy=result.full['bits_stored'] / entropy),
+    'memorization',
+    ['bits_stored', 'share_of_entropy'],
+  )
   hop = point_table(result.full, 'multi_hop', ['eval_accuracy', 'accuracy', 'first_hop_accuracy', 'eval_loss'])
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
   return base.Presentation(
-      headline=headline,
-      tables=[base.Table('G, the share of the dense-active -> dense-total gap the MoE closes (ratio of means, BCa CI), '
-                         'at T and at T/2', gap.drop(columns=['ci_lo', 'ci_hi'])),
-              base.Table(f'memorization at T ({s["mem_facts"]:,} facts, {entropy:,.0f} bits)', mem),
-              base.Table('multi_hop at T (eval_: held-out compositions; accuracy: trained ones)', hop)],
-      figures=[figure(result, gap, ctx)],
-      notes=([f'runs not completed (a rate with one is not eligible): {failed}'] if failed else []) + [
-          'Active parameters count the whole router as active (ffn_counts); the expert weights a token uses (width '
-          f'{MEM_WIDTH} / {HOP_WIDTH} in total: one expert, or two of half the width) are the same in every arm.',
-          'The toy can say whether, on these tasks at this budget, added experts close the dense total width\'s gain '
-          'in stored bits and in held-out composition accuracy; it says nothing about scale (Jelassi et al. train '
-          'billion-parameter models on phone-book and graph/math tasks).'])
+    headline=headline,
+    tables=[
+      base.Table(
+        'G, the share of the dense-active -> dense-total gap the MoE closes (ratio of means, BCa CI), at T and at T/2',
+        gap.drop(columns=['ci_lo', 'ci_hi']),
+      ),
+      base.Table(f'memorization at T ({s["mem_facts"]:,} facts, {entropy:,.0f} bits)', mem),
+      base.Table('multi_hop at T (eval_: held-out compositions; accuracy: trained ones)', hop),
+    ],
+    figures=[figure(result, gap, ctx)],
+    notes=([f'runs not completed (a rate with one is not eligible): {failed}'] if failed else [])
+    + [
+      'Active parameters count the whole router as active (ffn_counts); the expert weights a token uses (width '
+      f'{MEM_WIDTH} / {HOP_WIDTH} in total: one expert, or two of half the width) are the same in every arm.',
+      "The toy can say whether, on these tasks at this budget, added experts close the dense total width's gain "
+      'in stored bits and in held-out composition accuracy; it says nothing about scale (Jelassi et al. train '
+      'billion-parameter models on phone-book and graph/math tasks).',
+    ],
+  )
 
 
 ABLATION = base.Study(
-    name='moe_memorization_vs_reasoning',
-    claim=('At fixed active parameters, adding experts keeps improving memorization (memorization tracks total '
-           'parameters) while reasoning saturates (tracks active parameters) (Jelassi et al. 2024, Mixture of '
-           'Parrots).'),
-    citation=('Jelassi et al. 2024, "Mixture of Parrots: Experts improve memorization more than reasoning" '
-              '(arXiv 2410.19034; docs/references.md#jelassi-et-al-2024)'),
-    published='qualitative: memorization tracks total parameters, reasoning tracks active parameters',
-    setup=('Arms at one active width w: dense d_ff = w x {1, ..., E}; MoE top-1 of E experts of width w (not '
-           'renormalised); MoE top-2 of 2E experts of width w/2 (renormalised); E = 16 at quick and full; dropless. '
-           f'Memorization: ffn_stack, d_model {MEM_D_MODEL}, w = {MEM_WIDTH}, V = {MEM_VALUES}, Adam, T steps. '
-           'Reasoning: '
-           f'multi_hop ({HOP_NODES} nodes, {HOP_RELATIONS} relations, 2 hops, {HOP_TRAIN:.0%} trained), transformer '
-           f'{HOP_LAYERS} layers, d_model {HOP_D_MODEL}, w = {HOP_WIDTH}, AdamW, 2T steps. Rates tuned per point.'),
-    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect)
+  name='moe_memorization_vs_reasoning',
+  claim=(
+    'At fixed active parameters, adding experts keeps improving memorization (memorization tracks total '
+    'parameters) while reasoning saturates (tracks active parameters) (Jelassi et al. 2024, Mixture of '
+    'Parrots).'
+  ),
+  citation=(
+    'Jelassi et al. 2024, "Mixture of Parrots: Experts improve memorization more than reasoning" '
+    '(arXiv 2410.19034; docs/references.md#jelassi-et-al-2024)'
+  ),
+  published='qualitative: memorization tracks total parameters, reasoning tracks active parameters',
+  setup=(
+    'Arms at one active width w: dense d_ff = w x {1, ..., E}; MoE top-1 of E experts of width w (not '
+    'renormalised); MoE top-2 of 2E experts of width w/2 (renormalised); E = 16 at quick and full; dropless. '
+    f'Memorization: ffn_stack, d_model {MEM_D_MODEL}, w = {MEM_WIDTH}, V = {MEM_VALUES}, Adam, T steps. '
+    'Reasoning: '
+    f'multi_hop ({HOP_NODES} nodes, {HOP_RELATIONS} relations, 2 hops, {HOP_TRAIN:.0%} trained), transformer '
+    f'{HOP_LAYERS} layers, d_model {HOP_D_MODEL}, w = {HOP_WIDTH}, AdamW, 2T steps. Rates tuned per point.'
+  ),
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+)

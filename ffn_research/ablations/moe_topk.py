@@ -63,34 +63,38 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.config import default_config
 
-TOTAL_EXPERTS, TOTAL_WIDTH = 8, 32       # fixed-total arm: 8 experts of width 32
-GRAN_EXPERTS, GRAN_WIDTH = 4, 64         # granularity arm at G = 1: 4 experts of width 64, top-1
+TOTAL_EXPERTS, TOTAL_WIDTH = 8, 32  # fixed-total arm: 8 experts of width 32
+GRAN_EXPERTS, GRAN_WIDTH = 4, 64  # granularity arm at G = 1: 4 experts of width 64, top-1
 CLUSTERS, CLUSTER_TEACHER_WIDTH = 8, 64  # clustered task: K = E = 8 clusters, a teacher of width 64 each
 SEED = 'train.seed'
-RANGE_MARGIN = 0.01                      # 1 - R^2 must keep this far from 0 (exact fit) and 1 (the mean)
-POINTS = {'smoke': dict(top_ks=(1, 2), granularities=(1, 2)),
-          'quick': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
-          'full': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8))}
-RATES = (1e-2, 3e-2, 1e-1, 3e-1)         # Adam's starting grid (quick, full); the runner extends it at an edge
+RANGE_MARGIN = 0.01  # 1 - R^2 must keep this far from 0 (exact fit) and 1 (the mean)
+POINTS = {
+  'smoke': dict(top_ks=(1, 2), granularities=(1, 2)),
+  'quick': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
+  'full': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
+}
+RATES = (1e-2, 3e-2, 1e-1, 3e-1)  # Adam's starting grid (quick, full); the runner extends it at an edge
 REGIMES = {  # cap in run-seconds (2 CPU cores)
-    'smoke': base.Regime(rates=(3e-3, 1e-2, 3e-2), steps=40, seeds=3, cap_s=320, metric='score',
-                         max_extensions=1, max_doublings=1),
-    'quick': base.Regime(rates=RATES, steps=1000, seeds=3, cap_s=600, metric='score'),
-    'full': base.Regime(rates=RATES, steps=2000, seeds=10, cap_s=3600, metric='score'),
+  'smoke': base.Regime(
+    rates=(3e-3, 1e-2, 3e-2), steps=40, seeds=3, cap_s=320, metric='score', max_extensions=1, max_doublings=1
+  ),
+  'quick': base.Regime(rates=RATES, steps=1000, seeds=3, cap_s=600, metric='score'),
+  'full': base.Regime(rates=RATES, steps=2000, seeds=10, cap_s=3600, metric='score'),
 }
 LEARNING_ROUTER, TRAP_ROUTER = 'softmax_topk', 'topk_softmax'
 # Router arm -> (model.moe.router, stop_combine_grad, freeze_router).
 ARMS = {
-    'learned': (LEARNING_ROUTER, False, False),
-    'stop_grad': (LEARNING_ROUTER, True, False),
-    'weight_1': (TRAP_ROUTER, False, False),
-    'frozen': (LEARNING_ROUTER, False, True),
-    'hash': ('hash', False, False),
+  'learned': (LEARNING_ROUTER, False, False),
+  'stop_grad': (LEARNING_ROUTER, True, False),
+  'weight_1': (TRAP_ROUTER, False, False),
+  'frozen': (LEARNING_ROUTER, False, True),
+  'hash': ('hash', False, False),
 }
 ARM_KEYS = ('model.moe.router', 'model.moe.stop_combine_grad', 'model.moe.freeze_router')
 
 
 # --------------------------------------------------------------------------- measurements (pure)
+
 
 def mutual_information(counts_KxE: np.ndarray) -> float:
   """I(row; column) in nats of a contingency table of counts (cluster x expert)."""
@@ -116,6 +120,7 @@ def contingency(cluster_N: np.ndarray, expert_N: np.ndarray, num_clusters: int, 
 
 # --------------------------------------------------------------------------- arms and collect
 
+
 def base_config(clustered: bool = False):
   config = default_config()
   m, t, tr = config.model, config.task, config.train
@@ -135,16 +140,20 @@ def arms(scale: str) -> list[base.Arm]:
   s = POINTS[scale]
   iid, clustered, gran = base_config(), base_config(clustered=True), base_config()
   gran.model.moe.num_experts, gran.model.d_ff = GRAN_EXPERTS, GRAN_WIDTH
-  dense = {f'd_ff={w}': {'model.moe.num_experts': 0, 'model.d_ff': w}
-           for w in (TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH)}
+  dense = {
+    f'd_ff={w}': {'model.moe.num_experts': 0, 'model.d_ff': w} for w in (TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH)
+  }
   return [
-      base.Arm('fixed_total', iid, {f'k={k}': {'model.moe.top_k': k} for k in s['top_ks']}),
-      base.Arm('matched_active', iid, {f'k={k}': {'model.moe.top_k': k, 'model.d_ff': TOTAL_WIDTH // k}
-                                       for k in s['top_ks'] if k > 1}),   # k = 1 is fixed_total's
-      base.Arm('granularity', gran, {f'G={g}': {'model.moe.granularity': g} for g in s['granularities']}),
-      base.Arm('dense', iid, dense),
-      base.Arm('routers', clustered, {a: dict(zip(ARM_KEYS, v)) for a, v in ARMS.items()}),
-      base.Arm('cluster_dense', clustered, dense),
+    base.Arm('fixed_total', iid, {f'k={k}': {'model.moe.top_k': k} for k in s['top_ks']}),
+    base.Arm(
+      'matched_active',
+      iid,
+      {f'k={k}': {'model.moe.top_k': k, 'model.d_ff': TOTAL_WIDTH // k} for k in s['top_ks'] if k > 1},
+    ),  # k = 1 is fixed_total's
+    base.Arm('granularity', gran, {f'G={g}': {'model.moe.granularity': g} for g in s['granularities']}),
+    base.Arm('dense', iid, dense),
+    base.Arm('routers', clustered, {a: dict(zip(ARM_KEYS, v, strict=True)) for a, v in ARMS.items()}),
+    base.Arm('cluster_dense', clustered, dense),
   ]
 
 
@@ -154,8 +163,11 @@ def routing_stats(run_dir: str) -> dict[str, float]:
   _, routing = models[max(models)].route(data['x_eval'])
   e, k = config.model.moe.num_experts, config.task.num_clusters
   table = contingency(np.asarray(data['cluster_eval']), np.asarray(routing.expert_TxJ[:, 0]), k, e)
-  return {'mi': mutual_information(table), 'h_cluster': entropy(table.sum(1)),
-          'max_load': e * float(table.sum(0).max()) / table.sum()}
+  return {
+    'mi': mutual_information(table),
+    'h_cluster': entropy(table.sum(1)),
+    'max_load': e * float(table.sum(0).max()) / table.sum(),
+  }
 
 
 def collect(run_dir: str, row) -> dict[str, float]:
@@ -167,6 +179,7 @@ def collect(run_dir: str, row) -> dict[str, float]:
 
 # --------------------------------------------------------------------------- verdicts (pure in the selection)
 
+
 def by_seed(sel: pd.DataFrame, *points: str) -> pd.DataFrame:
   """Seeds x points of the score (a point without runs: a column of NaN)."""
   at = sel[sel['point'].isin(points)]
@@ -175,9 +188,13 @@ def by_seed(sel: pd.DataFrame, *points: str) -> pd.DataFrame:
 
 
 def in_range(sel: pd.DataFrame, points) -> stats.Check:
-  return stats.all_of('every point read: 1 - R^2 off 0 (exact fit) and 1 (the mean predictor)', [
+  return stats.all_of(
+    'every point read: 1 - R^2 off 0 (exact fit) and 1 (the mean predictor)',
+    [
       stats.range_check(p, sel.loc[sel['point'] == p, 'rel_mse'], floor=0.0, ceiling=1.0, margin=RANGE_MARGIN)
-      for p in points])
+      for p in points
+    ],
+  )
 
 
 def compare(sel: pd.DataFrame, a: str, b: str, claim: str, premise=None, also=()) -> stats.Verdict:
@@ -195,10 +212,13 @@ def routing_premise(sel: pd.DataFrame) -> stats.Check:
   v_dense = stats.paired(w['routers: learned'], w[f'cluster_dense: d_ff={TOTAL_WIDTH}'], expect='less', claim='d')
   v_frozen = stats.paired(w['routers: learned'], w['routers: frozen'], expect='less', claim='f')
   said = lambda v: f'{v.statistic:+.3g} [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}]'
-  return stats.Check('premise: routing matters on the clustered task',
-                     stats.REPRODUCED in (v_dense.raw_outcome, v_frozen.raw_outcome),
-                     f'learned - dense d_ff {TOTAL_WIDTH}: {said(v_dense)}; learned - frozen: {said(v_frozen)} '
-                     '(ln 1 - R^2, paired; one CI must lie below 0)', remedy=stats.DOUBLE_STEPS)
+  return stats.Check(
+    'premise: routing matters on the clustered task',
+    stats.REPRODUCED in (v_dense.raw_outcome, v_frozen.raw_outcome),
+    f'learned - dense d_ff {TOTAL_WIDTH}: {said(v_dense)}; learned - frozen: {said(v_frozen)} '
+    '(ln 1 - R^2, paired; one CI must lie below 0)',
+    remedy=stats.DOUBLE_STEPS,
+  )
 
 
 def granularity_verdict(wide_: pd.DataFrame, claim: str) -> tuple[stats.Verdict, list[stats.Verdict]]:
@@ -206,70 +226,138 @@ def granularity_verdict(wide_: pd.DataFrame, claim: str) -> tuple[stats.Verdict,
   others = [g for g in wide_.columns if g != 1]
   m = max(len(others), 1)
   conf = 1 - 0.05 / m
-  each = [stats.paired(wide_[g], wide_[1], expect='less', confidence=conf, claim=f'G = {g} beats G = 1')
-          for g in others] if 1 in wide_.columns else []
+  each = (
+    [stats.paired(wide_[g], wide_[1], expect='less', confidence=conf, claim=f'G = {g} beats G = 1') for g in others]
+    if 1 in wide_.columns
+    else []
+  )
   test = f'paired t-test per G > 1 against G = 1, Bonferroni-corrected {conf:.4g} CIs ({len(others)} comparisons)'
-  rule = ('reproduced if some G > 1 has its CI of mean(score(G) - score(1)) below 0; not reproduced if '
-          'every G > 1 has it above 0; otherwise (or < 3 seeds) inconclusive')
+  rule = (
+    'reproduced if some G > 1 has its CI of mean(score(G) - score(1)) below 0; not reproduced if '
+    'every G > 1 has it above 0; otherwise (or < 3 seeds) inconclusive'
+  )
   if not each:
-    return stats.Verdict(claim, stats.INCONCLUSIVE, math.nan, (math.nan, math.nan), test, rule, 0,
-                         'underpowered: no G = 1 or no G > 1', boundaries=(0.0,)), each
+    return stats.Verdict(
+      claim,
+      stats.INCONCLUSIVE,
+      math.nan,
+      (math.nan, math.nan),
+      test,
+      rule,
+      0,
+      'underpowered: no G = 1 or no G > 1',
+      boundaries=(0.0,),
+    ), each
   best = min(each, key=lambda v: v.statistic if math.isfinite(v.statistic) else math.inf)
   p = lambda v: 1.0 if v.p_value is None else v.p_value
   if any(v.outcome == stats.REPRODUCED for v in each):
     outcome, p_value = stats.REPRODUCED, min(1.0, m * min(p(v) for v in each if v.outcome == stats.REPRODUCED))
   elif all(v.outcome == stats.NOT_REPRODUCED for v in each):
-    outcome, p_value = stats.NOT_REPRODUCED, max(p(v) for v in each)   # every G must reject: no correction
+    outcome, p_value = stats.NOT_REPRODUCED, max(p(v) for v in each)  # every G must reject: no correction
   else:
     outcome, p_value = stats.INCONCLUSIVE, min(1.0, m * p(best))
   detail = '; '.join(f'{v.claim}: {v.statistic:+.3g} [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}] {v.outcome}' for v in each)
-  return stats.Verdict(claim, outcome, best.statistic, best.ci, test, rule, best.n, f'best: {best.claim}; ' + detail,
-                       p_value=p_value, boundaries=(0.0,)), each
+  return stats.Verdict(
+    claim,
+    outcome,
+    best.statistic,
+    best.ci,
+    test,
+    rule,
+    best.n,
+    f'best: {best.claim}; ' + detail,
+    p_value=p_value,
+    boundaries=(0.0,),
+  ), each
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """The five verdicts of the module docstring, every point at its chosen rate."""
   gran = [f'granularity: G={g}' for g in POINTS[scale]['granularities']]
-  v3, _ = granularity_verdict(by_seed(sel, *gran).set_axis(POINTS[scale]['granularities'], axis=1), claim=(
+  v3, _ = granularity_verdict(
+    by_seed(sel, *gran).set_axis(POINTS[scale]['granularities'], axis=1),
+    claim=(
       f'fine-grained experts (Krajewski et al. 2024): at fixed total and active parameters ({GRAN_EXPERTS} experts '
-      f'of width {GRAN_WIDTH}, top-1, split G ways), some G > 1 beats G = 1'))
+      f'of width {GRAN_WIDTH}, top-1, split G ways), some G > 1 beats G = 1'
+    ),
+  )
   premise, refs = routing_premise(sel), ('routers: frozen', f'cluster_dense: d_ff={TOTAL_WIDTH}')
   return [
-      compare(sel, 'fixed_total: k=2', 'fixed_total: k=1', f'at fixed total parameters ({TOTAL_EXPERTS} experts of '
-              f'width {TOTAL_WIDTH}; top-2 has twice the active expert parameters), top-2 beats top-1'),
-      compare(sel, 'matched_active: k=2', 'fixed_total: k=1', f'at matched active parameters ({TOTAL_EXPERTS} '
-              f'experts, top-2 of width {TOTAL_WIDTH // 2} against top-1 of width {TOTAL_WIDTH}), top-2 beats top-1'),
-      dataclasses.replace(stats.gate(v3, [in_range(sel, gran)]), points=tuple(gran)),
-      compare(sel, 'routers: learned', 'routers: stop_grad', 'router gradient isolated (clustered task, k = 1): the '
-              'Switch router beats the same router with the gradient stopped at its combine weight (equal forward '
-              'output)', premise, refs),
-      compare(sel, 'routers: learned', 'routers: weight_1', f'k = 1 router trap (clustered task): Switch-style '
-              f'{LEARNING_ROUTER} (weight p) beats {TRAP_ROUTER} (weight exactly 1: no task gradient, and output '
-              'scale 1 instead of p)', premise, refs),
+    compare(
+      sel,
+      'fixed_total: k=2',
+      'fixed_total: k=1',
+      f'at fixed total parameters ({TOTAL_EXPERTS} experts of '
+      f'width {TOTAL_WIDTH}; top-2 has twice the active expert parameters), top-2 beats top-1',
+    ),
+    compare(
+      sel,
+      'matched_active: k=2',
+      'fixed_total: k=1',
+      f'at matched active parameters ({TOTAL_EXPERTS} '
+      f'experts, top-2 of width {TOTAL_WIDTH // 2} against top-1 of width {TOTAL_WIDTH}), top-2 beats top-1',
+    ),
+    dataclasses.replace(stats.gate(v3, [in_range(sel, gran)]), points=tuple(gran)),
+    compare(
+      sel,
+      'routers: learned',
+      'routers: stop_grad',
+      'router gradient isolated (clustered task, k = 1): the '
+      'Switch router beats the same router with the gradient stopped at its combine weight (equal forward '
+      'output)',
+      premise,
+      refs,
+    ),
+    compare(
+      sel,
+      'routers: learned',
+      'routers: weight_1',
+      f'k = 1 router trap (clustered task): Switch-style '
+      f'{LEARNING_ROUTER} (weight p) beats {TRAP_ROUTER} (weight exactly 1: no task gradient, and output '
+      'scale 1 instead of p)',
+      premise,
+      refs,
+    ),
   ]
 
 
 # --------------------------------------------------------------------------- tables, figure, report
+
 
 def summary_table(full: pd.DataFrame) -> pd.DataFrame:
   """Per point at its chosen rate and T: held-out 1 - R^2 (mean, 95% CI), parameters, routing stats."""
   rows = []
   for p, g in full.groupby('point', sort=False):
     m, lo, hi = stats.mean_ci(g['rel_mse'])
-    row = {'point': p, 'T': int(g['train.steps'].iloc[0]), 'learning rate': float(g['train.learning_rate'].iloc[0]),
-           'n': len(g), '1 - R^2': m, 'CI lo': lo, 'CI hi': hi, 'params': int(g['num_params'].mean()),
-           'active params': int(g['num_active_params'].mean())}
+    row = {
+      'point': p,
+      'T': int(g['train.steps'].iloc[0]),
+      'learning rate': float(g['train.learning_rate'].iloc[0]),
+      'n': len(g),
+      '1 - R^2': m,
+      'CI lo': lo,
+      'CI hi': hi,
+      'params': int(g['num_params'].mean()),
+      'active params': int(g['num_active_params'].mean()),
+    }
     if 'mi' in g and g['mi'].notna().any():
       mi, mi_lo, mi_hi = stats.mean_ci(g['mi'])
-      row.update({'I(expert; cluster) nats': mi, 'I CI lo': mi_lo, 'I CI hi': mi_hi,
-                  'H(cluster) nats': float(g['h_cluster'].mean()), 'max/mean load': float(g['max_load'].mean())})
+      row.update(
+        {
+          'I(expert; cluster) nats': mi,
+          'I CI lo': mi_lo,
+          'I CI hi': mi_hi,
+          'H(cluster) nats': float(g['h_cluster'].mean()),
+          'max/mean load': float(g['max_load'].mean()),
+        }
+      )
     rows.append(row)
   return pd.DataFrame(rows)
 
 
 def rate_table(result: base.Result) -> pd.DataFrame:
   """Mean ln(1 - R^2) over seeds per point (rows) and learning rate (columns) at the point's T."""
-  steps = dict(zip(result.full['point'], result.full['train.steps']))
+  steps = dict(zip(result.full['point'], result.full['train.steps'], strict=True))
   at = result.frame[(result.frame['train.steps'] == result.frame['point'].map(steps)) & result.frame['score'].notna()]
   t = at.pivot_table(index='point', columns='train.learning_rate', values='score', aggfunc='mean', sort=False)
   return t.rename(columns=lambda r: f'lr {r:g}').reset_index()
@@ -282,14 +370,25 @@ def _curve(ax, table, arm, x_of, color, label, extra=None):
   if len(t):
     x = [x_of(p) for p in t['point']]
     order = np.argsort(x)
-    base.errorbar_ci(ax, np.take(x, order), t['1 - R^2'].to_numpy()[order], t['CI lo'].to_numpy()[order],
-                     t['CI hi'].to_numpy()[order], color=color, label=label)
+    base.errorbar_ci(
+      ax,
+      np.take(x, order),
+      t['1 - R^2'].to_numpy()[order],
+      t['CI lo'].to_numpy()[order],
+      t['CI hi'].to_numpy()[order],
+      color=color,
+      label=label,
+    )
 
 
 def _dense_lines(ax, table, arm):
   for _, row in table[table['point'].str.startswith(f'{arm}: ')].iterrows():
-    ax.axhline(row['1 - R^2'], ls='--', color='gray' if row['point'].endswith(f'={TOTAL_WIDTH}') else 'k',
-               label=f'{row["point"].split(": ")[1].replace("=", " ")} dense (reference)')
+    ax.axhline(
+      row['1 - R^2'],
+      ls='--',
+      color='gray' if row['point'].endswith(f'={TOTAL_WIDTH}') else 'k',
+      label=f'{row["point"].split(": ")[1].replace("=", " ")} dense (reference)',
+    )
 
 
 def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
@@ -297,40 +396,84 @@ def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
   fig, axes = base.figure(1, 3, size=(5.3, 4.6))
   value = lambda p: int(p.split('=')[-1])
   _curve(axes[0, 0], table, 'fixed_total', value, 'C0', f'{TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} (total fixed)')
-  _curve(axes[0, 0], table, 'matched_active', value, 'C1', f'{TOTAL_EXPERTS} experts of width {TOTAL_WIDTH}/k '
-         '(active fixed)', extra=table[table['point'] == 'fixed_total: k=1'])
+  _curve(
+    axes[0, 0],
+    table,
+    'matched_active',
+    value,
+    'C1',
+    f'{TOTAL_EXPERTS} experts of width {TOTAL_WIDTH}/k (active fixed)',
+    extra=table[table['point'] == 'fixed_total: k=1'],
+  )
   _dense_lines(axes[0, 0], table, 'dense')
-  base.style_axes(axes[0, 0], xlabel='top_k (experts per token)', ylabel='held-out 1 - R^2 (mean, 95% CI)',
-                  title=f'iid task: loss vs top_k ({ctx.scale})', xscale='log', xbase=2, yscale='log')
+  base.style_axes(
+    axes[0, 0],
+    xlabel='top_k (experts per token)',
+    ylabel='held-out 1 - R^2 (mean, 95% CI)',
+    title=f'iid task: loss vs top_k ({ctx.scale})',
+    xscale='log',
+    xbase=2,
+    yscale='log',
+  )
   _curve(axes[0, 1], table, 'granularity', value, 'C2', f'{GRAN_EXPERTS}G experts of width {GRAN_WIDTH}/G, top G')
-  base.style_axes(axes[0, 1], xlabel='granularity G (total and active parameters fixed)', ylabel='held-out 1 - R^2',
-                  title='iid task: loss vs granularity (Krajewski et al. 2024)', xscale='log', xbase=2, yscale='log')
+  base.style_axes(
+    axes[0, 1],
+    xlabel='granularity G (total and active parameters fixed)',
+    ylabel='held-out 1 - R^2',
+    title='iid task: loss vs granularity (Krajewski et al. 2024)',
+    xscale='log',
+    xbase=2,
+    yscale='log',
+  )
   routers = table[table['point'].str.startswith('routers: ')]
   for i, (_, row) in enumerate(routers.iterrows()):
-    base.errorbar_ci(axes[0, 2], [row['I(expert; cluster) nats']], [row['1 - R^2']], [row['CI lo']], [row['CI hi']],
-                     fmt='o', color=f'C{i}', label=row['point'].removeprefix('routers: '))
+    base.errorbar_ci(
+      axes[0, 2],
+      [row['I(expert; cluster) nats']],
+      [row['1 - R^2']],
+      [row['CI lo']],
+      [row['CI hi']],
+      fmt='o',
+      color=f'C{i}',
+      label=row['point'].removeprefix('routers: '),
+    )
   _dense_lines(axes[0, 2], table, 'cluster_dense')
   if len(routers):
     axes[0, 2].axvline(routers['H(cluster) nats'].mean(), color='k', ls=':', label='H(cluster): routing by cluster')
-  base.style_axes(axes[0, 2], xlabel='I(expert; cluster), nats, held-out inputs', ylabel='held-out 1 - R^2',
-                  title=f'clustered task, k = 1, E = K = {CLUSTERS}: router arms', yscale='log')
-  return base.save_figure(fig, ctx.outdir, 'moe_topk.png',
-                          'left: 1 - R^2 vs top_k at fixed total and at fixed active parameters, dense references; '
-                          'middle: vs granularity; right: router arms on the clustered task, 1 - R^2 against '
-                          'router-cluster mutual information, with H(cluster) and dense references; every point at '
-                          'its tuned learning rate and its T')
+  base.style_axes(
+    axes[0, 2],
+    xlabel='I(expert; cluster), nats, held-out inputs',
+    ylabel='held-out 1 - R^2',
+    title=f'clustered task, k = 1, E = K = {CLUSTERS}: router arms',
+    yscale='log',
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'moe_topk.png',
+    'left: 1 - R^2 vs top_k at fixed total and at fixed active parameters, dense references; '
+    'middle: vs granularity; right: router arms on the clustered task, 1 - R^2 against '
+    'router-cluster mutual information, with H(cluster) and dense references; every point at '
+    'its tuned learning rate and its T',
+  )
 
 
 def matched_active_note(v: stats.Verdict) -> str:
   """Which way top-2 vs top-1 at matched active parameters goes, said plainly, and whether the checks let it stand."""
-  way = f'top-2 {"loses to" if v.statistic > 0 else "beats"} top-1 ({v.statistic:+.3g} [{v.ci[0]:+.3g}, ' \
-        f'{v.ci[1]:+.3g}] in ln(1 - R^2))'
-  earlier = ('Earlier runs (history.md): at the untuned 3e-3 top-2 won (-0.17); tuned over 3e-3..3e-2, with the '
-             'rate at the grid\'s top, the rule alone said top-2 loses (+0.073).')
+  way = (
+    f'top-2 {"loses to" if v.statistic > 0 else "beats"} top-1 ({v.statistic:+.3g} [{v.ci[0]:+.3g}, '
+    f'{v.ci[1]:+.3g}] in ln(1 - R^2))'
+  )
+  earlier = (
+    'Earlier runs (history.md): at the untuned 3e-3 top-2 won (-0.17); tuned over 3e-3..3e-2, with the '
+    "rate at the grid's top, the rule alone said top-2 loses (+0.073)."
+  )
   if v.outcome == stats.INVALID:
     failed = ', '.join(c.name for c in v.failed_checks)
-    return (f'Matched active parameters: the regime checks did not pass ({failed}), so the direction stays open; '
-            f'the rule alone reads {way}. ' + earlier)
+    return (
+      f'Matched active parameters: the regime checks did not pass ({failed}), so the direction stays open; '
+      f'the rule alone reads {way}. ' + earlier
+    )
   return f'Matched active parameters, with every regime check passed: {way}, {v.outcome}. ' + earlier
 
 
@@ -339,38 +482,67 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   gran = POINTS[result.scale]['granularities']
   w = by_seed(result.full, *[f'granularity: G={g}' for g in gran]).set_axis(gran, axis=1)
   _, each = granularity_verdict(w, claim='')
-  each_t = pd.DataFrame([{'comparison': v.claim, 'mean diff': v.statistic, 'CI lo': v.ci[0], 'CI hi': v.ci[1],
-                          'p': v.p_value, 'outcome': v.outcome} for v in each])
-  notes = [matched_active_note(result.verdicts[1]),
-           'Score for the verdicts: ln(held-out 1 - R^2), paired by seed; tables show 1 - R^2 itself. The '
-           'matched-active comparison reads fixed_total\'s k = 1 runs (the same config).',
-           'Top-2 against top-1 at matched active and total parameters is the granularity arm\'s G = 2 against G = 1 '
-           f'({2 * GRAN_EXPERTS} experts of width {GRAN_WIDTH // 2}, top-2, against {GRAN_EXPERTS} of width '
-           f'{GRAN_WIDTH}, top-1); see the per-G table (descriptive).']
+  each_t = pd.DataFrame(
+    [
+      {
+        'comparison': v.claim,
+        'mean diff': v.statistic,
+        'CI lo': v.ci[0],
+        'CI hi': v.ci[1],
+        'p': v.p_value,
+        'outcome': v.outcome,
+      }
+      for v in each
+    ]
+  )
+  notes = [
+    matched_active_note(result.verdicts[1]),
+    'Score for the verdicts: ln(held-out 1 - R^2), paired by seed; tables show 1 - R^2 itself. The '
+    "matched-active comparison reads fixed_total's k = 1 runs (the same config).",
+    "Top-2 against top-1 at matched active and total parameters is the granularity arm's G = 2 against G = 1 "
+    f'({2 * GRAN_EXPERTS} experts of width {GRAN_WIDTH // 2}, top-2, against {GRAN_EXPERTS} of width '
+    f'{GRAN_WIDTH}, top-1); see the per-G table (descriptive).',
+  ]
   said = lambda v: f'{v.statistic:+.3g} [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}] ({v.outcome})'
   vs = result.verdicts
-  headline = (f'top-2 - top-1: fixed total {said(vs[0])}, matched active {said(vs[1])}; best G > 1 - G = 1 '
-              f'{said(vs[2])}; learned - stop_grad {said(vs[3])}; learned - weight_1 {said(vs[4])}')
-  tables = [base.Table('held-out 1 - R^2 per point at its tuned rate and T (routers: I(expert; cluster) on held-out '
-                       'inputs)', table),
-            base.Table('granularity: each G > 1 against G = 1 (ln 1 - R^2, Bonferroni CIs)', each_t),
-            base.Table('mean ln(1 - R^2) over seeds per point and learning rate at the point\'s T', rate_table(result))]
+  headline = (
+    f'top-2 - top-1: fixed total {said(vs[0])}, matched active {said(vs[1])}; best G > 1 - G = 1 '
+    f'{said(vs[2])}; learned - stop_grad {said(vs[3])}; learned - weight_1 {said(vs[4])}'
+  )
+  tables = [
+    base.Table(
+      'held-out 1 - R^2 per point at its tuned rate and T (routers: I(expert; cluster) on held-out inputs)', table
+    ),
+    base.Table('granularity: each G > 1 against G = 1 (ln 1 - R^2, Bonferroni CIs)', each_t),
+    base.Table("mean ln(1 - R^2) over seeds per point and learning rate at the point's T", rate_table(result)),
+  ]
   return base.Presentation(headline=headline, tables=tables, figures=[plot(table, ctx)], notes=notes)
 
 
 ABLATION = base.Study(
-    name='moe_topk',
-    claim=('More experts per token help (top-2 beats top-1), asked at fixed total and at fixed active parameters; '
-           'granularity G = 1 is rarely optimal (Krajewski et al. 2024); and a top-1 router whose combine weight is '
-           'exactly 1 gets no task gradient and loses to Switch\'s probability-weighted router, asked on a task '
-           'where routing matters, with arms that isolate the router gradient from the output scale.'),
-    citation=('Krajewski et al. 2024, "Scaling Laws for Fine-Grained Mixture of Experts" (arXiv 2402.07871); '
-              'Fedus et al. 2021 (Switch Transformer, top-1 with softmax-probability scaling); Lepikhin et al. '
-              '2020 (GShard, top-2); Roller et al. 2021 (hash layers, the hash arm)'),
-    published='qualitative: G = 1 not optimal at almost any compute budget; k = 2 is the GShard default',
-    setup=('iid task: teacher_student, 16-d Gaussian inputs, one ReLU teacher of width 256, 4,096 training points. '
-           f'clustered task: the same inputs from {CLUSTERS} Zipf(1)-weighted Gaussian clusters, a ReLU teacher of '
-           f'width {CLUSTER_TEACHER_WIDTH} per cluster. Bare MoE FFN of ReLU experts, dropless, softmax_topk '
-           'without renormalisation unless an arm says otherwise, Switch loss 1e-2, z-loss 1e-3, batch 256, Adam '
-           'with cosine decay; the rate tuned per point on the mean over seeds (T and T/2 runs).'),
-    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect)
+  name='moe_topk',
+  claim=(
+    'More experts per token help (top-2 beats top-1), asked at fixed total and at fixed active parameters; '
+    'granularity G = 1 is rarely optimal (Krajewski et al. 2024); and a top-1 router whose combine weight is '
+    "exactly 1 gets no task gradient and loses to Switch's probability-weighted router, asked on a task "
+    'where routing matters, with arms that isolate the router gradient from the output scale.'
+  ),
+  citation=(
+    'Krajewski et al. 2024, "Scaling Laws for Fine-Grained Mixture of Experts" (arXiv 2402.07871); '
+    'Fedus et al. 2021 (Switch Transformer, top-1 with softmax-probability scaling); Lepikhin et al. '
+    '2020 (GShard, top-2); Roller et al. 2021 (hash layers, the hash arm)'
+  ),
+  published='qualitative: G = 1 not optimal at almost any compute budget; k = 2 is the GShard default',
+  setup=(
+    'iid task: teacher_student, 16-d Gaussian inputs, one ReLU teacher of width 256, 4,096 training points. '
+    f'clustered task: the same inputs from {CLUSTERS} Zipf(1)-weighted Gaussian clusters, a ReLU teacher of '
+    f'width {CLUSTER_TEACHER_WIDTH} per cluster. Bare MoE FFN of ReLU experts, dropless, softmax_topk '
+    'without renormalisation unless an arm says otherwise, Switch loss 1e-2, z-loss 1e-3, batch 256, Adam '
+    'with cosine decay; the rate tuned per point on the mean over seeds (T and T/2 runs).'
+  ),
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+)

@@ -44,9 +44,9 @@ dying-ReLU account is about rates too high to train well; the report shows every
 The runner adds the reference's rate inside its grid, each statistic stable from T/2 to T, and Holm.
 """
 
+from collections.abc import Mapping
 import dataclasses
 import math
-from typing import Mapping
 
 import ml_collections
 import numpy as np
@@ -58,27 +58,28 @@ from ffn_research.ablations import activation_sparsity as sparsity
 from ffn_research.ablations import base
 
 SEED, LR, WD, STEPS = 'train.seed', 'train.learning_rate', 'train.weight_decay', 'train.steps'
-TOP_K = 16              # top-activating positions per unit
-CHANCE_DRAWS = 2000     # Monte-Carlo draws for the chance concentration
-MIN_LIVE = 8            # keys/values: live units per layer and seed
-RANGE_MARGIN = 0.1      # reference: held-out bits at least this far below the unigram entropy
-DEAD_MARGIN = 0.01      # 1-4: "more dead units" counts from 1 point of the units (per decade of lr for 1)
-KV_MARGIN = 0.02        # 5-7: "more than the baseline" counts from 2 points of a unit's top positions
+TOP_K = 16  # top-activating positions per unit
+CHANCE_DRAWS = 2000  # Monte-Carlo draws for the chance concentration
+MIN_LIVE = 8  # keys/values: live units per layer and seed
+RANGE_MARGIN = 0.1  # reference: held-out bits at least this far below the unigram entropy
+DEAD_MARGIN = 0.01  # 1-4: "more dead units" counts from 1 point of the units (per decade of lr for 1)
+KV_MARGIN = 0.02  # 5-7: "more than the baseline" counts from 2 points of a unit's top positions
 WDS = (0.0, 0.1)
-LONG = 4                # T of the long arms and the reference, in units of the regime's steps
+LONG = 4  # T of the long arms and the reference, in units of the regime's steps
 REF = 'reference'
 
-_WIDE = (1e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)   # 0.3 and 1: where units die (issue 31)
-LRS = {'smoke': (1e-3, 1e-2, 1e-1), 'quick': _WIDE, 'full': _WIDE}   # the dead-unit grid's rates
-_REF_RATES = (3e-3, 1e-2, 3e-2)   # the reference's starting grid (the regime extends it)
-REGIMES = {   # steps: the short arms' T; the long arms and the reference train LONG times as long
-    'smoke': base.Regime(rates=_REF_RATES, steps=8, seeds=3, cap_s=200, metric='eval_bits'),
-    'quick': base.Regime(rates=_REF_RATES, steps=100, seeds=3, cap_s=450, metric='eval_bits'),
-    'full': base.Regime(rates=_REF_RATES, steps=200, seeds=10, cap_s=2700, metric='eval_bits'),
+_WIDE = (1e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)  # 0.3 and 1: where units die (issue 31)
+LRS = {'smoke': (1e-3, 1e-2, 1e-1), 'quick': _WIDE, 'full': _WIDE}  # the dead-unit grid's rates
+_REF_RATES = (3e-3, 1e-2, 3e-2)  # the reference's starting grid (the regime extends it)
+REGIMES = {  # steps: the short arms' T; the long arms and the reference train LONG times as long
+  'smoke': base.Regime(rates=_REF_RATES, steps=8, seeds=3, cap_s=200, metric='eval_bits'),
+  'quick': base.Regime(rates=_REF_RATES, steps=100, seeds=3, cap_s=450, metric='eval_bits'),
+  'full': base.Regime(rates=_REF_RATES, steps=200, seeds=10, cap_s=2700, metric='eval_bits'),
 }
 
 
 # --------------------------------------------------------------------------- measurements (pure)
+
 
 def dead_mask(acts_NxF: np.ndarray) -> np.ndarray:
   """(F,) bool: units whose activation is <= 0 on every one of the N inputs (ReLU: never non-zero)."""
@@ -135,6 +136,7 @@ def ngram_labels(tokens_NxT: np.ndarray, vocab: int) -> dict[str, np.ndarray]:
 
 # --------------------------------------------------------------------------- arms
 
+
 def _base(scale: str, lr: float) -> ml_collections.ConfigDict:
   """activation_sparsity's ReLU reference shape, language and batch at `scale`, with AdamW at rate `lr`."""
   c = sparsity.language_config(scale, 'relu')
@@ -149,13 +151,23 @@ def cell(lr: float, wd: float, short: bool = False) -> str:
 
 def arms(scale: str) -> list[base.Arm]:
   wds = {f'wd {w:g}': {WD: float(w)} for w in WDS}
-  grid = [base.Arm(f'lr_{lr:g}{"_short" if short else ""}', _base(scale, lr), wds, tuned=False,
-                   budget=sparsity.budget, steps_factor=1 if short else LONG)
-          for short in (False, True) for lr in LRS[scale]]
+  grid = [
+    base.Arm(
+      f'lr_{lr:g}{"_short" if short else ""}',
+      _base(scale, lr),
+      wds,
+      tuned=False,
+      budget=sparsity.budget,
+      steps_factor=1 if short else LONG,
+    )
+    for short in (False, True)
+    for lr in LRS[scale]
+  ]
   return grid + [base.Arm(REF, _base(scale, _REF_RATES[1]), {'': {}}, budget=sparsity.budget, steps_factor=LONG)]
 
 
 # --------------------------------------------------------------------------- reading a run
+
 
 def promoted_tokens(model, layer: int) -> np.ndarray:
   """(F,): per unit the token its value row promotes most (direct path through the final norm's scale)."""
@@ -208,8 +220,10 @@ def collect(run_dir: str, row: Mapping) -> dict[str, float]:
   steps, out = sorted(models), {}
   for step, model in models.items():
     suffix = '_init' if step == steps[0] else '' if step == steps[-1] else '_half'
-    dead = [float(dead_mask(a.reshape(-1, a.shape[-1])).mean())
-            for a in (probe.ffn_hidden(model, tokens, layer) for layer in range(len(model.blocks)))]
+    dead = [
+      float(dead_mask(a.reshape(-1, a.shape[-1])).mean())
+      for a in (probe.ffn_hidden(model, tokens, layer) for layer in range(len(model.blocks)))
+    ]
     out.update({f'dead_l{layer}{suffix}': d for layer, d in enumerate(dead)}, **{f'dead{suffix}': float(np.mean(dead))})
   end = models[steps[-1]]
   for layer in range(len(end.blocks)):
@@ -218,6 +232,7 @@ def collect(run_dir: str, row: Mapping) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- rules
+
 
 def per_seed(sel: pd.DataFrame, points, column: str = 'dead') -> pd.Series:
   """Per seed the mean of `column` over the rows of `points`."""
@@ -237,24 +252,41 @@ def kills(sel: pd.DataFrame, points) -> stats.Check:
   w = g[g['point'] == worst]
   m, lo, hi = stats.mean_ci(w['dead'] - w['dead_init']) if len(w) else (math.nan,) * 3
   steps = int(w[STEPS].max()) if len(w) else 0
-  return stats.premise_check(f'kills: training kills more than {DEAD_MARGIN:g} of the units somewhere', m, (lo, hi),
-                             DEAD_MARGIN, what=f'dead fraction at the end minus at initialisation at the deadliest '
-                                               f'cell ({worst}, {steps} steps)')
+  return stats.premise_check(
+    f'kills: training kills more than {DEAD_MARGIN:g} of the units somewhere',
+    m,
+    (lo, hi),
+    DEAD_MARGIN,
+    what=f'dead fraction at the end minus at initialisation at the deadliest cell ({worst}, {steps} steps)',
+  )
 
 
 def key_checks(sel: pd.DataFrame, layer: int, scale: str) -> list[stats.Check]:
   """Every seed, learned, enough live units and room below 1 at the reference."""
   r = sel[sel['point'] == REF]
-  learned = stats.range_check(f'learned at {REF}: held-out bits more than {RANGE_MARGIN:g} below the unigram entropy',
-                              r['eval_bits'], ceiling=float(r['unigram_bits'].mean()), margin=RANGE_MARGIN)
+  learned = stats.range_check(
+    f'learned at {REF}: held-out bits more than {RANGE_MARGIN:g} below the unigram entropy',
+    r['eval_bits'],
+    ceiling=float(r['unigram_bits'].mean()),
+    margin=RANGE_MARGIN,
+  )
   if not learned.passed:
     learned = stats.Check(learned.name, False, learned.detail, remedy=stats.DOUBLE_STEPS, points=(REF,))
   live = r[f'trained_live_l{layer}'] if len(r) else pd.Series(dtype=float)
-  return [learned,
-          stats.Check(f'live: every seed has >= {MIN_LIVE} live units in layer {layer}',
-                      bool(len(live)) and bool((live >= MIN_LIVE).all()), f'live units per seed: {live.tolist()}'),
-          stats.range_check(f'room: shuffled-key n-gram concentration of layer {layer} below 1',
-                            r[f'shuffled_ngram_l{layer}'], ceiling=1.0, margin=0.05)]
+  return [
+    learned,
+    stats.Check(
+      f'live: every seed has >= {MIN_LIVE} live units in layer {layer}',
+      bool(len(live)) and bool((live >= MIN_LIVE).all()),
+      f'live units per seed: {live.tolist()}',
+    ),
+    stats.range_check(
+      f'room: shuffled-key n-gram concentration of layer {layer} below 1',
+      r[f'shuffled_ngram_l{layer}'],
+      ceiling=1.0,
+      margin=0.05,
+    ),
+  ]
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -270,30 +302,59 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
   g = sel[sel['point'].isin(flat)]
   fits = stats.per_seed_fits(np.log10(g[LR].to_numpy(float)), g['dead'].to_numpy(float), g[SEED].to_numpy())
-  v1 = stats.threshold(fits['slope'], level=DEAD_MARGIN, direction='above',
-                       claim=f'more ReLU units die at a larger learning rate: per-seed slope of the dead fraction '
-                             f'(mean over layers, no weight decay) on log10 lr over {list(lrs)} above {DEAD_MARGIN:g} '
-                             'per decade')
+  v1 = stats.threshold(
+    fits['slope'],
+    level=DEAD_MARGIN,
+    direction='above',
+    claim=f'more ReLU units die at a larger learning rate: per-seed slope of the dead fraction '
+    f'(mean over layers, no weight decay) on log10 lr over {list(lrs)} above {DEAD_MARGIN:g} '
+    'per decade',
+  )
   lo, hi = WDS
-  out = [dead(v1, flat),
-         dead(_paired(per_seed(sel, [cell(lr, hi) for lr in lrs]), per_seed(sel, [cell(lr, lo) for lr in lrs]),
-                      DEAD_MARGIN, f'more units die with weight decay {hi:g} than without (AdamW; per seed, mean over '
-                                   f'the learning rates and layers): by more than {DEAD_MARGIN:g}'), long),
-         dead(_paired(per_seed(sel, long), per_seed(sel, short), DEAD_MARGIN,
-                      f'more units are dead after T steps than after T / {LONG} (separate runs, each with its own '
-                      f'schedule; per seed, mean over the cells and layers): by more than {DEAD_MARGIN:g}'),
-              long + short),
-         dead(_paired(per_seed(sel, long, 'dead_l0'), per_seed(sel, long, 'dead_l1'), DEAD_MARGIN,
-                      f'the early layer has more dead units than the later one (Voita et al. 2024): dead(layer 0) - '
-                      f'dead(layer 1) per seed, mean over the cells, above {DEAD_MARGIN:g}'), long)]
+  out = [
+    dead(v1, flat),
+    dead(
+      _paired(
+        per_seed(sel, [cell(lr, hi) for lr in lrs]),
+        per_seed(sel, [cell(lr, lo) for lr in lrs]),
+        DEAD_MARGIN,
+        f'more units die with weight decay {hi:g} than without (AdamW; per seed, mean over '
+        f'the learning rates and layers): by more than {DEAD_MARGIN:g}',
+      ),
+      long,
+    ),
+    dead(
+      _paired(
+        per_seed(sel, long),
+        per_seed(sel, short),
+        DEAD_MARGIN,
+        f'more units are dead after T steps than after T / {LONG} (separate runs, each with its own '
+        f'schedule; per seed, mean over the cells and layers): by more than {DEAD_MARGIN:g}',
+      ),
+      long + short,
+    ),
+    dead(
+      _paired(
+        per_seed(sel, long, 'dead_l0'),
+        per_seed(sel, long, 'dead_l1'),
+        DEAD_MARGIN,
+        f'the early layer has more dead units than the later one (Voita et al. 2024): dead(layer 0) - '
+        f'dead(layer 1) per seed, mean over the cells, above {DEAD_MARGIN:g}',
+      ),
+      long,
+    ),
+  ]
   r = sel[sel['point'] == REF].set_index(SEED)
   col = lambda c: r[c] if c in r else pd.Series(dtype=float)
   for layer, what in ((0, 'keys'), (1, 'keys'), (1, 'values')):
-    a, b = (('trained_ngram', 'shuffled_ngram') if what == 'keys' else ('value', 'value_permuted'))
-    claim = (f'keys, layer {layer}: a live unit\'s top-{TOP_K} positions share their bigram (x[t-1], x[t]) more '
-             f'than with shuffled input weights' if what == 'keys' else
-             f'values, layer {layer}: the token a live unit\'s value row promotes is the next token at its '
-             f'top-{TOP_K} positions more often than with value rows permuted across units')
+    a, b = ('trained_ngram', 'shuffled_ngram') if what == 'keys' else ('value', 'value_permuted')
+    claim = (
+      f"keys, layer {layer}: a live unit's top-{TOP_K} positions share their bigram (x[t-1], x[t]) more "
+      f'than with shuffled input weights'
+      if what == 'keys'
+      else f"values, layer {layer}: the token a live unit's value row promotes is the next token at its "
+      f'top-{TOP_K} positions more often than with value rows permuted across units'
+    )
     v = _paired(col(f'{a}_l{layer}'), col(f'{b}_l{layer}'), KV_MARGIN, f'{claim}, by more than {KV_MARGIN:g} ({REF})')
     out.append(stats.gate(dataclasses.replace(v, points=(REF,)), key_checks(sel, layer, scale)))
   return out
@@ -301,8 +362,17 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
 # --------------------------------------------------------------------------- presentation
 
-KV_COLS = ('trained_live', 'trained_ngram', 'shuffled_ngram', 'chance_ngram', 'trained_token', 'shuffled_token',
-           'chance_token', 'value', 'value_permuted')
+KV_COLS = (
+  'trained_live',
+  'trained_ngram',
+  'shuffled_ngram',
+  'chance_ngram',
+  'trained_token',
+  'shuffled_token',
+  'chance_token',
+  'value',
+  'value_permuted',
+)
 
 
 def dead_table(full: pd.DataFrame) -> pd.DataFrame:
@@ -310,10 +380,21 @@ def dead_table(full: pd.DataFrame) -> pd.DataFrame:
   rows = []
   for p, g in full.groupby('point', sort=False):
     m, lo, hi = stats.mean_ci(g['dead'])
-    row = {'point': p, 'lr': float(g[LR].iloc[0]), 'steps': int(g[STEPS].iloc[0]), 'seeds': len(g), 'dead': m,
-           'CI': f'[{lo:.3g}, {hi:.3g}]'}
-    row.update({f'L{layer} {name}': g[f'dead_l{layer}{suffix}'].mean()
-                for suffix, name in sparsity.PHASES.items() for layer in (0, 1)})
+    row = {
+      'point': p,
+      'lr': float(g[LR].iloc[0]),
+      'steps': int(g[STEPS].iloc[0]),
+      'seeds': len(g),
+      'dead': m,
+      'CI': f'[{lo:.3g}, {hi:.3g}]',
+    }
+    row.update(
+      {
+        f'L{layer} {name}': g[f'dead_l{layer}{suffix}'].mean()
+        for suffix, name in sparsity.PHASES.items()
+        for layer in (0, 1)
+      }
+    )
     row.update({'eval bits': g['eval_bits'].mean(), 'unigram - eval bits': (g['unigram_bits'] - g['eval_bits']).mean()})
     rows.append(row)
   return pd.DataFrame(rows)
@@ -321,8 +402,14 @@ def dead_table(full: pd.DataFrame) -> pd.DataFrame:
 
 def kv_table(full: pd.DataFrame) -> pd.DataFrame:
   """Per point at T (the long cells and the reference) and layer: key/value figures, means over seeds."""
-  return pd.DataFrame([{'point': p, 'layer': layer, **{k: g.get(f'{k}_l{layer}', g.get(k)).mean() for k in KV_COLS}}
-                       for p, g in full.groupby('point', sort=False) if '_short' not in p for layer in (0, 1)]).round(4)
+  return pd.DataFrame(
+    [
+      {'point': p, 'layer': layer, **{k: g.get(f'{k}_l{layer}', g.get(k)).mean() for k in KV_COLS}}
+      for p, g in full.groupby('point', sort=False)
+      if '_short' not in p
+      for layer in (0, 1)
+    ]
+  ).round(4)
 
 
 def plot(result: base.Result, ctx: base.Context) -> base.Figure:
@@ -330,80 +417,135 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   grid = result.full[result.full['point'] != REF].assign(short=lambda f: f['point'].str.contains('_short'))
   grid = grid.assign(wd=grid['point'].str.split('wd ').str[-1].astype(float))
   for layer in (0, 1):
-    for i, ((short, wd), g) in enumerate(grid.groupby(['short', 'wd'], sort=True)):
+    for i, ((_short, wd), g) in enumerate(grid.groupby(['short', 'wd'], sort=True)):
       t = stats.summarize(g, [LR], [f'dead_l{layer}'])
-      base.errorbar_ci(axes[0, layer], t[LR] * (1 + 0.04 * (i - 1.5)), *(t[f'dead_l{layer}_{k}'] for k in
-                       ('mean', 'ci_lo', 'ci_hi')), color=f'C{i // 2}', fmt='o--' if wd else 'o-',
-                       label=f'{int(g[STEPS].iloc[0])} steps, wd {wd:g}')
-    base.style_axes(axes[0, layer], xlabel='learning rate (peak)', ylabel='dead fraction of the FFN units',
-                    title=f'layer {layer} ({ctx.scale})', xscale='log')
+      base.errorbar_ci(
+        axes[0, layer],
+        t[LR] * (1 + 0.04 * (i - 1.5)),
+        *(t[f'dead_l{layer}_{k}'] for k in ('mean', 'ci_lo', 'ci_hi')),
+        color=f'C{i // 2}',
+        fmt='o--' if wd else 'o-',
+        label=f'{int(g[STEPS].iloc[0])} steps, wd {wd:g}',
+      )
+    base.style_axes(
+      axes[0, layer],
+      xlabel='learning rate (peak)',
+      ylabel='dead fraction of the FFN units',
+      title=f'layer {layer} ({ctx.scale})',
+      xscale='log',
+    )
   r = result.full[result.full['point'] == REF]
-  series = [('trained_ngram', 'keys: trained'), ('shuffled_ngram', 'keys: shuffled'), ('chance_ngram', 'keys: chance'),
-            ('value', 'values: own'), ('value_permuted', 'values: permuted')]
+  series = [
+    ('trained_ngram', 'keys: trained'),
+    ('shuffled_ngram', 'keys: shuffled'),
+    ('chance_ngram', 'keys: chance'),
+    ('value', 'values: own'),
+    ('value_permuted', 'values: permuted'),
+  ]
   for j, (col, label) in enumerate(series):
     vals = [r.get(f'{col}_l{layer}', r.get(col)) for layer in (0, 1)]
-    axes[0, 2].bar(np.arange(2) + (j - 2) * 0.16, [v.mean() for v in vals], 0.16, yerr=[v.std() for v in vals],
-                   capsize=2, label=label, color=f'C{j}')
+    axes[0, 2].bar(
+      np.arange(2) + (j - 2) * 0.16,
+      [v.mean() for v in vals],
+      0.16,
+      yerr=[v.std() for v in vals],
+      capsize=2,
+      label=label,
+      color=f'C{j}',
+    )
   axes[0, 2].set_xticks(np.arange(2), ['layer 0', 'layer 1'])
   rate = r[LR].iloc[0] if len(r) else math.nan
-  base.style_axes(axes[0, 2], xlabel='', ylabel=f'share of a live unit\'s top-{TOP_K} positions',
-                  title=f'{REF} (lr {rate:g}): keys share a bigram; values promote the next token')
-  return base.save_figure(fig, ctx.outdir, 'neurons.png',
-                          'left, middle: fraction of the FFN units never non-zero on the held-out sequences at the '
-                          'end of training, per layer, vs the peak learning rate, per budget (colour) and weight decay '
-                          '(dashed: 0.1); mean and 95% CI over seeds. Right, the reference (tuned rate, no decay): '
-                          f'share of a live unit\'s top-{TOP_K} positions sharing their modal bigram (trained keys, '
-                          'keys with shuffled input weights, random positions) and whose next token is the token the '
-                          'unit\'s value row promotes (own vs permuted value rows); mean ± sd over seeds')
+  base.style_axes(
+    axes[0, 2],
+    xlabel='',
+    ylabel=f"share of a live unit's top-{TOP_K} positions",
+    title=f'{REF} (lr {rate:g}): keys share a bigram; values promote the next token',
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'neurons.png',
+    'left, middle: fraction of the FFN units never non-zero on the held-out sequences at the '
+    'end of training, per layer, vs the peak learning rate, per budget (colour) and weight decay '
+    '(dashed: 0.1); mean and 95% CI over seeds. Right, the reference (tuned rate, no decay): '
+    f"share of a live unit's top-{TOP_K} positions sharing their modal bigram (trained keys, "
+    'keys with shuffled input weights, random positions) and whose next token is the token the '
+    "unit's value row promotes (own vs permuted value rows); mean ± sd over seeds",
+  )
 
 
 def notes(result: base.Result) -> list[str]:
   """Where the dead units are, whether training made them, and which rates trained at all."""
   f = result.full[~result.full['point'].str.contains('_short') & (result.full['point'] != REF)]
   bits = f.groupby(LR)['eval_bits'].mean()
-  return [f'dead fraction at T (mean over layers, cells and seeds): initialisation {f["dead_init"].mean():.4f}, half '
-          f'{f["dead_half"].mean():.4f}, end {f["dead"].mean():.4f}; largest single run {f["dead"].max():.4f}',
-          'held-out bits at T per learning rate (mean over decay and seeds; unigram entropy '
-          f'{f["unigram_bits"].mean():.3f}): ' + ', '.join(f'{lr:g}: {b:.3f}' for lr, b in bits.items()),
-          'weight decay applies to every parameter (optax.adamw, no mask); a bias-free ReLU unit with zero gradient '
-          'keeps the sign of w1 . x as decay shrinks w1, so decay alone neither kills nor revives a unit',
-          'toy scope: 2 layers, d_ff 128, a 16-token order-2 Markov language: "early vs late" is layer 0 vs layer 1; '
-          'Voita et al. measured OPT (125m-66b, ReLU with biases) on a large corpus, so no level is tested; dead means '
-          'never non-zero on the held-out probe set (256 sequences x 32 positions)',
-          'the shuffled-key baseline is the comparison for the key verdicts: the FFN input carries the current token '
-          'and, through attention, the previous one, so any key, also a random one, concentrates on bigrams above '
-          'chance; the verdicts ask whether trained keys do so more']
+  return [
+    f'dead fraction at T (mean over layers, cells and seeds): initialisation {f["dead_init"].mean():.4f}, half '
+    f'{f["dead_half"].mean():.4f}, end {f["dead"].mean():.4f}; largest single run {f["dead"].max():.4f}',
+    'held-out bits at T per learning rate (mean over decay and seeds; unigram entropy '
+    f'{f["unigram_bits"].mean():.3f}): ' + ', '.join(f'{lr:g}: {b:.3f}' for lr, b in bits.items()),
+    'weight decay applies to every parameter (optax.adamw, no mask); a bias-free ReLU unit with zero gradient '
+    'keeps the sign of w1 . x as decay shrinks w1, so decay alone neither kills nor revives a unit',
+    'toy scope: 2 layers, d_ff 128, a 16-token order-2 Markov language: "early vs late" is layer 0 vs layer 1; '
+    'Voita et al. measured OPT (125m-66b, ReLU with biases) on a large corpus, so no level is tested; dead means '
+    'never non-zero on the held-out probe set (256 sequences x 32 positions)',
+    'the shuffled-key baseline is the comparison for the key verdicts: the FFN input carries the current token '
+    'and, through attention, the previous one, so any key, also a random one, concentrates on bigrams above '
+    'chance; the verdicts ask whether trained keys do so more',
+  ]
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   v = result.verdicts
-  headline = (f'dead-fraction slope per decade of lr {v[0].statistic:+.3f} [{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}]; '
-              f'wd {v[1].statistic:+.3f}; steps {v[2].statistic:+.3f}; layer 0 - 1 {v[3].statistic:+.3f}; '
-              f'n-gram keys minus shuffled L0 {v[4].statistic:+.3f}, L1 {v[5].statistic:+.3f}; '
-              f'values minus permuted L1 {v[6].statistic:+.3f}')
-  tables = [base.Table('dead fraction per point at T (end: mean over layers, mean and 95% CI over seeds; per layer '
-                       'L0/L1 at initialisation, half and end) and held-out bits', dead_table(result.full)),
-            base.Table(f'keys and values at the end of T per point and layer (means over seeds; live units: the '
-                       f'{TOP_K}th activation > 0; concentration = share of the top-{TOP_K} positions with the modal '
-                       'bigram / token)', kv_table(result.full))]
+  headline = (
+    f'dead-fraction slope per decade of lr {v[0].statistic:+.3f} [{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}]; '
+    f'wd {v[1].statistic:+.3f}; steps {v[2].statistic:+.3f}; layer 0 - 1 {v[3].statistic:+.3f}; '
+    f'n-gram keys minus shuffled L0 {v[4].statistic:+.3f}, L1 {v[5].statistic:+.3f}; '
+    f'values minus permuted L1 {v[6].statistic:+.3f}'
+  )
+  tables = [
+    base.Table(
+      'dead fraction per point at T (end: mean over layers, mean and 95% CI over seeds; per layer '
+      'L0/L1 at initialisation, half and end) and held-out bits',
+      dead_table(result.full),
+    ),
+    base.Table(
+      f'keys and values at the end of T per point and layer (means over seeds; live units: the '
+      f'{TOP_K}th activation > 0; concentration = share of the top-{TOP_K} positions with the modal '
+      'bigram / token)',
+      kv_table(result.full),
+    ),
+  ]
   return base.Presentation(headline=headline, tables=tables, figures=[plot(result, ctx)], notes=notes(result))
 
 
 ABLATION = base.Study(
-    name='neurons',
-    claim=('Directional: in a ReLU transformer more FFN units die (never activate) at a larger learning rate, with '
-           'weight decay, after longer training, and in the early layer (Voita et al. 2024: many dead neurons in '
-           'the early layers of OPT); live units are n-gram detectors (Voita et al. 2024; Geva et al. 2021: '
-           'lower-layer keys fire on shallow patterns) whose values promote the tokens that follow them.'),
-    citation=('Voita, Ferrando, Nalmpantis 2024 (Neurons in Large Language Models: Dead, N-gram, Positional, '
-              'Findings of ACL 2024, arXiv 2309.04827); Geva, Schuster, Berant, Levy 2021 (Transformer Feed-Forward '
-              'Layers Are Key-Value Memories); the dying-ReLU account (Lu et al. 2019; CS231n notes)'),
-    published=('qualitative: OPT has many dead neurons in the early layers (more than 70% in some layers of the 66b '
-               'model; more with scale); many live early neurons are token / n-gram detectors; no learning-rate or '
-               'weight-decay dependence is quantified in these sources'),
-    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect,
-    setup=('The `language` task (order-2 sparse Markov chain, V 16, sequences of 32) on a 2-layer pre-norm '
-           'transformer (2 heads, d_model 32, d_ff 128, ReLU, bias-free FFN); AdamW, warmup then cosine decay, batch '
-           '16. Dead-unit grid: learning rate (set, not tuned) x weight decay 0 / 0.1, each at T and at T / 4; the '
-           'reference (no decay) at T with its rate tuned. Dead units and keys/values read per layer on 256 held-out '
-           'sequences at initialisation, half and end.'))
+  name='neurons',
+  claim=(
+    'Directional: in a ReLU transformer more FFN units die (never activate) at a larger learning rate, with '
+    'weight decay, after longer training, and in the early layer (Voita et al. 2024: many dead neurons in '
+    'the early layers of OPT); live units are n-gram detectors (Voita et al. 2024; Geva et al. 2021: '
+    'lower-layer keys fire on shallow patterns) whose values promote the tokens that follow them.'
+  ),
+  citation=(
+    'Voita, Ferrando, Nalmpantis 2024 (Neurons in Large Language Models: Dead, N-gram, Positional, '
+    'Findings of ACL 2024, arXiv 2309.04827); Geva, Schuster, Berant, Levy 2021 (Transformer Feed-Forward '
+    'Layers Are Key-Value Memories); the dying-ReLU account (Lu et al. 2019; CS231n notes)'
+  ),
+  published=(
+    'qualitative: OPT has many dead neurons in the early layers (more than 70% in some layers of the 66b '
+    'model; more with scale); many live early neurons are token / n-gram detectors; no learning-rate or '
+    'weight-decay dependence is quantified in these sources'
+  ),
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+  setup=(
+    'The `language` task (order-2 sparse Markov chain, V 16, sequences of 32) on a 2-layer pre-norm '
+    'transformer (2 heads, d_model 32, d_ff 128, ReLU, bias-free FFN); AdamW, warmup then cosine decay, batch '
+    '16. Dead-unit grid: learning rate (set, not tuned) x weight decay 0 / 0.1, each at T and at T / 4; the '
+    'reference (no decay) at T with its rate tuned. Dead units and keys/values read per layer on 256 held-out '
+    'sequences at initialisation, half and end.'
+  ),
+)

@@ -25,9 +25,10 @@ no failed check has a remedy left, or the next extension would pass the cap; it 
 iteration (`regime.json` in the ablation's folder; a killed loop resumes from it).
 """
 
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import math
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,21 +38,22 @@ from ffn_research import stats
 LR = 'train.learning_rate'
 STEPS = 'train.steps'
 SEED = 'train.seed'
-FULL, HALF = 'T', 'T/2'   # the two budget levels a verdict is computed at
+FULL, HALF = 'T', 'T/2'  # the two budget levels a verdict is computed at
 
 
 @dataclasses.dataclass(frozen=True)
 class Regime:
   """What a study declares per scale; the runner owns the rest."""
-  rates: tuple[float, ...]        # the starting learning-rate grid of every tuned point
-  steps: int                      # the starting step budget T (the T/2 runs are separate)
-  seeds: int                      # seeds 0 .. seeds-1, paired across points
-  cap_s: float                    # compute cap: run-seconds (sum of the runs' wall times) the loop may spend
-  metric: str = 'eval_loss'       # tuning metric: a results.csv (or collected) column
-  mode: str = 'min'               # 'min' or 'max' of `metric`
-  factor: float = 3.0             # a grid step beyond an edge
-  max_extensions: int = 2         # rate extensions per direction per point
-  max_doublings: int = 2          # budget doublings per point (T grows to at most 4 T by default)
+
+  rates: tuple[float, ...]  # the starting learning-rate grid of every tuned point
+  steps: int  # the starting step budget T (the T/2 runs are separate)
+  seeds: int  # seeds 0 .. seeds-1, paired across points
+  cap_s: float  # compute cap: run-seconds (sum of the runs' wall times) the loop may spend
+  metric: str = 'eval_loss'  # tuning metric: a results.csv (or collected) column
+  mode: str = 'min'  # 'min' or 'max' of `metric`
+  factor: float = 3.0  # a grid step beyond an edge
+  max_extensions: int = 2  # rate extensions per direction per point
+  max_doublings: int = 2  # budget doublings per point (T grows to at most 4 T by default)
 
   def __post_init__(self):
     if self.mode not in ('min', 'max'):
@@ -63,10 +65,11 @@ class Regime:
 @dataclasses.dataclass
 class PointState:
   """Where the loop stands at one point: its rates and its budget T."""
+
   rates: list[float]
   steps: int
-  lower: int = 0      # rate extensions below the starting grid
-  higher: int = 0     # rate extensions above it
+  lower: int = 0  # rate extensions below the starting grid
+  higher: int = 0  # rate extensions above it
   doublings: int = 0
 
   def budgets(self) -> tuple[int, int]:
@@ -93,6 +96,7 @@ def plan(state: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
 
 # --------------------------------------------------------------------------- tuning
 
+
 def _finite(frame: pd.DataFrame, metric: str) -> pd.Series:
   ok = np.isfinite(pd.to_numeric(frame[metric], errors='coerce').astype(float))
   return ok & (frame['status'] == 'completed') if 'status' in frame else ok
@@ -101,10 +105,11 @@ def _finite(frame: pd.DataFrame, metric: str) -> pd.Series:
 @dataclasses.dataclass(frozen=True)
 class RateStats:
   """One (point, budget, rate): mean metric over its finite seeds, how many seeds ran and how many failed."""
+
   rate: float
   mean: float
   seeds: int
-  bad: int          # seeds diverged, failed or with a non-finite metric
+  bad: int  # seeds diverged, failed or with a non-finite metric
 
   @property
   def eligible(self) -> bool:
@@ -136,15 +141,23 @@ def tune(frame: pd.DataFrame, state: Mapping[str, PointState], regime: Regime) -
   """One row per (point, level): the budget, the chosen rate (nan if none eligible), its mean metric, seeds."""
   rows = []
   for p, s in state.items():
-    for level, steps in zip((HALF, FULL), s.budgets()):
+    for level, steps in zip((HALF, FULL), s.budgets(), strict=True):
       at = frame[(frame['point'] == p) & (frame[STEPS] == steps)]
       rs = rate_stats(at, regime.metric)
       best = choose(rs, regime.mode)
-      if best is None and len(s.rates) == 1 and rs:   # not tuned: its one rate, whatever its seeds did
+      if best is None and len(s.rates) == 1 and rs:  # not tuned: its one rate, whatever its seeds did
         best = rs[0]
-      rows.append({'point': p, 'level': level, 'steps': steps,
-                   'rate': best.rate if best else math.nan, regime.metric: best.mean if best else math.nan,
-                   'seeds': best.seeds if best else 0, 'rates_run': len(set(at[LR])) if len(at) else 0})
+      rows.append(
+        {
+          'point': p,
+          'level': level,
+          'steps': steps,
+          'rate': best.rate if best else math.nan,
+          regime.metric: best.mean if best else math.nan,
+          'seeds': best.seeds if best else 0,
+          'rates_run': len(set(at[LR])) if len(at) else 0,
+        }
+      )
   return pd.DataFrame(rows, columns=['point', 'level', 'steps', 'rate', regime.metric, 'seeds', 'rates_run'])
 
 
@@ -160,6 +173,7 @@ def select(frame: pd.DataFrame, tuning: pd.DataFrame, level: str) -> pd.DataFram
 
 # --------------------------------------------------------------------------- checks
 
+
 def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -> stats.Check:
   """The rate chosen at T for `point` is inside the rates run there (see the module docstring)."""
   name = f'{point}: learning rate inside the grid'
@@ -172,23 +186,44 @@ def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) 
   i = [r.rate for r in rs].index(best.rate)
   worse = (lambda a, b: a > b) if regime.mode == 'min' else (lambda a, b: a < b)
   fails = []
-  for side, nb, remedy, used in (('smallest', rs[i - 1] if i > 0 else None, stats.LOWER_RATE, s.lower),
-                                 ('largest', rs[i + 1] if i + 1 < len(rs) else None, stats.HIGHER_RATE, s.higher)):
+  for side, nb, remedy, used in (
+    ('smallest', rs[i - 1] if i > 0 else None, stats.LOWER_RATE, s.lower),
+    ('largest', rs[i + 1] if i + 1 < len(rs) else None, stats.HIGHER_RATE, s.higher),
+  ):
     if nb is None:
       left = used < regime.max_extensions
-      fails.append((f'{best.rate:g} is the {side} rate run' + ('' if left else
-                    f' ({used} extensions already, the most the regime allows)'), remedy if left else ''))
+      fails.append(
+        (
+          f'{best.rate:g} is the {side} rate run'
+          + ('' if left else f' ({used} extensions already, the most the regime allows)'),
+          remedy if left else '',
+        )
+      )
     elif nb.mostly_bad or worse(nb.mean, best.mean) or nb.mean == best.mean:
       continue
     else:
-      fails.append((f'{nb.rate:g} beyond it diverged for {nb.bad}/{nb.seeds} seeds only and its survivors are '
-                    f'better ({nb.mean:.4g} vs {best.mean:.4g})', ''))
+      fails.append(
+        (
+          f'{nb.rate:g} beyond it diverged for {nb.bad}/{nb.seeds} seeds only and its survivors are '
+          f'better ({nb.mean:.4g} vs {best.mean:.4g})',
+          '',
+        )
+      )
   if not fails:
-    return stats.Check(name, True, f'{best.rate:g} chosen inside {{{grid}}} at {s.steps} steps '
-                                   f'({regime.metric} {best.mean:.4g}, mean of {best.seeds} seeds)')
+    return stats.Check(
+      name,
+      True,
+      f'{best.rate:g} chosen inside {{{grid}}} at {s.steps} steps '
+      f'({regime.metric} {best.mean:.4g}, mean of {best.seeds} seeds)',
+    )
   remedies = [r for _, r in fails if r]
-  return stats.Check(name, False, f'grid {{{grid}}} at {s.steps} steps: ' + '; '.join(w for w, _ in fails),
-                     remedy=remedies[0] if remedies else '', points=(point,))
+  return stats.Check(
+    name,
+    False,
+    f'grid {{{grid}}} at {s.steps} steps: ' + '; '.join(w for w, _ in fails),
+    remedy=remedies[0] if remedies else '',
+    points=(point,),
+  )
 
 
 def _boundary_distance(v: stats.Verdict) -> float:
@@ -196,8 +231,9 @@ def _boundary_distance(v: stats.Verdict) -> float:
   return min(abs(v.statistic - x) for x in b) if b else math.inf
 
 
-def stability(v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, PointState],
-              regime: Regime) -> stats.Check:
+def stability(
+  v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, PointState], regime: Regime
+) -> stats.Check:
   """The verdict's statistic from the T runs and from the T/2 runs: same rule outcome, and a change of
   less than half the distance from stat(T) to the rule's nearest boundary."""
   steps = sorted({state[p].steps for p in v_full.points if p in state})
@@ -210,14 +246,21 @@ def stability(v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, 
     dist = _boundary_distance(v_full)
     change = abs(s_t - s_h)
     passed = v_full.raw_outcome == v_half.raw_outcome and change < dist / 2
-    how = (f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} '
-           + (f'{"<" if change < dist / 2 else ">="} half the distance to the nearest boundary ({dist / 2:.3g})'
-              if math.isfinite(dist) else '(the rule has no boundary)'))
+    how = f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} ' + (
+      f'{"<" if change < dist / 2 else ">="} half the distance to the nearest boundary ({dist / 2:.3g})'
+      if math.isfinite(dist)
+      else '(the rule has no boundary)'
+    )
   if passed:
     return stats.Check(name, True, how)
   left = all(state[p].doublings < regime.max_doublings for p in v_full.points if p in state) and v_full.points
-  return stats.Check(name, False, how + ('' if left else '; no doubling left (the most the regime allows)'),
-                     remedy=stats.DOUBLE_STEPS if left else '', points=tuple(v_full.points))
+  return stats.Check(
+    name,
+    False,
+    how + ('' if left else '; no doubling left (the most the regime allows)'),
+    remedy=stats.DOUBLE_STEPS if left else '',
+    points=tuple(v_full.points),
+  )
 
 
 def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
@@ -229,8 +272,11 @@ def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
     n = g.loc[g['status'] == 'completed', SEED].nunique() if 'status' in g else g[SEED].nunique()
     if n < seeds:
       short.append(f'{p}: {n}/{seeds}')
-  return stats.Check('every seed completed at the chosen rate', not short,
-                     '; '.join(short) or f'{seeds} seeds at each of {len(v.points)} point(s)')
+  return stats.Check(
+    'every seed completed at the chosen rate',
+    not short,
+    '; '.join(short) or f'{seeds} seeds at each of {len(v.points)} point(s)',
+  )
 
 
 def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mapping[str, int]) -> stats.Check:
@@ -239,11 +285,17 @@ def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mappin
   t = {p: state[p].steps // factor.get(p, 1) for p in v.points if p in state}
   lagging = tuple(p for p, x in t.items() if x < max(t.values(), default=0))
   detail = ', '.join(f'{p}: {state[p].steps}' for p in t) + ' steps'
-  return stats.Check('the points compared trained for one budget', not lagging, detail,
-                     remedy=stats.DOUBLE_STEPS if lagging else '', points=lagging)
+  return stats.Check(
+    'the points compared trained for one budget',
+    not lagging,
+    detail,
+    remedy=stats.DOUBLE_STEPS if lagging else '',
+    points=lagging,
+  )
 
 
 # --------------------------------------------------------------------------- extending
+
 
 def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:
   """`failed` with each doubling widened to every point that shares a verdict with a doubled point (transitively),
@@ -262,8 +314,9 @@ def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdi
   return out
 
 
-def extend(state: Mapping[str, PointState], failed: Sequence[stats.Check], regime: Regime
-           ) -> tuple[dict[str, PointState], list[str]]:
+def extend(
+  state: Mapping[str, PointState], failed: Sequence[stats.Check], regime: Regime
+) -> tuple[dict[str, PointState], list[str]]:
   """(new state, what was extended and why) from the remedies of `failed` checks; the state is unchanged
   (and the list empty) when no failed check has a remedy left."""
   new = {p: dataclasses.replace(s, rates=list(s.rates)) for p, s in state.items()}
@@ -296,7 +349,8 @@ def new_runs(old: Mapping[str, PointState], new: Mapping[str, PointState]) -> di
   return {p: runs for p, runs in out.items() if runs}
 
 
-def estimate_cost(runs: Mapping[str, Sequence[tuple[float, int]]], seconds_per_step: Callable[[str], float],
-                  seeds: int) -> float:
+def estimate_cost(
+  runs: Mapping[str, Sequence[tuple[float, int]]], seconds_per_step: Callable[[str], float], seeds: int
+) -> float:
   """Run-seconds of `runs` (each over `seeds` seeds) at each point's measured seconds per step."""
   return float(sum(seconds_per_step(p) * steps * seeds for p, rs in runs.items() for _, steps in rs))

@@ -12,6 +12,7 @@ Layout of DIR (the --workdir):
 
 import ast
 import collections
+from collections.abc import Sequence
 import dataclasses
 import datetime
 import glob
@@ -25,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import jax
 import pandas as pd
@@ -34,9 +35,9 @@ from ffn_research import ablations
 from ffn_research import analysis as analysis_lib
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
+from ffn_research import stats as verdict_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
-from ffn_research import stats as verdict_lib
 from ffn_research.ablations import regime as regime_lib
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,13 +57,24 @@ def log(msg: str) -> None:
 
 # --------------------------------------------------------------------------- environment
 
+
 def git_commit(repo_root: str = REPO_ROOT) -> str:
   """Short commit hash of repo_root, '+dirty' if it has uncommitted changes; 'unknown' without git."""
   try:
-    head = subprocess.run(['git', '-C', repo_root, 'rev-parse', '--short=12', 'HEAD'], capture_output=True,
-                          text=True, timeout=30, check=True).stdout.strip()
-    dirty = subprocess.run(['git', '-C', repo_root, 'status', '--porcelain', '--untracked-files=no'],
-                           capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    head = subprocess.run(
+      ['git', '-C', repo_root, 'rev-parse', '--short=12', 'HEAD'],
+      capture_output=True,
+      text=True,
+      timeout=30,
+      check=True,
+    ).stdout.strip()
+    dirty = subprocess.run(
+      ['git', '-C', repo_root, 'status', '--porcelain', '--untracked-files=no'],
+      capture_output=True,
+      text=True,
+      timeout=30,
+      check=True,
+    ).stdout.strip()
   except (OSError, subprocess.SubprocessError):
     return 'unknown'
   return head + ('+dirty' if dirty else '')
@@ -76,15 +88,15 @@ def environment() -> dict[str, Any]:
   except OSError:
     load = None
   return {
-      'machine': f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores',
-      'processor': platform.processor() or platform.machine(),
-      'load_average_at_start': load,
-      'python': platform.python_version(),
-      'jax': jax.__version__,
-      'backend': jax.default_backend(),
-      'device': f'{len(jax.devices())} x {device.device_kind}',
-      'commit': git_commit(),
-      'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+    'machine': f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores',
+    'processor': platform.processor() or platform.machine(),
+    'load_average_at_start': load,
+    'python': platform.python_version(),
+    'jax': jax.__version__,
+    'backend': jax.default_backend(),
+    'device': f'{len(jax.devices())} x {device.device_kind}',
+    'commit': git_commit(),
+    'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
   }
 
 
@@ -117,10 +129,12 @@ def _p_text(v) -> str:
 def _verdict_md(v: verdict_lib.Verdict) -> list[str]:
   lo, hi = v.ci
   p = _p_text(v)
-  out = [f'- **{v.outcome}** — {v.claim}',
-         f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}' + (f'; {p}' if p else ''),
-         f'  - test: {v.test}',
-         f'  - rule (fixed before the run): {v.rule}']
+  out = [
+    f'- **{v.outcome}** — {v.claim}',
+    f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}' + (f'; {p}' if p else ''),
+    f'  - test: {v.test}',
+    f'  - rule (fixed before the run): {v.rule}',
+  ]
   gated = v.outcome == verdict_lib.INVALID and v.failed_checks and v.detail.startswith('invalid: ')
   if gated:  # gate's detail names each failed check with its numbers: said once, here
     out.append('  - **invalid: this setup cannot test the claim**; failed: ' + v.detail.removeprefix('invalid: '))
@@ -128,8 +142,12 @@ def _verdict_md(v: verdict_lib.Verdict) -> list[str]:
     out.append(f'  - {v.detail}')
   if v.checks:
     out.append('  - regime checks:')
-    out += [f'    - PASS {c.name}: {c.detail}' if c.passed else f'    - **FAIL** {c.name}' + ('' if gated else f': {c.detail}')
-            for c in v.checks]
+    out += [
+      f'    - PASS {c.name}: {c.detail}'
+      if c.passed
+      else f'    - **FAIL** {c.name}' + ('' if gated else f': {c.detail}')
+      for c in v.checks
+    ]
   return out
 
 
@@ -137,46 +155,68 @@ def _holm_md(verdicts: Sequence[verdict_lib.Verdict]) -> list[str]:
   m = sum(v.p_holm is not None for v in verdicts)
   if not m:
     return []
-  return [f'Multiple comparisons: Holm correction over the {m} verdict(s) above (the ablation is one family, '
-          f'fixed in its code; an `invalid` verdict enters with p = 1); a reproduced / not reproduced outcome '
-          f'stands only if its Holm-adjusted p is < {verdict_lib.ALPHA:g}. '
-          'See docs/reproduce.md#outcomes-and-regime-checks.', '']
+  return [
+    f'Multiple comparisons: Holm correction over the {m} verdict(s) above (the ablation is one family, '
+    f'fixed in its code; an `invalid` verdict enters with p = 1); a reproduced / not reproduced outcome '
+    f'stands only if its Holm-adjusted p is < {verdict_lib.ALPHA:g}. '
+    'See docs/reproduce.md#outcomes-and-regime-checks.',
+    '',
+  ]
 
 
 def regime_markdown(r: dict[str, Any]) -> list[str]:
   """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
   pol = r['policy']
-  lines = ['## Regime', '',
-           f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
-           f'to start (an arm may declare its own grid and a multiple of T: the table below has each point\'s), '
-           f'T = {pol["steps"]} steps (and T/2), {pol["seeds"]} seeds; up to {pol["max_extensions"]} '
-           f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
-           f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds. Stopped: {r["stopped"]}.', '',
-           '| pass | runs planned | runs run | wall (s) | failed checks | then |', '|---|---|---|---|---|---|']
+  lines = [
+    '## Regime',
+    '',
+    f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
+    f"to start (an arm may declare its own grid and a multiple of T: the table below has each point's), "
+    f'T = {pol["steps"]} steps (and T/2), {pol["seeds"]} seeds; up to {pol["max_extensions"]} '
+    f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
+    f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds. Stopped: {r["stopped"]}.',
+    '',
+    '| pass | runs planned | runs run | wall (s) | failed checks | then |',
+    '|---|---|---|---|---|---|',
+  ]
   for it in r['iterations']:
     failed = '; '.join(it['failed']) or '–'
     then = '; '.join(it['actions']) or '–'
-    lines.append(f'| {it["iteration"]} | {it["runs_planned"]} | {it["runs_run"]} | {it["wall_s"]:.0f} | '
-                 f'{failed.replace("|", "/")} | {then.replace("|", "/")} |')
+    lines.append(
+      f'| {it["iteration"]} | {it["runs_planned"]} | {it["runs_run"]} | {it["wall_s"]:.0f} | '
+      f'{failed.replace("|", "/")} | {then.replace("|", "/")} |'
+    )
   if r.get('next'):
     n = r['next']
-    lines += ['', f'Next extension, not run ({n["why"]}): {n["runs"]} runs, about {n["cost_s"]:.0f} run-seconds: '
-              + '; '.join(n['actions'])]
+    lines += [
+      '',
+      f'Next extension, not run ({n["why"]}): {n["runs"]} runs, about {n["cost_s"]:.0f} run-seconds: '
+      + '; '.join(n['actions']),
+    ]
   lines += ['', '| point | rates run | T | rate at T | rate at T/2 |', '|---|---|---|---|---|']
   for p in r['points']:
-    lines.append(f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | '
-                 f'{_fmt(p["rate_T"])} | {_fmt(p["rate_T/2"])} |')
+    lines.append(
+      f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | '
+      f'{_fmt(p["rate_T"])} | {_fmt(p["rate_T/2"])} |'
+    )
   return lines + ['']
 
 
 def report_markdown(report: dict[str, Any]) -> str:
   env = report['environment']
-  lines = [f'# {report["name"]}', '',
-           f'**Claim.** {report["claim"]}', '',
-           f'**Source.** {report["citation"]} (full references: docs/references.md in the repository). '
-           f'**Published / theoretical number.** {report["published"]}', '',
-           f'**Scale: {report["scale"]}** — {report["scale_note"]}.', '',
-           '## Verdicts', '']
+  lines = [
+    f'# {report["name"]}',
+    '',
+    f'**Claim.** {report["claim"]}',
+    '',
+    f'**Source.** {report["citation"]} (full references: docs/references.md in the repository). '
+    f'**Published / theoretical number.** {report["published"]}',
+    '',
+    f'**Scale: {report["scale"]}** — {report["scale_note"]}.',
+    '',
+    '## Verdicts',
+    '',
+  ]
   verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]
   for v in verdicts:
     lines += _verdict_md(v)
@@ -196,28 +236,37 @@ def report_markdown(report: dict[str, Any]) -> str:
     swept = '; '.join(f'{k} ∈ {{{", ".join(map(str, v))}}}' for k, v in s['swept'].items())
     lines.append(f'- sweep `{s["name"]}`: {s["runs"]} runs ({s["seeds"]} seeds); {fixed}; swept {swept}')
   st = report['status_counts']
-  lines += ['',
-            '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())),
-            f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
-            f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
-            f'- commit {env["commit"]}, {env["date"]}',
-            f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this '
-            f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
-            f'{report["compute_time_s"]:.0f} s summed over the runs\' own wall times', '',
-            '## Results', '']
-  for t in report.get('tables_obj') or [base.Table(t['title'], pd.DataFrame(t['rows'], columns=t['columns']))
-                                        for t in report.get('tables', [])]:
+  lines += [
+    '',
+    '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())),
+    f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
+    f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
+    f'- commit {env["commit"]}, {env["date"]}',
+    f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this '
+    f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
+    f"{report['compute_time_s']:.0f} s summed over the runs' own wall times",
+    '',
+    '## Results',
+    '',
+  ]
+  for t in report.get('tables_obj') or [
+    base.Table(t['title'], pd.DataFrame(t['rows'], columns=t['columns'])) for t in report.get('tables', [])
+  ]:
     lines += [f'### {t.title}', '', analysis_lib.markdown_table(list(t.frame.columns), t.frame.itertuples(index=False))]
   for f in report['figures']:
     lines += [f'![{f["caption"]}]({f["file"]})', '', f'*{f["caption"]}*', '']
   if report['notes']:
     lines += ['## Notes', ''] + [f'- {n}' for n in report['notes']] + ['']
-  lines += ['---', f'Produced by `python -m experiments.reproduce --ablation={report["name"]} '
-            f'--scale={report["scale"]}`.', '']
+  lines += [
+    '---',
+    f'Produced by `python -m experiments.reproduce --ablation={report["name"]} --scale={report["scale"]}`.',
+    '',
+  ]
   return '\n'.join(lines)
 
 
 # --------------------------------------------------------------------------- running
+
 
 def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
@@ -251,21 +300,28 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
   """The loop's record (state per point, iterations, wall time); a fresh one if the scale or regime changed."""
   regime = study.regimes[scale]
   policy = io_lib.json_safe(json.loads(json.dumps(dataclasses.asdict(regime))))
-  policy['arms'] = sorted({(arm.name, tuple(arm.rates or ()), arm.steps_factor, arm.tuned) for arm, _ in points.values()})
+  policy['arms'] = sorted(
+    {(arm.name, tuple(arm.rates or ()), arm.steps_factor, arm.tuned) for arm, _ in points.values()}
+  )
   policy = json.loads(json.dumps(policy))
   rec = io_lib.read_json(os.path.join(outdir, RECORD))
   fresh = {'scale': scale, 'policy': policy, 'state': {}, 'iterations': [], 'wall_s': 0.0}
   if rec is None or rec.get('scale') != scale or rec.get('policy') != policy:
     if rec is not None:
-      log(f'{study.name}: {RECORD} was written for another scale or regime: the loop starts afresh '
-          '(finished runs are still reused)')
+      log(
+        f'{study.name}: {RECORD} was written for another scale or regime: the loop starts afresh '
+        '(finished runs are still reused)'
+      )
     rec = fresh
   state = regime_lib.state_from_json(rec['state'])
   start = regime_lib.initial_state(
-      {p: (arm.rates or regime.rates) if arm.tuned else [float(arm.base.train.learning_rate)]
-       for p, (arm, _) in points.items()},
-      {p: regime.steps * arm.steps_factor for p, (arm, _) in points.items()})
-  rec['state'] = {p: state.get(p, start[p]) for p in points}   # points added to the study start afresh
+    {
+      p: (arm.rates or regime.rates) if arm.tuned else [float(arm.base.train.learning_rate)]
+      for p, (arm, _) in points.items()
+    },
+    {p: regime.steps * arm.steps_factor for p, (arm, _) in points.items()},
+  )
+  rec['state'] = {p: state.get(p, start[p]) for p in points}  # points added to the study start afresh
   return rec
 
 
@@ -292,8 +348,9 @@ def _collected(study: base.Study, run_dir: str, row: dict[str, Any]) -> dict[str
   return cached
 
 
-def _run_pass(study: base.Study, outdir: str, points, rec, regime: base.Regime, progress: bool,
-              tick) -> tuple[pd.DataFrame, int]:
+def _run_pass(
+  study: base.Study, outdir: str, points, rec, regime: base.Regime, progress: bool, tick
+) -> tuple[pd.DataFrame, int]:
   """Run (resume) every planned run, arm by arm; (the frame of every planned run, runs that were not finished)."""
   planned = regime_lib.plan(rec['state'])
   by_arm: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -317,8 +374,10 @@ def _run_pass(study: base.Study, outdir: str, points, rec, regime: base.Regime, 
     if regime_lib.LR not in f:
       f[regime_lib.LR] = float(arm.base.train.learning_rate)
     if study.collect is not None:
-      extra = [_collected(study, os.path.join(sweep_dir, 'runs', r['name']), r) if r['status'] == 'completed'
-               else {} for r in f.to_dict(orient='records')]
+      extra = [
+        _collected(study, os.path.join(sweep_dir, 'runs', r['name']), r) if r['status'] == 'completed' else {}
+        for r in f.to_dict(orient='records')
+      ]
       f = pd.concat([f, pd.DataFrame(extra, index=f.index)], axis=1)
     frames.append(f)
   return pd.concat(frames, ignore_index=True), todo
@@ -335,11 +394,13 @@ def _spent(outdir: str) -> float:
 
 def _seconds_per_step(frame: pd.DataFrame):
   """point -> measured run-seconds per step (the point's arm, else every run)."""
-  ok = frame[(frame['status'] == 'completed') & frame['wall_time_s'].notna()] if 'wall_time_s' in frame else frame.iloc[:0]
+  ok = (
+    frame[(frame['status'] == 'completed') & frame['wall_time_s'].notna()] if 'wall_time_s' in frame else frame.iloc[:0]
+  )
   rate = (ok['wall_time_s'] / ok[regime_lib.STEPS]) if len(ok) else pd.Series(dtype=float)
   overall = float(rate.mean()) if len(rate) else 0.0
   per_arm = rate.groupby(ok['arm']).mean().to_dict() if len(ok) else {}
-  arm_of = dict(zip(frame['point'], frame['arm']))
+  arm_of = dict(zip(frame['point'], frame['arm'], strict=True))
   return lambda p: float(per_arm.get(arm_of.get(p), overall))
 
 
@@ -348,18 +409,24 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
   full, half = (regime_lib.select(frame, tuning, lv) for lv in (regime_lib.FULL, regime_lib.HALF))
   v_full, v_half = study.rules(full, scale), study.rules(half, scale)
   if len(v_full) != len(v_half):
-    raise ValueError(f'{study.name}.rules gave {len(v_full)} verdicts at T and {len(v_half)} at T/2: '
-                     'a study declares a fixed family of verdicts')
+    raise ValueError(
+      f'{study.name}.rules gave {len(v_full)} verdicts at T and {len(v_half)} at T/2: '
+      'a study declares a fixed family of verdicts'
+    )
   out = []
-  for vf, vh in zip(v_full, v_half):
+  for vf, vh in zip(v_full, v_half, strict=True):
     unknown = [p for p in vf.points if p not in state]
     if unknown or not vf.points:
-      raise ValueError(f'{study.name}: verdict {vf.claim!r} names unknown points {unknown or "(none)"}; '
-                       f'points are: {", ".join(state)}')
+      raise ValueError(
+        f'{study.name}: verdict {vf.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
+      )
     checks = [regime_lib.inside_grid(p, frame, state[p], regime) for p in vf.points if points[p][0].tuned]
     factor = {p: points[p][0].steps_factor for p in vf.points}
-    checks += [regime_lib.coverage(vf, full, regime.seeds), regime_lib.one_budget(vf, state, factor),
-               regime_lib.stability(vf, vh, state, regime)]
+    checks += [
+      regime_lib.coverage(vf, full, regime.seeds),
+      regime_lib.one_budget(vf, state, factor),
+      regime_lib.stability(vf, vh, state, regime),
+    ]
     vf = dataclasses.replace(vf, extra={**vf.extra, 'statistic_half': float(vh.statistic)})
     out.append(verdict_lib.gate(vf, checks))
   return out, full, half
@@ -372,20 +439,37 @@ def _stop_reason(failed, actions, added, spent: float, cost: float, regime) -> t
   if not actions:
     return 'no failed check has a remedy left (see the verdicts)', None
   if spent + cost > regime.cap_s:
-    return (f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}',
-            {'why': 'over the cap', 'actions': actions, 'runs': sum(map(len, added.values())) * regime.seeds,
-             'cost_s': cost})
+    return (
+      f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}',
+      {'why': 'over the cap', 'actions': actions, 'runs': sum(map(len, added.values())) * regime.seeds, 'cost_s': cost},
+    )
   return '', None
 
 
 def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, tuning: pd.DataFrame) -> dict[str, Any]:
   """report.json's "regime": the policy, the cost, the loop's iterations and where each point ended."""
   rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
-  return {'policy': dataclasses.asdict(regime), 'cap_s': regime.cap_s, 'spent_s': spent, 'stopped': stopped,
-          'iterations': iterations, 'next': nxt,
-          'points': [{'point': p, 'rates': s.rates, 'steps': s.steps, 'lower': s.lower, 'higher': s.higher,
-                      'doublings': s.doublings, 'rate_T': rates.get((p, regime_lib.FULL)),
-                      'rate_T/2': rates.get((p, regime_lib.HALF))} for p, s in state.items()]}
+  return {
+    'policy': dataclasses.asdict(regime),
+    'cap_s': regime.cap_s,
+    'spent_s': spent,
+    'stopped': stopped,
+    'iterations': iterations,
+    'next': nxt,
+    'points': [
+      {
+        'point': p,
+        'rates': s.rates,
+        'steps': s.steps,
+        'lower': s.lower,
+        'higher': s.higher,
+        'doublings': s.doublings,
+        'rate_T': rates.get((p, regime_lib.FULL)),
+        'rate_T/2': rates.get((p, regime_lib.HALF)),
+      }
+      for p, s in state.items()
+    ],
+  }
 
 
 def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
@@ -419,14 +503,21 @@ def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress:
     added = regime_lib.new_runs(state, new_state)
     cost = regime_lib.estimate_cost(added, _seconds_per_step(frame), regime.seeds)
     spent = _spent(outdir)
-    entry = {'iteration': len(rec['iterations']), 'runs_planned': int(len(frame)), 'runs_run': int(ran),
-             'wall_s': time.time() - it_start, 'spent_s': spent,
-             'failed': sorted({f'{c.name}' for c in failed}), 'actions': [], 'next_cost_s': cost}
+    entry = {
+      'iteration': len(rec['iterations']),
+      'runs_planned': int(len(frame)),
+      'runs_run': int(ran),
+      'wall_s': time.time() - it_start,
+      'spent_s': spent,
+      'failed': sorted({f'{c.name}' for c in failed}),
+      'actions': [],
+      'next_cost_s': cost,
+    }
     stopped, nxt = _stop_reason(failed, actions, added, spent, cost, regime)
     if not stopped:
       entry['actions'] = actions
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
-      rec['iterations'].append(entry)   # a resumed pass with nothing to run is not a new iteration
+      rec['iterations'].append(entry)  # a resumed pass with nothing to run is not a new iteration
     if stopped:
       break
     log(f'{study.name}: extending: ' + '; '.join(actions) + f' (~{cost:.0f} run-seconds; spent {spent:.0f})')
@@ -435,25 +526,57 @@ def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress:
   tick()
   verdicts = verdict_lib.holm(verdicts)
   if nxt:
-    verdicts = [v if v.outcome != verdict_lib.INVALID else dataclasses.replace(
-        v, detail=v.detail + f' — the next extension would have cost ~{cost:.0f} run-seconds (cap '
-                              f'{regime.cap_s:.0f}, spent {spent:.0f})') for v in verdicts]
+    verdicts = [
+      v
+      if v.outcome != verdict_lib.INVALID
+      else dataclasses.replace(
+        v,
+        detail=v.detail + f' — the next extension would have cost ~{cost:.0f} run-seconds (cap '
+        f'{regime.cap_s:.0f}, spent {spent:.0f})',
+      )
+      for v in verdicts
+    ]
   result = base.Result(frame, tuning, full, half, verdicts, scale)
   shown = study.present(result, base.Context(outdir=outdir, scale=scale))
   regime_rec = _regime_record(regime, spent, stopped, rec['iterations'], nxt, state, tuning)
   arms = {arm.name: arm for arm, _ in points.values()}
-  report = _report(study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts,
-                   [{'name': a.name, 'runs': int((frame['arm'] == a.name).sum()), 'seeds': regime.seeds,
-                     'fixed': _fixed(a.base), 'swept': _swept(frame[frame['arm'] == a.name], a)}
-                    for a in arms.values()], regime_rec)
+  report = _report(
+    study,
+    scale,
+    env,
+    clock[0] - start,
+    rec['wall_s'],
+    frame,
+    shown,
+    verdicts,
+    [
+      {
+        'name': a.name,
+        'runs': int((frame['arm'] == a.name).sum()),
+        'seeds': regime.seeds,
+        'fixed': _fixed(a.base),
+        'swept': _swept(frame[frame['arm'] == a.name], a),
+      }
+      for a in arms.values()
+    ],
+    regime_rec,
+  )
   _write_report(outdir, report, verdicts, shown.tables)
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
 
 
 def _fixed(config) -> dict[str, Any]:
   out = {}
-  for key in ('task.name', 'task.function', 'model.arch', 'model.activation', 'model.d_model', 'model.d_ff',
-              'train.batch_size', 'train.optimizer'):
+  for key in (
+    'task.name',
+    'task.function',
+    'model.arch',
+    'model.activation',
+    'model.d_model',
+    'model.d_ff',
+    'train.batch_size',
+    'train.optimizer',
+  ):
     try:
       out[key] = config_lib.get_path(config, key)
     except (KeyError, AttributeError):
@@ -469,27 +592,38 @@ def _swept(frame: pd.DataFrame, arm: base.Arm) -> dict[str, list[Any]]:
 def _report(study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps, regime_rec) -> dict[str, Any]:
   status = frame['status'].value_counts().to_dict()
   return {
-      'name': study.name, 'claim': study.claim, 'citation': study.citation, 'published': study.published,
-      'scale': scale, 'scale_note': base.SCALE_NOTES[scale], 'setup': study.setup, 'sweeps': sweeps,
-      'environment': env, 'wall_time_s': wall, 'total_wall_time_s': total_wall,
-      'compute_time_s': regime_rec['spent_s'],
-      'status_counts': {str(k): int(v) for k, v in status.items()},
-      'headline': shown.headline,
-      'verdicts': [v.to_dict() for v in verdicts],
-      'checks': [c.to_dict() for c in shown.checks],
-      'regime': regime_rec,
-      'tables': [{'title': t.title, 'columns': list(t.frame.columns),
-                  'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))} for t in shown.tables],
-      'figures': [{'file': f.file, 'caption': f.caption} for f in shown.figures],
-      'notes': list(shown.notes),
+    'name': study.name,
+    'claim': study.claim,
+    'citation': study.citation,
+    'published': study.published,
+    'scale': scale,
+    'scale_note': base.SCALE_NOTES[scale],
+    'setup': study.setup,
+    'sweeps': sweeps,
+    'environment': env,
+    'wall_time_s': wall,
+    'total_wall_time_s': total_wall,
+    'compute_time_s': regime_rec['spent_s'],
+    'status_counts': {str(k): int(v) for k, v in status.items()},
+    'headline': shown.headline,
+    'verdicts': [v.to_dict() for v in verdicts],
+    'checks': [c.to_dict() for c in shown.checks],
+    'regime': regime_rec,
+    'tables': [
+      {'title': t.title, 'columns': list(t.frame.columns), 'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))}
+      for t in shown.tables
+    ],
+    'figures': [{'file': f.file, 'caption': f.caption} for f in shown.figures],
+    'notes': list(shown.notes),
   }
 
 
 def _write_report(outdir: str, report: dict[str, Any], verdicts, tables) -> None:
   io_lib.write_json(os.path.join(outdir, 'report.json'), report)
-  on_disk = io_lib.read_json(os.path.join(outdir, 'report.json'))   # NaN -> null, as a reader sees it
-  io_lib.write_text(os.path.join(outdir, 'report.md'),
-                    report_markdown({**on_disk, 'verdicts_obj': verdicts, 'tables_obj': tables}))
+  on_disk = io_lib.read_json(os.path.join(outdir, 'report.json'))  # NaN -> null, as a reader sees it
+  io_lib.write_text(
+    os.path.join(outdir, 'report.md'), report_markdown({**on_disk, 'verdicts_obj': verdicts, 'tables_obj': tables})
+  )
   name = report['name']
   failed = {}  # a check shared by several verdicts is printed once, with the verdicts it invalidates
   for i, v in enumerate(verdicts, 1):
@@ -501,8 +635,10 @@ def _write_report(outdir: str, report: dict[str, Any], verdicts, tables) -> None
   for c in report['checks']:
     if not c['passed']:
       log(f'{name}: CHECK FAILED: {c["name"]}: {c["detail"]}')
-  log(f'{name}: wrote {outdir}/report.md ({report["wall_time_s"]:.0f} s; {report["total_wall_time_s"]:.0f} s '
-      'over every invocation)')
+  log(
+    f'{name}: wrote {outdir}/report.md ({report["wall_time_s"]:.0f} s; {report["total_wall_time_s"]:.0f} s '
+    'over every invocation)'
+  )
 
 
 def index_line(name: str, report: dict[str, Any] | None, error: str | None = None) -> str:
@@ -510,12 +646,15 @@ def index_line(name: str, report: dict[str, Any] | None, error: str | None = Non
     return f'- **{name}**: error: {error}'
   verdicts = '; '.join(outcome_text(v) for v in report['verdicts'])
   fig = f' — [plot]({name}/{report["figures"][0]["file"]})' if report['figures'] else ''
-  return (f'- **{name}** ({report["scale"]}): {report["claim"]} — **{verdicts}** — {report["headline"]}'
-          f'{fig} — [report]({name}/report.md)')
+  return (
+    f'- **{name}** ({report["scale"]}): {report["claim"]} — **{verdicts}** — {report["headline"]}'
+    f'{fig} — [report]({name}/report.md)'
+  )
 
 
-def run_all(workdir: str, scale: str = 'full', *, progress: bool = True,
-            names: Sequence[str] | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+def run_all(
+  workdir: str, scale: str = 'full', *, progress: bool = True, names: Sequence[str] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
   """Every ablation (that has `scale`) in turn; DIR/index.md; returns (reports, failed names)."""
   lines, reports, failed = [f'# Ablations ({scale} scale)', ''], [], []
   for name in names if names is not None else ablations.names():
@@ -526,7 +665,7 @@ def run_all(workdir: str, scale: str = 'full', *, progress: bool = True,
       report = run(name, workdir, scale, progress=progress)
       reports.append(report)
       lines.append(index_line(name, report))
-    except Exception as e:  # pylint: disable=broad-except  (one ablation's failure must not stop the rest)
+    except Exception as e:  # one ablation's failure must not stop the rest
       msg = f'{type(e).__name__}: {e}'.splitlines()[0]
       log(f'{name}: FAILED: {msg}')
       failed.append(name)
@@ -539,6 +678,7 @@ def run_all(workdir: str, scale: str = 'full', *, progress: bool = True,
 
 # --------------------------------------------------------------------------- publishing
 
+
 def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
   """Copy DIR/name's report and PNGs to docs/results/name/ and regenerate the Results sections."""
   src = os.path.join(workdir, name)
@@ -546,19 +686,26 @@ def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
   if report is None:
     raise ReproduceError(f'{src}/report.json not found: run the ablation first')
   if report['scale'] != 'full':
-    raise ReproduceError(f'refusing to publish {name}: its report is at scale {report["scale"]!r}; '
-                         'only full-scale reports may be published')
+    raise ReproduceError(
+      f'refusing to publish {name}: its report is at scale {report["scale"]!r}; '
+      'only full-scale reports may be published'
+    )
   commit = str(report.get('environment', {}).get('commit', ''))
   if commit.endswith('+dirty') or commit == 'unknown':
-    raise ReproduceError(f'refusing to publish {name}: its report was produced from commit {commit!r}, not a '
-                         'committed tree; commit, then rerun (finished runs are reused) and publish')
+    raise ReproduceError(
+      f'refusing to publish {name}: its report was produced from commit {commit!r}, not a '
+      'committed tree; commit, then rerun (finished runs are reused) and publish'
+    )
   dst = os.path.join(repo_root, 'docs', 'results', name)
   os.makedirs(dst, exist_ok=True)
   for old in os.listdir(dst):  # the previous report goes, its history stays
     if old != HISTORY:
       os.remove(os.path.join(dst, old))
-  for path in [os.path.join(src, 'report.md'), os.path.join(src, 'report.json'),
-               *sorted(glob.glob(os.path.join(src, '*.png')))]:
+  for path in [
+    os.path.join(src, 'report.md'),
+    os.path.join(src, 'report.json'),
+    *sorted(glob.glob(os.path.join(src, '*.png'))),
+  ]:
     shutil.copy2(path, dst)
   update_readme(repo_root)
   log(f'published {name} to {dst} and updated README.md and {RESULTS_PAGE}')
@@ -567,9 +714,12 @@ def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
 
 def results_section(repo_root: str = REPO_ROOT) -> str:
   """The full Results section (docs/results/README.md), from every docs/results/*/report.json; links from the root."""
-  lines = ['Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
-           '`docs/results/*/report.json` (full scale); do not edit by hand. How to run and read these: '
-           '[docs/reproduce.md](docs/reproduce.md).', '']
+  lines = [
+    'Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
+    '`docs/results/*/report.json` (full scale); do not edit by hand. How to run and read these: '
+    '[docs/reproduce.md](docs/reproduce.md).',
+    '',
+  ]
   paths = sorted(glob.glob(os.path.join(repo_root, 'docs', 'results', '*', 'report.json')))
   if not paths:
     lines.append('No full-scale results published yet.')
@@ -581,8 +731,10 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     for v in r['verdicts']:
       lo, hi = v['ci']
       holm = f', Holm-adjusted p = {_fmt(v["p_holm"])}' if v.get('p_holm') is not None else ''
-      lines.append(f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
-                   f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]}{holm})')
+      lines.append(
+        f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
+        f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]}{holm})'
+      )
       if v['outcome'] == verdict_lib.INVALID:  # why this setup cannot test the claim, next to the verdict
         lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in failed_checks(v)]
     lines += ['', f'**Main figure.** {r["headline"]}', '']
@@ -595,9 +747,12 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     load = env.get('load_average_at_start')
     load = f' (load average {load[0]} at start)' if load else ''
     total = r.get('total_wall_time_s', r['wall_time_s'])
-    lines += [f'{env["machine"]}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
-              f'{total:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
-              f'Full report: [{rel}/report.md]({rel}/report.md).', '']
+    lines += [
+      f'{env["machine"]}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
+      f'{total:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
+      f'Full report: [{rel}/report.md]({rel}/report.md).',
+      '',
+    ]
   return '\n'.join(lines).rstrip() + '\n'
 
 
@@ -613,10 +768,14 @@ def question(name: str) -> str:
 
 def headline_section(repo_root: str = REPO_ROOT) -> str:
   """README.md's Results headline: one row per published ablation (its question, its verdicts, its report)."""
-  lines = ['Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
-           '`docs/results/*/report.json` (full scale); do not edit by hand. Every verdict with its statistic, '
-           f'main figure and machine: [{RESULTS_PAGE}]({RESULTS_PAGE}).', '',
-           '| ablation | question | verdicts |', '|---|---|---|']
+  lines = [
+    'Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
+    '`docs/results/*/report.json` (full scale); do not edit by hand. Every verdict with its statistic, '
+    f'main figure and machine: [{RESULTS_PAGE}]({RESULTS_PAGE}).',
+    '',
+    '| ablation | question | verdicts |',
+    '|---|---|---|',
+  ]
   for path in sorted(glob.glob(os.path.join(repo_root, 'docs', 'results', '*', 'report.json'))):
     r = io_lib.read_json(path)
     counts = collections.Counter(v['outcome'] for v in r['verdicts'])
@@ -648,5 +807,4 @@ def _write_block(path: str, section: str, heading: str) -> None:
 def update_readme(repo_root: str = REPO_ROOT) -> None:
   """README.md gets the Results headline, docs/results/README.md the full section (between the results markers)."""
   _write_block(os.path.join(repo_root, 'README.md'), headline_section(repo_root), '## Results')
-  _write_block(os.path.join(repo_root, RESULTS_PAGE), relink(results_section(repo_root), 'docs/results'),
-               '# Results')
+  _write_block(os.path.join(repo_root, RESULTS_PAGE), relink(results_section(repo_root), 'docs/results'), '# Results')

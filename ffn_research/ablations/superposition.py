@@ -44,42 +44,45 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.config import default_config
 
-N_FEATURES, M_HIDDEN = 20, 5          # the paper's first figure
-IMPORTANCE_DECAY = 0.7                # I_i = 0.7^i (the paper's)
-NORM_LEVEL = 0.5                      # represented: ||W_i|| > 0.5 (the paper's)
-SPARSE_MAX_DENSITY = 0.03             # the verdicts read densities 1 - S <= this against 1 - S = 1
-MARGIN = 1.0                          # rule: sparse - dense > 1 feature (at least one feature more)
-DENSE_TOLERANCE = 1.0                 # premise: mean dense count within m +- 1
-COLLAPSE_MARGIN = 0.5                 # not collapsed: mean sparse count > 0.5
-DENSITY = 'density'                   # 1 - task.feature_sparsity
+N_FEATURES, M_HIDDEN = 20, 5  # the paper's first figure
+IMPORTANCE_DECAY = 0.7  # I_i = 0.7^i (the paper's)
+NORM_LEVEL = 0.5  # represented: ||W_i|| > 0.5 (the paper's)
+SPARSE_MAX_DENSITY = 0.03  # the verdicts read densities 1 - S <= this against 1 - S = 1
+MARGIN = 1.0  # rule: sparse - dense > 1 feature (at least one feature more)
+DENSE_TOLERANCE = 1.0  # premise: mean dense count within m +- 1
+COLLAPSE_MARGIN = 0.5  # not collapsed: mean sparse count > 0.5
+DENSITY = 'density'  # 1 - task.feature_sparsity
 SEED = 'train.seed'
 DENSITIES = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 RATES = (3e-3, 1e-2, 3e-2)
 # Per scale: densities 1 - S and batch size. Rates, T, seeds and the cap: REGIMES.
 SETTINGS = {
-    'smoke': dict(densities=(1.0, 0.1, 0.01), batch=256),
-    'quick': dict(densities=DENSITIES, batch=1024),
-    'full': dict(densities=DENSITIES, batch=1024),
+  'smoke': dict(densities=(1.0, 0.1, 0.01), batch=256),
+  'quick': dict(densities=DENSITIES, batch=1024),
+  'full': dict(densities=DENSITIES, batch=1024),
 }
 REGIMES = {
-    'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=200, seeds=3, cap_s=60),
-    'quick': base.Regime(rates=RATES, steps=1000, seeds=5, cap_s=600),
-    'full': base.Regime(rates=RATES, steps=2000, seeds=12, cap_s=3600),
+  'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=200, seeds=3, cap_s=60),
+  'quick': base.Regime(rates=RATES, steps=1000, seeds=5, cap_s=600),
+  'full': base.Regime(rates=RATES, steps=2000, seeds=12, cap_s=3600),
 }
 # Arm -> (model.arch, label).
 ARMS = {
-    'tied': ('tied_relu', f'toy ReLU(W^T W x + b), I = {IMPORTANCE_DECAY}^i'),
-    'ffn': ('ffn', f'FFN ReLU(x W1 + b1) W2 + b2, d_ff = m, I = {IMPORTANCE_DECAY}^i'),
+  'tied': ('tied_relu', f'toy ReLU(W^T W x + b), I = {IMPORTANCE_DECAY}^i'),
+  'ffn': ('ffn', f'FFN ReLU(x W1 + b1) W2 + b2, d_ff = m, I = {IMPORTANCE_DECAY}^i'),
 }
 
 
 # --------------------------------------------------------------------------- measurements (pure)
 
+
 def tied_stats(w_MxN: np.ndarray, level: float = NORM_LEVEL) -> dict[str, float]:
   """Represented features (||W_i|| > level) and dimensions per feature m / ||W||_F^2 of the toy's W."""
   norms_N = np.linalg.norm(w_MxN, axis=0)
-  return {'represented': int(np.sum(norms_N > level)),
-          'dims_per_feature': w_MxN.shape[0] / float(np.sum(np.square(w_MxN)))}
+  return {
+    'represented': int(np.sum(norms_N > level)),
+    'dims_per_feature': w_MxN.shape[0] / float(np.sum(np.square(w_MxN))),
+  }
 
 
 def ffn_strength(w1_NxM: np.ndarray, w2_MxN: np.ndarray) -> np.ndarray:
@@ -93,13 +96,14 @@ def ffn_gain(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray) -> np.nda
   return np.einsum('im,mi->i', h_NxM, w2_MxN)
 
 
-def ffn_stats(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray,
-              level: float = NORM_LEVEL) -> dict[str, float]:
+def ffn_stats(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray, level: float = NORM_LEVEL) -> dict[str, float]:
   """The FFN counterpart of tied_stats, plus the gain-based count (cross-check)."""
   strength_N = ffn_strength(w1_NxM, w2_MxN)
-  return {'represented': int(np.sum(strength_N > level)),
-          'dims_per_feature': w1_NxM.shape[1] / float(np.sum(np.square(strength_N))),
-          'represented_gain': int(np.sum(ffn_gain(w1_NxM, b1_M, w2_MxN) > level))}
+  return {
+    'represented': int(np.sum(strength_N > level)),
+    'dims_per_feature': w1_NxM.shape[1] / float(np.sum(np.square(strength_N))),
+    'represented_gain': int(np.sum(ffn_gain(w1_NxM, b1_M, w2_MxN) > level)),
+  }
 
 
 def collect(run_dir: str, row) -> dict[str, Any]:
@@ -113,6 +117,7 @@ def collect(run_dir: str, row) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- arms
+
 
 def point_label(density: float) -> str:
   return f'1-S={density:g}'
@@ -132,12 +137,19 @@ def arms(scale: str) -> list[base.Arm]:
     m = config.model
     m.arch, m.d_model, m.d_ff, m.activation, m.use_bias = arch, N_FEATURES, M_HIDDEN, 'relu', True
     config.train.batch_size = s['batch']
-    out.append(base.Arm(name, config, {point_label(d): {'task.feature_sparsity': round(1.0 - d, 6)}
-                                       for d in s['densities']}, budget=budget))
+    out.append(
+      base.Arm(
+        name,
+        config,
+        {point_label(d): {'task.feature_sparsity': round(1.0 - d, 6)} for d in s['densities']},
+        budget=budget,
+      )
+    )
   return out
 
 
 # --------------------------------------------------------------------------- the rule (pure)
+
 
 def with_density(frame: pd.DataFrame) -> pd.DataFrame:
   return frame.assign(**{DENSITY: (1.0 - frame['task.feature_sparsity'].astype(float)).round(6)})
@@ -152,40 +164,66 @@ def arm_verdict(sel: pd.DataFrame, arm: str, scale: str, claim: str) -> stats.Ve
   dense = g[g[DENSITY] >= 1.0].set_index(SEED)['represented'].astype(float)
   sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY].groupby(SEED)['represented'].mean()
   both = sorted(set(dense.index) & set(sparse.index))
-  v = stats.paired(sparse.reindex(both).to_numpy(), dense.reindex(both).to_numpy(), expect='greater', margin=MARGIN,
-                   claim=claim)
+  v = stats.paired(
+    sparse.reindex(both).to_numpy(), dense.reindex(both).to_numpy(), expect='greater', margin=MARGIN, claim=claim
+  )
   m = float(dense.mean()) if len(dense) else math.nan
   premise = stats.Check(
-      f'{arm}: dense premise (about m = {M_HIDDEN} features without sparsity)',
-      bool(abs(m - M_HIDDEN) <= DENSE_TOLERANCE),
-      f'represented at 1 - S = 1 per seed: {", ".join(str(int(c)) for c in dense.to_numpy())}; mean {m:.3g}, '
-      f'required within [{M_HIDDEN - DENSE_TOLERANCE:g}, {M_HIDDEN + DENSE_TOLERANCE:g}]',
-      remedy=stats.DOUBLE_STEPS, points=labels)
-  collapsed = stats.range_check(f'{arm}: sparse models not collapsed (features represented at 1 - S <= '
-                                f'{SPARSE_MAX_DENSITY:g})', sparse, floor=0.0, margin=COLLAPSE_MARGIN)
+    f'{arm}: dense premise (about m = {M_HIDDEN} features without sparsity)',
+    bool(abs(m - M_HIDDEN) <= DENSE_TOLERANCE),
+    f'represented at 1 - S = 1 per seed: {", ".join(str(int(c)) for c in dense.to_numpy())}; mean {m:.3g}, '
+    f'required within [{M_HIDDEN - DENSE_TOLERANCE:g}, {M_HIDDEN + DENSE_TOLERANCE:g}]',
+    remedy=stats.DOUBLE_STEPS,
+    points=labels,
+  )
+  collapsed = stats.range_check(
+    f'{arm}: sparse models not collapsed (features represented at 1 - S <= {SPARSE_MAX_DENSITY:g})',
+    sparse,
+    floor=0.0,
+    margin=COLLAPSE_MARGIN,
+  )
   return dataclasses.replace(stats.gate(v, [premise, collapsed]), points=labels)
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
-  head = (f'sparse inputs (1 - S <= {SPARSE_MAX_DENSITY:g}) make {{}} represent more than {MARGIN:g} feature(s) more '
-          f'than dense inputs (per seed, mean over those densities minus 1 - S = 1; n = {N_FEATURES}, m = {M_HIDDEN})')
-  return [arm_verdict(sel, 'tied', scale, head.format(f'the toy ReLU(W^T W x + b) (I = {IMPORTANCE_DECAY}^i, '
-                                                      f'||W_i|| > {NORM_LEVEL})')),
-          arm_verdict(sel, 'ffn', scale, head.format(f'an FFN hidden layer (ReLU, d_ff = m, biases; '
-                                                     f'sqrt(||W1[i,:]|| ||W2[:,i]||) > {NORM_LEVEL})'))]
+  head = (
+    f'sparse inputs (1 - S <= {SPARSE_MAX_DENSITY:g}) make {{}} represent more than {MARGIN:g} feature(s) more '
+    f'than dense inputs (per seed, mean over those densities minus 1 - S = 1; n = {N_FEATURES}, m = {M_HIDDEN})'
+  )
+  return [
+    arm_verdict(
+      sel, 'tied', scale, head.format(f'the toy ReLU(W^T W x + b) (I = {IMPORTANCE_DECAY}^i, ||W_i|| > {NORM_LEVEL})')
+    ),
+    arm_verdict(
+      sel,
+      'ffn',
+      scale,
+      head.format(f'an FFN hidden layer (ReLU, d_ff = m, biases; sqrt(||W1[i,:]|| ||W2[:,i]||) > {NORM_LEVEL})'),
+    ),
+  ]
 
 
 # --------------------------------------------------------------------------- report
+
 
 def density_table(full: pd.DataFrame) -> pd.DataFrame:
   rows = []
   for (arm, d), g in with_density(full).groupby(['arm', DENSITY], sort=False):
     m, lo, hi = stats.mean_ci(g['represented'])
-    row = {'arm': arm, '1 - S': d, 'seeds': len(g), 'steps': int(g['train.steps'].iloc[0]),
-           'rate': float(g['train.learning_rate'].iloc[0]),
-           'represented mean': m, 'CI lo': lo, 'CI hi': hi,
-           'min': int(g['represented'].min()), 'max': int(g['represented'].max()),
-           'dims/feature': float(g['dims_per_feature'].mean()), 'eval loss': float(g['eval_loss'].mean())}
+    row = {
+      'arm': arm,
+      '1 - S': d,
+      'seeds': len(g),
+      'steps': int(g['train.steps'].iloc[0]),
+      'rate': float(g['train.learning_rate'].iloc[0]),
+      'represented mean': m,
+      'CI lo': lo,
+      'CI hi': hi,
+      'min': int(g['represented'].min()),
+      'max': int(g['represented'].max()),
+      'dims/feature': float(g['dims_per_feature'].mean()),
+      'eval loss': float(g['eval_loss'].mean()),
+    }
     if 'represented_gain' in g and g['represented_gain'].notna().any():
       row['represented (gain > 0.5)'] = float(g['represented_gain'].mean())
     rows.append(row)
@@ -202,9 +240,12 @@ def sharpest_step(table: pd.DataFrame, arm: str) -> str:
   jumps = np.diff(t['represented mean'].to_numpy())
   i = int(np.argmax(np.abs(jumps)))
   d = t['1 - S'].to_numpy()
-  return (f'{arm}: the largest change of the mean represented count between neighbouring densities is '
-          f'{jumps[i]:+.2f} features, from 1 - S = {d[i]:g} to {d[i + 1]:g} (all steps: '
-          + ', '.join(f'{x:+.2f}' for x in jumps) + ')')
+  return (
+    f'{arm}: the largest change of the mean represented count between neighbouring densities is '
+    f'{jumps[i]:+.2f} features, from 1 - S = {d[i]:g} to {d[i + 1]:g} (all steps: '
+    + ', '.join(f'{x:+.2f}' for x in jumps)
+    + ')'
+  )
 
 
 def figure(full: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.Figure:
@@ -222,48 +263,78 @@ def figure(full: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.F
   ax0.axhline(M_HIDDEN, color='k', ls='--', label=f'm = {M_HIDDEN} (no superposition)')
   ax0.axvline(SPARSE_MAX_DENSITY, color='gray', ls=':', label=f'verdicts read 1 - S <= {SPARSE_MAX_DENSITY:g}')
   ax1.axhline(1.0, color='k', ls='--', label='1 (one dimension per feature)')
-  for ax, ylabel, title in ((ax0, f'features represented (norm > {NORM_LEVEL})',
-                             f'n = {N_FEATURES} features, m = {M_HIDDEN} dims ({ctx.scale})'),
-                            (ax1, 'dimensions per feature', 'dimensions per feature (mean over seeds)')):
-    base.style_axes(ax, xlabel='feature density 1 - S (sparser to the right)', ylabel=ylabel, title=title,
-                    xscale='log', title_size=10)
+  for ax, ylabel, title in (
+    (
+      ax0,
+      f'features represented (norm > {NORM_LEVEL})',
+      f'n = {N_FEATURES} features, m = {M_HIDDEN} dims ({ctx.scale})',
+    ),
+    (ax1, 'dimensions per feature', 'dimensions per feature (mean over seeds)'),
+  ):
+    base.style_axes(
+      ax, xlabel='feature density 1 - S (sparser to the right)', ylabel=ylabel, title=title, xscale='log', title_size=10
+    )
     ax.invert_xaxis()
-  return base.save_figure(fig, ctx.outdir, 'features_vs_sparsity.png',
-                          'left: features represented vs density 1 - S at each point\'s tuned rate (mean over seeds, '
-                          '95% CI; dots: seeds) with m; right: dimensions per feature')
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'features_vs_sparsity.png',
+    "left: features represented vs density 1 - S at each point's tuned rate (mean over seeds, "
+    '95% CI; dots: seeds) with m; right: dimensions per feature',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   table = density_table(result.full)
   arms_run = [a for a in ARMS if a in set(table['arm'])]
   notes = [sharpest_step(table, a) for a in arms_run]
-  notes.append('dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||; '
-               'the FFN\'s gain count (output i at e_i minus at 0 above 0.5) is a cross-check, not a verdict')
+  notes.append(
+    'dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||; '
+    "the FFN's gain count (output i at e_i minus at 0 above 0.5) is a cross-check, not a verdict"
+  )
   v_toy, v_ffn = result.verdicts
-  dense = (table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table)
-           else pd.Series(dtype=float))
-  headline = (f'sparse - dense features represented, per seed: toy {v_toy.statistic:+.2f} [{v_toy.ci[0]:.2f}, '
-              f'{v_toy.ci[1]:.2f}], FFN {v_ffn.statistic:+.2f} [{v_ffn.ci[0]:.2f}, {v_ffn.ci[1]:.2f}] (rule: > '
-              f'{MARGIN:g}); at 1 - S = 1: ' + ', '.join(f'{a} {c:.2f}' for a, c in dense.items())
-              + f' (m = {M_HIDDEN})')
+  dense = table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table) else pd.Series(dtype=float)
+  headline = (
+    f'sparse - dense features represented, per seed: toy {v_toy.statistic:+.2f} [{v_toy.ci[0]:.2f}, '
+    f'{v_toy.ci[1]:.2f}], FFN {v_ffn.statistic:+.2f} [{v_ffn.ci[0]:.2f}, {v_ffn.ci[1]:.2f}] (rule: > '
+    f'{MARGIN:g}); at 1 - S = 1: ' + ', '.join(f'{a} {c:.2f}' for a, c in dense.items()) + f' (m = {M_HIDDEN})'
+  )
   return base.Presentation(
-      headline=headline,
-      tables=[base.Table('Features represented and dimensions per feature, per arm and density, at each point\'s T '
-                         'and tuned rate (mean over seeds, 95% CI)', table)],
-      figures=[figure(result.full, table, ctx)], notes=notes)
+    headline=headline,
+    tables=[
+      base.Table(
+        "Features represented and dimensions per feature, per arm and density, at each point's T "
+        'and tuned rate (mean over seeds, 95% CI)',
+        table,
+      )
+    ],
+    figures=[figure(result.full, table, ctx)],
+    notes=notes,
+  )
 
 
 ABLATION = base.Study(
-    name='superposition',
-    claim=(f'A ReLU(W^T W x + b) model with n = {N_FEATURES} features and m = {M_HIDDEN} hidden dimensions represents '
-           'm features when they are dense and more than m once they are sparse enough (Elhage et al. 2022); asked '
-           'also of an FFN hidden layer of width m.'),
-    citation='Elhage et al. 2022, Toy Models of Superposition (docs/references.md#elhage-et-al-2022)',
-    published=(f'dense: {M_HIDDEN} of {N_FEATURES} features represented; sparse (1 - S <= ~0.03 in the paper\'s '
-               'figure): more than m, approaching n'),
-    setup=(f'Task `sparse_features` (n = {N_FEATURES}; each feature 0 with probability S else U[0, 1], fresh '
-           f'batches; loss sum_i I_i (y_i - x_i)^2, I_i = {IMPORTANCE_DECAY}^i). Models: `tied_relu` (W: {M_HIDDEN} x '
-           f'{N_FEATURES}, bias b) and the FFN (d_ff = {M_HIDDEN}, ReLU, biases b1 and b2). Adam, warm-up 5%, cosine '
-           'decay, batch 1,024 (256 at smoke), xavier_uniform init; the learning rate tuned per density on the mean '
-           'held-out loss; the paper used Adam 1e-3 for 10k steps at batch 1,024.'),
-    regimes=REGIMES, arms=arms, rules=rules, present=present, collect=collect)
+  name='superposition',
+  claim=(
+    f'A ReLU(W^T W x + b) model with n = {N_FEATURES} features and m = {M_HIDDEN} hidden dimensions represents '
+    'm features when they are dense and more than m once they are sparse enough (Elhage et al. 2022); asked '
+    'also of an FFN hidden layer of width m.'
+  ),
+  citation='Elhage et al. 2022, Toy Models of Superposition (docs/references.md#elhage-et-al-2022)',
+  published=(
+    f"dense: {M_HIDDEN} of {N_FEATURES} features represented; sparse (1 - S <= ~0.03 in the paper's "
+    'figure): more than m, approaching n'
+  ),
+  setup=(
+    f'Task `sparse_features` (n = {N_FEATURES}; each feature 0 with probability S else U[0, 1], fresh '
+    f'batches; loss sum_i I_i (y_i - x_i)^2, I_i = {IMPORTANCE_DECAY}^i). Models: `tied_relu` (W: {M_HIDDEN} x '
+    f'{N_FEATURES}, bias b) and the FFN (d_ff = {M_HIDDEN}, ReLU, biases b1 and b2). Adam, warm-up 5%, cosine '
+    'decay, batch 1,024 (256 at smoke), xavier_uniform init; the learning rate tuned per density on the mean '
+    'held-out loss; the paper used Adam 1e-3 for 10k steps at batch 1,024.'
+  ),
+  regimes=REGIMES,
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+)

@@ -58,25 +58,31 @@ from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
-WIDTHS = {'smoke': (2, 8, 16, 32), 'quick': (2, 4, 8, 16, 32, 64, 128, 256, 512),
-          'full': (2, 4, 8, 16, 32, 64, 128, 256, 512)}
-NUM_TRAIN = 16384            # training points (the task default is 1,024; see the data premise)
-GRID_SIZE = default_config().task.grid_size   # the sup error's evaluation grid (8,193 points)
-RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)   # the starting grid at quick and full; the policy extends it
+WIDTHS = {
+  'smoke': (2, 8, 16, 32),
+  'quick': (2, 4, 8, 16, 32, 64, 128, 256, 512),
+  'full': (2, 4, 8, 16, 32, 64, 128, 256, 512),
+}
+NUM_TRAIN = 16384  # training points (the task default is 1,024; see the data premise)
+GRID_SIZE = default_config().task.grid_size  # the sup error's evaluation grid (8,193 points)
+RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1)  # the starting grid at quick and full; the policy extends it
 CLAIMED_SLOPE, SLOPE_MARGIN = -2.0, 0.25
-MIN_FIT_WIDTH = 8            # slopes are fitted over N >= this
-COLLAPSE_ERROR = 1.0 / 8     # best sup error with one kink (two pieces): at or above it, a run collapsed
-MAX_COLLAPSED = 0.2          # at most this fraction of runs collapsed at every fitted N
-CONTROL_LEVEL = 1e-2         # controls: exact representations should train below this sup error
-LOSS_FLOOR = 1e-13           # tuning: final losses below this tie (float32 rounding, (3 ulps at 1)^2, not fit)
+MIN_FIT_WIDTH = 8  # slopes are fitted over N >= this
+COLLAPSE_ERROR = 1.0 / 8  # best sup error with one kink (two pieces): at or above it, a run collapsed
+MAX_COLLAPSED = 0.2  # at most this fraction of runs collapsed at every fitted N
+CONTROL_LEVEL = 1e-2  # controls: exact representations should train below this sup error
+LOSS_FLOOR = 1e-13  # tuning: final losses below this tie (float32 rounding, (3 ulps at 1)^2, not fit)
 SEED, N, LR, STEPS = regime_lib.SEED, 'N', regime_lib.LR, regime_lib.STEPS
 RELU, CONTROLS_ARM = 'relu_width', 'controls'
-CONTROLS = {'abs': ('|x|, 2 ReLU units (exact)', {'task.function': 'abs', 'model.d_ff': 2}),
-            'bilinear': ('x^2, 1 bilinear unit (exact)', {'model.activation': 'bilinear', 'model.d_ff': 1}),
-            'swiglu': ('x^2, 1 swiglu unit (approximate)', {'model.activation': 'swiglu', 'model.d_ff': 1})}
+CONTROLS = {
+  'abs': ('|x|, 2 ReLU units (exact)', {'task.function': 'abs', 'model.d_ff': 2}),
+  'bilinear': ('x^2, 1 bilinear unit (exact)', {'model.activation': 'bilinear', 'model.d_ff': 1}),
+  'swiglu': ('x^2, 1 swiglu unit (approximate)', {'model.activation': 'swiglu', 'model.d_ff': 1}),
+}
 
 
 # --------------------------------------------------------------------------- theory and baselines (pure)
+
 
 def optimum(n):
   """Best sup error of x^2 on [-1, 1] with n equal linear pieces: 1/(2 n^2)."""
@@ -116,7 +122,7 @@ def lstsq_sup_error(x_P: np.ndarray, kinks_K: np.ndarray, grid_size: int = GRID_
   """Sup error on the grid of the least-squares fit of x^2 at x_P with kinks fixed at kinks_K."""
   coef = np.linalg.lstsq(relu_basis(x_P, kinks_K), np.square(np.asarray(x_P, np.float64)), rcond=None)[0]
   grid = np.linspace(-1.0, 1.0, grid_size)
-  return float(np.max(np.abs(relu_basis(grid, kinks_K) @ coef - grid ** 2)))
+  return float(np.max(np.abs(relu_basis(grid, kinks_K) @ coef - grid**2)))
 
 
 def collapsed(sup_error) -> np.ndarray:
@@ -126,6 +132,7 @@ def collapsed(sup_error) -> np.ndarray:
 
 # --------------------------------------------------------------------------- arms and collection
 
+
 def _base():
   config = default_config()
   config.task.name, config.task.function, config.task.num_train = 'function', 'x_squared', NUM_TRAIN
@@ -134,8 +141,10 @@ def _base():
 
 
 def arms(scale: str) -> list[base.Arm]:
-  return [base.Arm(RELU, _base(), {f'N={n}': {'model.d_ff': n} for n in WIDTHS[scale]}),
-          base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()})]
+  return [
+    base.Arm(RELU, _base(), {f'N={n}': {'model.d_ff': n} for n in WIDTHS[scale]}),
+    base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()}),
+  ]
 
 
 @functools.lru_cache(maxsize=16)
@@ -157,12 +166,14 @@ def collect(run_dir: str, row) -> dict[str, float]:
   out = {'tuning_loss': max(float(row['final_loss']), LOSS_FLOOR)}
   if row['arm'] == RELU:
     task = io_lib.read_json(os.path.join(run_dir, 'config.json'))['task']
-    out['lstsq_equal'], out['lstsq_random'] = _baselines(json.dumps(task, sort_keys=True), int(row[SEED]),
-                                                         int(row['model.d_ff']))
+    out['lstsq_equal'], out['lstsq_random'] = _baselines(
+      json.dumps(task, sort_keys=True), int(row[SEED]), int(row['model.d_ff'])
+    )
   return out
 
 
 # --------------------------------------------------------------------------- verdicts (pure in the selection)
+
 
 def relu_rows(sel: pd.DataFrame) -> pd.DataFrame:
   return sel[sel['arm'] == RELU].assign(**{N: lambda f: f['model.d_ff'].astype(int)})
@@ -182,27 +193,43 @@ def seed_slopes(fit: pd.DataFrame, column: str) -> pd.Series:
 
 def collapse_check(relu: pd.DataFrame) -> stats.Check:
   frac = relu[relu[N] >= MIN_FIT_WIDTH].groupby(N)['sup_error'].apply(lambda e: float(np.mean(collapsed(e))))
-  return stats.Check(f'collapsed runs at most {MAX_COLLAPSED:.0%} at every fitted N',
-                     bool(len(frac)) and bool((frac <= MAX_COLLAPSED).all()),
-                     f'collapsed (sup error >= {COLLAPSE_ERROR:g}) per N: '
-                     + ', '.join(f'{n}: {f:.0%}' for n, f in frac.items()))
+  return stats.Check(
+    f'collapsed runs at most {MAX_COLLAPSED:.0%} at every fitted N',
+    bool(len(frac)) and bool((frac <= MAX_COLLAPSED).all()),
+    f'collapsed (sup error >= {COLLAPSE_ERROR:g}) per N: ' + ', '.join(f'{n}: {f:.0%}' for n, f in frac.items()),
+  )
 
 
 def lower_bound_check(relu: pd.DataFrame) -> stats.Check:
   """No ReLU run below the proven grid lower bound (a measured error below it is a bug in the metric)."""
   beaten = relu[relu['sup_error'].to_numpy(float) < grid_lower_bound(relu['model.d_ff'].to_numpy(float))]
-  return stats.Check('lower bound never beaten', beaten.empty,
-                     f'{len(beaten)} of {len(relu)} ReLU runs below the proven grid lower bound ((L/2)^2 - (h/2)^2)/2 '
-                     f'with L = 2/(N+1) - 2h, h = 2/{GRID_SIZE - 1}' + ''.join(', ' + s for s in beaten['name']))
+  return stats.Check(
+    'lower bound never beaten',
+    beaten.empty,
+    f'{len(beaten)} of {len(relu)} ReLU runs below the proven grid lower bound ((L/2)^2 - (h/2)^2)/2 '
+    f'with L = 2/(N+1) - 2h, h = 2/{GRID_SIZE - 1}' + ''.join(', ' + s for s in beaten['name']),
+  )
 
 
 def data_premise(relu: pd.DataFrame) -> stats.Check:
   """The `equal` baseline's per-seed slope over the fitted N has its CI inside claimed ± margin."""
-  v = stats.slope_per_seed(relu[relu[N] >= MIN_FIT_WIDTH], x=N, y='lstsq_equal', seed=SEED, claimed=CLAIMED_SLOPE,
-                           margin=SLOPE_MARGIN, claim='')
-  return stats.premise_check('data premise: least squares at N equal kinks on the training points falls as N^-2',
-                             v.statistic, v.ci, CLAIMED_SLOPE - SLOPE_MARGIN, CLAIMED_SLOPE + SLOPE_MARGIN,
-                             what=f'per-seed slope of the equal-kink baseline over N >= {MIN_FIT_WIDTH}')
+  v = stats.slope_per_seed(
+    relu[relu[N] >= MIN_FIT_WIDTH],
+    x=N,
+    y='lstsq_equal',
+    seed=SEED,
+    claimed=CLAIMED_SLOPE,
+    margin=SLOPE_MARGIN,
+    claim='',
+  )
+  return stats.premise_check(
+    'data premise: least squares at N equal kinks on the training points falls as N^-2',
+    v.statistic,
+    v.ci,
+    CLAIMED_SLOPE - SLOPE_MARGIN,
+    CLAIMED_SLOPE + SLOPE_MARGIN,
+    what=f'per-seed slope of the equal-kink baseline over N >= {MIN_FIT_WIDTH}',
+  )
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -210,24 +237,42 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   fit = fitted(relu)
   points = tuple(f'{RELU}: N={n}' for n in WIDTHS[scale] if n >= MIN_FIT_WIDTH)
   checks = [collapse_check(relu), lower_bound_check(relu[relu[N] >= MIN_FIT_WIDTH])]
-  v1 = stats.slope_per_seed(fit, x=N, y='sup_error', seed=SEED, claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN,
-                            claim=f'sup error of trained width-N ReLU FFNs on x^2 falls as N^-2 (log-log slope -2, '
-                                  f'per seed over N >= {MIN_FIT_WIDTH}, collapsed runs excluded)')
+  v1 = stats.slope_per_seed(
+    fit,
+    x=N,
+    y='sup_error',
+    seed=SEED,
+    claimed=CLAIMED_SLOPE,
+    margin=SLOPE_MARGIN,
+    claim=f'sup error of trained width-N ReLU FFNs on x^2 falls as N^-2 (log-log slope -2, '
+    f'per seed over N >= {MIN_FIT_WIDTH}, collapsed runs excluded)',
+  )
   diff = (seed_slopes(fit, 'sup_error') - seed_slopes(fit, 'lstsq_random')).dropna()
-  v2 = stats.threshold(diff.to_numpy(), level=SLOPE_MARGIN, direction='below',
-                       claim=f'training falls at least as fast as least squares on N random fixed kinks (same training '
-                             f'points): per-seed slope difference trained - baseline below +{SLOPE_MARGIN:g}')
-  out = [dataclasses.replace(stats.gate(v1, checks + [data_premise(relu)]), points=points),
-         dataclasses.replace(stats.gate(v2, checks), points=points)]
+  v2 = stats.threshold(
+    diff.to_numpy(),
+    level=SLOPE_MARGIN,
+    direction='below',
+    claim=f'training falls at least as fast as least squares on N random fixed kinks (same training '
+    f'points): per-seed slope difference trained - baseline below +{SLOPE_MARGIN:g}',
+  )
+  out = [
+    dataclasses.replace(stats.gate(v1, checks + [data_premise(relu)]), points=points),
+    dataclasses.replace(stats.gate(v2, checks), points=points),
+  ]
   for key, (label, _) in CONTROLS.items():
     point = f'{CONTROLS_ARM}: {key}'
-    v = stats.threshold(sel.loc[sel['point'] == point, 'sup_error'], level=CONTROL_LEVEL, direction='below',
-                        claim=f'control {label}: trained sup error below {CONTROL_LEVEL:g}')
+    v = stats.threshold(
+      sel.loc[sel['point'] == point, 'sup_error'],
+      level=CONTROL_LEVEL,
+      direction='below',
+      claim=f'control {label}: trained sup error below {CONTROL_LEVEL:g}',
+    )
     out.append(dataclasses.replace(v, points=(point,)))
   return out
 
 
 # --------------------------------------------------------------------------- tables and figures
+
 
 def _geo(values) -> tuple[float, float, float]:
   """Geometric mean and its t CI (on log values)."""
@@ -240,12 +285,24 @@ def width_table(relu: pd.DataFrame) -> pd.DataFrame:
   for (steps, n), g in relu.groupby([STEPS, N]):
     ok = g[~collapsed(g['sup_error'])]
     geo, lo, hi = _geo(ok['sup_error'])
-    rows.append({'steps': int(steps), N: int(n), 'rate': float(g[LR].iloc[0]), 'runs': len(g),
-                 'collapsed': int(collapsed(g['sup_error']).sum()), 'sup error (geo. mean)': geo, 'CI lo': lo,
-                 'CI hi': hi, 'optimum 1/(2N^2)': float(optimum(n)), 'lower bound (grid)': float(grid_lower_bound(n)),
-                 'lstsq equal kinks': _geo(g['lstsq_equal'])[0], 'lstsq random kinks': _geo(g['lstsq_random'])[0],
-                 'trained / lstsq random': _geo(ok['sup_error'] / ok['lstsq_random'])[0],
-                 'trained / optimum': geo / float(optimum(n))})
+    rows.append(
+      {
+        'steps': int(steps),
+        N: int(n),
+        'rate': float(g[LR].iloc[0]),
+        'runs': len(g),
+        'collapsed': int(collapsed(g['sup_error']).sum()),
+        'sup error (geo. mean)': geo,
+        'CI lo': lo,
+        'CI hi': hi,
+        'optimum 1/(2N^2)': float(optimum(n)),
+        'lower bound (grid)': float(grid_lower_bound(n)),
+        'lstsq equal kinks': _geo(g['lstsq_equal'])[0],
+        'lstsq random kinks': _geo(g['lstsq_random'])[0],
+        'trained / lstsq random': _geo(ok['sup_error'] / ok['lstsq_random'])[0],
+        'trained / optimum': geo / float(optimum(n)),
+      }
+    )
   return pd.DataFrame(rows)
 
 
@@ -257,10 +314,20 @@ def budget_table(result: base.Result) -> pd.DataFrame:
     fit = fitted(relu_rows(sel))
     v = stats.slope_per_seed(fit, x=N, y='sup_error', seed=SEED, claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN, claim='')
     d = stats.mean_ci(seed_slopes(fit, 'sup_error') - seed_slopes(fit, 'lstsq_random'))
-    rows.append({'budget': level, 'steps': ', '.join(str(int(s)) for s in sorted(set(fit[STEPS]))),
-                 'slope': v.statistic, 'slope CI lo': v.ci[0], 'slope CI hi': v.ci[1],
-                 'slope - random-kink slope': d[0], 'diff CI lo': d[1], 'diff CI hi': d[2],
-                 'equal-kink slope': seed_slopes(fit, 'lstsq_equal').mean(), 'optimum slope': CLAIMED_SLOPE})
+    rows.append(
+      {
+        'budget': level,
+        'steps': ', '.join(str(int(s)) for s in sorted(set(fit[STEPS]))),
+        'slope': v.statistic,
+        'slope CI lo': v.ci[0],
+        'slope CI hi': v.ci[1],
+        'slope - random-kink slope': d[0],
+        'diff CI lo': d[1],
+        'diff CI hi': d[2],
+        'equal-kink slope': seed_slopes(fit, 'lstsq_equal').mean(),
+        'optimum slope': CLAIMED_SLOPE,
+      }
+    )
   return pd.DataFrame(rows)
 
 
@@ -270,10 +337,19 @@ def control_table(sel: pd.DataFrame) -> pd.DataFrame:
     g = sel[sel['point'] == f'{CONTROLS_ARM}: {key}']
     e = g['sup_error'].to_numpy(float)
     m, lo, hi = stats.mean_ci(e)
-    rows.append({'control': label, 'rate': float(g[LR].iloc[0]) if len(g) else math.nan, 'seeds': len(e),
-                 'sup_error mean': m, 'CI lo': lo, 'CI hi': hi,
-                 f'seeds below {CONTROL_LEVEL:g}': int(np.sum(e < CONTROL_LEVEL)),
-                 'min': e.min() if len(e) else math.nan, 'max': e.max() if len(e) else math.nan})
+    rows.append(
+      {
+        'control': label,
+        'rate': float(g[LR].iloc[0]) if len(g) else math.nan,
+        'seeds': len(e),
+        'sup_error mean': m,
+        'CI lo': lo,
+        'CI hi': hi,
+        f'seeds below {CONTROL_LEVEL:g}': int(np.sum(e < CONTROL_LEVEL)),
+        'min': e.min() if len(e) else math.nan,
+        'max': e.max() if len(e) else math.nan,
+      }
+    )
   return pd.DataFrame(rows)
 
 
@@ -299,64 +375,118 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
       gap.plot(t[N], t['trained / lstsq random'], 'o-', color=f'C{i}', label=f'{level} / lstsq random kinks')
       gap.plot(t[N], t['trained / optimum'], 's:', color=f'C{i}', label=f'{level} / optimum 1/(2N^2)')
       t = t[t[N] >= MIN_FIT_WIDTH]
-      base.errorbar_ci(ax, t[N], t['sup error (geo. mean)'], t['CI lo'], t['CI hi'], color=f'C{i}',
-                       label=f'trained ReLU at {level} (geo. mean, 95% CI; dots: seeds, x: collapsed)')
+      base.errorbar_ci(
+        ax,
+        t[N],
+        t['sup error (geo. mean)'],
+        t['CI lo'],
+        t['CI hi'],
+        color=f'C{i}',
+        label=f'trained ReLU at {level} (geo. mean, 95% CI; dots: seeds, x: collapsed)',
+      )
   v = result.verdicts[0]
   if math.isfinite(v.statistic) and 'intercept' in v.extra:
     x = dense[dense >= MIN_FIT_WIDTH]
-    ax.plot(x, np.exp(v.extra['intercept']) * x ** v.statistic, 'C0-.',
-            label=f'per-seed fit at T, mean slope {v.statistic:.2f} [{v.ci[0]:.2f}, {v.ci[1]:.2f}]')
-  base.style_axes(ax, xlabel='width N (ReLU units)', ylabel=f'sup |f(x) - x^2| on the {GRID_SIZE:,}-point grid',
-                  xscale='log', xbase=2, yscale='log', title=f'x^2 on [-1, 1]: trained ReLU FFN ({ctx.scale})')
+    ax.plot(
+      x,
+      np.exp(v.extra['intercept']) * x**v.statistic,
+      'C0-.',
+      label=f'per-seed fit at T, mean slope {v.statistic:.2f} [{v.ci[0]:.2f}, {v.ci[1]:.2f}]',
+    )
+  base.style_axes(
+    ax,
+    xlabel='width N (ReLU units)',
+    ylabel=f'sup |f(x) - x^2| on the {GRID_SIZE:,}-point grid',
+    xscale='log',
+    xbase=2,
+    yscale='log',
+    title=f'x^2 on [-1, 1]: trained ReLU FFN ({ctx.scale})',
+  )
   gap.axhline(1.0, color='k', lw=0.8)
-  base.style_axes(gap, xlabel='width N', ylabel='trained sup error / reference', xscale='log', xbase=2, yscale='log',
-                  title='over the achievable baseline and the optimum')
-  return base.save_figure(fig, ctx.outdir, 'sup_error_vs_width.png', 'left: sup error vs width N (log-log) at T and '
-                          'T/2: trained nets (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum '
-                          '1/(2N^2), the proven lower bound, least squares at N equal / random fixed kinks, the fit at '
-                          'T; right: trained error over the random-kink baseline (solid) and the optimum (dotted)')
+  base.style_axes(
+    gap,
+    xlabel='width N',
+    ylabel='trained sup error / reference',
+    xscale='log',
+    xbase=2,
+    yscale='log',
+    title='over the achievable baseline and the optimum',
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'sup_error_vs_width.png',
+    'left: sup error vs width N (log-log) at T and '
+    'T/2: trained nets (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum '
+    '1/(2N^2), the proven lower bound, least squares at N equal / random fixed kinks, the fit at '
+    'T; right: trained error over the random-kink baseline (solid) and the optimum (dotted)',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   widths = width_table(pd.concat([relu_rows(result.half), relu_rows(result.full)]))
   v = result.verdicts
-  headline = (f'per-seed slope {v[0].statistic:.2f} (95% CI [{v[0].ci[0]:.2f}, {v[0].ci[1]:.2f}]) over N >= '
-              f'{MIN_FIT_WIDTH} at T ({v[0].extra.get("statistic_half", math.nan):.2f} at T/2) against the claimed -2; '
-              f'slope difference to least squares at random fixed kinks {v[1].statistic:+.2f}')
+  headline = (
+    f'per-seed slope {v[0].statistic:.2f} (95% CI [{v[0].ci[0]:.2f}, {v[0].ci[1]:.2f}]) over N >= '
+    f'{MIN_FIT_WIDTH} at T ({v[0].extra.get("statistic_half", math.nan):.2f} at T/2) against the claimed -2; '
+    f'slope difference to least squares at random fixed kinks {v[1].statistic:+.2f}'
+  )
   if len(widths):
     last = widths[widths['steps'] == widths['steps'].max()].iloc[-1]
-    headline += (f'; at N = {int(last[N])} the trained error is {last["trained / lstsq random"]:.3g}x that baseline '
-                 f'and {last["trained / optimum"]:.3g}x the optimum')
+    headline += (
+      f'; at N = {int(last[N])} the trained error is {last["trained / lstsq random"]:.3g}x that baseline '
+      f'and {last["trained / optimum"]:.3g}x the optimum'
+    )
   relu_all = relu_rows(result.frame[result.frame['status'] == 'completed'])
   bad = relu_all[collapsed(relu_all['sup_error'])]
-  notes = [f'{len(bad)} of {len(relu_all)} ReLU runs (every rate and budget) collapsed (sup error >= '
-           f'{COLLAPSE_ERROR:g})' + ''.join(f'; N={n}: {c}' for n, c in bad.groupby(N).size().items()),
-           'the 1/(2N^2) line counts N pieces; a width-N layer can make N + 1, so a run may fall below that line '
-           '(down to (N/(N+1))^2 of it) but never below the lower bound, which is checked']
+  notes = [
+    f'{len(bad)} of {len(relu_all)} ReLU runs (every rate and budget) collapsed (sup error >= '
+    f'{COLLAPSE_ERROR:g})' + ''.join(f'; N={n}: {c}' for n, c in bad.groupby(N).size().items()),
+    'the 1/(2N^2) line counts N pieces; a width-N layer can make N + 1, so a run may fall below that line '
+    '(down to (N/(N+1))^2 of it) but never below the lower bound, which is checked',
+  ]
   return base.Presentation(
-      headline=headline, figures=[figure(result, widths, ctx)], notes=notes,
-      checks=[dataclasses.replace(lower_bound_check(relu_all), name='lower bound never beaten (every ReLU run)')],
-      tables=[base.Table(f'Slope per budget: per seed over N >= {MIN_FIT_WIDTH} at each point\'s tuned rate (mean, '
-                         '95% CI), against the equal-piece optimum\'s -2', budget_table(result)),
-              base.Table('ReLU per budget and width N (geometric means over non-collapsed seeds, 95% CI)', widths),
-              base.Table('Controls at T (mean over seeds, 95% CI)', control_table(result.full))])
+    headline=headline,
+    figures=[figure(result, widths, ctx)],
+    notes=notes,
+    checks=[dataclasses.replace(lower_bound_check(relu_all), name='lower bound never beaten (every ReLU run)')],
+    tables=[
+      base.Table(
+        f"Slope per budget: per seed over N >= {MIN_FIT_WIDTH} at each point's tuned rate (mean, "
+        "95% CI), against the equal-piece optimum's -2",
+        budget_table(result),
+      ),
+      base.Table('ReLU per budget and width N (geometric means over non-collapsed seeds, 95% CI)', widths),
+      base.Table('Controls at T (mean over seeds, 95% CI)', control_table(result.full)),
+    ],
+  )
 
 
 ABLATION = base.Study(
-    name='universal_approximation',
-    claim=('A width-N ReLU FFN is piecewise linear with at most N kinks and the best sup-norm error for x^2 '
-           'on [-1, 1] with N pieces is 1/(2N^2), so the error of trained FFNs can fall as N^-2 '
-           '(slope -2 on log-log axes).'),
-    citation=('kink argument and equal-piece optimum (docs/references.md#equal-piece-optimum-for-x-squared); '
-              'trained nets fall short: Adcock & Dexter 2020 (arXiv 2001.07523), Hanin & Rolnick 2019'),
-    published='optimum sup error 1/(2N^2), i.e. log-log slope -2; 1.2e-4 at N = 64',
-    regimes={
-        'smoke': base.Regime(rates=(1e-3, 1e-2, 1e-1), steps=500, seeds=3, cap_s=90.0, metric='tuning_loss'),
-        'quick': base.Regime(rates=RATES, steps=2000, seeds=3, cap_s=420.0, metric='tuning_loss'),
-        'full': base.Regime(rates=RATES, steps=10000, seeds=5, cap_s=3600.0, metric='tuning_loss', max_doublings=4),
-    },
-    arms=arms, rules=rules, present=present, collect=collect,
-    setup=(f'Task `function` (x^2 on [-1, 1], {NUM_TRAIN:,} training points, sup error on an {GRID_SIZE:,}-point grid); '
-           'bare FFN, d_model 1, ReLU (controls: |x| with 2 ReLU units, x^2 with 1 bilinear or 1 swiglu unit), Adam '
-           'with warmup 100 and cosine decay, batch 256 (configs/regression.py except the training-set size); the rate '
-           'tuned per point on the mean final training loss over seeds (floored at 1e-13).'))
+  name='universal_approximation',
+  claim=(
+    'A width-N ReLU FFN is piecewise linear with at most N kinks and the best sup-norm error for x^2 '
+    'on [-1, 1] with N pieces is 1/(2N^2), so the error of trained FFNs can fall as N^-2 '
+    '(slope -2 on log-log axes).'
+  ),
+  citation=(
+    'kink argument and equal-piece optimum (docs/references.md#equal-piece-optimum-for-x-squared); '
+    'trained nets fall short: Adcock & Dexter 2020 (arXiv 2001.07523), Hanin & Rolnick 2019'
+  ),
+  published='optimum sup error 1/(2N^2), i.e. log-log slope -2; 1.2e-4 at N = 64',
+  regimes={
+    'smoke': base.Regime(rates=(1e-3, 1e-2, 1e-1), steps=500, seeds=3, cap_s=90.0, metric='tuning_loss'),
+    'quick': base.Regime(rates=RATES, steps=2000, seeds=3, cap_s=420.0, metric='tuning_loss'),
+    'full': base.Regime(rates=RATES, steps=10000, seeds=5, cap_s=3600.0, metric='tuning_loss', max_doublings=4),
+  },
+  arms=arms,
+  rules=rules,
+  present=present,
+  collect=collect,
+  setup=(
+    f'Task `function` (x^2 on [-1, 1], {NUM_TRAIN:,} training points, sup error on an {GRID_SIZE:,}-point grid); '
+    'bare FFN, d_model 1, ReLU (controls: |x| with 2 ReLU units, x^2 with 1 bilinear or 1 swiglu unit), Adam '
+    'with warmup 100 and cosine decay, batch 256 (configs/regression.py except the training-set size); the rate '
+    'tuned per point on the mean final training loss over seeds (floored at 1e-13).'
+  ),
+)

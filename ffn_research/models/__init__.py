@@ -8,12 +8,13 @@ Every model follows `ffn.Layer`: `apply(x, rng=None) -> (outputs, aux)` and
 `after_step(aux)`.
 """
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import ml_collections
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
@@ -21,12 +22,14 @@ from ffn_research.models import moe as moe_lib
 from ffn_research.models import mup
 from ffn_research.models import toy
 from ffn_research.models import transformer
-from ffn_research.models.sublayer import build_ffn, ffn_counts, hidden_width  # the models package's API
+from ffn_research.models.sublayer import build_ffn  # the models package's API
+from ffn_research.models.sublayer import ffn_counts  # the models package's API
+from ffn_research.models.sublayer import hidden_width as hidden_width  # the models package's API (re-exported)
 
 # model.arch name -> sequence model class (token inputs, vocabulary logits).
 SEQUENCE_ARCHS = {
-    'transformer': transformer.Transformer,  # pre-norm decoder: attention + FFN blocks
-    'ffn_stack': transformer.FFNStack,       # FFN blocks only, over a causal mean of embeddings
+  'transformer': transformer.Transformer,  # pre-norm decoder: attention + FFN blocks
+  'ffn_stack': transformer.FFNStack,  # FFN blocks only, over a causal mean of embeddings
 }
 # model.arch names. 'ffn' is the bare FFN used for regression tasks; 'tied_relu' is Elhage et al.
 # 2022's toy model of superposition ReLU(W^T W x + b) (models/toy.py), also for regression tasks.
@@ -36,8 +39,13 @@ Hyper = ffn_lib.Hyper
 # Model keys read at run time from ffn.Hyper variables named after their last component: runs
 # that differ only in these share one program (train.TRACED_KEYS). A module compiles a path in
 # only for a value > 0 (dropout, router jitter); every other use is arithmetic on the value.
-TRACED_KEYS = ('model.dropout_rate', 'model.moe.load_balance_coef', 'model.moe.z_loss_coef',
-               'model.moe.bias_update_rate', 'model.moe.jitter')
+TRACED_KEYS = (
+  'model.dropout_rate',
+  'model.moe.load_balance_coef',
+  'model.moe.z_loss_coef',
+  'model.moe.bias_update_rate',
+  'model.moe.jitter',
+)
 
 
 def hyper_state(template: nnx.State, values: Mapping[str, Any]) -> nnx.State:
@@ -58,21 +66,28 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   if model_cfg.arch in SEQUENCE_ARCHS:
     transformer.validate(model_cfg)
   elif model_cfg.arch == 'tied_relu':
-    config_lib.check(model_cfg.moe.num_experts == 0,
-                     f'model.moe.num_experts={model_cfg.moe.num_experts} must be 0 for model.arch=tied_relu (no FFN inside)')
-    config_lib.check(model_cfg.activation == 'relu' and model_cfg.dropout_rate == 0 and not model_cfg.match_params,
-                     'model.arch=tied_relu is ReLU(W^T W x + b): it needs model.activation=relu, '
-                     'model.dropout_rate=0 and model.match_params=False')
+    config_lib.check(
+      model_cfg.moe.num_experts == 0,
+      f'model.moe.num_experts={model_cfg.moe.num_experts} must be 0 for model.arch=tied_relu (no FFN inside)',
+    )
+    config_lib.check(
+      model_cfg.activation == 'relu' and model_cfg.dropout_rate == 0 and not model_cfg.match_params,
+      'model.arch=tied_relu is ReLU(W^T W x + b): it needs model.activation=relu, '
+      'model.dropout_rate=0 and model.match_params=False',
+    )
   else:
-    config_lib.check(not model_cfg.freeze_embeddings,
-                     f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
-                     f'model.arch={model_cfg.arch!r} has no embeddings')
+    config_lib.check(
+      not model_cfg.freeze_embeddings,
+      f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
+      f'model.arch={model_cfg.arch!r} has no embeddings',
+    )
   moe_lib.validate(model_cfg)
   mup.validate(model_cfg)
 
 
-def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs,
-                expert_mesh: Any = None, d_ff_true: Any = None) -> ffn_lib.Layer:
+def build_model(
+  config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs, expert_mesh: Any = None, d_ff_true: Any = None
+) -> ffn_lib.Layer:
   """The model a config selects; MoE experts split over `expert_mesh`'s 'expert' axis when given;
   `d_ff_true`: every FFN's true width when config's d_ff is a padded program's."""
   m = config.model
@@ -82,8 +97,9 @@ def build_model(config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs,
     _check_autoencoder(m, task)
     return toy.TiedReLU(m.d_model, m.d_ff, use_bias=m.use_bias, init=m.init, d_ff_true=d_ff_true, rngs=rngs)
   if m.arch in SEQUENCE_ARCHS:
-    return SEQUENCE_ARCHS[m.arch](m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh,
-                                  d_ff_true=d_ff_true)
+    return SEQUENCE_ARCHS[m.arch](
+      m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh, d_ff_true=d_ff_true
+    )
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 
@@ -92,18 +108,31 @@ def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]
   m = config.model
   if m.arch == 'ffn':
     c = ffn_counts(m, m.d_model, task.output_dim, group_tokens(config, task))
-    return {'num_params': c['num_params'], 'num_active_params': c['num_active_params'],
-            'num_ffn_params': c['num_params'], 'num_active_ffn_params': c['num_active_params'],
-            'd_ff_effective': c['d_ff_effective'], 'd_ff_active': c['d_ff_active'],
-            'flops_per_token': c['flops_per_token']}
+    return {
+      'num_params': c['num_params'],
+      'num_active_params': c['num_active_params'],
+      'num_ffn_params': c['num_params'],
+      'num_active_ffn_params': c['num_active_params'],
+      'd_ff_effective': c['d_ff_effective'],
+      'd_ff_active': c['d_ff_active'],
+      'flops_per_token': c['flops_per_token'],
+    }
   if m.arch == 'tied_relu':
     _check_autoencoder(m, task)
     n = toy.tied_relu_param_count(m.d_model, m.d_ff, m.use_bias)
-    return {'num_params': n, 'num_active_params': n, 'num_ffn_params': n, 'num_active_ffn_params': n,
-            'd_ff_effective': m.d_ff, 'd_ff_active': m.d_ff, 'flops_per_token': 4 * m.d_model * m.d_ff}
+    return {
+      'num_params': n,
+      'num_active_params': n,
+      'num_ffn_params': n,
+      'num_active_ffn_params': n,
+      'd_ff_effective': m.d_ff,
+      'd_ff_active': m.d_ff,
+      'flops_per_token': 4 * m.d_model * m.d_ff,
+    }
   if m.arch in SEQUENCE_ARCHS:
-    return transformer.counts(m, task.output_dim, task.seq_len,
-                              ffn_counts(m, m.d_model, m.d_model, group_tokens(config, task)))
+    return transformer.counts(
+      m, task.output_dim, task.seq_len, ffn_counts(m, m.d_model, m.d_model, group_tokens(config, task))
+    )
   raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
 
 
@@ -117,9 +146,10 @@ def group_tokens(config: ml_collections.ConfigDict, task: Any) -> int:
 
 def _check_autoencoder(model_cfg: ml_collections.ConfigDict, task: Any) -> None:
   """tied_relu outputs its d_model inputs: the task must ask for d_model outputs."""
-  config_lib.check(task.output_dim == model_cfg.d_model,
-                   f'model.arch=tied_relu reconstructs its input: task outputs {task.output_dim} != '
-                   f'model.d_model={model_cfg.d_model}')
+  config_lib.check(
+    task.output_dim == model_cfg.d_model,
+    f'model.arch=tied_relu reconstructs its input: task outputs {task.output_dim} != model.d_model={model_cfg.d_model}',
+  )
 
 
 def run_notes(config: ml_collections.ConfigDict) -> dict[str, str]:

@@ -6,7 +6,7 @@ chosen by the same config key ``model.activation`` so that one sweep axis
 crosses them.
 """
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -27,22 +27,22 @@ def identity(x: jax.Array) -> jax.Array:
 
 # Plain activations: act(x W1 + b1) W2 + b2.
 PLAIN: dict[str, Activation] = {
-    'relu': jax.nn.relu,
-    'gelu': lambda x: jax.nn.gelu(x, approximate=False),  # exact x * Phi(x)
-    'gelu_tanh': lambda x: jax.nn.gelu(x, approximate=True),
-    'silu': jax.nn.silu,
-    'relu2': relu2,
-    'identity': identity,  # a linear control
-    'tanh': jnp.tanh,  # saturating; a teacher none of the zoo's candidates represents exactly
+  'relu': jax.nn.relu,
+  'gelu': lambda x: jax.nn.gelu(x, approximate=False),  # exact x * Phi(x)
+  'gelu_tanh': lambda x: jax.nn.gelu(x, approximate=True),
+  'silu': jax.nn.silu,
+  'relu2': relu2,
+  'identity': identity,  # a linear control
+  'tanh': jnp.tanh,  # saturating; a teacher none of the zoo's candidates represents exactly
 }
 
 # Gated activations: name -> gate function applied to x W before the product.
 GATED: dict[str, Activation] = {
-    'glu': jax.nn.sigmoid,
-    'reglu': jax.nn.relu,
-    'geglu': lambda x: jax.nn.gelu(x, approximate=False),
-    'swiglu': jax.nn.silu,
-    'bilinear': identity,
+  'glu': jax.nn.sigmoid,
+  'reglu': jax.nn.relu,
+  'geglu': lambda x: jax.nn.gelu(x, approximate=False),
+  'swiglu': jax.nn.silu,
+  'bilinear': identity,
 }
 
 ALL_NAMES: tuple[str, ...] = tuple(PLAIN) + tuple(GATED)
@@ -58,8 +58,7 @@ def get(name: str) -> Activation:
     return PLAIN[name]
   if name in GATED:
     return GATED[name]
-  raise ValueError(
-      f'model.activation={name!r} is unknown; allowed: {", ".join(ALL_NAMES)}')
+  raise ValueError(f'model.activation={name!r} is unknown; allowed: {", ".join(ALL_NAMES)}')
 
 
 def validate(key: str, name: str) -> None:

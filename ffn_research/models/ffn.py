@@ -6,12 +6,13 @@ Shapes: ``x_NxD`` means any number of leading dimensions ``...`` then d_model.
 
 import math
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from ffn_research import config as config_lib
-from ffn_research.models import activations, inits
+from ffn_research.models import activations
+from ffn_research.models import inits
 
 DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}
 
@@ -24,8 +25,10 @@ def validate(model_cfg) -> None:
   activations.validate('model.activation', m.activation)
   inits.validate('model.init', m.init)
   config_lib.one_of('model.dtype', m.dtype, DTYPES)
-  config_lib.check(isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
-                   f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)')
+  config_lib.check(
+    isinstance(m.dropout_rate, (int, float)) and 0.0 <= m.dropout_rate < 1.0,
+    f'model.dropout_rate={m.dropout_rate!r} must be in [0, 1)',
+  )
 
 
 def effective_d_ff(d_ff: int, activation: str, match_params: bool) -> int:
@@ -46,8 +49,7 @@ def num_input_projections(activation: str) -> int:
   return 2 if activations.is_gated(activation) else 1
 
 
-def ffn_param_count(d_model: int, d_ff: int, activation: str, use_bias: bool,
-                    d_out: int | None = None) -> int:
+def ffn_param_count(d_model: int, d_ff: int, activation: str, use_bias: bool, d_out: int | None = None) -> int:
   """Exact parameter count of one FFN of hidden width d_ff (already effective)."""
   d_out = d_model if d_out is None else d_out
   n_in = num_input_projections(activation)
@@ -56,8 +58,7 @@ def ffn_param_count(d_model: int, d_ff: int, activation: str, use_bias: bool,
   return weights + biases
 
 
-def ffn_flops_per_token(d_model: int, d_ff: int, activation: str,
-                        d_out: int | None = None) -> int:
+def ffn_flops_per_token(d_model: int, d_ff: int, activation: str, d_out: int | None = None) -> int:
   """Forward matmul FLOPs per token (2 per multiply-add); a train step is about 3x."""
   d_out = d_model if d_out is None else d_out
   return 2 * (num_input_projections(activation) * d_model + d_out) * d_ff
@@ -117,11 +118,21 @@ class FFN(Layer):
   so a run's initialisation and training do not depend on how far it is padded.
   """
 
-  def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
-               use_bias: bool = True, dropout_rate: float = 0.0,
-               init: str = 'xavier_uniform', dtype: str = 'float32',
-               d_out: int | None = None, d_ff_true: int | jax.Array | None = None,
-               mup_base_d_ff: int | None = None, rngs: nnx.Rngs):
+  def __init__(
+    self,
+    d_model: int,
+    d_ff: int,
+    activation: str = 'relu',
+    *,
+    use_bias: bool = True,
+    dropout_rate: float = 0.0,
+    init: str = 'xavier_uniform',
+    dtype: str = 'float32',
+    d_out: int | None = None,
+    d_ff_true: int | jax.Array | None = None,
+    mup_base_d_ff: int | None = None,
+    rngs: nnx.Rngs,
+  ):
     """`mup_base_d_ff`: None for the standard parametrization; the base hidden width for μP
     (models/mup.py: init rules at the base width, w2's times base / d_ff)."""
     d_out = d_model if d_out is None else d_out
@@ -136,16 +147,22 @@ class FFN(Layer):
     self.width = Width(jnp.asarray(true, jnp.int32))
     w_init = inits.get(init)
     # μP: every rule at the base width, w2 times 1/m (m = true / base); standard: at the true width.
-    rule_width, out_gain = (true, None) if mup_base_d_ff is None else (
-        mup_base_d_ff, mup_base_d_ff / jnp.asarray(true, jnp.float32))
+    rule_width, out_gain = (
+      (true, None) if mup_base_d_ff is None else (mup_base_d_ff, mup_base_d_ff / jnp.asarray(true, jnp.float32))
+    )
     # Unit u is column u of w1 and w_gate, row u of w2.
-    self.w1 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=rule_width,
-                                       true_units=true).T)
-    self.w2 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_out, fan_in=rule_width, fan_out=d_out,
-                                       true_units=true, gain=out_gain))
+    self.w1 = nnx.Param(
+      inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=rule_width, true_units=true).T
+    )
+    self.w2 = nnx.Param(
+      inits.per_unit(
+        w_init, rngs.params(), d_ff, d_out, fan_in=rule_width, fan_out=d_out, true_units=true, gain=out_gain
+      )
+    )
     if self.gated:
-      self.w_gate = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model,
-                                             fan_out=rule_width, true_units=true).T)
+      self.w_gate = nnx.Param(
+        inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=rule_width, true_units=true).T
+      )
     if use_bias:
       self.b1 = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
       self.b2 = nnx.Param(jnp.zeros((d_out,), jnp.float32))

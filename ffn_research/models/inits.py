@@ -15,13 +15,14 @@ import jax.numpy as jnp
 from ffn_research import config as config_lib
 
 # Standard deviation of a standard normal truncated to (-2, 2) (as jax's variance_scaling).
-TRUNCATED_NORMAL_STD = .87962566103423978
+TRUNCATED_NORMAL_STD = 0.87962566103423978
 
 
 class Init(NamedTuple):
   """variance_scaling(scale, mode, distribution)."""
+
   scale: float
-  mode: str          # 'fan_in', 'fan_out' or 'fan_avg'
+  mode: str  # 'fan_in', 'fan_out' or 'fan_avg'
   distribution: str  # 'truncated_normal', 'normal' or 'uniform'
 
   def __call__(self, key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
@@ -44,16 +45,16 @@ class Init(NamedTuple):
 
 
 # Standard deviation of Init.raw_sample: a normal truncated to (-2, 2), N(0, 1), U(-1, 1).
-SAMPLE_STD = {'truncated_normal': TRUNCATED_NORMAL_STD, 'normal': 1.0, 'uniform': 3 ** -0.5}
+SAMPLE_STD = {'truncated_normal': TRUNCATED_NORMAL_STD, 'normal': 1.0, 'uniform': 3**-0.5}
 
 
 INITS: dict[str, Init] = {
-    # Glorot & Bengio 2010; the original Transformer's choice.
-    'xavier_uniform': Init(1.0, 'fan_avg', 'uniform'),
-    'lecun_normal': Init(1.0, 'fan_in', 'truncated_normal'),
-    'he_normal': Init(2.0, 'fan_in', 'truncated_normal'),
-    # Scaled small init: std = 0.1 / sqrt(fan_in), a tenth of lecun_normal.
-    'small': Init(0.01, 'fan_in', 'truncated_normal'),
+  # Glorot & Bengio 2010; the original Transformer's choice.
+  'xavier_uniform': Init(1.0, 'fan_avg', 'uniform'),
+  'lecun_normal': Init(1.0, 'fan_in', 'truncated_normal'),
+  'he_normal': Init(2.0, 'fan_in', 'truncated_normal'),
+  # Scaled small init: std = 0.1 / sqrt(fan_in), a tenth of lecun_normal.
+  'small': Init(0.01, 'fan_in', 'truncated_normal'),
 }
 
 
@@ -63,8 +64,9 @@ def get(name: str) -> Init:
   return INITS[name]
 
 
-def per_unit(init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_in, fan_out,
-             true_units, gain: float | None = None) -> jax.Array:
+def per_unit(
+  init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_in, fan_out, true_units, gain: float | None = None
+) -> jax.Array:
   """(num_units, unit_size) times init.std(fan_in, fan_out) (times `gain` when given: μP's output
   layer, models/mup.py), row u the same whatever num_units; rows u >= true_units (padding) are
   exactly 0. fan_in, fan_out and true_units may be traced.

@@ -47,18 +47,20 @@ Conventions, documented once here:
   are 0); a token's output depends on every token of its group, so it is never causal.
 """
 
+from collections.abc import Callable
 import functools
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
-from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from ffn_research import config as config_lib
-from ffn_research.models import activations, inits
+from ffn_research.models import activations
 from ffn_research.models import ffn as ffn_lib
+from ffn_research.models import inits
 
 
 class RoutingBias(nnx.Variable):
@@ -74,10 +76,10 @@ class FrozenWeight(nnx.Variable):
 
 
 class Routing(NamedTuple):
-  expert_TxJ: jax.Array   # int32 expert of each slot
-  weight_TxJ: jax.Array   # float32 combine weight (0 where not valid)
-  valid_TxJ: jax.Array    # bool: the slot holds an assignment
-  probs_TxE: jax.Array    # float32 router probabilities (P_i, entropy)
+  expert_TxJ: jax.Array  # int32 expert of each slot
+  weight_TxJ: jax.Array  # float32 combine weight (0 where not valid)
+  valid_TxJ: jax.Array  # bool: the slot holds an assignment
+  probs_TxE: jax.Array  # float32 router probabilities (P_i, entropy)
 
 
 def _token_choice(scores_TxE, bias_E, k):
@@ -101,8 +103,7 @@ def topk_softmax(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   del x_TxD, capacity, renormalize
   expert_TxK, top_TxK = _token_choice(logits_TxE, bias_E, k)
   probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
-  return Routing(expert_TxK, jax.nn.softmax(top_TxK, axis=-1), jnp.ones(expert_TxK.shape, bool),
-                 probs_TxE)
+  return Routing(expert_TxK, jax.nn.softmax(top_TxK, axis=-1), jnp.ones(expert_TxK.shape, bool), probs_TxE)
 
 
 def sigmoid_topk(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
@@ -121,8 +122,7 @@ def expert_choice(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   num_tokens, num_experts = logits_TxE.shape
   probs_TxE = jax.nn.softmax(logits_TxE, axis=-1)
   _, token_ExC = jax.lax.top_k(probs_TxE.T, capacity)
-  chosen_ExT = jnp.zeros((num_experts, num_tokens), bool).at[
-      jnp.arange(num_experts)[:, None], token_ExC].set(True)
+  chosen_ExT = jnp.zeros((num_experts, num_tokens), bool).at[jnp.arange(num_experts)[:, None], token_ExC].set(True)
   valid_TxE = chosen_ExT.T
   expert_TxE = jnp.broadcast_to(jnp.arange(num_experts, dtype=jnp.int32), valid_TxE.shape)
   return Routing(expert_TxE, jnp.where(valid_TxE, probs_TxE, 0.0), valid_TxE, probs_TxE)
@@ -152,14 +152,16 @@ def hash_route(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   first_T = (input_hash(x_TxD) % jnp.uint32(num_experts)).astype(jnp.int32)
   expert_TxK = (first_T[:, None] + jnp.arange(k, dtype=jnp.int32)[None, :]) % num_experts
   probs_TxE = jnp.mean(jax.nn.one_hot(expert_TxK, num_experts, dtype=jnp.float32), axis=1)
-  return Routing(expert_TxK, jnp.full(expert_TxK.shape, 1.0 / k, jnp.float32),
-                 jnp.ones(expert_TxK.shape, bool), probs_TxE)
+  return Routing(
+    expert_TxK, jnp.full(expert_TxK.shape, 1.0 / k, jnp.float32), jnp.ones(expert_TxK.shape, bool), probs_TxE
+  )
 
 
 class SoftRouting(NamedTuple):
   """Soft MoE weights of G groups of M tokens over S = E p slots (slot s belongs to expert s // p)."""
+
   dispatch_GxMxS: jax.Array  # float32: slot s's weight on token m (softmax over the group's tokens)
-  combine_GxMxS: jax.Array   # float32: token m's weight on slot s (softmax over the slots)
+  combine_GxMxS: jax.Array  # float32: token m's weight on slot s (softmax over the slots)
 
 
 # Added to the squared norm in `l2_normalize`, so a zero vector (a padding row) stays exactly zero.
@@ -189,12 +191,12 @@ def soft(logits_GxMxS: jax.Array) -> SoftRouting:
 # Routing; x_TxD: the router's input (float32, before jitter); only `hash` reads it, the others
 # route on logits. Slot routers (SLOT_ROUTERS): fn(logits_GxMxS) -> SoftRouting (MoE.apply_slots).
 ROUTERS: dict[str, Callable[..., Routing | SoftRouting]] = {
-    'softmax_topk': softmax_topk,
-    'topk_softmax': topk_softmax,
-    'sigmoid': sigmoid_topk,
-    'expert_choice': expert_choice,
-    'hash': hash_route,
-    'soft': soft,
+  'softmax_topk': softmax_topk,
+  'topk_softmax': topk_softmax,
+  'sigmoid': sigmoid_topk,
+  'expert_choice': expert_choice,
+  'hash': hash_route,
+  'soft': soft,
 }
 # Routers whose choice ignores the logits (no router gradient from any loss).
 INPUT_ROUTERS = ('hash',)
@@ -220,7 +222,8 @@ class Layout(NamedTuple):
   """Buffer layout: each expert's first `window` assignments in a window of its own (expert e
   owns slots [e W, (e+1) W)), the rest after all windows, grouped by expert, each group padded
   with empty slots to a multiple of `block_size`, so every such block belongs to one expert."""
-  window: int      # W; W = C: per-expert capacity buffers, nothing grouped
+
+  window: int  # W; W = C: per-expert capacity buffers, nothing grouped
   block_size: int  # b of the grouped part; 1 = back to back (ragged_dot)
 
 
@@ -241,18 +244,18 @@ def overflow_slots(num_assign: int, num_experts: int, capacity_: int, layout: La
 
 class Plan(NamedTuple):
   """Where every assignment goes: E W window slots, then the grouped slots (see `Layout`)."""
-  slot_TxJ: jax.Array        # int32 buffer slot of each assignment; S when dropped or invalid
-  slot_token_S: jax.Array    # int32 token in each slot; T when empty
-  slot_assign_S: jax.Array   # int32 flat assignment index t * J + j in each slot; T * J when empty
-  weight_TxJ: jax.Array      # float32 combine weight, 0 for dropped assignments
-  expert_S: jax.Array        # int32 expert owning each slot (E - 1 past the last group)
-  group_sizes_E: jax.Array   # int32 kept assignments per expert (windows and groups together)
-  kept_TxJ: jax.Array        # bool: assigned and within capacity
-  layout: Layout             # static
+
+  slot_TxJ: jax.Array  # int32 buffer slot of each assignment; S when dropped or invalid
+  slot_token_S: jax.Array  # int32 token in each slot; T when empty
+  slot_assign_S: jax.Array  # int32 flat assignment index t * J + j in each slot; T * J when empty
+  weight_TxJ: jax.Array  # float32 combine weight, 0 for dropped assignments
+  expert_S: jax.Array  # int32 expert owning each slot (E - 1 past the last group)
+  group_sizes_E: jax.Array  # int32 kept assignments per expert (windows and groups together)
+  kept_TxJ: jax.Array  # bool: assigned and within capacity
+  layout: Layout  # static
 
 
-def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str,
-         layout: Layout | None = None) -> Plan:
+def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str, layout: Layout | None = None) -> Plan:
   """Slots of all assignments via one stable sort by expert; drops beyond capacity.
 
   `layout` defaults to capacity buffers, Layout(C, 1); Layout(0, 1) packs the kept
@@ -287,19 +290,28 @@ def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str,
   slot_A = jnp.where(pos_A < window, e_A * window + pos_A, group_start_E[e_A] + pos_A - window)
   s_S = jnp.arange(num_slots, dtype=jnp.int32)
   grouped_e_S = jnp.searchsorted(end_E, s_S - num_windowed, side='right')
-  expert_S = jnp.where(s_S < num_windowed, s_S // max(window, 1),
-                       jnp.minimum(grouped_e_S, num_experts - 1)).astype(jnp.int32)
-  p_S = jnp.where(s_S < num_windowed, s_S - expert_S * window,
-                  window + s_S - group_start_E[expert_S])  # position within its expert
+  expert_S = jnp.where(s_S < num_windowed, s_S // max(window, 1), jnp.minimum(grouped_e_S, num_experts - 1)).astype(
+    jnp.int32
+  )
+  p_S = jnp.where(
+    s_S < num_windowed, s_S - expert_S * window, window + s_S - group_start_E[expert_S]
+  )  # position within its expert
   filled_S = p_S < sizes_E[expert_S]  # padding, and past the last group: empty
   slot_A = jnp.where(kept_A, slot_A, num_slots)
   src_S = start_E[expert_S] + p_S  # slot s holds the p-th sorted entry of its expert
   slot_assign_S = jnp.where(filled_S, order_A[jnp.clip(src_S, 0, a - 1)], a)
   slot_token_S = jnp.where(filled_S, slot_assign_S // j, num_tokens)
   kept_TxJ = kept_A.reshape(num_tokens, j)
-  return Plan(slot_A.reshape(num_tokens, j), slot_token_S, slot_assign_S,
-              jnp.where(kept_TxJ, weight_TxJ, 0.0), expert_S, sizes_E, kept_TxJ,
-              Layout(window, block))
+  return Plan(
+    slot_A.reshape(num_tokens, j),
+    slot_token_S,
+    slot_assign_S,
+    jnp.where(kept_TxJ, weight_TxJ, 0.0),
+    expert_S,
+    sizes_E,
+    kept_TxJ,
+    Layout(window, block),
+  )
 
 
 # --------------------------------------------------------------------------- gathers
@@ -332,6 +344,7 @@ gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
 def _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used):
   def body(n, y_NxBxM):
     return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxK[n] @ w_ExKxM[expert_N[n]], n, 0)
+
   y_NxBxM = jnp.zeros((*x_NxBxK.shape[:2], w_ExKxM.shape[-1]), x_NxBxK.dtype)
   return jax.lax.fori_loop(0, num_used, body, y_NxBxM)
 
@@ -344,6 +357,7 @@ def _block_matmul_transpose_loop(x_NxBxK, w_ExKxM, expert_N, num_used, g_NxBxM):
     g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExKxM[e].T, n, 0)
     g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxK[n].T @ g_NxBxM[n]
     return g_x, jax.lax.dynamic_update_index_in_dim(g_w, g_we, e, 0)
+
   return jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxK), jnp.zeros_like(w_ExKxM)))
 
 
@@ -434,8 +448,12 @@ def _sharded_experts(x_ExCxD, w, spec, mesh, axis):
   if mesh is None:
     return run_experts(x_ExCxD, w, spec)
   x_ExCxD, w = jax.tree.map(lambda a: _reshard(a, mesh, axis, P(axis)), (x_ExCxD, w))
-  fn = jax.shard_map(functools.partial(run_experts, spec=spec), mesh=mesh,
-                     in_specs=(P(axis), jax.tree.map(lambda _: P(axis), w)), out_specs=P(axis))
+  fn = jax.shard_map(
+    functools.partial(run_experts, spec=spec),
+    mesh=mesh,
+    in_specs=(P(axis), jax.tree.map(lambda _: P(axis), w)),
+    out_specs=P(axis),
+  )
   return _reshard(fn(x_ExCxD, w), mesh, axis, P())  # replicated again for the combine
 
 
@@ -453,11 +471,13 @@ def _maybe_bias(x_BxF, b_ExF, e):
 
 def _grouped_ffn_loop(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used, spec):
   """y[n] = FFN of expert[n] on block n for the first `num_used` blocks, 0 for the rest."""
+
   def body(n, y_NxBxO):
     e = expert_N[n]
     h_BxH = _maybe_bias(x_NxBxD[n] @ w_in[e], b_in, e)
     y_BxO = _maybe_bias(_hidden(h_BxH, spec) @ w2[e], b2, e)
     return jax.lax.dynamic_update_index_in_dim(y_NxBxO, y_BxO, n, 0)
+
   y_NxBxO = jnp.zeros((*x_NxBxD.shape[:2], w2.shape[-1]), x_NxBxD.dtype)
   return jax.lax.fori_loop(0, num_used, body, y_NxBxO)
 
@@ -475,7 +495,7 @@ def _grouped_ffn_transpose_loop(res, g_NxBxO, spec):
     e, x_BxD, g_BxO = expert_N[n], x_NxBxD[n], g_NxBxO[n]
     h_BxH = _maybe_bias(x_BxD @ w_in[e], b_in, e)
     a_BxF, act_vjp = jax.vjp(lambda h: _hidden(h, spec), h_BxH)
-    g_h_BxH, = act_vjp(g_BxO @ w2[e].T)
+    (g_h_BxH,) = act_vjp(g_BxO @ w2[e].T)
     g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_h_BxH @ w_in[e].T, n, 0)
     g_w_in, g_w2 = add(g_w_in, e, x_BxD.T @ g_h_BxH), add(g_w2, e, a_BxF.T @ g_BxO)
     if b_in is not None:
@@ -483,12 +503,13 @@ def _grouped_ffn_transpose_loop(res, g_NxBxO, spec):
     if b2 is not None:
       g_b2 = add(g_b2, e, jnp.sum(g_BxO, axis=0))
     return g_x, g_w_in, g_b_in, g_w2, g_b2
-  zeros = lambda a: None if a is None else jnp.zeros_like(a)  # pylint: disable=unnecessary-lambda-assignment
+
+  zeros = lambda a: None if a is None else jnp.zeros_like(a)
   init = (jnp.zeros_like(x_NxBxD), *map(zeros, (w_in, b_in, w2, b2)))
   return jax.lax.fori_loop(0, num_used, body, init)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def grouped_ffn(spec: ExpertSpec):
   """fn(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used): the whole expert FFN per used block.
 
@@ -496,6 +517,7 @@ def grouped_ffn(spec: ExpertSpec):
   recomputes them), so the static grouped area costs only its (rows, d) input and output
   buffers, whatever d_ff. Biases may be None. Jitted: compiled once per shape when eager.
   """
+
   @jax.custom_vjp
   def fn(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used):
     return _grouped_ffn_loop(x_NxBxD, w_in, b_in, w2, b2, expert_N, num_used, spec)
@@ -527,8 +549,7 @@ def _grouped_experts(x_SxD, plan_: Plan, w, spec):
       y_NxBxO = y_NxBxO + w['b2'].astype(spec.dtype)[expert_N][:, None, :]
     return y_NxBxO.reshape(-1, y_NxBxO.shape[-1])
   b2 = w['b2'].astype(spec.dtype) if 'b2' in w else None
-  y_NxBxO = grouped_ffn(spec)(x_NxBxD, w_in, b_in, w['w2'].astype(spec.dtype), b2, expert_N,
-                              num_used)
+  y_NxBxO = grouped_ffn(spec)(x_NxBxD, w_in, b_in, w['w2'].astype(spec.dtype), b2, expert_N, num_used)
   return y_NxBxO.reshape(-1, y_NxBxO.shape[-1])
 
 
@@ -549,8 +570,9 @@ def einsum_dispatch(x_TxD, plan_: Plan, w, spec, num_experts, mesh=None, axis='e
   num_slots = plan_.slot_token_S.shape[0]
   onehot_TxJxS = jax.nn.one_hot(plan_.slot_TxJ, num_slots, dtype=spec.dtype)  # dropped: all zero
   dispatch_TxExC = jnp.sum(onehot_TxJxS, axis=1).reshape(-1, num_experts, num_slots // num_experts)
-  combine_TxExC = jnp.einsum('tj,tjs->ts', plan_.weight_TxJ.astype(spec.dtype),
-                             onehot_TxJxS).reshape(dispatch_TxExC.shape)
+  combine_TxExC = jnp.einsum('tj,tjs->ts', plan_.weight_TxJ.astype(spec.dtype), onehot_TxJxS).reshape(
+    dispatch_TxExC.shape
+  )
   x_ExCxD = jnp.einsum('tec,td->ecd', dispatch_TxExC, x_TxD.astype(spec.dtype))
   y_ExCxO = _sharded_experts(x_ExCxD, w, spec, mesh, axis)
   return jnp.einsum('tec,eco->to', combine_TxExC, y_ExCxO)
@@ -578,9 +600,9 @@ SORT_BLOCK = 128
 # model.moe.dispatch names -> fn(x_TxD, plan, weights, spec, num_experts, mesh, axis) -> y_TxO.
 # All compute the same function (tested); 'auto' picks by backend (see `resolve_dispatch`).
 DISPATCH: dict[str, Callable[..., jax.Array]] = {
-    'sort': sort_dispatch,      # CPU default: per-expert capacity buffers + per-expert matmuls
-    'ragged': ragged_dispatch,  # GPU/TPU default; on CPU ragged_dot is a dense masked product
-    'einsum': einsum_dispatch,  # GShard one-hot reference; O(T * E * C) memory
+  'sort': sort_dispatch,  # CPU default: per-expert capacity buffers + per-expert matmuls
+  'ragged': ragged_dispatch,  # GPU/TPU default; on CPU ragged_dot is a dense masked product
+  'einsum': einsum_dispatch,  # GShard one-hot reference; O(T * E * C) memory
 }
 
 
@@ -596,55 +618,72 @@ def validate(model_cfg) -> None:
   e = model_cfg.moe
   config_lib.non_negative_int('model.moe.num_experts', e.num_experts)
   config_lib.positive_int('model.moe.top_k', e.top_k)
-  check(isinstance(e.capacity_factor, (int, float)) and math.isfinite(e.capacity_factor),
-        f'model.moe.capacity_factor={e.capacity_factor!r} must be a number (<= 0: dropless)')
+  check(
+    isinstance(e.capacity_factor, (int, float)) and math.isfinite(e.capacity_factor),
+    f'model.moe.capacity_factor={e.capacity_factor!r} must be a number (<= 0: dropless)',
+  )
   config_lib.one_of('model.moe.router', e.router, ROUTERS)
   config_lib.one_of('model.moe.drop_priority', e.drop_priority, ('auto', *DROP_PRIORITIES))
   config_lib.one_of('model.moe.capacity_scope', e.capacity_scope, ('auto', *CAPACITY_SCOPES))
-  check(isinstance(e.allow_noncausal, bool),
-        f'model.moe.allow_noncausal={e.allow_noncausal!r} must be True or False')
+  check(isinstance(e.allow_noncausal, bool), f'model.moe.allow_noncausal={e.allow_noncausal!r} must be True or False')
   config_lib.one_of('model.moe.dispatch', e.dispatch, ('auto', *DISPATCH))
   config_lib.non_negative_int('model.moe.num_shared_experts', e.num_shared_experts)
   config_lib.positive_int('model.moe.granularity', e.granularity)
   for key in ('load_balance_coef', 'z_loss_coef', 'bias_update_rate'):
     config_lib.non_negative(f'model.moe.{key}', e[key])
-  check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1,
-        f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
+  check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1, f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
   config_lib.positive_int('model.moe.slots_per_expert', e.slots_per_expert)
-  check(e.slots_per_expert == 1 or e.router in SLOT_ROUTERS,
-        f'model.moe.slots_per_expert={e.slots_per_expert} applies only to router=soft '
-        f'(model.moe.router={e.router!r}); leave it at 1')
+  check(
+    e.slots_per_expert == 1 or e.router in SLOT_ROUTERS,
+    f'model.moe.slots_per_expert={e.slots_per_expert} applies only to router=soft '
+    f'(model.moe.router={e.router!r}); leave it at 1',
+  )
   if e.num_experts == 0:
     return
-  check(e.top_k <= e.num_experts or e.router in SLOT_ROUTERS,
-        f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}')
+  check(
+    e.top_k <= e.num_experts or e.router in SLOT_ROUTERS,
+    f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}',
+  )
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
-  check(d_ff % e.granularity == 0,
-        f'model.moe.granularity={e.granularity} must divide the effective d_ff {d_ff}')
-  check(e.capacity_scope != 'sequence' or is_sequence_model(model_cfg),
-        f'model.moe.capacity_scope=sequence needs a sequence model (transformer, ffn_stack); '
-        f'model.arch={model_cfg.arch!r} has no sequences')
+  check(d_ff % e.granularity == 0, f'model.moe.granularity={e.granularity} must divide the effective d_ff {d_ff}')
+  check(
+    e.capacity_scope != 'sequence' or is_sequence_model(model_cfg),
+    f'model.moe.capacity_scope=sequence needs a sequence model (transformer, ffn_stack); '
+    f'model.arch={model_cfg.arch!r} has no sequences',
+  )
   reason = noncausal_reason(model_cfg)
-  check(reason is None or e.allow_noncausal,
-        f'model.moe.{reason}: not causal in a sequence model (docs/moe.md#causality); use the defaults '
-        f"(capacity_scope and drop_priority 'auto'), a dropless capacity_factor <= 0, or set "
-        f'model.moe.allow_noncausal=True to accept the leak')
+  check(
+    reason is None or e.allow_noncausal,
+    f'model.moe.{reason}: not causal in a sequence model (docs/moe.md#causality); use the defaults '
+    f"(capacity_scope and drop_priority 'auto'), a dropless capacity_factor <= 0, or set "
+    f'model.moe.allow_noncausal=True to accept the leak',
+  )
   for key in ('freeze_router', 'stop_combine_grad'):
     check(isinstance(e[key], bool), f'model.moe.{key}={e[key]!r} must be True or False')
   if e.router in INPUT_ROUTERS:
-    check(e.bias_update_rate == 0,
-          f'model.moe.bias_update_rate must be 0 with router={e.router} (the route is a fixed function of the input)')
+    check(
+      e.bias_update_rate == 0,
+      f'model.moe.bias_update_rate must be 0 with router={e.router} (the route is a fixed function of the input)',
+    )
   if e.router in SLOT_ROUTERS:
-    check(e.bias_update_rate == 0,
-          f'model.moe.bias_update_rate must be 0 with router={e.router} (no expert is selected, nothing to bias)')
-    check(not e.stop_combine_grad,
-          f'model.moe.stop_combine_grad must be False with router={e.router} (its router also learns through '
-          'the dispatch weights)')
+    check(
+      e.bias_update_rate == 0,
+      f'model.moe.bias_update_rate must be 0 with router={e.router} (no expert is selected, nothing to bias)',
+    )
+    check(
+      not e.stop_combine_grad,
+      f'model.moe.stop_combine_grad must be False with router={e.router} (its router also learns through '
+      'the dispatch weights)',
+    )
   if e.router == 'expert_choice':
-    check(e.capacity_factor > 0,
-          'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)')
-    check(e.bias_update_rate == 0,
-          'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)')
+    check(
+      e.capacity_factor > 0,
+      'model.moe.capacity_factor must be > 0 with router=expert_choice (it sets tokens per expert)',
+    )
+    check(
+      e.bias_update_rate == 0,
+      'model.moe.bias_update_rate must be 0 with router=expert_choice (load is balanced by construction)',
+    )
 
 
 # model.arch values of the causal sequence models (models.SEQUENCE_ARCHS; named here, as models
@@ -673,16 +712,22 @@ def noncausal_reason(model_cfg) -> str | None:
     return None
   scope, priority = routing_settings(model_cfg)
   if e.router == 'expert_choice':
-    return ('router=expert_choice: an expert takes the top-scored tokens of its group, so whether a '
-            'token is taken depends on later tokens' + (' and other sequences' if scope == 'batch' else ''))
+    return (
+      'router=expert_choice: an expert takes the top-scored tokens of its group, so whether a '
+      'token is taken depends on later tokens' + (' and other sequences' if scope == 'batch' else '')
+    )
   if e.router in SLOT_ROUTERS:
-    return (f'router={e.router}: every slot averages all tokens of its group, so every output depends on '
-            'later tokens' + (' and other sequences' if scope == 'batch' else ''))
+    return (
+      f'router={e.router}: every slot averages all tokens of its group, so every output depends on '
+      'later tokens' + (' and other sequences' if scope == 'batch' else '')
+    )
   if e.capacity_factor <= 0:
     return None
   if scope == 'batch':
-    return ('capacity_scope=batch: tokens compete for capacity across the batch, so a token can be '
-            'dropped because of other sequences')
+    return (
+      'capacity_scope=batch: tokens compete for capacity across the batch, so a token can be '
+      'dropped because of other sequences'
+    )
   if priority == 'score':
     return 'drop_priority=score: a later token with a higher combine weight can push an earlier one out'
   if priority == 'token' and e.top_k * e.granularity > 1:
@@ -695,8 +740,11 @@ def noncausal_reason(model_cfg) -> str | None:
 
 def load_fraction(routing: Routing, num_experts: int) -> jax.Array:
   """f_i = assignments to expert i (before drops) / all assignments: sums to 1 (module docstring)."""
-  counts_E = jnp.zeros((num_experts,), jnp.float32).at[routing.expert_TxJ.reshape(-1)].add(
-      routing.valid_TxJ.reshape(-1).astype(jnp.float32))
+  counts_E = (
+    jnp.zeros((num_experts,), jnp.float32)
+    .at[routing.expert_TxJ.reshape(-1)]
+    .add(routing.valid_TxJ.reshape(-1).astype(jnp.float32))
+  )
   return counts_E / jnp.maximum(jnp.sum(counts_E), 1.0)
 
 
@@ -711,32 +759,46 @@ def router_z(logits_TxE: jax.Array) -> jax.Array:
   return jnp.mean(jnp.square(jax.nn.logsumexp(logits_TxE, axis=-1)))
 
 
-def moe_param_count(d_model: int, d_expert: int, activation: str, use_bias: bool,
-                    num_experts: int, num_shared: int, d_out: int | None = None,
-                    slots_per_expert: int = 0) -> int:
+def moe_param_count(
+  d_model: int,
+  d_expert: int,
+  activation: str,
+  use_bias: bool,
+  num_experts: int,
+  num_shared: int,
+  d_out: int | None = None,
+  slots_per_expert: int = 0,
+) -> int:
   """Router (no bias) + experts + the shared experts (one fused FFN of width num_shared * d_expert).
 
   slots_per_expert p > 0: Soft MoE, whose router is the slot parameters (d_model x E p) and a scale."""
   d_out = d_model if d_out is None else d_out
   router = d_model * num_experts * slots_per_expert + 1 if slots_per_expert else d_model * num_experts
-  n = router + num_experts * ffn_lib.ffn_param_count(
-      d_model, d_expert, activation, use_bias, d_out)
+  n = router + num_experts * ffn_lib.ffn_param_count(d_model, d_expert, activation, use_bias, d_out)
   if num_shared:
     n += ffn_lib.ffn_param_count(d_model, num_shared * d_expert, activation, use_bias, d_out)
   return n
 
 
-def soft_flops_per_token(d_model: int, d_expert: int, activation: str, num_experts: int,
-                         slots_per_expert: int, group_tokens: int, num_shared: int = 0,
-                         d_out: int | None = None) -> float:
+def soft_flops_per_token(
+  d_model: int,
+  d_expert: int,
+  activation: str,
+  num_experts: int,
+  slots_per_expert: int,
+  group_tokens: int,
+  num_shared: int = 0,
+  d_out: int | None = None,
+) -> float:
   """Forward matmul FLOPs per token of Soft MoE with S = E p slots and M = group_tokens tokens per
   group: logits 2 D S, slot inputs 2 D S (S M D multiply-adds per group), combine 2 S O, the experts'
   S FFN evaluations per group shared by its M tokens, and the shared experts. The expert term is
   S / M of one expert's per-token FLOPs, so the count depends on the group size (exact float)."""
   d_out = d_model if d_out is None else d_out
   s = num_experts * slots_per_expert
-  per_group = (group_tokens * 2 * s * (2 * d_model + d_out)
-               + s * ffn_lib.ffn_flops_per_token(d_model, d_expert, activation, d_out))
+  per_group = group_tokens * 2 * s * (2 * d_model + d_out) + s * ffn_lib.ffn_flops_per_token(
+    d_model, d_expert, activation, d_out
+  )
   shared = ffn_lib.ffn_flops_per_token(d_model, num_shared * d_expert, activation, d_out) if num_shared else 0
   return per_group / group_tokens + shared
 
@@ -748,18 +810,38 @@ class MoE(ffn_lib.Layer):
   experts of width d_ff / G and routes each token to G k of them (DeepSeekMoE).
   """
 
-  def __init__(self, d_model: int, d_ff: int, activation: str = 'relu', *,
-               num_experts: int, top_k: int, capacity_factor: float = 1.25,
-               router: str = 'topk_softmax', renormalize: bool = False,
-               freeze_router: bool = False, stop_combine_grad: bool = False,
-               drop_priority: str = 'token', capacity_scope: str = 'batch', dispatch: str = 'auto',
-               num_shared_experts: int = 0, granularity: int = 1,
-               load_balance_coef: float = 1e-2, z_loss_coef: float = 1e-3,
-               bias_update_rate: float = 0.0, jitter: float = 0.0, slots_per_expert: int = 1,
-               use_bias: bool = True, dropout_rate: float = 0.0, init: str = 'xavier_uniform',
-               dtype: str = 'float32', d_out: int | None = None,
-               mesh: jax.sharding.Mesh | None = None, expert_axis: str = 'expert',
-               rngs: nnx.Rngs):
+  def __init__(
+    self,
+    d_model: int,
+    d_ff: int,
+    activation: str = 'relu',
+    *,
+    num_experts: int,
+    top_k: int,
+    capacity_factor: float = 1.25,
+    router: str = 'topk_softmax',
+    renormalize: bool = False,
+    freeze_router: bool = False,
+    stop_combine_grad: bool = False,
+    drop_priority: str = 'token',
+    capacity_scope: str = 'batch',
+    dispatch: str = 'auto',
+    num_shared_experts: int = 0,
+    granularity: int = 1,
+    load_balance_coef: float = 1e-2,
+    z_loss_coef: float = 1e-3,
+    bias_update_rate: float = 0.0,
+    jitter: float = 0.0,
+    slots_per_expert: int = 1,
+    use_bias: bool = True,
+    dropout_rate: float = 0.0,
+    init: str = 'xavier_uniform',
+    dtype: str = 'float32',
+    d_out: int | None = None,
+    mesh: jax.sharding.Mesh | None = None,
+    expert_axis: str = 'expert',
+    rngs: nnx.Rngs,
+  ):
     if d_ff % granularity:
       raise ValueError(f'd_ff={d_ff} is not divisible by granularity={granularity}')
     d_out = d_model if d_out is None else d_out
@@ -779,8 +861,9 @@ class MoE(ffn_lib.Layer):
     self.use_jitter, self.use_dropout = jitter > 0, dropout_rate > 0
     self.use_bias = use_bias
     self.mesh, self.expert_axis = mesh, expert_axis
-    self.spec = ExpertSpec(activations.get(activation), activations.is_gated(activation), use_bias,
-                           ffn_lib.DTYPES[dtype])
+    self.spec = ExpertSpec(
+      activations.get(activation), activations.is_gated(activation), use_bias, ffn_lib.DTYPES[dtype]
+    )
     w_init = inits.get(init)
     e, f = self.num_experts, self.d_expert
 
@@ -806,9 +889,21 @@ class MoE(ffn_lib.Layer):
         self.b_gate = nnx.Param(jnp.zeros((e, f), jnp.float32))
       self.b2 = nnx.Param(jnp.zeros((e, d_out), jnp.float32))
     # The shared experts, fused into one always-active FFN (one output bias).
-    self.shared = ffn_lib.FFN(d_model, num_shared_experts * f, activation, use_bias=use_bias,
-                              dropout_rate=dropout_rate, init=init, dtype=dtype, d_out=d_out,
-                              rngs=rngs) if num_shared_experts else None
+    self.shared = (
+      ffn_lib.FFN(
+        d_model,
+        num_shared_experts * f,
+        activation,
+        use_bias=use_bias,
+        dropout_rate=dropout_rate,
+        init=init,
+        dtype=dtype,
+        d_out=d_out,
+        rngs=rngs,
+      )
+      if num_shared_experts
+      else None
+    )
 
   def expert_weights(self) -> dict[str, jax.Array]:
     names = ('w1', 'w_gate', 'w2', 'b1', 'b_gate', 'b2')
@@ -842,8 +937,7 @@ class MoE(ffn_lib.Layer):
       return Layout(min(c, math.ceil(num_tokens * self.top_k / self.num_experts)), SORT_BLOCK)
     return Layout(c, 1)
 
-  def route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1,
-            capacity_: int | None = None):
+  def route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1, capacity_: int | None = None):
     """Router logits (float32, jittered only in training) and the Routing, each of `groups`
     consecutive groups of tokens routed on its own (expert choice picks within its group).
     With stop_combine_grad the combine weights carry no gradient (forward unchanged)."""
@@ -855,8 +949,9 @@ class MoE(ffn_lib.Layer):
       x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
     logits_TxE = x_TxD @ self.router_w[...]
     c = self.capacity(x_TxD.shape[0], groups) if capacity_ is None else capacity_
-    router = functools.partial(ROUTERS[self.router], bias_E=self.routing_bias[...], k=self.top_k,
-                               capacity=c, renormalize=self.renormalize)
+    router = functools.partial(
+      ROUTERS[self.router], bias_E=self.routing_bias[...], k=self.top_k, capacity=c, renormalize=self.renormalize
+    )
     if groups == 1:
       routing = router(logits_TxE, x_in_TxD)
     else:
@@ -874,7 +969,8 @@ class MoE(ffn_lib.Layer):
     if groups == 1 or capacity_ >= num_tokens // groups:
       return routing
     kept_GxTxJ = jax.vmap(lambda r: plan(r, self.num_experts, capacity_, self.drop_priority).kept_TxJ)(
-        jax.tree.map(lambda a: a.reshape(groups, -1, a.shape[-1]), routing))
+      jax.tree.map(lambda a: a.reshape(groups, -1, a.shape[-1]), routing)
+    )
     kept_TxJ = kept_GxTxJ.reshape(num_tokens, -1)
     return routing._replace(valid_TxJ=kept_TxJ, weight_TxJ=jnp.where(kept_TxJ, routing.weight_TxJ, 0.0))
 
@@ -886,15 +982,19 @@ class MoE(ffn_lib.Layer):
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
     c_group = self.capacity(num_tokens, groups, self.capacity_factor_for(rng is not None))
     logits_TxE, routing = self.route(x_TxD, rngs[0], groups, c_group)
-    plan_ = plan(self.admit(routing, groups, c_group), self.num_experts, groups * c_group,
-                 self.drop_priority, self.layout(num_tokens, groups * c_group))
+    plan_ = plan(
+      self.admit(routing, groups, c_group),
+      self.num_experts,
+      groups * c_group,
+      self.drop_priority,
+      self.layout(num_tokens, groups * c_group),
+    )
     w = self.expert_weights()
     if rngs[1] is not None and self.use_dropout:
       spec = self.spec._replace(act=self._dropped_act(rngs[1]), dropout=True)
     else:
       spec = self.spec
-    y_TxO = DISPATCH[self.dispatch](x_TxD, plan_, w, spec, self.num_experts, self.mesh,
-                                    self.expert_axis)
+    y_TxO = DISPATCH[self.dispatch](x_TxD, plan_, w, spec, self.num_experts, self.mesh, self.expert_axis)
     if self.shared is not None:
       y_TxO = y_TxO + self.shared(x_TxD, rng=rngs[2])
     return y_TxO.reshape(*lead, self.d_out), self._aux(logits_TxE, routing, plan_)
@@ -906,8 +1006,7 @@ class MoE(ffn_lib.Layer):
     if rng is not None and self.use_jitter:  # the same multiplicative input jitter as token routers
       jitter = self.jitter[...]
       x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
-    logits_GxMxS = soft_logits(x_TxD.reshape(groups, -1, x_TxD.shape[-1]), self.router_w[...],
-                               self.router_scale[...])
+    logits_GxMxS = soft_logits(x_TxD.reshape(groups, -1, x_TxD.shape[-1]), self.router_w[...], self.router_scale[...])
     return logits_GxMxS, ROUTERS[self.router](logits_GxMxS)
 
   def apply_slots(self, x: jax.Array, *, rng: jax.Array | None = None):
@@ -942,16 +1041,17 @@ class MoE(ffn_lib.Layer):
     entropy = -jnp.mean(jnp.sum(jnp.where(combine > 0, combine * jnp.log(combine), 0.0), axis=-1))
     zero = jnp.zeros((), jnp.float32)
     return {
-        'load_balance_loss': zero, 'z_loss': zero,  # no balancing loss: not in the objective
-        'load_balance': e * jnp.sum(jnp.square(load_E)),  # E sum_i f_i^2 (1 when uniform), logged only
-        'router_z': router_z(logits_GxMxS.reshape(g * m, s)),
-        'load': load_E,
-        'max_load_ratio': e * jnp.max(load_E),
-        'dropped_fraction': zero,
-        'router_entropy': entropy,  # of the combine weights over the slots, mean over tokens, nats
-        'dispatch_weight_max': jnp.mean(jnp.max(dispatch, axis=1)),  # 1/M: a plain mean, 1: one token
-        'combine_weight_max': jnp.mean(jnp.max(combine, axis=2)),    # 1/S: uniform, 1: one slot
-        'router_scale': self.router_scale[...],
+      'load_balance_loss': zero,
+      'z_loss': zero,  # no balancing loss: not in the objective
+      'load_balance': e * jnp.sum(jnp.square(load_E)),  # E sum_i f_i^2 (1 when uniform), logged only
+      'router_z': router_z(logits_GxMxS.reshape(g * m, s)),
+      'load': load_E,
+      'max_load_ratio': e * jnp.max(load_E),
+      'dropped_fraction': zero,
+      'router_entropy': entropy,  # of the combine weights over the slots, mean over tokens, nats
+      'dispatch_weight_max': jnp.mean(jnp.max(dispatch, axis=1)),  # 1/M: a plain mean, 1: one token
+      'combine_weight_max': jnp.mean(jnp.max(combine, axis=2)),  # 1/S: uniform, 1: one slot
+      'router_scale': self.router_scale[...],
     }
 
   def _dropped_act(self, rng):
@@ -970,14 +1070,14 @@ class MoE(ffn_lib.Layer):
     p = routing.probs_TxE
     entropy = -jnp.mean(jnp.sum(jnp.where(p > 0, p * jnp.log(p), 0.0), axis=-1))
     return {
-        'load_balance_loss': self.load_balance_coef[...] * balance,  # added to the objective
-        'z_loss': self.z_loss_coef[...] * z,                         # added to the objective
-        'load_balance': balance,   # unscaled E sum f_i P_i (1 when uniform)
-        'router_z': z,             # unscaled mean logsumexp^2 (ST-MoE)
-        'load': load_E,            # f_i per expert, before capacity drops
-        'max_load_ratio': e * jnp.max(load_E),  # max / mean load
-        'dropped_fraction': 1.0 - jnp.sum(plan_.kept_TxJ) / jnp.maximum(jnp.sum(valid), 1),
-        'router_entropy': entropy,  # mean over tokens, nats
+      'load_balance_loss': self.load_balance_coef[...] * balance,  # added to the objective
+      'z_loss': self.z_loss_coef[...] * z,  # added to the objective
+      'load_balance': balance,  # unscaled E sum f_i P_i (1 when uniform)
+      'router_z': z,  # unscaled mean logsumexp^2 (ST-MoE)
+      'load': load_E,  # f_i per expert, before capacity drops
+      'max_load_ratio': e * jnp.max(load_E),  # max / mean load
+      'dropped_fraction': 1.0 - jnp.sum(plan_.kept_TxJ) / jnp.maximum(jnp.sum(valid), 1),
+      'router_entropy': entropy,  # mean over tokens, nats
     }
 
   def after_step(self, aux) -> None:
@@ -988,5 +1088,13 @@ class MoE(ffn_lib.Layer):
 
   @property
   def num_params(self) -> int:
-    return moe_param_count(self.d_model, self.d_expert, self.activation, self.use_bias,
-                           self.num_experts, self.num_shared, self.d_out, self.slots_per_expert)
+    return moe_param_count(
+      self.d_model,
+      self.d_expert,
+      self.activation,
+      self.use_bias,
+      self.num_experts,
+      self.num_shared,
+      self.d_out,
+      self.slots_per_expert,
+    )

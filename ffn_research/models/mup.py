@@ -42,10 +42,16 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   config_lib.positive_int('model.mup_base_d_ff', m.mup_base_d_ff)
   if not is_mup(m):
     return
-  config_lib.check(m.arch == 'ffn', f'model.parametrization=mup supports model.arch=ffn only; '
-                   f'{m.arch!r} is not built yet (embeddings, unembedding, attention 1/d scaling)')
-  config_lib.check(m.moe.num_experts == 0, 'model.parametrization=mup supports dense and gated FFNs only; '
-                   'MoE experts (model.moe.num_experts > 0) are not built yet')
+  config_lib.check(
+    m.arch == 'ffn',
+    f'model.parametrization=mup supports model.arch=ffn only; '
+    f'{m.arch!r} is not built yet (embeddings, unembedding, attention 1/d scaling)',
+  )
+  config_lib.check(
+    m.moe.num_experts == 0,
+    'model.parametrization=mup supports dense and gated FFNs only; '
+    'MoE experts (model.moe.num_experts > 0) are not built yet',
+  )
 
 
 def base_width(model_cfg: ml_collections.ConfigDict) -> int:
@@ -67,6 +73,7 @@ def lr_multipliers(model_cfg: ml_collections.ConfigDict) -> dict[str, float]:
 
 def lr_labels(weights):
   """The label tree of a bare FFN's weights (an nnx.State of its nnx.Param): w2 is OUTPUT."""
+
   def label(path, _):
     names = [getattr(p, 'key', getattr(p, 'name', None)) for p in path]
     return OUTPUT if 'w2' in names else UNSCALED

@@ -2,9 +2,9 @@
 its formula-based counts; used by the bare-FFN arch and by every sequence-model block.
 """
 
+from flax import nnx
 import jax
 import ml_collections
-from flax import nnx
 
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
@@ -16,9 +16,14 @@ def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
   return ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
 
 
-def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
-              rngs: nnx.Rngs, mesh: jax.sharding.Mesh | None = None,
-              d_ff_true: jax.Array | None = None) -> ffn_lib.Layer:
+def build_ffn(
+  model_cfg: ml_collections.ConfigDict,
+  d_in: int,
+  d_out: int | None,
+  rngs: nnx.Rngs,
+  mesh: jax.sharding.Mesh | None = None,
+  d_ff_true: jax.Array | None = None,
+) -> ffn_lib.Layer:
   """The FFN sublayer a config selects: the zoo's dense or gated FFN, or an MoE of them
   (its experts split over `mesh`'s 'expert' axis when given).
 
@@ -30,24 +35,53 @@ def build_ffn(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None
   if e.num_experts > 0:
     scope, priority = moe_lib.routing_settings(model_cfg)
     return moe_lib.MoE(
-        d_in, d_ff, model_cfg.activation, num_experts=e.num_experts, top_k=e.top_k,
-        capacity_factor=e.capacity_factor, router=e.router, renormalize=e.renormalize,
-        freeze_router=e.freeze_router, stop_combine_grad=e.stop_combine_grad,
-        drop_priority=priority, capacity_scope=scope, dispatch=e.dispatch,
-        num_shared_experts=e.num_shared_experts, granularity=e.granularity,
-        load_balance_coef=e.load_balance_coef, z_loss_coef=e.z_loss_coef,
-        bias_update_rate=e.bias_update_rate, jitter=e.jitter, slots_per_expert=e.slots_per_expert,
-        use_bias=model_cfg.use_bias,
-        dropout_rate=model_cfg.dropout_rate, init=model_cfg.init, dtype=model_cfg.dtype,
-        d_out=d_out, mesh=mesh, rngs=rngs)
+      d_in,
+      d_ff,
+      model_cfg.activation,
+      num_experts=e.num_experts,
+      top_k=e.top_k,
+      capacity_factor=e.capacity_factor,
+      router=e.router,
+      renormalize=e.renormalize,
+      freeze_router=e.freeze_router,
+      stop_combine_grad=e.stop_combine_grad,
+      drop_priority=priority,
+      capacity_scope=scope,
+      dispatch=e.dispatch,
+      num_shared_experts=e.num_shared_experts,
+      granularity=e.granularity,
+      load_balance_coef=e.load_balance_coef,
+      z_loss_coef=e.z_loss_coef,
+      bias_update_rate=e.bias_update_rate,
+      jitter=e.jitter,
+      slots_per_expert=e.slots_per_expert,
+      use_bias=model_cfg.use_bias,
+      dropout_rate=model_cfg.dropout_rate,
+      init=model_cfg.init,
+      dtype=model_cfg.dtype,
+      d_out=d_out,
+      mesh=mesh,
+      rngs=rngs,
+    )
   base = mup.base_width(model_cfg) if mup.is_mup(model_cfg) else None
-  return ffn_lib.FFN(d_in, d_ff, model_cfg.activation, use_bias=model_cfg.use_bias,
-                     dropout_rate=model_cfg.dropout_rate, init=model_cfg.init,
-                     dtype=model_cfg.dtype, d_out=d_out, d_ff_true=d_ff_true, mup_base_d_ff=base, rngs=rngs)
+  return ffn_lib.FFN(
+    d_in,
+    d_ff,
+    model_cfg.activation,
+    use_bias=model_cfg.use_bias,
+    dropout_rate=model_cfg.dropout_rate,
+    init=model_cfg.init,
+    dtype=model_cfg.dtype,
+    d_out=d_out,
+    d_ff_true=d_ff_true,
+    mup_base_d_ff=base,
+    rngs=rngs,
+  )
 
 
-def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None,
-               group_tokens: int | None = None) -> dict[str, int]:
+def ffn_counts(
+  model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | None, group_tokens: int | None = None
+) -> dict[str, int]:
   """Parameters (total and active per token) and forward FLOPs per token of one FFN sublayer.
 
   For an MoE, 'd_ff_effective' is one expert's width and 'd_ff_active' the hidden
@@ -65,8 +99,13 @@ def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | Non
     num_e, d_e, p = g * e.num_experts, d_ff // g, e.slots_per_expert
     total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out, p)
     flops = moe_lib.soft_flops_per_token(d_in, d_e, act, num_e, p, group_tokens, e.num_shared_experts, d_out)
-    return {'num_params': total, 'num_active_params': total, 'd_ff_effective': d_e,
-            'd_ff_active': (num_e + e.num_shared_experts) * d_e, 'flops_per_token': flops}
+    return {
+      'num_params': total,
+      'num_active_params': total,
+      'd_ff_effective': d_e,
+      'd_ff_active': (num_e + e.num_shared_experts) * d_e,
+      'flops_per_token': flops,
+    }
   if e.num_experts > 0:
     g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
     num_e, k, d_e = g * e.num_experts, g * e.top_k, d_ff // g
@@ -77,8 +116,18 @@ def ffn_counts(model_cfg: ml_collections.ConfigDict, d_in: int, d_out: int | Non
     flops = 2 * d_in * num_e + k * ffn_lib.ffn_flops_per_token(d_in, d_e, act, d_out)
     if e.num_shared_experts:
       flops += ffn_lib.ffn_flops_per_token(d_in, e.num_shared_experts * d_e, act, d_out)
-    return {'num_params': total, 'num_active_params': active, 'd_ff_effective': d_e,
-            'd_ff_active': d_active, 'flops_per_token': flops}
+    return {
+      'num_params': total,
+      'num_active_params': active,
+      'd_ff_effective': d_e,
+      'd_ff_active': d_active,
+      'flops_per_token': flops,
+    }
   n = ffn_lib.ffn_param_count(d_in, d_ff, model_cfg.activation, model_cfg.use_bias, d_out)
-  return {'num_params': n, 'num_active_params': n, 'd_ff_effective': d_ff, 'd_ff_active': d_ff,
-          'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out)}
+  return {
+    'num_params': n,
+    'num_active_params': n,
+    'd_ff_effective': d_ff,
+    'd_ff_active': d_ff,
+    'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out),
+  }

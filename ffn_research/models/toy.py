@@ -4,9 +4,9 @@ matrix W (m, n) used twice (tied), with a ReLU on the output. Config: model.arch
 model.d_model = n, model.d_ff = m, model.use_bias = b.
 """
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
@@ -21,14 +21,21 @@ class TiedReLU(ffn_lib.Layer):
   """``ReLU(W^T W x + b)``; column i of W (``w_MxN[:, i]``) is feature i's direction in the m hidden
   dimensions. Hidden dimensions >= d_ff_true (padding of a sweep program) are exactly 0."""
 
-  def __init__(self, n: int, m: int, *, use_bias: bool = True, init: str = 'xavier_uniform',
-               d_ff_true: int | jax.Array | None = None, rngs: nnx.Rngs):
+  def __init__(
+    self,
+    n: int,
+    m: int,
+    *,
+    use_bias: bool = True,
+    init: str = 'xavier_uniform',
+    d_ff_true: int | jax.Array | None = None,
+    rngs: nnx.Rngs,
+  ):
     true = m if d_ff_true is None else d_ff_true
     self.n, self.m, self.use_bias = n, m, use_bias
     self.width = ffn_lib.Width(jnp.asarray(true, jnp.int32))
     # Row j of W is hidden dimension j: fan-in n (features), fan-out the true m.
-    self.w = nnx.Param(inits.per_unit(inits.get(init), rngs.params(), m, n, fan_in=n, fan_out=true,
-                                      true_units=true))
+    self.w = nnx.Param(inits.per_unit(inits.get(init), rngs.params(), m, n, fan_in=n, fan_out=true, true_units=true))
     if use_bias:
       self.b = nnx.Param(jnp.zeros((n,), jnp.float32))
 

@@ -17,21 +17,22 @@ and `model.moe.*` setting applies unchanged.
   weights.
 """
 
-from typing import Callable
+from collections.abc import Callable
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import ml_collections
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
-from ffn_research.models import inits, sublayer
+from ffn_research.models import inits
+from ffn_research.models import sublayer
 
 # Pre-norm layers by name (config key `model.norm`) and their parameters per feature.
 NORMS: dict[str, Callable[[int, nnx.Rngs], nnx.Module]] = {
-    'rmsnorm': lambda d, rngs: nnx.RMSNorm(d, epsilon=1e-6, rngs=rngs),      # scale
-    'layernorm': lambda d, rngs: nnx.LayerNorm(d, epsilon=1e-6, rngs=rngs),  # scale and bias
+  'rmsnorm': lambda d, rngs: nnx.RMSNorm(d, epsilon=1e-6, rngs=rngs),  # scale
+  'layernorm': lambda d, rngs: nnx.LayerNorm(d, epsilon=1e-6, rngs=rngs),  # scale and bias
 }
 NORM_PARAMS_PER_FEATURE = {'rmsnorm': 1, 'layernorm': 2}
 
@@ -52,10 +53,11 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   config_lib.one_of('model.positions', m.positions, POSITIONS)
   if m.arch == 'transformer':
     config_lib.positive_int('model.num_heads', m.num_heads)
-    check(m.d_model % m.num_heads == 0,
-          f'model.d_model={m.d_model} must be divisible by model.num_heads={m.num_heads}')
-    check(m.positions != 'rotary' or (m.d_model // m.num_heads) % 2 == 0,
-          f'model.positions=rotary needs an even head size; d_model/num_heads={m.d_model // m.num_heads}')
+    check(m.d_model % m.num_heads == 0, f'model.d_model={m.d_model} must be divisible by model.num_heads={m.num_heads}')
+    check(
+      m.positions != 'rotary' or (m.d_model // m.num_heads) % 2 == 0,
+      f'model.positions=rotary needs an even head size; d_model/num_heads={m.d_model // m.num_heads}',
+    )
   else:
     check(m.positions != 'rotary', f'model.positions=rotary needs attention; model.arch={m.arch!r} has none')
     check(m.use_ffn, f'model.use_ffn=False leaves model.arch={m.arch!r} with no blocks')
@@ -69,15 +71,13 @@ def rotary(x_BxTxHxK: jax.Array) -> jax.Array:
   cos_1xTx1xF = jnp.cos(angle_TxF)[None, :, None, :].astype(x_BxTxHxK.dtype)
   sin_1xTx1xF = jnp.sin(angle_TxF)[None, :, None, :].astype(x_BxTxHxK.dtype)
   x1, x2 = jnp.split(x_BxTxHxK, 2, axis=-1)
-  return jnp.concatenate([x1 * cos_1xTx1xF - x2 * sin_1xTx1xF,
-                          x2 * cos_1xTx1xF + x1 * sin_1xTx1xF], axis=-1)
+  return jnp.concatenate([x1 * cos_1xTx1xF - x2 * sin_1xTx1xF, x2 * cos_1xTx1xF + x1 * sin_1xTx1xF], axis=-1)
 
 
 class CausalSelfAttention(nnx.Module):
   """Multi-head causal self-attention, four d_model x d_model projections, no biases."""
 
-  def __init__(self, d_model: int, num_heads: int, *, rope: bool, init: str, dtype: str,
-               rngs: nnx.Rngs):
+  def __init__(self, d_model: int, num_heads: int, *, rope: bool, init: str, dtype: str, rngs: nnx.Rngs):
     self.num_heads, self.head_dim, self.rope = num_heads, d_model // num_heads, rope
     self.dtype = ffn_lib.DTYPES[dtype]
     w_init = inits.get(init)
@@ -88,7 +88,8 @@ class CausalSelfAttention(nnx.Module):
     b, t, d = x_BxTxD.shape
     qkv_BxTx3D = x_BxTxD.astype(self.dtype) @ self.w_qkv[...].astype(self.dtype)
     q_BxTxHxK, k_BxTxHxK, v_BxTxHxK = (
-        y.reshape(b, t, self.num_heads, self.head_dim) for y in jnp.split(qkv_BxTx3D, 3, axis=-1))
+      y.reshape(b, t, self.num_heads, self.head_dim) for y in jnp.split(qkv_BxTx3D, 3, axis=-1)
+    )
     if self.rope:
       q_BxTxHxK, k_BxTxHxK = rotary(q_BxTxHxK), rotary(k_BxTxHxK)
     scores_BxHxTxS = jnp.einsum('bthk,bshk->bhts', q_BxTxHxK, k_BxTxHxK).astype(jnp.float32)
@@ -103,13 +104,29 @@ class CausalSelfAttention(nnx.Module):
 class Block(nnx.Module):
   """Pre-norm residual block: optional attention sublayer, optional FFN sublayer."""
 
-  def __init__(self, model_cfg: ml_collections.ConfigDict, *, attention: bool, rngs: nnx.Rngs,
-               expert_mesh: jax.sharding.Mesh | None = None, d_ff_true: jax.Array | None = None):
+  def __init__(
+    self,
+    model_cfg: ml_collections.ConfigDict,
+    *,
+    attention: bool,
+    rngs: nnx.Rngs,
+    expert_mesh: jax.sharding.Mesh | None = None,
+    d_ff_true: jax.Array | None = None,
+  ):
     d, norm = model_cfg.d_model, NORMS[model_cfg.norm]
     self.attn_norm = norm(d, rngs) if attention else None
-    self.attn = CausalSelfAttention(
-        d, model_cfg.num_heads, rope=model_cfg.positions == 'rotary', init=model_cfg.init,
-        dtype=model_cfg.dtype, rngs=rngs) if attention else None
+    self.attn = (
+      CausalSelfAttention(
+        d,
+        model_cfg.num_heads,
+        rope=model_cfg.positions == 'rotary',
+        init=model_cfg.init,
+        dtype=model_cfg.dtype,
+        rngs=rngs,
+      )
+      if attention
+      else None
+    )
     self.ffn_norm = norm(d, rngs) if model_cfg.use_ffn else None
     self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs, expert_mesh, d_ff_true) if model_cfg.use_ffn else None
 
@@ -128,19 +145,33 @@ class SequenceModel(ffn_lib.Layer):
 
   attention: bool = True
 
-  def __init__(self, model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int, *,
-               rngs: nnx.Rngs, expert_mesh: jax.sharding.Mesh | None = None,
-               d_ff_true: jax.Array | None = None):
+  def __init__(
+    self,
+    model_cfg: ml_collections.ConfigDict,
+    vocab_size: int,
+    seq_len: int,
+    *,
+    rngs: nnx.Rngs,
+    expert_mesh: jax.sharding.Mesh | None = None,
+    d_ff_true: jax.Array | None = None,
+  ):
     d = model_cfg.d_model
     self.embed = nnx.Param(EMBED_INIT(rngs.params(), (vocab_size, d), jnp.float32))
-    self.pos_embed = (nnx.Param(EMBED_INIT(rngs.params(), (seq_len, d), jnp.float32))
-                      if model_cfg.positions == 'learned' else None)
-    self.blocks = nnx.List([Block(model_cfg, attention=self.attention, rngs=rngs, expert_mesh=expert_mesh,
-                                  d_ff_true=d_ff_true)
-                            for _ in range(model_cfg.num_layers)])
+    self.pos_embed = (
+      nnx.Param(EMBED_INIT(rngs.params(), (seq_len, d), jnp.float32)) if model_cfg.positions == 'learned' else None
+    )
+    self.blocks = nnx.List(
+      [
+        Block(model_cfg, attention=self.attention, rngs=rngs, expert_mesh=expert_mesh, d_ff_true=d_ff_true)
+        for _ in range(model_cfg.num_layers)
+      ]
+    )
     self.final_norm = NORMS[model_cfg.norm](d, rngs)
-    self.unembed = (None if model_cfg.tie_embeddings else nnx.Param(
-        inits.get(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32)))
+    self.unembed = (
+      None
+      if model_cfg.tie_embeddings
+      else nnx.Param(inits.get(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32))
+    )
     # Frozen: fixed random codes in and out, so whatever is learned lives in the blocks
     # (Adam's update for a zero gradient is exactly zero; adamw/lion decay would still shrink them).
     self.freeze = model_cfg.freeze_embeddings
@@ -152,15 +183,14 @@ class SequenceModel(ffn_lib.Layer):
     """Token (+ learned position) embeddings, position by position."""
     x_BxTxD = jnp.take(self._maybe_frozen(self.embed[...]), tokens_BxT, axis=0)
     if self.pos_embed is not None:
-      x_BxTxD = x_BxTxD + self._maybe_frozen(self.pos_embed[...])[None, :tokens_BxT.shape[1]]
+      x_BxTxD = x_BxTxD + self._maybe_frozen(self.pos_embed[...])[None, : tokens_BxT.shape[1]]
     return x_BxTxD
 
   def mix(self, x_BxTxD: jax.Array) -> jax.Array:
     """Parameter-free mixing across positions before the blocks (none here)."""
     return x_BxTxD
 
-  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None,
-              positions: slice | None = None):
+  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None, positions: slice | None = None):
     """Embeddings -> (logits_BxPxV, aux): everything after the embedding lookup.
 
     `positions`: the positions to compute logits at (P of them; default all T). The blocks
@@ -178,8 +208,7 @@ class SequenceModel(ffn_lib.Layer):
     w_DxV = self._maybe_frozen(self.embed[...].T if self.unembed is None else self.unembed[...])
     return (h_BxPxD @ w_DxV).astype(jnp.float32), aux
 
-  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None,
-            positions: slice | None = None):
+  def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None, positions: slice | None = None):
     return self.forward(self.embed_tokens(tokens_BxT), rng=rng, positions=positions)
 
   def after_step(self, aux) -> None:
@@ -205,8 +234,7 @@ class FFNStack(SequenceModel):
     return jnp.cumsum(x_BxTxD, axis=1) / count_1xTx1
 
 
-def counts(model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int,
-           ffn: dict[str, int]) -> dict[str, int]:
+def counts(model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int, ffn: dict[str, int]) -> dict[str, int]:
   """Exact parameter counts by part and forward FLOPs per token, given one FFN sublayer's counts.
 
   flops_per_token counts matmuls only (2 per multiply-add): per layer the four
@@ -220,23 +248,22 @@ def counts(model_cfg: ml_collections.ConfigDict, vocab_size: int, seq_len: int,
   ffn_flops = ffn['flops_per_token'] if model_cfg.use_ffn else 0
   norms_per_layer = int(attention) + int(model_cfg.use_ffn)
   c = {
-      'num_embedding_params': vocab_size * d + (seq_len * d if model_cfg.positions == 'learned' else 0),
-      'num_unembedding_params': 0 if model_cfg.tie_embeddings else d * vocab_size,
-      'num_attention_params': num_layers * 4 * d * d if attention else 0,
-      'num_ffn_params': num_layers * ffn_total,
-      'num_active_ffn_params': num_layers * ffn_active,
-      'num_norm_params': (num_layers * norms_per_layer + 1) * NORM_PARAMS_PER_FEATURE[model_cfg.norm] * d,
+    'num_embedding_params': vocab_size * d + (seq_len * d if model_cfg.positions == 'learned' else 0),
+    'num_unembedding_params': 0 if model_cfg.tie_embeddings else d * vocab_size,
+    'num_attention_params': num_layers * 4 * d * d if attention else 0,
+    'num_ffn_params': num_layers * ffn_total,
+    'num_active_ffn_params': num_layers * ffn_active,
+    'num_norm_params': (num_layers * norms_per_layer + 1) * NORM_PARAMS_PER_FEATURE[model_cfg.norm] * d,
   }
   frozen = c['num_embedding_params'] + c['num_unembedding_params'] if model_cfg.freeze_embeddings else 0
-  rest = (c['num_embedding_params'] + c['num_unembedding_params'] + c['num_attention_params']
-          + c['num_norm_params'])
+  rest = c['num_embedding_params'] + c['num_unembedding_params'] + c['num_attention_params'] + c['num_norm_params']
   attn_flops = (8 * d * d + 4 * seq_len * d) if attention else 0
   return {
-      'num_params': rest + c['num_ffn_params'],
-      'num_active_params': rest + c['num_active_ffn_params'],
-      **c,
-      'num_trainable_params': rest + c['num_ffn_params'] - frozen,  # all but frozen embeddings
-      # Hidden widths as ffn_counts reports them ('d_ff_active' once MoE defines it).
-      **{k: ffn[k] if model_cfg.use_ffn else 0 for k in ('d_ff_effective', 'd_ff_active') if k in ffn},
-      'flops_per_token': num_layers * (attn_flops + ffn_flops) + 2 * d * vocab_size,
+    'num_params': rest + c['num_ffn_params'],
+    'num_active_params': rest + c['num_active_ffn_params'],
+    **c,
+    'num_trainable_params': rest + c['num_ffn_params'] - frozen,  # all but frozen embeddings
+    # Hidden widths as ffn_counts reports them ('d_ff_active' once MoE defines it).
+    **{k: ffn[k] if model_cfg.use_ffn else 0 for k in ('d_ff_effective', 'd_ff_active') if k in ffn},
+    'flops_per_token': num_layers * (attn_flops + ffn_flops) + 2 * d * vocab_size,
   }

@@ -16,17 +16,19 @@
 """
 
 from ffn_research import config as config_lib
-from ffn_research.tasks import language, regression, sequence
+from ffn_research.tasks import language
+from ffn_research.tasks import regression
+from ffn_research.tasks import sequence
 
 # Token-sequence tasks, for model.arch in models.SEQUENCE_ARCHS.
 SEQUENCE_TASKS = {**sequence.TASKS, **language.TASKS}
 
 TASKS = {
-    'function': regression.FunctionTask,
-    'teacher_student': regression.TeacherStudentTask,
-    'random_labels': regression.RandomLabelsTask,
-    'sparse_features': regression.SparseFeaturesTask,  # Elhage et al. 2022's sparse inputs, reconstructed
-    **SEQUENCE_TASKS,
+  'function': regression.FunctionTask,
+  'teacher_student': regression.TeacherStudentTask,
+  'random_labels': regression.RandomLabelsTask,
+  'sparse_features': regression.SparseFeaturesTask,  # Elhage et al. 2022's sparse inputs, reconstructed
+  **SEQUENCE_TASKS,
 }
 
 # Task keys a task's init_data takes traced (e.g. teacher_student's label noise); unused by the others.

@@ -40,8 +40,8 @@ from scipy.sparse import linalg as splinalg
 from ffn_research import config as config_lib
 from ffn_research.tasks import sequence
 
-MAX_CONTEXTS = 1 << 18      # V^k: the chain is a (V^k, s) table; its stationary vector is a sparse solve
-STATIONARY_TOL = 1e-5       # ||pi P - pi||_1 of the exact pi in float32 stays below this (tests)
+MAX_CONTEXTS = 1 << 18  # V^k: the chain is a (V^k, s) table; its stationary vector is a sparse solve
+STATIONARY_TOL = 1e-5  # ||pi P - pi||_1 of the exact pi in float32 stays below this (tests)
 LOG2 = math.log(2.0)
 
 
@@ -49,10 +49,11 @@ def _entropy_bits(p: jax.Array, axis=-1) -> jax.Array:
   return -jnp.sum(jax.scipy.special.xlogy(p, p), axis=axis) / LOG2
 
 
-def make_chain(rng: jax.Array, vocab_size: int, order: int, branching: int,
-               num_candidates: int, concentration: float) -> dict[str, jax.Array]:
+def make_chain(
+  rng: jax.Array, vocab_size: int, order: int, branching: int, num_candidates: int, concentration: float
+) -> dict[str, jax.Array]:
   """The random chain: next_CxS (next tokens of each context) and prob_CxS (their probabilities)."""
-  v, c = vocab_size, vocab_size ** order
+  v, c = vocab_size, vocab_size**order
   k_cand, k_pick, k_prob = jax.random.split(rng, 3)
   candidates_VxM = jnp.argsort(jax.random.uniform(k_cand, (v, v)), axis=1)[:, :num_candidates]
   pick_CxS = jnp.argsort(jax.random.uniform(k_pick, (c, num_candidates)), axis=1)[:, :branching]
@@ -64,7 +65,7 @@ def make_chain(rng: jax.Array, vocab_size: int, order: int, branching: int,
 
 def next_context(context_C: jax.Array, token_C: jax.Array, vocab_size: int, order: int) -> jax.Array:
   """Drop the oldest token of each context, append `token`."""
-  return (context_C * vocab_size) % vocab_size ** order + token_C
+  return (context_C * vocab_size) % vocab_size**order + token_C
 
 
 def chain_step(pi_C: jax.Array, chain: dict[str, jax.Array], vocab_size: int, order: int) -> jax.Array:
@@ -84,10 +85,11 @@ def stationary_numpy(next_CxS: np.ndarray, prob_CxS: np.ndarray, vocab_size: int
   pi = sum_K mass_K pi_K: the unique answer also when the chain is reducible or periodic,
   where power iteration converges slowly or not at all.
   """
-  c = vocab_size ** order
+  c = vocab_size**order
   to_CxS = (np.arange(c)[:, None] * vocab_size) % c + next_CxS
-  p = sparse.csr_matrix((prob_CxS.ravel(), (np.repeat(np.arange(c), next_CxS.shape[1]), to_CxS.ravel())),
-                        shape=(c, c))  # duplicates summed
+  p = sparse.csr_matrix(
+    (prob_CxS.ravel(), (np.repeat(np.arange(c), next_CxS.shape[1]), to_CxS.ravel())), shape=(c, c)
+  )  # duplicates summed
   _, label_C = csgraph.connected_components(p, directed=True, connection='strong')
   leaves_C = label_C[to_CxS] != label_C[:, None]
   leaving = np.bincount(label_C, weights=(leaves_C & (prob_CxS > 0)).any(axis=1), minlength=label_C.max() + 1)
@@ -115,7 +117,7 @@ def stationary_numpy(next_CxS: np.ndarray, prob_CxS: np.ndarray, vocab_size: int
 def stationary(chain: dict[str, jax.Array], vocab_size: int, order: int) -> tuple[jax.Array, jax.Array]:
   """The chain's stationary distribution over contexts (`stationary_numpy`, computed on the host:
   traceable, vmappable) and its L1 residual ||pi P - pi||_1 (float rounding)."""
-  shape = jax.ShapeDtypeStruct((vocab_size ** order,), jnp.float32)
+  shape = jax.ShapeDtypeStruct((vocab_size**order,), jnp.float32)
 
   def host(next_CxS, prob_CxS):
     pi = stationary_numpy(np.asarray(next_CxS), np.asarray(prob_CxS, np.float64), vocab_size, order)
@@ -138,10 +140,10 @@ def entropy_stats(chain: dict[str, jax.Array], pi_C: jax.Array, vocab_size: int)
   joint_VxV = jnp.zeros((v, v)).at[last_C[:, None], next_CxS].add(pi_C[:, None] * prob_CxS)
   h_unigram = _entropy_bits(unigram_V)
   return {
-      'floor_bits': jnp.sum(pi_C * _entropy_bits(prob_CxS)),
-      'bigram_bits': _entropy_bits(joint_VxV.reshape(-1)) - h_unigram,
-      'unigram_bits': h_unigram,
-      'accuracy_ceiling': jnp.sum(pi_C * jnp.max(prob_CxS, axis=1)),
+    'floor_bits': jnp.sum(pi_C * _entropy_bits(prob_CxS)),
+    'bigram_bits': _entropy_bits(joint_VxV.reshape(-1)) - h_unigram,
+    'unigram_bits': h_unigram,
+    'accuracy_ceiling': jnp.sum(pi_C * jnp.max(prob_CxS, axis=1)),
   }
 
 
@@ -167,7 +169,7 @@ def gumbel_at(key: jax.Array, shape: tuple[int, ...], flat_index: jax.Array) -> 
   jax.random.uniform's mantissa trick on [tiny, 1) and -log(-log u), as jax.random.gumbel does
   (tests hold the values equal bit for bit). Other layouts: the whole array, then the positions.
   """
-  if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2 ** 32:
+  if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2**32:
     return jax.random.gumbel(key, shape, jnp.float32).reshape(-1)[flat_index]
   k1, k2 = jax.random.key_data(key)
   lo = flat_index.astype(jnp.uint32)
@@ -182,11 +184,19 @@ def gumbel_at(key: jax.Array, shape: tuple[int, ...], flat_index: jax.Array) -> 
 def reachable_contexts(vocab_size: int, order: int, num_candidates: int) -> int:
   """An upper bound on the contexts a chain of make_chain can visit, so on those with pi > 0 (a
   context with pi > 0 has a transition into it: its last token is a candidate of the one before)."""
-  return vocab_size if order == 1 else min(vocab_size ** order, vocab_size ** (order - 1) * num_candidates)
+  return vocab_size if order == 1 else min(vocab_size**order, vocab_size ** (order - 1) * num_candidates)
 
 
-def sample_text(chain: dict[str, jax.Array], pi_C: jax.Array, rng: jax.Array, n: int, length: int,
-                vocab_size: int, order: int, support: int | None = None) -> tuple[jax.Array, jax.Array]:
+def sample_text(
+  chain: dict[str, jax.Array],
+  pi_C: jax.Array,
+  rng: jax.Array,
+  n: int,
+  length: int,
+  vocab_size: int,
+  order: int,
+  support: int | None = None,
+) -> tuple[jax.Array, jax.Array]:
   """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k).
 
   The draws are jax.random.categorical's (tests): the start context from k_start, token i from the
@@ -205,8 +215,7 @@ def sample_text(chain: dict[str, jax.Array], pi_C: jax.Array, rng: jax.Array, n:
     log_pi_M = jnp.where(real_M, jnp.log(pi_C)[support_M], -jnp.inf)
     noise_NxM = gumbel_at(k_start, (n, c), jnp.arange(n)[:, None] * c + support_M[None, :])
     context_N = support_M[first_argmax(noise_NxM + log_pi_M[None, :])]
-  first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size
-                         for i in range(order)], axis=1)
+  first_NxK = jnp.stack([(context_N // vocab_size ** (order - 1 - i)) % vocab_size for i in range(order)], axis=1)
   log_prob_CxS = jnp.log(chain['prob_CxS'])
   s = log_prob_CxS.shape[1]
   keys_L = jax.random.split(k_steps, length - order)
@@ -223,7 +232,7 @@ def sample_text(chain: dict[str, jax.Array], pi_C: jax.Array, rng: jax.Array, n:
   return jnp.concatenate([first_NxK, tokens_LxN.T], axis=1), nll_LxN.T
 
 
-class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
+class LanguageTask(sequence._SequenceTask):
   """Next-token prediction on the chain above; fresh text every step, a fixed held-out set.
 
   Inputs x_0..x_{T-1}, targets x_1..x_T (T = task.seq_len); positions t >= k - 1
@@ -237,16 +246,22 @@ class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
     for key in ('vocab_size', 'markov_order', 'branching', 'num_candidates', 'seq_len', 'num_eval'):
       config_lib.positive_int(f'task.{key}', t[key])
     config_lib.check(t.vocab_size >= 2, f'task.vocab_size={t.vocab_size} must be >= 2')
-    config_lib.check(t.num_candidates <= t.vocab_size,
-                     f'task.num_candidates={t.num_candidates} must be <= task.vocab_size={t.vocab_size}')
-    config_lib.check(t.branching <= t.num_candidates,
-                     f'task.branching={t.branching} must be <= task.num_candidates={t.num_candidates}')
-    config_lib.check(t.vocab_size ** t.markov_order <= MAX_CONTEXTS,
-                     f'task.vocab_size ** task.markov_order = {t.vocab_size ** t.markov_order} contexts '
-                     f'exceeds {MAX_CONTEXTS}')
-    config_lib.check(t.seq_len >= t.markov_order,
-                     f'task.seq_len={t.seq_len} must be >= task.markov_order={t.markov_order} '
-                     '(at least one position with a full context)')
+    config_lib.check(
+      t.num_candidates <= t.vocab_size,
+      f'task.num_candidates={t.num_candidates} must be <= task.vocab_size={t.vocab_size}',
+    )
+    config_lib.check(
+      t.branching <= t.num_candidates, f'task.branching={t.branching} must be <= task.num_candidates={t.num_candidates}'
+    )
+    config_lib.check(
+      t.vocab_size**t.markov_order <= MAX_CONTEXTS,
+      f'task.vocab_size ** task.markov_order = {t.vocab_size**t.markov_order} contexts exceeds {MAX_CONTEXTS}',
+    )
+    config_lib.check(
+      t.seq_len >= t.markov_order,
+      f'task.seq_len={t.seq_len} must be >= task.markov_order={t.markov_order} '
+      '(at least one position with a full context)',
+    )
     config_lib.positive_float('task.concentration', t.concentration)
 
   def __init__(self, config):
@@ -258,21 +273,21 @@ class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
   def sample(self, data, rng, n: int) -> sequence.Batch:
     """n sequences as a batch, plus 'nll': the true chain's -log p (nats) at each position (0 where unscored)."""
     support = reachable_contexts(self.vocab_size, self.order, self.config.task.num_candidates)
-    tokens, nll = sample_text(data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order,
-                              support)
+    tokens, nll = sample_text(data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order, support)
     scored = self.seq_len - self.order + 1
-    return {'inputs': tokens[:, :-1], 'targets': tokens[:, 1:],
-            'weights': sequence.answer_at(list(range(self.order - 1, self.seq_len)), n, self.seq_len),
-            'nll': jnp.pad(nll, ((0, 0), (self.seq_len - scored, 0)))}
+    return {
+      'inputs': tokens[:, :-1],
+      'targets': tokens[:, 1:],
+      'weights': sequence.answer_at(list(range(self.order - 1, self.seq_len)), n, self.seq_len),
+      'nll': jnp.pad(nll, ((0, 0), (self.seq_len - scored, 0))),
+    }
 
   def init_data(self, rng):
     t = self.config.task
     k_chain, k_eval = jax.random.split(jax.random.fold_in(rng, 8))
-    chain = make_chain(k_chain, t.vocab_size, t.markov_order, t.branching, t.num_candidates,
-                       t.concentration)
+    chain = make_chain(k_chain, t.vocab_size, t.markov_order, t.branching, t.num_candidates, t.concentration)
     pi, residual = stationary(chain, t.vocab_size, t.markov_order)
-    data = {'chain': chain, 'pi': pi, 'stationary_residual': residual,
-            'stats': entropy_stats(chain, pi, t.vocab_size)}
+    data = {'chain': chain, 'pi': pi, 'stationary_residual': residual, 'stats': entropy_stats(chain, pi, t.vocab_size)}
     data['eval'] = self.sample(data, k_eval, t.num_eval)
     return data
 
@@ -288,14 +303,14 @@ class LanguageTask(sequence._SequenceTask):  # pylint: disable=protected-access
     oracle_bits = sequence.weighted_mean(ev['nll'], ev['weights']) / LOG2
     accuracy = sequence.weighted_mean(correct_NxT, ev['weights'])
     return {
-        'eval_loss': eval_loss,                # nats per scored token
-        'eval_bits': eval_loss / LOG2,         # bits per scored token
-        'excess_bits': eval_loss / LOG2 - oracle_bits,  # over the true chain on the same tokens
-        'eval_oracle_bits': oracle_bits,       # the true chain's bits on the held-out tokens (~ floor)
-        'accuracy': accuracy,                  # fresh text: training distribution = test distribution
-        'eval_accuracy': accuracy,
-        **data['stats'],
-        'stationary_residual': data['stationary_residual'],
+      'eval_loss': eval_loss,  # nats per scored token
+      'eval_bits': eval_loss / LOG2,  # bits per scored token
+      'excess_bits': eval_loss / LOG2 - oracle_bits,  # over the true chain on the same tokens
+      'eval_oracle_bits': oracle_bits,  # the true chain's bits on the held-out tokens (~ floor)
+      'accuracy': accuracy,  # fresh text: training distribution = test distribution
+      'eval_accuracy': accuracy,
+      **data['stats'],
+      'stationary_residual': data['stationary_residual'],
     }
 
 

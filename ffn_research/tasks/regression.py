@@ -4,10 +4,10 @@ All data are generated from the run's seed in `init_data`; batches are drawn
 inside the compiled step.
 """
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import ml_collections
-from flax import nnx
 
 from ffn_research import config as config_lib
 from ffn_research.models import activations
@@ -15,10 +15,10 @@ from ffn_research.models import ffn as ffn_lib
 
 # 1-D targets on [-1, 1].
 FUNCTIONS = {
-    'x_squared': jnp.square,
-    'sin': lambda x: jnp.sin(jnp.pi * x),  # one period on [-1, 1]
-    'abs': jnp.abs,
-    'step': lambda x: (x > 0).astype(x.dtype),  # discontinuous at 0
+  'x_squared': jnp.square,
+  'sin': lambda x: jnp.sin(jnp.pi * x),  # one period on [-1, 1]
+  'abs': jnp.abs,
+  'step': lambda x: (x > 0).astype(x.dtype),  # discontinuous at 0
 }
 
 
@@ -62,8 +62,9 @@ class FunctionTask(_Regression):
   def validate(config):
     t = config.task
     config_lib.one_of('task.function', t.function, FUNCTIONS)
-    config_lib.check(config.model.d_model == 1,
-                     f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)')
+    config_lib.check(
+      config.model.d_model == 1, f'model.d_model={config.model.d_model} must be 1 for task.name=function (1-D inputs)'
+    )
     for key in ('num_train', 'num_eval', 'grid_size'):
       config_lib.positive_int(f'task.{key}', t[key])
 
@@ -76,16 +77,15 @@ class FunctionTask(_Regression):
     k_train, k_eval = jax.random.split(jax.random.fold_in(rng, 1))
     x_train = jax.random.uniform(k_train, (t.num_train, 1), minval=-1.0, maxval=1.0)
     x_eval = jax.random.uniform(k_eval, (t.num_eval, 1), minval=-1.0, maxval=1.0)
-    return {'x_train': x_train, 'y_train': self.f(x_train),
-            'x_eval': x_eval, 'y_eval': self.f(x_eval)}
+    return {'x_train': x_train, 'y_train': self.f(x_train), 'x_eval': x_eval, 'y_eval': self.f(x_eval)}
 
   def evaluate(self, apply_fn, data):
     grid = jnp.linspace(-1.0, 1.0, self.config.task.grid_size)[:, None]
     err_grid = _batched_apply(apply_fn, grid).astype(jnp.float32) - self.f(grid)
     return {
-        'train_mse': mse(_batched_apply(apply_fn, data['x_train']), data['y_train']),
-        'eval_loss': mse(_batched_apply(apply_fn, data['x_eval']), data['y_eval']),
-        'sup_error': jnp.max(jnp.abs(err_grid)),
+      'train_mse': mse(_batched_apply(apply_fn, data['x_train']), data['y_train']),
+      'eval_loss': mse(_batched_apply(apply_fn, data['x_eval']), data['y_eval']),
+      'sup_error': jnp.max(jnp.abs(err_grid)),
     }
 
 
@@ -137,14 +137,18 @@ class TeacherStudentTask(_Regression):
     for key in ('num_train', 'num_eval', 'teacher_d_ff'):
       config_lib.positive_int(f'task.{key}', t[key])
     config_lib.check(t.noise_std >= 0, f'task.noise_std={t.noise_std!r} must be >= 0')
-    config_lib.check(isinstance(t.num_clusters, int) and not isinstance(t.num_clusters, bool)
-                     and t.num_clusters >= 0,
-                     f'task.num_clusters={t.num_clusters!r} must be an integer >= 0 (0: no clusters)')
+    config_lib.check(
+      isinstance(t.num_clusters, int) and not isinstance(t.num_clusters, bool) and t.num_clusters >= 0,
+      f'task.num_clusters={t.num_clusters!r} must be an integer >= 0 (0: no clusters)',
+    )
     config_lib.non_negative('task.cluster_zipf', t.cluster_zipf)
-    config_lib.check(isinstance(t.cluster_teachers, bool),
-                     f'task.cluster_teachers={t.cluster_teachers!r} must be True or False')
-    config_lib.check(not t.cluster_teachers or t.num_clusters > 0,
-                     'task.cluster_teachers=True needs task.num_clusters > 0 (one teacher per cluster)')
+    config_lib.check(
+      isinstance(t.cluster_teachers, bool), f'task.cluster_teachers={t.cluster_teachers!r} must be True or False'
+    )
+    config_lib.check(
+      not t.cluster_teachers or t.num_clusters > 0,
+      'task.cluster_teachers=True needs task.num_clusters > 0 (one teacher per cluster)',
+    )
 
   traced = ('noise_std',)  # init_data's traced keyword arguments (tasks.TRACED_KEYS)
 
@@ -172,8 +176,10 @@ class TeacherStudentTask(_Regression):
       x_eval = jax.random.normal(k_eval, (t.num_eval, d))
     if t.num_clusters and t.cluster_teachers:
       fold = lambda k, c: jax.random.fold_in(jax.random.fold_in(k, CLUSTER_TEACHER_TAG), c)
-      teachers = [teacher_ffn(d, t.teacher_d_ff, t.teacher_activation, fold(k_teacher, c), fold(k_bias, c))
-                  for c in range(t.num_clusters)]
+      teachers = [
+        teacher_ffn(d, t.teacher_d_ff, t.teacher_activation, fold(k_teacher, c), fold(k_bias, c))
+        for c in range(t.num_clusters)
+      ]
       target = lambda x, c: per_cluster_targets(teachers, x, c)
       y_train, y_eval = target(x_train, cluster['cluster_train']), target(x_eval, cluster['cluster_eval'])
     else:
@@ -185,10 +191,10 @@ class TeacherStudentTask(_Regression):
   def evaluate(self, apply_fn, data):
     eval_mse = mse(_batched_apply(apply_fn, data['x_eval']), data['y_eval'])
     return {
-        'train_mse': mse(_batched_apply(apply_fn, data['x_train']), data['y_train']),
-        'eval_loss': eval_mse,
-        # Held-out MSE relative to predicting the mean target (1 - R^2).
-        'eval_relative_mse': eval_mse / jnp.var(data['y_eval']),
+      'train_mse': mse(_batched_apply(apply_fn, data['x_train']), data['y_train']),
+      'eval_loss': eval_mse,
+      # Held-out MSE relative to predicting the mean target (1 - R^2).
+      'eval_relative_mse': eval_mse / jnp.var(data['y_eval']),
     }
 
 
@@ -210,8 +216,7 @@ class RandomLabelsTask(_Regression):
   def init_data(self, rng):
     t, d = self.config.task, self.config.model.d_model
     k_x, k_y = jax.random.split(jax.random.fold_in(rng, 3))
-    return {'x_train': jax.random.normal(k_x, (t.num_points, d)),
-            'y_train': jax.random.normal(k_y, (t.num_points, 1))}
+    return {'x_train': jax.random.normal(k_x, (t.num_points, d)), 'y_train': jax.random.normal(k_y, (t.num_points, 1))}
 
   def sample_batch(self, data, rng):
     if self.batch_size >= data['x_train'].shape[0]:  # full batch
@@ -223,9 +228,9 @@ class RandomLabelsTask(_Regression):
     err = jnp.abs(pred - data['y_train'])[:, 0]
     fitted = jnp.sum(err <= self.config.task.tolerance)
     return {
-        'eval_loss': jnp.mean(jnp.square(err)),
-        'points_fitted': fitted,
-        'fraction_fitted': fitted / err.shape[0],
+      'eval_loss': jnp.mean(jnp.square(err)),
+      'points_fitted': fitted,
+      'fraction_fitted': fitted / err.shape[0],
     }
 
 
@@ -258,8 +263,10 @@ class SparseFeaturesTask:
   def validate(config):
     t = config.task
     s = t.feature_sparsity
-    config_lib.check(isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 1,
-                     f'task.feature_sparsity={s!r} must be in [0, 1) (probability that a feature is 0)')
+    config_lib.check(
+      isinstance(s, (int, float)) and not isinstance(s, bool) and 0 <= s < 1,
+      f'task.feature_sparsity={s!r} must be in [0, 1) (probability that a feature is 0)',
+    )
     config_lib.positive_float('task.importance_decay', t.importance_decay)
     config_lib.positive_int('task.num_eval', t.num_eval)
 
@@ -285,5 +292,4 @@ class SparseFeaturesTask:
 
   def evaluate(self, apply_fn, data):
     pred = _batched_apply(apply_fn, data['x_eval'])
-    return {'eval_loss': weighted_mse(pred, data['x_eval'], self.importance_N),
-            'eval_mse': mse(pred, data['x_eval'])}
+    return {'eval_loss': weighted_mse(pred, data['x_eval'], self.importance_N), 'eval_mse': mse(pred, data['x_eval'])}

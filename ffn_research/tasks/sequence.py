@@ -62,16 +62,16 @@ def weighted_mean(x_BxT: jax.Array, weights_BxT: jax.Array) -> jax.Array:
   return jnp.sum(x_BxT * weights_BxT) / jnp.maximum(jnp.sum(weights_BxT), 1.0)
 
 
-def scores_in_chunks(apply_fn, inputs_NxT: jax.Array, targets_NxT: jax.Array,
-                     chunk: int = 1024) -> tuple[jax.Array, jax.Array]:
+def scores_in_chunks(
+  apply_fn, inputs_NxT: jax.Array, targets_NxT: jax.Array, chunk: int = 1024
+) -> tuple[jax.Array, jax.Array]:
   """`token_scores` of apply_fn over N sequences, `chunk` sequences at a time (bounds memory)."""
   score = lambda xy: token_scores(apply_fn(xy[0]), xy[1])
   n = inputs_NxT.shape[0]
   if n <= chunk:
     return score((inputs_NxT, targets_NxT))
   pad = -n % chunk
-  xs, ys = (jnp.pad(a, ((0, pad), (0, 0))).reshape(-1, chunk, a.shape[1])
-            for a in (inputs_NxT, targets_NxT))
+  xs, ys = (jnp.pad(a, ((0, pad), (0, 0))).reshape(-1, chunk, a.shape[1]) for a in (inputs_NxT, targets_NxT))
   ce, correct = jax.lax.map(score, (xs, ys))
   return ce.reshape(-1, ce.shape[-1])[:n], correct.reshape(-1, correct.shape[-1])[:n]
 
@@ -131,8 +131,10 @@ class MemorizationTask(_SequenceTask):
     for key in ('num_facts', 'num_relations', 'vocab_size'):
       config_lib.positive_int(f'task.{key}', t[key])
     config_lib.check(t.vocab_size >= 2, f'task.vocab_size={t.vocab_size} must be >= 2')
-    config_lib.check(t.num_facts % t.num_relations == 0,
-                     f'task.num_facts={t.num_facts} must be divisible by task.num_relations={t.num_relations}')
+    config_lib.check(
+      t.num_facts % t.num_relations == 0,
+      f'task.num_facts={t.num_facts} must be divisible by task.num_relations={t.num_relations}',
+    )
 
   def __init__(self, config):
     super().__init__(config)
@@ -146,9 +148,11 @@ class MemorizationTask(_SequenceTask):
     subject_N = t.vocab_size + fact_N // t.num_relations
     relation_N = t.vocab_size + self.num_subjects + fact_N % t.num_relations
     object_N = jax.random.randint(jax.random.fold_in(rng, 4), (t.num_facts,), 0, t.vocab_size)
-    return {'inputs': jnp.stack([subject_N, relation_N], axis=1),
-            'targets': jnp.stack([jnp.zeros_like(object_N), object_N], axis=1),
-            'weights': answer_at([1], t.num_facts, self.seq_len)}
+    return {
+      'inputs': jnp.stack([subject_N, relation_N], axis=1),
+      'targets': jnp.stack([jnp.zeros_like(object_N), object_N], axis=1),
+      'weights': answer_at([1], t.num_facts, self.seq_len),
+    }
 
   def sample_batch(self, data, rng):
     return self.sample_rows(data, rng)
@@ -158,12 +162,12 @@ class MemorizationTask(_SequenceTask):
     ce_NxT, correct_NxT = scores_in_chunks(apply_fn, data['inputs'], data['targets'])
     accuracy = jnp.mean(correct_NxT[:, 1])
     return {
-        'eval_loss': jnp.mean(ce_NxT[:, 1]),
-        'accuracy': accuracy,
-        'eval_accuracy': accuracy,  # the test set is the training set
-        # The run summary divides it by the parameter counts (bits_per_param, bits_per_ffn_param).
-        'bits_stored': bits_stored(ce_NxT[:, 1], t.vocab_size),
-        'exposures_per_fact': jnp.float32(tr.steps * tr.batch_size / t.num_facts),
+      'eval_loss': jnp.mean(ce_NxT[:, 1]),
+      'accuracy': accuracy,
+      'eval_accuracy': accuracy,  # the test set is the training set
+      # The run summary divides it by the parameter counts (bits_per_param, bits_per_ffn_param).
+      'bits_stored': bits_stored(ce_NxT[:, 1], t.vocab_size),
+      'exposures_per_fact': jnp.float32(tr.steps * tr.batch_size / t.num_facts),
     }
 
 
@@ -180,10 +184,13 @@ class AssociativeRecallTask(_SequenceTask):
     t = config.task
     for key in ('num_pairs', 'num_queries', 'vocab_size', 'num_eval'):
       config_lib.positive_int(f'task.{key}', t[key])
-    config_lib.check(t.num_queries <= t.num_pairs,
-                     f'task.num_queries={t.num_queries} must be <= task.num_pairs={t.num_pairs}')
-    config_lib.check(t.vocab_size >= t.num_pairs,
-                     f'task.vocab_size={t.vocab_size} must be >= task.num_pairs={t.num_pairs} (distinct keys)')
+    config_lib.check(
+      t.num_queries <= t.num_pairs, f'task.num_queries={t.num_queries} must be <= task.num_pairs={t.num_pairs}'
+    )
+    config_lib.check(
+      t.vocab_size >= t.num_pairs,
+      f'task.vocab_size={t.vocab_size} must be >= task.num_pairs={t.num_pairs} (distinct keys)',
+    )
 
   def __init__(self, config):
     super().__init__(config)
@@ -196,16 +203,18 @@ class AssociativeRecallTask(_SequenceTask):
     t = self.config.task
     k_keys, k_values, k_queries = jax.random.split(rng, 3)
     # Distinct keys per row: the first P of a random permutation (argsort of uniforms).
-    keys_NxP = jnp.argsort(jax.random.uniform(k_keys, (n, t.vocab_size)), axis=1)[:, :t.num_pairs]
+    keys_NxP = jnp.argsort(jax.random.uniform(k_keys, (n, t.vocab_size)), axis=1)[:, : t.num_pairs]
     values_NxP = t.vocab_size + jax.random.randint(k_values, (n, t.num_pairs), 0, t.vocab_size)
-    pick_NxQ = jnp.argsort(jax.random.uniform(k_queries, (n, t.num_pairs)), axis=1)[:, :t.num_queries]
+    pick_NxQ = jnp.argsort(jax.random.uniform(k_queries, (n, t.num_pairs)), axis=1)[:, : t.num_queries]
     queries_NxQ = jnp.take_along_axis(keys_NxP, pick_NxQ, axis=1)
     answers_NxQ = jnp.take_along_axis(values_NxP, pick_NxQ, axis=1)
     context_Nx2P = jnp.stack([keys_NxP, values_NxP], axis=2).reshape(n, 2 * t.num_pairs)
     no_answer_Nx2P = jnp.zeros_like(context_Nx2P)
-    return {'inputs': jnp.concatenate([context_Nx2P, queries_NxQ], axis=1),
-            'targets': jnp.concatenate([no_answer_Nx2P, answers_NxQ], axis=1),
-            'weights': answer_at(list(range(2 * t.num_pairs, self.seq_len)), n, self.seq_len)}
+    return {
+      'inputs': jnp.concatenate([context_Nx2P, queries_NxQ], axis=1),
+      'targets': jnp.concatenate([no_answer_Nx2P, answers_NxQ], axis=1),
+      'weights': answer_at(list(range(2 * t.num_pairs, self.seq_len)), n, self.seq_len),
+    }
 
   def init_data(self, rng):
     return self.generate(jax.random.fold_in(rng, 5), self.config.task.num_eval)
@@ -217,9 +226,11 @@ class AssociativeRecallTask(_SequenceTask):
   def evaluate(self, apply_fn, data):
     ce_NxT, correct_NxT = scores_in_chunks(apply_fn, data['inputs'], data['targets'])
     accuracy = weighted_mean(correct_NxT, data['weights'])
-    return {'eval_loss': weighted_mean(ce_NxT, data['weights']),
-            'accuracy': accuracy,  # fresh sequences: the training distribution is the test one
-            'eval_accuracy': accuracy}
+    return {
+      'eval_loss': weighted_mean(ce_NxT, data['weights']),
+      'accuracy': accuracy,  # fresh sequences: the training distribution is the test one
+      'eval_accuracy': accuracy,
+    }
 
 
 class ModularArithmeticTask(_SequenceTask):
@@ -252,8 +263,10 @@ class ModularArithmeticTask(_SequenceTask):
     inputs_Mx3 = jnp.stack([a_M, b_M, jnp.full_like(a_M, p)], axis=1)
     targets_Mx3 = jnp.stack([jnp.zeros_like(a_M), jnp.zeros_like(a_M), (a_M + b_M) % p], axis=1)
     rows = {'inputs': inputs_Mx3, 'targets': targets_Mx3, 'weights': answer_at([2], p * p, 3)}
-    return {'train': jax.tree.map(lambda a: a[:self.num_train], rows),
-            'eval': jax.tree.map(lambda a: a[self.num_train:], rows)}
+    return {
+      'train': jax.tree.map(lambda a: a[: self.num_train], rows),
+      'eval': jax.tree.map(lambda a: a[self.num_train :], rows),
+    }
 
   def sample_batch(self, data, rng):
     return self.sample_rows(data['train'], rng)
@@ -261,8 +274,12 @@ class ModularArithmeticTask(_SequenceTask):
   def evaluate(self, apply_fn, data):
     train_ce, train_correct = scores_in_chunks(apply_fn, data['train']['inputs'], data['train']['targets'])
     eval_ce, eval_correct = scores_in_chunks(apply_fn, data['eval']['inputs'], data['eval']['targets'])
-    return {'train_loss': jnp.mean(train_ce[:, 2]), 'accuracy': jnp.mean(train_correct[:, 2]),
-            'eval_loss': jnp.mean(eval_ce[:, 2]), 'eval_accuracy': jnp.mean(eval_correct[:, 2])}
+    return {
+      'train_loss': jnp.mean(train_ce[:, 2]),
+      'accuracy': jnp.mean(train_correct[:, 2]),
+      'eval_loss': jnp.mean(eval_ce[:, 2]),
+      'eval_accuracy': jnp.mean(eval_correct[:, 2]),
+    }
 
 
 class MultiHopTask(_SequenceTask):
@@ -288,10 +305,12 @@ class MultiHopTask(_SequenceTask):
     config_lib.check(t.num_nodes >= 2, f'task.num_nodes={t.num_nodes} must be >= 2')
     config_lib.check(t.num_hops >= 2, f'task.num_hops={t.num_hops} must be >= 2 (composition)')
     config_lib.fraction('task.train_fraction', t.train_fraction)
-    num = t.num_nodes * t.num_relations ** t.num_hops
-    config_lib.check(num <= MultiHopTask.MAX_COMPOSITIONS,
-                     f'task.num_nodes * task.num_relations ** task.num_hops = {num} exceeds '
-                      f'{MultiHopTask.MAX_COMPOSITIONS} compositions')
+    num = t.num_nodes * t.num_relations**t.num_hops
+    config_lib.check(
+      num <= MultiHopTask.MAX_COMPOSITIONS,
+      f'task.num_nodes * task.num_relations ** task.num_hops = {num} exceeds '
+      f'{MultiHopTask.MAX_COMPOSITIONS} compositions',
+    )
 
   def __init__(self, config):
     super().__init__(config)
@@ -299,7 +318,7 @@ class MultiHopTask(_SequenceTask):
     self.vocab_size = t.num_nodes + t.num_relations
     self.seq_len = 1 + t.num_hops
     self.scored = slice(1, self.seq_len)
-    self.num_compositions = t.num_nodes * t.num_relations ** t.num_hops
+    self.num_compositions = t.num_nodes * t.num_relations**t.num_hops
     self.num_train = min(max(round(t.train_fraction * self.num_compositions), 1), self.num_compositions - 1)
 
   def init_data(self, rng):
@@ -307,26 +326,28 @@ class MultiHopTask(_SequenceTask):
     k_edges, k_split = jax.random.split(jax.random.fold_in(rng, 7))
     edges_NxR = jax.random.randint(k_edges, (t.num_nodes, t.num_relations), 0, t.num_nodes)
     id_C = jax.random.permutation(k_split, self.num_compositions)  # first num_train: trained
-    start_C = id_C // t.num_relations ** t.num_hops
-    relations_CxH = jnp.stack([(id_C // t.num_relations ** (t.num_hops - 1 - j)) % t.num_relations
-                               for j in range(t.num_hops)], axis=1)
+    start_C = id_C // t.num_relations**t.num_hops
+    relations_CxH = jnp.stack(
+      [(id_C // t.num_relations ** (t.num_hops - 1 - j)) % t.num_relations for j in range(t.num_hops)], axis=1
+    )
     node_C, hops = start_C, []
     for j in range(t.num_hops):
       node_C = edges_NxR[node_C, relations_CxH[:, j]]
       hops.append(node_C)
     c = self.num_compositions
     return {
-        'edges': edges_NxR,
-        'inputs': jnp.concatenate([start_C[:, None], t.num_nodes + relations_CxH], axis=1),
-        'targets': jnp.stack([jnp.zeros_like(start_C), *hops], axis=1),
-        'is_train': jnp.arange(c) < self.num_train,
+      'edges': edges_NxR,
+      'inputs': jnp.concatenate([start_C[:, None], t.num_nodes + relations_CxH], axis=1),
+      'targets': jnp.stack([jnp.zeros_like(start_C), *hops], axis=1),
+      'is_train': jnp.arange(c) < self.num_train,
     }
 
   def sample_batch(self, data, rng):
     batch = self.sample_rows({k: data[k] for k in ('inputs', 'targets', 'is_train')}, rng)
     n, hops = self.batch_size, list(range(1, self.seq_len))
-    weights = jnp.where(batch.pop('is_train')[:, None], answer_at(hops, n, self.seq_len),
-                        answer_at([1], n, self.seq_len))
+    weights = jnp.where(
+      batch.pop('is_train')[:, None], answer_at(hops, n, self.seq_len), answer_at([1], n, self.seq_len)
+    )
     return {**batch, 'weights': weights}
 
   def evaluate(self, apply_fn, data):
@@ -334,17 +355,17 @@ class MultiHopTask(_SequenceTask):
     train_C = data['is_train'].astype(jnp.float32)[:, None]
     held_out_C = 1.0 - train_C
     return {
-        'train_loss': weighted_mean(ce_CxT[:, -1:], train_C),
-        'accuracy': weighted_mean(correct_CxT[:, -1:], train_C),
-        'eval_loss': weighted_mean(ce_CxT[:, -1:], held_out_C),
-        'eval_accuracy': weighted_mean(correct_CxT[:, -1:], held_out_C),
-        'first_hop_accuracy': jnp.mean(correct_CxT[:, 1]),
+      'train_loss': weighted_mean(ce_CxT[:, -1:], train_C),
+      'accuracy': weighted_mean(correct_CxT[:, -1:], train_C),
+      'eval_loss': weighted_mean(ce_CxT[:, -1:], held_out_C),
+      'eval_accuracy': weighted_mean(correct_CxT[:, -1:], held_out_C),
+      'first_hop_accuracy': jnp.mean(correct_CxT[:, 1]),
     }
 
 
 TASKS = {
-    'memorization': MemorizationTask,
-    'associative_recall': AssociativeRecallTask,
-    'modular_arithmetic': ModularArithmeticTask,
-    'multi_hop': MultiHopTask,
+  'memorization': MemorizationTask,
+  'associative_recall': AssociativeRecallTask,
+  'modular_arithmetic': ModularArithmeticTask,
+  'multi_hop': MultiHopTask,
 }
