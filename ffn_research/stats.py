@@ -45,6 +45,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+Values = Sequence[float] | np.ndarray  # one number per seed (a union: np.asarray narrows it)
+
 REPRODUCED = 'reproduced'
 NOT_REPRODUCED = 'not reproduced'
 INCONCLUSIVE = 'inconclusive'
@@ -179,7 +181,7 @@ def decision_p(estimate: float, se: float, dof: float, lo: float, hi: float) -> 
   return p(lo if estimate < lo else hi)
 
 
-def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+def mean_ci(values: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
   """(mean, ci_lo, ci_hi) with a Student-t interval; the CI is (nan, nan) for fewer than 2 values."""
   x = np.asarray(values, float)
   x = x[np.isfinite(x)]
@@ -226,8 +228,8 @@ def _underpowered(claim, test, rule, n, why, statistic=math.nan, ci=(math.nan, m
 
 
 def slope(
-  x: Sequence[float],
-  y: Sequence[float],
+  x: Values,
+  y: Values,
   *,
   claimed: float,
   margin: float,
@@ -287,8 +289,8 @@ def slope(
 
 
 def paired(
-  a: Sequence[float],
-  b: Sequence[float],
+  a: Values,
+  b: Values,
   *,
   expect: str,
   claim: str,
@@ -364,7 +366,7 @@ def paired(
 
 
 def threshold(
-  values: Sequence[float],
+  values: Values,
   *,
   level: float,
   direction: str,
@@ -408,7 +410,7 @@ def threshold(
   )
 
 
-def crossing_point(x: Sequence[float], y: Sequence[float], level: float, log_x: bool = True) -> float:
+def crossing_point(x: Values, y: Values, level: float, log_x: bool = True) -> float:
   """First x where the curve y(x) (sorted by x) crosses `level`, linearly interpolated (in log x)."""
   order = np.argsort(np.asarray(x, float))
   x = np.asarray(x, float)[order]
@@ -553,7 +555,7 @@ def all_of(name: str, checks: Sequence[Check]) -> Check:
 # --------------------------------------------------------------------------- multiple comparisons
 
 
-def holm_adjust(p: Sequence[float]) -> np.ndarray:
+def holm_adjust(p: Values) -> np.ndarray:
   """Holm (1979) step-down adjusted p-values, in the input order: sorted ascending, p_(i) * (m - i + 1),
   made monotone by a running maximum and capped at 1."""
   p = np.asarray(p, float)
@@ -725,8 +727,8 @@ def _permuted_rhos(ra: np.ndarray, rb: np.ndarray, n_perm: int, seed: int) -> tu
 
 
 def rank_agreement(
-  a: Sequence[float],
-  b: Sequence[float],
+  a: Values,
+  b: Values,
   *,
   claim: str,
   n_perm: int = 10000,
@@ -805,8 +807,8 @@ def rank_agreement(
 
 
 def ratio_of_means(
-  a: Sequence[float],
-  b: Sequence[float],
+  a: Values,
+  b: Values,
   *,
   paired_seeds: bool = True,
   resamples: int = 9999,
