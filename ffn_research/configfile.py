@@ -30,6 +30,8 @@ def load_module(path: str) -> types.ModuleType:
     raise ConfigError(f'config file {path} not found' + (' (it is a folder)' if os.path.isdir(path) else ''))
   name = 'ffn_config_' + ''.join(c if c.isalnum() else '_' for c in os.path.abspath(path))
   module_spec = importlib.util.spec_from_file_location(name, path)
+  if module_spec is None or module_spec.loader is None:
+    raise ConfigError(f'config file {path} cannot be loaded as Python (its name must end in .py)')
   module = importlib.util.module_from_spec(module_spec)
   try:
     module_spec.loader.exec_module(module)
@@ -96,7 +98,7 @@ def define_config_flag(argv: list[str], name: str = 'config') -> tuple[str | Non
   --NAME as its ConfigDict (so `--NAME.KEY=VALUE` overrides apply) and drop the file argument
   from argv. Returns (the spec, the loaded module); a bad file exits with one line.
   """
-  spec, index = None, None
+  spec, index, width = None, 0, 0
   for i, arg in enumerate(argv[1:], start=1):
     if arg.startswith(f'--{name}='):
       spec, index, width = arg.split('=', 1)[1], i, 1

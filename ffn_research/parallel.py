@@ -217,7 +217,7 @@ def initialize_distributed(parallel_cfg: ml_collections.ConfigDict, environ: Map
   config_lib.one_of('parallel.distributed', mode, DISTRIBUTED)
   if mode == 'off' or (mode == 'auto' and launch_detected(environ) is None) or jax.distributed.is_initialized():
     return False
-  kwargs = {}
+  kwargs: dict[str, Any] = {}
   for key, env in (('num_processes', 'JAX_NUM_PROCESSES'), ('process_id', 'JAX_PROCESS_ID')):
     if environ.get(env):
       try:

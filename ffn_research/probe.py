@@ -11,8 +11,6 @@ Public helpers (the tutorial notebook uses them; each recomputes the model's own
   logged `load`), over the tokens at `positions` (default: every position).
 """
 
-import functools
-
 from flax import nnx
 import jax
 import jax.numpy as jnp
@@ -48,19 +46,19 @@ def _ffn_input(model, tokens_BxT, layer):
 
 # One compiled program per call shape: run op by op, a model's forward pass (an MoE's above all)
 # spends seconds dispatching.
-@functools.partial(nnx.jit, static_argnames='layer')
+@nnx.jit(static_argnames='layer')
 def _compiled_input(model, tokens_BxT, layer):
   return _ffn_input(model, tokens_BxT, layer)
 
 
-@functools.partial(nnx.jit, static_argnames='layer')
+@nnx.jit(static_argnames='layer')
 def _compiled_hidden(model, tokens_BxT, layer):
   x_BxTxD = _ffn_input(model, tokens_BxT, layer)
   b, t, d = x_BxTxD.shape
   return model.blocks[layer].ffn.hidden(x_BxTxD.reshape(b * t, d)).reshape(b, t, -1)
 
 
-@functools.partial(nnx.jit, static_argnames='layer')
+@nnx.jit(static_argnames='layer')
 def _compiled_load(model, tokens_BxT, layer, index_P):
   moe = model.blocks[layer].ffn
   x_BxPxD = _ffn_input(model, tokens_BxT, layer)[:, index_P]

@@ -76,7 +76,7 @@ class Experiment:
       *((models.mup.lr_multipliers(config.model), models.mup.lr_labels) if models.mup.is_mup(config.model) else ()),
     )
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
-    self.graphdef, self._hyper, _ = nnx.split(abstract, models.Hyper, ...)
+    self.graphdef, self._hyper = nnx.split(abstract, models.Hyper, ...)[:2]
     self.counts = models.model_counts(config, self.task)
     # Sequence tasks: logits only at the positions the loss can weigh (tasks.sequence `scored`).
     scored = getattr(self.task, 'scored', None)
@@ -107,7 +107,9 @@ class Experiment:
     """
     traced = self._traced(traced)
     key = jax.random.PRNGKey(seed)
-    _, _, params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff), models.Hyper, ...)
+    params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff), models.Hyper, ...)[
+      -1
+    ]  # (graphdef, Hyper, rest)
     opt_state = self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0])
     for k in optim.HYPERPARAMS:
       opt_state.hyperparams[k] = jnp.asarray(traced[f'train.{k}'], opt_state.hyperparams[k].dtype)

@@ -7,7 +7,7 @@ draws an FFN's weights unit-major, scaled by the true fan-in/fan-out, so a hidde
 weights do not depend on how wide the matrix is allocated (d_ff padding: ffn_research.programs).
 """
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,8 +22,8 @@ class Init(NamedTuple):
   """variance_scaling(scale, mode, distribution)."""
 
   scale: float
-  mode: str  # 'fan_in', 'fan_out' or 'fan_avg'
-  distribution: str  # 'truncated_normal', 'normal' or 'uniform'
+  mode: Literal['fan_in', 'fan_out', 'fan_avg']
+  distribution: Literal['truncated_normal', 'normal', 'uniform']
 
   def __call__(self, key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
     """A whole (fan_in, fan_out) matrix, as jax.nn.initializers.variance_scaling draws it."""
@@ -65,7 +65,15 @@ def get(name: str) -> Init:
 
 
 def per_unit(
-  init: Init, key: jax.Array, num_units: int, unit_size: int, *, fan_in, fan_out, true_units, gain: float | None = None
+  init: Init,
+  key: jax.Array,
+  num_units: int,
+  unit_size: int,
+  *,
+  fan_in,
+  fan_out,
+  true_units,
+  gain: float | jax.Array | None = None,
 ) -> jax.Array:
   """(num_units, unit_size) times init.std(fan_in, fan_out) (times `gain` when given: μP's output
   layer, models/mup.py), row u the same whatever num_units; rows u >= true_units (padding) are
@@ -76,7 +84,7 @@ def per_unit(
   Otherwise row u is drawn from fold_in(key, u).
   """
   units_U = jnp.arange(num_units)
-  if jax.config.jax_threefry_partitionable:
+  if jax.config.jax_threefry_partitionable:  # type: ignore[attr-defined]  # jax.config's flags are dynamic attributes
     z_UxS = init.raw_sample(key, (num_units, unit_size))
   else:
     z_UxS = jax.vmap(lambda u: init.raw_sample(jax.random.fold_in(key, u), (unit_size,)))(units_U)

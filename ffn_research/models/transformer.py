@@ -132,9 +132,9 @@ class Block(nnx.Module):
 
   def __call__(self, x_BxTxD: jax.Array, rng: jax.Array | None):
     aux = {}
-    if self.attn is not None:
+    if self.attn is not None and self.attn_norm is not None:  # both or neither
       x_BxTxD = x_BxTxD + self.attn(self.attn_norm(x_BxTxD)).astype(x_BxTxD.dtype)
-    if self.ffn is not None:
+    if self.ffn is not None and self.ffn_norm is not None:  # both or neither
       y_BxTxD, aux = self.ffn.apply(self.ffn_norm(x_BxTxD), rng=rng)
       x_BxTxD = x_BxTxD + y_BxTxD.astype(x_BxTxD.dtype)
     return x_BxTxD, aux

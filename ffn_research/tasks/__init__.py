@@ -15,6 +15,8 @@
 `validate(config)` below checks task.name and then that task's keys.
 """
 
+from typing import Any
+
 from ffn_research import config as config_lib
 from ffn_research.tasks import language
 from ffn_research.tasks import regression
@@ -23,7 +25,8 @@ from ffn_research.tasks import sequence
 # Token-sequence tasks, for model.arch in models.SEQUENCE_ARCHS.
 SEQUENCE_TASKS = {**sequence.TASKS, **language.TASKS}
 
-TASKS = {
+# task.name -> task class (duck-typed: validate, init_data, sample_batch, evaluate, ...)
+TASKS: dict[str, Any] = {
   'function': regression.FunctionTask,
   'teacher_student': regression.TeacherStudentTask,
   'random_labels': regression.RandomLabelsTask,

@@ -169,7 +169,8 @@ def gumbel_at(key: jax.Array, shape: tuple[int, ...], flat_index: jax.Array) -> 
   jax.random.uniform's mantissa trick on [tiny, 1) and -log(-log u), as jax.random.gumbel does
   (tests hold the values equal bit for bit). Other layouts: the whole array, then the positions.
   """
-  if not jax.config.jax_threefry_partitionable or math.prod(shape) >= 2**32:
+  partitionable = jax.config.jax_threefry_partitionable  # type: ignore[attr-defined]  # flags are dynamic attributes
+  if not partitionable or math.prod(shape) >= 2**32:
     return jax.random.gumbel(key, shape, jnp.float32).reshape(-1)[flat_index]
   k1, k2 = jax.random.key_data(key)
   lo = flat_index.astype(jnp.uint32)
