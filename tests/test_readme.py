@@ -46,7 +46,7 @@ def _check_config_override(key: str) -> None:
 
 
 def test_readme_shows_the_ci_commands():
-  """The install + quickstart command and `pytest` are in the README, and .ci/run runs them."""
+  """The install + quickstart command, the checks and `pytest` are in the README, and .ci/run runs them."""
   commands = _commands()
   install = 'pip install -e ".[test]"'
   quickstart = 'python -m experiments.train --config=configs/regression.py --workdir='
@@ -54,6 +54,9 @@ def test_readme_shows_the_ci_commands():
   ci = open(os.path.join(ROOT, '.ci', 'run'), encoding='utf-8').read()
   assert re.search(re.escape(f'{install} && {quickstart}') + r'\S+\n', ci)
   assert re.search(r'^pytest$', ci, re.M) and 'pytest -m slow' in ci
+  checks = 'ruff check . && ruff format --check . && mypy'
+  assert set(checks.split(' && ')) <= set(commands) and re.search('^' + re.escape(checks) + '$', ci, re.M)
+  assert ci.index(checks) < ci.index('pytest -m slow')
   assert re.search(r'^test =$', open(os.path.join(ROOT, 'setup.cfg'), encoding='utf-8').read(), re.M)
 
 
