@@ -1,4 +1,4 @@
-"""experiments/benchmark.py: rows and JSON of the smoke path, the README block, the PyTorch reference."""
+"""benchmarks/benchmark.py: rows and JSON of the smoke path, the README block, the PyTorch reference."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import benchmark
+from benchmarks import benchmark
 from ffn_research.models import moe as moe_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,7 +37,7 @@ def test_tiny_dense_and_matmul_rows():
 def test_the_orchestrating_process_never_imports_torch():
   """JAX rows timed in the main process (xla_options, memorization) run without PyTorch loaded."""
   code = (
-    'import sys; from experiments import benchmark; m = benchmark.machine_info(); '
+    'import sys; from benchmarks import benchmark; m = benchmark.machine_info(); '
     'print(m["torch"] == (benchmark.torch_version() or "not installed"), "torch" in sys.modules)'
   )
   proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
@@ -67,7 +67,7 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
   doc = {
     'suite': 'cpu',
     'size': 'tiny',
-    'command': 'python -m experiments.benchmark --tiny',
+    'command': 'python -m benchmarks.benchmark --tiny',
     'machine': {
       'cpu': 'Test CPU',
       'cpu_count': 2,
@@ -107,7 +107,7 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
 def test_torch_loop_moe_computes_our_moe(cf):
   """The PyTorch reference is the same function: same weights, same outputs and aux loss."""
   torch = pytest.importorskip('torch')
-  from experiments import bench_torch
+  from benchmarks import bench_torch
 
   t, d, f, e, k = 64, 8, 16, 4, 2
   ours = moe_lib.MoE(d, f, 'relu', num_experts=e, top_k=k, capacity_factor=cf, dispatch='sort', rngs=nnx.Rngs(1))
@@ -131,7 +131,7 @@ def test_torch_loop_moe_computes_our_moe(cf):
 
 def test_gpu_suite_says_no_gpu_on_cpu():
   proc = subprocess.run(
-    [sys.executable, '-m', 'experiments.benchmark', '--suite=gpu', '--out='],
+    [sys.executable, '-m', 'benchmarks.benchmark', '--suite=gpu', '--out='],
     cwd=ROOT,
     capture_output=True,
     text=True,
@@ -147,7 +147,7 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   """Every CPU row group through the real entry point (tiny shapes), then --from_json."""
   out, readme = tmp_path / 'b.json', tmp_path / 'README.md'
   readme.write_text(f'{benchmark.README_BEGIN}\n{benchmark.README_END}\n')
-  cmd = [sys.executable, '-m', 'experiments.benchmark', '--tiny', f'--out={out}']
+  cmd = [sys.executable, '-m', 'benchmarks.benchmark', '--tiny', f'--out={out}']
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=900)
   assert proc.returncode == 0, proc.stderr[-2000:]
   doc = json.loads(out.read_text())
@@ -188,7 +188,7 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
     [
       sys.executable,
       '-m',
-      'experiments.benchmark',
+      'benchmarks.benchmark',
       f'--from_json={out}',
       '--write_readme',
       f'--readme={readme}',
@@ -204,7 +204,7 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
   assert rows['moe_sort_dropless']['workload'] in page.read_text()
   assert rows['moe_sort_cf1']['workload'] in readme.read_text()
   bad = subprocess.run(
-    [sys.executable, '-m', 'experiments.benchmark', f'--from_json={readme}'],
+    [sys.executable, '-m', 'benchmarks.benchmark', f'--from_json={readme}'],
     cwd=ROOT,
     capture_output=True,
     text=True,
@@ -219,7 +219,7 @@ def test_tiny_cli_writes_every_row_and_the_readme(tmp_path):
 
 def test_torch_sweep_schedule_is_the_projects():
   """The PyTorch reference's learning rate at every step is optax's (count 0 first: rate 0)."""
-  from experiments import bench_torch_sweep  # loads without torch too
+  from benchmarks import bench_torch_sweep  # loads without torch too
   from ffn_research import optim
   from ffn_research.config import default_config
 
@@ -236,7 +236,7 @@ def test_torch_func_ensemble_trains_each_run_as_its_own_adam(activation):
   """One Adam over stacked parameters (loss: sum of each model's mean loss, each model clipped by its own
   norm) ends where each run's own nn.Module + torch.optim.Adam ends, fed the same batches."""
   torch = pytest.importorskip('torch')
-  from experiments import bench_torch_sweep
+  from benchmarks import bench_torch_sweep
 
   spec = {
     'task': {'function': 'x_squared', 'num_train': 64, 'num_eval': 128, 'grid_size': 33},
@@ -275,7 +275,7 @@ def test_frameworks_mode_bad_flags_are_one_line():
     if 'loop' in args[-1] and not benchmark.torch_version():
       msg = 'error: torch not installed'
     proc = subprocess.run(
-      [sys.executable, '-m', 'experiments.benchmark_sweep', '--mode=frameworks', '--out=', *args],
+      [sys.executable, '-m', 'benchmarks.benchmark_sweep', '--mode=frameworks', '--out=', *args],
       cwd=ROOT,
       capture_output=True,
       text=True,
@@ -295,7 +295,7 @@ def test_frameworks_mode_tiny_end_to_end(tmp_path):
   cmd = [
     sys.executable,
     '-m',
-    'experiments.benchmark_sweep',
+    'benchmarks.benchmark_sweep',
     '--mode=frameworks',
     '--workload=seeds64',
     '--num_runs=2',
