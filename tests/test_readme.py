@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from experiments import benchmark
+from benchmarks import benchmark
 from ffn_research import ablations
 from ffn_research import configfile
 from ffn_research.ablations import runner
@@ -33,7 +33,7 @@ def _block(text: str, begin: str, end: str) -> str:
 
 
 def _module_flags(module: str) -> set[str]:
-  """Flags an experiments module defines (read from its source: importing several would clash)."""
+  """Flags an entry point (experiments/, benchmarks/) defines (read from its source: importing several would clash)."""
   source = open(os.path.join(ROOT, *module.split('.')) + '.py', encoding='utf-8').read()
   names = set(re.findall(r"DEFINE_\w+\(\s*'(\w+)'", source))
   if 'define_config_flag(' in source:
@@ -61,7 +61,7 @@ def test_readme_shows_the_ci_commands():
 
 
 def test_readme_commands_parse():
-  """Each `python -m experiments.X` names a module, flags it defines, existing config files and arguments."""
+  """Each `python -m experiments.X` / `benchmarks.X` names a module, flags it defines, existing configs, arguments."""
   commands = [c for c in _commands() if c.startswith('python -m ')]
   assert len(commands) >= 6
   modules = {shlex.split(c)[2] for c in commands}
@@ -70,7 +70,7 @@ def test_readme_commands_parse():
     'experiments.sweep',
     'experiments.analyze',
     'experiments.reproduce',
-    'experiments.benchmark',
+    'benchmarks.benchmark',
   } <= modules  # the tour covers every main command
   for command in commands:
     args = shlex.split(command)
@@ -147,7 +147,7 @@ def test_performance_blocks_match_the_published_json():
   with open(os.path.join(ROOT, 'docs', 'results', 'benchmark', 'cpu_quick.json'), encoding='utf-8') as f:
     doc = json.load(f)
   page = open(os.path.join(ROOT, 'docs', 'performance.md'), encoding='utf-8').read()
-  stale = 'stale: python -m experiments.benchmark --from_json=docs/results/benchmark/cpu_quick.json --write_readme'
+  stale = 'stale: python -m benchmarks.benchmark --from_json=docs/results/benchmark/cpu_quick.json --write_readme'
   assert benchmark.readme_block(doc, headline=True) in README, f'README Performance block is {stale}'
   assert benchmark.readme_block(doc) in page, f'docs/performance.md Performance block is {stale}'
 

@@ -371,10 +371,10 @@ def test_freeze_embeddings_needs_a_sequence_model():
 
 @pytest.mark.slow
 def test_profile_step_entry_point(tmp_path):
-  """python -m experiments.profile_step runs and writes one row per batch size with positive figures."""
+  """python -m benchmarks.profile_step runs and writes one row per batch size with positive figures."""
   out = tmp_path / 'profile.json'
   proc = subprocess.run(
-    [sys.executable, '-m', 'experiments.profile_step', '--batch_sizes=8', '--repeats=1', f'--json={out}'],
+    [sys.executable, '-m', 'benchmarks.profile_step', '--batch_sizes=8', '--repeats=1', f'--json={out}'],
     cwd=REPO_ROOT,
     capture_output=True,
     text=True,
@@ -394,7 +394,7 @@ def test_profile_step_group_variants(tmp_path):
     [
       sys.executable,
       '-m',
-      'experiments.profile_step',
+      'benchmarks.profile_step',
       '--group=2',
       '--d_models=8',
       '--chunks=1',
@@ -415,7 +415,7 @@ def test_profile_step_group_variants(tmp_path):
   assert rows['no_attention']['gflop_per_step'] < rows['default']['gflop_per_step']
   assert proc.stdout.count('# language, group of 2 seeds, d_model 8, ') == 2
   bad = subprocess.run(
-    [sys.executable, '-m', 'experiments.profile_step', '--group=2', '--variants=nope'],
+    [sys.executable, '-m', 'benchmarks.profile_step', '--group=2', '--variants=nope'],
     cwd=REPO_ROOT,
     capture_output=True,
     text=True,

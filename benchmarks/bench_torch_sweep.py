@@ -1,9 +1,9 @@
 """PyTorch references of a sweep for `benchmark_sweep --mode=frameworks` (optional: `pip install -e .[bench]`).
 
-  python -m experiments.bench_torch_sweep --runs=runs.json --side=loop --outdir=DIR   # one run after another
-  python -m experiments.bench_torch_sweep --runs=runs.json --side=func --outdir=DIR   # torch.func ensembles
+  python -m benchmarks.bench_torch_sweep --runs=runs.json --side=loop --outdir=DIR    # one run after another
+  python -m benchmarks.bench_torch_sweep --runs=runs.json --side=func --outdir=DIR    # torch.func ensembles
 
-The runs of a regression sweep (`runs.json`, written by experiments.benchmark_sweep from the project's
+The runs of a regression sweep (`runs.json`, written by benchmarks.benchmark_sweep from the project's
 sweep file: each run's d_ff, activation and seed, and the shared task and train settings) trained
 the way this project trains them: a dense FFN d_model 1 -> d_ff -> 1 (plain or gated, biases,
 Xavier-uniform weights, zero biases) on f(x) over [-1, 1] (num_train training points, batches drawn
@@ -41,7 +41,7 @@ try:
 except ImportError:  # main() says so in one line
   torch = None
 
-flags.DEFINE_string('runs', None, 'runs.json written by experiments.benchmark_sweep.')
+flags.DEFINE_string('runs', None, 'runs.json written by benchmarks.benchmark_sweep.')
 flags.DEFINE_enum('side', 'loop', ['loop', 'func'], 'loop: one run after another; func: torch.func ensembles.')
 flags.DEFINE_string('outdir', None, 'Folder for results.json and the weights.')
 flags.DEFINE_integer(

@@ -1,4 +1,4 @@
-"""PyTorch eager references for experiments/benchmark.py (optional: `pip install -e .[bench]`).
+"""PyTorch eager references for benchmarks/benchmark.py (optional: `pip install -e .[bench]`).
 
 The same models as the JAX side: a dense FFN (Linear, ReLU, Linear) and a seed-style MoE
 that loops over experts in Python (top-k on the router logits, softmax over the k,

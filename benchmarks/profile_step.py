@@ -1,7 +1,7 @@
 """Where a small sequence model's train step spends its time, side by side in one process.
 
-  python -m experiments.profile_step
-  python -m experiments.profile_step --batch_sizes=64,512 --repeats=30 --json=runs/profile.json
+  python -m benchmarks.profile_step
+  python -m benchmarks.profile_step --batch_sizes=64,512 --repeats=30 --json=runs/profile.json
 
 The model is `configs/memorization.py:ffn_stack` at 16,384 facts (16 relations, 1,024 subjects,
 vocabulary 1,296), d_model 32, d_ff 64: 91,488 parameters (issue 12, item 4). For each batch size
@@ -12,7 +12,7 @@ step metrics). Every program is compiled first; the timed calls then take turns 
 each per round), so all rows see the same machine load; medians over rounds are reported.
 `profile(configs)` is the function a benchmark can call.
 
-  python -m experiments.profile_step --group=8 --d_models=32,64 --chunks=5
+  python -m benchmarks.profile_step --group=8 --d_models=32,64 --chunks=5
 
 times instead what a sweep compiles for runs that differ only in seed (issue 20): the vmapped
 train chunk (train.log_every steps) of a group of `--group` seeds of configs/language.py (2 layers,
@@ -23,7 +23,7 @@ every one of the first `--loss_steps` steps (one NumPy .npz per d_model) to comp
 Each line also gives the group step's ms, XLA's count of its FLOPs (`cost_analysis` of a 1-step
 chunk) and the achieved GFLOP/s.
 
-  python -m experiments.profile_step --group=8 --d_models=32,64 --variants=default,no_attention,no_ffn
+  python -m benchmarks.profile_step --group=8 --d_models=32,64 --variants=default,no_attention,no_ffn
 
 times model variants (VARIANTS: without attention, without FFN, one layer) in turns, one chunk of
 each per round: a variant's step time subtracted from the default's is what that part costs, the

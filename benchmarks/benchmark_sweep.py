@@ -1,12 +1,12 @@
 """Benchmark (not a test) of sweep grouping, side by side in one process, compile time included.
 
-  python -m experiments.benchmark_sweep                          # d_ff padding: quick and full capacity_dense
-  python -m experiments.benchmark_sweep --sweeps=quick           # only capacity_dense.py:quick
-  python -m experiments.benchmark_sweep --sweeps=quick --pad_flops_factors=2,4
-  python -m experiments.benchmark_sweep --mode=seeds             # 16 seeds: one vmapped program vs 16 runs
-  python -m experiments.benchmark_sweep --mode=seeds --num_runs=64
-  python -m experiments.benchmark_sweep --mode=frameworks --workload=seeds64          # vs PyTorch, runs/hour
-  python -m experiments.benchmark_sweep --mode=frameworks --workload=capacity_dense --rounds=1
+  python -m benchmarks.benchmark_sweep                           # d_ff padding: quick and full capacity_dense
+  python -m benchmarks.benchmark_sweep --sweeps=quick            # only capacity_dense.py:quick
+  python -m benchmarks.benchmark_sweep --sweeps=quick --pad_flops_factors=2,4
+  python -m benchmarks.benchmark_sweep --mode=seeds              # 16 seeds: one vmapped program vs 16 runs
+  python -m benchmarks.benchmark_sweep --mode=seeds --num_runs=64
+  python -m benchmarks.benchmark_sweep --mode=frameworks --workload=seeds64           # vs PyTorch, runs/hour
+  python -m benchmarks.benchmark_sweep --mode=frameworks --workload=capacity_dense --rounds=1
 
 --mode=padding: each sweep with today's grouping (sweep.group_runs with pad_flops_factor 1:
 a program per d_ff), then with d_ff padding (each of --pad_flops_factors, default
@@ -16,7 +16,7 @@ of a run between the padded sweep and the same run unpadded.
 `train_and_evaluate` runs. The persistent compilation cache is off and in-process caches
 are cleared before each side, so every side compiles everything it runs.
 --mode=frameworks: a sweep through this project's CLI (`python -m experiments.sweep`) against the
-same runs in PyTorch (experiments/bench_torch_sweep.py): an eager loop of separate runs and
+same runs in PyTorch (benchmarks/bench_torch_sweep.py): an eager loop of separate runs and
 torch.func ensembles (one per shape). Each side runs in its own process, timed end to end from
 process start to results written; per round every side once, the order reversed every other
 round; medians over rounds. Ours with the persistent compilation cache off (cold: compiling
@@ -93,8 +93,7 @@ flags.DEFINE_bool(
 flags.DEFINE_integer(
   'torch_threads',
   1,
-  'frameworks: torch.set_num_threads of the PyTorch sides '
-  "(0: PyTorch's default; see experiments/bench_torch_sweep.py).",
+  "frameworks: torch.set_num_threads of the PyTorch sides (0: PyTorch's default; see benchmarks/bench_torch_sweep.py).",
 )
 flags.DEFINE_string('out', 'benchmark_sweep.json', 'frameworks: JSON output file ("" for none).')
 FLAGS = flags.FLAGS
@@ -206,7 +205,7 @@ def seeds(tmp: str) -> None:
 # --------------------------------------------------------------------------- frameworks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Config keys the PyTorch reference (experiments/bench_torch_sweep.py) reproduces only at these values.
+# Config keys the PyTorch reference (benchmarks/bench_torch_sweep.py) reproduces only at these values.
 TORCH_FIXED = {
   'model.arch': 'ffn',
   'model.d_model': 1,
@@ -243,7 +242,7 @@ def parse_override(text: str) -> tuple[str, object]:
 
 
 def torch_spec(runs) -> dict:
-  """The runs as experiments/bench_torch_sweep.py reads them; ValueError (one line) for a sweep it cannot train."""
+  """The runs as benchmarks/bench_torch_sweep.py reads them; ValueError (one line) for a sweep it cannot train."""
   from ffn_research import config as config_lib
 
   flat = [config_lib.flat_keys(r.config) for r in runs]
@@ -323,7 +322,7 @@ def ours_results(workdir: str) -> dict:
 
 
 def torch_results(out: str) -> dict:
-  """eval_loss per run and the worker's own clocks, from experiments/bench_torch_sweep.py's results.json."""
+  """eval_loss per run and the worker's own clocks, from benchmarks/bench_torch_sweep.py's results.json."""
   with open(os.path.join(out, 'results.json'), encoding='utf-8') as fh:
     doc = json.load(fh)
   losses = {k: r['eval_loss'] for k, r in doc['runs'].items()}
@@ -364,7 +363,7 @@ def time_side(side: str, workdir: str, sweep_spec: str, spec_path: str, cache: s
     cmd = [
       sys.executable,
       '-m',
-      'experiments.bench_torch_sweep',
+      'benchmarks.bench_torch_sweep',
       f'--runs={spec_path}',
       f'--side={side}',
       f'--outdir={workdir}',
@@ -464,7 +463,7 @@ def frameworks(tmp: str) -> dict:
     'median_eval_loss_by_activation': by_act,
     'breakdown': breakdown,
     'eval_loss': {s: results[s][0]['eval_loss'] for s in sides},
-    'command': ' '.join(['python -m experiments.benchmark_sweep', *sys.argv[1:]]),
+    'command': ' '.join(['python -m benchmarks.benchmark_sweep', *sys.argv[1:]]),
   }
 
 
