@@ -355,7 +355,7 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   s = SETTINGS[ctx.scale]
   fig, axes = base.figure(1, 3)
   relu = result.full[result.full['arm'] == 'relu']
-  for ax, (x, points) in zip(axes[0], axis_points(ctx.scale).items(), strict=True):
+  for ax, (x, points) in zip(axes[0, :2], axis_points(ctx.scale).items(), strict=True):  # axes[0, 2]: over training
     sub = relu[relu['point'].isin(points)]
     t = stats.summarize(sub, [f'model.{x}'], ['density'])
     if len(t):

@@ -608,7 +608,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     f'peak bits per non-embedding parameter at {e} exposures = {x.statistic:.3g} = '
     f"{x.statistic / MORRIS_BITS:.2f} x Morris et al. 2025's {MORRIS_BITS:g} (reference line, not a verdict); "
     f'log-log slope {x.extra.get("slope", math.nan):.3g}'
-    for e, x in zip(es, v, strict=True)
+    for e, x in zip(es, v[: len(es)], strict=True)  # the capacity verdicts come first (rules)
   ]
   headline = (
     f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '
