@@ -38,6 +38,7 @@ of rule 1), and Holm over the three.
 from collections.abc import Mapping, Sequence
 import dataclasses
 import math
+from typing import TypedDict
 
 import ml_collections
 import numpy as np
@@ -63,7 +64,17 @@ PHASES = {'_init': 'init', '_half': 'half', '': 'end'}  # collect's column suffi
 LANGUAGE = dict(
   vocab_size=16, markov_order=2, num_candidates=8, branching=4, concentration=0.5, seq_len=32, num_eval=256
 )
-SETTINGS = {  # per scale: batch, the reference (d_model, d_ff), the two size axes, the language
+
+
+class Settings(TypedDict):
+  batch: int
+  ref: tuple[int, int]  # (d_model, d_ff)
+  d_ffs: tuple[int, ...]
+  d_models: tuple[int, ...]
+  language: dict[str, float]  # task keys
+
+
+SETTINGS: dict[str, Settings] = {  # per scale: batch, the reference (d_model, d_ff), the two size axes, the language
   'smoke': dict(
     batch=8,
     ref=(16, 32),
@@ -344,7 +355,7 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   s = SETTINGS[ctx.scale]
   fig, axes = base.figure(1, 3)
   relu = result.full[result.full['arm'] == 'relu']
-  for ax, (x, points) in zip(axes[0], axis_points(ctx.scale).items(), strict=True):
+  for ax, (x, points) in zip(axes[0, :2], axis_points(ctx.scale).items(), strict=True):  # axes[0, 2]: over training
     sub = relu[relu['point'].isin(points)]
     t = stats.summarize(sub, [f'model.{x}'], ['density'])
     if len(t):

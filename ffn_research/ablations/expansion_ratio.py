@@ -37,7 +37,7 @@ grid, the spread stable from T/2 to T.
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -60,7 +60,17 @@ SEED = 'train.seed'
 # Per scale: target non-embedding parameter counts, ratios, batch (sequences per step), the smallest
 # d_model, and the language's task keys. Rates, T, seeds and the cap: REGIMES.
 LANGUAGE = dict(vocab_size=64, num_candidates=16, branching=4, concentration=0.5, seq_len=16, num_eval=2048)
-SETTINGS = {
+
+
+class Settings(TypedDict):
+  sizes: tuple[int, ...]  # target non-embedding parameter counts
+  ratios: tuple[float, ...]  # nominal d_ff / d_model
+  batch: int
+  min_d_model: int
+  language: dict[str, float]  # task keys
+
+
+SETTINGS: dict[str, Settings] = {
   'smoke': dict(
     sizes=(600, 2400),
     ratios=(1, 4),

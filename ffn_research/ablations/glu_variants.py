@@ -97,7 +97,8 @@ WHERE = {
 
 TS_FINE = tuple(5e-3 * 3 ** (k / 2) for k in range(-2, 3))  # 1.7e-3 .. 1.5e-2, x sqrt(3)
 ACTIVATIONS = {'smoke': ('relu', 'geglu'), 'quick': tuple(PAPER_65K), 'full': tuple(PAPER_65K)}
-RATES = {  # per scale and task: the starting learning-rate grid (the runner extends it at an edge)
+# Per scale and task: the starting learning-rate grid (the runner extends it at an edge).
+RATES: dict[str, dict[str, tuple[float, ...]]] = {
   'smoke': {'language': (1e-3, 3e-3, 1e-2), 'teacher_student': (1e-3, 3e-3, 1e-2)},
   'quick': {'language': (2e-3, 1e-2, 5e-2), 'teacher_student': TS_FINE},
   'full': {'language': (4e-4, 2e-3, 1e-2, 5e-2), 'teacher_student': TS_FINE},

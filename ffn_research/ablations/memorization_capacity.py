@@ -47,6 +47,7 @@ History: docs/results/memorization_capacity/history.md.
 import dataclasses
 import math
 import re
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -55,9 +56,25 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.config import default_config
 
+
+class Settings(TypedDict):
+  """A scale's task, grids and step counts."""
+
+  d_model: int
+  relations: int
+  values: int
+  exposures: dict[int, int]  # exposure count E -> steps
+  d_ffs: dict[int, tuple[int, ...]]  # d_ff -> its N grid
+  moe_e: int
+  moe_d_es: tuple[int, ...]  # expert widths
+  moe_facts: dict[int, tuple[int, ...]]  # top_k -> N grid
+  rl_points: tuple[int, ...]
+  rl_steps: int
+
+
 # Per scale: steps per exposure count E (T; the regime's steps is their common divisor), d_ff -> its N grid,
 # the MoE arms' E, expert widths and N grid per k, the random labels' N grid and steps.
-SETTINGS = {
+SETTINGS: dict[str, Settings] = {
   'smoke': dict(
     d_model=8,
     relations=8,
@@ -129,7 +146,7 @@ def dense_label(e: int, n: int, d_ff: int) -> str:
 # --------------------------------------------------------------------------- arms
 
 
-def _memorization_base(s, facts: int):
+def _memorization_base(s: Settings, facts: int):
   c = default_config()
   m, t = c.model, c.task
   m.arch, m.num_layers, m.tie_embeddings, m.freeze_embeddings = 'ffn_stack', 2, True, True
@@ -138,7 +155,7 @@ def _memorization_base(s, facts: int):
   return c
 
 
-def _moe_base(s, facts: int, top_k: int):
+def _moe_base(s: Settings, facts: int, top_k: int):
   c = _memorization_base(s, facts)
   e = c.model.moe
   e.num_experts, e.top_k, e.router, e.capacity_factor = MOE_EXPERTS, top_k, 'softmax_topk', 0.0
@@ -158,7 +175,7 @@ def _exposure_budget(exposures: int, facts: int):
   return lambda steps: {**base.budget(steps), 'train.batch_size': exposures * facts // steps}
 
 
-def steps_unit(s) -> int:
+def steps_unit(s: Settings) -> int:
   return math.gcd(*s['exposures'].values(), s['rl_steps'])
 
 
@@ -269,7 +286,7 @@ def family(mem: pd.DataFrame, top_k: int, exposures: int) -> pd.DataFrame:
   return mem[(mem[K] == top_k) & (mem[E] == exposures)]
 
 
-def capacity_verdict(mem: pd.DataFrame, exposures: int, s) -> stats.Verdict:
+def capacity_verdict(mem: pd.DataFrame, exposures: int, s: Settings) -> stats.Verdict:
   """Rule 1 with checks (a) and (b): peak bits per non-embedding parameter, CI over seeds of log means."""
   g = family(mem, 0, exposures)
   top, claimed = peaks(g), CLAIMS[exposures]
@@ -318,7 +335,7 @@ def capacity_verdict(mem: pd.DataFrame, exposures: int, s) -> stats.Verdict:
   return stats.gate(v, [check, peak_inside_check(g, f'{exposures} exposures', s['values'])])
 
 
-def random_labels_verdict(sel: pd.DataFrame, s) -> stats.Verdict:
+def random_labels_verdict(sel: pd.DataFrame, s: Settings) -> stats.Verdict:
   """Rule 2 with check (c): the largest N (above the parameter count) must fall below the level."""
   rl = sel[sel['arm'] == 'random_labels']
   v = stats.threshold(
@@ -382,7 +399,7 @@ def ratio_p(a, b, edge: float) -> float:
   return 1.0 - c_lo
 
 
-def moe_verdict(mem: pd.DataFrame, top_k: int, s) -> stats.Verdict:
+def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
   """Rule 3 with check (b) on the MoE arm and the dense arm at its E."""
   e, floor = s['moe_e'], 1 / MOE_FACTOR
   moe, dense = family(mem, top_k, e), family(mem, 0, e)
@@ -457,7 +474,7 @@ def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
-def moe_table(mem: pd.DataFrame, s) -> pd.DataFrame:
+def moe_table(mem: pd.DataFrame, s: Settings) -> pd.DataFrame:
   """Per (top_k, MoE size): MoE and interpolated dense peak bits per total parameter and their ratio of means."""
   rows, dense = [], peaks(family(mem, 0, s['moe_e']))
   for k in MOE_TOP_KS:
@@ -477,7 +494,7 @@ def moe_table(mem: pd.DataFrame, s) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
-def figures(mem: pd.DataFrame, rl: pd.DataFrame, s, ctx: base.Context) -> list[base.Figure]:
+def figures(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context) -> list[base.Figure]:
   """Peak bits vs params and bits vs N per size (dense, per E); MoE vs dense per total and per active
   parameter, and the random labels."""
   es = sorted(s['exposures'], reverse=True)
@@ -591,7 +608,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     f'peak bits per non-embedding parameter at {e} exposures = {x.statistic:.3g} = '
     f"{x.statistic / MORRIS_BITS:.2f} x Morris et al. 2025's {MORRIS_BITS:g} (reference line, not a verdict); "
     f'log-log slope {x.extra.get("slope", math.nan):.3g}'
-    for e, x in zip(es, v, strict=True)
+    for e, x in zip(es, v[: len(es)], strict=True)  # the capacity verdicts come first (rules)
   ]
   headline = (
     f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '

@@ -41,6 +41,7 @@ The runner adds every seed completed, one budget for the points compared (the re
 
 import dataclasses
 import math
+from typing import TypedDict
 
 from matplotlib import ticker
 import ml_collections
@@ -52,9 +53,17 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.config import default_config
 
+
+class Settings(TypedDict):
+  experts: int
+  dense: dict[str, tuple[int, ...]]  # task -> dense widths / active width
+  mem_facts: int
+  mem_batch: int
+
+
 # Per scale: the expert count E of top-1 (top-2 uses 2E experts of half the width); dense widths as multiples
 # of the active width (the last is dense-total = E w); the facts and batch of memorization.
-SETTINGS = {
+SETTINGS: dict[str, Settings] = {
   'smoke': dict(experts=2, dense={'memorization': (1, 2), 'multi_hop': (1, 2)}, mem_facts=384, mem_batch=256),
   'quick': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
   'full': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
@@ -90,7 +99,7 @@ WIDTH = {'memorization': MEM_WIDTH, 'multi_hop': HOP_WIDTH}
 # --------------------------------------------------------------------------- arms
 
 
-def config(s: dict, task: str, arm: str) -> ml_collections.ConfigDict:
+def config(s: Settings, task: str, arm: str) -> ml_collections.ConfigDict:
   """The base config of one arm ('dense' or a ROUTERS key) of `task`."""
   c = default_config()
   m, t, tr, e = c.model, c.task, c.train, c.model.moe

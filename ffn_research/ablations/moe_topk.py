@@ -68,7 +68,7 @@ GRAN_EXPERTS, GRAN_WIDTH = 4, 64  # granularity arm at G = 1: 4 experts of width
 CLUSTERS, CLUSTER_TEACHER_WIDTH = 8, 64  # clustered task: K = E = 8 clusters, a teacher of width 64 each
 SEED = 'train.seed'
 RANGE_MARGIN = 0.01  # 1 - R^2 must keep this far from 0 (exact fit) and 1 (the mean)
-POINTS = {
+POINTS: dict[str, dict[str, tuple[int, ...]]] = {  # per scale: the top-k and granularity grids
   'smoke': dict(top_ks=(1, 2), granularities=(1, 2)),
   'quick': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
   'full': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 import dataclasses
 import math
 
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pandas as pd
@@ -183,7 +184,7 @@ def key_value(model, tokens_NxT, next_NxT, layer: int, seed: int) -> dict:
   w1 = np.asarray(model.blocks[layer].ffn.w1[...])
   acts = {'trained': np.maximum(x @ w1, 0), 'shuffled': np.maximum(x @ shuffle_keys(w1, seed + 2000 + layer), 0)}
   labels = ngram_labels(tokens_NxT, model.embed.shape[0])
-  out = {}
+  out: dict[str, float] = {}
   for name, a in acts.items():
     live = live_units(a, TOP_K)
     out[f'{name}_live'] = int(live.sum())
@@ -217,12 +218,14 @@ def collect(run_dir: str, row: Mapping) -> dict[str, float]:
   del row
   config, models, data = base.models_over_training(run_dir)
   tokens, nxt = np.asarray(data['eval']['inputs']), np.asarray(data['eval']['targets'])
-  steps, out = sorted(models), {}
+  tokens_jax = jnp.asarray(tokens)  # probe.ffn_hidden's argument type
+  steps = sorted(models)
+  out: dict[str, float] = {}
   for step, model in models.items():
     suffix = '_init' if step == steps[0] else '' if step == steps[-1] else '_half'
     dead = [
       float(dead_mask(a.reshape(-1, a.shape[-1])).mean())
-      for a in (probe.ffn_hidden(model, tokens, layer) for layer in range(len(model.blocks)))
+      for a in (probe.ffn_hidden(model, tokens_jax, layer) for layer in range(len(model.blocks)))
     ]
     out.update({f'dead_l{layer}{suffix}': d for layer, d in enumerate(dead)}, **{f'dead{suffix}': float(np.mean(dead))})
   end = models[steps[-1]]

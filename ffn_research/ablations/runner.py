@@ -12,7 +12,7 @@ Layout of DIR (the --workdir):
 
 import ast
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import datetime
 import glob
@@ -338,12 +338,14 @@ def _overrides(arm: base.Arm, point: dict[str, Any], rate: float, steps: int, se
   return o
 
 
-def _collected(study: base.Study, run_dir: str, row: dict[str, Any]) -> dict[str, Any]:
-  """study.collect of a finished run, cached in the run's folder (collect.json)."""
+def _collected(
+  collect: Callable[[str, Mapping[str, Any]], dict[str, Any]], run_dir: str, row: dict[str, Any]
+) -> dict[str, Any]:
+  """A study's `collect` of a finished run, cached in the run's folder (collect.json)."""
   path = os.path.join(run_dir, 'collect.json')
   cached = io_lib.read_json(path)
   if cached is None:
-    cached = io_lib.json_safe(study.collect(run_dir, row))
+    cached = io_lib.json_safe(collect(run_dir, row))
     io_lib.write_json(path, cached)
   return cached
 
@@ -361,13 +363,13 @@ def _run_pass(
         by_arm.setdefault(arm.name, []).append((p, _overrides(arm, o, rate, steps, seed)))
   arms = {arm.name: arm for arm, _ in points.values()}
   frames, todo = [], 0
-  for i, (name, runs) in enumerate(by_arm.items()):
+  for i, (name, arm_runs) in enumerate(by_arm.items()):
     arm, sweep_dir = arms[name], os.path.join(outdir, name)
-    label = {sweep_lib.run_name(o): p for p, o in runs}
+    label = {sweep_lib.run_name(o): p for p, o in arm_runs}
     done = sum(bool(io_lib.RunDir(os.path.join(sweep_dir, 'runs', n)).finished()) for n in label)
     todo += len(label) - done
-    log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(runs)} runs, {done} already finished')
-    sweep_lib.run_sweep(arm.base, [o for _, o in runs], sweep_dir, progress=progress)
+    log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(arm_runs)} runs, {done} already finished')
+    sweep_lib.run_sweep(arm.base, [o for _, o in arm_runs], sweep_dir, progress=progress)
     tick()
     f = analysis_lib.load_results(sweep_dir)
     f['arm'], f['point'] = name, f['name'].map(label)
@@ -375,7 +377,7 @@ def _run_pass(
       f[regime_lib.LR] = float(arm.base.train.learning_rate)
     if study.collect is not None:
       extra = [
-        _collected(study, os.path.join(sweep_dir, 'runs', r['name']), r) if r['status'] == 'completed' else {}
+        _collected(study.collect, os.path.join(sweep_dir, 'runs', r['name']), r) if r['status'] == 'completed' else {}
         for r in f.to_dict(orient='records')
       ]
       f = pd.concat([f, pd.DataFrame(extra, index=f.index)], axis=1)
@@ -625,7 +627,8 @@ def _write_report(outdir: str, report: dict[str, Any], verdicts, tables) -> None
     os.path.join(outdir, 'report.md'), report_markdown({**on_disk, 'verdicts_obj': verdicts, 'tables_obj': tables})
   )
   name = report['name']
-  failed = {}  # a check shared by several verdicts is printed once, with the verdicts it invalidates
+  # A check shared by several verdicts is printed once, with the verdicts it invalidates.
+  failed: dict[tuple[str, str], list[str]] = {}  # (check name, detail) -> verdict numbers
   for i, v in enumerate(verdicts, 1):
     log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
     for c in v.failed_checks:

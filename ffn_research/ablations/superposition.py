@@ -34,7 +34,7 @@ adds its own: each point's rate inside its grid, the difference stable from T/2 
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -55,8 +55,15 @@ DENSITY = 'density'  # 1 - task.feature_sparsity
 SEED = 'train.seed'
 DENSITIES = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 RATES = (3e-3, 1e-2, 3e-2)
+
+
+class Settings(TypedDict):
+  densities: tuple[float, ...]  # 1 - S
+  batch: int
+
+
 # Per scale: densities 1 - S and batch size. Rates, T, seeds and the cap: REGIMES.
-SETTINGS = {
+SETTINGS: dict[str, Settings] = {
   'smoke': dict(densities=(1.0, 0.1, 0.01), batch=256),
   'quick': dict(densities=DENSITIES, batch=1024),
   'full': dict(densities=DENSITIES, batch=1024),

@@ -276,7 +276,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
 def _geo(values) -> tuple[float, float, float]:
   """Geometric mean and its t CI (on log values)."""
-  return tuple(math.exp(v) if math.isfinite(v) else math.nan for v in stats.mean_ci(np.log(np.asarray(values, float))))
+  m, lo, hi = (math.exp(v) if math.isfinite(v) else math.nan for v in stats.mean_ci(np.log(np.asarray(values, float))))
+  return m, lo, hi
 
 
 def width_table(relu: pd.DataFrame) -> pd.DataFrame:
