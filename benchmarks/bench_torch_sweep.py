@@ -84,7 +84,7 @@ def act_fn(name: str):
   }[name]
 
 
-class FFN(nn.Module if torch else object):
+class FFN(nn.Module if torch else object):  # type: ignore[misc]  # a stand-in base when torch is absent
   """The project's FFN d_model -> d_ff -> d_model: act(x W1 + b1) W2 + b2, or
   (gate(x Wg + bg) * (x W1 + b1)) W2 + b2; Xavier-uniform weights drawn from `generator`, zero biases."""
 

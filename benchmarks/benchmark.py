@@ -15,6 +15,7 @@ PyTorch (`pip install -e .[bench]`) is optional: without it its columns say so.
 """
 
 import collections
+from collections.abc import Callable
 import contextlib
 import datetime
 import functools
@@ -266,7 +267,7 @@ def worker_times(spec: str, size: dict, dispatches=('sort',)) -> dict[str, float
     TORCH = torch_or_none()
     if TORCH is None:
       raise RuntimeError(NO_TORCH)
-  timers = {
+  timers: dict[str, Callable[..., dict[str, float]]] = {
     'dense': dense_times,
     'moe': functools.partial(moe_times, dispatches=dispatches),
     'matmul': matmul_times,
@@ -288,12 +289,12 @@ def run_worker(spec: str, size_name: str, extra=()) -> dict[str, float]:
 def side_by_side(group: str, sides, size_name: str, rounds: int, extra=()) -> dict[str, dict[str, Any]]:
   """Each side of `group` in its own process per round, the sides' order alternating between rounds;
   {side: {label: median ms over rounds}} plus {'rounds': {side: {label: [ms per round]}}}."""
-  per = {side: collections.defaultdict(list) for side in sides}
+  per: dict[str, dict[str, list[float]]] = {side: collections.defaultdict(list) for side in sides}
   for r in range(rounds):
     for side in sides if r % 2 == 0 else sides[::-1]:
       for label, ms in run_worker(f'{group}:{side}', size_name, extra).items():
         per[side][label].append(ms)
-  out = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in per.items()}
+  out: dict[str, dict[str, Any]] = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in per.items()}
   out['rounds'] = {side: dict(d) for side, d in per.items()}
   return out
 
@@ -754,7 +755,7 @@ def run_suite(suite: str, size_name: str, only=(), moe_dispatches=('sort',), rou
     rounds = rounds or size['rounds']
     torch_ok = torch_version() is not None
     extra = (f'--moe_dispatches={",".join(moe_dispatches)}', *extra)
-    builders = {
+    builders: dict[str, Callable[..., list[dict[str, Any]]]] = {
       'dense': dense_rows,
       'moe': functools.partial(moe_rows, dispatches=tuple(moe_dispatches)),
       'matmul': matmul_rows,

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from absl import app
 from absl import flags
@@ -411,8 +412,8 @@ def frameworks(tmp: str) -> dict:
   if 'ours_warm' in sides:  # fill the compilation cache (untimed for the medians)
     fill_s, _ = time_side('ours_warm', os.path.join(tmp, 'fill'), sweep_spec, spec_path, cache)
     log(f'filled the compilation cache in {fill_s:.1f} s')
-  seconds = {s: [] for s in sides}
-  results = {s: [] for s in sides}
+  seconds: dict[str, list[float]] = {s: [] for s in sides}
+  results: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
   for r in range(FLAGS.rounds):
     for side in sides if r % 2 == 0 else sides[::-1]:
       s, out = time_side(side, os.path.join(tmp, f'{side}_{r}'), sweep_spec, spec_path, cache)

@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import time
+from typing import Any
 
 from absl import app
 from absl import flags
@@ -125,7 +126,7 @@ def _timed(call) -> float:
 def profile(configs: dict[str, object], repeats: int = 30) -> list[dict[str, float]]:
   """Per config: compile_s (first chunk), steps_per_s (chunks) and per-part ms, timed in turns."""
   programs = {name: _Programs(c) for name, c in configs.items()}
-  times = {name: {part: [] for part in (*PARTS, 'chunk')} for name in configs}
+  times: dict[str, dict[str, list[float]]] = {name: {part: [] for part in (*PARTS, 'chunk')} for name in configs}
   for r in range(repeats):
     for name, p in programs.items():
       for part in PARTS:
@@ -172,7 +173,7 @@ def language_configs(d_model: int, num_seeds: int):
 
 # Group mode's model variants (`--variants`): what a step costs without a part of the model, so
 # the difference to 'default' bounds what making that part faster can give.
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
   'default': {},
   'no_attention': {'model.arch': 'ffn_stack'},  # no attention sublayer (a parameter-free causal mean)
   'no_ffn': {'model.use_ffn': False},  # attention only
@@ -195,13 +196,13 @@ def _compiled_group(configs, steps: int):
   return compiled, group.init(configs, traced), traced, compile_s, gflop
 
 
-def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[str, float]]:
+def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[str, Any]]:
   """Per named group of configs: compile_s, steps_per_s_per_run, ms_per_step (of the whole group),
   gflop_per_step (XLA's cost analysis of one step) and gflops. Every group is compiled first; their
   chunks then run in turns, one chunk each per round after a warm-up round, so all see the same load."""
   steps = {name: configs[0].train.log_every for name, configs in groups.items()}
   built = {name: list(_compiled_group(configs, steps[name])) for name, configs in groups.items()}
-  times = {name: [] for name in groups}
+  times: dict[str, list[float]] = {name: [] for name in groups}
   for i in range(chunks + 1):
     for name, b in built.items():
       t0 = time.perf_counter()
@@ -222,9 +223,9 @@ def profile_groups(groups: dict[str, list], chunks: int = 5) -> dict[str, dict[s
   return out
 
 
-def profile_group(configs, chunks: int = 5, loss_steps: int = 0) -> dict[str, object]:
+def profile_group(configs, chunks: int = 5, loss_steps: int = 0) -> dict[str, Any]:
   """compile_s and steps_per_s_per_run of a group's vmapped train chunk; per-step losses (R, steps)."""
-  out = profile_groups({'group': configs}, chunks)['group']
+  out: dict[str, Any] = profile_groups({'group': configs}, chunks)['group']
   if loss_steps:
     exp = train.Experiment(programs_lib.program_config(configs))
     group = programs_lib.GroupPrograms(exp, len(configs), jax.devices()[:1])
