@@ -201,7 +201,7 @@ def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
 
 def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR) -> list[list[Run]]:
   """Runs grouped into programs: by `group_key` (in order of first appearance), then by
-  programs.plan (d_ff padding; pad_flops_factor 1.0 pads nothing)."""
+  programs.plan_programs (d_ff padding; pad_flops_factor 1.0 pads nothing)."""
   if not (isinstance(pad_flops_factor, (int, float)) and pad_flops_factor >= 1):
     raise config_lib.ConfigError(f'pad_flops_factor={pad_flops_factor!r} must be a number >= 1 (1: no padding)')
   by_key: dict[str, list[Run]] = {}
@@ -210,7 +210,7 @@ def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_F
   return [
     [g[i] for i in program]
     for g in by_key.values()
-    for program in programs_lib.plan([r.config for r in g], pad_flops_factor)
+    for program in programs_lib.plan_programs([r.config for r in g], pad_flops_factor)
   ]
 
 

@@ -6,7 +6,7 @@ the zoo (plain or gated, same activation), of which each token uses `top_k`.
 Pipeline of `MoE.apply` (T tokens, E experts, J = slots per token):
 
   router logits (float32) -> ROUTERS[name] -> Routing (expert_TxJ, weight_TxJ, valid_TxJ, probs_TxE)
-  -> plan(): one stable sort by expert, capacity C, drop order, MoE.layout() -> Plan (slot maps)
+  -> plan_slots(): one stable sort by expert, capacity C, drop order, MoE.layout() -> Plan (slot maps)
   -> DISPATCH[name](x, plan, experts) -> y_TxO  (+ shared experts)
 
 Conventions, documented once here:
@@ -215,7 +215,7 @@ def capacity(num_tokens: int, num_experts: int, k: int, capacity_factor: float) 
   return max(1, min(num_tokens, math.ceil(capacity_factor * num_tokens * k / num_experts)))
 
 
-# --------------------------------------------------------------------------- plan
+# --------------------------------------------------------------------------- plan_slots
 
 
 class Layout(NamedTuple):
@@ -255,7 +255,9 @@ class Plan(NamedTuple):
   layout: Layout  # static
 
 
-def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str, layout: Layout | None = None) -> Plan:
+def plan_slots(
+  routing: Routing, num_experts: int, capacity_: int, drop_priority: str, layout: Layout | None = None
+) -> Plan:
   """Slots of all assignments via one stable sort by expert; drops beyond capacity.
 
   `layout` defaults to capacity buffers, Layout(C, 1); Layout(0, 1) packs the kept
@@ -964,11 +966,11 @@ class MoE(ffn_lib.Layer):
 
   def admit(self, routing: Routing, groups: int, capacity_: int) -> Routing:
     """Routing with only the assignments within each group's capacity valid (drop priority
-    within the group); `routing` itself when one group (plan drops) or dropless."""
+    within the group); `routing` itself when one group (plan_slots drops) or dropless."""
     num_tokens = routing.expert_TxJ.shape[0]
     if groups == 1 or capacity_ >= num_tokens // groups:
       return routing
-    kept_GxTxJ = jax.vmap(lambda r: plan(r, self.num_experts, capacity_, self.drop_priority).kept_TxJ)(
+    kept_GxTxJ = jax.vmap(lambda r: plan_slots(r, self.num_experts, capacity_, self.drop_priority).kept_TxJ)(
       jax.tree.map(lambda a: a.reshape(groups, -1, a.shape[-1]), routing)
     )
     kept_TxJ = kept_GxTxJ.reshape(num_tokens, -1)
@@ -982,7 +984,7 @@ class MoE(ffn_lib.Layer):
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
     c_group = self.capacity(num_tokens, groups, self.capacity_factor_for(rng is not None))
     logits_TxE, routing = self.route(x_TxD, rngs[0], groups, c_group)
-    plan_ = plan(
+    plan_ = plan_slots(
       self.admit(routing, groups, c_group),
       self.num_experts,
       groups * c_group,
