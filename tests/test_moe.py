@@ -214,7 +214,7 @@ def test_block_matmul_skips_unused_blocks_and_gradient_is_the_transpose():
   w = jnp.asarray(rng.standard_normal((3, 3, 5)), jnp.float32)
   expert, used = jnp.array([0, 2, 2, 1]), 3  # block 3 unused
   g = jnp.asarray(rng.standard_normal((4, 2, 5)), jnp.float32)
-  ref = lambda x, w: jnp.einsum('nbk,nkm->nbm', x, w[expert]) * (jnp.arange(4) < used)[:, None, None]
+  ref = lambda x, w: jnp.einsum('nbi,nim->nbm', x, w[expert]) * (jnp.arange(4) < used)[:, None, None]
   y, vjp = jax.vjp(lambda x, w: moe_lib.block_matmul(x, w, expert, used), x, w)
   y_ref, vjp_ref = jax.vjp(ref, x, w)
   np.testing.assert_allclose(y, y_ref, rtol=1e-6)

@@ -231,9 +231,9 @@ def overflow_slots(num_assign: int, num_experts: int, capacity_: int, layout: La
   """Static slot count of the grouped part (a whole number of blocks).
 
   Expert e has n_e <= C kept assignments, n_e - W of them grouped (when positive). If any
-  expert exceeds its window, that window is full, so sum_e max(n_e - W, 0) <= K - W with
-  K = min(T J, E C) kept in all; padding each group to a multiple of b adds at most b - 1 rows
-  per expert: at most floor((O + E (b - 1)) / b) blocks for O = min(K - W, E (C - W)).
+  expert exceeds its window, that window is full, so sum_e max(n_e - W, 0) <= kept - W with
+  kept = min(T J, E C) in all; padding each group to a multiple of b adds at most b - 1 rows
+  per expert: at most floor((over + E (b - 1)) / b) blocks for over = min(kept - W, E (C - W)).
   """
   w, b = layout
   over = min(min(num_assign, num_experts * capacity_) - w, num_experts * (capacity_ - w))
@@ -343,40 +343,41 @@ gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
 
 
 @jax.jit  # jitted loops: compiled once per shape also when called eagerly (tests)
-def _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used):
+def _block_matmul_loop(x_NxBxI, w_ExIxM, expert_N, num_used):
   def body(n, y_NxBxM):
-    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxK[n] @ w_ExKxM[expert_N[n]], n, 0)
+    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxI[n] @ w_ExIxM[expert_N[n]], n, 0)
 
-  y_NxBxM = jnp.zeros((*x_NxBxK.shape[:2], w_ExKxM.shape[-1]), x_NxBxK.dtype)
+  y_NxBxM = jnp.zeros((*x_NxBxI.shape[:2], w_ExIxM.shape[-1]), x_NxBxI.dtype)
   return jax.lax.fori_loop(0, num_used, body, y_NxBxM)
 
 
 @jax.jit
-def _block_matmul_transpose_loop(x_NxBxK, w_ExKxM, expert_N, num_used, g_NxBxM):
+def _block_matmul_transpose_loop(x_NxBxI, w_ExIxM, expert_N, num_used, g_NxBxM):
   def body(n, grads):
     g_x, g_w = grads
     e = expert_N[n]
-    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExKxM[e].T, n, 0)
-    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxK[n].T @ g_NxBxM[n]
+    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExIxM[e].T, n, 0)
+    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxI[n].T @ g_NxBxM[n]
     return g_x, jax.lax.dynamic_update_index_in_dim(g_w, g_we, e, 0)
 
-  return jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxK), jnp.zeros_like(w_ExKxM)))
+  return jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxI), jnp.zeros_like(w_ExIxM)))
 
 
 @jax.custom_vjp
-def block_matmul(x_NxBxK, w_ExKxM, expert_N, num_used):
-  """y[n] = x[n] @ w[expert[n]] for the first `num_used` blocks, 0 for the rest.
+def block_matmul(x_NxBxI, w_ExIxM, expert_N, num_used):
+  """y[n] = x[n] @ w[expert[n]] for the first `num_used` blocks, 0 for the rest (I: the features
+  summed over, M: the output features).
 
   A while loop of one small matmul per used block. The backward pass is one
   loop too, adding each block's weight gradient in place into its expert's
-  slice: differentiating a scan instead adds a zero-padded (E, K, M) cotangent
+  slice: differentiating a scan instead adds a zero-padded (E, I, M) cotangent
   per block, and a static loop over all N blocks computes the unused ones.
   """
-  return _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used)
+  return _block_matmul_loop(x_NxBxI, w_ExIxM, expert_N, num_used)
 
 
-def _block_matmul_fwd(x_NxBxK, w_ExKxM, expert_N, num_used):
-  res = (x_NxBxK, w_ExKxM, expert_N, num_used)
+def _block_matmul_fwd(x_NxBxI, w_ExIxM, expert_N, num_used):
+  res = (x_NxBxI, w_ExIxM, expert_N, num_used)
   return block_matmul(*res), res
 
 
