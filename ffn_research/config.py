@@ -7,7 +7,7 @@ own section with the helpers below (`check`, `one_of`, `positive_int`, ...), and
 failure is a `ConfigError` with one line naming the key and what is allowed.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 import math
 from typing import Any
 
@@ -154,15 +154,27 @@ def tiny_transformer_config(
   m = config.model
   m.arch, m.d_model, m.d_ff, m.num_layers, m.num_heads = 'transformer', 64, 256, 2, 4
   config.task.name = task_name
-  arg = arg or 'default'
-  allowed = ('default', *extra_args, 'ffn_stack', 'no_ffn')
-  if arg not in allowed:
-    raise ValueError(f'unknown config argument {arg!r}; allowed: {", ".join(allowed)}')
-  if arg == 'ffn_stack':
-    m.arch = 'ffn_stack'
-  elif arg == 'no_ffn':
-    m.use_ffn = False
-  return config
+  variants = {
+    'default': {},
+    **{name: {} for name in extra_args},
+    'ffn_stack': {'model.arch': 'ffn_stack'},
+    'no_ffn': {'model.use_ffn': False},
+  }
+  return set_paths(config, variant(variants, arg or 'default'))
+
+
+def variant(variants: Mapping[str, Any], arg: str) -> Any:
+  """The variant named `arg` (a config file's ':arg'); ValueError listing the names when there is none."""
+  if arg not in variants:
+    raise ValueError(f'unknown config argument {arg!r}; allowed: {", ".join(variants)}')
+  return variants[arg]
+
+
+def set_paths(cfg: Any, overrides: Mapping[str, Any]) -> Any:
+  """`cfg` with each dotted key of `overrides` set (set_path)."""
+  for key, value in overrides.items():
+    set_path(cfg, key, value)
+  return cfg
 
 
 def get_path(cfg: Any, key: str) -> Any:

@@ -299,8 +299,8 @@ FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs ar
 
 
 class RunDir:
-  """One run's folder and its lifecycle, the same for a lone run and a sweep's runs: its lock,
-  the config.json check, its status and the one place summary.json is written."""
+  """One run's folder: its lock, the config.json check, its status and the one place summary.json is
+  written (loop.Lifecycle sequences them, for a lone run and a sweep's runs alike)."""
 
   def __init__(self, path: str):
     self.path = path

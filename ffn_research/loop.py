@@ -1,12 +1,15 @@
 """The one run loop: a group of runs that share compiled programs (a lone run is a group of one).
 
 `train_group(programs, configs, run_dirs)` trains the runs together (`GroupLoop`) and writes each
-run's logs and checkpoints; the caller writes config.json before and summary.json after
-(`train_and_evaluate` for a lone run, ffn_research.sweep for a sweep's groups):
+run's logs and checkpoints:
 
   metrics.jsonl, tensorboard/   one line per logged chunk; `eval/...` every train.eval_every
   checkpoints/                  Orbax, every train.checkpoint_every steps and at the end
                                 (the final one holds the trained parameters: `load_run`)
+
+`Lifecycle` is the one lifecycle of lone runs (`train_and_evaluate`) and a sweep's groups alike:
+it locks each run and checks its config.json before `train_group`, and writes its summary.json
+(or records its failure) after.
 
 Chunks are `lax.scan`s of train.log_every steps; a chunk's metrics are fetched after the
 next chunk is dispatched, except before a checkpoint: every logged step up to a checkpoint
@@ -20,12 +23,13 @@ train.blowup_patience consecutive logged chunks (train.blowup_factor = 0 turns i
 """
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 import contextlib
 import dataclasses
 import json
 import os
 import resource
+import sys
 import time
 from typing import Any, NamedTuple
 
@@ -523,6 +527,89 @@ def train_group(
   return loop.finish(rate, evals)
 
 
+# --------------------------------------------------------------------------- a run's lifecycle
+
+
+class Lifecycle:
+  """The one lifecycle of runs trained together: a lone run (a group of one) or a group of a sweep.
+
+  Entering starts each run: creates its folder, locks it (io.Busy when another process holds it) and
+  checks its config.json; `done` holds the summaries of the finished runs (a rerun skips them),
+  `todo` the (RunDir, config) of the others. `train` resumes and trains `todo` together and writes
+  each summary.json, or records a crash in each as 'failed' and re-raises it. Leaving releases the
+  locks. With several processes (jax.distributed) process 0 alone touches the folders.
+
+  What differs in a sweep's group (`sweep=True`): a run another process holds is skipped with a line
+  on stderr (its group-mates still train), config.json must match in every key (a lone run may
+  resume on another mesh: parallel.* may change), a refusal (NotEnoughMemory) is recorded as a
+  failure too (the sweep goes on; results.csv says why), and a failure records no wall time.
+  """
+
+  def __init__(
+    self, run_dirs: Sequence[io_lib.RunDir], configs: Sequence[ml_collections.ConfigDict], *, sweep: bool = False
+  ):
+    self.run_dirs, self.configs, self.sweep = run_dirs, configs, sweep
+    self.primary = parallel.is_primary()
+    self.locks = contextlib.ExitStack()
+    self.done: list[dict[str, Any]] = []
+    self.todo: list[tuple[io_lib.RunDir, ml_collections.ConfigDict]] = []
+    self.start_time = 0.0  # when the runs were started (a lone run's failure records the time since)
+
+  def __enter__(self) -> 'Lifecycle':
+    held = []
+    try:
+      for run_dir, config in zip(self.run_dirs, self.configs, strict=True):
+        if not self.primary or self._start(run_dir, config):
+          held.append((run_dir, config))
+      finished = parallel.from_primary([d.finished() for d, _ in held] if self.primary else None)
+    except BaseException:
+      self.locks.close()
+      raise
+    self.done = [s for s in finished if s is not None]
+    self.todo = [run for run, s in zip(held, finished, strict=True) if s is None]
+    self.start_time = time.time()
+    return self
+
+  def _start(self, run_dir: io_lib.RunDir, config: ml_collections.ConfigDict) -> bool:
+    """Create, lock and check the run's folder; False when a sweep skips it (another process holds it)."""
+    io_lib.prepare_workdir(run_dir.path)
+    try:
+      self.locks.enter_context(run_dir.lock())
+    except io_lib.Busy as e:
+      if not self.sweep:
+        raise
+      print(f'sweep: skipped {os.path.basename(run_dir.path)}: {e}', file=sys.stderr, flush=True)
+      return False
+    run_dir.check_config(config.to_dict(), free=() if self.sweep else ('parallel.',))
+    return True
+
+  def train(
+    self,
+    programs: Callable[[], programs_lib.Programs],
+    *,
+    extra: dict[str, Any] | None = None,
+    verbose: bool = False,
+    step_bar: Any = None,
+  ) -> list[dict[str, Any]]:
+    """Train `todo` together (train_group on `programs()`); write and return each summary (plus `extra`)."""
+    run_dirs, configs = [d for d, _ in self.todo], [c for _, c in self.todo]
+    try:
+      summaries = train_group(programs(), configs, [d.path for d in run_dirs], verbose=verbose, step_bar=step_bar)
+    except Exception as e:  # recorded, then re-raised: a crash is never a silent success
+      if self.primary and (self.sweep or not isinstance(e, NotEnoughMemory)):
+        for d in run_dirs:
+          d.write_failure(e, **({} if self.sweep else {'wall_time_s': time.time() - self.start_time}))
+      raise
+    for d, summary in zip(run_dirs, summaries, strict=True):
+      summary.update(extra or {})
+      if self.primary:
+        d.write_summary(summary)
+    return summaries
+
+  def __exit__(self, *exc) -> None:
+    self.locks.close()
+
+
 # --------------------------------------------------------------------------- one run in a workdir
 
 
@@ -530,36 +617,22 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   """Train one config in `workdir` (resuming from its newest intact checkpoint); write its outputs.
 
   Raises ConfigError, io.WorkdirError (unusable, busy or mismatched workdir) or
-  NotEnoughMemory before training; a crash during training is recorded as status 'failed'.
-  With several processes (jax.distributed) process 0 alone owns the workdir.
+  NotEnoughMemory before training; a crash during training is recorded as status 'failed'
+  (`Lifecycle`). With several processes (jax.distributed) process 0 alone owns the workdir.
   """
   validation.validate(config)
   mesh = parallel.build_mesh(config)  # ConfigError when parallel.* does not fit the devices
-  primary, run = parallel.is_primary(), io_lib.RunDir(workdir)
-  if primary:
-    io_lib.prepare_workdir(workdir)
-  with run.lock() if primary else contextlib.nullcontext():
-    if primary:
-      run.check_config(config.to_dict(), free=('parallel.',))  # a run may resume on another mesh
-    previous = parallel.from_primary(run.finished() if primary else None)
-    if previous:
+  primary = parallel.is_primary()
+  with Lifecycle([io_lib.RunDir(workdir)], [config]) as run:
+    if run.done:
       if primary:
-        print(f'{workdir}: already {previous["status"]}; delete the workdir to rerun.', flush=True)
-      return previous
-    start_time = time.time()
+        print(f'{workdir}: already {run.done[0]["status"]}; delete the workdir to rerun.', flush=True)
+      return run.done[0]
     exp = train.Experiment(config, mesh)
     if primary:
       _print_model(exp, mesh)
-    try:
-      summary = train_group(programs_lib.LonePrograms(exp), [config], [workdir], verbose=primary)[0]
-    except NotEnoughMemory:
-      raise
-    except Exception as e:  # recorded, then re-raised: a crash is never a silent success
-      if primary:
-        run.write_failure(e, wall_time_s=time.time() - start_time)
-      raise
+    (summary,) = run.train(lambda: programs_lib.LonePrograms(exp), verbose=primary)
     if primary:
-      run.write_summary(summary)
       print('summary: ' + json.dumps(io_lib.json_safe(summary)), flush=True)
   return summary
 

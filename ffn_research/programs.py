@@ -97,7 +97,7 @@ def split_by_flops(
   return [[items[i] for i in g] for g in out]
 
 
-def plan(configs: Configs, factor: float = PAD_FLOPS_FACTOR) -> list[list[int]]:
+def plan_programs(configs: Configs, factor: float = PAD_FLOPS_FACTOR) -> list[list[int]]:
   """Indices of `configs` (configs that differ only in sweep.VMAPPED_KEYS and model.d_ff) grouped
   into programs: all widths padded together when every run `pads_d_ff`, else each width on its
   own (in order of first appearance), then cut by `split_by_flops` (narrowest first)."""

@@ -19,7 +19,6 @@ a factor of the real ones (d_ff padding: ffn_research.programs).
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -202,7 +201,7 @@ def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
 
 def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR) -> list[list[Run]]:
   """Runs grouped into programs: by `group_key` (in order of first appearance), then by
-  programs.plan (d_ff padding; pad_flops_factor 1.0 pads nothing)."""
+  programs.plan_programs (d_ff padding; pad_flops_factor 1.0 pads nothing)."""
   if not (isinstance(pad_flops_factor, (int, float)) and pad_flops_factor >= 1):
     raise config_lib.ConfigError(f'pad_flops_factor={pad_flops_factor!r} must be a number >= 1 (1: no padding)')
   by_key: dict[str, list[Run]] = {}
@@ -211,7 +210,7 @@ def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_F
   return [
     [g[i] for i in program]
     for g in by_key.values()
-    for program in programs_lib.plan([r.config for r in g], pad_flops_factor)
+    for program in programs_lib.plan_programs([r.config for r in g], pad_flops_factor)
   ]
 
 
@@ -295,35 +294,18 @@ def resume_groups(
   return out
 
 
-def _train_runs(
-  runs: Sequence[Run], workdir: str, program: Sequence[Run], devices: Sequence[Any] | None, step_bar: Any
-) -> None:
-  """Train runs that share one program together (loop.train_group); write their summaries.
-
-  The program is planned for the runs `program` (resume_groups) and built at the widest one's
-  d_ff; narrower runs are padded to it and masked (ffn_research.programs). Every run's outputs
-  follow a lone run's schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden
-  width the program allocated; counts are the run's own). A run whose loss turns non-finite or
-  blows up is 'diverged'; the others go on. Runs resume from their newest common intact
-  checkpoint. The caller holds the run locks.
-  """
-  devices = tuple(devices if devices is not None else jax.local_devices())
-  config = programs_lib.program_config([r.config for r in program])
-  run_dirs = [_run_dir(workdir, r.name) for r in runs]
-  summaries = loop_lib.train_group(
-    _programs(config, len(runs), devices), [r.config for r in runs], [d.path for d in run_dirs], step_bar=step_bar
-  )
-  for run_dir, summary in zip(run_dirs, summaries, strict=True):
-    summary['sweep_group_size'] = len(runs)
-    summary['sweep_padded_d_ff'] = models.hidden_width(config.model)
-    run_dir.write_summary(summary)
-
-
-def _train_group(
+def _train_sweep_group(
   runs: Sequence[Run], program: Sequence[Run], workdir: str, devices: Sequence[Any] | None, progress: bool
 ) -> None:
-  """_train_runs for the runs no other process holds; a group that fails or does not fit in
-  memory is recorded 'failed' (retried on rerun), the sweep goes on."""
+  """Train one group of `resume_groups` together through the run lifecycle (loop.Lifecycle); a group
+  that fails or does not fit in memory is recorded 'failed' (retried on rerun), the sweep goes on.
+
+  The program is planned for the runs `program` and built at the widest one's d_ff; narrower runs
+  are padded to it and masked (ffn_research.programs). Every run's outputs follow a lone run's
+  schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden width the program
+  allocated; counts are the run's own). A run whose loss turns non-finite or blows up is
+  'diverged'; the others go on. Runs resume from their newest common intact checkpoint.
+  """
   step_bar = tqdm(
     total=runs[0].config.train.steps,
     desc=f'{len(runs)} x {runs[0].name}',
@@ -334,26 +316,21 @@ def _train_group(
   )
   what = f'group of {len(runs)} runs starting with {runs[0].name}'
   try:
-    with contextlib.ExitStack() as locks:
-      free = []  # runs another process holds are skipped; their group-mates still train
-      for r in runs:
-        try:
-          locks.enter_context(_run_dir(workdir, r.name).lock())
-          free.append(r)
-        except io_lib.Busy as e:
-          print(f'sweep: skipped {r.name}: {e}', file=sys.stderr, flush=True)
-      if free:
-        _train_runs(free, workdir, program, devices, step_bar)
-  except io_lib.Busy as e:
-    print(f'sweep: skipped {len(runs)} runs starting with {runs[0].name}: {e}', file=sys.stderr, flush=True)
+    with loop_lib.Lifecycle([_run_dir(workdir, r.name) for r in runs], [r.config for r in runs], sweep=True) as group:
+      if group.todo:
+        config = programs_lib.program_config([r.config for r in program])
+        devices = tuple(devices if devices is not None else jax.local_devices())
+        group.train(
+          lambda: _programs(config, len(group.todo), devices),
+          extra={'sweep_group_size': len(group.todo), 'sweep_padded_d_ff': models.hidden_width(config.model)},
+          step_bar=step_bar,
+        )
   except Exception as e:
     if isinstance(e, loop_lib.NotEnoughMemory):
       print(f'sweep: {what} refused: {e}', file=sys.stderr, flush=True)
     else:
       traceback.print_exc()
       print(f'sweep: {what} failed: {e}', file=sys.stderr, flush=True)
-    for r in runs:
-      _run_dir(workdir, r.name).write_failure(e)
   step_bar.close()
 
 
@@ -398,7 +375,7 @@ def run_sweep(
       os.path.join(workdir, 'sweep.json'),
       {'base_config': base.to_dict(), 'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]},
     )
-    for r in mine:  # refuse to mix runs of different configs before any training
+    for r in mine:  # refuse to mix runs of different configs before any training (Lifecycle checks again)
       _run_dir(workdir, r.name).check_config(r.config.to_dict())
     todo = [r for r in mine if not _run_dir(workdir, r.name).finished()]
     groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size)
@@ -410,7 +387,7 @@ def run_sweep(
     )
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
     for g, program in groups:
-      _train_group(g, program, workdir, devices, progress)
+      _train_sweep_group(g, program, workdir, devices, progress)
       run_bar.update(len(g))
     run_bar.close()
   write_results(workdir)

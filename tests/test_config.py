@@ -79,10 +79,17 @@ def test_shipped_configs_are_valid(path):
   validation.validate(module.get_config())
 
 
-@pytest.mark.parametrize('arg', ['x_squared', 'sin', 'abs', 'step', 'teacher_student', 'random_labels'])
+REGRESSION = load_config_module(os.path.join(REPO_ROOT, 'configs', 'regression.py'))
+
+
+@pytest.mark.parametrize('arg', list(REGRESSION.VARIANTS))
 def test_regression_variants_are_valid(arg):
-  module = load_config_module(os.path.join(REPO_ROOT, 'configs', 'regression.py'))
-  validation.validate(module.get_config(arg))
+  validation.validate(REGRESSION.get_config(arg))
+
+
+def test_unknown_variant_is_one_line_listing_the_names():
+  with pytest.raises(ValueError, match=r"^unknown config argument 'cubic'; allowed: x_squared, sin, .*random_labels$"):
+    REGRESSION.get_config('cubic')
 
 
 @pytest.mark.parametrize(

@@ -181,7 +181,7 @@ def test_sort_window_overflow_blocks_match_numpy_and_einsum(monkeypatch):
   x = inputs() + 0.5
   window, _ = m.layout(T)
   _, routing = m.route(x)
-  sizes = moe_lib.plan(routing, 4, m.capacity(T), 'token').group_sizes_E
+  sizes = moe_lib.plan_slots(routing, 4, m.capacity(T), 'token').group_sizes_E
   assert window == T * 2 // 4 and int(jnp.max(sizes)) >= window + 2 * block  # >= 2 blocks used
   assert int(jnp.max(sizes)) == m.capacity(T)  # and drops
   # jitted: eager op-by-op compiles of the block path would take longer here
@@ -214,7 +214,7 @@ def test_block_matmul_skips_unused_blocks_and_gradient_is_the_transpose():
   w = jnp.asarray(rng.standard_normal((3, 3, 5)), jnp.float32)
   expert, used = jnp.array([0, 2, 2, 1]), 3  # block 3 unused
   g = jnp.asarray(rng.standard_normal((4, 2, 5)), jnp.float32)
-  ref = lambda x, w: jnp.einsum('nbk,nkm->nbm', x, w[expert]) * (jnp.arange(4) < used)[:, None, None]
+  ref = lambda x, w: jnp.einsum('nbi,nim->nbm', x, w[expert]) * (jnp.arange(4) < used)[:, None, None]
   y, vjp = jax.vjp(lambda x, w: moe_lib.block_matmul(x, w, expert, used), x, w)
   y_ref, vjp_ref = jax.vjp(ref, x, w)
   np.testing.assert_allclose(y, y_ref, rtol=1e-6)
@@ -336,7 +336,7 @@ def test_dropless_sends_every_token_to_exactly_k_distinct_experts(layout):
   m = make_moe(e, k, capacity_factor=0.0)
   _, routing = m.route(inputs())
   cap = moe_lib.capacity(T, e, k, 0.0)
-  p = moe_lib.plan(routing, e, cap, 'token', layout)
+  p = moe_lib.plan_slots(routing, e, cap, 'token', layout)
   assert bool(jnp.all(p.kept_TxJ))
   experts = np.asarray(routing.expert_TxJ)
   assert all(len(set(row)) == k for row in experts)
@@ -352,9 +352,9 @@ def test_grouped_slots_hold_the_worst_case():
   x = jnp.abs(inputs())
   _, routing = m.route(x)
   assert set(np.asarray(routing.expert_TxJ).ravel().tolist()) == {0, 1}
-  plan = jax.jit(moe_lib.plan, static_argnums=(1, 2, 3, 4))  # one compile per layout
+  plan_slots = jax.jit(moe_lib.plan_slots, static_argnums=(1, 2, 3, 4))  # one compile per layout
   for layout in (moe_lib.Layout(12, 5), moe_lib.Layout(0, 7)):
-    p = plan(routing, e, T, 'token', layout)
+    p = plan_slots(routing, e, T, 'token', layout)
     assert bool(jnp.all(p.kept_TxJ))
     check_layout(p, layout, e, T)
 
@@ -367,7 +367,7 @@ def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, layout):
   m.router_w[...] = m.router_w[...] + jnp.array([[3.0, 0, 0, 0]])  # skew: expert 0 is popular
   _, routing = m.route(inputs())
   cap = moe_lib.capacity(T, e, k, cf)
-  p = moe_lib.plan(routing, e, cap, priority, layout)
+  p = moe_lib.plan_slots(routing, e, cap, priority, layout)
   check_layout(p, layout or moe_lib.Layout(cap, 1), e, cap)
   kept = np.asarray(p.kept_TxJ)
   experts = np.asarray(routing.expert_TxJ)
@@ -394,7 +394,7 @@ def test_fully_dropped_tokens_output_exactly_zero(dispatch):
   x = inputs()
   y, _ = apply(m, x)
   _, routing = m.route(x)
-  p = moe_lib.plan(routing, 4, m.capacity(T), 'token')
+  p = moe_lib.plan_slots(routing, 4, m.capacity(T), 'token')
   dropped = ~np.asarray(p.kept_TxJ)[:, 0]
   assert dropped.sum() >= T - 8
   assert np.all(np.asarray(y)[dropped] == 0.0)

@@ -176,7 +176,7 @@ def test_mup_refuses_sequence_models_in_one_line():
 def test_mup_widths_are_not_padded_into_one_program():
   """mup's learning-rate factors are compiled in: each width its own program (standard: one)."""
   for p, expected in (('standard', [[0, 1, 2]]), ('mup', [[0], [1], [2]])):
-    assert programs.plan([small_config(p, d_ff=w) for w in (16, 32, 64)]) == expected
+    assert programs.plan_programs([small_config(p, d_ff=w) for w in (16, 32, 64)]) == expected
 
 
 def test_checkpoints_record_the_parametrization_and_resume_refuses_another(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import configfile
+from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import models
 from ffn_research import sweep
@@ -268,6 +269,21 @@ def test_failed_group_recorded_then_retried(tmp_path, monkeypatch):
   second = sweep.run_sweep(tiny_config(), grid, workdir, progress=False, pad_flops_factor=1.0)
   assert second['d_ff=4']['status'] == 'completed'
   assert second['d_ff=8'] == first['d_ff=8']  # finished runs are skipped, not retrained
+
+
+def test_failed_group_records_only_the_runs_it_holds(tmp_path, monkeypatch):
+  """A crash is recorded in the runs the group trained (loop.Lifecycle), not in a group-mate another
+  process holds: its folder is that process's."""
+  busy = tmp_path / 'runs' / 'seed=1'
+  busy.mkdir(parents=True)
+
+  def broken(*args, **kwargs):
+    raise RuntimeError('boom')
+
+  monkeypatch.setattr(loop, 'train_group', broken)
+  with io_lib.Lock(str(busy)):
+    out = sweep.run_sweep(tiny_config(), sweep.values('train.seed', [0, 1]), str(tmp_path), progress=False)
+  assert out == {'seed=0': {'status': 'failed', 'error': 'RuntimeError: boom'}, 'seed=1': None}
 
 
 def test_resume_after_kill(tmp_path, group_sweep):

@@ -5,7 +5,7 @@
   python -m experiments.sweep --config=configs/sweeps/capacity_dense.py:memorization --workdir=runs/cap_mem
   python -m experiments.analyze --workdir=runs/cap
 
-Arguments: regression (default: fit x^2 on [-1, 1]; d_ff 4..1024, 6 activations, 3 seeds),
+Arguments (VARIANTS): regression (default: fit x^2 on [-1, 1]; d_ff 4..1024, 6 activations, 3 seeds),
 quick (4 widths x 2 activations x 2 seeds, 500 steps: under a minute on 2 CPU cores),
 memorization (fact memorization with configs/memorization.py's transformer),
 memorization_quick.
@@ -16,53 +16,51 @@ import os
 from ffn_research import configfile
 from ffn_research import sweep
 from ffn_research.config import default_config
+from ffn_research.config import variant
 
 ACTIVATIONS = ('relu', 'gelu', 'silu', 'swiglu', 'geglu', 'bilinear')
 
 
-def _memorization_config():
-  """configs/memorization.py's default (config files are loaded by path, not imported)."""
-  return configfile.get_config(os.path.join(os.path.dirname(__file__), '..', 'memorization.py'))
-
-
-def get_config(arg: str = 'regression'):
-  arg = arg or 'regression'
-  if arg.startswith('memorization'):
-    config = _memorization_config()
-    if arg == 'memorization_quick':
-      config.train.steps = min(config.train.steps, 500)
-    return config
+def _regression_config(steps):
   config = default_config()
   config.task.name = 'function'
   config.task.function = 'x_squared'
-  config.train.steps = 2000
+  config.train.steps = steps
   config.train.checkpoint_every = 0
-  if arg == 'quick':
-    config.train.steps = 500
-  elif arg != 'regression':
-    raise ValueError(f'unknown argument {arg!r}; allowed: regression, quick, memorization, memorization_quick')
   return config
 
 
-def get_sweep(arg: str = 'regression'):
-  arg = arg or 'regression'
-  if arg == 'quick':
-    return sweep.product(
-      sweep.values('model.d_ff', [4, 16, 64, 256]),
-      sweep.values('model.activation', ['relu', 'swiglu']),
-      sweep.values('train.seed', range(2)),
-    )
-  if arg == 'memorization_quick':
-    return sweep.product(
-      sweep.values('model.d_ff', [16, 64]),
-      sweep.values('model.activation', ['relu', 'swiglu']),
-      sweep.values('train.seed', range(2)),
-    )
-  widths = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
-  if arg == 'memorization':
-    widths = [16, 32, 64, 128, 256, 512]
+def _memorization_config(max_steps=None):
+  """configs/memorization.py's default (config files are loaded by path, not imported)."""
+  config = configfile.get_config(os.path.join(os.path.dirname(__file__), '..', 'memorization.py'))
+  if max_steps is not None:
+    config.train.steps = min(config.train.steps, max_steps)
+  return config
+
+
+def _grid(widths, activations, seeds):
   return sweep.product(
     sweep.values('model.d_ff', widths),
-    sweep.values('model.activation', ACTIVATIONS),
-    sweep.values('train.seed', range(3)),
+    sweep.values('model.activation', activations),
+    sweep.values('train.seed', range(seeds)),
   )
+
+
+# name -> (get_config, get_sweep)
+VARIANTS = {
+  'regression': (
+    lambda: _regression_config(2000),
+    lambda: _grid([4, 8, 16, 32, 64, 128, 256, 512, 1024], ACTIVATIONS, 3),
+  ),
+  'quick': (lambda: _regression_config(500), lambda: _grid([4, 16, 64, 256], ['relu', 'swiglu'], 2)),
+  'memorization': (_memorization_config, lambda: _grid([16, 32, 64, 128, 256, 512], ACTIVATIONS, 3)),
+  'memorization_quick': (lambda: _memorization_config(500), lambda: _grid([16, 64], ['relu', 'swiglu'], 2)),
+}
+
+
+def get_config(arg: str = 'regression'):
+  return variant(VARIANTS, arg or 'regression')[0]()
+
+
+def get_sweep(arg: str = 'regression'):
+  return variant(VARIANTS, arg or 'regression')[1]()

@@ -6,7 +6,7 @@ the zoo (plain or gated, same activation), of which each token uses `top_k`.
 Pipeline of `MoE.apply` (T tokens, E experts, J = slots per token):
 
   router logits (float32) -> ROUTERS[name] -> Routing (expert_TxJ, weight_TxJ, valid_TxJ, probs_TxE)
-  -> plan(): one stable sort by expert, capacity C, drop order, MoE.layout() -> Plan (slot maps)
+  -> plan_slots(): one stable sort by expert, capacity C, drop order, MoE.layout() -> Plan (slot maps)
   -> DISPATCH[name](x, plan, experts) -> y_TxO  (+ shared experts)
 
 Conventions, documented once here:
@@ -215,7 +215,7 @@ def capacity(num_tokens: int, num_experts: int, k: int, capacity_factor: float) 
   return max(1, min(num_tokens, math.ceil(capacity_factor * num_tokens * k / num_experts)))
 
 
-# --------------------------------------------------------------------------- plan
+# --------------------------------------------------------------------------- plan_slots
 
 
 class Layout(NamedTuple):
@@ -231,9 +231,9 @@ def overflow_slots(num_assign: int, num_experts: int, capacity_: int, layout: La
   """Static slot count of the grouped part (a whole number of blocks).
 
   Expert e has n_e <= C kept assignments, n_e - W of them grouped (when positive). If any
-  expert exceeds its window, that window is full, so sum_e max(n_e - W, 0) <= K - W with
-  K = min(T J, E C) kept in all; padding each group to a multiple of b adds at most b - 1 rows
-  per expert: at most floor((O + E (b - 1)) / b) blocks for O = min(K - W, E (C - W)).
+  expert exceeds its window, that window is full, so sum_e max(n_e - W, 0) <= kept - W with
+  kept = min(T J, E C) in all; padding each group to a multiple of b adds at most b - 1 rows
+  per expert: at most floor((over + E (b - 1)) / b) blocks for over = min(kept - W, E (C - W)).
   """
   w, b = layout
   over = min(min(num_assign, num_experts * capacity_) - w, num_experts * (capacity_ - w))
@@ -255,7 +255,9 @@ class Plan(NamedTuple):
   layout: Layout  # static
 
 
-def plan(routing: Routing, num_experts: int, capacity_: int, drop_priority: str, layout: Layout | None = None) -> Plan:
+def plan_slots(
+  routing: Routing, num_experts: int, capacity_: int, drop_priority: str, layout: Layout | None = None
+) -> Plan:
   """Slots of all assignments via one stable sort by expert; drops beyond capacity.
 
   `layout` defaults to capacity buffers, Layout(C, 1); Layout(0, 1) packs the kept
@@ -341,40 +343,41 @@ gather_rows.defvjp(_gather_rows_fwd, _gather_rows_bwd)
 
 
 @jax.jit  # jitted loops: compiled once per shape also when called eagerly (tests)
-def _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used):
+def _block_matmul_loop(x_NxBxI, w_ExIxM, expert_N, num_used):
   def body(n, y_NxBxM):
-    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxK[n] @ w_ExKxM[expert_N[n]], n, 0)
+    return jax.lax.dynamic_update_index_in_dim(y_NxBxM, x_NxBxI[n] @ w_ExIxM[expert_N[n]], n, 0)
 
-  y_NxBxM = jnp.zeros((*x_NxBxK.shape[:2], w_ExKxM.shape[-1]), x_NxBxK.dtype)
+  y_NxBxM = jnp.zeros((*x_NxBxI.shape[:2], w_ExIxM.shape[-1]), x_NxBxI.dtype)
   return jax.lax.fori_loop(0, num_used, body, y_NxBxM)
 
 
 @jax.jit
-def _block_matmul_transpose_loop(x_NxBxK, w_ExKxM, expert_N, num_used, g_NxBxM):
+def _block_matmul_transpose_loop(x_NxBxI, w_ExIxM, expert_N, num_used, g_NxBxM):
   def body(n, grads):
     g_x, g_w = grads
     e = expert_N[n]
-    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExKxM[e].T, n, 0)
-    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxK[n].T @ g_NxBxM[n]
+    g_x = jax.lax.dynamic_update_index_in_dim(g_x, g_NxBxM[n] @ w_ExIxM[e].T, n, 0)
+    g_we = jax.lax.dynamic_index_in_dim(g_w, e, 0, keepdims=False) + x_NxBxI[n].T @ g_NxBxM[n]
     return g_x, jax.lax.dynamic_update_index_in_dim(g_w, g_we, e, 0)
 
-  return jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxK), jnp.zeros_like(w_ExKxM)))
+  return jax.lax.fori_loop(0, num_used, body, (jnp.zeros_like(x_NxBxI), jnp.zeros_like(w_ExIxM)))
 
 
 @jax.custom_vjp
-def block_matmul(x_NxBxK, w_ExKxM, expert_N, num_used):
-  """y[n] = x[n] @ w[expert[n]] for the first `num_used` blocks, 0 for the rest.
+def block_matmul(x_NxBxI, w_ExIxM, expert_N, num_used):
+  """y[n] = x[n] @ w[expert[n]] for the first `num_used` blocks, 0 for the rest (I: the features
+  summed over, M: the output features).
 
   A while loop of one small matmul per used block. The backward pass is one
   loop too, adding each block's weight gradient in place into its expert's
-  slice: differentiating a scan instead adds a zero-padded (E, K, M) cotangent
+  slice: differentiating a scan instead adds a zero-padded (E, I, M) cotangent
   per block, and a static loop over all N blocks computes the unused ones.
   """
-  return _block_matmul_loop(x_NxBxK, w_ExKxM, expert_N, num_used)
+  return _block_matmul_loop(x_NxBxI, w_ExIxM, expert_N, num_used)
 
 
-def _block_matmul_fwd(x_NxBxK, w_ExKxM, expert_N, num_used):
-  res = (x_NxBxK, w_ExKxM, expert_N, num_used)
+def _block_matmul_fwd(x_NxBxI, w_ExIxM, expert_N, num_used):
+  res = (x_NxBxI, w_ExIxM, expert_N, num_used)
   return block_matmul(*res), res
 
 
@@ -964,11 +967,11 @@ class MoE(ffn_lib.Layer):
 
   def admit(self, routing: Routing, groups: int, capacity_: int) -> Routing:
     """Routing with only the assignments within each group's capacity valid (drop priority
-    within the group); `routing` itself when one group (plan drops) or dropless."""
+    within the group); `routing` itself when one group (plan_slots drops) or dropless."""
     num_tokens = routing.expert_TxJ.shape[0]
     if groups == 1 or capacity_ >= num_tokens // groups:
       return routing
-    kept_GxTxJ = jax.vmap(lambda r: plan(r, self.num_experts, capacity_, self.drop_priority).kept_TxJ)(
+    kept_GxTxJ = jax.vmap(lambda r: plan_slots(r, self.num_experts, capacity_, self.drop_priority).kept_TxJ)(
       jax.tree.map(lambda a: a.reshape(groups, -1, a.shape[-1]), routing)
     )
     kept_TxJ = kept_GxTxJ.reshape(num_tokens, -1)
@@ -982,7 +985,7 @@ class MoE(ffn_lib.Layer):
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
     c_group = self.capacity(num_tokens, groups, self.capacity_factor_for(rng is not None))
     logits_TxE, routing = self.route(x_TxD, rngs[0], groups, c_group)
-    plan_ = plan(
+    plan_ = plan_slots(
       self.admit(routing, groups, c_group),
       self.num_experts,
       groups * c_group,
