@@ -113,6 +113,13 @@ def machine() -> str:
   )
 
 
+def completed(summaries: dict[str, dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
+  """A sweep's summaries, every run completed (or an AssertionError)."""
+  done = {k: s for k, s in summaries.items() if s is not None and s['status'] == 'completed'}
+  assert len(done) == len(summaries), 'a run did not complete'
+  return done
+
+
 def fresh_caches() -> None:
   """Forget every compiled program of this process (the persistent cache is never on here)."""
   import jax
@@ -141,11 +148,10 @@ def padding(tmp: str) -> None:
       fresh_caches()
       t0 = time.time()
       with contextlib.redirect_stderr(io.StringIO()):
-        out[f] = sweep.run_sweep(
-          base, grid, os.path.join(tmp, arg, f'factor_{f:g}'), pad_flops_factor=f, progress=False
+        out[f] = completed(
+          sweep.run_sweep(base, grid, os.path.join(tmp, arg, f'factor_{f:g}'), pad_flops_factor=f, progress=False)
         )
       wall[f] = time.time() - t0
-      assert all(s['status'] == 'completed' for s in out[f].values()), 'a run did not complete'
       compile_s = sum(s['compile_time_s'] / s['sweep_group_size'] for s in out[f].values())
       checkpoint_s = sum(s['checkpoint_time_s'] for s in out[f].values())
       line = (
@@ -175,7 +181,7 @@ def seeds(tmp: str) -> None:
   grid = sweep.values('train.seed', range(num_runs))
   fresh_caches()
   t0 = time.time()
-  vmapped = sweep.run_sweep(config, grid, os.path.join(tmp, 'sweep'), progress=False)
+  vmapped = completed(sweep.run_sweep(config, grid, os.path.join(tmp, 'sweep'), progress=False))
   t_vmapped = time.time() - t0
   fresh_caches()
   t0 = time.time()

@@ -11,7 +11,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from typing import Any
+from typing import Any, TextIO
 
 import jax
 import numpy as np
@@ -261,7 +261,7 @@ class Lock:
   def __init__(self, folder: str, name: str = '.lock', wait: bool = False):
     self.path = os.path.join(folder, name)
     self.wait = wait
-    self.file = None
+    self.file: TextIO | None = None
 
   def __enter__(self) -> 'Lock':
     os.makedirs(os.path.dirname(self.path), exist_ok=True)

@@ -45,6 +45,7 @@ from ffn_research import train
 from ffn_research import validation
 
 PyTree = Any
+Checkpoints = io_lib.Checkpointer | parallel.NoCheckpoints  # process 0's, or the others' stand-in
 
 
 class NotEnoughMemory(ValueError):
@@ -147,6 +148,7 @@ def run_summary(
       eval_loss=None,
     )
   else:
+    assert evals is not None  # a run that did not diverge was evaluated
     summary.update(status='completed', step=step, **evals, **per_param(evals, counts))
   return summary
 
@@ -235,7 +237,7 @@ def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -
   return covered
 
 
-def check_checkpoint_meta(ckpts: list[io_lib.Checkpointer], configs: Sequence[ml_collections.ConfigDict]) -> None:
+def check_checkpoint_meta(ckpts: Sequence[Checkpoints], configs: Sequence[ml_collections.ConfigDict]) -> None:
   """io.WorkdirError (one line) when a run's checkpoint was saved under another model.parametrization
   (its meta records it; none recorded: 'standard'), before any restore could set it aside as damaged."""
   for c, config in zip(ckpts, configs, strict=True):
@@ -248,7 +250,7 @@ def check_checkpoint_meta(ckpts: list[io_lib.Checkpointer], configs: Sequence[ml
         )
 
 
-def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_step: float):
+def _restore(ckpts: Sequence[Checkpoints], abstract_ones: list[PyTree], max_step: float):
   """(per-run states, step, per-run meta) at the newest step <= max_step that every run has
   intact, or None; newer checkpoints are removed (a rerun recreates them)."""
   common = set.intersection(*(set(c.steps()) for c in ckpts))
@@ -256,8 +258,9 @@ def _restore(ckpts: list[io_lib.Checkpointer], abstract_ones: list[PyTree], max_
   chosen = None
   for step in sorted((s for s in common if s <= max_step), reverse=True):
     restored = [c.restore(step, a) for c, a in zip(ckpts, abstract_ones, strict=True)]
-    if all(r is not None for r in restored):
-      chosen = [r[0] for r in restored], step, [r[1] for r in restored]
+    intact = [r for r in restored if r is not None]
+    if len(intact) == len(restored):
+      chosen = [r[0] for r in intact], step, [r[1] for r in intact]
       break
   for c in ckpts:
     for later in [s for s in c.steps() if chosen is None or s > chosen[1]]:
@@ -349,7 +352,8 @@ class GroupLoop:
       for d in run_dirs
     ]
     self.compiled: set[int] = set()  # chunk lengths compiled
-    self.state, self.step, self.wall_before = None, 0, [0.0] * self.num_runs
+    self.state: PyTree = None
+    self.step, self.wall_before = 0, [0.0] * self.num_runs
     self.logs: list[Any] = []
     self.tracks: list[Track] = []
     self.pending: Chunk | None = None
@@ -436,6 +440,7 @@ class GroupLoop:
     every = self.tr.eval_every
     if _crossed(every, start, self.step) or (every > 0 and self.step == self.tr.steps):
       with self.clock.excluded('eval'):
+        assert self.pending is not None  # dispatch set it
         self.pending.evals = jax.block_until_ready(self.programs.evaluate(self.state['params'], self.state['data']))
 
   def checkpoint(self) -> None:

@@ -243,6 +243,9 @@ class NoCheckpoints:
   def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
     del step, state, meta
 
+  def restore(self, step: int, abstract: Any) -> None:
+    del step, abstract  # never called: there are no steps
+
   def read_meta(self, step: int) -> None:
     del step
 

@@ -175,7 +175,10 @@ class LonePrograms:
 
   def __init__(self, exp: train.Experiment):
     self.exp = exp
-    self.shardings, state_in, state_out, out = None, {}, {}, {}
+    self.shardings = None
+    state_in: dict[str, Any] = {}
+    state_out: dict[str, Any] = {}
+    out: dict[str, Any] = {}
     if exp.mesh is not None:
       self.shardings = parallel.state_shardings(jax.eval_shape(exp.init, 0), exp.mesh)
       replicated = jax.sharding.NamedSharding(exp.mesh, jax.sharding.PartitionSpec())
@@ -218,7 +221,7 @@ class GroupPrograms:
       mesh = jax.sharding.Mesh(np.asarray(devices), ('runs',))
       self.sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('runs'))
 
-    shard_out = {} if self.sharding is None else {'out_shardings': self.sharding}
+    shard_out: dict[str, Any] = {} if self.sharding is None else {'out_shardings': self.sharding}
     self.init_fn = jax.jit(jax.vmap(exp.init), **shard_out)  # (seed, traced, d_ff) per run
     self.chunk = jax.jit(self._chunk, static_argnums=1, donate_argnums=0)
     self.evaluate = jax.jit(jax.vmap(exp.evaluate))

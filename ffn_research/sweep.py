@@ -174,7 +174,8 @@ class Run:
 
 def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[Run]:
   """Runs with validated configs and unique names (fails before anything compiles)."""
-  runs, seen = [], {}
+  runs: list[Run] = []
+  seen: dict[str, Overrides] = {}
   for overrides in sweep:
     config = apply_overrides(base, overrides)
     validation.validate(config)
@@ -356,8 +357,9 @@ def run_sweep(
   max_group_size: int = 0,
   pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR,
   progress: bool = True,
-) -> dict[str, dict[str, Any]]:
-  """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary}.
+) -> dict[str, dict[str, Any] | None]:
+  """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary} (None: a run
+  another process holds, skipped).
 
   Everything is checked before anything is written. One process runs a shard at a time
   (DIR/.lock-shard-I-of-N) and a run at a time (its run folder's .lock: runs held by

@@ -961,6 +961,7 @@ class MoE(ffn_lib.Layer):
       split = lambda a: a.reshape(groups, -1, a.shape[-1])
       routing = jax.vmap(router)(split(logits_TxE), split(x_in_TxD))
       routing = jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), routing)
+    assert isinstance(routing, Routing)  # slot routers were refused above
     if self.stop_combine_grad:
       routing = routing._replace(weight_TxJ=jax.lax.stop_gradient(routing.weight_TxJ))
     return logits_TxE, routing
