@@ -7,6 +7,7 @@ carry the run's own counts. Training results agree to float32 rounding (a wider 
 extra zeros in a different order), not bit for bit.
 """
 
+import itertools
 import json
 
 from flax import nnx
@@ -141,9 +142,7 @@ def test_grouping_splits_by_the_flop_bound():
       assert len({r.config.model.activation for r in g}) == 1
       flops = [models.model_counts(r.config, task)['flops_per_token'] for r in g]
       assert len(g) * max(flops) <= factor * sum(flops)  # the bound holds ...
-    for g, h in zip(
-      groups, groups[1:], strict=True
-    ):  # ... and greedy: the next program's narrowest width would break it
+    for g, h in itertools.pairwise(groups):  # ... and greedy: the next program's narrowest width would break it
       if g[0].config.model.activation == h[0].config.model.activation:
         w = min(r.config.model.d_ff for r in h)
         ext = g + [r for r in h if r.config.model.d_ff == w]
