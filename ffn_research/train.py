@@ -73,7 +73,11 @@ class Experiment:
     self.task = tasks.build_task(config)
     self.optimizer, self.unit_schedule = optim.build_optimizer(
       config.train,
-      *((models.mup.lr_multipliers(config.model), models.mup.lr_labels) if models.mup.is_mup(config.model) else ()),
+      *(
+        (models.mup.lr_multipliers(config.model), models.mup.lr_labels(config.model))
+        if models.mup.is_mup(config.model)
+        else ()
+      ),
     )
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, self._hyper = nnx.split(abstract, models.Hyper, ...)[:2]

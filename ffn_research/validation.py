@@ -37,6 +37,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
     )
   _validate_run(tr)
   optim.validate(tr)
+  models.mup.validate_optimizer(config)
   parallel.validate(config)
 
 

@@ -11,11 +11,16 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import configfile
 from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import programs
 from ffn_research import train
+from ffn_research.models import mup as mup_lib
+from ffn_research.models import transformer
 from ffn_research.validation import validate
+
+RECALL = os.path.join(os.path.dirname(__file__), '..', 'configs', 'recall.py')
 
 
 def small_config(parametrization='standard', d_ff=32, activation='relu', base=32, **overrides):
@@ -74,15 +79,16 @@ def test_mup_init_is_the_base_rule_and_w2_over_m(activation):
 
 def test_mup_adam_update_of_w2_is_over_m_and_the_rest_unscaled():
   """One Adam step on the same gradients: mup's w2 update is exactly 1/4 of standard's at m = 4
-  (a power of two scales exactly), every other update equal."""
+  (a power of two scales exactly), every other update equal. No warmup: its first rate is 0."""
   updates = {}
   for p in ('standard', 'mup'):
-    e = train.Experiment(small_config(p, d_ff=128, **{'train.grad_clip': 0.0}))
+    e = train.Experiment(small_config(p, d_ff=128, **{'train.grad_clip': 0.0, 'train.warmup_steps': 0}))
     w = weights(e.init(0))
     grads = jax.tree.map(lambda x: jnp.cos(jnp.arange(x.size, dtype=jnp.float32).reshape(x.shape)), w)
     updates[p] = e.optimizer.update(grads, e.optimizer.init(w), w)[0]
   for name in updates['mup']:
     factor = 0.25 if name == 'w2' else 1.0
+    assert np.all(updates['standard'][name][...] != 0), name
     np.testing.assert_array_equal(updates['mup'][name][...], factor * updates['standard'][name][...])
 
 
@@ -141,6 +147,186 @@ def test_coordinate_check_flat_under_mup_drifting_under_standard(activation):
   assert standard['h'] < -0.4, standard
 
 
+# ---------------------------------------------------------------- the sequence models
+
+
+def seq_config(parametrization='standard', d_model=32, d_ff=128, base=(32, 128), arch='transformer', **overrides):
+  """configs/recall.py (MQAR, 12 tokens a sequence) at the given widths; mup's bases (d_model, d_ff)."""
+  c = configfile.get_config(RECALL if arch == 'transformer' else f'{RECALL}:{arch}')
+  m = c.model
+  m.d_model, m.d_ff, m.parametrization = d_model, d_ff, parametrization
+  m.mup_base_d_model, m.mup_base_d_ff = base
+  c.task.num_eval = 64
+  c.train.batch_size, c.train.warmup_steps, c.train.steps = 16, 2, 20
+  for key, value in overrides.items():
+    config_lib.set_path(c, key, value)
+  validate(c)
+  return c
+
+
+def init_params(config):
+  return jax.jit(train.Experiment(config).init)(0)['params']
+
+
+@pytest.mark.parametrize(
+  'arch, activation, loss', [('transformer', 'relu', 4.190655708312988), ('ffn_stack', 'swiglu', 4.228764533996582)]
+)
+def test_sequence_mup_at_its_base_widths_trains_as_standard(arch, activation, loss):
+  """d_model and d_ff at their bases: the same init bit for bit (each factor is exactly 1), and 20
+  steps equal to float32 rounding (the optimizer's tree layout and mup's x 1 factors). Standard's
+  loss was recorded at commit 1566c92, before the sequence models' mup (jax 0.10.2, CPU; the same
+  bits and weight hash at XLA optimisation levels 0 and default), held to float32 rounding."""
+  runs = {}
+  for p in ('standard', 'mup'):
+    e = train.Experiment(seq_config(p, arch=arch, **{'model.activation': activation}))
+    s0 = jax.jit(e.init)(0)
+    runs[p] = (s0, *jax.jit(e.train_chunk, static_argnums=1)(s0, 20))
+  (i_std, s_std, m_std), (i_mup, s_mup, m_mup) = runs['standard'], runs['mup']
+  assert float(m_std['loss']) == pytest.approx(loss, rel=2e-6)
+  for a, b in zip(jax.tree.leaves(weights(i_mup)), jax.tree.leaves(weights(i_std)), strict=True):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_allclose(m_mup['loss'], m_std['loss'], rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(weights(s_mup)), jax.tree.leaves(weights(s_std)), strict=True):
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_sequence_mup_init_is_the_rule_at_the_base_widths_times_the_gain():
+  """d_model 64 = 2 x base, d_ff 512 = 4 x base: each mup matrix is the standard one of its shape (the
+  same draws) times rule std(base fans) x gain / rule std(true fans); xavier_uniform (fan_avg):
+  embeddings (input) sqrt(2), hidden weights (both fans x 2, gain 1/sqrt(m)) 1, w1 (fans x 2, x 4;
+  gain 1/sqrt(2)) and w2 (gain 1/2), the unembedding (output, gain 1/2)."""
+  std, mup = (init_params(seq_config(p, 64, 512)) for p in ('standard', 'mup'))
+  xavier = lambda fan_in, fan_out: np.sqrt(2 / (fan_in + fan_out))
+  vocab = mup['unembed'][...].shape[1]
+  w1 = xavier(32, 128) / xavier(64, 512) / np.sqrt(2)
+  expected = {
+    'embed': np.sqrt(2),
+    'pos_embed': np.sqrt(2),
+    'w_qkv': 1.0,
+    'w_out': 1.0,
+    'w1': w1,
+    'w2': w1 / np.sqrt(2),  # the transposed fans, gain 1/sqrt(4)
+    'unembed': xavier(32, vocab) / xavier(64, vocab) / 2,
+  }
+  seen = set()
+  for (path, a), b in zip(
+    jax.tree_util.tree_leaves_with_path(weights({'params': mup})),
+    jax.tree.leaves(weights({'params': std})),
+    strict=True,
+  ):
+    name = next(p.key for p in reversed(path) if isinstance(p, jax.tree_util.DictKey))
+    factor = expected.get(name, 1.0)  # norms' scales: unchanged
+    np.testing.assert_allclose(a, b * factor, rtol=2e-6, atol=1e-9, err_msg=name)
+    seen.add(name)
+  assert set(expected) <= seen
+
+
+def test_sequence_mup_adam_updates_scale_by_their_fan_ins_width():
+  """One Adam step on the same gradients at d_model = 2 x base, d_ff = 4 x base: the update of a
+  weight with fan-in d_model (attention, w1, unembedding) is exactly 1/2 of standard's, w2's (fan-in
+  d_ff) 1/4, the embeddings' and the norms' equal. No warmup: its first rate is 0."""
+  updates = {}
+  for p in ('standard', 'mup'):
+    e = train.Experiment(seq_config(p, 64, 512, **{'train.grad_clip': 0.0, 'train.warmup_steps': 0}))
+    w = weights({'params': init_params(e.config)})
+    grads = jax.tree.map(lambda x: jnp.cos(jnp.arange(x.size, dtype=jnp.float32).reshape(x.shape)), w)
+    updates[p] = e.optimizer.update(grads, e.optimizer.init(w), w)[0]
+  factors = {'w_qkv': 0.5, 'w_out': 0.5, 'w1': 0.5, 'unembed': 0.5, 'w2': 0.25}
+  for (path, a), b in zip(
+    jax.tree_util.tree_leaves_with_path(updates['mup']), jax.tree.leaves(updates['standard']), strict=True
+  ):
+    name = next(p.key for p in reversed(path) if isinstance(p, jax.tree_util.DictKey))
+    assert np.all(b != 0), name
+    np.testing.assert_array_equal(a, factors.get(name, 1.0) * b, err_msg=name)
+
+
+def test_mup_attention_logits_are_scaled_by_base_head_over_head_squared():
+  """mup's attention at head size 16, base 4, is the standard one with q scaled by sqrt(4) / 16 x
+  sqrt(16) = 1/2: logits q.k sqrt(base d_head) / d_head instead of q.k / sqrt(d_head)."""
+  rngs = lambda: nnx.Rngs(params=jax.random.PRNGKey(0))
+  kwargs = {'rope': False, 'init': 'xavier_uniform', 'dtype': 'float32'}
+  std = transformer.CausalSelfAttention(64, 4, rngs=rngs(), **kwargs)
+  mup = transformer.CausalSelfAttention(64, 4, rngs=rngs(), mup_base_d_model=16, **kwargs)
+  assert mup.mup_logit_factor == 0.5
+  mup.w_qkv[...], mup.w_out[...] = std.w_qkv[...], std.w_out[...]
+  std.w_qkv[...] = std.w_qkv[...].at[:, :64].multiply(0.5)  # q
+  x = jax.random.normal(jax.random.PRNGKey(1), (2, 5, 64))
+  np.testing.assert_allclose(mup(x), std(x), rtol=1e-5, atol=1e-6)
+
+
+def test_mup_label_tree_refuses_an_unknown_matrix():
+  with pytest.raises(ValueError, match=r"no learning-rate rule for the weight \['w_new'\]"):
+    mup_lib.lr_labels(seq_config().model)({'w_new': jnp.zeros((2, 2)), 'embed': jnp.zeros((2, 2))})
+
+
+# The coordinate check of the sequence models: d_model 32..256 (base 32, 4 heads: d_head 4..64), d_ff 4 d_model.
+SEQ_WIDTHS = (32, 64, 128, 256)
+SEQ_SEEDS = 3
+
+
+def block_coordinates(model, tokens_BxT):
+  """{name: array} of the transformer's forward pass: each block's attention output ('attn_i') and
+  FFN hidden activations ('ffn_h_i'), and the logits."""
+  x = model.mix(model.embed_tokens(tokens_BxT))
+  out = {}
+  for i, block in enumerate(model.blocks):
+    out[f'attn_{i}'] = block.attn(block.attn_norm(x))
+    x = x + out[f'attn_{i}']
+    out[f'ffn_h_{i}'] = block.ffn.hidden(block.ffn_norm(x))
+    x = x + block.ffn(block.ffn_norm(x))
+  out['logits'] = model.forward(model.embed_tokens(tokens_BxT))[0]
+  return out
+
+
+def seq_coordinates(parametrization, d_model):
+  """RMS over the held-out sequences, after 4 Adam steps (rate 1e-2, constant, no clipping) and mean
+  over SEQ_SEEDS seeds, of every block_coordinates entry and of what the steps changed ('d_' + name)."""
+  config = seq_config(
+    parametrization,
+    d_model,
+    4 * d_model,
+    base=(SEQ_WIDTHS[0], 4 * SEQ_WIDTHS[0]),
+    **{'train.warmup_steps': 0, 'train.schedule': 'constant', 'train.grad_clip': 0.0, 'train.learning_rate': 1e-2},
+  )
+  e = train.Experiment(config)
+  rms = lambda a: jnp.sqrt(jnp.mean(jnp.square(a)))
+
+  @jax.jit
+  def run(seed):
+    s0 = e.init(seed)
+    s1, _ = e.train_chunk(s0, 4)
+    tokens = s0['data']['inputs']
+    c0, c1 = (block_coordinates(e.merge(s['params']), tokens) for s in (s0, s1))
+    return {**{k: rms(v) for k, v in c1.items()}, **{f'd_{k}': rms(c1[k] - c0[k]) for k in c1}}
+
+  rows = [run(seed) for seed in range(SEQ_SEEDS)]
+  return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+
+
+def seq_width_slopes(parametrization):
+  rows = [seq_coordinates(parametrization, w) for w in SEQ_WIDTHS]
+  return {k: float(np.polyfit(np.log(SEQ_WIDTHS), np.log([r[k] for r in rows]), 1)[0]) for k in rows[0]}
+
+
+def test_transformer_coordinate_check_flat_under_mup_drifting_under_standard():
+  """Slopes of log RMS against log d_model, measured (CPU, jax 0.10.2, 2026-11-26; docs/mup.md):
+
+  | coordinate | attn_0 | attn_1 | ffn_h_0 | ffn_h_1 | logits | d_attn_0 | d_attn_1 | d_ffn_h_0 | d_ffn_h_1 | d_logits |
+  | standard   | +0.94  | +0.73  | +0.56   | +0.36   | +0.51  | +1.13    | +0.77    | +0.71     | +0.40     | +0.46    |
+  | mup        | -0.04  | +0.00  | -0.01   | -0.02   | -0.08  | -0.03    | +0.02    | -0.02     | -0.01     | -0.15    |
+
+  Under mup every block coordinate is within 0.1; the change of the logits falls by 0.15 (1.1x per
+  doubling, slowing): the base model's logits at init, Table 3's output init (the rule at the base
+  width times 1/m, so of size 1/sqrt(m)), move the first steps' softmax; they vanish in the wide
+  limit. With the unembedding initialised to zero (the paper's optional readout zero-init; measured
+  in development, not built) every slope is within 0.05, d_logits +0.01. Standard drifts: xavier's
+  fan_avg init and one Adam rate for every width let the updates add up over d_model units."""
+  mup, standard = seq_width_slopes('mup'), seq_width_slopes('standard')
+  assert all(abs(s) < 0.1 for k, s in mup.items() if k != 'd_logits'), mup
+  assert abs(mup['d_logits']) < 0.2, mup
+  assert min(standard[k] for k in ('attn_0', 'd_attn_0', 'ffn_h_0', 'd_logits')) > 0.3, standard
+
+
 # ---------------------------------------------------------------- config, programs, checkpoints
 
 
@@ -149,10 +335,23 @@ def test_coordinate_check_flat_under_mup_drifting_under_standard(activation):
   [
     ({'model.parametrization': 'mu'}, "model.parametrization='mu' is unknown; allowed: standard, mup"),
     ({'model.mup_base_d_ff': 0}, 'model.mup_base_d_ff=0 must be a positive integer'),
+    ({'model.mup_base_d_model': 0}, 'model.mup_base_d_model=0 must be a positive integer'),
     (
       {'model.parametrization': 'mup', 'model.moe.num_experts': 4},
       'model.parametrization=mup supports dense and gated FFNs only; MoE experts (model.moe.num_experts > 0) '
       'are not built yet',
+    ),
+    (
+      {'model.parametrization': 'mup', 'train.optimizer': 'sgd'},
+      "train.optimizer='sgd' has no mup rules (model.parametrization=mup is Adam's); allowed: adam, adamw",
+    ),
+    (
+      {'model.parametrization': 'mup', 'train.optimizer': 'lion'},
+      "train.optimizer='lion' has no mup rules (model.parametrization=mup is Adam's); allowed: adam, adamw",
+    ),
+    (
+      {'model.parametrization': 'mup', 'model.arch': 'tied_relu', 'task.name': 'sparse_features'},
+      "model.parametrization=mup is not built for model.arch='tied_relu' (one matrix is its input and output weight)",
     ),
   ],
 )
@@ -162,15 +361,37 @@ def test_validation_is_one_line(overrides, message):
   assert str(e.value) == message
 
 
-def test_mup_refuses_sequence_models_in_one_line():
+@pytest.mark.parametrize(
+  'overrides, message',
+  [
+    (
+      {'model.tie_embeddings': True},
+      'model.parametrization=mup needs model.tie_embeddings=False (the embedding is an input weight, the '
+      'unembedding an output weight: their init and learning rate differ)',
+    ),
+    (
+      {'model.mup_base_d_model': 30},
+      'model.mup_base_d_model=30 must be divisible by model.num_heads=4 (mup: the base model has the same heads)',
+    ),
+    (
+      {'train.optimizer': 'sgd'},
+      "train.optimizer='sgd' has no mup rules (model.parametrization=mup is Adam's); allowed: adam, adamw",
+    ),
+  ],
+)
+def test_sequence_model_validation_is_one_line(overrides, message):
   c = config_lib.tiny_transformer_config('language', None)
   c.model.parametrization = 'mup'
-  with pytest.raises(
-    config_lib.ConfigError,
-    match=r'^model.parametrization=mup supports model.arch=ffn only; '
-    r"'transformer' is not built yet \(embeddings, unembedding, attention 1/d scaling\)$",
-  ):
+  for key, value in overrides.items():
+    config_lib.set_path(c, key, value)
+  with pytest.raises(config_lib.ConfigError) as e:
     validate(c)
+  assert str(e.value) == message
+
+
+def test_standard_accepts_any_optimizer_and_mup_adamw():
+  for p, optimizer in (('standard', 'sgd'), ('standard', 'lion'), ('mup', 'adamw')):
+    validate(small_config(p, **{'train.optimizer': optimizer}))
 
 
 def test_mup_widths_are_not_padded_into_one_program():

@@ -130,11 +130,11 @@ class FFN(Layer):
     dtype: str = 'float32',
     d_out: int | None = None,
     d_ff_true: int | jax.Array | None = None,
-    mup_base_d_ff: int | None = None,
+    mup_fans: tuple[inits.Fans, inits.Fans] | None = None,
     rngs: nnx.Rngs,
   ):
-    """`mup_base_d_ff`: None for the standard parametrization; the base hidden width for μP
-    (models/mup.py: init rules at the base width, w2's times base / d_ff)."""
+    """`mup_fans`: None for the standard parametrization (each rule at the true fans); for μP
+    (models/mup.py `init_fans`) the fans and gain of the input projections' rule and of w2's."""
     d_out = d_model if d_out is None else d_out
     true = d_ff if d_ff_true is None else d_ff_true
     self.d_model, self.d_ff, self.d_out, self.activation = d_model, d_ff, d_out, activation
@@ -146,23 +146,13 @@ class FFN(Layer):
     self.act = activations.get(activation)
     self.width = Width(jnp.asarray(true, jnp.int32))
     w_init = inits.get(init)
-    # μP: every rule at the base width, w2 times 1/m (m = true / base); standard: at the true width.
-    rule_width, out_gain = (
-      (true, None) if mup_base_d_ff is None else (mup_base_d_ff, mup_base_d_ff / jnp.asarray(true, jnp.float32))
-    )
+    # Standard: every rule at the true fans; μP: at the base widths, times a gain.
+    fans_in, fans_out = (inits.Fans(d_model, true), inits.Fans(true, d_out)) if mup_fans is None else mup_fans
     # Unit u is column u of w1 and w_gate, row u of w2.
-    self.w1 = nnx.Param(
-      inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=rule_width, true_units=true).T
-    )
-    self.w2 = nnx.Param(
-      inits.per_unit(
-        w_init, rngs.params(), d_ff, d_out, fan_in=rule_width, fan_out=d_out, true_units=true, gain=out_gain
-      )
-    )
+    self.w1 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, *fans_in, true_units=true).T)
+    self.w2 = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_out, *fans_out, true_units=true))
     if self.gated:
-      self.w_gate = nnx.Param(
-        inits.per_unit(w_init, rngs.params(), d_ff, d_model, fan_in=d_model, fan_out=rule_width, true_units=true).T
-      )
+      self.w_gate = nnx.Param(inits.per_unit(w_init, rngs.params(), d_ff, d_model, *fans_in, true_units=true).T)
     if use_bias:
       self.b1 = nnx.Param(jnp.zeros((d_ff,), jnp.float32))
       self.b2 = nnx.Param(jnp.zeros((d_out,), jnp.float32))

@@ -5,9 +5,10 @@ std = sqrt(scale / n) with n the fan-in, fan-out or their mean. `Init.__call__` 
 whole matrix like the jax initialiser (attention, embeddings, MoE experts); `per_unit`
 draws an FFN's weights unit-major, scaled by the true fan-in/fan-out, so a hidden unit's
 weights do not depend on how wide the matrix is allocated (d_ff padding: ffn_research.programs).
+Both can evaluate the rule at other fans, times a gain (μP: models/mup.py `init_fans`).
 """
 
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +19,15 @@ from ffn_research import config as config_lib
 TRUNCATED_NORMAL_STD = 0.87962566103423978
 
 
+class Fans(NamedTuple):
+  """Where a rule is evaluated: std = rule.std(fan_in, fan_out) * gain (None: 1). μP's are the base
+  model's fans and a width-dependent gain (models/mup.py `init_fans`); fans and gain may be traced."""
+
+  fan_in: Any
+  fan_out: Any
+  gain: Any = None
+
+
 class Init(NamedTuple):
   """variance_scaling(scale, mode, distribution)."""
 
@@ -25,9 +35,16 @@ class Init(NamedTuple):
   mode: Literal['fan_in', 'fan_out', 'fan_avg']
   distribution: Literal['truncated_normal', 'normal', 'uniform']
 
-  def __call__(self, key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
-    """A whole (fan_in, fan_out) matrix, as jax.nn.initializers.variance_scaling draws it."""
-    return jax.nn.initializers.variance_scaling(self.scale, self.mode, self.distribution)(key, shape, dtype)
+  def __call__(self, key: jax.Array, shape, dtype=jnp.float32, fans: Fans | None = None) -> jax.Array:
+    """A whole (fan_in, fan_out) matrix, as jax.nn.initializers.variance_scaling draws it; with `fans`,
+    the same draws times fans' std over the shape's (one float32 factor: exactly 1 where they agree)."""
+    w = jax.nn.initializers.variance_scaling(self.scale, self.mode, self.distribution)(key, shape, dtype)
+    if fans is None:
+      return w
+    factor = self.std(fans.fan_in, fans.fan_out) / self.std(shape[-2], shape[-1])
+    if fans.gain is not None:
+      factor = factor * jnp.float32(fans.gain)
+    return w * factor.astype(dtype)
 
   def std(self, fan_in, fan_out) -> jax.Array:
     """sqrt(scale / n) in float32; fans may be traced."""
@@ -69,14 +86,14 @@ def per_unit(
   key: jax.Array,
   num_units: int,
   unit_size: int,
-  *,
   fan_in,
   fan_out,
-  true_units,
   gain: float | jax.Array | None = None,
+  *,
+  true_units,
 ) -> jax.Array:
-  """(num_units, unit_size) times init.std(fan_in, fan_out) (times `gain` when given: μP's output
-  layer, models/mup.py), row u the same whatever num_units; rows u >= true_units (padding) are
+  """(num_units, unit_size) times init.std(fan_in, fan_out) (times `gain` when given: μP's hidden
+  and output weights, models/mup.py), row u the same whatever num_units; rows u >= true_units (padding) are
   exactly 0. fan_in, fan_out and true_units may be traced.
 
   With partitionable threefry (jax's default) entry (u, s) of one draw of shape (U, S) comes

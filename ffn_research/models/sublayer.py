@@ -63,7 +63,11 @@ def build_ffn(
       mesh=mesh,
       rngs=rngs,
     )
-  base = mup.base_width(model_cfg) if mup.is_mup(model_cfg) else None
+  fans = None
+  if mup.is_mup(model_cfg):
+    hidden = mup.d_ff_dim(model_cfg, d_ff_true)
+    d_out_dim = mup.d_model_dim(model_cfg, d_in if d_out is None else d_out)
+    fans = (mup.init_fans(mup.d_model_dim(model_cfg, d_in), hidden), mup.init_fans(hidden, d_out_dim))
   return ffn_lib.FFN(
     d_in,
     d_ff,
@@ -74,7 +78,7 @@ def build_ffn(
     dtype=model_cfg.dtype,
     d_out=d_out,
     d_ff_true=d_ff_true,
-    mup_base_d_ff=base,
+    mup_fans=fans,
     rngs=rngs,
   )
 

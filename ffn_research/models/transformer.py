@@ -27,6 +27,7 @@ import ml_collections
 from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
+from ffn_research.models import mup
 from ffn_research.models import sublayer
 
 # Pre-norm layers by name (config key `model.norm`) and their parameters per feature.
@@ -39,8 +40,8 @@ NORM_PARAMS_PER_FEATURE = {'rmsnorm': 1, 'layernorm': 2}
 # Position encodings (config key `model.positions`); 'rotary' needs attention.
 POSITIONS = ('learned', 'rotary', 'none')
 
-# Token and learned-position embeddings: N(0, 1/d_model) (fan-in on the feature axis).
-EMBED_INIT = nnx.initializers.variance_scaling(1.0, 'fan_in', 'normal', in_axis=-1, out_axis=-2)
+# Token and learned-position embeddings, (rows, d_model) matrices: N(0, 1/d_model) (fan-out d_model).
+EMBED_INIT = inits.Init(1.0, 'fan_out', 'normal')
 
 ROPE_BASE = 10_000.0
 
@@ -75,14 +76,35 @@ def rotary(x_BxTxHxK: jax.Array) -> jax.Array:
 
 
 class CausalSelfAttention(nnx.Module):
-  """Multi-head causal self-attention, four d_model x d_model projections, no biases."""
+  """Multi-head causal self-attention, four d_model x d_model projections, no biases.
 
-  def __init__(self, d_model: int, num_heads: int, *, rope: bool, init: str, dtype: str, rngs: nnx.Rngs):
+  `mup_base_d_model`: None for the standard parametrization; for μP (models/mup.py) the base
+  model's d_model (same heads): the projections are hidden weights, and the logits q.k are scaled
+  by sqrt(base head size) / head size instead of 1 / sqrt(head size)."""
+
+  def __init__(
+    self,
+    d_model: int,
+    num_heads: int,
+    *,
+    rope: bool,
+    init: str,
+    dtype: str,
+    rngs: nnx.Rngs,
+    mup_base_d_model: int | None = None,
+  ):
     self.num_heads, self.head_dim, self.rope = num_heads, d_model // num_heads, rope
     self.dtype = ffn_lib.DTYPES[dtype]
     w_init = inits.get(init)
-    self.w_qkv = nnx.Param(w_init(rngs.params(), (d_model, 3 * d_model), jnp.float32))
-    self.w_out = nnx.Param(w_init(rngs.params(), (d_model, d_model), jnp.float32))
+    fans_qkv = fans_out = None
+    # μP's logits factor on top of 1/sqrt(head size): sqrt(base / head size), exactly 1 at the base width.
+    self.mup_logit_factor = None
+    if mup_base_d_model is not None:
+      d, d3 = mup.Dim(d_model, mup_base_d_model), mup.Dim(3 * d_model, 3 * mup_base_d_model)
+      fans_qkv, fans_out = mup.init_fans(d, d3), mup.init_fans(d, d)
+      self.mup_logit_factor = ((mup_base_d_model // num_heads) / self.head_dim) ** 0.5
+    self.w_qkv = nnx.Param(w_init(rngs.params(), (d_model, 3 * d_model), jnp.float32, fans_qkv))
+    self.w_out = nnx.Param(w_init(rngs.params(), (d_model, d_model), jnp.float32, fans_out))
 
   def __call__(self, x_BxTxD: jax.Array) -> jax.Array:
     b, t, d = x_BxTxD.shape
@@ -94,6 +116,8 @@ class CausalSelfAttention(nnx.Module):
       q_BxTxHxK, k_BxTxHxK = rotary(q_BxTxHxK), rotary(k_BxTxHxK)
     scores_BxHxTxS = jnp.einsum('bthk,bshk->bhts', q_BxTxHxK, k_BxTxHxK).astype(jnp.float32)
     scores_BxHxTxS = scores_BxHxTxS / jnp.sqrt(jnp.float32(self.head_dim))
+    if self.mup_logit_factor is not None:
+      scores_BxHxTxS = scores_BxHxTxS * jnp.float32(self.mup_logit_factor)
     causal_1x1xTxS = jnp.tril(jnp.ones((t, t), bool))[None, None]
     scores_BxHxTxS = jnp.where(causal_1x1xTxS, scores_BxHxTxS, jnp.finfo(jnp.float32).min)
     probs_BxHxTxS = jax.nn.softmax(scores_BxHxTxS, axis=-1).astype(self.dtype)
@@ -123,6 +147,7 @@ class Block(nnx.Module):
         init=model_cfg.init,
         dtype=model_cfg.dtype,
         rngs=rngs,
+        mup_base_d_model=model_cfg.mup_base_d_model if mup.is_mup(model_cfg) else None,
       )
       if attention
       else None
@@ -156,9 +181,18 @@ class SequenceModel(ffn_lib.Layer):
     d_ff_true: jax.Array | None = None,
   ):
     d = model_cfg.d_model
-    self.embed = nnx.Param(EMBED_INIT(rngs.params(), (vocab_size, d), jnp.float32))
+    # μP (models/mup.py): the embeddings are input weights (fan-in vocabulary / positions), the
+    # unembedding an output weight; standard: every rule at the true fans.
+    is_mup, d_dim = mup.is_mup(model_cfg), mup.d_model_dim(model_cfg)
+
+    def fans(fan_in: mup.Dim, fan_out: mup.Dim) -> inits.Fans | None:
+      return mup.init_fans(fan_in, fan_out) if is_mup else None
+
+    self.embed = nnx.Param(EMBED_INIT(rngs.params(), (vocab_size, d), jnp.float32, fans(mup.Dim(vocab_size), d_dim)))
     self.pos_embed = (
-      nnx.Param(EMBED_INIT(rngs.params(), (seq_len, d), jnp.float32)) if model_cfg.positions == 'learned' else None
+      nnx.Param(EMBED_INIT(rngs.params(), (seq_len, d), jnp.float32, fans(mup.Dim(seq_len), d_dim)))
+      if model_cfg.positions == 'learned'
+      else None
     )
     self.blocks = nnx.List(
       [
@@ -170,7 +204,9 @@ class SequenceModel(ffn_lib.Layer):
     self.unembed = (
       None
       if model_cfg.tie_embeddings
-      else nnx.Param(inits.get(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32))
+      else nnx.Param(
+        inits.get(model_cfg.init)(rngs.params(), (d, vocab_size), jnp.float32, fans(d_dim, mup.Dim(vocab_size)))
+      )
     )
     # Frozen: fixed random codes in and out, so whatever is learned lives in the blocks
     # (Adam's update for a zero gradient is exactly zero; adamw/lion decay would still shrink them).
