@@ -4,7 +4,8 @@
 run's logs and checkpoints:
 
   metrics.jsonl, tensorboard/   one line per logged chunk; `eval/...` every train.eval_every
-  checkpoints/                  Orbax, every train.checkpoint_every steps and at the end
+  checkpoints/                  every train.checkpoint_every steps and at the end (Orbax; a
+                                sweep's runs: io.Checkpointer's NumPy format)
                                 (the final one holds the trained parameters: `load_run`)
 
 `Lifecycle` is the one lifecycle of lone runs (`train_and_evaluate`) and a sweep's groups alike:
@@ -338,6 +339,7 @@ class GroupLoop:
     run_dirs: Sequence[str],
     verbose: bool,
     step_bar: Any,
+    light_checkpoints: bool = False,
   ):
     self.programs, self.configs, self.run_dirs = programs, configs, run_dirs
     self.tr, self.num_runs = configs[0].train, len(configs)
@@ -347,8 +349,10 @@ class GroupLoop:
     self.abstract = programs.abstract_state(configs, self.traced)
     self.run_abstracts = programs_lib.run_abstract_states(programs.exp, configs)  # what checkpoints hold
     self.primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
-    self.ckpts = [
-      (io_lib.Checkpointer if self.primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
+    self.ckpts: list[Checkpoints] = [
+      io_lib.Checkpointer(os.path.join(d, 'checkpoints'), light=light_checkpoints)
+      if self.primary
+      else parallel.NoCheckpoints(os.path.join(d, 'checkpoints'))
       for d in run_dirs
     ]
     self.compiled: set[int] = set()  # chunk lengths compiled
@@ -434,6 +438,8 @@ class GroupLoop:
       track.observe(chunk.step, m, self.tr)
       if self.verbose:
         print(log_line(chunk.step, self.tr.steps, m), flush=True)
+    for log in self.logs:  # each run's lines of this chunk in one append, its files closed after
+      log.flush()
 
   def evaluate(self, start: int) -> None:
     """Held-out metrics for the pending chunk's line every train.eval_every steps and at the end."""
@@ -508,9 +514,11 @@ def train_group(
   *,
   verbose: bool = False,
   step_bar: Any = None,
+  light_checkpoints: bool = False,
 ) -> list[dict[str, Any]]:
   """Train runs that share `programs` together; write each run's logs and checkpoints; return
-  their summaries (a lone run is a group of one: programs.LonePrograms).
+  their summaries (a lone run is a group of one: programs.LonePrograms). `light_checkpoints`:
+  io.Checkpointer's NumPy format (a sweep's runs) instead of Orbax.
 
   wall_time_s of a group is its time divided by its size; compile_time_s is what this process
   spent compiling (None if nothing was compiled); checkpoint_time_s the time spent saving
@@ -523,7 +531,7 @@ def train_group(
   not counted) to the end of this one. The summary's steps_per_s is all steps trained here over
   the training time: the loop's wall time less compiling, held-out evaluation and checkpoints.
   """
-  loop = GroupLoop(programs, configs, run_dirs, verbose, step_bar)
+  loop = GroupLoop(programs, configs, run_dirs, verbose, step_bar, light_checkpoints)
   try:
     loop.resume()
     rate, evals = loop.train()
@@ -599,7 +607,14 @@ class Lifecycle:
     """Train `todo` together (train_group on `programs()`); write and return each summary (plus `extra`)."""
     run_dirs, configs = [d for d, _ in self.todo], [c for _, c in self.todo]
     try:
-      summaries = train_group(programs(), configs, [d.path for d in run_dirs], verbose=verbose, step_bar=step_bar)
+      summaries = train_group(
+        programs(),
+        configs,
+        [d.path for d in run_dirs],
+        verbose=verbose,
+        step_bar=step_bar,
+        light_checkpoints=self.sweep,
+      )
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
       if self.primary and (self.sweep or not isinstance(e, NotEnoughMemory)):
         for d in run_dirs:

@@ -210,7 +210,8 @@ class LonePrograms:
 
 class GroupPrograms:
   """The vmapped (and, over several devices, sharded) programs of a group of runs, possibly
-  d_ff-padded (module docstring): `exp` may be built wider than some runs."""
+  d_ff-padded (module docstring): `exp` may be built wider than some runs. The run axis holds
+  `num_runs` (or more, to a multiple of the devices); a group of fewer runs is padded (`pad`)."""
 
   def __init__(self, exp: train.Experiment, num_runs: int, devices: Sequence[Any]):
     self.exp = exp
@@ -232,7 +233,7 @@ class GroupPrograms:
     return out if self.sharding is None else jax.lax.with_sharding_constraint(out, self.sharding)
 
   def pad(self, x_R: np.ndarray) -> jax.Array:
-    """Pad the run axis (repeating the last run) to a multiple of the device count."""
+    """Pad the run axis (repeating the last run) to the program's (num_runs, a multiple of the devices)."""
     x_R = np.concatenate([x_R, np.repeat(x_R[-1:], self.padded - len(x_R), axis=0)])
     return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
 
