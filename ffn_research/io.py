@@ -1,8 +1,10 @@
-"""Workdir outputs: atomic JSON, JSON-lines metrics with TensorBoard, Orbax checkpoints,
-workdir locks; each fault (corrupt file, busy or unusable workdir) is one line naming the path."""
+"""Workdir outputs: atomic JSON, JSON-lines metrics with TensorBoard, checkpoints (Orbax, or NumPy
+for a sweep's runs), workdir locks; no file is held open between writes but a lock; each fault
+(corrupt file, busy or unusable workdir) is one line naming the path."""
 
 import datetime
 import fcntl
+import functools
 import hashlib
 import io
 import json
@@ -161,6 +163,8 @@ def check_or_write_config(
         f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
         'use a new --workdir or delete it'
       )
+    if old == json_safe(resolved):
+      return  # as written: no rewrite
   write_json(path, resolved)
 
 
@@ -248,6 +252,7 @@ class _Records:
     self.buffer += data
 
   def event(self, **fields: Any) -> None:
+    """One Event (a step's scalars together: one record, one pair of CRCs)."""
     self.writer.write(self.event_pb2.Event(wall_time=time.time(), **fields).SerializeToString())
 
 
@@ -286,9 +291,8 @@ class MetricsLog:
       self.events = _Records()
       if not os.path.exists(self.tb_path):
         self.events.event(file_version='brain.Event:2')
-    for k, v in metrics.items():
-      if isinstance(v, (int, float)):
-        self.events.event(step=step, summary=self.events.summary.scalar(k, v))
+    scalars = [self.events.summary.scalar(k, v) for k, v in metrics.items() if isinstance(v, (int, float))]
+    self.events.event(step=step, summary=self.events.summary.Summary(value=[v for s in scalars for v in s.value]))
 
   def flush(self) -> None:
     """Append the buffered lines and events to their files (each opened and closed here)."""
@@ -357,6 +361,12 @@ class Lock:
 FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
 
 
+@functools.cache
+def _default_config() -> dict[str, Any]:
+  """config.default_config() as a dict, built once (read only: check_or_write_config)."""
+  return config_lib.default_config().to_dict()
+
+
 class RunDir:
   """One run's folder: its lock, the config.json check, its status and the one place summary.json is
   written (loop.Lifecycle sequences them, for a lone run and a sweep's runs alike)."""
@@ -376,7 +386,7 @@ class RunDir:
     default that changed since the run started); config.json then records the new values."""
     if resolved.get('model', {}).get('moe', {}).get('num_experts', 0) == 0:
       free = (*free, 'model.moe.')
-    check_or_write_config(self.path, resolved, config_lib.default_config().to_dict(), free)
+    check_or_write_config(self.path, resolved, _default_config(), free)
 
   def summary(self) -> dict[str, Any] | None:
     """summary.json, None while unfinished (read_summary)."""

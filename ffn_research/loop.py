@@ -27,6 +27,7 @@ import collections
 from collections.abc import Callable, Sequence
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -361,11 +362,20 @@ class GroupLoop:
     self.logs: list[Any] = []
     self.tracks: list[Track] = []
     self.pending: Chunk | None = None
+    self.unwritable: dict[int, str] = {}  # run index -> the one-line error of a run whose files failed
+
+  def _write(self, i: int, write: Callable[[], None]) -> None:
+    """write() for run i; an OSError (a full disk, a folder gone) fails that run alone, in one line."""
+    try:
+      write()
+    except OSError as e:
+      self.unwritable[i] = f'{type(e).__name__}: {e}'.splitlines()[0]
+      io_lib.warn(f'{self.run_dirs[i]} cannot be written ({self.unwritable[i]}); the run fails, its group goes on')
 
   @property
   def training(self) -> bool:
-    """Whether some run has not diverged."""
-    return any(t.diverged_at < 0 for t in self.tracks)
+    """Whether some run has neither diverged nor failed to be written."""
+    return any(t.diverged_at < 0 and i not in self.unwritable for i, t in enumerate(self.tracks))
 
   def compile(self, n: int) -> None:
     """Compile the n-step chunk once (the jit call reuses it); the first also checks memory."""
@@ -425,7 +435,7 @@ class GroupLoop:
     metrics = self.programs.per_run(metrics, self.num_runs)
     evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
     for i, track in enumerate(self.tracks):
-      if track.diverged_at >= 0:
+      if track.diverged_at >= 0 or i in self.unwritable:
         continue
       m = flatten_metrics(metrics[i])
       first = m.pop('first_step_loss')
@@ -438,8 +448,9 @@ class GroupLoop:
       track.observe(chunk.step, m, self.tr)
       if self.verbose:
         print(log_line(chunk.step, self.tr.steps, m), flush=True)
-    for log in self.logs:  # each run's lines of this chunk in one append, its files closed after
-      log.flush()
+    for i, log in enumerate(self.logs):  # each run's lines of this chunk in one append, its files closed after
+      if i not in self.unwritable:
+        self._write(i, log.flush)
 
   def evaluate(self, start: int) -> None:
     """Held-out metrics for the pending chunk's line every train.eval_every steps and at the end."""
@@ -455,8 +466,12 @@ class GroupLoop:
     with self.clock.excluded('checkpoint'):
       states = self.programs.unstack(self.state, self.run_abstracts)
       elapsed = self.clock.elapsed() / self.num_runs
-      for c, state, before, config in zip(self.ckpts, states, self.wall_before, self.configs, strict=True):
-        c.save(self.step, state, {'wall_time_s': before + elapsed, 'parametrization': config.model.parametrization})
+      for i, (c, state, before, config) in enumerate(
+        zip(self.ckpts, states, self.wall_before, self.configs, strict=True)
+      ):
+        if i not in self.unwritable:
+          meta = {'wall_time_s': before + elapsed, 'parametrization': config.model.parametrization}
+          self._write(i, functools.partial(c.save, self.step, state, meta))
 
   def train(self) -> tuple[float | None, PyTree]:
     """(steps per second of training time, final held-out metrics or None if every run diverged)."""
@@ -481,8 +496,13 @@ class GroupLoop:
     """Each run's summary.json content (the caller writes it)."""
     elapsed = self.clock.elapsed() / self.num_runs
     evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
-    summaries = []
-    for config, track, run_evals, before in zip(self.configs, self.tracks, evals, self.wall_before, strict=True):
+    summaries: list[dict[str, Any]] = []
+    for i, (config, track, run_evals, before) in enumerate(
+      zip(self.configs, self.tracks, evals, self.wall_before, strict=True)
+    ):
+      if i in self.unwritable:
+        summaries.append({'status': 'failed', 'error': self.unwritable[i]})
+        continue
       counts = {**models.model_counts(config, self.programs.exp.task), **models.run_notes(config)}
       summaries.append(
         run_summary(
@@ -501,8 +521,9 @@ class GroupLoop:
     return summaries
 
   def close(self) -> None:
-    for log in self.logs:
-      log.close()
+    for i, log in enumerate(self.logs):
+      if i not in self.unwritable:
+        self._write(i, log.close)
     for c in self.ckpts:
       c.close()
 
@@ -623,7 +644,12 @@ class Lifecycle:
     for d, summary in zip(run_dirs, summaries, strict=True):
       summary.update(extra or {})
       if self.primary:
-        d.write_summary(summary)
+        try:
+          d.write_summary(summary)
+        except OSError as e:  # that run alone (its folder cannot be written); its group-mates are recorded
+          if summary['status'] != 'failed':
+            raise
+          io_lib.warn(f'{d.path}: summary.json cannot be written ({type(e).__name__}: {e})'.splitlines()[0])
     return summaries
 
   def __exit__(self, *exc) -> None:

@@ -161,3 +161,31 @@ def test_a_damaged_light_checkpoint_is_set_aside_and_the_previous_one_used(tmp_p
   err = capfd.readouterr().err
   assert f'checkpoint {ckpt} is damaged' in err and (run_dir / 'checkpoints.corrupt' / '20').is_dir()
   assert out['seed=0']['eval_loss'] == ref['seed=0']['eval_loss']
+
+
+def test_a_run_that_cannot_be_written_fails_alone_in_one_line(tmp_path, monkeypatch, capfd):
+  """A full disk for one run's metrics mid-group: that run is 'failed' with one line, its group-mates
+  complete as they would have; the rerun retries it."""
+  base, grid = small_base(), seeds(3)
+  ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
+  real_flush = io_lib.MetricsLog.flush
+
+  def full_disk(self):
+    if 'seed=1' in self.path and self.lines and json.loads(self.lines[0])['step'] == 10:
+      raise OSError(28, 'No space left on device')
+    real_flush(self)
+
+  monkeypatch.setattr(io_lib.MetricsLog, 'flush', full_disk)
+  out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
+  assert out['seed=1'] == {
+    'status': 'failed',
+    'error': 'OSError: [Errno 28] No space left on device',
+    'sweep_group_size': 3,
+    'sweep_padded_d_ff': 16,
+  }
+  assert 'seed=1 cannot be written (OSError: [Errno 28] No space left on device)' in capfd.readouterr().err
+  for name in ('seed=0', 'seed=2'):
+    assert out[name]['eval_loss'] == ref[name]['eval_loss']
+  monkeypatch.setattr(io_lib.MetricsLog, 'flush', real_flush)
+  again = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
+  assert again['seed=1']['status'] == 'completed' and again['seed=1']['eval_loss'] == ref['seed=1']['eval_loss']
