@@ -226,6 +226,7 @@ def summary_writer_class():
   return _without_torch(load)
 
 
+@functools.cache
 def tensorboard_records():
   """(tensorboardX's summary module, event_pb2, RecordWriter), imported without PyTorch."""
 
