@@ -7,6 +7,8 @@
   python -m benchmarks.benchmark_sweep --mode=seeds --num_runs=64
   python -m benchmarks.benchmark_sweep --mode=frameworks --workload=seeds64           # vs PyTorch, runs/hour
   python -m benchmarks.benchmark_sweep --mode=frameworks --workload=capacity_dense --rounds=1
+  python -m benchmarks.benchmark_sweep --mode=scaling --ulimit_n=256     # 64 -> 10,000 seeds, 200 and 2,000 steps
+  python -m benchmarks.benchmark_sweep --mode=scaling --scale_runs=64,256 --scale_steps=200 --out=scaling.json
 
 --mode=padding: each sweep with today's grouping (sweep.group_runs with pad_flops_factor 1:
 a program per d_ff), then with d_ff padding (each of --pad_flops_factors, default
@@ -23,6 +25,11 @@ round; medians over rounds. Ours with the persistent compilation cache off (cold
 counted) and, with --warm, also with a cache filled by an untimed run before the rounds. Prints
 runs per hour per side, the ratios, each side's median held-out MSE, and writes --out (JSON).
 This process never imports PyTorch.
+--mode=scaling: `python -m experiments.sweep --config=configs/sweeps/seeds.py:N --config.train.steps=S`
+(one process per row, cold: no compilation cache; under --ulimit_n when > 0) for each N of --scale_runs
+and S of --scale_steps, its /proc sampled every 20 ms; a table of wall time, training-step share
+(the groups' training time over wall), per-run overhead ((wall - compiling - training) / runs: start-up,
+logs, checkpoints, summaries), peak RSS, peak threads, peak open files and runs per hour; --out (JSON).
 """
 
 import ast
@@ -49,7 +56,9 @@ from absl import logging
 # load inside the timed modes, outside the timings.
 
 
-flags.DEFINE_enum('mode', 'padding', ['padding', 'seeds', 'frameworks'], 'What to compare (see the docstring).')
+flags.DEFINE_enum(
+  'mode', 'padding', ['padding', 'seeds', 'frameworks', 'scaling'], 'What to compare (see the docstring).'
+)
 flags.DEFINE_list(
   'sweeps',
   ['quick', 'regression'],
@@ -96,7 +105,10 @@ flags.DEFINE_integer(
   1,
   "frameworks: torch.set_num_threads of the PyTorch sides (0: PyTorch's default; see benchmarks/bench_torch_sweep.py).",
 )
-flags.DEFINE_string('out', 'benchmark_sweep.json', 'frameworks: JSON output file ("" for none).')
+flags.DEFINE_string('out', 'benchmark_sweep.json', 'frameworks, scaling: JSON output file ("" for none).')
+flags.DEFINE_list('scale_runs', ['64', '256', '1024', '2048', '4096', '10000'], 'scaling: numbers of seeds.')
+flags.DEFINE_list('scale_steps', ['200', '2000'], 'scaling: train.steps of each row.')
+flags.DEFINE_integer('ulimit_n', 0, 'scaling: the open-file limit of each sweep process (0: as inherited).')
 FLAGS = flags.FLAGS
 
 SWEEP_FILE = 'configs/sweeps/capacity_dense.py'
@@ -549,6 +561,9 @@ def main(argv):
   if FLAGS.mode == 'frameworks':
     main_frameworks()
     return
+  if FLAGS.mode == 'scaling':
+    main_scaling()
+    return
   import jax
 
   from ffn_research import io as io_lib
@@ -581,6 +596,119 @@ def main_frameworks() -> None:
   except (config_lib.ConfigError, ValueError, RuntimeError) as e:
     sys.exit(f'error: {e}')
   print(report(doc))
+  if FLAGS.out:
+    with open(FLAGS.out + '.tmp', 'w', encoding='utf-8') as fh:
+      json.dump(doc, fh, indent=1)
+    os.replace(FLAGS.out + '.tmp', FLAGS.out)
+    print(f'wrote {FLAGS.out}')
+
+
+# --------------------------------------------------------------------------- scaling
+
+
+def watch(proc: subprocess.Popen) -> dict[str, int]:
+  """Peak RSS (bytes), threads and open files of a running process, sampled from /proc until it exits."""
+  peak = {'rss_bytes': 0, 'threads': 0, 'open_files': 0}
+  while proc.poll() is None:
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+      with open(f'/proc/{proc.pid}/status', encoding='utf-8') as fh:
+        hwm = next(line for line in fh if line.startswith('VmHWM:'))
+      peak['rss_bytes'] = max(peak['rss_bytes'], int(hwm.split()[1]) * 1024)
+      peak['threads'] = max(peak['threads'], len(os.listdir(f'/proc/{proc.pid}/task')))
+      peak['open_files'] = max(peak['open_files'], len(os.listdir(f'/proc/{proc.pid}/fd')))
+    time.sleep(0.02)
+  return peak
+
+
+def scaling_row(num_runs: int, steps: int, workdir: str) -> dict[str, Any]:
+  """One sweep of `num_runs` seeds of the quickstart at `steps` steps, timed and watched in its own process."""
+  import resource
+
+  cmd = [
+    sys.executable,
+    '-m',
+    'experiments.sweep',
+    f'--config=configs/sweeps/seeds.py:{num_runs}',
+    f'--config.train.steps={steps}',
+    *(f'--config.{o}' for o in FLAGS.overrides),
+    f'--workdir={workdir}',
+    '--compilation_cache_dir=',
+    '--noprogress',
+  ]
+  limit = FLAGS.ulimit_n
+
+  def set_limit() -> None:
+    if limit > 0:
+      resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+  t0 = time.perf_counter()
+  with tempfile.TemporaryFile() as err:
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=set_limit)
+    peak = watch(proc)
+    wall = time.perf_counter() - t0
+    err.seek(0)
+    stderr = err.read().decode(errors='replace')
+  if proc.returncode:
+    raise RuntimeError(f'{" ".join(cmd)} failed (exit {proc.returncode}): {(stderr.strip().splitlines() or [""])[-1]}')
+  out = ours_results(workdir)
+  if out['status'] != ['completed']:
+    raise RuntimeError(f'not every run completed ({", ".join(out["status"])}): {" ".join(cmd)}')
+  rest = wall - out['compile_s'] - out['steps_s']
+  return {
+    'runs': num_runs,
+    'steps': steps,
+    'wall_s': wall,
+    'compile_s': out['compile_s'],
+    'train_s': out['steps_s'],
+    'train_share': out['steps_s'] / wall,
+    'overhead_ms_per_run': 1000 * rest / num_runs,
+    'checkpoint_ms_per_run': 1000 * out['checkpoint_s'] / num_runs,
+    **peak,
+    'runs_per_hour': 3600 * num_runs / wall,
+    'split': next((line for line in stderr.splitlines() if 'groups of at most' in line), ''),
+  }
+
+
+def scaling_table(rows: list[dict[str, Any]]) -> str:
+  head = (
+    f'{"runs":>6} {"steps":>5} {"wall s":>8} {"compile s":>9} {"train %":>7} {"overhead ms/run":>15} '
+    f'{"ckpt ms/run":>11} {"peak RSS GB":>11} {"threads":>7} {"open files":>10} {"runs/hour":>11}'
+  )
+  lines = [head]
+  for r in rows:
+    lines.append(
+      f'{r["runs"]:>6} {r["steps"]:>5} {r["wall_s"]:>8.1f} {r["compile_s"]:>9.1f} {100 * r["train_share"]:>6.1f}% '
+      f'{r["overhead_ms_per_run"]:>15.2f} {r["checkpoint_ms_per_run"]:>11.2f} {r["rss_bytes"] / 1e9:>11.2f} '
+      f'{r["threads"]:>7} {r["open_files"]:>10} {r["runs_per_hour"]:>11,.0f}'
+    )
+  return '\n'.join(lines)
+
+
+def main_scaling() -> None:
+  """--mode=scaling: one sweep process per (runs, steps), the table and the JSON."""
+  try:
+    sizes = [int(n) for n in FLAGS.scale_runs]
+    steps = [int(n) for n in FLAGS.scale_steps]
+    if min(sizes + steps) < 1:
+      raise ValueError
+  except ValueError:
+    sys.exit(
+      f'error: --scale_runs={",".join(FLAGS.scale_runs)} and --scale_steps={",".join(FLAGS.scale_steps)} '
+      'must be positive integers'
+    )
+  doc: dict[str, Any] = {'machine': machine_info(), 'ulimit_n': FLAGS.ulimit_n, 'overrides': FLAGS.overrides}
+  rows = []
+  try:
+    for s in steps:
+      for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+          rows.append(scaling_row(n, s, os.path.join(tmp, 'sweep')))
+        log(scaling_table(rows[-1:]).splitlines()[-1])
+  except RuntimeError as e:
+    sys.exit(f'error: {e}')
+  doc['machine']['load_average_end'] = list(os.getloadavg())
+  doc['rows'] = rows
+  print(scaling_table(rows))
   if FLAGS.out:
     with open(FLAGS.out + '.tmp', 'w', encoding='utf-8') as fh:
       json.dump(doc, fh, indent=1)

@@ -1,9 +1,12 @@
-"""Workdir outputs: atomic JSON, JSON-lines metrics with TensorBoard, Orbax checkpoints,
-workdir locks; each fault (corrupt file, busy or unusable workdir) is one line naming the path."""
+"""Workdir outputs: atomic JSON, JSON-lines metrics with TensorBoard, checkpoints (Orbax, or NumPy
+for a sweep's runs), workdir locks; no file is held open between writes but a lock; each fault
+(corrupt file, busy or unusable workdir) is one line naming the path."""
 
 import datetime
 import fcntl
+import functools
 import hashlib
+import io
 import json
 import math
 import os
@@ -11,6 +14,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 from typing import Any, TextIO
 
 import jax
@@ -159,6 +163,8 @@ def check_or_write_config(
         f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
         'use a new --workdir or delete it'
       )
+    if old == json_safe(resolved):
+      return  # as written: no rewrite
   write_json(path, resolved)
 
 
@@ -194,30 +200,71 @@ def read_metrics(path: str) -> tuple[list[dict[str, Any]], list[bytes]]:
   return [records[k] for k in sorted(records)], bad
 
 
-def summary_writer_class():
-  """tensorboardX.SummaryWriter, imported without PyTorch.
+def _without_torch(load):
+  """load(), with `import torch` failing meanwhile unless torch is already imported.
 
-  tensorboardX's writer imports torch whenever it is installed (to accept torch tensors, which this
-  project never logs): 1-2 s at the start of every run, and torch's thread pools inside a JAX
-  process. Hiding torch for the duration of the import keeps it out; a process that has already
-  imported torch keeps it."""
+  tensorboardX imports torch whenever it is installed (to accept torch tensors, which this project
+  never logs): 1-2 s at the start of every run, and torch's thread pools inside a JAX process."""
   hide = 'torch' not in sys.modules
   if hide:
     sys.modules['torch'] = None  # `import torch` raises ImportError while this is set
   try:
-    from tensorboardX import SummaryWriter
+    return load()
   finally:
     if hide:
       del sys.modules['torch']
-  return SummaryWriter
+
+
+def summary_writer_class():
+  """tensorboardX.SummaryWriter, imported without PyTorch (_without_torch)."""
+
+  def load():
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter
+
+  return _without_torch(load)
+
+
+@functools.cache
+def tensorboard_records():
+  """(tensorboardX's summary module, event_pb2, RecordWriter), imported without PyTorch."""
+
+  def load():
+    from tensorboardX import record_writer
+    from tensorboardX import summary
+    from tensorboardX.proto import event_pb2
+
+    return summary, event_pb2, record_writer.RecordWriter
+
+  return _without_torch(load)
+
+
+class _Records:
+  """TensorBoard event records framed by tensorboardX's RecordWriter (length, CRCs) into memory."""
+
+  def __init__(self):
+    self.summary, self.event_pb2, record_writer = tensorboard_records()
+    self.buffer = bytearray()
+    self.writer = record_writer.__new__(record_writer)  # its framing, our buffer: no file held open
+    self.writer._writer = self  # RecordWriter.write calls self._writer.write(bytes)
+
+  def write(self, data: bytes) -> None:
+    self.buffer += data
+
+  def event(self, **fields: Any) -> None:
+    """One Event (a step's scalars together: one record, one pair of CRCs)."""
+    self.writer.write(self.event_pb2.Event(wall_time=time.time(), **fields).SerializeToString())
 
 
 class MetricsLog:
-  """metrics.jsonl (one object per logged step) plus TensorBoard scalars (tensorboardX, no TF).
+  """metrics.jsonl (one object per logged step) plus TensorBoard scalars (tensorboardX's records, no TF).
 
-  Opening keeps every valid line up to `resume_step` (once per step) and sets aside
-  lines that cannot be parsed in metrics.jsonl.corrupt with a warning; `records`
-  holds the kept lines, parsed.
+  Holds no open file and no thread: `write` buffers a step's line and events, `flush` appends them
+  (open, write, close) to metrics.jsonl and to tensorboard/events.out.tfevents.<time>.<host> (one
+  file per opening of the log, as a SummaryWriter would make). Opening keeps every valid line up
+  to `resume_step` (once per step) and sets aside lines that cannot be parsed in
+  metrics.jsonl.corrupt with a warning; `records` holds the kept lines, parsed.
   """
 
   def __init__(self, workdir: str, resume_step: int = 0):
@@ -232,19 +279,36 @@ class MetricsLog:
       )
     self.records = [r for r in records if r['step'] <= resume_step]
     write_text(self.path, ''.join(json.dumps(r) + '\n' for r in self.records))
-    self.file = open(self.path, 'a')
-    self.tb = summary_writer_class()(os.path.join(workdir, 'tensorboard'))
+    self.tb_path = os.path.join(
+      workdir, 'tensorboard', f'events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}'
+    )
+    self.lines: list[str] = []
+    self.events: _Records | None = None
 
   def write(self, step: int, metrics: dict[str, Any]) -> None:
-    self.file.write(json.dumps(json_safe({'step': step, **metrics})) + '\n')
-    self.file.flush()
-    for k, v in metrics.items():
-      if isinstance(v, (int, float)):
-        self.tb.add_scalar(k, v, step)
+    """Buffer the step's line and scalars (written by `flush`)."""
+    self.lines.append(json.dumps(json_safe({'step': step, **metrics})) + '\n')
+    if self.events is None:
+      self.events = _Records()
+      if not os.path.exists(self.tb_path):
+        self.events.event(file_version='brain.Event:2')
+    scalars = [self.events.summary.scalar(k, v) for k, v in metrics.items() if isinstance(v, (int, float))]
+    self.events.event(step=step, summary=self.events.summary.Summary(value=[v for s in scalars for v in s.value]))
+
+  def flush(self) -> None:
+    """Append the buffered lines and events to their files (each opened and closed here)."""
+    if self.lines:
+      with open(self.path, 'a') as f:
+        f.write(''.join(self.lines))
+      self.lines = []
+    if self.events is not None and self.events.buffer:
+      os.makedirs(os.path.dirname(self.tb_path), exist_ok=True)
+      with open(self.tb_path, 'ab') as f:
+        f.write(self.events.buffer)
+      self.events.buffer = bytearray()
 
   def close(self) -> None:
-    self.file.close()
-    self.tb.close()
+    self.flush()
 
 
 class Busy(WorkdirError):
@@ -298,6 +362,12 @@ class Lock:
 FINISHED = ('completed', 'diverged')  # statuses a rerun skips ('failed' runs are retried)
 
 
+@functools.cache
+def _default_config() -> dict[str, Any]:
+  """config.default_config() as a dict, built once (read only: check_or_write_config)."""
+  return config_lib.default_config().to_dict()
+
+
 class RunDir:
   """One run's folder: its lock, the config.json check, its status and the one place summary.json is
   written (loop.Lifecycle sequences them, for a lone run and a sweep's runs alike)."""
@@ -317,7 +387,7 @@ class RunDir:
     default that changed since the run started); config.json then records the new values."""
     if resolved.get('model', {}).get('moe', {}).get('num_experts', 0) == 0:
       free = (*free, 'model.moe.')
-    check_or_write_config(self.path, resolved, config_lib.default_config().to_dict(), free)
+    check_or_write_config(self.path, resolved, _default_config(), free)
 
   def summary(self) -> dict[str, Any] | None:
     """summary.json, None while unfinished (read_summary)."""
@@ -354,85 +424,149 @@ def _checksums(folder: str) -> dict[str, str]:
 
 
 class Checkpointer:
-  """Orbax checkpoints of the whole run state (plus a JSON meta); keeps the latest two.
+  """Checkpoints of the whole run state (plus a JSON meta), one folder per step; keeps the latest two.
 
-  A checkpoint that cannot be restored is moved to checkpoints.corrupt/ with a warning
-  naming it, and the next older one is tried.
+  Two formats, told apart by their files when read: Orbax (`state/`, `meta/metadata`; lone runs,
+  whose state may be sharded over a mesh) and, with `light=True` (a sweep's runs), one NumPy
+  archive `state.npz` (arrays by tree path) with `meta.json`: a few small writes per run instead of
+  an Orbax CheckpointManager. Each folder holds sha256.json of its files. No file or thread is held
+  between calls (the Orbax manager is opened when an Orbax checkpoint is written or read). A
+  checkpoint that cannot be restored is moved to checkpoints.corrupt/ with a warning naming it,
+  and the next older one is tried.
   """
 
-  def __init__(self, directory: str):
-    import orbax.checkpoint as ocp
+  KEEP = 2
 
-    self.ocp = ocp
+  def __init__(self, directory: str, light: bool = False):
     self.directory = os.path.abspath(directory)
-    self._open()
+    self.light = light
+    self.manager: Any = None
 
-  def _open(self) -> None:
-    ocp = self.ocp
-    # With several processes (jax.distributed) only process 0 checkpoints (host copies, ffn_research.parallel).
-    alone = {}
-    if jax.process_count() > 1:
-      os.makedirs(self.directory, exist_ok=True)  # Orbax cannot create it for a subset of processes
-      alone = {
-        'create': False,
-        'multiprocessing_options': ocp.options.MultiprocessingOptions(
-          primary_host=jax.process_index(), active_processes={jax.process_index()}
-        ),
-      }
-    self.manager = ocp.CheckpointManager(
-      self.directory, options=ocp.CheckpointManagerOptions(max_to_keep=2, enable_async_checkpointing=False, **alone)
-    )
+  def _manager(self) -> Any:
+    """The Orbax CheckpointManager of the folder, opened on first use."""
+    if self.manager is None:
+      import orbax.checkpoint as ocp
+
+      # With several processes (jax.distributed) only process 0 checkpoints (host copies, ffn_research.parallel).
+      alone = {}
+      if jax.process_count() > 1:
+        os.makedirs(self.directory, exist_ok=True)  # Orbax cannot create it for a subset of processes
+        alone = {
+          'create': False,
+          'multiprocessing_options': ocp.options.MultiprocessingOptions(
+            primary_host=jax.process_index(), active_processes={jax.process_index()}
+          ),
+        }
+      self.manager = ocp.CheckpointManager(
+        self.directory,
+        options=ocp.CheckpointManagerOptions(max_to_keep=self.KEEP, enable_async_checkpointing=False, **alone),
+      )
+    return self.manager
+
+  def _folder(self, step: int) -> str:
+    return os.path.join(self.directory, str(step))
+
+  def _is_light(self, step: int) -> bool:
+    return os.path.exists(os.path.join(self._folder(step), 'meta.json'))
 
   def steps(self) -> list[int]:
-    """Saved steps, newest first."""
-    return sorted(self.manager.all_steps(), reverse=True)
+    """Saved steps, newest first (finished checkpoints only: both formats rename a finished folder into place)."""
+    names = os.listdir(self.directory) if os.path.isdir(self.directory) else []
+    return sorted((int(n) for n in names if n.isdigit()), reverse=True)
 
   def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
     """Save at `step` unless a checkpoint of that step exists (a rerun after a kill)."""
-    if step in self.manager.all_steps():
+    if step in self.steps():
       return
-    ocp = self.ocp
-    self.manager.save(
-      step,
-      args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(json_safe({'step': step, **meta}))
-      ),
-      force=True,
+    meta = json_safe({'step': step, **meta})
+    if self.light:
+      self._save_light(step, state, meta)
+      return
+    ocp = self.ocp()
+    self._manager().save(
+      step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True
     )
     self.manager.wait_until_finished()
-    folder = os.path.join(self.directory, str(step))
+    folder = self._folder(step)
     write_json(os.path.join(folder, CHECKSUMS), _checksums(folder))
+
+  @staticmethod
+  def ocp() -> Any:
+    import orbax.checkpoint as ocp
+
+    return ocp
+
+  def _save_light(self, step: int, state: Any, meta: dict[str, Any]) -> None:
+    """state.npz, meta.json and sha256.json in a temporary folder renamed to `step`; older steps beyond KEEP removed."""
+    buf = io.BytesIO()
+    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+    arrays: dict[str, Any] = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+    np.savez(buf, **arrays)
+    files = {'state.npz': buf.getvalue(), 'meta.json': (json.dumps(meta, sort_keys=True) + '\n').encode()}
+    files[CHECKSUMS] = json.dumps({k: hashlib.sha256(v).hexdigest() for k, v in files.items()}).encode()
+    os.makedirs(self.directory, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=self.directory, prefix=f'.tmp-{step}-')
+    try:
+      for name, data in files.items():
+        with open(os.path.join(tmp, name), 'wb') as f:
+          f.write(data)
+      os.chmod(tmp, 0o777 & ~_UMASK)
+      os.replace(tmp, self._folder(step))
+    except BaseException:
+      shutil.rmtree(tmp, ignore_errors=True)
+      raise
+    for old in self.steps()[self.KEEP :]:
+      shutil.rmtree(self._folder(old), ignore_errors=True)
 
   def read_meta(self, step: int) -> dict[str, Any] | None:
     """The meta dict saved with `step` (plain JSON), or None when absent or unreadable (restore then
     sets the damaged checkpoint aside)."""
+    name = 'meta.json' if self._is_light(step) else os.path.join('meta', 'metadata')
     try:
-      meta = read_json(os.path.join(self.directory, str(step), 'meta', 'metadata'))
+      meta = read_json(os.path.join(self._folder(step), name))
     except CorruptFile:
       return None
     return meta if isinstance(meta, dict) else None
 
   def _verify(self, step: int) -> None:
     """Raise ValueError if a file of the checkpoint differs from its checksum at save time
-    (so Orbax is never asked to read damaged data; older checkpoints without sums are read as is)."""
-    folder = os.path.join(self.directory, str(step))
+    (so nothing is read from damaged data; older checkpoints without sums are read as is)."""
+    folder = self._folder(step)
     saved = read_json(os.path.join(folder, CHECKSUMS))
     if saved is None:
+      if self._is_light(step):
+        raise ValueError(f'{CHECKSUMS} is missing')
       return
     now = _checksums(folder)
     changed = sorted(set(saved) ^ set(now) | {f for f in set(saved) & set(now) if saved[f] != now[f]})
     if changed:
       raise ValueError(f'{len(changed)} file(s) differ from their checksums at save time, e.g. {changed[0]}')
 
+  def _restore_light(self, step: int, abstract: Any) -> tuple[Any, Any]:
+    folder = self._folder(step)
+    with np.load(os.path.join(folder, 'state.npz'), allow_pickle=False) as arrays:
+      paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
+      leaves = []
+      for path, a in paths:
+        x = arrays[jax.tree_util.keystr(path)]
+        if x.dtype != a.dtype and x.dtype.kind == 'V' and x.dtype.itemsize == np.dtype(a.dtype).itemsize:
+          x = x.view(a.dtype)  # NumPy stores extension dtypes (bfloat16) as raw bytes
+        leaves.append(x)
+    state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in leaves])
+    return state, read_json(os.path.join(folder, 'meta.json'))
+
   def restore(self, step: int, abstract: Any) -> tuple[Any, dict[str, Any]] | None:
     """(state, meta) of `step`, or None after setting a damaged checkpoint aside."""
-    ocp = self.ocp
     try:
       self._verify(step)
-      restored = self.manager.restore(
-        step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
-      )
-      meta, state = restored['meta'], restored['state']
+      if self._is_light(step):
+        state, meta = self._restore_light(step, abstract)
+      else:
+        ocp = self.ocp()
+        restored = self._manager().restore(
+          step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
+        )
+        meta, state = restored['meta'], restored['state']
       if not (
         isinstance(meta, dict) and meta.get('step') == step and isinstance(meta.get('wall_time_s'), (int, float))
       ):
@@ -441,8 +575,8 @@ class Checkpointer:
       if got != jax.tree.map(lambda x: (x.shape, x.dtype), abstract):
         raise ValueError('arrays of the wrong shape')
       return state, meta
-    except Exception as e:  # Orbax raises many kinds on damage
-      path = os.path.join(self.directory, str(step))
+    except Exception as e:  # Orbax and NumPy raise many kinds on damage
+      path = self._folder(step)
       self.discard(step, corrupt=True)
       warn(
         f'checkpoint {path} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ""}); '
@@ -452,7 +586,7 @@ class Checkpointer:
 
   def discard(self, step: int, corrupt: bool = False) -> None:
     """Remove the checkpoint of `step` (into checkpoints.corrupt/ when damaged)."""
-    path = os.path.join(self.directory, str(step))
+    path = self._folder(step)
     if os.path.exists(path):
       if corrupt:
         aside = os.path.join(self.directory + '.corrupt', str(step))
@@ -464,8 +598,9 @@ class Checkpointer:
         shutil.move(path, aside)
       else:
         shutil.rmtree(path)
-    self.manager.close()
-    self._open()
+    self.close()  # an Orbax manager caches the steps it saw: reopened on next use
 
   def close(self) -> None:
-    self.manager.close()
+    if self.manager is not None:
+      self.manager.close()
+      self.manager = None

@@ -4,7 +4,8 @@
 run's logs and checkpoints:
 
   metrics.jsonl, tensorboard/   one line per logged chunk; `eval/...` every train.eval_every
-  checkpoints/                  Orbax, every train.checkpoint_every steps and at the end
+  checkpoints/                  every train.checkpoint_every steps and at the end (Orbax; a
+                                sweep's runs: io.Checkpointer's NumPy format)
                                 (the final one holds the trained parameters: `load_run`)
 
 `Lifecycle` is the one lifecycle of lone runs (`train_and_evaluate`) and a sweep's groups alike:
@@ -26,6 +27,7 @@ import collections
 from collections.abc import Callable, Sequence
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import resource
@@ -338,6 +340,7 @@ class GroupLoop:
     run_dirs: Sequence[str],
     verbose: bool,
     step_bar: Any,
+    light_checkpoints: bool = False,
   ):
     self.programs, self.configs, self.run_dirs = programs, configs, run_dirs
     self.tr, self.num_runs = configs[0].train, len(configs)
@@ -347,8 +350,10 @@ class GroupLoop:
     self.abstract = programs.abstract_state(configs, self.traced)
     self.run_abstracts = programs_lib.run_abstract_states(programs.exp, configs)  # what checkpoints hold
     self.primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
-    self.ckpts = [
-      (io_lib.Checkpointer if self.primary else parallel.NoCheckpoints)(os.path.join(d, 'checkpoints'))
+    self.ckpts: list[Checkpoints] = [
+      io_lib.Checkpointer(os.path.join(d, 'checkpoints'), light=light_checkpoints)
+      if self.primary
+      else parallel.NoCheckpoints(os.path.join(d, 'checkpoints'))
       for d in run_dirs
     ]
     self.compiled: set[int] = set()  # chunk lengths compiled
@@ -357,11 +362,20 @@ class GroupLoop:
     self.logs: list[Any] = []
     self.tracks: list[Track] = []
     self.pending: Chunk | None = None
+    self.unwritable: dict[int, str] = {}  # run index -> the one-line error of a run whose files failed
+
+  def _write(self, i: int, write: Callable[[], None]) -> None:
+    """write() for run i; an OSError (a full disk, a folder gone) fails that run alone, in one line."""
+    try:
+      write()
+    except OSError as e:
+      self.unwritable[i] = f'{type(e).__name__}: {e}'.splitlines()[0]
+      io_lib.warn(f'{self.run_dirs[i]} cannot be written ({self.unwritable[i]}); the run fails, its group goes on')
 
   @property
   def training(self) -> bool:
-    """Whether some run has not diverged."""
-    return any(t.diverged_at < 0 for t in self.tracks)
+    """Whether some run has neither diverged nor failed to be written."""
+    return any(t.diverged_at < 0 and i not in self.unwritable for i, t in enumerate(self.tracks))
 
   def compile(self, n: int) -> None:
     """Compile the n-step chunk once (the jit call reuses it); the first also checks memory."""
@@ -421,7 +435,7 @@ class GroupLoop:
     metrics = self.programs.per_run(metrics, self.num_runs)
     evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
     for i, track in enumerate(self.tracks):
-      if track.diverged_at >= 0:
+      if track.diverged_at >= 0 or i in self.unwritable:
         continue
       m = flatten_metrics(metrics[i])
       first = m.pop('first_step_loss')
@@ -434,6 +448,9 @@ class GroupLoop:
       track.observe(chunk.step, m, self.tr)
       if self.verbose:
         print(log_line(chunk.step, self.tr.steps, m), flush=True)
+    for i, log in enumerate(self.logs):  # each run's lines of this chunk in one append, its files closed after
+      if i not in self.unwritable:
+        self._write(i, log.flush)
 
   def evaluate(self, start: int) -> None:
     """Held-out metrics for the pending chunk's line every train.eval_every steps and at the end."""
@@ -449,8 +466,12 @@ class GroupLoop:
     with self.clock.excluded('checkpoint'):
       states = self.programs.unstack(self.state, self.run_abstracts)
       elapsed = self.clock.elapsed() / self.num_runs
-      for c, state, before, config in zip(self.ckpts, states, self.wall_before, self.configs, strict=True):
-        c.save(self.step, state, {'wall_time_s': before + elapsed, 'parametrization': config.model.parametrization})
+      for i, (c, state, before, config) in enumerate(
+        zip(self.ckpts, states, self.wall_before, self.configs, strict=True)
+      ):
+        if i not in self.unwritable:
+          meta = {'wall_time_s': before + elapsed, 'parametrization': config.model.parametrization}
+          self._write(i, functools.partial(c.save, self.step, state, meta))
 
   def train(self) -> tuple[float | None, PyTree]:
     """(steps per second of training time, final held-out metrics or None if every run diverged)."""
@@ -475,8 +496,13 @@ class GroupLoop:
     """Each run's summary.json content (the caller writes it)."""
     elapsed = self.clock.elapsed() / self.num_runs
     evals = [None] * self.num_runs if evals is None else self.programs.per_run(evals, self.num_runs)
-    summaries = []
-    for config, track, run_evals, before in zip(self.configs, self.tracks, evals, self.wall_before, strict=True):
+    summaries: list[dict[str, Any]] = []
+    for i, (config, track, run_evals, before) in enumerate(
+      zip(self.configs, self.tracks, evals, self.wall_before, strict=True)
+    ):
+      if i in self.unwritable:
+        summaries.append({'status': 'failed', 'error': self.unwritable[i]})
+        continue
       counts = {**models.model_counts(config, self.programs.exp.task), **models.run_notes(config)}
       summaries.append(
         run_summary(
@@ -495,8 +521,9 @@ class GroupLoop:
     return summaries
 
   def close(self) -> None:
-    for log in self.logs:
-      log.close()
+    for i, log in enumerate(self.logs):
+      if i not in self.unwritable:
+        self._write(i, log.close)
     for c in self.ckpts:
       c.close()
 
@@ -508,9 +535,11 @@ def train_group(
   *,
   verbose: bool = False,
   step_bar: Any = None,
+  light_checkpoints: bool = False,
 ) -> list[dict[str, Any]]:
   """Train runs that share `programs` together; write each run's logs and checkpoints; return
-  their summaries (a lone run is a group of one: programs.LonePrograms).
+  their summaries (a lone run is a group of one: programs.LonePrograms). `light_checkpoints`:
+  io.Checkpointer's NumPy format (a sweep's runs) instead of Orbax.
 
   wall_time_s of a group is its time divided by its size; compile_time_s is what this process
   spent compiling (None if nothing was compiled); checkpoint_time_s the time spent saving
@@ -523,7 +552,7 @@ def train_group(
   not counted) to the end of this one. The summary's steps_per_s is all steps trained here over
   the training time: the loop's wall time less compiling, held-out evaluation and checkpoints.
   """
-  loop = GroupLoop(programs, configs, run_dirs, verbose, step_bar)
+  loop = GroupLoop(programs, configs, run_dirs, verbose, step_bar, light_checkpoints)
   try:
     loop.resume()
     rate, evals = loop.train()
@@ -599,7 +628,14 @@ class Lifecycle:
     """Train `todo` together (train_group on `programs()`); write and return each summary (plus `extra`)."""
     run_dirs, configs = [d for d, _ in self.todo], [c for _, c in self.todo]
     try:
-      summaries = train_group(programs(), configs, [d.path for d in run_dirs], verbose=verbose, step_bar=step_bar)
+      summaries = train_group(
+        programs(),
+        configs,
+        [d.path for d in run_dirs],
+        verbose=verbose,
+        step_bar=step_bar,
+        light_checkpoints=self.sweep,
+      )
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
       if self.primary and (self.sweep or not isinstance(e, NotEnoughMemory)):
         for d in run_dirs:
@@ -608,7 +644,12 @@ class Lifecycle:
     for d, summary in zip(run_dirs, summaries, strict=True):
       summary.update(extra or {})
       if self.primary:
-        d.write_summary(summary)
+        try:
+          d.write_summary(summary)
+        except OSError as e:  # that run alone (its folder cannot be written); its group-mates are recorded
+          if summary['status'] != 'failed':
+            raise
+          io_lib.warn(f'{d.path}: summary.json cannot be written ({type(e).__name__}: {e})'.splitlines()[0])
     return summaries
 
   def __exit__(self, *exc) -> None:

@@ -265,5 +265,8 @@ class NoLog:
   def write(self, step: int, metrics: dict[str, Any]) -> None:
     del step, metrics
 
+  def flush(self) -> None:
+    pass
+
   def close(self) -> None:
     pass

@@ -296,7 +296,12 @@ def resume_groups(
 
 
 def _train_sweep_group(
-  runs: Sequence[Run], program: Sequence[Run], workdir: str, devices: Sequence[Any] | None, progress: bool
+  runs: Sequence[Run],
+  program: Sequence[Run],
+  workdir: str,
+  devices: Sequence[Any] | None,
+  progress: bool,
+  max_group_size: int = 0,
 ) -> None:
   """Train one group of `resume_groups` together through the run lifecycle (loop.Lifecycle); a group
   that fails or does not fit in memory is recorded 'failed' (retried on rerun), the sweep goes on.
@@ -306,7 +311,13 @@ def _train_sweep_group(
   schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden width the program
   allocated; counts are the run's own). A run whose loss turns non-finite or blows up is
   'diverged'; the others go on. Runs resume from their newest common intact checkpoint.
+
+  The run axis is compiled at the size the uninterrupted sweep gives the program's groups
+  (`max_group_size` runs, or all of the program's), a smaller group padded to it (GroupPrograms.pad):
+  XLA's figures on CPU depend on that size, so a group resumed with fewer runs is bit-identical,
+  and every group of a split program shares one compiled program.
   """
+  width = min(len(program), max_group_size) if max_group_size > 0 else len(program)
   step_bar = tqdm(
     total=runs[0].config.train.steps,
     desc=f'{len(runs)} x {runs[0].name}',
@@ -322,7 +333,7 @@ def _train_sweep_group(
         config = programs_lib.program_config([r.config for r in program])
         devices = tuple(devices if devices is not None else jax.local_devices())
         group.train(
-          lambda: _programs(config, len(group.todo), devices),
+          lambda: _programs(config, width, devices),
           extra={'sweep_group_size': len(group.todo), 'sweep_padded_d_ff': models.hidden_width(config.model)},
           step_bar=step_bar,
         )
@@ -333,6 +344,55 @@ def _train_sweep_group(
       traceback.print_exc()
       print(f'sweep: {what} failed: {e}', file=sys.stderr, flush=True)
   step_bar.close()
+
+
+# --------------------------------------------------------------------------- what the machine holds
+
+# While a group trains, each of its runs holds one open file, its lock (loop.Lifecycle); its logs and
+# checkpoints are opened and closed per write, and no run has a thread of its own.
+FILES_PER_RUN = 1
+FILES_SPARE = 32  # beyond those open now: the sweep's locks, a run's files while written, JAX's
+# Host memory a run of a group holds beyond its state (bookkeeping: its logs, track, locks; measured
+# with the quickstart), and the copies of its state a group holds at once (the stacked state, its next
+# chunk's, the host copy checkpoints are cut from).
+BYTES_PER_RUN = 200_000
+STATE_COPIES = 4
+
+
+def open_files() -> int:
+  """Files this process has open now (0 where /proc is absent)."""
+  return len(os.listdir('/proc/self/fd')) if os.path.isdir('/proc/self/fd') else 0
+
+
+def fitting_group_size(run: Run, max_group_size: int) -> tuple[int, str]:
+  """(the most runs one group may hold, '' or why fewer than `max_group_size`) under the open-file
+  limit (ulimit -n) and the host memory available; ConfigError (one line) when not even one run fits."""
+  import resource
+
+  limits = []
+  soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+  if soft != resource.RLIM_INFINITY:
+    fit = (soft - open_files() - FILES_SPARE) // FILES_PER_RUN
+    limits.append(
+      (fit, f'the open-file limit (ulimit -n {soft}) holds {max(fit, 0)} runs at {FILES_PER_RUN} file each')
+    )
+  have, source = loop_lib.available_memory(jax.devices('cpu')[0])
+  try:
+    abstract = programs_lib.run_abstract_states(train_lib.Experiment(run.config), [run.config])[0]
+  except Exception:  # a run that cannot be built fails in its group, recorded there (_train_sweep_group)
+    have = None
+  if have is not None:
+    need = STATE_COPIES * sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(abstract)) + BYTES_PER_RUN
+    fit = have // need
+    limits.append(
+      (fit, f'{have / 2**30:.1f} GiB of host memory ({source}) holds {fit} runs at {need / 1e6:.2f} MB each')
+    )
+  fit, why = min(limits, default=(0, ''))
+  if limits and fit < 1:
+    raise config_lib.ConfigError(f'not even one run fits: {why}; raise the limit or free memory')
+  if limits and (max_group_size <= 0 or fit < max_group_size):
+    return fit, why
+  return max_group_size, ''
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -361,6 +421,9 @@ def run_sweep(
   """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary} (None: a run
   another process holds, skipped).
 
+  Groups are split to what the machine holds (`fitting_group_size`: open files, host memory), with
+  one line on stderr saying so, before anything compiles.
+
   Everything is checked before anything is written. One process runs a shard at a time
   (DIR/.lock-shard-I-of-N) and a run at a time (its run folder's .lock: runs held by
   another process are skipped). `max_group_size` > 0 splits larger groups (bounds memory).
@@ -380,6 +443,10 @@ def run_sweep(
     for r in mine:  # refuse to mix runs of different configs before any training (Lifecycle checks again)
       _run_dir(workdir, r.name).check_config(r.config.to_dict())
     todo = [r for r in mine if not _run_dir(workdir, r.name).finished()]
+    if todo:  # split what the machine cannot hold at once, before anything compiles
+      max_group_size, why = fitting_group_size(todo[0], max_group_size)
+      if why and max_group_size < len(todo):
+        print(f'sweep: groups of at most {max_group_size} runs: {why}', file=sys.stderr, flush=True)
     groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size)
     print(
       f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
@@ -389,7 +456,7 @@ def run_sweep(
     )
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
     for g, program in groups:
-      _train_sweep_group(g, program, workdir, devices, progress)
+      _train_sweep_group(g, program, workdir, devices, progress, max_group_size)
       run_bar.update(len(g))
     run_bar.close()
   write_results(workdir)

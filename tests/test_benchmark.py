@@ -330,3 +330,31 @@ def test_frameworks_mode_tiny_end_to_end(tmp_path):
   assert len(doc['machine']['load_average_end']) == 3 and doc['machine']['torch'] == benchmark.torch_version()
   assert 'PyTorch torch.func ensembles' in proc.stdout and 'targets (cold)' in proc.stdout
   assert doc['ours_without_torch'] and doc['torch_threads'] == 1
+
+
+@pytest.mark.slow  # two sweep processes (~30 s)
+def test_scaling_mode_tiny_end_to_end(tmp_path):
+  """--mode=scaling through the real entry point at a tiny size, under an open-file limit: the table and JSON."""
+  out = tmp_path / 's.json'
+  cmd = [
+    sys.executable,
+    '-m',
+    'benchmarks.benchmark_sweep',
+    '--mode=scaling',
+    '--scale_runs=2,40',
+    '--scale_steps=10',
+    '--overrides=train.log_every=5,task.num_train=64,task.num_eval=64',
+    '--ulimit_n=64',
+    f'--out={out}',
+  ]
+  proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  doc = json.loads(out.read_text())
+  assert [(r['runs'], r['steps']) for r in doc['rows']] == [(2, 10), (40, 10)]
+  for r in doc['rows']:
+    assert 0 < r['train_share'] < 1 and r['compile_s'] > 0 and r['rss_bytes'] > 0
+    assert 0 < r['open_files'] <= 64 and r['threads'] > 0
+    assert r['runs_per_hour'] == pytest.approx(3600 * r['runs'] / r['wall_s'])
+    assert r['overhead_ms_per_run'] == pytest.approx(1000 * (r['wall_s'] - r['compile_s'] - r['train_s']) / r['runs'])
+  assert 'groups of at most' in doc['rows'][1]['split']  # 40 runs do not fit 64 open files at once
+  assert 'overhead ms/run' in proc.stdout and 'runs/hour' in proc.stdout
