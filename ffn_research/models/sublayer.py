@@ -61,6 +61,11 @@ def build_ffn(
       dtype=model_cfg.dtype,
       d_out=d_out,
       mesh=mesh,
+      mup_dims=(
+        (mup.d_model_dim(model_cfg, d_in), mup.expert_dim(model_cfg), mup.d_model_dim(model_cfg, d_in if d_out is None else d_out))
+        if mup.is_mup(model_cfg)
+        else None
+      ),
       rngs=rngs,
     )
   fans = None
