@@ -42,10 +42,10 @@ def default_config() -> ml_collections.ConfigDict:
   m.freeze_embeddings = False  # True: token/position embeddings and unembedding stay at their random init (no gradient)
   # 'standard', or 'mup': the maximal update parametrization (Yang et al. 2021), init and per-layer Adam
   # learning rates scaled with the widths relative to a base model, so the best learning rate transfers
-  # across widths (models/mup.py, docs/mup.md); bare FFN and sequence models, dense or gated FFNs (no MoE);
+  # across widths (models/mup.py, docs/mup.md); bare FFN and sequence models, dense, gated or MoE FFNs;
   # train.optimizer adam or adamw. mup equals standard where d_ff and d_model equal their bases.
   m.parametrization = 'standard'
-  m.mup_base_d_ff = 64  # mup: the base model's d_ff (before match_params)
+  m.mup_base_d_ff = 64  # mup: the base model's d_ff (before match_params; MoE: its expert width before granularity)
   m.mup_base_d_model = 64  # mup, sequence models: the base model's d_model, same heads (the bare FFN's is the task's)
 
   # Mixture of experts (models/moe.py); num_experts > 0 turns every FFN into an MoE

@@ -21,6 +21,7 @@ from ffn_research.models import transformer
 from ffn_research.validation import validate
 
 RECALL = os.path.join(os.path.dirname(__file__), '..', 'configs', 'recall.py')
+REGRESSION = os.path.join(os.path.dirname(__file__), '..', 'configs', 'regression.py')
 
 
 def small_config(parametrization='standard', d_ff=32, activation='relu', base=32, **overrides):
@@ -327,6 +328,258 @@ def test_transformer_coordinate_check_flat_under_mup_drifting_under_standard():
   assert min(standard[k] for k in ('attn_0', 'd_attn_0', 'ffn_h_0', 'd_logits')) > 0.3, standard
 
 
+# ---------------------------------------------------------------- MoE FFNs
+
+
+def moe_config(parametrization='standard', d_ff=64, base=64, **overrides):
+  """configs/regression.py:teacher_student_moe (bare FFN, d_model 16, top-2 of 8 experts of width d_ff)."""
+  c = configfile.get_config(f'{REGRESSION}:teacher_student_moe')
+  c.model.parametrization, c.model.d_ff, c.model.mup_base_d_ff = parametrization, d_ff, base
+  c.task.num_train = c.task.num_eval = 128
+  c.train.batch_size, c.train.warmup_steps, c.train.steps = 32, 2, 20
+  for key, value in overrides.items():
+    config_lib.set_path(c, key, value)
+  validate(c)
+  return c
+
+
+def seq_moe_config(parametrization='standard', d_model=32, d_ff=128, **overrides):
+  """seq_config's transformer with a top-2 of 4 experts MoE in every block (bases 32, 128)."""
+  return seq_config(parametrization, d_model, d_ff, **{'model.moe.num_experts': 4, **overrides})
+
+
+def weight_name(path):
+  return next(p.key for p in reversed(path) if isinstance(p, jax.tree_util.DictKey))
+
+
+MOE_VARIANTS = {
+  'relu': {},
+  'swiglu_shared_granular': {
+    'model.activation': 'swiglu',
+    'model.moe.num_shared_experts': 1,
+    'model.moe.granularity': 2,
+  },
+  'soft': {'model.moe.router': 'soft', 'model.moe.slots_per_expert': 2},
+}
+
+
+@pytest.mark.parametrize('variant', MOE_VARIANTS)
+def test_moe_mup_at_its_base_width_trains_as_standard(variant):
+  """d_ff = base: every init factor is exactly 1 (the same init bit for bit) and 20 steps give the
+  same loss and weights (measured: bit for bit; held to float32 rounding)."""
+  runs = {}
+  for p in ('standard', 'mup'):
+    e = train.Experiment(moe_config(p, **MOE_VARIANTS[variant]))
+    s0 = jax.jit(e.init)(0)
+    runs[p] = (s0, *jax.jit(e.train_chunk, static_argnums=1)(s0, 20))
+  (i_std, s_std, m_std), (i_mup, s_mup, m_mup) = runs['standard'], runs['mup']
+  for a, b in zip(jax.tree.leaves(weights(i_mup)), jax.tree.leaves(weights(i_std)), strict=True):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_allclose(m_mup['loss'], m_std['loss'], rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(weights(s_mup)), jax.tree.leaves(weights(s_std)), strict=True):
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)
+
+
+def test_moe_transformer_mup_at_its_base_widths_trains_as_standard():
+  """d_model and d_ff at their bases, an MoE in every block: the same init bit for bit, 20 steps equal
+  to float32 rounding."""
+  runs = {}
+  for p in ('standard', 'mup'):
+    e = train.Experiment(seq_moe_config(p))
+    s0 = jax.jit(e.init)(0)
+    runs[p] = (s0, *jax.jit(e.train_chunk, static_argnums=1)(s0, 20))
+  (i_std, s_std, m_std), (i_mup, s_mup, m_mup) = runs['standard'], runs['mup']
+  for a, b in zip(jax.tree.leaves(weights(i_mup)), jax.tree.leaves(weights(i_std)), strict=True):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_allclose(m_mup['loss'], m_std['loss'], rtol=1e-6)
+  for a, b in zip(jax.tree.leaves(weights(s_mup)), jax.tree.leaves(weights(s_std)), strict=True):
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def xavier(fan_in, fan_out):
+  return np.sqrt(2 / (fan_in + fan_out))
+
+
+def assert_init_factors(std, mup, expected):
+  """Each mup weight is the standard one (the same draws) times expected[its name] (default 1)."""
+  seen = set()
+  for (path, a), b in zip(
+    jax.tree_util.tree_leaves_with_path(weights({'params': mup})),
+    jax.tree.leaves(weights({'params': std})),
+    strict=True,
+  ):
+    name = weight_name(path)
+    np.testing.assert_allclose(a, b * expected.get(name, 1.0), rtol=2e-6, atol=1e-9, err_msg=jax.tree_util.keystr(path))
+    seen.add(name)
+  assert set(expected) <= seen, seen
+
+
+def test_moe_mup_init_bare_ffn():
+  """d_ff 128 = 4 x base 32, granularity 2 (8 x 2 experts of width 64, base 16), one shared expert
+  (fused width 64, base 16), swiglu: each expert's and the shared FFN's w1, w_gate are the rule
+  (xavier) at the base width (input weights: fan-in d_model 16, no width), their w2 the rule at the
+  base width / 4 (output weights, m = 4); the router (d_model 16 -> 16 experts, no width) unchanged."""
+  overrides = {'model.activation': 'swiglu', 'model.moe.num_shared_experts': 1, 'model.moe.granularity': 2}
+  std, mup = (init_params(moe_config(p, 128, 32, **overrides)) for p in ('standard', 'mup'))
+  out = mup['w2'][...].shape[-1]
+  w1 = xavier(16, 16) / xavier(16, 64)
+  assert_init_factors(std, mup, {'w1': w1, 'w_gate': w1, 'w2': xavier(16, out) / xavier(64, out) / 4, 'router_w': 1.0})
+  assert mup['w1'][...].shape == (16, 16, 64) and mup['shared']['w1'][...].shape == (16, 64)
+
+
+@pytest.mark.parametrize('router', ['topk_softmax', 'soft'])
+def test_moe_mup_init_sequence_model(router):
+  """d_model 64 = 2 x base, d_ff 512 = 4 x base: the experts' w1 (hidden, gain 1/sqrt(2)) and w2
+  (hidden, gain 1/2) as the dense FFN's; the router or Soft MoE's slot parameters (d_model -> E or
+  E p, an output weight) the rule at the base d_model times 1/2."""
+  overrides = {'model.moe.router': router}
+  if router == 'soft':
+    overrides.update({'model.moe.slots_per_expert': 2, 'model.moe.allow_noncausal': True})
+  std, mup = (init_params(seq_moe_config(p, 64, 512, **overrides)) for p in ('standard', 'mup'))
+  columns = mup['blocks'][0]['ffn']['router_w'][...].shape[-1]
+  w1 = xavier(32, 128) / xavier(64, 512) / np.sqrt(2)
+  expected = {'w1': w1, 'w2': w1 / np.sqrt(2), 'router_w': xavier(32, columns) / xavier(64, columns) / 2}
+  vocab = mup['unembed'][...].shape[1]
+  others = {'embed': np.sqrt(2), 'pos_embed': np.sqrt(2), 'unembed': xavier(32, vocab) / xavier(64, vocab) / 2}
+  assert_init_factors(std, mup, {**expected, **others})
+
+
+def adam_updates(config_fn, *args, **overrides):
+  """{parametrization: one Adam step's updates on the same gradients}; no warmup, no clipping."""
+  updates = {}
+  for p in ('standard', 'mup'):
+    e = train.Experiment(config_fn(p, *args, **{'train.grad_clip': 0.0, 'train.warmup_steps': 0, **overrides}))
+    w = weights({'params': init_params(e.config)})
+    grads = jax.tree.map(lambda x: jnp.cos(jnp.arange(x.size, dtype=jnp.float32).reshape(x.shape)), w)
+    updates[p] = e.optimizer.update(grads, e.optimizer.init(w), w)[0]
+  return updates
+
+
+def assert_update_factors(updates, factors):
+  for (path, a), b in zip(
+    jax.tree_util.tree_leaves_with_path(updates['mup']), jax.tree.leaves(updates['standard']), strict=True
+  ):
+    assert np.all(b != 0), jax.tree_util.keystr(path)
+    np.testing.assert_array_equal(a, factors.get(weight_name(path), 1.0) * b, err_msg=jax.tree_util.keystr(path))
+
+
+def test_moe_mup_adam_updates_bare_ffn():
+  """d_ff 4 x base, one shared expert: every w2 (experts' and shared, fan-in d_ff') 1/4 of standard's;
+  w1, the router (fan-in d_model: no width) and the biases equal."""
+  updates = adam_updates(moe_config, 128, 32, **{'model.moe.num_shared_experts': 1})
+  assert_update_factors(updates, {'w2': 0.25})
+
+
+@pytest.mark.parametrize('router', ['topk_softmax', 'soft'])
+def test_moe_mup_adam_updates_sequence_model(router):
+  """d_model 2 x base, d_ff 4 x base: experts' w1 and the router / slot parameters (fan-in d_model)
+  1/2, experts' w2 (fan-in d_ff') 1/4, Soft MoE's scale, expert biases and norms equal."""
+  overrides = {'model.moe.router': router}
+  if router == 'soft':
+    overrides.update({'model.moe.slots_per_expert': 2, 'model.moe.allow_noncausal': True})
+  updates = adam_updates(seq_moe_config, 64, 512, **overrides)
+  assert_update_factors(updates, {'w_qkv': 0.5, 'w_out': 0.5, 'w1': 0.5, 'router_w': 0.5, 'unembed': 0.5, 'w2': 0.25})
+
+
+def test_moe_mup_frozen_router():
+  """model.moe.freeze_router: the router is no nnx.Param (no label, no optimizer state); under mup
+  it keeps its init, the output rule's in a sequence model (x 1/2 at d_model 2 x base), and trains."""
+  std, mup = (init_params(seq_moe_config(p, 64, 512, **{'model.moe.freeze_router': True})) for p in ('standard', 'mup'))
+  e = std['blocks'][0]['ffn']['router_w'][...].shape[-1]
+  np.testing.assert_allclose(
+    mup['blocks'][0]['ffn']['router_w'][...],
+    std['blocks'][0]['ffn']['router_w'][...] * xavier(32, e) / xavier(64, e) / 2,
+    rtol=2e-6,
+  )
+  _, metrics = train_20(seq_moe_config('mup', 64, 512, **{'model.moe.freeze_router': True}))
+  assert np.isfinite(float(metrics['loss']))
+
+
+# The coordinate check of the bare MoE FFN: expert width 32..256 (base 32), top-2 of 8 experts.
+MOE_WIDTHS = (32, 64, 128, 256)
+MOE_SEEDS = 3
+
+
+def expert_hidden(model, x_NxD):
+  """Every expert's hidden activations on every input (E, N, F), routed there or not."""
+  w = model.expert_weights()
+  h = jnp.einsum('nd,edf->enf', x_NxD, w['w1']) + w['b1'][:, None]
+  return model.spec.act(h)
+
+
+def moe_coordinates(parametrization, d_ff):
+  """RMS over held-out inputs, after 4 Adam steps (rate 1e-3, constant, no clipping), mean over
+  MOE_SEEDS seeds: every expert's hidden activations h and their change delta_h, the router logits'
+  change delta_logits, the output's change delta_y, split into what the experts' new weights
+  changed under the initial router (delta_y_experts) and what the router's change added
+  (delta_y_routing = delta_y's rest)."""
+  config = moe_config(
+    parametrization,
+    d_ff,
+    MOE_WIDTHS[0],
+    **{
+      'task.num_train': 256,
+      'task.num_eval': 256,
+      'train.batch_size': 64,
+      'train.warmup_steps': 0,
+      'train.schedule': 'constant',
+      'train.grad_clip': 0.0,
+      'train.learning_rate': 1e-3,
+    },
+  )
+  e = train.Experiment(config)
+  rms = lambda a: jnp.sqrt(jnp.mean(jnp.square(a)))
+
+  @jax.jit
+  def run(seed):
+    s0 = e.init(seed)
+    s1, _ = e.train_chunk(s0, 4)
+    x = s0['data']['x_eval']
+    m0, m1 = e.merge(s0['params']), e.merge(s1['params'])
+    h0, h1, y0, y1 = expert_hidden(m0, x), expert_hidden(m1, x), m0(x), m1(x)
+    logits0, logits1 = x @ m0.router_w[...], x @ m1.router_w[...]
+    m1.router_w[...] = m0.router_w[...]  # the new experts under the initial router
+    y_experts = m1(x)
+    return {
+      'h': rms(h1),
+      'delta_h': rms(h1 - h0),
+      'delta_logits': rms(logits1 - logits0),
+      'delta_y': rms(y1 - y0),
+      'delta_y_experts': rms(y_experts - y0),
+      'delta_y_routing': rms(y1 - y_experts),
+    }
+
+  rows = [run(seed) for seed in range(MOE_SEEDS)]
+  return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+
+
+def moe_width_slopes(parametrization):
+  rows = [moe_coordinates(parametrization, w) for w in MOE_WIDTHS]
+  return {k: float(np.polyfit(np.log(MOE_WIDTHS), np.log([r[k] for r in rows]), 1)[0]) for k in rows[0]}
+
+
+def test_moe_coordinate_check_flat_under_mup_drifting_under_standard():
+  """Slopes of log RMS against log expert width, measured (CPU, jax 0.10.2, 2026-11-26; docs/mup.md):
+
+  | coordinate | h     | delta_h | delta_logits | delta_y | delta_y_experts | delta_y_routing |
+  | standard   | -0.42 | -0.00   | -0.01        | +0.32   | +0.53           | -0.39           |
+  | mup        | +0.00 | +0.00   | -0.01        | -0.19   | -0.02           | -0.55           |
+
+  Under mup every expert coordinate and the experts' part of delta y are within 0.1; the router
+  logits move the same at every width (the bare FFN's router is an input weight: d_model is the
+  task's). delta y falls by 0.19: the router's change reweights expert outputs that start of size
+  1/sqrt(m) (Table 3's output init), a part that vanishes in the wide limit (delta_y_routing falls
+  as about 1/sqrt(m)); single seeds' delta_y slopes scatter from -0.14 to -0.24, hence 3 seeds.
+  The paper's optional zero init of the readout (here every expert's w2; measured in development,
+  not built) makes delta y flat (-0.03). Standard drifts: xavier's std ~ (d_model + d_ff)^-1/2
+  shrinks h, one Adam rate for every width lets w2's updates add up over d_ff units."""
+  mup, standard = moe_width_slopes('mup'), moe_width_slopes('standard')
+  assert all(abs(mup[k]) < 0.1 for k in ('h', 'delta_h', 'delta_logits', 'delta_y_experts')), mup
+  assert abs(mup['delta_y']) < 0.3, mup
+  assert mup['delta_y_routing'] < -0.1, mup
+  assert standard['h'] < -0.3 and standard['delta_y_experts'] > 0.3, standard
+
+
 # ---------------------------------------------------------------- config, programs, checkpoints
 
 
@@ -337,9 +590,9 @@ def test_transformer_coordinate_check_flat_under_mup_drifting_under_standard():
     ({'model.mup_base_d_ff': 0}, 'model.mup_base_d_ff=0 must be a positive integer'),
     ({'model.mup_base_d_model': 0}, 'model.mup_base_d_model=0 must be a positive integer'),
     (
-      {'model.parametrization': 'mup', 'model.moe.num_experts': 4},
-      'model.parametrization=mup supports dense and gated FFNs only; MoE experts (model.moe.num_experts > 0) '
-      'are not built yet',
+      {'model.parametrization': 'mup', 'model.moe.num_experts': 4, 'model.moe.granularity': 3, 'model.d_ff': 48},
+      'model.moe.granularity=3 must divide the effective base d_ff 32 (mup: model.mup_base_d_ff; the base expert '
+      'width is its 1/granularity)',
     ),
     (
       {'model.parametrization': 'mup', 'train.optimizer': 'sgd'},

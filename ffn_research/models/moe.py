@@ -61,6 +61,7 @@ from ffn_research import config as config_lib
 from ffn_research.models import activations
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
+from ffn_research.models import mup
 
 
 class RoutingBias(nnx.Variable):
@@ -843,8 +844,13 @@ class MoE(ffn_lib.Layer):
     d_out: int | None = None,
     mesh: jax.sharding.Mesh | None = None,
     expert_axis: str = 'expert',
+    mup_dims: tuple[mup.Dim, mup.Dim, mup.Dim] | None = None,
     rngs: nnx.Rngs,
   ):
+    """`mup_dims`: None for the standard parametrization; for μP (models/mup.py) the Dims (size and
+    base, or not a width) of d_model, one expert's width (after granularity) and d_out: each weight's
+    init fans and gain are mup.init_fans of its sides (experts and shared experts as dense FFNs, the
+    router and Soft MoE's slot parameters from d_model to a side that is no width)."""
     if d_ff % granularity:
       raise ValueError(f'd_ff={d_ff} is not divisible by granularity={granularity}')
     d_out = d_model if d_out is None else d_out
@@ -869,23 +875,34 @@ class MoE(ffn_lib.Layer):
     )
     w_init = inits.get(init)
     e, f = self.num_experts, self.d_expert
-
-    def stacked(shape):  # each expert initialised as its own (fan_in, fan_out) matrix
-      return jnp.stack([w_init(key, shape, jnp.float32) for key in jax.random.split(rngs.params(), e)])
-
-    router_kind = FrozenWeight if freeze_router else nnx.Param
     # Soft MoE: router_w is the slot parameters Phi, one column per slot (slot s of expert s // p),
     # and router_scale the learned scale of the normalised logits (1 at init, as in vmoe).
     self.slots_per_expert = slots_per_expert if router in SLOT_ROUTERS else 0
     num_columns = e * slots_per_expert if router in SLOT_ROUTERS else e
-    self.router_w = router_kind(w_init(rngs.params(), (d_model, num_columns), jnp.float32))
+    # Standard: every rule at the true fans (None); μP: the fans and gain of mup.init_fans.
+    fans: dict[str, inits.Fans | None] = dict.fromkeys(('in', 'out', 'router'))
+    shared_fans = None
+    if mup_dims is not None:
+      d_in, d_e, d_o = mup_dims
+      fans = {'in': mup.init_fans(d_in, d_e), 'out': mup.init_fans(d_e, d_o)}
+      fans['router'] = mup.init_fans(d_in, mup.Dim(num_columns))  # fan-out E (E p): not a width
+      if num_shared_experts:  # one dense FFN of the fused width
+        n = num_shared_experts
+        d_shared = mup.Dim(n * d_e.size, None if d_e.base is None else n * d_e.base)
+        shared_fans = (mup.init_fans(d_in, d_shared), mup.init_fans(d_shared, d_o))
+
+    def stacked(shape, fans_):  # each expert initialised as its own (fan_in, fan_out) matrix
+      return jnp.stack([w_init(key, shape, jnp.float32, fans_) for key in jax.random.split(rngs.params(), e)])
+
+    router_kind = FrozenWeight if freeze_router else nnx.Param
+    self.router_w = router_kind(w_init(rngs.params(), (d_model, num_columns), jnp.float32, fans['router']))
     if router in SLOT_ROUTERS:
       self.router_scale = router_kind(jnp.ones((), jnp.float32))
     self.routing_bias = RoutingBias(jnp.zeros((e,), jnp.float32))
-    self.w1 = nnx.Param(stacked((d_model, f)))
+    self.w1 = nnx.Param(stacked((d_model, f), fans['in']))
     if self.spec.gated:
-      self.w_gate = nnx.Param(stacked((d_model, f)))
-    self.w2 = nnx.Param(stacked((f, d_out)))
+      self.w_gate = nnx.Param(stacked((d_model, f), fans['in']))
+    self.w2 = nnx.Param(stacked((f, d_out), fans['out']))
     if use_bias:
       self.b1 = nnx.Param(jnp.zeros((e, f), jnp.float32))
       if self.spec.gated:
@@ -902,6 +919,7 @@ class MoE(ffn_lib.Layer):
         init=init,
         dtype=dtype,
         d_out=d_out,
+        mup_fans=shared_fans,
         rngs=rngs,
       )
       if num_shared_experts

@@ -26,6 +26,15 @@ w_gate, w2 hidden weights (fan-in d_model or d_ff'), the unembedding an output w
 d_model). The learning-rate factor depends only on the fan-in's width: the label tree (`lr_labels`)
 labels each weight by it, and `lr_multipliers` gives each label's factor.
 
+MoE FFNs (model.moe.num_experts > 0): each expert's w1, w_gate, w2 (stacked (E, ...)) is a dense
+FFN's of the expert width d_ff' / G (`expert_dim`; base mup_base_d_ff' / G, the base model's expert
+width, so m = d_ff' / base as for a dense FFN), the shared experts one dense FFN of their fused width;
+E, top-k and G are not widths. The router (d_model -> E) and Soft MoE's slot parameters (d_model ->
+E p) have a fan-out that is not a width: an input weight in the bare FFN (its d_model is the task's),
+an output weight, fan-in d_model, in the sequence models (router logits of size 1/sqrt(m) at init,
+moved O(1) by a step). Expert biases ((E, d_ff') per expert), the routing bias, Soft MoE's scale:
+vectors.
+
 The paper's Table 8 (output multiplier 1/m, init and learning rate unchanged) is the same
 parametrization for Adam; Table 3 needs no extra forward-pass op. The per-parameter learning-rate
 multipliers are an optax.multi_transform over the label tree after the optimizer, so they scale
@@ -56,15 +65,18 @@ FAN_IN_D_FF, FAN_IN_D_MODEL, UNSCALED = 'mup_output', 'mup_fan_in_d_model', 'mup
 
 # Weight names (the last key of an nnx.Param's path) whose fan-in is d_ff' or d_model; every other
 # matrix (the embeddings: fan-in vocabulary or positions) and every vector is UNSCALED.
+# An MoE's experts carry the same names, stacked (E, fan_in, fan_out).
 FAN_IN = {
   'w2': FAN_IN_D_FF,  # FFN d_ff' -> d_model (or the bare FFN's output)
   'w1': FAN_IN_D_MODEL,  # FFN d_model -> d_ff' (the bare FFN's d_model is no width: UNSCALED there)
   'w_gate': FAN_IN_D_MODEL,
+  'router_w': FAN_IN_D_MODEL,  # MoE router d_model -> E, or Soft MoE's slot parameters d_model -> E p
   'w_qkv': FAN_IN_D_MODEL,  # attention d_model -> 3 d_model
   'w_out': FAN_IN_D_MODEL,  # attention d_model -> d_model
   'unembed': FAN_IN_D_MODEL,  # d_model -> vocabulary
 }
 EMBEDDINGS = ('embed', 'pos_embed')  # input weights: fan-in vocabulary / positions
+EXPERT_BIASES = ('b1', 'b_gate', 'b2')  # vectors, in an MoE one per expert: (E, size) arrays, UNSCALED
 
 
 class Dim(NamedTuple):
@@ -96,9 +108,9 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
     "model.parametrization=mup is not built for model.arch='tied_relu' (one matrix is its input and output weight)",
   )
   config_lib.check(
-    m.moe.num_experts == 0,
-    'model.parametrization=mup supports dense and gated FFNs only; '
-    'MoE experts (model.moe.num_experts > 0) are not built yet',
+    m.moe.num_experts == 0 or base_width(m) % m.moe.granularity == 0,
+    f'model.moe.granularity={m.moe.granularity} must divide the effective base d_ff {base_width(m)} '
+    '(mup: model.mup_base_d_ff; the base expert width is its 1/granularity)',
   )
   if not d_model_is_width(m):
     return
@@ -132,6 +144,14 @@ def d_ff_dim(model_cfg: ml_collections.ConfigDict, true: Any = None) -> Dim:
   """The hidden width (`true`: the FFN's true width when given, else the config's) and its base."""
   size = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params) if true is None else true
   return Dim(size, base_width(model_cfg))
+
+
+def expert_dim(model_cfg: ml_collections.ConfigDict, num_experts: int = 1) -> Dim:
+  """The fused width of `num_experts` MoE experts (each d_ff' / granularity) and its base (the base
+  model's: mup_base_d_ff' / granularity each), so m = d_ff' / base d_ff' as for a dense FFN."""
+  g, d = model_cfg.moe.granularity, d_ff_dim(model_cfg)
+  assert d.base is not None
+  return Dim(num_experts * (d.size // g), num_experts * (d.base // g))
 
 
 def d_model_dim(model_cfg: ml_collections.ConfigDict, size: int | None = None) -> Dim:
@@ -185,7 +205,7 @@ def lr_labels(model_cfg: ml_collections.ConfigDict) -> Callable[[Any], Any]:
     name = next((p.key for p in reversed(path) if isinstance(p, jax.tree_util.DictKey)), None)
     if name in FAN_IN:
       return FAN_IN[name] if d_model_width or FAN_IN[name] != FAN_IN_D_MODEL else UNSCALED
-    if jnp.ndim(leaf) >= 2 and name not in EMBEDDINGS:
+    if jnp.ndim(leaf) >= 2 and name not in EMBEDDINGS + EXPERT_BIASES:
       raise ValueError(f'models/mup.py: no learning-rate rule for the weight {jax.tree_util.keystr(path)}')
     return UNSCALED
 

@@ -32,6 +32,9 @@ def build_ffn(
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
+  is_mup = mup.is_mup(model_cfg)
+  # μP: d_in's and d_out's Dims (widths in the sequence models, the task's sizes in the bare FFN)
+  d_in_dim, d_out_dim = mup.d_model_dim(model_cfg, d_in), mup.d_model_dim(model_cfg, d_in if d_out is None else d_out)
   if e.num_experts > 0:
     scope, priority = moe_lib.routing_settings(model_cfg)
     return moe_lib.MoE(
@@ -61,13 +64,13 @@ def build_ffn(
       dtype=model_cfg.dtype,
       d_out=d_out,
       mesh=mesh,
+      mup_dims=(d_in_dim, mup.expert_dim(model_cfg), d_out_dim) if is_mup else None,
       rngs=rngs,
     )
   fans = None
-  if mup.is_mup(model_cfg):
+  if is_mup:
     hidden = mup.d_ff_dim(model_cfg, d_ff_true)
-    d_out_dim = mup.d_model_dim(model_cfg, d_in if d_out is None else d_out)
-    fans = (mup.init_fans(mup.d_model_dim(model_cfg, d_in), hidden), mup.init_fans(hidden, d_out_dim))
+    fans = (mup.init_fans(d_in_dim, hidden), mup.init_fans(hidden, d_out_dim))
   return ffn_lib.FFN(
     d_in,
     d_ff,
