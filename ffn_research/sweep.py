@@ -27,6 +27,7 @@ import itertools
 import json
 import os
 import re
+import resource  # Unix only, like the flock of io.Lock
 import sys
 import traceback
 from typing import Any
@@ -367,8 +368,6 @@ def open_files() -> int:
 def fitting_group_size(run: Run, max_group_size: int) -> tuple[int, str]:
   """(the most runs one group may hold, '' or why fewer than `max_group_size`) under the open-file
   limit (ulimit -n) and the host memory available; ConfigError (one line) when not even one run fits."""
-  import resource
-
   limits = []
   soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
   if soft != resource.RLIM_INFINITY:
