@@ -3,9 +3,9 @@
   python -m experiments.sweep --config=configs/sweeps/mup_width.py --workdir=runs/mup_width --pad_flops_factor=1
 
 The bare FFN (ReLU, d_model 16) on the teacher-student task of configs/regression.py (teacher
-d_ff 32), 500 Adam steps; d_ff 64..4096 (base width 64: there 'mup' equals 'standard') x 7 peak
-learning rates (half-decades 10^-3.5..10^-0.5) x 'standard' / 'mup' x 3 seeds = 168 runs, about
-5 minutes on 2 shared CPU cores with --pad_flops_factor=1 (padding the standard runs to d_ff 4096
+d_ff 32), 500 Adam steps; d_ff 64..4096 (base width 64: there 'mup' equals 'standard') x 9 peak
+learning rates (half-decades 10^-3.5..10^0.5) x 'standard' / 'mup' x 3 seeds = 216 runs, about
+6 minutes on 2 shared CPU cores with --pad_flops_factor=1 (padding the standard runs to d_ff 4096
 costs 3x). docs/mup.md has the measured optimum per width.
 Argument: quick (2 rates x 4 widths x both x 1 seed, 50 steps; a smoke run).
 """
@@ -14,7 +14,7 @@ from ffn_research import sweep
 from ffn_research.config import default_config
 
 WIDTHS = (64, 256, 1024, 4096)  # model.d_ff; the first is the base width
-RATES = tuple(round(10 ** (e / 2), 6) for e in range(-7, 0))  # 3.2e-4 .. 0.32, half-decades
+RATES = tuple(round(10 ** (e / 2), 6) for e in range(-7, 2))  # 3.2e-4 .. 3.2, half-decades
 SEEDS = 3
 
 
