@@ -693,7 +693,7 @@ def test_mup_width_sweep_config():
   from ffn_research import sweep
 
   path = os.path.join(os.path.dirname(__file__), '..', 'configs', 'sweeps', 'mup_width.py')
-  for arg, n in (('', 7 * 4 * 2 * 3), ('quick', 2 * 4 * 2)):
+  for arg, n in (('', 9 * 4 * 2 * 3), ('quick', 2 * 4 * 2)):
     base, grid = configfile.load_sweep_file(f'{path}:{arg}' if arg else path)
     runs = sweep.expand(base, grid)
     assert len(runs) == n
