@@ -4,6 +4,7 @@
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --quick
   python -m experiments.reproduce --ablation=all --workdir=runs/repro_quick --quick
   python -m experiments.reproduce --ablation=universal_approximation --workdir=runs/repro --publish
+  python -m experiments.reproduce --ablation=moe_topk --workdir=runs/repro --seed_offset=100   # fresh seeds
   python -m experiments.reproduce --update_readme     # Results sections from docs/results/*/report.json
 
 Writes DIR/NAME/report.md, report.json and PNGs (DIR/index.md for --ablation=all). Rerunning
@@ -42,6 +43,12 @@ flags.DEFINE_string(
   '~/.cache/ffn_research/jax_compilation_cache',
   'Persistent XLA compilation cache ("" disables it).',
 )
+flags.DEFINE_integer(
+  'seed_offset',
+  0,
+  'Run seeds K ... K+n-1 instead of 0 ... n-1 (into DIR/NAME.seed_offsetK), to check that a verdict is not a '
+  'property of the published seeds. Such a report is never published.',
+)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
 FLAGS = flags.FLAGS
 
@@ -78,6 +85,10 @@ def main(argv):
         fail(str(e))
     if FLAGS.publish and scale != 'full':
       fail(f'--publish needs --scale=full (got {scale}); only full-scale reports may be published')
+    if FLAGS.seed_offset < 0:
+      fail(f'--seed_offset must be >= 0 (got {FLAGS.seed_offset})')
+    if FLAGS.publish and FLAGS.seed_offset:
+      fail('--publish runs on the published seeds: drop --seed_offset (a run on fresh seeds checks that report)')
   from ffn_research import config as config_lib
   from ffn_research import io as io_lib
   from ffn_research import sweep
@@ -92,10 +103,12 @@ def main(argv):
     sweep.enable_compilation_cache(FLAGS.compilation_cache_dir)
   try:
     if FLAGS.ablation != 'all':
-      reports = [runner.run(FLAGS.ablation, FLAGS.workdir, scale, progress=FLAGS.progress)]
+      reports = [
+        runner.run(FLAGS.ablation, FLAGS.workdir, scale, progress=FLAGS.progress, seed_offset=FLAGS.seed_offset)
+      ]
       failed = []
     else:
-      reports, failed = runner.run_all(FLAGS.workdir, scale, progress=FLAGS.progress)
+      reports, failed = runner.run_all(FLAGS.workdir, scale, progress=FLAGS.progress, seed_offset=FLAGS.seed_offset)
     if FLAGS.publish:
       for r in reports:
         runner.publish(r['name'], FLAGS.workdir)

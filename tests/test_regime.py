@@ -236,6 +236,21 @@ def test_loop_cap_gives_invalid_with_the_cost_of_the_next_step(tmp_path):
   assert json.loads((tmp_path / 'tiny' / 'regime.json').read_text())['scale'] == 'smoke'
 
 
+def test_seed_offset_runs_fresh_seeds_in_its_own_folder_and_is_never_published(tmp_path):
+  report = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False, seed_offset=7)
+  outdir = tmp_path / 'tiny.seed_offset7'
+  assert not (tmp_path / 'tiny').exists() and report['regime']['seed_offset'] == 7
+  frame = pd.read_csv(outdir / 'main' / 'results.csv')
+  assert sorted(frame[regime.SEED].unique()) == [7, 8]  # seeds K ... K+n-1, paired across the points
+  assert '2 seeds (7 ... 8: --seed_offset=7)' in (outdir / 'report.md').read_text()
+  report = json.loads((outdir / 'report.json').read_text())
+  (outdir / 'report.json').write_text(json.dumps({**report, 'scale': 'full'}))
+  with pytest.raises(runner.ReproduceError, match='ran on fresh seeds'):
+    runner.publish('tiny.seed_offset7', str(tmp_path), repo_root=str(tmp_path))
+  with pytest.raises(runner.ReproduceError, match='must be >= 0'):
+    runner.outdir_name('tiny', -1)
+
+
 def test_killed_loop_resumes_without_redoing_runs(tmp_path, monkeypatch):
   study = _study(cap_s=1e9, level=12)
   calls = []

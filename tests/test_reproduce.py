@@ -352,6 +352,14 @@ def test_cli_list_and_bad_input():
   assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
     "error: --scale='huge' is unknown; allowed: smoke, quick, full, large"
   ]
+  proc = reproduce('--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--seed_offset=-1')
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines() == ['error: --seed_offset must be >= 0 (got -1)']
+  proc = reproduce(
+    '--ablation=universal_approximation', '--workdir=/tmp/unused_reproduce_dir', '--seed_offset=5', '--publish'
+  )
+  assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+    'error: --publish runs on the published seeds: drop --seed_offset (a run on fresh seeds checks that report)'
+  ]
   assert not os.path.exists('/tmp/unused_reproduce_dir')
 
 

@@ -57,6 +57,7 @@ INIT_LO, INIT_HI = 0.4, 0.6  # init premise: density at initialisation near 1/2
 RANGE_MARGIN = 0.1  # learned: held-out bits at least this far below the unigram entropy
 DESCRIPTIVE_LR = 1e-2  # GELU/SiLU (descriptive, not tuned)
 RATES = (3e-3, 1e-2, 3e-2)
+FULL_RATES = (*RATES, 1e-1)  # 0.03 was the top chosen at every d_model-32 shape of the earlier full runs (issue 30)
 NUM_LAYERS, NUM_HEADS, NUM_LOGS = 2, 2, 20
 SEED, STEPS, LR = 'train.seed', 'train.steps', 'train.learning_rate'
 PHASES = {'_init': 'init', '_half': 'half', '': 'end'}  # collect's column suffix -> point of training
@@ -88,7 +89,7 @@ SETTINGS: dict[str, Settings] = {  # per scale: batch, the reference (d_model, d
 REGIMES = {
   'smoke': base.Regime(rates=RATES, steps=40, seeds=3, cap_s=150, metric='eval_bits'),
   'quick': base.Regime(rates=RATES, steps=600, seeds=3, cap_s=450, metric='eval_bits'),
-  'full': base.Regime(rates=RATES, steps=1000, seeds=8, cap_s=2700, metric='eval_bits'),
+  'full': base.Regime(rates=FULL_RATES, steps=1000, seeds=8, cap_s=3600, metric='eval_bits'),
 }
 
 

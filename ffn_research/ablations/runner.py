@@ -164,6 +164,10 @@ def _holm_md(verdicts: Sequence[verdict_lib.Verdict]) -> list[str]:
   ]
 
 
+def _seeds_text(n: int, offset: int) -> str:
+  return f'{n} seeds' if not offset else f'{n} seeds ({offset} ... {offset + n - 1}: --seed_offset={offset})'
+
+
 def regime_markdown(r: dict[str, Any]) -> list[str]:
   """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
   pol = r['policy']
@@ -172,7 +176,8 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
     '',
     f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
     f"to start (an arm may declare its own grid and a multiple of T: the table below has each point's), "
-    f'T = {pol["steps"]} steps (and T/2), {pol["seeds"]} seeds; up to {pol["max_extensions"]} '
+    f'T = {pol["steps"]} steps (and T/2), {_seeds_text(pol["seeds"], r.get("seed_offset", 0))}; '
+    f'up to {pol["max_extensions"]} '
     f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
     f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds. Stopped: {r["stopped"]}.',
     '',
@@ -268,9 +273,16 @@ def report_markdown(report: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- running
 
 
-def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
+def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
-  return run_study(ablations.get(name), workdir, scale, progress=progress)
+  return run_study(ablations.get(name), workdir, scale, progress=progress, seed_offset=seed_offset)
+
+
+def outdir_name(name: str, seed_offset: int = 0) -> str:
+  """An ablation's folder in the workdir: NAME, or NAME.seed_offsetK for a run on fresh seeds K, K+1, ..."""
+  if seed_offset < 0:
+    raise ReproduceError(f'--seed_offset must be >= 0 (got {seed_offset})')
+  return name if seed_offset == 0 else f'{name}.seed_offset{seed_offset}'
 
 
 # --------------------------------------------------------------------------- the regime loop
@@ -351,7 +363,7 @@ def _collected(
 
 
 def _run_pass(
-  study: base.Study, outdir: str, points, rec, regime: base.Regime, progress: bool, tick
+  study: base.Study, outdir: str, points, rec, regime: base.Regime, progress: bool, tick, seed_offset: int
 ) -> tuple[pd.DataFrame, int]:
   """Run (resume) every planned run, arm by arm; (the frame of every planned run, runs that were not finished)."""
   planned = regime_lib.plan(rec['state'])
@@ -359,7 +371,7 @@ def _run_pass(
   for p, runs in planned.items():
     arm, o = points[p]
     for rate, steps in runs:
-      for seed in range(regime.seeds):
+      for seed in range(seed_offset, seed_offset + regime.seeds):
         by_arm.setdefault(arm.name, []).append((p, _overrides(arm, o, rate, steps, seed)))
   arms = {arm.name: arm for arm, _ in points.values()}
   frames, todo = [], 0
@@ -474,12 +486,15 @@ def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, t
   }
 
 
-def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True) -> dict[str, Any]:
+def run_study(
+  study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0
+) -> dict[str, Any]:
   """The regime loop (ablations/regime.py): run, tune, judge, extend until every check passes, nothing is left to
-  extend, or the cap; then Holm, the study's figure and tables, report.md / report.json."""
+  extend, or the cap; then Holm, the study's figure and tables, report.md / report.json. seed_offset K runs seeds
+  K ... K+n-1 instead of 0 ... n-1, in workdir/NAME.seed_offsetK (outdir_name)."""
   _check_scale(study, scale)
   regime = study.regimes[scale]
-  outdir = os.path.join(workdir, study.name)
+  outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
   os.makedirs(outdir, exist_ok=True)
   env, start = environment(), time.time()
   points = _points(study.arms(scale))
@@ -496,7 +511,7 @@ def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress:
   while True:
     it_start = time.time()
     log(f'{study.name} ({scale}): pass {len(rec["iterations"])}')
-    frame, ran = _run_pass(study, outdir, points, rec, regime, progress, tick)
+    frame, ran = _run_pass(study, outdir, points, rec, regime, progress, tick, seed_offset)
     state = rec['state']
     tuning = regime_lib.tune(frame, state, regime)
     verdicts, full, half = _judge(study, frame, tuning, state, regime, scale, points)
@@ -540,7 +555,10 @@ def run_study(study: base.Study, workdir: str, scale: str = 'full', *, progress:
     ]
   result = base.Result(frame, tuning, full, half, verdicts, scale)
   shown = study.present(result, base.Context(outdir=outdir, scale=scale))
-  regime_rec = _regime_record(regime, spent, stopped, rec['iterations'], nxt, state, tuning)
+  regime_rec = {
+    **_regime_record(regime, spent, stopped, rec['iterations'], nxt, state, tuning),
+    'seed_offset': seed_offset,
+  }
   arms = {arm.name: arm for arm, _ in points.values()}
   report = _report(
     study,
@@ -656,7 +674,12 @@ def index_line(name: str, report: dict[str, Any] | None, error: str | None = Non
 
 
 def run_all(
-  workdir: str, scale: str = 'full', *, progress: bool = True, names: Sequence[str] | None = None
+  workdir: str,
+  scale: str = 'full',
+  *,
+  progress: bool = True,
+  names: Sequence[str] | None = None,
+  seed_offset: int = 0,
 ) -> tuple[list[dict[str, Any]], list[str]]:
   """Every ablation (that has `scale`) in turn; DIR/index.md; returns (reports, failed names)."""
   lines, reports, failed = [f'# Ablations ({scale} scale)', ''], [], []
@@ -665,7 +688,7 @@ def run_all(
       lines.append(f'- **{name}**: no {scale!r} scale')
       continue
     try:
-      report = run(name, workdir, scale, progress=progress)
+      report = run(name, workdir, scale, progress=progress, seed_offset=seed_offset)
       reports.append(report)
       lines.append(index_line(name, report))
     except Exception as e:  # one ablation's failure must not stop the rest
@@ -692,6 +715,10 @@ def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
     raise ReproduceError(
       f'refusing to publish {name}: its report is at scale {report["scale"]!r}; '
       'only full-scale reports may be published'
+    )
+  if report.get('regime', {}).get('seed_offset', 0):
+    raise ReproduceError(
+      f'refusing to publish {name}: its report ran on fresh seeds (--seed_offset); it checks the published one'
     )
   commit = str(report.get('environment', {}).get('commit', ''))
   if commit.endswith('+dirty') or commit == 'unknown':
