@@ -130,6 +130,7 @@ def _sel(
   collapse=None,
   control=1e-4,
   steps=2000,
+  arm=ua.RELU,
 ):
   """A selection like the runner's (one rate per point): seed s scales every error by (1 + 0.01 s);
   collapse: {N: seeds whose run ends at sup error 0.5}."""
@@ -139,8 +140,8 @@ def _sel(
       bad = s < (collapse or {}).get(n, 0)
       rows.append(
         {
-          'arm': ua.RELU,
-          'point': f'{ua.RELU}: N={n}',
+          'arm': arm,
+          'point': f'{arm}: N={n}',
           'model.d_ff': n,
           ua.SEED: s,
           ua.LR: 1e-2,
@@ -217,14 +218,24 @@ def test_rules_keep_their_family_when_runs_are_missing():
 
 def test_present_on_a_synthetic_result(tmp_path):
   full, half = _sel(), _sel(trained=lambda n: 20 * ua.optimum(n), steps=1000)
+  ladder = [  # the ladder arm at 4T and 2T (rates 1e-3, 1e-2, 3e-2 run); at 2T N=8 chose 1e-3, the lowest
+    _sel(trained=lambda n: 3 * ua.optimum(n) * n**-0.5, steps=8000, arm=ua.LADDER),
+    _sel(trained=lambda n: 5 * ua.optimum(n), steps=4000, arm=ua.LADDER),
+  ]
+  ladder[1].loc[ladder[1]['point'] == f'{ua.LADDER}: N=8', ua.LR] = 1e-3
+  frame = pd.concat([half, full, *ladder, *(ladder[1].assign(**{ua.LR: r}) for r in (1e-3, 3e-2))])
+  full, half = pd.concat([full, ladder[0]]), pd.concat([half, ladder[1]])
   vs = stats.holm(ua.rules(full, 'quick'))
-  shown = ua.present(
-    base.Result(pd.concat([half, full]), pd.DataFrame(), full, half, vs, 'quick'), base.Context(str(tmp_path), 'quick')
-  )
+  assert [v.statistic for v in vs] == [
+    v.statistic for v in stats.holm(ua.rules(_sel(), 'quick'))
+  ]  # no verdict reads it
+  shown = ua.present(base.Result(frame, pd.DataFrame(), full, half, vs, 'quick'), base.Context(str(tmp_path), 'quick'))
   assert [f.file for f in shown.figures] == ['sup_error_vs_width.png']
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures)
   budgets = shown.tables[0].frame
-  assert list(budgets['steps']) == ['1000', '2000'] and np.allclose(budgets['slope'], -2.0)
+  assert list(budgets['steps']) == ['1000', '2000', '4000', '8000']
+  assert np.allclose(budgets['slope'], [-2.0, -2.0, -2.0, -2.5])
+  assert list(budgets['N with the rate at a grid edge']) == [*['checked by the runner'] * 2, '8 (0.001)', '-']
   assert shown.checks[0].passed and 'slope -2.00' in shown.headline
   widths = shown.tables[1].frame.set_index(['steps', ua.N])
   assert widths.loc[(2000, 2), 'collapsed'] == 5 and widths.loc[(2000, 512), 'trained / optimum'] == pytest.approx(
@@ -235,7 +246,7 @@ def test_present_on_a_synthetic_result(tmp_path):
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
 def test_arms_validate_and_train_on_num_train_points(scale):
   arms = ua.arms(scale)
-  assert [a.name for a in arms] == [ua.RELU, ua.CONTROLS_ARM]
+  assert [a.name for a in arms] == [ua.RELU, ua.CONTROLS_ARM, *([ua.LADDER] if scale != 'smoke' else [])]
   for arm in arms:
     runs = sweep.expand(arm.base, [{**o, **base.budget(ua.ABLATION.regimes[scale].steps)} for o in arm.points.values()])
     assert {r.config.task.num_train for r in runs} == {ua.NUM_TRAIN}

@@ -146,12 +146,14 @@ def style_axes(
   fontsize: float = 7,
   title_size: float | None = None,
 ) -> None:
-  """The axis setup every ablation plot repeats: scales, labels, title, legend, grid."""
-  if xscale == 'log':
+  """The axis setup every ablation plot repeats: scales, labels, title, legend, grid. A log scale is set only
+  where the axis holds positive data (a panel with none, e.g. every run collapsed, stays linear and empty)."""
+  lim = ax.dataLim
+  if xscale == 'log' and np.isfinite(lim.x1) and lim.x1 > 0:
     ax.set_xscale('log', base=xbase)
-  elif xscale:
+  elif xscale and xscale != 'log':
     ax.set_xscale(xscale)
-  if yscale:
+  if yscale and (yscale != 'log' or (np.isfinite(lim.y1) and lim.y1 > 0)):
     ax.set_yscale(yscale)
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)

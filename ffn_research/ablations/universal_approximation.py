@@ -16,7 +16,9 @@ loss (`tuning_loss`; losses below LOSS_FLOOR = 1e-13, float32 rounding of values
 smallest tied rate wins: an exact control reaches ~1e-15 at several rates), never on the sup error; it
 extends the rate grid beyond an edge and doubles the budget T until each verdict's statistic is stable.
 Full scale: rates 1e-4 ... 1e-1 (half-decades) to start, T = 10,000 steps, 5 seeds, up to four doublings of
-T (160,000 steps: the slope was still steepening at 40,000) within 3,600 run-seconds.
+T (160,000 steps: the slope was still steepening at 40,000) within 3,600 run-seconds. At quick and full a
+descriptive ladder arm (`relu_width_4x`: the same widths at 4T and 2T, rates from 1e-5, tuned by the runner
+but read by no verdict and never extended) gives the report's slope at 2T and 4T beside T/2 and T.
 
 Definitions (fixed before the run):
   collapsed   sup error >= COLLAPSE_ERROR = 1/8, the best error of any function with one kink (two
@@ -73,7 +75,10 @@ MAX_COLLAPSED = 0.2  # at most this fraction of runs collapsed at every fitted N
 CONTROL_LEVEL = 1e-2  # controls: exact representations should train below this sup error
 LOSS_FLOOR = 1e-13  # tuning: final losses below this tie (float32 rounding, (3 ulps at 1)^2, not fit)
 SEED, N, LR, STEPS = regime_lib.SEED, 'N', regime_lib.LR, regime_lib.STEPS
-RELU, CONTROLS_ARM = 'relu_width', 'controls'
+RELU, CONTROLS_ARM, LADDER = 'relu_width', 'controls', 'relu_width_4x'
+LADDER_FACTOR = 4  # the descriptive ladder arm: relu_width's points at 4T (and 2T), rates tuned by the runner
+LADDER_RATES = (1e-5, 3e-5, *RATES)  # the best rate falls as the budget grows (1e-4 won at 40,000 steps before)
+LADDER_SCALES = ('quick', 'full')
 CONTROLS = {
   'abs': ('|x|, 2 ReLU units (exact)', {'task.function': 'abs', 'model.d_ff': 2}),
   'bilinear': ('x^2, 1 bilinear unit (exact)', {'model.activation': 'bilinear', 'model.d_ff': 1}),
@@ -141,10 +146,11 @@ def _base():
 
 
 def arms(scale: str) -> list[base.Arm]:
-  return [
-    base.Arm(RELU, _base(), {f'N={n}': {'model.d_ff': n} for n in WIDTHS[scale]}),
-    base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()}),
-  ]
+  widths = {f'N={n}': {'model.d_ff': n} for n in WIDTHS[scale]}
+  out = [base.Arm(RELU, _base(), widths), base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()})]
+  if scale in LADDER_SCALES:  # read by no verdict: the slope per budget at 2T and 4T, for the report's table
+    out.append(base.Arm(LADDER, _base(), widths, rates=LADDER_RATES, steps_factor=LADDER_FACTOR))
+  return out
 
 
 @functools.lru_cache(maxsize=16)
@@ -164,7 +170,7 @@ def _baselines(task_json: str, seed: int, n: int) -> tuple[float, float]:
 def collect(run_dir: str, row) -> dict[str, float]:
   """The tuning loss (final training loss, floored at LOSS_FLOOR); for ReLU runs the seed's baselines at N."""
   out = {'tuning_loss': max(float(row['final_loss']), LOSS_FLOOR)}
-  if row['arm'] == RELU:
+  if row['arm'] in (RELU, LADDER):
     task = io_lib.read_json(os.path.join(run_dir, 'config.json'))['task']
     out['lstsq_equal'], out['lstsq_random'] = _baselines(
       json.dumps(task, sort_keys=True), int(row[SEED]), int(row['model.d_ff'])
@@ -175,8 +181,8 @@ def collect(run_dir: str, row) -> dict[str, float]:
 # --------------------------------------------------------------------------- verdicts (pure in the selection)
 
 
-def relu_rows(sel: pd.DataFrame) -> pd.DataFrame:
-  return sel[sel['arm'] == RELU].assign(**{N: lambda f: f['model.d_ff'].astype(int)})
+def relu_rows(sel: pd.DataFrame, arm: str = RELU) -> pd.DataFrame:
+  return sel[sel['arm'] == arm].assign(**{N: lambda f: f['model.d_ff'].astype(int)})
 
 
 def fitted(relu: pd.DataFrame) -> pd.DataFrame:
@@ -307,12 +313,32 @@ def width_table(relu: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
+def edge_widths(sel: pd.DataFrame, frame: pd.DataFrame) -> str:
+  """The N whose chosen rate is the lowest or highest rate run at that point ('' if none)."""
+  out = []
+  for p, g in sel.groupby('point', sort=False):
+    run = frame.loc[frame['point'] == p, LR]
+    rate = float(g[LR].iloc[0])
+    if len(run) and rate in (float(run.min()), float(run.max())):
+      out.append(f'{int(g[N].iloc[0])} ({rate:g})')
+  return ', '.join(out)
+
+
 def budget_table(result: base.Result) -> pd.DataFrame:
-  """The slope and the slope difference to the random-kink baseline at each budget (T/2 and T), per seed over
-  the fitted N at each point's own rate: where the statistic settles as the steps double."""
+  """The slope and the slope difference to the random-kink baseline at each budget, per seed over the fitted N at
+  each point's own rate: T/2 and T (the verdicts'), 2T and 4T (the descriptive ladder arm, where it ran): where
+  the statistic settles as the steps double."""
   rows = []
-  for level, sel in ((regime_lib.HALF, result.half), (regime_lib.FULL, result.full)):
-    fit = fitted(relu_rows(sel))
+  for level, sel, arm in (
+    (regime_lib.HALF, result.half, RELU),
+    (regime_lib.FULL, result.full, RELU),
+    (f'{LADDER_FACTOR // 2}T (ladder)', result.half, LADDER),
+    (f'{LADDER_FACTOR}T (ladder)', result.full, LADDER),
+  ):
+    relu = relu_rows(sel, arm)
+    if not len(relu):
+      continue
+    fit = fitted(relu)
     v = stats.slope_per_seed(fit, x=N, y='sup_error', seed=SEED, claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN, claim='')
     d = stats.mean_ci(seed_slopes(fit, 'sup_error') - seed_slopes(fit, 'lstsq_random'))
     rows.append(
@@ -327,6 +353,9 @@ def budget_table(result: base.Result) -> pd.DataFrame:
         'diff CI hi': d[2],
         'equal-kink slope': seed_slopes(fit, 'lstsq_equal').mean(),
         'optimum slope': CLAIMED_SLOPE,
+        'N with the rate at a grid edge': (edge_widths(relu, relu_rows(result.frame, arm)) or '-')
+        if arm == LADDER
+        else 'checked by the runner',
       }
     )
   return pd.DataFrame(rows)
@@ -454,7 +483,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     tables=[
       base.Table(
         f"Slope per budget: per seed over N >= {MIN_FIT_WIDTH} at each point's tuned rate (mean, "
-        "95% CI), against the equal-piece optimum's -2",
+        "95% CI), against the equal-piece optimum's -2; 2T and 4T: the ladder arm (descriptive, no verdict "
+        'reads it; its rates are not extended, so an N whose rate sits at a grid edge is named)',
         budget_table(result),
       ),
       base.Table('ReLU per budget and width N (geometric means over non-collapsed seeds, 95% CI)', widths),
