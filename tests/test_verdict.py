@@ -288,9 +288,9 @@ def _fake_study():
   )
 
 
-def _fake_runs(study, outdir, points, rec, regime, progress, tick):
+def _fake_runs(study, outdir, points, rec, regime, progress, tick, seed_offset):
   """A pass that trains nothing: one completed run per budget."""
-  del study, outdir, points, rec, regime, progress
+  del study, outdir, points, rec, regime, progress, seed_offset
   tick()
   return pd.DataFrame(
     {
