@@ -5,7 +5,8 @@ machines, and collect `results.csv`.
 Layout of a sweep workdir:
 
   DIR/sweep.json               the runs (name and overrides) and the base config
-  DIR/runs/<name>/             config.json, metrics.jsonl, summary.json, tensorboard/
+  DIR/runs/<name>/             config.json, metrics.jsonl, summary.json, tensorboard/,
+                               sweep_width.json (the run axis its program compiles at)
   DIR/results.csv              one row per run, rebuilt from every run's summary.json
 
 A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
@@ -268,41 +269,73 @@ def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[A
   return programs_lib.cached(key, lambda: programs_lib.GroupPrograms(train_lib.Experiment(config), num_runs, devices))
 
 
+WIDTH_FILE = 'sweep_width.json'  # in a run's folder: {"run_axis": N}, the run axis its program compiles at
+
+
+def _recorded_width(workdir: str, name: str) -> int:
+  """The run axis a run's program was compiled at when the run was first planned (0: none recorded)."""
+  path = os.path.join(_run_dir(workdir, name).path, WIDTH_FILE)
+  try:
+    width = (io_lib.read_json(path) or {}).get('run_axis', 0)
+  except (io_lib.CorruptFile, AttributeError) as e:
+    io_lib.warn(f'{e}: its run is planned afresh')
+    return 0
+  return width if isinstance(width, int) and width > 0 else 0
+
+
+def _record_width(workdir: str, name: str, width: int) -> None:
+  folder = _run_dir(workdir, name).path
+  os.makedirs(folder, exist_ok=True)
+  io_lib.write_json(os.path.join(folder, WIDTH_FILE), {'run_axis': width})
+
+
 def resume_groups(
   mine: Sequence[Run],
   todo: Sequence[Run],
   resume_step: Callable[[Run], int],
   pad_flops_factor: float,
   max_group_size: int,
-) -> list[tuple[list[Run], list[Run]]]:
-  """(runs to train together, the program's runs) for the unfinished runs `todo` of a shard.
+  recorded_width: Callable[[Run], int] = lambda r: 0,
+) -> list[tuple[list[Run], list[Run], int]]:
+  """(runs to train together, the program's runs, the run axis to compile) for the unfinished runs
+  `todo` of a shard.
 
   Programs are planned over all the shard's runs, finished or not (`group_runs`), as an
   uninterrupted sweep plans them, so a resumed run gets the same program (padded width, traced
-  paths) and so bit-identical figures, however many of its group-mates finished before a kill;
-  within a program, runs train together only from the same checkpoint step.
+  paths). The run axis is the one recorded when the run was first planned (`recorded_width`), so
+  its figures are bit-identical however many of its group-mates finished before a kill (XLA's
+  figures on CPU depend on that size); runs never planned get `max_group_size` or the number of
+  them in the program, whichever is smaller (runs added to a finished sweep, e.g. a regime
+  extension, are not padded to the finished ones); a run started before widths were recorded gets
+  the old rule, the program's size. Within a program, runs train together only from the same
+  checkpoint step at the same run axis.
   """
+
+  def capped(n: int) -> int:
+    return min(n, max_group_size) if max_group_size > 0 else n
+
   left = {r.name for r in todo}
   out = []
   for program in group_runs(mine, pad_flops_factor):
-    by_step: dict[int, list[Run]] = {}
-    for r in program:
-      if r.name in left:
-        by_step.setdefault(resume_step(r), []).append(r)
-    for step in sorted(by_step):
-      g = by_step[step]
-      size = max_group_size if max_group_size > 0 else len(g)
-      out += [(g[i : i + size], program) for i in range(0, len(g), size)]
+    runs = [r for r in program if r.name in left]
+    fresh = {r.name for r in runs if not recorded_width(r) and not resume_step(r)}
+    by_key: dict[tuple[int, int], list[Run]] = {}
+    for r in runs:
+      width = recorded_width(r) or capped(len(fresh) if r.name in fresh else len(program))
+      by_key.setdefault((resume_step(r), width), []).append(r)
+    for (_, width), g in sorted(by_key.items(), key=lambda kv: kv[0]):
+      size = capped(width)
+      out += [(g[i : i + size], program, width) for i in range(0, len(g), size)]
   return out
 
 
 def _train_sweep_group(
   runs: Sequence[Run],
   program: Sequence[Run],
+  width: int,
   workdir: str,
   devices: Sequence[Any] | None,
   progress: bool,
-  max_group_size: int = 0,
 ) -> None:
   """Train one group of `resume_groups` together through the run lifecycle (loop.Lifecycle); a group
   that fails or does not fit in memory is recorded 'failed' (retried on rerun), the sweep goes on.
@@ -313,12 +346,10 @@ def _train_sweep_group(
   allocated; counts are the run's own). A run whose loss turns non-finite or blows up is
   'diverged'; the others go on. Runs resume from their newest common intact checkpoint.
 
-  The run axis is compiled at the size the uninterrupted sweep gives the program's groups
-  (`max_group_size` runs, or all of the program's), a smaller group padded to it (GroupPrograms.pad):
-  XLA's figures on CPU depend on that size, so a group resumed with fewer runs is bit-identical,
-  and every group of a split program shares one compiled program.
+  The run axis is compiled at `width` (resume_groups), a smaller group padded to it
+  (GroupPrograms.pad), so a group resumed with fewer runs is bit-identical, and every group of a
+  split program shares one compiled program.
   """
-  width = min(len(program), max_group_size) if max_group_size > 0 else len(program)
   step_bar = tqdm(
     total=runs[0].config.train.steps,
     desc=f'{len(runs)} x {runs[0].name}',
@@ -446,7 +477,14 @@ def run_sweep(
       max_group_size, why = fitting_group_size(todo[0], max_group_size)
       if why and max_group_size < len(todo):
         print(f'sweep: groups of at most {max_group_size} runs: {why}', file=sys.stderr, flush=True)
-    groups = resume_groups(mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size)
+    recorded = {r.name: _recorded_width(workdir, r.name) for r in todo}
+    groups = resume_groups(
+      mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size, lambda r: recorded[r.name]
+    )
+    for g, _, width in groups:  # before anything trains: a kill at any moment keeps every run's width
+      for r in g:
+        if recorded[r.name] != width:
+          _record_width(workdir, r.name, width)
     print(
       f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
       f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
@@ -454,8 +492,8 @@ def run_sweep(
       flush=True,
     )
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
-    for g, program in groups:
-      _train_sweep_group(g, program, workdir, devices, progress, max_group_size)
+    for g, program, width in groups:
+      _train_sweep_group(g, program, width, workdir, devices, progress)
       run_bar.update(len(g))
     run_bar.close()
   write_results(workdir)

@@ -189,3 +189,68 @@ def test_a_run_that_cannot_be_written_fails_alone_in_one_line(tmp_path, monkeypa
   monkeypatch.setattr(io_lib.MetricsLog, 'flush', real_flush)
   again = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
   assert again['seed=1']['status'] == 'completed' and again['seed=1']['eval_loss'] == ref['seed=1']['eval_loss']
+
+
+def _spy_widths(monkeypatch):
+  """The run axes the sweep compiles at, call by call."""
+  widths, real = [], sweep._programs
+
+  def spy(config, num_runs, devices):
+    widths.append(num_runs)
+    return real(config, num_runs, devices)
+
+  monkeypatch.setattr(sweep, '_programs', spy)
+  return widths
+
+
+def _width_file(workdir, name):
+  return json.load(open(os.path.join(workdir, 'runs', name, sweep.WIDTH_FILE)))['run_axis']
+
+
+def test_runs_added_to_a_finished_sweep_train_at_their_own_width(tmp_path, monkeypatch):
+  """A regime extension adds runs to a finished program: they compile at their own count, not padded to
+  the finished runs', and end exactly as a sweep of them alone."""
+  workdir = str(tmp_path / 'run')
+  sweep.run_sweep(small_base(), seeds(4), workdir, progress=False)
+  assert {_width_file(workdir, f'seed={i}') for i in range(4)} == {4}
+  widths = _spy_widths(monkeypatch)
+  out = sweep.run_sweep(small_base(), seeds(6), workdir, progress=False)
+  assert widths == [2] and {_width_file(workdir, f'seed={i}') for i in (4, 5)} == {2}
+  alone = sweep.run_sweep(small_base(), sweep.values('train.seed', [4, 5]), str(tmp_path / 'alone'), progress=False)
+  for name in ('seed=4', 'seed=5'):
+    assert out[name]['eval_loss'] == alone[name]['eval_loss'] and out[name]['sweep_group_size'] == 2
+
+
+def test_a_split_program_killed_between_its_groups_keeps_its_width(tmp_path, monkeypatch):
+  """Groups of at most 3 of 5 runs; a kill before the second group starts: its 2 never-started runs
+  keep the run axis of 3 recorded when the sweep planned them, and end as in the uninterrupted sweep."""
+  ref = sweep.run_sweep(small_base(), seeds(5), str(tmp_path / 'ref'), progress=False, max_group_size=3)
+  workdir = str(tmp_path / 'run')
+  real, calls = sweep._train_sweep_group, []
+
+  def die_on_second(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+      raise KeyboardInterrupt
+    real(*args, **kwargs)
+
+  monkeypatch.setattr(sweep, '_train_sweep_group', die_on_second)
+  with pytest.raises(KeyboardInterrupt):
+    sweep.run_sweep(small_base(), seeds(5), workdir, progress=False, max_group_size=3)
+  monkeypatch.setattr(sweep, '_train_sweep_group', real)
+  assert [_width_file(workdir, f'seed={i}') for i in range(5)] == [3] * 5
+  widths = _spy_widths(monkeypatch)
+  out = sweep.run_sweep(small_base(), seeds(5), workdir, progress=False, max_group_size=3)
+  assert widths == [3]
+  for name, summary in ref.items():
+    assert out[name]['eval_loss'] == summary['eval_loss'] and out[name]['final_loss'] == summary['final_loss']
+
+
+def test_a_damaged_width_file_is_one_warning_and_the_run_is_planned_afresh(tmp_path, capfd):
+  workdir = str(tmp_path / 'run')
+  os.makedirs(os.path.join(workdir, 'runs', 'seed=0'))
+  with open(os.path.join(workdir, 'runs', 'seed=0', sweep.WIDTH_FILE), 'w') as f:
+    f.write('{"run_axis": ')
+  out = sweep.run_sweep(small_base(), seeds(2), workdir, progress=False)
+  assert 'sweep_width.json is unreadable' in capfd.readouterr().err
+  assert {s['status'] for s in out.values()} == {'completed'} and _width_file(workdir, 'seed=0') == 2
