@@ -486,28 +486,27 @@ def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, t
   }
 
 
-def run_study(
-  study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0
-) -> dict[str, Any]:
-  """The regime loop (ablations/regime.py): run, tune, judge, extend until every check passes, nothing is left to
-  extend, or the cap; then Holm, the study's figure and tables, report.md / report.json. seed_offset K runs seeds
-  K ... K+n-1 instead of 0 ... n-1, in workdir/NAME.seed_offsetK (outdir_name)."""
-  _check_scale(study, scale)
-  regime = study.regimes[scale]
-  outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
-  os.makedirs(outdir, exist_ok=True)
-  env, start = environment(), time.time()
-  points = _points(study.arms(scale))
-  rec = _load_record(outdir, study, scale, points)
-  clock = [start]
+@dataclasses.dataclass
+class _LoopEnd:
+  """Where the regime loop stopped: the last pass's frame, tuning and gated verdicts, and why it stopped."""
 
-  def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
-    now = time.time()
-    rec['wall_s'] += now - clock[0]
-    clock[0] = now
-    _save_record(outdir, rec)
+  frame: pd.DataFrame
+  tuning: pd.DataFrame
+  full: pd.DataFrame
+  half: pd.DataFrame
+  verdicts: list[verdict_lib.Verdict]
+  state: dict[str, Any]
+  stopped: str
+  nxt: dict[str, Any] | None  # the next extension's record when the cap stopped the loop
+  cost: float
+  spent: float
 
-  _save_record(outdir, rec)
+
+def _regime_loop(
+  study: base.Study, outdir: str, points, rec, regime, scale: str, progress: bool, tick, seed_offset: int
+):
+  """Run, tune, judge, extend until every check passes, nothing is left to extend, or the cap; each pass is an
+  iteration of `rec` (saved by `tick`, so a killed loop resumes where it stopped)."""
   while True:
     it_start = time.time()
     log(f'{study.name} ({scale}): pass {len(rec["iterations"])}')
@@ -536,51 +535,67 @@ def run_study(
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
       rec['iterations'].append(entry)  # a resumed pass with nothing to run is not a new iteration
     if stopped:
-      break
+      return _LoopEnd(frame, tuning, full, half, verdicts, state, stopped, nxt, cost, spent)
     log(f'{study.name}: extending: ' + '; '.join(actions) + f' (~{cost:.0f} run-seconds; spent {spent:.0f})')
     rec['state'] = new_state
     tick()
+
+
+def _final_verdicts(end: _LoopEnd, regime) -> list[verdict_lib.Verdict]:
+  """Holm over the family; an invalid verdict of a loop the cap stopped names the next extension's cost."""
+  verdicts = verdict_lib.holm(end.verdicts)
+  if not end.nxt:
+    return verdicts
+  cost = (
+    f' — the next extension would have cost ~{end.cost:.0f} run-seconds (cap {regime.cap_s:.0f}, spent {end.spent:.0f})'
+  )
+  return [v if v.outcome != verdict_lib.INVALID else dataclasses.replace(v, detail=v.detail + cost) for v in verdicts]
+
+
+def run_study(
+  study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0
+) -> dict[str, Any]:
+  """The regime loop (ablations/regime.py, `_regime_loop`); then Holm, the study's figure and tables, report.md /
+  report.json. seed_offset K runs seeds K ... K+n-1 instead of 0 ... n-1, in workdir/NAME.seed_offsetK
+  (outdir_name)."""
+  _check_scale(study, scale)
+  regime = study.regimes[scale]
+  outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
+  os.makedirs(outdir, exist_ok=True)
+  env, start = environment(), time.time()
+  points = _points(study.arms(scale))
+  rec = _load_record(outdir, study, scale, points)
+  clock = [start]
+
+  def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
+    now = time.time()
+    rec['wall_s'] += now - clock[0]
+    clock[0] = now
+    _save_record(outdir, rec)
+
+  _save_record(outdir, rec)
+  end = _regime_loop(study, outdir, points, rec, regime, scale, progress, tick, seed_offset)
   tick()
-  verdicts = verdict_lib.holm(verdicts)
-  if nxt:
-    verdicts = [
-      v
-      if v.outcome != verdict_lib.INVALID
-      else dataclasses.replace(
-        v,
-        detail=v.detail + f' — the next extension would have cost ~{cost:.0f} run-seconds (cap '
-        f'{regime.cap_s:.0f}, spent {spent:.0f})',
-      )
-      for v in verdicts
-    ]
-  result = base.Result(frame, tuning, full, half, verdicts, scale)
+  verdicts = _final_verdicts(end, regime)
+  frame = end.frame
+  result = base.Result(frame, end.tuning, end.full, end.half, verdicts, scale)
   shown = study.present(result, base.Context(outdir=outdir, scale=scale))
   regime_rec = {
-    **_regime_record(regime, spent, stopped, rec['iterations'], nxt, state, tuning),
+    **_regime_record(regime, end.spent, end.stopped, rec['iterations'], end.nxt, end.state, end.tuning),
     'seed_offset': seed_offset,
   }
   arms = {arm.name: arm for arm, _ in points.values()}
-  report = _report(
-    study,
-    scale,
-    env,
-    clock[0] - start,
-    rec['wall_s'],
-    frame,
-    shown,
-    verdicts,
-    [
-      {
-        'name': a.name,
-        'runs': int((frame['arm'] == a.name).sum()),
-        'seeds': regime.seeds,
-        'fixed': _fixed(a.base),
-        'swept': _swept(frame[frame['arm'] == a.name], a),
-      }
-      for a in arms.values()
-    ],
-    regime_rec,
-  )
+  sweeps = [
+    {
+      'name': a.name,
+      'runs': int((frame['arm'] == a.name).sum()),
+      'seeds': regime.seeds,
+      'fixed': _fixed(a.base),
+      'swept': _swept(frame[frame['arm'] == a.name], a),
+    }
+    for a in arms.values()
+  ]
+  report = _report(study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts, sweeps, regime_rec)
   _write_report(outdir, report, verdicts, shown.tables)
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
 
