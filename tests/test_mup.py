@@ -98,6 +98,18 @@ def test_mup_adam_update_of_w2_is_over_m_and_the_rest_unscaled():
 WIDTHS = (64, 128, 256, 512)  # base 64: m = 1, 2, 4, 8
 
 
+# The first Adam steps of the coordinate checks: constant rate 1e-3, no warm-up or clipping.
+FIRST_STEPS = {
+  'task.num_train': 256,
+  'task.num_eval': 256,
+  'train.batch_size': 64,
+  'train.warmup_steps': 0,
+  'train.schedule': 'constant',
+  'train.grad_clip': 0.0,
+  'train.learning_rate': 1e-3,
+}
+
+
 def coordinates(parametrization, d_ff, activation):
   """RMS over held-out inputs of the hidden activations h after 4 Adam steps, and of what the
   steps changed: delta h and delta y (the output). Constant rate 1e-3, no clipping: the
@@ -107,16 +119,7 @@ def coordinates(parametrization, d_ff, activation):
     d_ff,
     activation,
     base=64,
-    **{
-      'model.d_model': 16,
-      'task.num_train': 256,
-      'task.num_eval': 256,
-      'train.batch_size': 64,
-      'train.warmup_steps': 0,
-      'train.schedule': 'constant',
-      'train.grad_clip': 0.0,
-      'train.learning_rate': 1e-3,
-    },
+    **{'model.d_model': 16, **FIRST_STEPS},
   )
   e = train.Experiment(config)
   s0 = e.init(0)
@@ -517,15 +520,7 @@ def moe_coordinates(parametrization, d_ff):
     parametrization,
     d_ff,
     MOE_WIDTHS[0],
-    **{
-      'task.num_train': 256,
-      'task.num_eval': 256,
-      'train.batch_size': 64,
-      'train.warmup_steps': 0,
-      'train.schedule': 'constant',
-      'train.grad_clip': 0.0,
-      'train.learning_rate': 1e-3,
-    },
+    **FIRST_STEPS,
   )
   e = train.Experiment(config)
   rms = lambda a: jnp.sqrt(jnp.mean(jnp.square(a)))
