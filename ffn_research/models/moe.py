@@ -807,6 +807,25 @@ def soft_flops_per_token(
   return per_group / group_tokens + shared
 
 
+def _init_fans(
+  mup_dims: tuple[mup.Dim, mup.Dim, mup.Dim] | None, num_columns: int, num_shared: int
+) -> tuple[dict[str, inits.Fans | None], tuple[inits.Fans, inits.Fans] | None]:
+  """The init fans of the experts' 'in' and 'out' weights and the router, and the fused shared FFN's (in, out):
+  None under the standard parametrization (every rule at the true fans), mup.init_fans under μP."""
+  if mup_dims is None:
+    return dict.fromkeys(('in', 'out', 'router')), None
+  d_in, d_e, d_o = mup_dims
+  fans: dict[str, inits.Fans | None] = {
+    'in': mup.init_fans(d_in, d_e),
+    'out': mup.init_fans(d_e, d_o),
+    'router': mup.init_fans(d_in, mup.Dim(num_columns)),  # fan-out E (E p): not a width
+  }
+  if not num_shared:
+    return fans, None
+  d_shared = mup.Dim(num_shared * d_e.size, None if d_e.base is None else num_shared * d_e.base)  # one fused FFN
+  return fans, (mup.init_fans(d_in, d_shared), mup.init_fans(d_shared, d_o))
+
+
 class MoE(ffn_lib.Layer):
   """Mixture-of-experts FFN; see the module docstring for routing, capacity and loss conventions.
 
@@ -879,17 +898,7 @@ class MoE(ffn_lib.Layer):
     # and router_scale the learned scale of the normalised logits (1 at init, as in vmoe).
     self.slots_per_expert = slots_per_expert if router in SLOT_ROUTERS else 0
     num_columns = e * slots_per_expert if router in SLOT_ROUTERS else e
-    # Standard: every rule at the true fans (None); μP: the fans and gain of mup.init_fans.
-    fans: dict[str, inits.Fans | None] = dict.fromkeys(('in', 'out', 'router'))
-    shared_fans = None
-    if mup_dims is not None:
-      d_in, d_e, d_o = mup_dims
-      fans = {'in': mup.init_fans(d_in, d_e), 'out': mup.init_fans(d_e, d_o)}
-      fans['router'] = mup.init_fans(d_in, mup.Dim(num_columns))  # fan-out E (E p): not a width
-      if num_shared_experts:  # one dense FFN of the fused width
-        n = num_shared_experts
-        d_shared = mup.Dim(n * d_e.size, None if d_e.base is None else n * d_e.base)
-        shared_fans = (mup.init_fans(d_in, d_shared), mup.init_fans(d_shared, d_o))
+    fans, shared_fans = _init_fans(mup_dims, num_columns, num_shared_experts)
 
     def stacked(shape, fans_):  # each expert initialised as its own (fan_in, fan_out) matrix
       return jnp.stack([w_init(key, shape, jnp.float32, fans_) for key in jax.random.split(rngs.params(), e)])
