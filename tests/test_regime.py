@@ -208,7 +208,7 @@ def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
   assert reg['iterations'][0]['actions'] and len(reg['iterations']) == 2
   pts = {p['point']: p for p in reg['points']}
   assert pts['main: f4']['rates'] == pytest.approx([1e-3 / 3, 1e-3, 1e-2]) and pts['main: f4']['steps'] == 16
-  assert 'no failed check has a remedy left' in reg['stopped']
+  assert 'no invalid verdict can pass with more compute' in reg['stopped']
   v = report['verdicts'][0]
   assert v['outcome'] == stats.INVALID and v['p_holm'] == 1.0
   assert {c['name'] for c in v['checks'] if not c['passed']} >= {'statistic stable when the steps double'}
@@ -286,3 +286,21 @@ def test_a_doubling_reaches_every_point_that_shares_a_verdict():
   assert [new[p].steps for p in 'abcd'] == [200, 200, 200, 100]
   edge = stats.Check('edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
   assert regime.shared_budgets([edge], verdicts) == [edge]  # a rate extension stays with its point
+
+
+def test_a_verdict_that_no_compute_can_fix_gets_no_extension():
+  """(a) fails a check without a remedy (pinned at a floor) and its stability: nothing is spent on a; (b) fails
+  only its rate edge: b is extended; a point shared with a fixable verdict is still extended for that one."""
+  st = state(('a', 'b'))
+  floor = stats.Check('a: off the floor', False, 'pinned', points=('a',))
+  unstable = stats.Check('stable', False, 'x', remedy=stats.DOUBLE_STEPS, points=('a',))
+  edge = stats.Check('b: edge', False, 'x', remedy=stats.HIGHER_RATE, points=('b',))
+  pinned = stats.gate(_verdict(0.5, ('a',)), [floor, unstable])
+  at_edge = stats.gate(_verdict(0.5, ('b',)), [edge])
+  assert pinned.outcome == stats.INVALID and at_edge.outcome == stats.INVALID
+  assert regime.fixable([pinned, at_edge]) == [edge]
+  new, actions = regime.extend(st, regime.fixable([pinned, at_edge]), POLICY)
+  assert new['a'] == st['a'] and new['b'].rates == [*RATES, RATES[-1] * POLICY.factor] and len(actions) == 1
+  shared = stats.gate(_verdict(0.5, ('a', 'b')), [dataclasses.replace(unstable, points=('a', 'b'))])
+  new, _ = regime.extend(st, regime.fixable([pinned, shared]), POLICY)
+  assert new['a'].steps == new['b'].steps == 200

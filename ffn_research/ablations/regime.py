@@ -18,10 +18,11 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
   distance from stat(T) to the rule's nearest boundary. Remedy: double T for the verdict's points
   (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`;
   `shared_budgets` widens a doubling to every point that shares a verdict with a doubled one.
-- `extend`: a new state from the remedies of the failed checks; `plan` the runs of a state.
+- `extend`: a new state from the remedies of the failed checks of the verdicts that more compute can
+  still make valid (`fixable`: every failed check of the verdict has a remedy); `plan` the runs of a state.
 
 The runner (ablations/runner.py) loops: run the plan, tune, judge, extend, until every check passes,
-no failed check has a remedy left, or the next extension would pass the cap; it records every
+no invalid verdict has every failed check remediable, or the next extension would pass the cap; it records every
 iteration (`regime.json` in the ablation's folder; a killed loop resumes from it).
 """
 
@@ -295,6 +296,14 @@ def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mappin
 
 
 # --------------------------------------------------------------------------- extending
+
+
+def fixable(verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:
+  """The failed checks of the verdicts whose every failed check has a remedy. A failed check without one
+  (a score pinned at its floor, parameters not matched, a limit reached) keeps its verdict invalid whatever
+  the loop runs, so the loop spends nothing on that verdict's remedies; a point it shares with a verdict
+  that can still pass is extended for that one."""
+  return [c for v in verdicts if all(c.remedy for c in v.failed_checks) for c in v.failed_checks]
 
 
 def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:

@@ -451,7 +451,7 @@ def _stop_reason(failed, actions, added, spent: float, cost: float, regime) -> t
   if not failed:
     return 'every regime check passed', None
   if not actions:
-    return 'no failed check has a remedy left (see the verdicts)', None
+    return 'no invalid verdict can pass with more compute: each has a failed check with no remedy left', None
   if spent + cost > regime.cap_s:
     return (
       f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}',
@@ -515,7 +515,8 @@ def _regime_loop(
     tuning = regime_lib.tune(frame, state, regime)
     verdicts, full, half = _judge(study, frame, tuning, state, regime, scale, points)
     failed = [c for v in verdicts for c in v.failed_checks]
-    new_state, actions = regime_lib.extend(state, regime_lib.shared_budgets(failed, verdicts), regime)
+    fixable = regime_lib.fixable(verdicts)
+    new_state, actions = regime_lib.extend(state, regime_lib.shared_budgets(fixable, verdicts), regime)
     added = regime_lib.new_runs(state, new_state)
     cost = regime_lib.estimate_cost(added, _seconds_per_step(frame), regime.seeds)
     spent = _spent(outdir)
