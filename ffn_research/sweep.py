@@ -329,6 +329,22 @@ def resume_groups(
   return out
 
 
+def _planned_groups(
+  workdir: str, mine: Sequence[Run], todo: Sequence[Run], pad_flops_factor: float, max_group_size: int
+) -> list[tuple[list[Run], list[Run], int]]:
+  """resume_groups from the runs' folders, each run's run axis written before anything trains (so a kill
+  at any moment keeps it)."""
+  recorded = {r.name: _recorded_width(workdir, r.name) for r in todo}
+  groups = resume_groups(
+    mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size, lambda r: recorded[r.name]
+  )
+  for g, _, width in groups:
+    for r in g:
+      if recorded[r.name] != width:
+        _record_width(workdir, r.name, width)
+  return groups
+
+
 def _train_sweep_group(
   runs: Sequence[Run],
   program: Sequence[Run],
@@ -477,14 +493,7 @@ def run_sweep(
       max_group_size, why = fitting_group_size(todo[0], max_group_size)
       if why and max_group_size < len(todo):
         print(f'sweep: groups of at most {max_group_size} runs: {why}', file=sys.stderr, flush=True)
-    recorded = {r.name: _recorded_width(workdir, r.name) for r in todo}
-    groups = resume_groups(
-      mine, todo, lambda r: _resume_step(workdir, r.name), pad_flops_factor, max_group_size, lambda r: recorded[r.name]
-    )
-    for g, _, width in groups:  # before anything trains: a kill at any moment keeps every run's width
-      for r in g:
-        if recorded[r.name] != width:
-          _record_width(workdir, r.name, width)
+    groups = _planned_groups(workdir, mine, todo, pad_flops_factor, max_group_size)
     print(
       f'sweep: {len(runs)} runs, shard {shard_index}/{num_shards} has {len(mine)}, '
       f'{len(mine) - len(todo)} already finished, {len(todo)} to run in {len(groups)} groups',
