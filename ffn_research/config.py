@@ -70,7 +70,7 @@ def default_config() -> ml_collections.ConfigDict:
   # (expert_choice, soft, batch-wide capacity, 'token' priority with k > 1, 'score'); True accepts the leak and
   # the run's summary.json says so (moe_noncausal). See docs/moe.md#causality.
   moe.allow_noncausal = False
-  moe.dispatch = 'auto'  # see moe.DISPATCH: sort, ragged, einsum; auto = sort on CPU, ragged otherwise
+  moe.dispatch = 'auto'  # see moe.DISPATCH: sort, ragged, einsum; auto = ragged on TPU, sort elsewhere
   moe.num_shared_experts = 0  # always-active experts of width d_ff / granularity (DeepSeekMoE)
   moe.granularity = 1  # G: G*E experts of width d_ff/G, top G*k (fine-grained experts)
   moe.load_balance_coef = 1e-2  # alpha of the Switch loss alpha*E*sum f_i P_i (f sums to 1, see moe.py)

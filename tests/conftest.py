@@ -1,4 +1,6 @@
-"""Test-wide JAX settings: implicit rank promotion is an error (catches silent broadcasting bugs)."""
+"""Test-wide JAX settings: implicit rank promotion is an error (catches silent broadcasting bugs), and
+float32 matmuls are full float32 on every backend (GPUs default to TF32, about 1e-3 off the NumPy
+references the tests compare against; CPUs already compute them in full)."""
 
 import os
 import sys
@@ -6,6 +8,7 @@ import sys
 import jax
 
 jax.config.update('jax_numpy_rank_promotion', 'raise')
+jax.config.update('jax_default_matmul_precision', 'highest')
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO_ROOT not in sys.path:

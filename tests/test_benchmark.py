@@ -93,14 +93,23 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
   assert text.startswith('a\n<!-- performance:begin -->') and text.endswith('<!-- performance:end -->\nb\n')
   assert full.startswith('# P\n<!-- performance:begin -->') and full.endswith('<!-- performance:end -->\n')
   for t in (text, full):
-    assert 'old' not in t and 'Test CPU, 2 cores' in t and '2026-11-22 06:00 UTC' in t and 'unmeasured' in t
+    assert 'old' not in t and 'Test CPU, 2 cores' in t and '2026-11-22 06:00 UTC' in t
     assert '| one matmul | 3.00 ms |  |  |' in t
   dense = '| dense FFN 1/2, 3 tokens | 12.5 ms | PyTorch eager 25.0 ms | ours 2.00x faster than PyTorch |'
   assert dense in full and dense not in text  # the README shows the HEADLINE_IDS rows only
   assert '[docs/performance.md](docs/performance.md)' in text and 'docs/performance.md)' not in full
+  gpu_begin, gpu_end = benchmark.MARKERS['gpu']
+  readme.write_text(f'{text}{gpu_begin}\nold\n{gpu_end}\n')  # a GPU document fills its own block only
+  gpu_doc = {**doc, 'suite': 'gpu', 'rows': [benchmark.row('sweep_quickstart_64', 'a GPU sweep', 7.0)]}
+  benchmark.write_readme(gpu_doc, str(readme))
+  cpu_part, gpu_part = readme.read_text().split(gpu_begin)
+  assert cpu_part == text and '| a GPU sweep | 7.00 ms |' in gpu_part and 'old' not in gpu_part
+  assert 'benchmark --suite=gpu --write_readme' in gpu_part
   readme.write_text('no markers\n')
   with pytest.raises(ValueError, match='performance:begin'):
     benchmark.write_readme(doc, str(readme))
+  with pytest.raises(ValueError, match='performance-gpu:begin'):
+    benchmark.write_readme(gpu_doc, str(readme))
 
 
 def test_a_command_recorded_before_the_move_shows_under_benchmarks():

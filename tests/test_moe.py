@@ -688,8 +688,11 @@ def test_dense_when_num_experts_is_zero():
   assert isinstance(models.build_ffn(config.model, D, None, nnx.Rngs(0)), ffn_lib.FFN)
 
 
-def test_auto_dispatch_is_sort_on_cpu():
-  assert jax.default_backend() != 'cpu' or moe_lib.resolve_dispatch('auto') == 'sort'
+def test_auto_dispatch_is_ragged_on_tpu_only(monkeypatch):
+  for backend, want in (('cpu', 'sort'), ('gpu', 'sort'), ('tpu', 'ragged')):
+    monkeypatch.setattr(jax, 'default_backend', lambda b=backend: b)
+    assert moe_lib.resolve_dispatch('auto') == want
+  assert moe_lib.resolve_dispatch('einsum') == 'einsum'
 
 
 @pytest.mark.parametrize(

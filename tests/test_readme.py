@@ -143,11 +143,12 @@ def test_results_blocks_match_the_published_reports():
   ), 'docs/results/README.md is stale: --update_readme'
 
 
-def test_performance_blocks_match_the_published_json():
-  with open(os.path.join(ROOT, 'docs', 'results', 'benchmark', 'cpu_quick.json'), encoding='utf-8') as f:
+@pytest.mark.parametrize('name', ['cpu_quick', 'gpu_h100'])
+def test_performance_blocks_match_the_published_json(name):
+  with open(os.path.join(ROOT, 'docs', 'results', 'benchmark', f'{name}.json'), encoding='utf-8') as f:
     doc = json.load(f)
   page = open(os.path.join(ROOT, 'docs', 'performance.md'), encoding='utf-8').read()
-  stale = 'stale: python -m benchmarks.benchmark --from_json=docs/results/benchmark/cpu_quick.json --write_readme'
+  stale = f'stale: python -m benchmarks.benchmark --from_json=docs/results/benchmark/{name}.json --write_readme'
   assert benchmark.readme_block(doc, headline=True) in README, f'README Performance block is {stale}'
   assert benchmark.readme_block(doc) in page, f'docs/performance.md Performance block is {stale}'
 
