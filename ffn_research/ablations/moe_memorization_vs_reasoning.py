@@ -111,7 +111,7 @@ def config(s: Settings, task: str, arm: str) -> ml_collections.ConfigDict:
     m.arch, m.num_layers, m.d_model, m.num_heads = 'transformer', HOP_LAYERS, HOP_D_MODEL, HOP_HEADS
     t.name, t.num_nodes, t.num_relations, t.num_hops = 'multi_hop', HOP_NODES, HOP_RELATIONS, 2
     t.train_fraction, tr.optimizer, tr.weight_decay, tr.batch_size = HOP_TRAIN, 'adamw', HOP_WEIGHT_DECAY, HOP_BATCH
-  e.capacity_factor, e.dispatch, e.num_experts, m.d_ff = 0.0, 'auto', 0, WIDTH[task]  # dropless; 'auto': sort on CPU and GPU
+  e.capacity_factor, e.dispatch, e.num_experts, m.d_ff = 0.0, 'auto', 0, WIDTH[task]  # dropless; 'auto': sort off TPU
   if arm != 'dense':
     k, renorm, mult, div = ROUTERS[arm]
     e.num_experts, e.top_k, e.router, e.renormalize = mult * s['experts'], k, 'softmax_topk', renorm
