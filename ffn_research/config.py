@@ -110,6 +110,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.num_queries = 8  # queried keys per sequence, <= num_pairs (associative_recall)
   t.modulus = 97  # p in a + b mod p (modular_arithmetic)
   t.train_fraction = 0.5  # share of pairs (modular) or compositions (multi_hop) trained on
+  t.validation_fraction = 0.0  # share of compositions held out to choose settings on (multi_hop: val_*); 0: none
   t.num_nodes = 64  # graph nodes (multi_hop)
   t.num_hops = 2  # edges followed per query (multi_hop)
   # Synthetic language (tasks/language.py): a sparse random Markov chain of order k.

@@ -231,6 +231,38 @@ def test_multi_hop_answers_follow_the_graph():
     np.testing.assert_array_equal(w, [0, 1, 1, 1] if rows[tuple(x)] else [0, 1, 0, 0])
 
 
+def test_multi_hop_validation_split_is_held_out_and_scored_apart():
+  """train / validation / test partition the compositions; validation ones are supervised like test
+  ones (first hop only); val_* and eval_* average the last hop over their own rows (a NumPy reference)."""
+  task, data = data_for(
+    'multi_hop', num_nodes=5, num_relations=2, num_hops=2, train_fraction=0.5, validation_fraction=0.2
+  )
+  is_train, is_val = np.asarray(data['is_train']), np.asarray(data['is_val'])
+  assert (task.num_train, task.num_val) == (10, 4) and is_train.sum() == 10 and is_val.sum() == 4
+  assert not (is_train & is_val).any()
+  batch = jax.jit(task.sample_batch)(data, jax.random.PRNGKey(0))
+  val_rows = {tuple(x) for x in np.asarray(data['inputs'])[is_val]}
+  for x, w in zip(np.asarray(batch['inputs']), np.asarray(batch['weights']), strict=True):
+    if tuple(x) in val_rows:
+      np.testing.assert_array_equal(w, [0, 1, 0])
+  logits_CxTxV = jax.random.normal(jax.random.PRNGKey(1), (len(is_train), task.seq_len, task.vocab_size))
+  m = task.evaluate(lambda x: logits_CxTxV, data)
+  ce = -np.asarray(jax.nn.log_softmax(logits_CxTxV))[np.arange(len(is_train)), -1, np.asarray(data['targets'])[:, -1]]
+  right = np.asarray(logits_CxTxV)[:, -1].argmax(-1) == np.asarray(data['targets'])[:, -1]
+  test = ~is_train & ~is_val
+  for key, want in (
+    ('val_loss', ce[is_val].mean()),
+    ('eval_loss', ce[test].mean()),
+    ('train_loss', ce[is_train].mean()),
+  ):
+    np.testing.assert_allclose(m[key], want, rtol=1e-5)
+  np.testing.assert_allclose([m['val_accuracy'], m['eval_accuracy']], [right[is_val].mean(), right[test].mean()])
+  plain, no_val = data_for('multi_hop', num_nodes=5, num_relations=2, num_hops=2, train_fraction=0.5)
+  m = plain.evaluate(lambda x: logits_CxTxV, no_val)
+  assert not np.asarray(no_val['is_val']).any() and 'val_loss' not in m  # held out = test, as before
+  np.testing.assert_allclose(m['eval_loss'], ce[~np.asarray(no_val['is_train'])].mean(), rtol=1e-5)
+
+
 @pytest.mark.parametrize(
   'name,overrides,key',
   [
@@ -239,6 +271,8 @@ def test_multi_hop_answers_follow_the_graph():
     ('associative_recall', dict(num_pairs=9, vocab_size=8), 'task.vocab_size'),
     ('modular_arithmetic', dict(train_fraction=1.0), 'task.train_fraction'),
     ('multi_hop', dict(num_hops=1), 'task.num_hops'),
+    ('multi_hop', dict(train_fraction=0.8, validation_fraction=0.2), 'task.validation_fraction'),
+    ('multi_hop', dict(validation_fraction=-0.1), 'task.validation_fraction'),
     ('multi_hop', dict(num_nodes=2000, num_relations=10, num_hops=3), 'task.num_nodes'),
   ],
 )

@@ -290,9 +290,13 @@ class MultiHopTask(_SequenceTask):
   task.train_fraction of the n R^h compositions is trained on; for the rest
   only the first hop (an atomic fact) is supervised, so every atomic fact is
   learned and held-out compositions test whether the model composes them.
+  A share task.validation_fraction of the compositions (held out like the
+  test ones) is a validation set to choose settings on, so that the test
+  compositions choose nothing.
   `accuracy` / `eval_accuracy` / `eval_loss`: the final hop of trained /
-  held-out compositions; `first_hop_accuracy`: atomic facts over all.
-  Tokens: nodes [0, n), relations [n, n + R).
+  held-out test compositions; `val_accuracy` / `val_loss` (validation_fraction
+  > 0 only): of the validation compositions; `first_hop_accuracy`: atomic
+  facts over all. Tokens: nodes [0, n), relations [n, n + R).
   """
 
   MAX_COMPOSITIONS = 1 << 20
@@ -305,6 +309,12 @@ class MultiHopTask(_SequenceTask):
     config_lib.check(t.num_nodes >= 2, f'task.num_nodes={t.num_nodes} must be >= 2')
     config_lib.check(t.num_hops >= 2, f'task.num_hops={t.num_hops} must be >= 2 (composition)')
     config_lib.fraction('task.train_fraction', t.train_fraction)
+    config_lib.non_negative('task.validation_fraction', t.validation_fraction)
+    config_lib.check(
+      t.train_fraction + t.validation_fraction < 1,
+      f'task.train_fraction + task.validation_fraction = {t.train_fraction} + {t.validation_fraction} '
+      'must be < 1 (test compositions must remain)',
+    )
     num = t.num_nodes * t.num_relations**t.num_hops
     config_lib.check(
       num <= MultiHopTask.MAX_COMPOSITIONS,
@@ -320,6 +330,8 @@ class MultiHopTask(_SequenceTask):
     self.scored = slice(1, self.seq_len)
     self.num_compositions = t.num_nodes * t.num_relations**t.num_hops
     self.num_train = min(max(round(t.train_fraction * self.num_compositions), 1), self.num_compositions - 1)
+    val = round(t.validation_fraction * self.num_compositions)
+    self.num_val = min(max(val, 1), self.num_compositions - self.num_train - 1) if t.validation_fraction else 0
 
   def init_data(self, rng):
     t = self.config.task
@@ -340,6 +352,7 @@ class MultiHopTask(_SequenceTask):
       'inputs': jnp.concatenate([start_C[:, None], t.num_nodes + relations_CxH], axis=1),
       'targets': jnp.stack([jnp.zeros_like(start_C), *hops], axis=1),
       'is_train': jnp.arange(c) < self.num_train,
+      'is_val': (jnp.arange(c) >= self.num_train) & (jnp.arange(c) < self.num_train + self.num_val),
     }
 
   def sample_batch(self, data, rng):
@@ -352,13 +365,16 @@ class MultiHopTask(_SequenceTask):
 
   def evaluate(self, apply_fn, data):
     ce_CxT, correct_CxT = scores_in_chunks(apply_fn, data['inputs'], data['targets'])
-    train_C = data['is_train'].astype(jnp.float32)[:, None]
-    held_out_C = 1.0 - train_C
+    train_C, val_C = (data[k].astype(jnp.float32)[:, None] for k in ('is_train', 'is_val'))
+    test_C = 1.0 - train_C - val_C
+    last = lambda x_CxT, w_C: weighted_mean(x_CxT[:, -1:], w_C)
+    val = {'val_loss': last(ce_CxT, val_C), 'val_accuracy': last(correct_CxT, val_C)} if self.num_val else {}
     return {
-      'train_loss': weighted_mean(ce_CxT[:, -1:], train_C),
-      'accuracy': weighted_mean(correct_CxT[:, -1:], train_C),
-      'eval_loss': weighted_mean(ce_CxT[:, -1:], held_out_C),
-      'eval_accuracy': weighted_mean(correct_CxT[:, -1:], held_out_C),
+      'train_loss': last(ce_CxT, train_C),
+      'accuracy': last(correct_CxT, train_C),
+      'eval_loss': last(ce_CxT, test_C),
+      'eval_accuracy': last(correct_CxT, test_C),
+      **val,
       'first_hop_accuracy': jnp.mean(correct_CxT[:, 1]),
     }
 
