@@ -616,6 +616,37 @@ def per_seed_fits(x: np.ndarray, y: np.ndarray, seeds: np.ndarray, min_points: i
   return pd.DataFrame(rows, columns=['seed', 'slope', 'intercept', 'residual_rms', 'curvature', 'points'])
 
 
+def _finite_xy(df: pd.DataFrame, x: str, y: str, seed: str, log: bool) -> tuple[np.ndarray, ...]:
+  """(x, y, seed) arrays of the rows with finite x and y (and both > 0, then logged, when `log`)."""
+  xv, yv, sv = (df[c].to_numpy() for c in (x, y, seed))
+  xv, yv = xv.astype(float), yv.astype(float)
+  ok = np.isfinite(xv) & np.isfinite(yv)
+  if log:
+    ok &= (xv > 0) & (yv > 0)
+  xv, yv, sv = xv[ok], yv[ok], sv[ok]
+  return (np.log(xv), np.log(yv), sv) if log else (xv, yv, sv)
+
+
+def _lack_of_fit(fits: pd.DataFrame, confidence: float, log: bool) -> tuple[dict[str, float], str]:
+  """The per-seed lines' summary (`extra`) and its sentence: intercept, residual RMS, mean curvature + CI."""
+  c_m, c_lo, c_hi = mean_ci(fits['curvature'], confidence)
+  rms = float(np.sqrt(np.mean(fits['residual_rms'] ** 2)))
+  extra = {
+    'intercept': float(fits['intercept'].mean()),
+    'slope_sd': float(np.std(fits['slope'].to_numpy(), ddof=1)),
+    'residual_rms': rms,
+    'curvature': c_m,
+    'curvature_ci_lo': c_lo,
+    'curvature_ci_hi': c_hi,
+    'seeds': float(len(fits)),
+  }
+  sentence = (
+    f'; mean intercept {extra["intercept"]:.4g}; lack of fit: residual RMS {rms:.3g}'
+    f'{" (log units)" if log else ""}, curvature {c_m:.3g} (95% CI [{c_lo:.3g}, {c_hi:.3g}])'
+  )
+  return extra, sentence
+
+
 def slope_per_seed(
   df: pd.DataFrame,
   *,
@@ -649,15 +680,7 @@ def slope_per_seed(
     f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
     f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive'
   )
-  xv, yv, sv = (df[c].to_numpy() for c in (x, y, seed))
-  xv, yv = xv.astype(float), yv.astype(float)
-  ok = np.isfinite(xv) & np.isfinite(yv)
-  if log:
-    ok &= (xv > 0) & (yv > 0)
-  xv, yv, sv = xv[ok], yv[ok], sv[ok]
-  if log:
-    xv, yv = np.log(xv), np.log(yv)
-  fits = per_seed_fits(xv, yv, sv, min_points)
+  fits = per_seed_fits(*_finite_xy(df, x, y, seed, log), min_points)
   n = len(fits)
   if n < min_seeds:
     return _underpowered(
@@ -675,23 +698,8 @@ def slope_per_seed(
     lo = hi = m
     se = 0.0
   p = decision_p(m, se, n - 1, claimed - margin, claimed + margin)
-  c_m, c_lo, c_hi = mean_ci(fits['curvature'], confidence)
-  rms = float(np.sqrt(np.mean(fits['residual_rms'] ** 2)))
-  extra = {
-    'intercept': float(fits['intercept'].mean()),
-    'slope_sd': float(np.std(slopes, ddof=1)),
-    'residual_rms': rms,
-    'curvature': c_m,
-    'curvature_ci_lo': c_lo,
-    'curvature_ci_hi': c_hi,
-    'seeds': float(n),
-  }
-  detail = (
-    f'two-sided p = {p:.3g}; per-seed slopes '
-    + ', '.join(f'{s:.3g}' for s in slopes)
-    + f'; mean intercept {extra["intercept"]:.4g}; lack of fit: residual RMS {rms:.3g}'
-    f'{" (log units)" if log else ""}, curvature {c_m:.3g} (95% CI [{c_lo:.3g}, {c_hi:.3g}])'
-  )
+  extra, lack_of_fit = _lack_of_fit(fits, confidence, log)
+  detail = f'two-sided p = {p:.3g}; per-seed slopes ' + ', '.join(f'{s:.3g}' for s in slopes) + lack_of_fit
   outcome, why = _narrow(decide((lo, hi), claimed - margin, claimed + margin), (lo, hi), max_width)
   return Verdict(
     claim,
