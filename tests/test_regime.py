@@ -226,6 +226,28 @@ def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
   assert len(again['regime']['iterations']) == 2 and again['verdicts'] == report['verdicts']
 
 
+def _old_collect(run_dir, row):
+  return {'fit_loss': row['loss']}
+
+
+def _new_collect(run_dir, row):
+  return {'tuning_loss': row['val_loss']}
+
+
+def test_a_changed_collect_never_reads_the_old_cache(tmp_path):
+  """collect.json carries its collect's fingerprint: another collect (a renamed metric, here) or a cache
+  written before the fingerprint recomputes; the same collect reads the cache."""
+  row, calls = {'loss': 1.0, 'val_loss': 2.0}, []
+  spy = lambda run_dir, row: calls.append(1) or _old_collect(run_dir, row)
+  assert runner._collected(_old_collect, str(tmp_path), row) == {'fit_loss': 1.0}
+  assert runner._collected(_new_collect, str(tmp_path), row) == {'tuning_loss': 2.0}
+  assert runner._collected(_new_collect, str(tmp_path), {}) == {'tuning_loss': 2.0}  # cached: row unread
+  (tmp_path / 'collect.json').write_text('{"fit_loss": 1.0}')  # before fingerprints: recomputed
+  assert runner._collected(spy, str(tmp_path), row) == {'fit_loss': 1.0} and calls == [1]
+  assert runner._collected(spy, str(tmp_path), row) == {'fit_loss': 1.0} and calls == [1]
+  assert runner.collect_fingerprint(_old_collect) != runner.collect_fingerprint(_new_collect)
+
+
 def test_loop_cap_gives_invalid_with_the_cost_of_the_next_step(tmp_path):
   report = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)
   reg = report['regime']

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import datetime
 import glob
+import hashlib
+import inspect
 import json
 import math
 import os
@@ -350,16 +352,30 @@ def _overrides(arm: base.Arm, point: dict[str, Any], rate: float, steps: int, se
   return o
 
 
+def collect_fingerprint(collect: Callable[..., Any]) -> str:
+  """What a collect.json was computed by: a hash of the `collect` function's source (its name if none)."""
+  try:
+    source = inspect.getsource(collect)
+  except (OSError, TypeError):
+    source = getattr(collect, '__qualname__', repr(collect))
+  return hashlib.sha1(source.encode()).hexdigest()[:12]
+
+
 def _collected(
   collect: Callable[[str, Mapping[str, Any]], dict[str, Any]], run_dir: str, row: dict[str, Any]
 ) -> dict[str, Any]:
-  """A study's `collect` of a finished run, cached in the run's folder (collect.json)."""
+  """A study's `collect` of a finished run, cached in the run's folder (collect.json) with the function's
+  fingerprint: a cache written by another version of `collect` (or by one before the fingerprint) is
+  computed again, so that a changed collect never reads old values. A change only in a helper that
+  collect calls is not seen: edit collect too (or delete the collect.json files)."""
   path = os.path.join(run_dir, 'collect.json')
+  key = collect_fingerprint(collect)
   cached = io_lib.read_json(path)
-  if cached is None:
-    cached = io_lib.json_safe(collect(run_dir, row))
-    io_lib.write_json(path, cached)
-  return cached
+  if isinstance(cached, dict) and cached.get('collect') == key and isinstance(cached.get('values'), dict):
+    return cached['values']
+  values = io_lib.json_safe(collect(run_dir, row))
+  io_lib.write_json(path, {'collect': key, 'values': values})
+  return values
 
 
 def _run_pass(
