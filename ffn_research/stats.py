@@ -616,7 +616,7 @@ def per_seed_fits(x: np.ndarray, y: np.ndarray, seeds: np.ndarray, min_points: i
   return pd.DataFrame(rows, columns=['seed', 'slope', 'intercept', 'residual_rms', 'curvature', 'points'])
 
 
-def _finite_xy(df: pd.DataFrame, x: str, y: str, seed: str, log: bool) -> tuple[np.ndarray, ...]:
+def _finite_xy(df: pd.DataFrame, x: str, y: str, seed: str, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """(x, y, seed) arrays of the rows with finite x and y (and both > 0, then logged, when `log`)."""
   xv, yv, sv = (df[c].to_numpy() for c in (x, y, seed))
   xv, yv = xv.astype(float), yv.astype(float)
@@ -680,7 +680,8 @@ def slope_per_seed(
     f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
     f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive'
   )
-  fits = per_seed_fits(*_finite_xy(df, x, y, seed, log), min_points)
+  xv, yv, sv = _finite_xy(df, x, y, seed, log)
+  fits = per_seed_fits(xv, yv, sv, min_points)
   n = len(fits)
   if n < min_seeds:
     return _underpowered(
