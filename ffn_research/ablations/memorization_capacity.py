@@ -497,6 +497,11 @@ def moe_table(mem: pd.DataFrame, s: Settings) -> pd.DataFrame:
 def figures(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context) -> list[base.Figure]:
   """Peak bits vs params and bits vs N per size (dense, per E); MoE vs dense per total and per active
   parameter, and the random labels."""
+  return [bits_figure(mem, s, ctx), moe_and_random_labels_figure(mem, rl, s, ctx)]
+
+
+def bits_figure(mem: pd.DataFrame, s: Settings, ctx: base.Context) -> base.Figure:
+  """Per exposure count E (columns): peak bits vs parameters (top), bits vs N per size (bottom)."""
   es = sorted(s['exposures'], reverse=True)
   fig, axes = base.figure(2, len(es), size=(6.0, 4.5))
   axes = np.asarray(axes).reshape(2, len(es))
@@ -541,16 +546,18 @@ def figures(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context)
       yscale='log',
       title=f'{e} exposures: bits vs N per size',
     )
-  out = [
-    base.save_figure(
-      fig,
-      ctx.outdir,
-      'bits_vs_params.png',
-      'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) with 2 '
-      'and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits stored vs N per size '
-      "at each point's tuned rate, with the entropy N log2 V",
-    )
-  ]
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'bits_vs_params.png',
+    'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) with 2 '
+    'and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits stored vs N per size '
+    "at each point's tuned rate, with the entropy N log2 V",
+  )
+
+
+def moe_and_random_labels_figure(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context) -> base.Figure:
+  """Peak bits per total and per active parameter, dense and MoE; the random labels fitted vs N."""
   fig, axes = base.figure(1, 3, size=(5.5, 4.2))
   axes = axes.ravel()
   arms = [('dense', peaks(family(mem, 0, s['moe_e'])))] + [
@@ -589,15 +596,13 @@ def figures(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context)
     xbase=2,
     title=f'random labels, h = {RL_D_FF}, d = {RL_D_MODEL}',
   )
-  return out + [
-    base.save_figure(
-      fig,
-      ctx.outdir,
-      'moe_and_random_labels.png',
-      'peak bits per total (left) and per active (middle) non-embedding parameter, dense and '
-      'MoE arms (mean over seeds, 95% CI); right: fraction of random labels fitted vs N',
-    )
-  ]
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'moe_and_random_labels.png',
+    'peak bits per total (left) and per active (middle) non-embedding parameter, dense and '
+    'MoE arms (mean over seeds, 95% CI); right: fraction of random labels fitted vs N',
+  )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
