@@ -735,6 +735,25 @@ def _permuted_rhos(ra: np.ndarray, rb: np.ndarray, n_perm: int, seed: int) -> tu
   return (b @ a) / (np.linalg.norm(a) * np.linalg.norm(b, axis=1)), exact
 
 
+def _permutation_p(rho: float, rhos: np.ndarray, exact: bool) -> tuple[float, float]:
+  """One-sided p of rho among the permuted rhos, (at least as large, at least as small): the share of
+  all orderings when exact, else the (1 + count) / (1 + draws) estimate."""
+  tol = 1e-12
+  hi, lo = np.sum(rhos >= rho - tol), np.sum(rhos <= rho + tol)
+  if exact:
+    return float(hi / len(rhos)), float(lo / len(rhos))
+  return float((1 + hi) / (1 + len(rhos))), float((1 + lo) / (1 + len(rhos)))
+
+
+def _spearman_ci(rho: float, n: int, confidence: float) -> tuple[float, float]:
+  """Fisher-z CI of Spearman's rho with the Bonett-Wright variance (1 + rho^2 / 2) / (n - 3); nan for n <= 3."""
+  if n <= 3:
+    return math.nan, math.nan
+  z, se = np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), math.sqrt((1 + rho**2 / 2) / (n - 3))
+  q = stats.norm.ppf(0.5 + confidence / 2)
+  return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))
+
+
 def rank_agreement(
   a: Values,
   b: Values,
@@ -775,18 +794,8 @@ def rank_agreement(
     return _underpowered(claim, test, rule, n, 'all values tied: no ordering to compare')
   rho = float(np.corrcoef(ra, rb)[0, 1])
   rhos, exact = _permuted_rhos(ra, rb, n_perm, seed)
-  tol = 1e-12
-  if exact:
-    p_pos, p_neg = float(np.mean(rhos >= rho - tol)), float(np.mean(rhos <= rho + tol))
-  else:
-    p_pos = float((1 + np.sum(rhos >= rho - tol)) / (1 + len(rhos)))
-    p_neg = float((1 + np.sum(rhos <= rho + tol)) / (1 + len(rhos)))
-  if n > 3:
-    z, se = np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), math.sqrt((1 + rho**2 / 2) / (n - 3))
-    q = stats.norm.ppf(0.5 + confidence / 2)
-    ci = (float(np.tanh(z - q * se)), float(np.tanh(z + q * se)))
-  else:
-    ci = (math.nan, math.nan)
+  p_pos, p_neg = _permutation_p(rho, rhos, exact)
+  ci = _spearman_ci(rho, n, confidence)
   if rho >= threshold and p_pos < alpha:
     outcome, p = REPRODUCED, p_pos
   elif rho < 0 and p_neg < alpha:
