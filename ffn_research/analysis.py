@@ -295,6 +295,30 @@ def default_plots(results: pd.DataFrame, swept: Sequence[str], metric: str) -> l
   return plots
 
 
+def results_table(agg: pd.DataFrame, swept: list[str], metrics: list[str], metric: str) -> str:
+  """The report's table: per setting, the swept values, counts and mean ± std of the main metrics."""
+  shown = [m for m in (metric, 'final_loss', 'bits_per_param', 'eval_accuracy') if m in metrics]
+  cols = [*swept, 'runs', 'num_params', 'num_active_params']
+  cols = [c for c in dict.fromkeys(cols) if c in swept or (c in agg.columns and agg[c].notna().any())]
+  head = cols + [f'{m} (mean ± std)' for m in shown] + [f'{metric} 95% CI ±']
+  body = [
+    [a[c] for c in cols]
+    + [f'{format_value(a[f"{m}/mean"])} ± {format_value(a[f"{m}/std"])}' for m in shown]
+    + [a[f'{metric}/ci']]
+    for a in agg.to_dict('records')
+  ]
+  return markdown_table(head, body)
+
+
+def fits_table(fits: list[dict[str, Any]]) -> str:
+  """The power-law fits: per plot and series, a, b, c with standard errors, points, rms log-residual."""
+  est = lambda f, k: f'{format_value(getattr(f["fit"], k))} ± {format_value(getattr(f["fit"], k + "_se"))}'
+  rows = [
+    [f['plot'], f['series'], f['x'], est(f, 'a'), est(f, 'b'), est(f, 'c'), f['fit'].n, f['fit'].rmse_log] for f in fits
+  ]
+  return markdown_table(['plot', 'series', 'N', 'a', 'b', 'c', 'points', 'rms log-residual'], rows)
+
+
 def analyze(workdir: str, metric: str = 'eval_loss') -> str:
   """Write DIR/analysis/{report.md, aggregate.csv, *.png} from DIR/results.csv; return report path."""
   try:
@@ -320,29 +344,6 @@ def analyze(workdir: str, metric: str = 'eval_loss') -> str:
     fits += plot_and_fit(p, results, swept, outdir)
 
   statuses = results['status'].astype(str).tolist()
-  shown = [m for m in (metric, 'final_loss', 'bits_per_param', 'eval_accuracy') if m in metrics]
-  table_cols = [*swept, 'runs', 'num_params', 'num_active_params']
-  table_cols = [c for c in dict.fromkeys(table_cols) if c in swept or (c in agg.columns and agg[c].notna().any())]
-  head = table_cols + [f'{m} (mean ± std)' for m in shown] + [f'{metric} 95% CI ±']
-  body = [
-    [a[c] for c in table_cols]
-    + [f'{format_value(a[f"{m}/mean"])} ± {format_value(a[f"{m}/std"])}' for m in shown]
-    + [a[f'{metric}/ci']]
-    for a in agg.to_dict('records')
-  ]
-  fit_rows = [
-    [
-      f['plot'],
-      f['series'],
-      f['x'],
-      f'{format_value(f["fit"].a)} ± {format_value(f["fit"].a_se)}',
-      f'{format_value(f["fit"].b)} ± {format_value(f["fit"].b_se)}',
-      f'{format_value(f["fit"].c)} ± {format_value(f["fit"].c_se)}',
-      f['fit'].n,
-      f['fit'].rmse_log,
-    ]
-    for f in fits
-  ]
   parts = [
     f'# Sweep report: {os.path.abspath(workdir)}\n',
     f'{len(results)} runs: '
@@ -350,13 +351,11 @@ def analyze(workdir: str, metric: str = 'eval_loss') -> str:
     + f'. Swept: {", ".join(swept) or "nothing"}; statistics over `{SEED_KEY}` '
     '(mean, sample std, 95% confidence interval from the t distribution; completed runs only).\n',
     '## Results\n',
-    markdown_table(head, body),
+    results_table(agg, swept, metrics, metric),
     f'\n## Power-law fits: {metric} = a · N^(−b) + c\n',
     'Least squares on log L over every completed run (seeds as separate points); ± is one '
     'standard error from the fit covariance; `–` where there are too few points.\n',
-    markdown_table(['plot', 'series', 'N', 'a', 'b', 'c', 'points', 'rms log-residual'], fit_rows)
-    if fit_rows
-    else '(no fits: fewer than four distinct sizes per series)\n',
+    fits_table(fits) if fits else '(no fits: fewer than four distinct sizes per series)\n',
     '\n## Plots\n',
     *[f'![{p.name}]({p.name}.png)\n' for p in plots],
   ]
