@@ -102,8 +102,8 @@ def test_arms_budgets_rates_and_programs():
   )
   assert mr.labels('full', 'multi_hop')['total'] == 'multi_hop_dense: d_ff=512'
   assert mr.collect('', {'arm': 'memorization_top1', 'eval_loss': 2.0, 'train_loss': 9.0}) == {'tuning_loss': 2.0}
-  row = {'arm': 'multi_hop_dense', 'eval_loss': 2.0, 'train_loss': 0.5, 'val_loss': 1.5}
-  assert mr.collect('', row) == {'tuning_loss': 1.5}  # the validation compositions, never the test ones
+  row = {'arm': 'multi_hop_dense', 'eval_accuracy': 0.9, 'train_loss': 0.5, 'val_loss': 1.5, 'val_accuracy': 0.75}
+  assert mr.collect('', row) == {'tuning_loss': 0.25}  # validation error; never the test compositions
 
 
 def test_bootstrap_verdict_p_agrees_with_the_ci():
