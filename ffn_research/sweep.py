@@ -418,6 +418,7 @@ def fitting_group_size(run: Run, max_group_size: int) -> tuple[int, str]:
   limits = []
   soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
   if soft != resource.RLIM_INFINITY:
+    jax.devices()  # an accelerator's runtime opens its device files when first used: count after that
     fit = (soft - open_files() - FILES_SPARE) // FILES_PER_RUN
     limits.append(
       (fit, f'the open-file limit (ulimit -n {soft}) holds {max(fit, 0)} runs at {FILES_PER_RUN} file each')

@@ -149,6 +149,7 @@ def test_torch_loop_moe_computes_our_moe(cf):
     assert float(aux['dropped_fraction']) > 0  # the capacity case really drops
 
 
+@pytest.mark.skipif(jax.default_backend() == 'gpu', reason='a GPU is present: the suite runs instead')
 def test_gpu_suite_says_no_gpu_on_cpu():
   proc = subprocess.run(
     [sys.executable, '-m', 'benchmarks.benchmark', '--suite=gpu', '--out='],

@@ -131,7 +131,8 @@ def test_task_data_equals_the_data_init_makes(task):
   want = jax.jit(exp.init)(3)['data']  # as training makes them
   got = exp.task_data(3)
   assert jax.tree.structure(got) == jax.tree.structure(want)
+  tol = 0 if jax.default_backend() == 'cpu' else 1e-6  # a GPU's fusions of the jitted init round differently
   for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
   other = exp.task_data(4)
   assert any(not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(other), jax.tree.leaves(want), strict=True))

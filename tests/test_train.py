@@ -374,7 +374,8 @@ def test_metrics_log_does_not_import_torch(tmp_path):
     'log = io.MetricsLog(tempfile.mkdtemp()); log.write(1, {"loss": 0.5}); log.close()\n'
     'assert "torch" not in sys.modules\nimport torch\nprint("torch importable after")\n'
   )
-  env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path / 'fake'), REPO_ROOT])}
+  path = [str(tmp_path / 'fake'), REPO_ROOT, os.environ.get('PYTHONPATH', '')]  # packages on PYTHONPATH stay
+  env = {**os.environ, 'PYTHONPATH': os.pathsep.join(filter(None, path))}
   proc = subprocess.run([sys.executable, '-c', code], env=env, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert 'torch importable after' in proc.stdout  # hidden only while tensorboardX imports

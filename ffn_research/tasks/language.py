@@ -68,11 +68,22 @@ def next_context(context_C: jax.Array, token_C: jax.Array, vocab_size: int, orde
   return (context_C * vocab_size) % vocab_size**order + token_C
 
 
-def chain_step(pi_C: jax.Array, chain: dict[str, jax.Array], vocab_size: int, order: int) -> jax.Array:
-  """pi P: the context distribution one token later."""
-  c = pi_C.shape[0]
-  to_CxS = next_context(jnp.arange(c)[:, None], chain['next_CxS'], vocab_size, order)
-  return jnp.zeros_like(pi_C).at[to_CxS].add(pi_C[:, None] * chain['prob_CxS'])
+def _on_host(fn, shapes, *args):
+  """fn(*numpy args) -> float32 arrays of `shapes`, run on the host: traceable, vmappable, and a
+  scatter-add there is deterministic (on a GPU, XLA's scatter-add sums in a varying order)."""
+
+  def host(*arrays):
+    return tuple(np.asarray(x, np.float32) for x in fn(*(np.asarray(a) for a in arrays)))
+
+  out = tuple(jax.ShapeDtypeStruct(shape, jnp.float32) for shape in shapes)
+  return jax.pure_callback(host, out, *args, vmap_method='sequential')
+
+
+def chain_step_numpy(pi_C: np.ndarray, next_CxS: np.ndarray, prob_CxS: np.ndarray, vocab_size: int, order: int):
+  """pi P in float64: the context distribution one token later."""
+  to_CxS = (np.arange(pi_C.shape[0])[:, None] * vocab_size) % vocab_size**order + next_CxS
+  weights = pi_C[:, None].astype(np.float64) * prob_CxS
+  return np.bincount(to_CxS.ravel(), weights=weights.ravel(), minlength=pi_C.shape[0])
 
 
 def stationary_numpy(next_CxS: np.ndarray, prob_CxS: np.ndarray, vocab_size: int, order: int) -> np.ndarray:
@@ -115,16 +126,16 @@ def stationary_numpy(next_CxS: np.ndarray, prob_CxS: np.ndarray, vocab_size: int
 
 
 def stationary(chain: dict[str, jax.Array], vocab_size: int, order: int) -> tuple[jax.Array, jax.Array]:
-  """The chain's stationary distribution over contexts (`stationary_numpy`, computed on the host:
-  traceable, vmappable) and its L1 residual ||pi P - pi||_1 (float rounding)."""
-  shape = jax.ShapeDtypeStruct((vocab_size**order,), jnp.float32)
+  """The chain's stationary distribution over contexts (`stationary_numpy`) and the L1 residual
+  ||pi P - pi||_1 of its float32 value (float rounding), both computed on the host."""
 
   def host(next_CxS, prob_CxS):
-    pi = stationary_numpy(np.asarray(next_CxS), np.asarray(prob_CxS, np.float64), vocab_size, order)
-    return pi.astype(np.float32)
+    pi = stationary_numpy(next_CxS, prob_CxS.astype(np.float64), vocab_size, order).astype(np.float32)
+    residual = np.abs(chain_step_numpy(pi, next_CxS, prob_CxS, vocab_size, order) - pi).sum()
+    return pi, residual
 
-  pi = jax.pure_callback(host, shape, chain['next_CxS'], chain['prob_CxS'], vmap_method='sequential')
-  return pi, jnp.sum(jnp.abs(chain_step(pi, chain, vocab_size, order) - pi))
+  shapes = [(vocab_size**order,), ()]
+  return tuple(_on_host(host, shapes, chain['next_CxS'], chain['prob_CxS']))
 
 
 def entropy_stats(chain: dict[str, jax.Array], pi_C: jax.Array, vocab_size: int) -> dict[str, jax.Array]:
@@ -135,13 +146,18 @@ def entropy_stats(chain: dict[str, jax.Array], pi_C: jax.Array, vocab_size: int)
   accuracy of always predicting the most likely next token.
   """
   v, prob_CxS, next_CxS = vocab_size, chain['prob_CxS'], chain['next_CxS']
-  last_C = jnp.arange(pi_C.shape[0]) % v
-  unigram_V = jnp.zeros((v,)).at[last_C].add(pi_C)  # the stationary marginal of a token
-  joint_VxV = jnp.zeros((v, v)).at[last_C[:, None], next_CxS].add(pi_C[:, None] * prob_CxS)
+  unigram_V = jnp.sum(pi_C.reshape(-1, v), axis=0)  # the stationary marginal of a token (context c ends in c % v)
+
+  def joint(pi_C, next_CxS, prob_CxS):  # (last token, next token) pairs: a scatter-add, on the host
+    pair_CxS = (np.arange(pi_C.shape[0]) % v)[:, None] * v + next_CxS
+    weights = pi_C[:, None].astype(np.float64) * prob_CxS
+    return (np.bincount(pair_CxS.ravel(), weights=weights.ravel(), minlength=v * v),)
+
+  (joint_VV,) = _on_host(joint, [(v * v,)], pi_C, next_CxS, prob_CxS)
   h_unigram = _entropy_bits(unigram_V)
   return {
     'floor_bits': jnp.sum(pi_C * _entropy_bits(prob_CxS)),
-    'bigram_bits': _entropy_bits(joint_VxV.reshape(-1)) - h_unigram,
+    'bigram_bits': _entropy_bits(joint_VV) - h_unigram,
     'unigram_bits': h_unigram,
     'accuracy_ceiling': jnp.sum(pi_C * jnp.max(prob_CxS, axis=1)),
   }
