@@ -94,6 +94,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.noise_std = 0.0  # Gaussian label noise on training targets (teacher_student)
   t.num_clusters = 0  # teacher_student inputs: 0 = x ~ N(0, I); K > 0 = K Gaussian clusters (skewed, below)
   t.cluster_zipf = 1.0  # cluster c in 1..K drawn with P(c) ~ c^-cluster_zipf (0 = uniform); num_clusters > 0 only
+  t.cluster_std = 0.25  # spread of each cluster around its centre (centres N(0, I)); num_clusters > 0 only
   t.cluster_teachers = (
     False  # True: each cluster has its own random teacher (targets teacher_c(x)); num_clusters > 0 only
   )

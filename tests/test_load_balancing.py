@@ -37,13 +37,13 @@ def test_clustered_inputs_frequencies_and_spread():
   centers = jax.random.normal(jax.random.PRNGKey(0), (4, 3)) * 10.0
   probs = regression.cluster_probs(4, 1.0)
   n = 40000
-  x, c = regression.clustered_inputs(jax.random.PRNGKey(1), centers, probs, n)
+  x, c = regression.clustered_inputs(jax.random.PRNGKey(1), centers, probs, n, 0.7)
   x, c = np.asarray(x), np.asarray(c)
   freq = np.bincount(c, minlength=4) / n
   # binomial sd is at most 0.0025 at n = 40000: 4 sd
   np.testing.assert_allclose(freq, np.asarray(probs), atol=0.01)
   resid = x - np.asarray(centers)[c]
-  assert abs(resid.std() - regression.CLUSTER_STD) < 0.01
+  assert abs(resid.std() - 0.7) < 0.01
   assert abs(resid.mean()) < 0.01
 
 
@@ -66,7 +66,7 @@ def test_teacher_student_inputs_cluster_only_when_asked():
   # every point lies near one of at most 3 centres: 3 distinct rounded cluster means
   centres, labels = kmeans2(x, 3, seed=0, minit='++')
   spread = np.linalg.norm(x - centres[labels], axis=1)
-  assert np.median(spread) < 4 * regression.CLUSTER_STD
+  assert np.median(spread) < 4 * config_lib.default_config().task.cluster_std
   np.testing.assert_array_equal(np.asarray(plain['x_eval']).shape, np.asarray(skew['x_eval']).shape)
 
 

@@ -42,7 +42,7 @@ def test_cluster_teachers_each_cluster_has_its_own_teacher():
   np.testing.assert_array_equal(x, plain['x_train'])  # the inputs do not change
   assert set(plain) == {'x_train', 'y_train', 'x_eval', 'y_eval'}  # nor the data of runs without the option
   centers = np.asarray(jax.random.normal(jax.random.fold_in(k_teacher, 7), (3, 4)))
-  assert abs(np.std(x - centers[cluster]) - regression.CLUSTER_STD) < 0.02  # ids are the drawn clusters
+  assert abs(np.std(x - centers[cluster]) - 0.25) < 0.02  # ids are the drawn clusters (task.cluster_std's default)
   teachers = [regression.teacher_ffn(4, 16, 'relu', fold(k_teacher, c), fold(k_bias, c)) for c in range(3)]
   for c in range(3):
     rows = cluster == c

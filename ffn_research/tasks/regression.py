@@ -89,21 +89,17 @@ class FunctionTask(_Regression):
     }
 
 
-# Spread of each input cluster around its centre (task.num_clusters > 0); centres are N(0, I).
-CLUSTER_STD = 0.25
-
-
 def cluster_probs(num_clusters: int, zipf: float) -> jax.Array:
   """Zipf cluster probabilities P(c) proportional to c^-zipf, c = 1..num_clusters."""
   w = jnp.arange(1, num_clusters + 1, dtype=jnp.float32) ** -zipf
   return w / jnp.sum(w)
 
 
-def clustered_inputs(rng, centers_KxD: jax.Array, probs_K: jax.Array, n: int):
-  """(x_NxD, cluster_N): x = centre of a cluster drawn from probs_K + CLUSTER_STD * N(0, I)."""
+def clustered_inputs(rng, centers_KxD: jax.Array, probs_K: jax.Array, n: int, std: float):
+  """(x_NxD, cluster_N): x = centre of a cluster drawn from probs_K + std * N(0, I)."""
   k_c, k_x = jax.random.split(rng)
   cluster_N = jax.random.categorical(k_c, jnp.log(probs_K), shape=(n,))
-  x_NxD = centers_KxD[cluster_N] + CLUSTER_STD * jax.random.normal(k_x, (n, centers_KxD.shape[1]))
+  x_NxD = centers_KxD[cluster_N] + std * jax.random.normal(k_x, (n, centers_KxD.shape[1]))
   return x_NxD, cluster_N
 
 
@@ -142,6 +138,7 @@ class TeacherStudentTask(_Regression):
       f'task.num_clusters={t.num_clusters!r} must be an integer >= 0 (0: no clusters)',
     )
     config_lib.non_negative('task.cluster_zipf', t.cluster_zipf)
+    config_lib.positive_float('task.cluster_std', t.cluster_std)
     config_lib.check(
       isinstance(t.cluster_teachers, bool), f'task.cluster_teachers={t.cluster_teachers!r} must be True or False'
     )
@@ -168,8 +165,8 @@ class TeacherStudentTask(_Regression):
       k_centers = jax.random.fold_in(k_teacher, 7)  # k_teacher's other uses are unchanged
       centers_KxD = jax.random.normal(k_centers, (t.num_clusters, d))
       probs_K = cluster_probs(t.num_clusters, t.cluster_zipf)
-      x_train, c_train = clustered_inputs(k_train, centers_KxD, probs_K, t.num_train)
-      x_eval, c_eval = clustered_inputs(k_eval, centers_KxD, probs_K, t.num_eval)
+      x_train, c_train = clustered_inputs(k_train, centers_KxD, probs_K, t.num_train, t.cluster_std)
+      x_eval, c_eval = clustered_inputs(k_eval, centers_KxD, probs_K, t.num_eval, t.cluster_std)
       cluster = {'cluster_train': c_train.astype(jnp.int32), 'cluster_eval': c_eval.astype(jnp.int32)}
     else:
       x_train = jax.random.normal(k_train, (t.num_train, d))
