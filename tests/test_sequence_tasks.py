@@ -273,6 +273,11 @@ def test_multi_hop_validation_split_is_held_out_and_scored_apart():
     ('multi_hop', dict(num_hops=1), 'task.num_hops'),
     ('multi_hop', dict(train_fraction=0.8, validation_fraction=0.2), 'task.validation_fraction'),
     ('multi_hop', dict(validation_fraction=-0.1), 'task.validation_fraction'),
+    (  # 8 compositions, 7 trained: one left, no room for a validation one
+      'multi_hop',
+      dict(num_nodes=2, num_relations=2, num_hops=2, train_fraction=0.9, validation_fraction=0.05),
+      'task.validation_fraction',
+    ),
     ('multi_hop', dict(num_nodes=2000, num_relations=10, num_hops=3), 'task.num_nodes'),
   ],
 )

@@ -321,6 +321,12 @@ class MultiHopTask(_SequenceTask):
       f'task.num_nodes * task.num_relations ** task.num_hops = {num} exceeds '
       f'{MultiHopTask.MAX_COMPOSITIONS} compositions',
     )
+    num_train = min(max(round(t.train_fraction * num), 1), num - 1)
+    config_lib.check(
+      not t.validation_fraction or num - num_train >= 2,
+      f'task.validation_fraction={t.validation_fraction}: {num} compositions, {num_train} trained, leave '
+      f'{num - num_train}; a validation split needs 2 (one validation, one test)',
+    )
 
   def __init__(self, config):
     super().__init__(config)
