@@ -89,6 +89,28 @@ def test_extensions_stop_at_the_regime_limit():
   assert regime.extend(st, [c], POLICY) == (st, [])
 
 
+def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restores_a_dropped_rate():
+  five = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+  st = {'a': regime.PointState(list(five), 100, higher=2)}  # no extension left above: only a dropped rate can
+  flip = regime.stability(_verdict(0.5), _verdict(1.5), st, POLICY)
+  new, actions = regime.extend(st, [flip], POLICY, chosen={'a': 3e-3})
+  assert new['a'].rates == pytest.approx([1e-3, 3e-3, 1e-2]) and new['a'].dropped == pytest.approx([3e-2, 1e-1])
+  assert new['a'].steps == 200 and 'rates 0.001, 0.003, 0.01 kept' in actions[0]
+  assert sorted(regime.new_runs(st, new)['a']) == sorted((r, 200) for r in (1e-3, 3e-3, 1e-2))  # 3 of 5 at 2T
+  assert st['a'].rates == list(five) and st['a'].dropped == []  # the old state is not touched
+  # at 2T the best moved to the kept grid's top: the dropped 0.03 comes back, no extension is spent
+  f = frame(valley(3e-2), steps=(100, 200), rates=(1e-3, 3e-3, 1e-2))
+  c = regime.inside_grid('a', f, new['a'], POLICY)
+  assert not c.passed and c.remedy == stats.HIGHER_RATE, c.detail
+  back, actions = regime.extend(new, [c], POLICY)
+  assert back['a'].rates == pytest.approx([1e-3, 3e-3, 1e-2, 3e-2]) and back['a'].dropped == pytest.approx([1e-1])
+  assert back['a'].higher == 2 and 'restored above' in actions[0]
+  # its run at 100 steps (now T/2) is on disk and is reused; the cost estimate counts it (an over-estimate)
+  assert regime.new_runs(new, back) == {'a': [(pytest.approx(3e-2), 100), (pytest.approx(3e-2), 200)]}
+  assert regime.state_from_json(regime.state_to_json(back)) == back
+  assert regime.state_from_json({'a': {'rates': [0.1], 'steps': 4}})['a'].dropped == []  # a state from before
+
+
 def _verdict(stat, points=('a',)):
   v = stats.threshold([stat - 0.01, stat, stat + 0.01], level=1.0, direction='below', claim='c')
   return dataclasses.replace(v, points=points)

@@ -17,7 +17,9 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
   its own tuned rates), gives the same outcome, and |stat(T) - stat(T/2)| is less than half the
   distance from stat(T) to the rule's nearest boundary. Remedy: double T for the verdict's points
   (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`;
-  `shared_budgets` widens a doubling to every point that shares a verdict with a doubled one.
+  `shared_budgets` widens a doubling to every point that shares a verdict with a doubled one. The
+  doubled point keeps only the rate chosen at T and its neighbour on each side (`dropped` records the
+  others: an edge at 2T restores the dropped rate beyond it before any new rate is added).
 - `extend`: a new state from the remedies of the failed checks of the verdicts that more compute can
   still make valid (`fixable`: every failed check of the verdict has a remedy); `plan` the runs of a state.
 
@@ -72,6 +74,7 @@ class PointState:
   lower: int = 0  # rate extensions below the starting grid
   higher: int = 0  # rate extensions above it
   doublings: int = 0
+  dropped: list[float] = dataclasses.field(default_factory=list)  # rates a doubling left out (run at T/2 only)
 
   def budgets(self) -> tuple[int, int]:
     return self.steps // 2, self.steps
@@ -192,7 +195,7 @@ def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) 
     ('largest', rs[i + 1] if i + 1 < len(rs) else None, stats.HIGHER_RATE, s.higher),
   ):
     if nb is None:
-      left = used < regime.max_extensions
+      left = used < regime.max_extensions or _dropped_beyond(s, 'lower' if side == 'smallest' else 'higher') is not None
       fails.append(
         (
           f'{best.rate:g} is the {side} rate run'
@@ -323,36 +326,78 @@ def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdi
   return out
 
 
+def _dropped_beyond(s: PointState, side: str) -> float | None:
+  """The dropped rate nearest the grid's edge on `side` ('lower' or 'higher'), if any."""
+  if side == 'lower':
+    below = [r for r in s.dropped if r < s.rates[0]]
+    return max(below) if below else None
+  above = [r for r in s.dropped if r > s.rates[-1]]
+  return min(above) if above else None
+
+
+def _widen(s: PointState, side: str, regime: Regime) -> str:
+  """Add one rate beyond the grid's `side` edge: a rate a doubling dropped if there is one (free), else a new
+  rate `factor` beyond (one extension); '' when the extensions are spent."""
+  back = _dropped_beyond(s, side)
+  if back is not None:
+    s.dropped.remove(back)
+    s.rates = sorted([*s.rates, back])
+    return f'rate {back:.3g} restored {"below" if side == "lower" else "above"} the grid'
+  if getattr(s, side) >= regime.max_extensions:
+    return ''
+  setattr(s, side, getattr(s, side) + 1)
+  if side == 'lower':
+    s.rates.insert(0, s.rates[0] / regime.factor)
+    return f'rate {s.rates[0]:.3g} added below the grid'
+  s.rates.append(s.rates[-1] * regime.factor)
+  return f'rate {s.rates[-1]:.3g} added above the grid'
+
+
+def _keep_around(s: PointState, chosen: float | None) -> None:
+  """Keep the rate chosen at T and one neighbour on each side of it; the rest go to `dropped`."""
+  if chosen is None or not np.isfinite(chosen) or not np.any(np.isclose(s.rates, chosen)):
+    return
+  i = int(np.argmin(np.abs(np.log(s.rates) - math.log(chosen))))
+  keep = s.rates[max(i - 1, 0) : i + 2]
+  s.dropped = sorted([*s.dropped, *(r for r in s.rates if r not in keep)])
+  s.rates = list(keep)
+
+
 def extend(
-  state: Mapping[str, PointState], failed: Sequence[stats.Check], regime: Regime
+  state: Mapping[str, PointState],
+  failed: Sequence[stats.Check],
+  regime: Regime,
+  chosen: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, PointState], list[str]]:
   """(new state, what was extended and why) from the remedies of `failed` checks; the state is unchanged
-  (and the list empty) when no failed check has a remedy left."""
-  new = {p: dataclasses.replace(s, rates=list(s.rates)) for p, s in state.items()}
-  actions, doubled = [], set()
+  (and the list empty) when no failed check has a remedy left. `chosen`: {point: the rate chosen at T},
+  around which a doubled point's grid is cut (none given: a doubling keeps every rate)."""
+  new = {p: dataclasses.replace(s, rates=list(s.rates), dropped=list(s.dropped)) for p, s in state.items()}
+  actions, widened, doubled = [], set(), set()
   for c in failed:
     for p in c.points:
       s = new.get(p)
       if s is None or not c.remedy:
         continue
-      if c.remedy == stats.LOWER_RATE and s.lower < regime.max_extensions and s.lower == state[p].lower:
-        s.rates.insert(0, s.rates[0] / regime.factor)
-        s.lower += 1
-        actions.append(f'{p}: rate {s.rates[0]:.3g} added below the grid ({c.name})')
-      elif c.remedy == stats.HIGHER_RATE and s.higher < regime.max_extensions and s.higher == state[p].higher:
-        s.rates.append(s.rates[-1] * regime.factor)
-        s.higher += 1
-        actions.append(f'{p}: rate {s.rates[-1]:.3g} added above the grid ({c.name})')
+      side = {stats.LOWER_RATE: 'lower', stats.HIGHER_RATE: 'higher'}.get(c.remedy)
+      if side and (p, side) not in widened:
+        widened.add((p, side))
+        did = _widen(s, side, regime)
+        if did:
+          actions.append(f'{p}: {did} ({c.name})')
       elif c.remedy == stats.DOUBLE_STEPS and s.doublings < regime.max_doublings and p not in doubled:
         doubled.add(p)
         s.steps *= 2
         s.doublings += 1
-        actions.append(f'{p}: steps doubled to {s.steps} ({c.name})')
+        _keep_around(s, (chosen or {}).get(p))
+        kept = f'; rates {", ".join(f"{r:g}" for r in s.rates)} kept' if s.dropped else ''
+        actions.append(f'{p}: steps doubled to {s.steps}{kept} ({c.name})')
   return new, actions
 
 
 def new_runs(old: Mapping[str, PointState], new: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
-  """{point: [(rate, steps)]} that `new` plans and `old` did not."""
+  """{point: [(rate, steps)]} that `new` plans and `old` did not (a restored rate's T/2 run is counted although an
+  earlier pass ran it: the finished run is reused, so a cost estimate from this errs high)."""
   before, after = plan(old), plan(new)
   out = {p: [rb for rb in runs if rb not in set(before.get(p, ()))] for p, runs in after.items()}
   return {p: runs for p, runs in out.items() if runs}

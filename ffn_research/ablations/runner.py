@@ -494,6 +494,7 @@ def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, t
         'lower': s.lower,
         'higher': s.higher,
         'doublings': s.doublings,
+        'dropped': s.dropped,
         'rate_T': rates.get((p, regime_lib.FULL)),
         'rate_T/2': rates.get((p, regime_lib.HALF)),
       }
@@ -532,7 +533,8 @@ def _regime_loop(
     verdicts, full, half = _judge(study, frame, tuning, state, regime, scale, points)
     failed = [c for v in verdicts for c in v.failed_checks]
     fixable = regime_lib.fixable(verdicts)
-    new_state, actions = regime_lib.extend(state, regime_lib.shared_budgets(fixable, verdicts), regime)
+    chosen = {t['point']: t['rate'] for _, t in tuning[tuning['level'] == regime_lib.FULL].iterrows()}
+    new_state, actions = regime_lib.extend(state, regime_lib.shared_budgets(fixable, verdicts), regime, chosen)
     added = regime_lib.new_runs(state, new_state)
     cost = regime_lib.estimate_cost(added, _seconds_per_step(frame), regime.seeds)
     spent = _spent(outdir)
