@@ -33,7 +33,9 @@ def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
   assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'dense', 'routers', 'cluster_dense']
   runs = {name: configs(arm, scale) for name, arm in arms.items()}
   for name, cs in runs.items():
-    assert arms[name].tuned and arms[name].rates is None  # the regime's grid, tuned per point
+    clustered = name in ('routers', 'cluster_dense')  # their own grid (not at smoke), tuned per point
+    assert arms[name].tuned and arms[name].rates == (moe_topk.CLUSTER_RATES if clustered and scale != 'smoke' else None)
+    assert all(c.task.cluster_std == (moe_topk.CLUSTER_STD if clustered else 0.25) for c in cs)
     for c in cs:
       validation.validate(c)
       e = c.model.moe
