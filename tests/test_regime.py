@@ -136,6 +136,26 @@ def test_stability_on_the_verdicts_own_statistic_and_doubling_reuses_the_t_runs(
   assert not capped.passed and capped.remedy == '' and 'no doubling left' in capped.detail
 
 
+def test_an_inconclusive_outcome_is_stable_when_its_drift_is_small_against_its_ci():
+  """Both budgets inconclusive (CI across the boundary 0): the drift is judged against half the CI's
+  half-width at T (here 0.5), not against the distance to the boundary (0.05, inside the noise)."""
+  st = state()
+
+  def v(stat):
+    d = np.array([stat - 1.0, stat + 1.0, stat - 0.5, stat + 0.5])
+    return dataclasses.replace(stats.paired(d, np.zeros(4), expect='less', claim='c'), points=('a',))
+
+  t, h_near, h_far = v(0.05), v(0.2), v(0.9)
+  assert t.raw_outcome == h_near.raw_outcome == h_far.raw_outcome == stats.INCONCLUSIVE
+  width = (t.ci[1] - t.ci[0]) / 2
+  ok = regime.stability(t, h_near, st, POLICY)  # change 0.15 < width / 2
+  assert ok.passed and 'half the CI half-width at T' in ok.detail and 0.15 < width / 2, ok.detail
+  far = regime.stability(t, h_far, st, POLICY)  # change 0.85 >= width / 2
+  assert not far.passed and far.remedy == stats.DOUBLE_STEPS and 0.85 >= width / 2
+  decided = regime.stability(_verdict(0.5), _verdict(0.8), st, POLICY)  # decided: the boundary rule as before
+  assert not decided.passed and 'half the distance to the nearest boundary' in decided.detail
+
+
 def test_coverage_and_one_budget_checks():
   v = _verdict(0.5, points=('a', 'b'))
   f = frame(valley(1e-2), points=('a', 'b'), status=lambda p, r, s: 'diverged' if p == 'b' and s == 0 else 'completed')

@@ -15,7 +15,8 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
   beyond the edge, at most `max_extensions` per direction.
 - `stability`: the verdict's own statistic, computed from the T runs and from the T/2 runs (each at
   its own tuned rates), gives the same outcome, and |stat(T) - stat(T/2)| is less than half the
-  distance from stat(T) to the rule's nearest boundary. Remedy: double T for the verdict's points
+  distance from stat(T) to the rule's nearest boundary (both inconclusive: half the CI's half-width at
+  T, since that distance is then inside the noise). Remedy: double T for the verdict's points
   (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`;
   `shared_budgets` widens a doubling to every point that shares a verdict with a doubled one. The
   doubled point keeps only the rate chosen at T and its neighbour on each side (`dropped` records the
@@ -239,7 +240,9 @@ def stability(
   v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, PointState], regime: Regime
 ) -> stats.Check:
   """The verdict's statistic from the T runs and from the T/2 runs: same rule outcome, and a change of
-  less than half the distance from stat(T) to the rule's nearest boundary."""
+  less than half the distance from stat(T) to the rule's nearest boundary; when both are inconclusive
+  (a CI across a boundary, so that distance is within the noise), less than half the CI's half-width
+  at T: the drift is small against what the seeds can resolve."""
   steps = sorted({state[p].steps for p in v_full.points if p in state})
   name = 'statistic stable when the steps double'
   s_t, s_h = v_full.statistic, v_half.statistic
@@ -247,13 +250,15 @@ def stability(
   if not (math.isfinite(s_t) and math.isfinite(s_h)):
     passed, how = False, f'{at}: not computable at both budgets'
   else:
-    dist = _boundary_distance(v_full)
-    change = abs(s_t - s_h)
-    passed = v_full.raw_outcome == v_half.raw_outcome and change < dist / 2
+    dist, change = _boundary_distance(v_full), abs(s_t - s_h)
+    width = (v_full.ci[1] - v_full.ci[0]) / 2 if all(math.isfinite(x) for x in v_full.ci) else math.nan
+    if v_full.raw_outcome == v_half.raw_outcome == stats.INCONCLUSIVE and math.isfinite(width):
+      tol, against = width / 2, 'half the CI half-width at T'
+    else:
+      tol, against = dist / 2, 'half the distance to the nearest boundary'
+    passed = v_full.raw_outcome == v_half.raw_outcome and change < tol
     how = f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} ' + (
-      f'{"<" if change < dist / 2 else ">="} half the distance to the nearest boundary ({dist / 2:.3g})'
-      if math.isfinite(dist)
-      else '(the rule has no boundary)'
+      f'{"<" if change < tol else ">="} {against} ({tol:.3g})' if math.isfinite(tol) else '(the rule has no boundary)'
     )
   if passed:
     return stats.Check(name, True, how)
