@@ -399,6 +399,32 @@ def _dense_lines(ax, table, arm):
     )
 
 
+def _router_panel(ax, table: pd.DataFrame) -> None:
+  """The router arms on the clustered task: 1 - R^2 against I(expert; cluster), with H(cluster) and dense references."""
+  routers = table[table['point'].str.startswith('routers: ')]
+  for i, (_, row) in enumerate(routers.iterrows()):
+    base.errorbar_ci(
+      ax,
+      [row['I(expert; cluster) nats']],
+      [row['1 - R^2']],
+      [row['CI lo']],
+      [row['CI hi']],
+      fmt='o',
+      color=f'C{i}',
+      label=row['point'].removeprefix('routers: '),
+    )
+  _dense_lines(ax, table, 'cluster_dense')
+  if len(routers):
+    ax.axvline(routers['H(cluster) nats'].mean(), color='k', ls=':', label='H(cluster): routing by cluster')
+  base.style_axes(
+    ax,
+    xlabel='I(expert; cluster), nats, held-out inputs',
+    ylabel='held-out 1 - R^2',
+    title=f'clustered task, k = 1, E = K = {CLUSTERS}: router arms',
+    yscale='log',
+  )
+
+
 def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
   """k (total / active fixed), granularity, and the router arms: 1 - R^2 against I(expert; cluster)."""
   fig, axes = base.figure(1, 3, size=(5.3, 4.6))
@@ -433,28 +459,7 @@ def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
     xbase=2,
     yscale='log',
   )
-  routers = table[table['point'].str.startswith('routers: ')]
-  for i, (_, row) in enumerate(routers.iterrows()):
-    base.errorbar_ci(
-      axes[0, 2],
-      [row['I(expert; cluster) nats']],
-      [row['1 - R^2']],
-      [row['CI lo']],
-      [row['CI hi']],
-      fmt='o',
-      color=f'C{i}',
-      label=row['point'].removeprefix('routers: '),
-    )
-  _dense_lines(axes[0, 2], table, 'cluster_dense')
-  if len(routers):
-    axes[0, 2].axvline(routers['H(cluster) nats'].mean(), color='k', ls=':', label='H(cluster): routing by cluster')
-  base.style_axes(
-    axes[0, 2],
-    xlabel='I(expert; cluster), nats, held-out inputs',
-    ylabel='held-out 1 - R^2',
-    title=f'clustered task, k = 1, E = K = {CLUSTERS}: router arms',
-    yscale='log',
-  )
+  _router_panel(axes[0, 2], table)
   return base.save_figure(
     fig,
     ctx.outdir,
