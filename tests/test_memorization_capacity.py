@@ -213,9 +213,9 @@ def test_present_on_a_synthetic_result(tmp_path):
   peaks = shown.tables[0].frame
   assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_d_es'])
   dense = peaks[(peaks[mc.K] == 0) & (peaks[mc.E] == 1000)].set_index('d_ff')
-  assert list(dense['peak N']) == [512, 1024, 1024, 2048, 4096] and set(dense['seeds']) == {5}
+  assert list(dense['peak N']) == [1024, 1024, 2048] and set(dense['seeds']) == {5}
   np.testing.assert_allclose(dense['bits/non-emb param'], 2.0, rtol=0.02)
-  assert list(shown.tables[2].frame[mc.K]) == [1] * 3 + [2] * 3 and 'MoE top-2' in shown.headline
+  assert list(shown.tables[2].frame[mc.K]) == [1, 2] and 'MoE top-2' in shown.headline
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
@@ -250,8 +250,8 @@ def test_parameter_counts_match_the_formulas():
       assert c['num_trainable_params'] == (moe_size(w) if top_k else dense_size(w))
       if top_k:
         assert c['num_active_ffn_params'] == 2 * (D * mc.MOE_EXPERTS + top_k * (2 * D * w + w + D))
-  assert [moe_size(w) for w in S['moe_d_es']] == [2128, 3184, 4240]
-  assert [dense_size(f) for f in S['d_ffs']] == [1136, 2192, 4304, 8528, 16976]  # the MoE sizes lie inside
+  assert [moe_size(w) for w in S['moe_d_es']] == [2128]
+  assert [dense_size(f) for f in S['d_ffs']] == [2192, 4304, 8528]  # the MoE size is 3% below the smallest
 
 
 @pytest.mark.slow

@@ -12,19 +12,23 @@ Setup. Task `memorization`: N facts (subject, relation) -> object, objects unifo
 bits stored = N log2 V minus the total cross-entropy on the facts in bits (tasks/sequence.py). Model
 `ffn_stack` (causal mean of embeddings -> 2 residual ReLU FFN blocks -> tied unembedding) with frozen
 random embeddings, so the facts live only in the FFN blocks and 3 norm scales: bits per non-embedding
-(= trainable) parameter. d_model 16, d_ff 16 ... 256 (1,136 ... 16,976 parameters). E exposures per fact at
-a fixed step budget per E, batch = E N / steps (the T/2 runs keep E and double the batch). One arm per
-(E, N); its points are the sizes whose peak that N helps bracket. MoE arms (full: 1,000 exposures): each
-FFN 16 ReLU experts of width 1-3 (Switch softmax-then-top-k router, k = 1, 2, dropless, default
-load-balance and z losses; 2,128-4,240 total non-embedding parameters, inside the dense range), with a
-lower rate grid (the earlier full run chose its bottom, 0.03, at every size). The regime policy tunes the
-rate per point on the mean over seeds of the final cross-entropy on the facts (`eval_loss`, the training
-objective). Random labels (bare FFN d = 16, h = 64, 1,153 parameters, batch 256) are not tuned: at
-N = h d / 4 the fit is exact and the loss left (~1e-14 at Adam 1e-2) is float32 rounding, which a tuned
-rate would chase. Per (arm, size) the peak N has the most bits in the mean over seeds; every seed is read
-at that N. Full scale: dense rates {0.01, 0.03, 0.1}, MoE {0.003, 0.01, 0.03} to start, 5 seeds, cap 18,000
-run-seconds (the first pass is about 3 hours of 2 CPU cores at the earlier full run's speed; d_ff 256 at
-N = 8,192 and the MoE arms are most of it).
+(= trainable) parameter. d_model 16, d_ff 32, 64, 128 (2,192, 4,304, 8,528 parameters; full scale). E
+exposures per fact at a fixed step budget per E, batch = E N / steps (the T/2 runs keep E and double the
+batch). One arm per (E, N); its points are the sizes whose peak that N helps bracket. MoE arms (full: 1,000
+exposures): each FFN 16 ReLU experts of width 1 (Switch softmax-then-top-k router, k = 1, 2, dropless,
+default load-balance and z losses; 2,128 total non-embedding parameters, at the dense range's lower end: the
+dense figure there is d_ff 32's, 2,192), with a lower rate grid (the 2026-11-24 run chose its bottom, 0.03,
+at every size). The regime policy tunes the rate per point on the mean over seeds of the final
+cross-entropy on the facts (`eval_loss`, the training objective). Random labels (bare FFN d = 16, h = 64,
+1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the loss left (~1e-14 at
+Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N has the most bits
+in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.01, 0.03, 0.1}, MoE
+{0.003, 0.01, 0.03} to start, 5 seeds, cap 3,600 run-seconds. Why these sizes (decided 2026-11-26 from the
+2026-11-24 run and a timing probe, before any run of this design): in that run bits per parameter rose
+1.28 -> 1.49 -> 1.58 over d_ff 16, 32, 64 (slope 1.16), so d_ff 16 (d_ff = d_model) is dropped and 128
+added to test where the curve settles; d_ff 256 (about 2,000 run-seconds with its T/2 runs) and MoE experts
+of width 2-3 (top-2 at N = 2,048: about 1,500) do not fit the 60-minute cap on 2 CPU cores (one MoE step
+costs about 5x a dense step of the same width here); this ablation has no `large` scale for them yet.
 
 Verdict rules (fixed before the run; Holm over all of them):
   1. [per E] per seed the geometric mean over sizes of peak bits / non-embedding params; t CI over seeds of
@@ -104,16 +108,10 @@ SETTINGS: dict[str, Settings] = {
     relations=16,
     values=256,
     exposures={1000: 1000, 100: 400},
-    d_ffs={
-      16: (256, 512, 1024),
-      32: (512, 1024, 2048),
-      64: (512, 1024, 2048),
-      128: (1024, 2048, 4096),
-      256: (4096, 8192),
-    },
+    d_ffs={32: (512, 1024, 2048), 64: (512, 1024, 2048), 128: (1024, 2048, 4096)},
     moe_e=1000,
-    moe_d_es=(1, 2, 3),
-    moe_facts={1: (256, 512, 1024), 2: (512, 1024, 2048)},
+    moe_d_es=(1,),
+    moe_facts={1: (256, 512, 1024), 2: (256, 512, 1024)},
     rl_points=(128, 256, 512, 1024, 2048),
     rl_steps=4000,
   ),
@@ -666,7 +664,7 @@ ABLATION = base.Study(
     scale: base.Regime(
       rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap_s=cap, metric='eval_loss', mode='min'
     )
-    for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 18000.0))
+    for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 3600.0))
   },
   arms=arms,
   rules=rules,
@@ -676,7 +674,7 @@ ABLATION = base.Study(
     'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; one arm per (E, N) '
     'with the sizes it brackets as points; Adam, warmup, cosine decay; fixed steps per exposure count (full: '
     "1,000 at E = 1,000, 400 at E = 100; the regime's T is their common unit, each arm a multiple of it), batch "
-    '= E N / steps. MoE: 16 ReLU experts of width 1-3 per FFN, top-1 and top-2. Random labels: bare FFN d 16, '
+    '= E N / steps. MoE: 16 ReLU experts of width 1 per FFN, top-1 and top-2. Random labels: bare FFN d 16, '
     'h 64, Adam 1e-2, not tuned.'
   ),
 )
