@@ -236,7 +236,7 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
       assert c.model.freeze_embeddings and c.task.num_facts == n and c.train.steps * c.train.batch_size == e * n
       assert steps == s['exposures'][e] and len(sweep.group_runs(runs)) == (len(runs) if top_k else 1)
       assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
-      assert (arm.rates == mc.MOE_RATES[scale]) if top_k else arm.rates is None
+      assert arm.rates == (mc.MOE_RATES[scale] if top_k else mc.E_RATES.get(scale, {}).get(e))
   assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']  # the random-label arm can fail
   rl = sweep.expand(arms[-1].base, [arms[-1].points[f'N={mc.RL_QUARTER}']])[0].config
   assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS

@@ -22,13 +22,16 @@ at every size). The regime policy tunes the rate per point on the mean over seed
 cross-entropy on the facts (`eval_loss`, the training objective). Random labels (bare FFN d = 16, h = 64,
 1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the loss left (~1e-14 at
 Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N has the most bits
-in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.01, 0.03, 0.1}, MoE
-{0.003, 0.01, 0.03} to start, 5 seeds, cap 3,600 run-seconds. Why these sizes (decided 2026-11-26 from the
-2026-11-24 run and a timing probe, before any run of this design): in that run bits per parameter rose
-1.28 -> 1.49 -> 1.58 over d_ff 16, 32, 64 (slope 1.16), so d_ff 16 (d_ff = d_model) is dropped and 128
-added to test where the curve settles; d_ff 256 (about 2,000 run-seconds with its T/2 runs) and MoE experts
-of width 2-3 (top-2 at N = 2,048: about 1,500) do not fit the 60-minute cap on 2 CPU cores (one MoE step
-costs about 5x a dense step of the same width here); this ablation has no `large` scale for them yet.
+in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.03, 0.1, 0.3} at E = 1,000
+and {0.01, 0.03, 0.1, 0.3} at E = 100, MoE {0.01, 0.03, 0.1} to start, 5 seeds, cap 3,600 run-seconds (the
+first full run of this design, 2026-11-26, started one step lower, {0.01, 0.03, 0.1} and {0.003, 0.01,
+0.03}, and chose the top at every E = 1,000 and MoE point and at five of nine E = 100 points: history.md).
+Why these sizes (decided 2026-11-26 from the 2026-11-24 run and a timing probe, before any run of this
+design): in that run bits per parameter rose 1.28 -> 1.49 -> 1.58 over d_ff 16, 32, 64 (slope 1.16), so
+d_ff 16 (d_ff = d_model) is dropped and 128 added to test where the curve settles; d_ff 256 (about 2,000
+run-seconds with its T/2 runs) and MoE experts of width 2-3 (top-2 at N = 2,048: about 1,500) do not fit
+the 60-minute cap on 2 CPU cores (one MoE step costs about 5x a dense step of the same width here); this
+ablation has no `large` scale for them yet.
 
 Verdict rules (fixed before the run; Holm over all of them):
   1. [per E] per seed the geometric mean over sizes of peak bits / non-embedding params; t CI over seeds of
@@ -116,8 +119,9 @@ SETTINGS: dict[str, Settings] = {
     rl_steps=4000,
   ),
 }
-RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1)}
-MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.003, 0.01, 0.03)}
+RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1, 0.3)}
+E_RATES = {'full': {1000: (0.03, 0.1, 0.3)}}  # per scale, an exposure count's own dense grid (else RATES)
+MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.01, 0.03, 0.1)}
 CLAIMS = {1000: 2.0, 100: 1.0}  # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
 BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]
@@ -188,6 +192,7 @@ def arms(scale: str) -> list[base.Arm]:
           _memorization_base(s, n),
           {f'd_ff={f}': {'model.d_ff': f} for f, ns in s['d_ffs'].items() if n in ns},
           budget=_exposure_budget(e, n),
+          rates=E_RATES.get(scale, {}).get(e),
           steps_factor=steps // unit,
         )
       )
