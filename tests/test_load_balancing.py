@@ -256,7 +256,9 @@ def test_arms(scale):
     validation.validate(a.base)
     m = a.base.model.moe
     assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
-    assert a.base.task.num_clusters == 0 and m.freeze_router == (a.name == 'frozen')
+    offset = not a.name.startswith(lb.UNSTABLE)  # the load arms read x = c + N(0, I); the z-loss arms N(0, I)
+    assert a.base.task.num_clusters == int(offset) and (not offset or a.base.task.cluster_std == 1.0)
+    assert m.freeze_router == (a.name == 'frozen')
     assert not any(k.startswith('train.') for o in a.points.values() for k in o)  # the runner adds rate, steps, seed
     if a.name.startswith(lb.UNSTABLE):
       assert a.base.train.grad_clip == 0 and m.load_balance_coef == lb.SWITCH_ALPHA
