@@ -16,8 +16,8 @@ the anisotropic residual stream a transformer's router reads. On centred inputs 
 (linear, no bias) cannot collapse: an expert that wins at x (largest w_i . x) loses at -x, so by the
 inputs' symmetry no expert gets more than half the tokens (max/mean <= E / 2), and the 2026-11-26 run
 saw no rise at all (none - frozen +0.014 [-0.087, +0.115]; history.md); with the offset, w_i . c acts as
-the bias a collapse needs. A random router then starts unbalanced
-(the frozen control keeps that level: collapse is still measured as the change training causes).
+the bias a collapse needs. A random router then starts unbalanced (the frozen control keeps that level:
+collapse is still measured as the change training causes).
 The z-loss arms keep centred inputs: their rate band was found there, and their question (instability,
 not load) does not need the offset.
 
