@@ -368,3 +368,37 @@ def test_a_verdict_that_no_compute_can_fix_gets_no_extension():
   shared = stats.gate(_verdict(0.5, ('a', 'b')), [dataclasses.replace(unstable, points=('a', 'b'))])
   new, _ = regime.extend(st, regime.fixable([pinned, shared]), POLICY)
   assert new['a'].steps == new['b'].steps == 200
+
+
+def test_over_the_cap_the_rate_extensions_alone_run_first():
+  """a is at its grid's top and (a, b) is unstable: the whole extension (a new rate for a, T doubled for both)
+  costs 5,200 run-seconds at 1 s per step and 4 seeds, the new rate alone 600 ((50 + 100) steps x 4 seeds).
+  A cap between the two runs the rate alone; a cap below both returns the whole extension (the loop stops)."""
+  st = state(('a', 'b'))
+  edge = stats.Check('a: edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
+  unstable = stats.Check('stable', False, 'x', remedy=stats.DOUBLE_STEPS, points=('a', 'b'))
+  v = stats.gate(_verdict(0.5, ('a', 'b')), [edge, unstable])
+  chosen, per_step = {'a': 1e-1, 'b': 1e-2}, lambda p: 1.0
+
+  def ext(cap, spent=0.0):
+    return regime.next_extension(st, [v], dataclasses.replace(POLICY, cap_s=cap), chosen, per_step, spent)
+
+  whole = ext(1e9)
+  assert whole.cost == 5200 and not whole.rates_only and len(whole.actions) == 3
+  assert whole.state['a'].steps == whole.state['b'].steps == 200
+  part = ext(1000)
+  assert part.rates_only and part.cost == 600 and len(part.actions) == 1 and 'added above' in part.actions[0]
+  assert part.state['a'].rates == [*RATES, RATES[-1] * 3] and part.state['a'].steps == part.state['b'].steps == 100
+  assert ext(1000, spent=500) == whole  # 500 + 600 passes the cap too: the loop stops on the whole extension
+
+
+def test_loop_runs_the_rate_extensions_alone_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):
+  """At 1 run-second per step and nothing spent, pass 0's whole extension (a rate below each point's grid and T
+  doubled: 224 run-seconds) passes a cap of 100, its rates alone (48) do not: they run, and report.md says so."""
+  monkeypatch.setattr(runner, '_seconds_per_step', lambda frame: lambda p: 1.0)
+  monkeypatch.setattr(runner, '_spent', lambda outdir: 0.0)
+  report = runner.run_study(_study(cap_s=100, level=12), str(tmp_path), 'smoke', progress=False)
+  first = report['regime']['iterations'][0]
+  assert first['rates_only'] and first['next_cost_s'] == 48 and all('added below' in a for a in first['actions'])
+  assert {p['point']: p['steps'] for p in report['regime']['points']} == {'main: f4': 8, 'main: f8': 8}
+  assert 'rate extensions only' in (tmp_path / 'tiny' / 'report.md').read_text()

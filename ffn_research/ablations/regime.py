@@ -23,6 +23,7 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
   others: an edge at 2T restores the dropped rate beyond it before any new rate is added).
 - `extend`: a new state from the remedies of the failed checks of the verdicts that more compute can
   still make valid (`fixable`: every failed check of the verdict has a remedy); `plan` the runs of a state.
+  `next_extension`: the whole extension, or its rate extensions alone when only those fit the cap.
 
 The runner (ablations/runner.py) loops: run the plan, tune, judge, extend, until every check passes,
 no invalid verdict has every failed check remediable, or the next extension would pass the cap; it records every
@@ -413,3 +414,39 @@ def estimate_cost(
 ) -> float:
   """Run-seconds of `runs` (each over `seeds` seeds) at each point's measured seconds per step."""
   return float(sum(seconds_per_step(p) * steps * seeds for p, rs in runs.items() for _, steps in rs))
+
+
+@dataclasses.dataclass(frozen=True)
+class Extension:
+  """The next pass's state, what it adds and why, its new runs and their estimated run-seconds."""
+
+  state: dict[str, PointState]
+  actions: list[str]
+  runs: dict[str, list[tuple[float, int]]]
+  cost: float
+  rates_only: bool = False  # the whole extension passed the cap; its rate extensions alone fit
+
+
+def next_extension(
+  state: Mapping[str, PointState],
+  verdicts: Sequence[stats.Verdict],
+  regime: Regime,
+  chosen: Mapping[str, float],
+  seconds_per_step: Callable[[str], float],
+  spent: float,
+) -> Extension:
+  """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
+  pass the cap but the rate extensions among them fit, those alone: a doubling is read at the rate chosen at T,
+  so a rate at its grid's edge is settled first, and the cap then stops the loop before the doubling."""
+
+  def build(checks: Sequence[stats.Check], rates_only: bool = False) -> Extension:
+    new, actions = extend(state, checks, regime, chosen)
+    runs = new_runs(state, new)
+    return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, regime.seeds), rates_only)
+
+  checks = fixable(verdicts)
+  whole = build(shared_budgets(checks, verdicts))
+  if spent + whole.cost <= regime.cap_s:
+    return whole
+  part = build([c for c in checks if c.remedy in (stats.LOWER_RATE, stats.HIGHER_RATE)], rates_only=True)
+  return part if part.actions and spent + part.cost <= regime.cap_s else whole

@@ -188,7 +188,9 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
   ]
   for it in r['iterations']:
     failed = '; '.join(it['failed']) or '–'
-    then = '; '.join(it['actions']) or '–'
+    then = ('(rate extensions only: the whole extension passed the cap) ' if it.get('rates_only') else '') + (
+      '; '.join(it['actions']) or '–'
+    )
     lines.append(
       f'| {it["iteration"]} | {it["runs_planned"]} | {it["runs_run"]} | {it["wall_s"]:.0f} | '
       f'{failed.replace("|", "/")} | {then.replace("|", "/")} |'
@@ -532,12 +534,9 @@ def _regime_loop(
     tuning = regime_lib.tune(frame, state, regime)
     verdicts, full, half = _judge(study, frame, tuning, state, regime, scale, points)
     failed = [c for v in verdicts for c in v.failed_checks]
-    fixable = regime_lib.fixable(verdicts)
     chosen = {t['point']: t['rate'] for _, t in tuning[tuning['level'] == regime_lib.FULL].iterrows()}
-    new_state, actions = regime_lib.extend(state, regime_lib.shared_budgets(fixable, verdicts), regime, chosen)
-    added = regime_lib.new_runs(state, new_state)
-    cost = regime_lib.estimate_cost(added, _seconds_per_step(frame), regime.seeds)
     spent = _spent(outdir)
+    ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent)
     entry = {
       'iteration': len(rec['iterations']),
       'runs_planned': int(len(frame)),
@@ -546,17 +545,20 @@ def _regime_loop(
       'spent_s': spent,
       'failed': sorted({f'{c.name}' for c in failed}),
       'actions': [],
-      'next_cost_s': cost,
+      'next_cost_s': ext.cost,
     }
-    stopped, nxt = _stop_reason(failed, actions, added, spent, cost, regime)
+    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, regime)
     if not stopped:
-      entry['actions'] = actions
+      entry['actions'] = ext.actions
+      entry['rates_only'] = ext.rates_only
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
       rec['iterations'].append(entry)  # a resumed pass with nothing to run is not a new iteration
     if stopped:
-      return _LoopEnd(frame, tuning, full, half, verdicts, state, stopped, nxt, cost, spent)
-    log(f'{study.name}: extending: ' + '; '.join(actions) + f' (~{cost:.0f} run-seconds; spent {spent:.0f})')
-    rec['state'] = new_state
+      return _LoopEnd(frame, tuning, full, half, verdicts, state, stopped, nxt, ext.cost, spent)
+    why = ' (the whole extension passes the cap: its rate extensions alone)' if ext.rates_only else ''
+    cost = f' (~{ext.cost:.0f} run-seconds; spent {spent:.0f})'
+    log(f'{study.name}: extending{why}: ' + '; '.join(ext.actions) + cost)
+    rec['state'] = ext.state
     tick()
 
 
