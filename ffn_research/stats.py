@@ -108,6 +108,7 @@ class Verdict:
   boundaries: tuple[float, ...] = ()  # the edges of the rule's region (where its outcome changes)
   rule_outcome: str = ''  # the rule's own outcome, before gate and holm ('' = `outcome`)
   points: tuple[str, ...] = ()  # the points whose runs the statistic reads (the regime checks them)
+  settled: dict[str, str] = dataclasses.field(default_factory=dict)  # point -> why no rate there can move the statistic
 
   def to_dict(self) -> dict[str, Any]:
     d = dataclasses.asdict(self)
@@ -135,6 +136,7 @@ class Verdict:
       boundaries=tuple(nan(b) for b in d.get('boundaries') or ()),
       rule_outcome=d.get('rule_outcome') or '',
       points=tuple(d.get('points') or ()),
+      settled=dict(d.get('settled') or {}),
     )
 
   @property

@@ -147,6 +147,22 @@ def test_peaks_read_every_seed_at_the_mean_peak():
   assert sorted(top['bits_stored']) == [300.0, 400.0, 400.0] and set(top[mc.N]) == {1024}
 
 
+def test_an_n_whose_every_fact_is_below_the_peak_is_settled():
+  # V = 256: N facts hold at most 8 N bits. Size 100 peaks at N = 1,024 (3,500 bits): N = 128 (1,024 bits at
+  # most) cannot be the peak at any rate, N = 512 (4,096) could; size 200 peaks at N = 128: nothing settled.
+  bits = {(100, 128): 1000.0, (100, 512): 3000.0, (100, 1024): 3500.0, (200, 128): 1020.0, (200, 512): 900.0}
+  mem = pd.DataFrame(
+    [
+      {mc.SIZE: size, mc.N: n, mc.SEED: s, 'point': f'e_n{n}: {size}', 'bits_stored': b + s}
+      for (size, n), b in bits.items()
+      for s in range(3)
+    ]
+  )
+  got = mc.settled(mem, 256)
+  assert list(got) == ['e_n128: 100'] and got['e_n128: 100'].startswith('N = 128 cannot be the peak at any rate')
+  assert '1024 bits < 3501 at N = 1024' in got['e_n128: 100']
+
+
 def test_capacity_checks_make_the_verdict_invalid():
   steep = mc.rules(_sel(power=1.4), 'full')[0]  # bits not proportional to params
   assert steep.outcome == INV and 'bits proportional to params' in steep.detail

@@ -48,6 +48,10 @@ Verdict rules (fixed before the run; Holm over all of them):
      check: the comparison is at matched size, and 3 MoE sizes over 2x cannot give a narrow slope CI.
 (b): a peak at the largest N fails if it rises >= 5% over the next N; a peak at the smallest N fails unless
 its bits exceed (N/2) log2 V, all that a grid point below could hold.
+Rate edges: a verdict reads a size only at its peak N, so an N whose every fact stored (N log2 V bits) is below
+the size's peak bits at another N cannot be the peak at any rate, and its rate edge is not a failed check (`settled`;
+decided 2026-11-26 after the second run, whose E = 1,000 points N = 512 at d_ff 64 and N = 1,024 at d_ff 128,
+each fitting (nearly) every fact, chose the top rate on the loss while no rate could make them the peak).
 History: docs/results/memorization_capacity/history.md.
 """
 
@@ -247,6 +251,19 @@ def peaks(mem: pd.DataFrame) -> pd.DataFrame:
   return mem.merge(top, on=[SIZE, N])
 
 
+def settled(mem: pd.DataFrame, values: int) -> dict[str, str]:
+  """{point: why}: per size, the N whose every fact stored (N log2 V bits) is below the size's peak bits at another
+  N cannot be the peak at any rate (the peak can only rise with more rates: tuning maximises its mean bits)."""
+  out = {}
+  for size, g in mem.groupby(SIZE):
+    m = g.groupby(N)['bits_stored'].mean()
+    for n, pts in g.groupby(N)['point']:
+      if n * math.log2(values) < m.max():
+        why = f'N log2 V = {n * math.log2(values):.0f} bits < {m.max():.0f} at N = {m.idxmax()} ({size} params)'
+        out.update(dict.fromkeys(pts.unique(), f'N = {n} cannot be the peak at any rate: {why}'))
+  return out
+
+
 def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check:
   """Check (b): per size, the N with most bits (mean over seeds) is bracketed by the N grid (module docstring)."""
   bad, where = [], []
@@ -333,7 +350,10 @@ def capacity_verdict(mem: pd.DataFrame, exposures: int, s: Settings) -> stats.Ve
     )
   check, slope = proportional_check(top, f'{exposures} exposures', points)
   v = dataclasses.replace(
-    v, extra={'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]}, points=tuple(points)
+    v,
+    extra={'slope': slope.statistic, 'slope_ci_lo': slope.ci[0], 'slope_ci_hi': slope.ci[1]},
+    points=tuple(points),
+    settled=settled(g, s['values']),
   )
   return stats.gate(v, [check, peak_inside_check(g, f'{exposures} exposures', s['values'])])
 
@@ -427,6 +447,7 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
     boundaries=(floor,),
     points=tuple(f'{arm_name(e, n, top_k)}: d_e={w}' for n in s['moe_facts'][top_k] for w in s['moe_d_es'])
     + tuple(dense_label(e, n, f) for f, ns in s['d_ffs'].items() for n in ns),
+    settled={**settled(moe, s['values']), **settled(dense, s['values'])},
   )
   return stats.gate(
     v,

@@ -436,6 +436,14 @@ def _seconds_per_step(frame: pd.DataFrame):
   return lambda p: float(per_arm.get(arm_of.get(p), overall))
 
 
+def _rate_check(point: str, v: verdict_lib.Verdict, frame: pd.DataFrame, s, regime) -> verdict_lib.Check:
+  """regime.inside_grid, passed with its reason where the verdict says no rate at `point` can move its statistic."""
+  c = regime_lib.inside_grid(point, frame, s, regime)
+  if c.passed or point not in v.settled:
+    return c
+  return verdict_lib.Check(c.name, True, f'{c.detail}; not needed: {v.settled[point]}')
+
+
 def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, regime, scale: str, points):
   """The study's verdicts at T, each gated on its points' rate checks and on its stability from T/2 to T."""
   full, half = (regime_lib.select(frame, tuning, lv) for lv in (regime_lib.FULL, regime_lib.HALF))
@@ -452,7 +460,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
       raise ValueError(
         f'{study.name}: verdict {vf.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
       )
-    checks = [regime_lib.inside_grid(p, frame, state[p], regime) for p in vf.points if points[p][0].tuned]
+    checks = [_rate_check(p, vf, frame, state[p], regime) for p in vf.points if points[p][0].tuned]
     factor = {p: points[p][0].steps_factor for p in vf.points}
     checks += [
       regime_lib.coverage(vf, full, regime.seeds),
