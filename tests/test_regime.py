@@ -375,35 +375,39 @@ def test_a_verdict_that_no_compute_can_fix_gets_no_extension():
   assert new['a'].steps == new['b'].steps == 200
 
 
-def test_over_the_cap_the_rate_extensions_alone_run_first():
-  """a is at its grid's top and (a, b) is unstable: the whole extension (a new rate for a, T doubled for both)
-  costs 5,200 run-seconds at 1 s per step and 4 seeds, the new rate alone 600 ((50 + 100) steps x 4 seeds).
-  A cap between the two runs the rate alone; a cap below both returns the whole extension (the loop stops)."""
-  st = state(('a', 'b'))
+def test_over_the_cap_the_part_that_fits_runs_rates_first_then_the_cheapest_doublings():
+  """Verdict 1 reads (a, b): a at its grid's top, (a, b) unstable; verdict 2 reads c, unstable. At 1 s per step and
+  4 seeds: a's new rate costs 600 ((50 + 100) steps x 4), c's doubling 2,400 (3 rates x 200 x 4), verdict 1's
+  doubling with the new rate 5,200 (a: 0.3 at 100 + 3 rates at 200; b: 3 rates at 200), 7,600 in all. Over
+  the cap, the rate runs first, then c's doubling if it fits; verdict 1's doubling waits for its rate."""
+  st = state(('a', 'b', 'c'))
   edge = stats.Check('a: edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
   unstable = stats.Check('stable', False, 'x', remedy=stats.DOUBLE_STEPS, points=('a', 'b'))
-  v = stats.gate(_verdict(0.5, ('a', 'b')), [edge, unstable])
-  chosen, per_step = {'a': 1e-1, 'b': 1e-2}, lambda p: 1.0
+  v1 = stats.gate(_verdict(0.5, ('a', 'b')), [edge, unstable])
+  v2 = stats.gate(_verdict(0.5, ('c',)), [dataclasses.replace(unstable, points=('c',))])
+  chosen, per_step = {'a': 1e-1, 'b': 1e-2, 'c': 1e-2}, lambda p: 1.0
 
   def ext(cap, spent=0.0):
-    return regime.next_extension(st, [v], dataclasses.replace(POLICY, cap_s=cap), chosen, per_step, spent)
+    return regime.next_extension(st, [v1, v2], dataclasses.replace(POLICY, cap_s=cap), chosen, per_step, spent)
 
   whole = ext(1e9)
-  assert whole.cost == 5200 and not whole.rates_only and len(whole.actions) == 3
-  assert whole.state['a'].steps == whole.state['b'].steps == 200
-  part = ext(1000)
-  assert part.rates_only and part.cost == 600 and len(part.actions) == 1 and 'added above' in part.actions[0]
-  assert part.state['a'].rates == [*RATES, RATES[-1] * 3] and part.state['a'].steps == part.state['b'].steps == 100
-  assert ext(1000, spent=500) == whole  # 500 + 600 passes the cap too: the loop stops on the whole extension
+  assert whole.cost == 7600 and not whole.partial and len(whole.actions) == 4
+  assert [whole.state[p].steps for p in 'abc'] == [200, 200, 200]
+  both = ext(3000)
+  assert both.partial and both.cost == 3000 and [both.state[p].steps for p in 'abc'] == [100, 100, 200]
+  assert both.state['a'].rates == [*RATES, RATES[-1] * 3] and len(both.actions) == 2
+  rate = ext(2999)
+  assert rate.partial and rate.cost == 600 and len(rate.actions) == 1 and 'added above' in rate.actions[0]
+  assert ext(1000, spent=500) == whole  # 500 + 600 passes the cap, and c's doubling alone too: the loop stops
 
 
-def test_loop_runs_the_rate_extensions_alone_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):
+def test_loop_runs_the_part_that_fits_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):
   """At 1 run-second per step and nothing spent, pass 0's whole extension (a rate below each point's grid and T
   doubled: 224 run-seconds) passes a cap of 100, its rates alone (48) do not: they run, and report.md says so."""
   monkeypatch.setattr(runner, '_seconds_per_step', lambda frame: lambda p: 1.0)
   monkeypatch.setattr(runner, '_spent', lambda outdir: 0.0)
   report = runner.run_study(_study(cap_s=100, level=12), str(tmp_path), 'smoke', progress=False)
   first = report['regime']['iterations'][0]
-  assert first['rates_only'] and first['next_cost_s'] == 48 and all('added below' in a for a in first['actions'])
+  assert first['partial'] and first['next_cost_s'] == 48 and all('added below' in a for a in first['actions'])
   assert {p['point']: p['steps'] for p in report['regime']['points']} == {'main: f4': 8, 'main: f8': 8}
-  assert 'rate extensions only' in (tmp_path / 'tiny' / 'report.md').read_text()
+  assert 'the part that fits' in (tmp_path / 'tiny' / 'report.md').read_text()

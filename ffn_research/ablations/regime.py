@@ -23,7 +23,7 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
   others: an edge at 2T restores the dropped rate beyond it before any new rate is added).
 - `extend`: a new state from the remedies of the failed checks of the verdicts that more compute can
   still make valid (`fixable`: every failed check of the verdict has a remedy); `plan` the runs of a state.
-  `next_extension`: the whole extension, or its rate extensions alone when only those fit the cap.
+  `next_extension`: the whole extension, or the part that fits the cap (rates first, then the cheapest doublings).
 
 The runner (ablations/runner.py) loops: run the plan, tune, judge, extend, until every check passes,
 no invalid verdict has every failed check remediable, or the next extension would pass the cap; it records every
@@ -424,7 +424,11 @@ class Extension:
   actions: list[str]
   runs: dict[str, list[tuple[float, int]]]
   cost: float
-  rates_only: bool = False  # the whole extension passed the cap; its rate extensions alone fit
+  partial: bool = False  # the whole extension passed the cap: this is the part of it that fits
+
+
+def _is_rate(c: stats.Check) -> bool:
+  return c.remedy in (stats.LOWER_RATE, stats.HIGHER_RATE)
 
 
 def next_extension(
@@ -436,17 +440,27 @@ def next_extension(
   spent: float,
 ) -> Extension:
   """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
-  pass the cap but the rate extensions among them fit, those alone: a doubling is read at the rate chosen at T,
-  so a rate at its grid's edge is settled first, and the cap then stops the loop before the doubling."""
+  pass the cap, the part that fits: every rate extension first (a doubling is read at the rate chosen at T, so a
+  rate at its grid's edge is settled before it), then the doublings of the verdicts whose rates are settled, the
+  cheapest verdict first, while the cap allows. None fits: the whole extension (the loop stops on it)."""
 
-  def build(checks: Sequence[stats.Check], rates_only: bool = False) -> Extension:
-    new, actions = extend(state, checks, regime, chosen)
+  def build(checks: Sequence[stats.Check], partial: bool = False) -> Extension:
+    new, actions = extend(state, shared_budgets(checks, verdicts), regime, chosen)
     runs = new_runs(state, new)
-    return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, regime.seeds), rates_only)
+    return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, regime.seeds), partial)
 
-  checks = fixable(verdicts)
-  whole = build(shared_budgets(checks, verdicts))
+  fits = lambda e: bool(e.actions) and spent + e.cost <= regime.cap_s
+  whole = build(fixable(verdicts))
   if spent + whole.cost <= regime.cap_s:
     return whole
-  part = build([c for c in checks if c.remedy in (stats.LOWER_RATE, stats.HIGHER_RATE)], rates_only=True)
-  return part if part.actions and spent + part.cost <= regime.cap_s else whole
+  fix = [v for v in verdicts if v.failed_checks and all(c.remedy for c in v.failed_checks)]
+  take = [c for v in fix for c in v.failed_checks if _is_rate(c)]
+  settled = [v.failed_checks for v in fix if not any(map(_is_rate, v.failed_checks))]
+  best = build(take, partial=True) if take else None
+  if best is None or not fits(best):
+    take, best = [], None
+  for more in sorted(settled, key=lambda cs: build(cs).cost):
+    trial = build([*take, *more], partial=True)
+    if fits(trial):
+      take, best = [*take, *more], trial
+  return best or whole

@@ -188,7 +188,8 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
   ]
   for it in r['iterations']:
     failed = '; '.join(it['failed']) or '–'
-    then = ('(rate extensions only: the whole extension passed the cap) ' if it.get('rates_only') else '') + (
+    part = it.get('partial') or it.get('rates_only')  # rates_only: the key's name until 2026-11-26 22:40
+    then = ('(the part that fits: the whole extension passed the cap) ' if part else '') + (
       '; '.join(it['actions']) or '–'
     )
     lines.append(
@@ -558,12 +559,12 @@ def _regime_loop(
     stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, regime)
     if not stopped:
       entry['actions'] = ext.actions
-      entry['rates_only'] = ext.rates_only
+      entry['partial'] = ext.partial
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
       rec['iterations'].append(entry)  # a resumed pass with nothing to run is not a new iteration
     if stopped:
       return _LoopEnd(frame, tuning, full, half, verdicts, state, stopped, nxt, ext.cost, spent)
-    why = ' (the whole extension passes the cap: its rate extensions alone)' if ext.rates_only else ''
+    why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''
     cost = f' (~{ext.cost:.0f} run-seconds; spent {spent:.0f})'
     log(f'{study.name}: extending{why}: ' + '; '.join(ext.actions) + cost)
     rec['state'] = ext.state
