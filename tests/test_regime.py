@@ -411,3 +411,22 @@ def test_loop_runs_the_part_that_fits_when_the_whole_step_passes_the_cap(tmp_pat
   assert first['partial'] and first['next_cost_s'] == 48 and all('added below' in a for a in first['actions'])
   assert {p['point']: p['steps'] for p in report['regime']['points']} == {'main: f4': 8, 'main: f8': 8}
   assert 'the part that fits' in (tmp_path / 'tiny' / 'report.md').read_text()
+  finished = runner._finished(str(tmp_path / 'tiny'), runner._points(_study(100, 12).arms('smoke')), 2, 0)
+  assert finished('main: f4', 1e-3, 8) and finished('main: f8', 1e-3 / 3, 4) and not finished('main: f4', 1e-3, 16)
+  assert not runner._finished(str(tmp_path / 'tiny'), runner._points(_study(100, 12).arms('smoke')), 3, 0)(
+    'main: f4', 1e-3, 8
+  )  # a third seed never ran
+
+
+def test_an_extension_costs_nothing_for_runs_already_on_disk():
+  """The doubling of verdict 2 (c to 200 steps, 3 rates x 200 x 4 seeds = 2,400) costs 800 when two of its
+  rates' runs are finished on disk (a resumed loop, or a rate a doubling dropped and an edge restored)."""
+  st = state(('c',))
+  v = stats.gate(_verdict(0.5, ('c',)), [stats.Check('stable', False, 'x', remedy=stats.DOUBLE_STEPS, points=('c',))])
+  done = lambda p, rate, steps: steps == 200 and rate < 0.05
+
+  def ext(finished):
+    return regime.next_extension(st, [v], POLICY, {'c': 1e-2}, lambda p: 1.0, 0.0, finished)
+
+  assert ext(lambda *a: False).cost == 2400 and ext(done).cost == 800
+  assert ext(done).runs == {'c': [(pytest.approx(0.1), 200)]} and ext(done).state['c'].steps == 200

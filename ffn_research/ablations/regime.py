@@ -402,8 +402,8 @@ def extend(
 
 
 def new_runs(old: Mapping[str, PointState], new: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
-  """{point: [(rate, steps)]} that `new` plans and `old` did not (a restored rate's T/2 run is counted although an
-  earlier pass ran it: the finished run is reused, so a cost estimate from this errs high)."""
+  """{point: [(rate, steps)]} that `new` plans and `old` did not (a restored rate's T/2 run among them although an
+  earlier pass ran it: `next_extension` leaves out the runs finished on disk)."""
   before, after = plan(old), plan(new)
   out = {p: [rb for rb in runs if rb not in set(before.get(p, ()))] for p, runs in after.items()}
   return {p: runs for p, runs in out.items() if runs}
@@ -438,15 +438,17 @@ def next_extension(
   chosen: Mapping[str, float],
   seconds_per_step: Callable[[str], float],
   spent: float,
+  finished: Callable[[str, float, int], bool] = lambda p, rate, steps: False,
 ) -> Extension:
   """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
   pass the cap, the part that fits: every rate extension first (a doubling is read at the rate chosen at T, so a
   rate at its grid's edge is settled before it), then the doublings of the verdicts whose rates are settled, the
-  cheapest verdict first, while the cap allows. None fits: the whole extension (the loop stops on it)."""
+  cheapest verdict first, while the cap allows. None fits: the whole extension (the loop stops on it).
+  `finished(point, rate, steps)`: every seed of that run is on disk already (it costs nothing)."""
 
   def build(checks: Sequence[stats.Check], partial: bool = False) -> Extension:
     new, actions = extend(state, shared_budgets(checks, verdicts), regime, chosen)
-    runs = new_runs(state, new)
+    runs = {p: left for p, rs in new_runs(state, new).items() if (left := [rb for rb in rs if not finished(p, *rb)])}
     return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, regime.seeds), partial)
 
   fits = lambda e: bool(e.actions) and spent + e.cost <= regime.cap_s

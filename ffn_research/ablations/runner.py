@@ -425,6 +425,20 @@ def _spent(outdir: str) -> float:
   return total
 
 
+def _finished(outdir: str, points, seeds: int, seed_offset: int) -> Callable[[str, float, int], bool]:
+  """(point, rate, steps) -> every seed of that run is finished on disk (an extension reuses it at no cost)."""
+
+  def finished(p: str, rate: float, steps: int) -> bool:
+    arm, o = points[p]
+    runs = os.path.join(outdir, arm.name, 'runs')
+    return all(
+      io_lib.RunDir(os.path.join(runs, sweep_lib.run_name(_overrides(arm, o, rate, steps, s)))).finished()
+      for s in range(seed_offset, seed_offset + seeds)
+    )
+
+  return finished
+
+
 def _seconds_per_step(frame: pd.DataFrame):
   """point -> measured run-seconds per step (the point's arm, else every run)."""
   ok = (
@@ -545,7 +559,8 @@ def _regime_loop(
     failed = [c for v in verdicts for c in v.failed_checks]
     chosen = {t['point']: t['rate'] for _, t in tuning[tuning['level'] == regime_lib.FULL].iterrows()}
     spent = _spent(outdir)
-    ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent)
+    done = _finished(outdir, points, regime.seeds, seed_offset)
+    ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done)
     entry = {
       'iteration': len(rec['iterations']),
       'runs_planned': int(len(frame)),
