@@ -457,11 +457,11 @@ def next_extension(
     return whole
   fix = [v for v in verdicts if v.failed_checks and all(c.remedy for c in v.failed_checks)]
   take = [c for v in fix for c in v.failed_checks if _is_rate(c)]
-  settled = [v.failed_checks for v in fix if not any(map(_is_rate, v.failed_checks))]
+  ready = [v.failed_checks for v in fix if not any(map(_is_rate, v.failed_checks))]  # rates settled
   best = build(take, partial=True) if take else None
   if best is None or not fits(best):
     take, best = [], None
-  for more in sorted(settled, key=lambda cs: build(cs).cost):
+  for more in sorted(ready, key=lambda cs: build(cs).cost):
     trial = build([*take, *more], partial=True)
     if fits(trial):
       take, best = [*take, *more], trial
