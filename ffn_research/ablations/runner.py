@@ -15,6 +15,7 @@ import collections
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import datetime
+import functools
 import glob
 import hashlib
 import inspect
@@ -426,8 +427,10 @@ def _spent(outdir: str) -> float:
 
 
 def _finished(outdir: str, points, seeds: int, seed_offset: int) -> Callable[[str, float, int], bool]:
-  """(point, rate, steps) -> every seed of that run is finished on disk (an extension reuses it at no cost)."""
+  """(point, rate, steps) -> every seed of that run is finished on disk (an extension reuses it at no cost); cached,
+  since next_extension prices several candidate extensions that share runs."""
 
+  @functools.cache
   def finished(p: str, rate: float, steps: int) -> bool:
     arm, o = points[p]
     runs = os.path.join(outdir, arm.name, 'runs')
