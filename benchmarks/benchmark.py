@@ -732,10 +732,9 @@ def sweep_rows(size):
 def machine_info():
   import jax
 
-  cpu = platform.processor() or platform.machine()
-  with contextlib.suppress(OSError):
-    with open('/proc/cpuinfo', encoding='utf-8') as fh:
-      cpu = next((line.split(':', 1)[1].strip() for line in fh if line.startswith('model name')), cpu)
+  from ffn_research import io as io_lib
+
+  cpu = io_lib.cpu_name()
   devices = jax.devices()
   return {
     'cpu': cpu,

@@ -305,10 +305,9 @@ def machine_info() -> dict:
 
   import jax
 
-  cpu = platform.processor() or platform.machine()
-  with contextlib.suppress(OSError):
-    with open('/proc/cpuinfo', encoding='utf-8') as fh:
-      cpu = next((line.split(':', 1)[1].strip() for line in fh if line.startswith('model name')), cpu)
+  from ffn_research import io as io_lib
+
+  cpu = io_lib.cpu_name()
   try:
     torch_version = importlib.metadata.version('torch')
   except importlib.metadata.PackageNotFoundError:

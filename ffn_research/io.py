@@ -2,6 +2,7 @@
 for a sweep's runs), workdir locks; no file is held open between writes but a lock; each fault
 (corrupt file, busy or unusable workdir) is one line naming the path."""
 
+import contextlib
 import datetime
 import fcntl
 import functools
@@ -10,6 +11,7 @@ import io
 import json
 import math
 import os
+import platform
 import shutil
 import socket
 import sys
@@ -604,3 +606,12 @@ class Checkpointer:
     if self.manager is not None:
       self.manager.close()
       self.manager = None
+
+
+def cpu_name() -> str:
+  """The CPU's model name (/proc/cpuinfo's `model name`), else platform.processor() or the architecture."""
+  cpu = platform.processor() or platform.machine()
+  with contextlib.suppress(OSError):
+    with open('/proc/cpuinfo', encoding='utf-8') as fh:
+      cpu = next((line.split(':', 1)[1].strip() for line in fh if line.startswith('model name')), cpu)
+  return cpu

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ffn_research import ablations
+from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import stats
 from ffn_research import sweep
@@ -192,3 +193,6 @@ def test_smoke_through_entry_point(tmp_path):
     if r['point'].startswith('relu'):
       assert 0.3 < r['init'] < 0.7 and r['end'] == pytest.approx(r['pre-act > 0'])  # relu(z) != 0 iff z > 0
   assert (tmp_path / 'activation_sparsity' / 'density_vs_size.png').exists()
+  relu = pd.read_csv(tmp_path / 'activation_sparsity' / 'relu' / 'results.csv')
+  assert (relu['sweep_padded_d_ff'] == relu['model.d_ff']).all()  # the arm's pad_flops_factor 1: no padding
+  assert io_lib.cpu_name() in (tmp_path / 'activation_sparsity' / 'report.md').read_text()

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import loop
+from ffn_research import programs
 from ffn_research import stats
 from ffn_research.ablations import regime as regime_lib
 
@@ -56,6 +57,7 @@ class Arm:
   budget: Callable[[int], dict[str, Any]] | None = None  # steps -> overrides of that budget (default: budget())
   rates: tuple[float, ...] | None = None  # this arm's starting grid (default: the regime's)
   steps_factor: int = 1  # this arm's starting T is regime.steps * steps_factor
+  pad_flops_factor: float = programs.PAD_FLOPS_FACTOR  # sweep.run_sweep's d_ff padding bound (1.0: none)
 
   def label(self, point: str) -> str:
     """The point's name across the study: 'arm: point' ('arm' for a point labelled '')."""

@@ -92,7 +92,7 @@ def environment() -> dict[str, Any]:
     load = None
   return {
     'machine': f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores',
-    'processor': platform.processor() or platform.machine(),
+    'processor': io_lib.cpu_name(),
     'load_average_at_start': load,
     'python': platform.python_version(),
     'jax': jax.__version__,
@@ -401,7 +401,9 @@ def _run_pass(
     done = sum(bool(io_lib.RunDir(os.path.join(sweep_dir, 'runs', n)).finished()) for n in label)
     todo += len(label) - done
     log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(arm_runs)} runs, {done} already finished')
-    sweep_lib.run_sweep(arm.base, [o for _, o in arm_runs], sweep_dir, progress=progress)
+    sweep_lib.run_sweep(
+      arm.base, [o for _, o in arm_runs], sweep_dir, pad_flops_factor=arm.pad_flops_factor, progress=progress
+    )
     tick()
     f = analysis_lib.load_results(sweep_dir)
     f['arm'], f['point'] = name, f['name'].map(label)
