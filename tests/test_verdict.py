@@ -362,7 +362,11 @@ def test_published_reports_still_render(path):
 def test_results_section_renders_published_reports():
   section = runner.results_section(REPO)
   for path in glob.glob(os.path.join(REPO, 'docs', 'results', '*', 'report.json')):
-    assert f'### {json.loads(open(path, encoding="utf-8").read())["name"]}' in section
+    r = json.loads(open(path, encoding='utf-8').read())
+    assert f'### {r["name"]}' in section
+    env = r['environment']  # the CPU model where the report named one (not just the architecture again)
+    named = env['processor'] not in env['machine']
+    assert (f'{env["machine"]}, {env["processor"]}' in section) == named
 
 
 def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():

@@ -841,9 +841,11 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
       lines += [f'![{f["caption"]}]({rel}/{f["file"]})', '']
     load = env.get('load_average_at_start')
     load = f' (load average {load[0]} at start)' if load else ''
+    cpu = env.get('processor', '')
+    cpu = f', {cpu}' if cpu and cpu not in env['machine'] else ''  # reports before io.cpu_name held the architecture
     total = r.get('total_wall_time_s', r['wall_time_s'])
     lines += [
-      f'{env["machine"]}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
+      f'{env["machine"]}{cpu}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
       f'{total:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
       f'Full report: [{rel}/report.md]({rel}/report.md).',
       '',
