@@ -57,6 +57,10 @@ CONFIDENCE = 0.95
 ALPHA = 0.05  # familywise error rate of the Holm correction
 DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE = 'double_steps', 'lower_rate', 'higher_rate'
 REMEDIES = (DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE)  # a failed check's `remedy` (ablations/regime.py applies it)
+SIGN, MAGNITUDE, EXISTENCE = 'sign', 'magnitude', 'existence'  # a claim's kind: how its budget ladder is judged
+KINDS = (SIGN, MAGNITUDE, EXISTENCE)
+PREMISE = 'premise'  # Check.role of a positive control: the setup can show the claimed effect
+BCA_MIN_SEEDS = 10  # below this, bootstrap intervals are replaced by t on a transformed scale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +72,8 @@ class Check:
   detail: str
   remedy: str = ''  # what more compute could fix a failure: one of REMEDIES, or '' (nothing)
   points: tuple[str, ...] = ()  # the points (study.point_label) the remedy applies to
+  role: str = ''  # PREMISE: a positive control of the verdict; '' a check of the measurement or the regime
+  demote: str = INVALID  # what a failure makes of the verdict: INVALID, or INCONCLUSIVE (noise, not the setup)
 
   def to_dict(self) -> dict[str, Any]:
     return {
@@ -76,6 +82,8 @@ class Check:
       'detail': self.detail,
       'remedy': self.remedy,
       'points': list(self.points),
+      'role': self.role,
+      'demote': self.demote,
     }
 
   @classmethod
@@ -86,6 +94,8 @@ class Check:
       str(d.get('detail', '')),
       str(d.get('remedy') or ''),
       tuple(d.get('points') or ()),
+      str(d.get('role') or ''),
+      str(d.get('demote') or INVALID),
     )
 
 
@@ -109,6 +119,10 @@ class Verdict:
   rule_outcome: str = ''  # the rule's own outcome, before gate and holm ('' = `outcome`)
   points: tuple[str, ...] = ()  # the points whose runs the statistic reads (the regime checks them)
   settled: dict[str, str] = dataclasses.field(default_factory=dict)  # point -> why no rate there can move the statistic
+  kind: str = ''  # one of KINDS (the study's declaration; the runner sets it)
+  scope: str = ''  # what was tested, in words: the toy, its sizes, its budget, what is matched and what not
+  premise: str = ''  # the positive control the verdict rests on, in words (its numbers are in `checks`)
+  ladder: tuple[dict[str, Any], ...] = ()  # per budget (ascending): level, steps, statistic, ci, outcome
 
   def to_dict(self) -> dict[str, Any]:
     d = dataclasses.asdict(self)
@@ -137,11 +151,19 @@ class Verdict:
       rule_outcome=d.get('rule_outcome') or '',
       points=tuple(d.get('points') or ()),
       settled=dict(d.get('settled') or {}),
+      kind=d.get('kind') or '',
+      scope=d.get('scope') or '',
+      premise=d.get('premise') or '',
+      ladder=tuple(d.get('ladder') or ()),
     )
 
   @property
   def failed_checks(self) -> tuple[Check, ...]:
     return tuple(c for c in self.checks if not c.passed)
+
+  @property
+  def premises(self) -> tuple[Check, ...]:
+    return tuple(c for c in self.checks if c.role == PREMISE)
 
   @property
   def raw_outcome(self) -> str:
@@ -183,8 +205,15 @@ def decision_p(estimate: float, se: float, dof: float, lo: float, hi: float) -> 
   return p(lo if estimate < lo else hi)
 
 
-def mean_ci(values: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-  """(mean, ci_lo, ci_hi) with a Student-t interval; the CI is (nan, nan) for fewer than 2 values."""
+def mean_ci(
+  values: Values, confidence: float = CONFIDENCE, bounds: tuple[float, float] | None = None
+) -> tuple[float, float, float]:
+  """(mean, ci_lo, ci_hi) with a Student-t interval; the CI is (nan, nan) for fewer than 2 values.
+
+  `bounds` (lo, hi), either end infinite: the quantity's range (a load ratio >= 1, an error >= 0, a fraction in
+  [0, 1]). The interval is then a t interval on the transformed scale, log(m - lo) or log(hi - m) for one finite
+  end, logit((m - lo) / (hi - lo)) for two, mapped back by the delta method (standard error se / |g'(m)|), so it
+  never leaves the range; a mean on a bound gets the degenerate interval at that bound."""
   x = np.asarray(values, float)
   x = x[np.isfinite(x)]
   if len(x) == 0:
@@ -192,8 +221,32 @@ def mean_ci(values: Values, confidence: float = CONFIDENCE) -> tuple[float, floa
   m = float(x.mean())
   if len(x) < 2:
     return m, math.nan, math.nan
-  half = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * stats.sem(x))
-  return m, m - half, m + half
+  t = float(stats.t.ppf(0.5 + confidence / 2, len(x) - 1))
+  se = float(stats.sem(x))
+  if bounds is None or not any(map(math.isfinite, bounds)):
+    return m, m - t * se, m + t * se
+  return (m, *_bounded_interval(m, t * se, bounds))
+
+
+def _bounded_interval(m: float, half: float, bounds: tuple[float, float]) -> tuple[float, float]:
+  """m +- half mapped through log / logit of the distance to the finite bound(s) (see mean_ci)."""
+  lo, hi = (float(b) for b in bounds)
+  if math.isfinite(lo) and math.isfinite(hi):
+    u = (m - lo) / (hi - lo)
+    if not 0 < u < 1:
+      return (m, m)
+    z, dz = math.log(u / (1 - u)), half / ((hi - lo) * u * (1 - u))
+    back = lambda v: lo + (hi - lo) / (1 + math.exp(-v))
+    return back(z - dz), back(z + dz)
+  if math.isfinite(lo):
+    if not m > lo:
+      return (m, m)
+    d = half / (m - lo)
+    return lo + (m - lo) * math.exp(-d), lo + (m - lo) * math.exp(d)
+  if not m < hi:
+    return (m, m)
+  d = half / (hi - m)
+  return hi - (hi - m) * math.exp(d), hi - (hi - m) * math.exp(-d)
 
 
 def summarize(
@@ -375,13 +428,16 @@ def threshold(
   claim: str,
   min_seeds: int = 3,
   confidence: float = CONFIDENCE,
+  bounds: tuple[float, float] | None = None,
 ) -> Verdict:
-  """Is the mean of `values` (one per seed) below / above `level`? Decided on its t CI."""
+  """Is the mean of `values` (one per seed) below / above `level`? Decided on its t CI (on the transformed scale of
+  mean_ci when the quantity has `bounds`, so the interval never leaves its range)."""
   if direction not in ('below', 'above'):
     raise ValueError(f'direction={direction!r}; allowed: below, above')
   x = np.asarray(values, float)
   x = x[np.isfinite(x)]
-  test = f'mean over seeds, Student-t {confidence:.0%} CI'
+  scale = '' if bounds is None else f' on the {"logit" if all(map(math.isfinite, bounds)) else "log"} scale of the range'
+  test = f'mean over seeds, Student-t {confidence:.0%} CI{scale}'
   rule = (
     f'reproduced if the {confidence:.0%} CI of the mean lies {direction} {level:g}; not reproduced if '
     f'it lies entirely on the other side; otherwise, or with < {min_seeds} seeds, inconclusive'
@@ -390,11 +446,13 @@ def threshold(
     return _underpowered(
       claim, test, rule, len(x), f'{len(x)} seeds < {min_seeds}', statistic=x.mean() if len(x) else math.nan
     )
-  m, lo, hi = mean_ci(x, confidence)
+  m, lo, hi = mean_ci(x, confidence, bounds)
   if np.all(x == x[0]):
     lo = hi = m
   region = (-math.inf, level) if direction == 'below' else (level, math.inf)
   p = decision_p(m, float(stats.sem(x)) if np.any(x != x[0]) else 0.0, len(x) - 1, *region)
+  if bounds is not None and np.any(x != x[0]):  # the p of the same transformed-scale test as the CI
+    p = _bounded_p(m, float(stats.sem(x)), len(x) - 1, level, bounds)
   outcome = decide((lo, hi), *region)
   if lo == hi == level:  # every seed exactly at the level: strictly below / above it is not shown
     outcome = NOT_REPRODUCED
@@ -410,6 +468,25 @@ def threshold(
     p_value=p,
     boundaries=(level,),
   )
+
+
+def _bounded_p(m: float, se: float, dof: int, level: float, bounds: tuple[float, float]) -> float:
+  """Two-sided p of mean m against `level` on mean_ci's transformed scale (delta method), so that p < alpha exactly
+  when the bounded CI excludes `level`."""
+  lo, hi = (float(b) for b in bounds)
+  if math.isfinite(lo) and math.isfinite(hi):
+    g = lambda v: math.log((v - lo) / (hi - v))
+    slope_ = (hi - lo) / ((m - lo) * (hi - m)) if lo < m < hi else math.nan
+  elif math.isfinite(lo):
+    g, slope_ = (lambda v: math.log(v - lo)), (1 / (m - lo) if m > lo else math.nan)
+  else:
+    g, slope_ = (lambda v: math.log(hi - v)), (1 / (hi - m) if m < hi else math.nan)
+  inside = level > lo and level < hi
+  if not inside:  # a level outside the open range lies outside every interval mean_ci gives
+    return 0.0
+  if not (math.isfinite(slope_) and se > 0):
+    return 0.0 if m != level else 1.0
+  return float(2 * stats.t.sf(abs(g(m) - g(level)) / (se * abs(slope_)), dof))
 
 
 def crossing_point(x: Values, y: Values, level: float, log_x: bool = True) -> float:
@@ -488,27 +565,32 @@ def crossing(
 # --------------------------------------------------------------------------- regime checks and `invalid`
 
 
-def _invalid_prefix(failed: Sequence[Check], raw: str) -> str:
-  was = f' (the rule alone gave {raw})' if raw != INVALID else ''
-  return 'invalid: ' + '; '.join(f'{c.name}: {c.detail}' for c in failed) + was
+def _invalid_prefix(failed: Sequence[Check], raw: str, outcome: str = INVALID) -> str:
+  was = f' (the rule alone gave {raw})' if raw != outcome else ''
+  return f'{outcome}: ' + '; '.join(f'{c.name}: {c.detail}' for c in failed) + was
 
 
 def gate(v: Verdict, checks: Sequence[Check]) -> Verdict:
-  """v with `checks` attached; `invalid` if any failed, its detail naming every failed check first (a verdict
-  gated before is re-gated over all its checks, its failed checks named once)."""
+  """v with `checks` attached. A failed check whose `demote` is INVALID makes the verdict `invalid` (the setup
+  cannot test the claim); failed checks that only demote (noise: a rate tie, one seed deciding it, a statistic in
+  the noise band) make a decisive outcome `inconclusive`. The detail names every failed check first (a verdict
+  gated before is re-gated over all its checks, its failed checks named once); statistic, CI and the rule's own
+  outcome (`rule_outcome`) are kept."""
   raw = v.raw_outcome
   detail = v.detail
   before = [c for c in v.checks if not c.passed]
-  if before and v.outcome == INVALID:  # strip the earlier gate's prefix: the detail is rebuilt below
-    prefix = _invalid_prefix(before, raw)
+  if before and v.outcome != raw:  # strip the earlier gate's prefix: the detail is rebuilt below
+    prefix = _invalid_prefix(before, raw, v.outcome)
     detail = detail.removeprefix(prefix).removeprefix(' — ') if detail.startswith(prefix) else detail
   checks = tuple(v.checks) + tuple(checks)
   failed = [c for c in checks if not c.passed]
-  v = dataclasses.replace(v, rule_outcome=raw, detail=detail)
-  if not failed:
-    return dataclasses.replace(v, checks=checks)
-  why = _invalid_prefix(failed, raw)
-  return dataclasses.replace(v, outcome=INVALID, checks=checks, detail=why + (f' — {detail}' if detail else ''))
+  v = dataclasses.replace(v, rule_outcome=raw, detail=detail, checks=checks)
+  invalidating = [c for c in failed if c.demote == INVALID]
+  outcome = INVALID if invalidating else INCONCLUSIVE if failed and raw in DECISIVE else raw
+  if outcome == raw:
+    return dataclasses.replace(v, outcome=raw)
+  why = _invalid_prefix(invalidating or failed, raw, outcome)
+  return dataclasses.replace(v, outcome=outcome, detail=why + (f' — {detail}' if detail else ''))
 
 
 def _mean(values) -> tuple[float, int]:
@@ -539,11 +621,19 @@ def range_check(
 def premise_check(
   name: str, statistic: float, ci: tuple[float, float], lo: float, hi: float = math.inf, what: str = 'the reference arm'
 ) -> Check:
-  """Premise: `what` (a statistic with its CI) shows what the claim needs: the CI lies inside [lo, hi]."""
+  """Premise (a positive control): `what` (a statistic with its CI) shows what the claim needs: the CI lies inside
+  [lo, hi]."""
   c_lo, c_hi = (float(c) for c in ci)
   passed = bool(math.isfinite(c_lo) and math.isfinite(c_hi) and lo <= c_lo and c_hi <= hi)
   need = f'>= {lo:g}' if hi == math.inf else f'<= {hi:g}' if lo == -math.inf else f'inside [{lo:g}, {hi:g}]'
-  return Check(name, passed, f'{what}: {statistic:.4g} (95% CI [{c_lo:.4g}, {c_hi:.4g}]); the CI must lie {need}')
+  detail = f'{what}: {statistic:.4g} (95% CI [{c_lo:.4g}, {c_hi:.4g}]); the CI must lie {need}'
+  return as_premise(Check(name, passed, detail))
+
+
+def as_premise(check: Check, name: str = '') -> Check:
+  """`check` as a positive control of the verdict it gates (role PREMISE), named 'premise: ...'."""
+  name = name or check.name
+  return dataclasses.replace(check, name=name if name.startswith('premise') else f'premise: {name}', role=PREMISE)
 
 
 def all_of(name: str, checks: Sequence[Check]) -> Check:
@@ -761,7 +851,7 @@ def rank_agreement(
   b: Values,
   *,
   claim: str,
-  n_perm: int = 10000,
+  n_perm: int = 10**6,
   seed: int = 0,
   threshold: float = 0.5,
   alpha: float = ALPHA,
@@ -804,7 +894,12 @@ def rank_agreement(
     outcome, p = NOT_REPRODUCED, p_neg
   else:
     outcome, p = INCONCLUSIVE, (p_pos if rho >= 0 else p_neg)
-  how = f'exact over all {len(rhos)} orderings' if exact else f'{len(rhos)} random orderings (seed {seed})'
+  mc_se = math.sqrt(p * (1 - p) / len(rhos))
+  how = (
+    f'exact over all {len(rhos)} orderings'
+    if exact
+    else f'{len(rhos)} random orderings (seed {seed}; Monte Carlo standard error of p {mc_se:.2g})'
+  )
   detail = f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, {how}' + (
     '' if outcome != INCONCLUSIVE or rho < 0 or p_pos >= alpha else f'; significant but rho {rho:.3g} < {threshold:g}'
   )
@@ -835,9 +930,11 @@ def ratio_of_means(
   seed: int = 0,
   confidence: float = CONFIDENCE,
 ) -> tuple[float, float, float]:
-  """(mean(a) / mean(b), ci_lo, ci_hi): a ratio of means with a BCa bootstrap CI (scipy.stats.bootstrap;
-  seeds resampled together when paired). Never a mean of per-seed ratios, whose denominators may be near 0.
-  The CI is (nan, nan) with fewer than 3 finite values or a zero mean of b."""
+  """(mean(a) / mean(b), ci_lo, ci_hi): a ratio of means, never a mean of per-seed ratios (whose denominators may
+  be near 0). From BCA_MIN_SEEDS values on, a BCa bootstrap CI (scipy.stats.bootstrap; seeds resampled together
+  when paired); below that, where BCa's acceleration and bias estimates are noise, a Student-t CI of the log ratio
+  (delta method, with the covariance of paired seeds), mapped back. The CI is (nan, nan) with fewer than 3 finite
+  values or a zero mean of b."""
   a, b = np.asarray(a, float), np.asarray(b, float)
   ok = np.isfinite(a) & np.isfinite(b) if paired_seeds else None
   if paired_seeds:
@@ -849,6 +946,8 @@ def ratio_of_means(
   r = float(a.mean() / b.mean())
   if min(len(a), len(b)) < 3 or (np.all(a == a[0]) and np.all(b == b[0])):
     return (r, r, r) if min(len(a), len(b)) >= 3 else (r, math.nan, math.nan)
+  if min(len(a), len(b)) < BCA_MIN_SEEDS:
+    return (r, *_log_ratio_ci(a, b, paired_seeds, confidence))
   res = stats.bootstrap(
     (a, b),
     lambda x, y, axis=-1: np.mean(x, axis=axis) / np.mean(y, axis=axis),
@@ -860,3 +959,16 @@ def ratio_of_means(
     random_state=np.random.default_rng(seed),
   )
   return r, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _log_ratio_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: float) -> tuple[float, float]:
+  """t CI of log(mean a / mean b) by the delta method, exponentiated (nan where a mean is not positive)."""
+  ma, mb = float(a.mean()), float(b.mean())
+  if not (ma > 0 and mb > 0):
+    return math.nan, math.nan
+  var = np.var(a, ddof=1) / (len(a) * ma**2) + np.var(b, ddof=1) / (len(b) * mb**2)
+  if paired_seeds:
+    var -= 2 * np.cov(a, b, ddof=1)[0, 1] / (len(a) * ma * mb)
+  half = float(stats.t.ppf(0.5 + confidence / 2, min(len(a), len(b)) - 1) * math.sqrt(max(float(var), 0.0)))
+  r = math.log(ma / mb)
+  return math.exp(r - half), math.exp(r + half)

@@ -15,7 +15,7 @@ from ffn_research.ablations import runner
 from ffn_research.config import default_config
 
 RATES = (1e-3, 1e-2, 1e-1)
-POLICY = regime.Regime(rates=RATES, steps=100, seeds=4, cap_s=1e9)
+POLICY = regime.Regime(rates=RATES, steps=100, seeds=4, cap=1e9)
 
 
 def frame(loss, points=('a',), steps=(50, 100), rates=RATES, seeds=4, status=None):
@@ -212,7 +212,7 @@ def _study(cap_s: float, level: float):
   config.model.d_ff = 8
   config.train.log_every = 5
   policy = regime.Regime(
-    rates=(1e-3, 1e-2), steps=8, seeds=2, cap_s=cap_s, metric=regime.LR, mode='min', max_extensions=1, max_doublings=1
+    rates=(1e-3, 1e-2), steps=8, seeds=2, cap=cap_s, metric=regime.LR, mode='min', max_extensions=1, max_doublings=1
   )
 
   def arms(scale):
@@ -228,7 +228,8 @@ def _study(cap_s: float, level: float):
       claim='mean budget below level',
       min_seeds=2,
     )
-    return [dataclasses.replace(v, points=('main: f4', 'main: f8'))]
+    premise = stats.premise_check('runs exist', float(len(sel)), (len(sel), len(sel)), 1.0)
+    return [dataclasses.replace(stats.gate(v, [premise]), points=('main: f4', 'main: f8'))]
 
   def present(result, ctx):
     del ctx
@@ -244,6 +245,7 @@ def _study(cap_s: float, level: float):
     rules=rules,
     present=present,
     collect=lambda run_dir, row: {'collected_d_ff': int(row['model.d_ff'])},
+    claims=(base.Claim(stats.MAGNITUDE, 'two tiny FFNs', 'the runs exist'),),
   )
 
 
@@ -388,7 +390,7 @@ def test_over_the_cap_the_part_that_fits_runs_rates_first_then_the_cheapest_doub
   chosen, per_step = {'a': 1e-1, 'b': 1e-2, 'c': 1e-2}, lambda p: 1.0
 
   def ext(cap, spent=0.0):
-    return regime.next_extension(st, [v1, v2], dataclasses.replace(POLICY, cap_s=cap), chosen, per_step, spent)
+    return regime.next_extension(st, [v1, v2], dataclasses.replace(POLICY, cap=cap), chosen, per_step, spent)
 
   whole = ext(1e9)
   assert whole.cost == 7600 and not whole.partial and len(whole.actions) == 4

@@ -201,7 +201,7 @@ def _tiny_study():
     claim='A tiny claim (Nobody 2026).',
     citation='Nobody 2026',
     published='10',
-    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=3, cap_s=60)},
+    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=3, cap=60)},
     arms=arms,
     rules=rules,
     present=present,

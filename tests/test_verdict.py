@@ -281,7 +281,7 @@ def _fake_study():
     claim='A fake claim (Nobody 2026).',
     citation='Nobody 2026',
     published='1',
-    regimes={'full': base.Regime(rates=(1e-3,), steps=10, seeds=1, cap_s=1.0)},
+    regimes={'full': base.Regime(rates=(1e-3,), steps=10, seeds=1, cap=1.0)},
     arms=lambda scale: [base.Arm('main', default_config(), {'': {}}, tuned=False)],
     rules=rules,
     present=present,

@@ -36,7 +36,10 @@ def get(name: str):
   from ffn_research.ablations import base
 
   check(name)
-  ablation = getattr(importlib.import_module(f'{__name__}.{name}'), 'ABLATION', None)
+  try:
+    ablation = getattr(importlib.import_module(f'{__name__}.{name}'), 'ABLATION', None)
+  except base.StudyError as e:  # a study that does not declare what its verdicts need does not load
+    raise UnknownAblation(str(e)) from None
   if not isinstance(ablation, base.Study) or ablation.name != name:
     raise UnknownAblation(f'ffn_research/ablations/{name}.py must define ABLATION = base.Study(name={name!r}, ...)')
   return ablation

@@ -91,12 +91,12 @@ SETTINGS: dict[str, Settings] = {  # per scale: batch, the reference (d_model, d
   'full': dict(batch=16, ref=(32, 128), d_ffs=(32, 128, 512), d_models=(32, 48, 64), language=LANGUAGE),
 }
 REGIMES = {
-  'smoke': base.Regime(rates=RATES, steps=40, seeds=3, cap_s=150, metric='eval_bits'),
-  'quick': base.Regime(rates=RATES, steps=600, seeds=3, cap_s=450, metric='eval_bits'),
+  'smoke': base.Regime(rates=RATES, steps=40, seeds=3, cap=150, metric='eval_bits'),
+  'quick': base.Regime(rates=RATES, steps=600, seeds=3, cap=450, metric='eval_bits'),
   # 4 doublings, as expansion_ratio and universal_approximation: the cap, not a doubling count, ends the loop
   # (after 2 the d_model slope was still moving, -0.071 -> -0.532 from T = 2,000 to 4,000, and its report
   # could not say what a larger cap would run).
-  'full': base.Regime(rates=FULL_RATES, steps=1000, seeds=8, cap_s=3600, metric='eval_bits', max_doublings=4),
+  'full': base.Regime(rates=FULL_RATES, steps=1000, seeds=8, cap=3600, metric='eval_bits', max_doublings=4),
 }
 
 

@@ -46,6 +46,35 @@ Check = stats.Check
 Regime = regime_lib.Regime
 
 
+class StudyError(ValueError):
+  """A study that does not declare what a verdict needs (kind, scope, premise): it does not load; one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+  """What one verdict of a study is, declared before any run (`Study.claims`, in the order `rules` returns them)."""
+
+  kind: str  # stats.SIGN ('A beats B after T steps'), MAGNITUDE ('a slope of -2') or EXISTENCE ('can reach')
+  scope: str  # one sentence: what is tested (the toy, its sizes, its budget), what is matched and what is not
+  premise: str  # the positive control, in words: the condition under which this setup can show the effect
+  # (the rule computes it from the same runs, as a check with role stats.PREMISE)
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignChange:
+  """A change to a study's design, statistic or rule made after a result of it was seen (the report lists them)."""
+
+  date: str  # YYYY-MM-DD
+  commit: str  # the commit that made it ('' if not recorded)
+  change: str  # what changed, before -> after
+  outcome: str  # the verdicts' outcomes before -> after (or what it did to the numbers)
+  verdicts: tuple[int, ...] = ()  # the 1-based verdicts it moved
+  null_to_positive: bool = False  # it turned a null (not reproduced / inconclusive / invalid) into reproduced
+
+  def to_dict(self) -> dict[str, Any]:
+    return {**dataclasses.asdict(self), 'verdicts': list(self.verdicts)}
+
+
 @dataclasses.dataclass(frozen=True)
 class Arm:
   """One sweep of a study: its base config and its points, each run over the regime's rates, budgets, seeds."""
@@ -79,6 +108,7 @@ class Result:
   half: pd.DataFrame  # the same at T/2
   verdicts: list[stats.Verdict]  # after the regime checks and Holm
   scale: str
+  ladder: Mapping[str, pd.DataFrame] = dataclasses.field(default_factory=dict)  # level (regime.LEVELS) -> runs
 
 
 @dataclasses.dataclass
@@ -107,6 +137,18 @@ class Study:
   present: Callable[[Result, 'Context'], Presentation]  # tables, figure(s), headline
   collect: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None  # (run dir, results row) -> values
   setup: str = ''  # task/model in words, for the report
+  claims: Sequence[Claim] = ()  # one per verdict of `rules`, in its order: kind, scope, premise
+  changes: Sequence[DesignChange] = ()  # every change made after a result of this study was seen
+
+  def __post_init__(self):
+    if not self.claims:
+      raise StudyError(f'study {self.name}: declares no claims (base.Claim: kind, scope, premise per verdict)')
+    for i, c in enumerate(self.claims, 1):
+      if c.kind not in stats.KINDS:
+        raise StudyError(f'study {self.name}: verdict {i} has kind {c.kind!r}; allowed: {", ".join(stats.KINDS)}')
+      for field in ('premise', 'scope'):
+        if not str(getattr(c, field)).strip():
+          raise StudyError(f'study {self.name}: verdict {i} declares no {field}')
 
   @property
   def scales(self) -> tuple[str, ...]:

@@ -107,10 +107,10 @@ RATES: dict[str, dict[str, tuple[float, ...]]] = {
 TS_STEPS_FACTOR = 2  # teacher-student's T is twice the language's
 REGIMES = {  # T is the language's; cap in run-seconds (2 CPU cores)
   'smoke': base.Regime(
-    rates=RATES['smoke']['language'], steps=16, seeds=3, cap_s=270, metric='score', max_extensions=1, max_doublings=1
+    rates=RATES['smoke']['language'], steps=16, seeds=3, cap=270, metric='score', max_extensions=1, max_doublings=1
   ),
-  'quick': base.Regime(rates=RATES['quick']['language'], steps=200, seeds=3, cap_s=600, metric='score'),
-  'full': base.Regime(rates=RATES['full']['language'], steps=1000, seeds=10, cap_s=7200, metric='score'),
+  'quick': base.Regime(rates=RATES['quick']['language'], steps=200, seeds=3, cap=600, metric='score'),
+  'full': base.Regime(rates=RATES['full']['language'], steps=1000, seeds=10, cap=7200, metric='score'),
 }
 
 

@@ -91,9 +91,9 @@ UNSTABLE_LRS = {
   'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3),
 }
 REGIMES = {  # rates of the trained arm; T (and T/2) of every arm; seeds shared by every arm; cap in run-seconds
-  'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap_s=60.0),  # a pass ~30 run-s (warm cache)
-  'quick': base.Regime(rates=(3e-3, 1e-2, 3e-2, 1e-1), steps=2000, seeds=8, cap_s=600.0),
-  'full': base.Regime(rates=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1), steps=4000, seeds=16, cap_s=3600.0),
+  'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=60, seeds=3, cap=60.0),  # a pass ~30 run-s (warm cache)
+  'quick': base.Regime(rates=(3e-3, 1e-2, 3e-2, 1e-1), steps=2000, seeds=8, cap=600.0),
+  'full': base.Regime(rates=(1e-3, 3e-3, 1e-2, 3e-2, 1e-1), steps=4000, seeds=16, cap=3600.0),
 }
 
 

@@ -688,7 +688,7 @@ ABLATION = base.Study(
   published='2 bits/param at 1,000 exposures, 1 bit/param at 100 (Allen-Zhu & Li); 3.6 bits/param (Morris et al.)',
   regimes={
     scale: base.Regime(
-      rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap_s=cap, metric='eval_loss', mode='min'
+      rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap=cap, metric='eval_loss', mode='min'
     )
     for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 3600.0))
   },

@@ -70,9 +70,9 @@ SETTINGS: dict[str, Settings] = {
   'full': dict(experts=16, dense={'memorization': (1, 4, 16), 'multi_hop': (1, 16)}, mem_facts=6144, mem_batch=1024),
 }
 REGIMES = {  # T = memorization's steps (reasoning trains 2T); rates: the memorization MoEs' starting grid
-  'smoke': base.Regime(rates=(0.01, 0.03, 0.1), steps=20, seeds=3, cap_s=100.0, metric='tuning_loss'),
-  'quick': base.Regime(rates=(0.01, 0.03, 0.1), steps=300, seeds=3, cap_s=300.0, metric='tuning_loss'),
-  'full': base.Regime(rates=(0.01, 0.03, 0.1), steps=1000, seeds=10, cap_s=6000.0, metric='tuning_loss'),
+  'smoke': base.Regime(rates=(0.01, 0.03, 0.1), steps=20, seeds=3, cap=100.0, metric='tuning_loss'),
+  'quick': base.Regime(rates=(0.01, 0.03, 0.1), steps=300, seeds=3, cap=300.0, metric='tuning_loss'),
+  'full': base.Regime(rates=(0.01, 0.03, 0.1), steps=1000, seeds=10, cap=6000.0, metric='tuning_loss'),
 }
 RATES = {'memorization_dense': (0.03, 0.1, 0.3), 'multi_hop': (3e-3, 1e-2, 3e-2)}  # starting grids (else the regime's)
 ROUTERS = {  # arm -> (top_k, renormalize, expert-count multiplier, expert-width divisor)

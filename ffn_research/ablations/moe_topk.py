@@ -83,10 +83,10 @@ POINTS: dict[str, dict[str, tuple[int, ...]]] = {  # per scale: the top-k and gr
 RATES = (1e-2, 3e-2, 1e-1, 3e-1)  # Adam's starting grid (quick, full); the runner extends it at an edge
 REGIMES = {  # cap in run-seconds (2 CPU cores)
   'smoke': base.Regime(
-    rates=(3e-3, 1e-2, 3e-2), steps=40, seeds=3, cap_s=320, metric='score', max_extensions=1, max_doublings=1
+    rates=(3e-3, 1e-2, 3e-2), steps=40, seeds=3, cap=320, metric='score', max_extensions=1, max_doublings=1
   ),
-  'quick': base.Regime(rates=RATES, steps=1000, seeds=3, cap_s=600, metric='score'),
-  'full': base.Regime(rates=RATES, steps=2000, seeds=10, cap_s=3600, metric='score'),
+  'quick': base.Regime(rates=RATES, steps=1000, seeds=3, cap=600, metric='score'),
+  'full': base.Regime(rates=RATES, steps=2000, seeds=10, cap=3600, metric='score'),
 }
 LEARNING_ROUTER, TRAP_ROUTER = 'softmax_topk', 'topk_softmax'
 # Router arm -> (model.moe.router, stop_combine_grad, freeze_router).

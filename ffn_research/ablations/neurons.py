@@ -73,9 +73,9 @@ _WIDE = (1e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)  # 0.3 and 1: where units die (issue
 LRS = {'smoke': (1e-3, 1e-2, 1e-1), 'quick': _WIDE, 'full': _WIDE}  # the dead-unit grid's rates
 _REF_RATES = (3e-3, 1e-2, 3e-2)  # the reference's starting grid (the regime extends it)
 REGIMES = {  # steps: the short arms' T; the long arms and the reference train LONG times as long
-  'smoke': base.Regime(rates=_REF_RATES, steps=8, seeds=3, cap_s=200, metric='eval_bits'),
-  'quick': base.Regime(rates=_REF_RATES, steps=100, seeds=3, cap_s=450, metric='eval_bits'),
-  'full': base.Regime(rates=_REF_RATES, steps=200, seeds=10, cap_s=2700, metric='eval_bits'),
+  'smoke': base.Regime(rates=_REF_RATES, steps=8, seeds=3, cap=200, metric='eval_bits'),
+  'quick': base.Regime(rates=_REF_RATES, steps=100, seeds=3, cap=450, metric='eval_bits'),
+  'full': base.Regime(rates=_REF_RATES, steps=200, seeds=10, cap=2700, metric='eval_bits'),
 }
 
 

@@ -1,9 +1,10 @@
 """The regime policy: how much compute a claim needs, and whether the setup reached it.
 
 One policy for every study (docs/reproduce.md#the-regime-policy). A study declares per scale a
-`Regime`: its learning-rate grid, its step budget T, its seeds and a compute cap. Every point (an
-arm's shape or variant) is run at every rate of its grid, at T and at T/2 (separate runs, each with
-its own schedule), over all seeds. Then, pure functions of the runs' frame:
+`Regime`: its learning-rate grid, its step budget T, its seeds and a compute cap (in reference-seconds,
+scaled to the machine by a reference step timed at every invocation). Every point (an arm's shape or
+variant) is run at every rate of its grid on a ladder of three budgets, T/4, T/2 and T (separate runs,
+each with its own schedule), over all seeds. Then, pure functions of the runs' frame:
 
 - `tune`: per point and budget, the rate with the best mean metric over seeds; a rate with a seed
   that diverged or failed is not eligible (a mean over the survivors would flatter it). Every seed
@@ -13,14 +14,15 @@ its own schedule), over all seeds. Then, pure functions of the runs' frame:
   that edge was run and diverged or failed for the majority of its seeds (the edge is then the
   largest stable rate), or its surviving seeds are worse on the mean. Remedy: one rate `factor`
   beyond the edge, at most `max_extensions` per direction.
-- `stability`: the verdict's own statistic, computed from the T runs and from the T/2 runs (each at
-  its own tuned rates), gives the same outcome, and |stat(T) - stat(T/2)| is less than half the
-  distance from stat(T) to the rule's nearest boundary (both inconclusive: half the CI's half-width at
-  T, since that distance is then inside the noise). Remedy: double T for the verdict's points
-  (the T runs become the half budget, so a doubling costs 2x, not 3x), at most `max_doublings`;
-  `shared_budgets` widens a doubling to every point that shares a verdict with a doubled one. The
-  doubled point keeps only the rate chosen at T and its neighbour on each side (`dropped` records the
-  others: an edge at 2T restores the dropped rate beyond it before any new rate is added).
+- `stability`: the verdict's own statistic on the ladder, each budget at its own tuned rates, judged by
+  the claim's kind (sign, magnitude, existence; see the function). Remedy: double T for the verdict's
+  points (the T and T/2 runs become T/2 and T/4, so a doubling costs one new budget), at most
+  `max_doublings`; `shared_budgets` widens a doubling to every point that shares a verdict with a
+  doubled one. The doubled point keeps only the rate chosen at T and its neighbour on each side
+  (`dropped` records the others: an edge at 2T restores the dropped rate beyond it before any new rate).
+- `rate_tie` and `one_seed`: no rate within the tuning noise of the chosen one (`tied_rates`) and no
+  single seed left out changes the outcome; these are noise, not the budget: a failure demotes a
+  decided verdict to inconclusive, with the statistic at each tied rate or without the seed.
 - `extend`: a new state from the remedies of the failed checks of the verdicts that more compute can
   still make valid (`fixable`: every failed check of the verdict has a remedy); `plan` the runs of a state.
   `next_extension`: the whole extension, or the part that fits the cap (rates first, then the cheapest doublings).
@@ -43,7 +45,10 @@ from ffn_research import stats
 LR = 'train.learning_rate'
 STEPS = 'train.steps'
 SEED = 'train.seed'
-FULL, HALF = 'T', 'T/2'  # the two budget levels a verdict is computed at
+FULL, HALF, QUARTER = 'T', 'T/2', 'T/4'
+LEVELS = (QUARTER, HALF, FULL)  # the budget ladder every verdict is computed on, ascending
+REFERENCE_STEP_S = 1.38e-4  # seconds per reference step (runner.reference_step_s) on the machine the caps are written for:
+# the 2-core AMD EPYC development machine, jax 0.10.2 (docs/reproduce.md#caps-in-reference-seconds)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +58,8 @@ class Regime:
   rates: tuple[float, ...]  # the starting learning-rate grid of every tuned point
   steps: int  # the starting step budget T (the T/2 runs are separate)
   seeds: int  # seeds 0 .. seeds-1, paired across points
-  cap_s: float  # compute cap: run-seconds (sum of the runs' wall times) the loop may spend
+  cap: float  # compute cap in reference-seconds: run-seconds on a machine whose reference step takes
+  # REFERENCE_STEP_S (the runner times it at every invocation and scales the cap to the machine it runs on)
   metric: str = 'eval_loss'  # tuning metric: a results.csv (or collected) column
   mode: str = 'min'  # 'min' or 'max' of `metric`
   factor: float = 3.0  # a grid step beyond an edge
@@ -63,8 +69,8 @@ class Regime:
   def __post_init__(self):
     if self.mode not in ('min', 'max'):
       raise ValueError(f'Regime.mode={self.mode!r}; allowed: min, max')
-    if not self.rates or self.steps < 2 or self.seeds < 1:
-      raise ValueError(f'Regime needs rates, steps >= 2 and seeds >= 1; got {self}')
+    if not self.rates or self.steps < 4 or self.seeds < 1:
+      raise ValueError(f'Regime needs rates, steps >= 4 (the ladder runs T/4) and seeds >= 1; got {self}')
 
 
 @dataclasses.dataclass
@@ -78,8 +84,9 @@ class PointState:
   doublings: int = 0
   dropped: list[float] = dataclasses.field(default_factory=list)  # rates a doubling left out (run at T/2 only)
 
-  def budgets(self) -> tuple[int, int]:
-    return self.steps // 2, self.steps
+  def budgets(self) -> tuple[int, ...]:
+    """The ladder's step budgets, ascending (LEVELS): T/4, T/2, T."""
+    return self.steps // 4, self.steps // 2, self.steps
 
 
 def initial_state(rates: Mapping[str, Sequence[float]], steps: Mapping[str, int]) -> dict[str, PointState]:
@@ -96,7 +103,7 @@ def state_from_json(d: Mapping[str, Any]) -> dict[str, PointState]:
 
 
 def plan(state: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
-  """{point: [(rate, steps), ...]}: every rate of the point at T/2 and at T."""
+  """{point: [(rate, steps), ...]}: every rate of the point at every budget of the ladder."""
   return {p: [(r, b) for b in s.budgets() for r in s.rates] for p, s in state.items()}
 
 
@@ -147,7 +154,7 @@ def tune(frame: pd.DataFrame, state: Mapping[str, PointState], regime: Regime) -
   """One row per (point, level): the budget, the chosen rate (nan if none eligible), its mean metric, seeds."""
   rows = []
   for p, s in state.items():
-    for level, steps in zip((HALF, FULL), s.budgets(), strict=True):
+    for level, steps in zip(LEVELS, s.budgets(), strict=True):
       at = frame[(frame['point'] == p) & (frame[STEPS] == steps)]
       rs = rate_stats(at, regime.metric)
       best = choose(rs, regime.mode)
@@ -237,40 +244,139 @@ def _boundary_distance(v: stats.Verdict) -> float:
   return min(abs(v.statistic - x) for x in b) if b else math.inf
 
 
+def _crossed(reference: float, value: float, boundaries: Sequence[float]) -> bool:
+  """`value` lies on the other side of some finite boundary from `reference`."""
+  return any(math.isfinite(b) and (value - b) * (reference - b) < 0 for b in boundaries)
+
+
+def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Sequence[int]) -> str:
+  return ', '.join(
+    f'{v.statistic:.4g} ({v.raw_outcome}) at {lv}{f" = {s} steps" if s else ""}'
+    for lv, v, s in zip(levels, rungs, steps, strict=True)
+  )
+
+
 def stability(
-  v_full: stats.Verdict, v_half: stats.Verdict, state: Mapping[str, PointState], regime: Regime
+  kind: str,
+  rungs: Sequence[stats.Verdict],
+  state: Mapping[str, PointState],
+  regime: Regime,
+  others: Sequence[tuple[str, stats.Verdict]] = (),
+  levels: Sequence[str] = LEVELS,
 ) -> stats.Check:
-  """The verdict's statistic from the T runs and from the T/2 runs: same rule outcome, and a change of
-  less than half the distance from stat(T) to the rule's nearest boundary; when both are inconclusive
-  (a CI across a boundary, so that distance is within the noise), less than half the CI's half-width
-  at T: the drift is small against what the seeds can resolve."""
-  steps = sorted({state[p].steps for p in v_full.points if p in state})
-  name = 'statistic stable when the steps double'
-  s_t, s_h = v_full.statistic, v_half.statistic
-  at = f'{s_t:.4g} at T ({"/".join(map(str, steps)) or "?"} steps) vs {s_h:.4g} at T/2'
-  if not (math.isfinite(s_t) and math.isfinite(s_h)):
-    passed, how = False, f'{at}: not computable at both budgets'
-  else:
-    dist, change = _boundary_distance(v_full), abs(s_t - s_h)
-    width = (v_full.ci[1] - v_full.ci[0]) / 2 if all(math.isfinite(x) for x in v_full.ci) else math.nan
-    if v_full.raw_outcome == v_half.raw_outcome == stats.INCONCLUSIVE and math.isfinite(width):
-      tol, against = width / 2, 'half the CI half-width at T'
+  """The verdict's statistic on the budget ladder (`rungs`: the rule at each budget of `levels`, ascending, each
+  at its own tuned rates), judged by the claim's kind (docs/reproduce.md#the-budget-ladder):
+
+  - sign ("A beats B after T steps"): the same decided outcome (the CI off the boundary, on one side) at every
+    budget; an effect that shrinks toward a floor but keeps its sign is stable. Undecided at T: nothing to hold
+    (the claim is answered at its budget: inconclusive).
+  - magnitude ("a slope of -2", "a ratio >= 0.77"): the changes between consecutive budgets shrink, and the last
+    is less than half the distance from the statistic at T to the rule's nearest boundary.
+  - existence ("can reach"): reached at T is stable; otherwise the magnitude rule and, for `not reproduced`, no
+    budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
+    boundary: a best effort that crossed it means the ladder goes on.
+
+  A failure when the rule is inconclusive at T (the statistic inside its noise band) demotes to `inconclusive`,
+  never to `invalid`. Remedy: double T for the verdict's points (the T and T/2 runs become T/2 and T/4)."""
+  v = rungs[-1]
+  raw, values = v.raw_outcome, [r.statistic for r in rungs]
+  steps = sorted({state[p].steps for p in v.points if p in state})
+  budgets = [steps[-1] // 2 ** (len(rungs) - 1 - i) if steps else 0 for i in range(len(rungs))]
+  how = _rung_text(levels, rungs, budgets)
+  if not all(map(math.isfinite, values)):
+    passed, how = False, f'{how}: not computable at every budget'
+  elif kind == stats.SIGN:
+    if raw not in stats.DECISIVE:
+      passed, how = True, f'{how}: undecided at T, where the claim is answered; nothing to hold'
     else:
-      tol, against = dist / 2, 'half the distance to the nearest boundary'
-    passed = v_full.raw_outcome == v_half.raw_outcome and change < tol
-    how = f'{at}; outcome {v_full.raw_outcome} vs {v_half.raw_outcome}; change {change:.3g} ' + (
-      f'{"<" if change < tol else ">="} {against} ({tol:.3g})' if math.isfinite(tol) else '(the rule has no boundary)'
+      passed = all(r.raw_outcome == raw for r in rungs)
+      how += '; ' + ('the same decided outcome at every budget' if passed else f'not {raw} at every budget')
+  elif kind == stats.EXISTENCE and raw == stats.REPRODUCED:
+    passed, how = True, f'{how}: reached at T'
+  else:
+    changes = [abs(b - a) for a, b in zip(values, values[1:])]
+    shrink = all(b < a for a, b in zip(changes, changes[1:]))
+    tol = _boundary_distance(v) / 2
+    passed = shrink and changes[-1] < tol
+    how += (
+      f'; changes {", ".join(f"{c:.3g}" for c in changes)} '
+      + ('shrink' if shrink else 'do not shrink')
+      + (
+        f'; the last {"<" if changes[-1] < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
+        if math.isfinite(tol)
+        else '; the rule has no boundary'
+      )
     )
+    if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
+      seen = [*zip(levels, rungs, strict=True), *others]
+      crossed = [label for label, alt in seen if _crossed(v.statistic, alt.statistic, v.boundaries)]
+      if crossed:
+        passed = False
+        how += f'; a best effort crossed the boundary ({", ".join(crossed)}): the ladder goes on'
+  name = f'stable on the budget ladder ({kind or "no kind"} claim)'
+  demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   if passed:
-    return stats.Check(name, True, how)
-  left = all(state[p].doublings < regime.max_doublings for p in v_full.points if p in state) and v_full.points
+    return stats.Check(name, True, how, demote=demote)
+  left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   return stats.Check(
     name,
     False,
     how + ('' if left else '; no doubling left (the most the regime allows)'),
     remedy=stats.DOUBLE_STEPS if left else '',
-    points=tuple(v_full.points),
+    points=tuple(v.points),
+    demote=demote,
   )
+
+
+def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -> list[float]:
+  """The rates at T of `point` within the tuning noise of the chosen one: every seed finite, and the Student-t 95% CI
+  of the mean paired (by seed) difference of `regime.metric` from the chosen rate's contains 0."""
+  at = frame[(frame['point'] == point) & (frame[STEPS] == s.steps)]
+  best = choose(rate_stats(at, regime.metric), regime.mode)
+  if best is None:
+    return []
+  ok = at[_finite(at, regime.metric)]
+  per_rate = {float(r): g.set_index(SEED)[regime.metric].astype(float) for r, g in ok.groupby(LR)}
+  chosen = per_rate.get(best.rate)
+  out = []
+  for r in rate_stats(at, regime.metric):
+    if np.isclose(r.rate, best.rate) or not r.eligible or chosen is None:
+      continue
+    d = (per_rate[r.rate] - chosen).dropna()
+    if len(d) < 2:
+      continue
+    _, lo, hi = stats.mean_ci(d)
+    if np.allclose(d, 0) or lo <= 0 <= hi:
+      out.append(r.rate)
+  return out
+
+
+def rate_tie(v: stats.Verdict, alternatives: Sequence[tuple[str, float, stats.Verdict]]) -> stats.Check:
+  """No learning-rate tie decides the verdict: with any point read at a rate tied with its chosen one
+  (`alternatives`: (point, rate, the rule with that point there)), the rule's outcome is the same. A tie is noise in
+  the tuning, not a budget: a failure demotes to inconclusive and names the statistic at every tied rate."""
+  name = 'no learning-rate tie decides it'
+  if not alternatives:
+    return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
+  read = '; '.join(f'{p} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome})' for p, r, a in alternatives)
+  differ = [a for _, _, a in alternatives if a.outcome != v.outcome]
+  how = f'chosen rates: {v.statistic:.4g} ({v.outcome}); {read}'
+  return stats.Check(name, not differ, how, demote=stats.INCONCLUSIVE)
+
+
+def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> stats.Check:
+  """No single seed decides the verdict: leaving out any one seed (`drops`: (seed, the rule without it)) keeps a
+  decided outcome; a failure demotes it to inconclusive and names the seed."""
+  name = 'no single seed decides it'
+  if v.outcome not in stats.DECISIVE:
+    return stats.Check(name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE)
+  flips = [(s, a) for s, a in drops if a.outcome != v.outcome]
+  if not flips:
+    return stats.Check(name, True, f'{v.outcome} with any one of {len(drops)} seeds left out', demote=stats.INCONCLUSIVE)
+  how = '; '.join(
+    f'without seed {s}: {a.statistic:.4g} (95% CI [{a.ci[0]:.4g}, {a.ci[1]:.4g}]), {a.outcome}' for s, a in flips
+  )
+  return stats.Check(name, False, how, demote=stats.INCONCLUSIVE)
 
 
 def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
@@ -308,11 +414,17 @@ def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mappin
 
 
 def fixable(verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:
-  """The failed checks of the verdicts whose every failed check has a remedy. A failed check without one
-  (a score pinned at its floor, parameters not matched, a limit reached) keeps its verdict invalid whatever
-  the loop runs, so the loop spends nothing on that verdict's remedies; a point it shares with a verdict
-  that can still pass is extended for that one."""
-  return [c for v in verdicts if all(c.remedy for c in v.failed_checks) for c in v.failed_checks]
+  """The failed checks with a remedy of the verdicts whose every failed check that invalidates (`demote` INVALID)
+  has one. A failed check without one (a score pinned at its floor, parameters not matched, a limit reached) keeps
+  its verdict invalid whatever the loop runs, so the loop spends nothing on that verdict's remedies; a point it
+  shares with a verdict that can still pass is extended for that one. A failed check that only demotes (a rate tie,
+  one seed deciding it) does not stop the remedies of the others."""
+  out = []
+  for v in verdicts:
+    failed = v.failed_checks
+    if all(c.remedy for c in failed if c.demote == stats.INVALID):
+      out += [c for c in failed if c.remedy]
+  return out
 
 
 def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:
@@ -439,25 +551,28 @@ def next_extension(
   seconds_per_step: Callable[[str], float],
   spent: float,
   finished: Callable[[str, float, int], bool] = lambda p, rate, steps: False,
+  cap_s: float | None = None,
 ) -> Extension:
   """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
   pass the cap, the part that fits: every rate extension first (a doubling is read at the rate chosen at T, so a
   rate at its grid's edge is settled before it), then the doublings of the verdicts whose rates are settled, the
   cheapest verdict first, while the cap allows. None fits: the whole extension (the loop stops on it).
-  `finished(point, rate, steps)`: every seed of that run is on disk already (it costs nothing)."""
+  `finished(point, rate, steps)`: every seed of that run is on disk already (it costs nothing). `cap_s`: the cap in
+  run-seconds on this machine (default: regime.cap, i.e. a machine as fast as the reference)."""
+  cap = regime.cap if cap_s is None else cap_s
 
   def build(checks: Sequence[stats.Check], partial: bool = False) -> Extension:
     new, actions = extend(state, shared_budgets(checks, verdicts), regime, chosen)
     runs = {p: left for p, rs in new_runs(state, new).items() if (left := [rb for rb in rs if not finished(p, *rb)])}
     return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, regime.seeds), partial)
 
-  fits = lambda e: bool(e.actions) and spent + e.cost <= regime.cap_s
+  fits = lambda e: bool(e.actions) and spent + e.cost <= cap
   whole = build(fixable(verdicts))
-  if spent + whole.cost <= regime.cap_s:
+  if spent + whole.cost <= cap:
     return whole
-  fix = [v for v in verdicts if v.failed_checks and all(c.remedy for c in v.failed_checks)]
-  take = [c for v in fix for c in v.failed_checks if _is_rate(c)]
-  ready = [v.failed_checks for v in fix if not any(map(_is_rate, v.failed_checks))]  # rates settled
+  fix = [v for v in verdicts if fixable([v])]
+  take = [c for v in fix for c in fixable([v]) if _is_rate(c)]
+  ready = [fixable([v]) for v in fix if not any(map(_is_rate, fixable([v])))]  # rates settled
   best = build(take, partial=True) if take else None
   if best is None or not fits(best):
     take, best = [], None

@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 import jax
+import numpy as np
 import pandas as pd
 
 from ffn_research import ablations
@@ -129,18 +130,43 @@ def _p_text(v) -> str:
   return f'p = {_fmt(v.p_value)}{holm}'
 
 
-def _verdict_md(v: verdict_lib.Verdict) -> list[str]:
+def flipped_by(changes: Sequence[Mapping[str, Any]], i: int) -> list[Mapping[str, Any]]:
+  """The design changes that turned verdict `i` (1-based) from a null into a positive."""
+  return [c for c in changes if c.get('null_to_positive') and i in (c.get('verdicts') or ())]
+
+
+def ladder_text(v: verdict_lib.Verdict) -> str:
+  return '; '.join(
+    f'{r["level"]} ({r["steps"]} steps): {_fmt(r["statistic"])} [{_fmt(r["ci"][0])}, {_fmt(r["ci"][1])}] {r["outcome"]}'
+    for r in v.ladder
+  )
+
+
+def _verdict_md(v: verdict_lib.Verdict, flips: Sequence[Mapping[str, Any]] = ()) -> list[str]:
   lo, hi = v.ci
   p = _p_text(v)
-  out = [
-    f'- **{v.outcome}** — {v.claim}',
+  out = [f'- **{v.outcome}** — {v.claim}']
+  out += [f'  - **changed after results** ({c["date"]}): {c["change"]} ({c["outcome"]})' for c in flips]
+  if v.scope:
+    out.append(f'  - scope: {v.scope}')
+  out += [
     f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}' + (f'; {p}' if p else ''),
+    f'  - claim kind: {v.kind or "not declared"}; premise (positive control): {v.premise or "not declared"}',
+  ]
+  if v.ladder:
+    out.append(f'  - budget ladder: {ladder_text(v)}')
+  out += [
     f'  - test: {v.test}',
     f'  - rule (fixed before the run): {v.rule}',
   ]
-  gated = v.outcome == verdict_lib.INVALID and v.failed_checks and v.detail.startswith('invalid: ')
+  gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
   if gated:  # gate's detail names each failed check with its numbers: said once, here
-    out.append('  - **invalid: this setup cannot test the claim**; failed: ' + v.detail.removeprefix('invalid: '))
+    why = (
+      '**invalid: this setup cannot test the claim**'
+      if v.outcome == verdict_lib.INVALID
+      else f'**{v.outcome}** (the rule alone gave {v.raw_outcome})'
+    )
+    out.append(f'  - {why}; failed: ' + v.detail.removeprefix(f'{v.outcome}: '))
   elif v.detail:
     out.append(f'  - {v.detail}')
   if v.checks:
@@ -174,21 +200,30 @@ def _seeds_text(n: int, offset: int) -> str:
 def regime_markdown(r: dict[str, Any]) -> list[str]:
   """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
   pol = r['policy']
+  cap = (
+    f'cap {r["cap_ref_s"]:.0f} reference-seconds = {r["cap_s"]:.0f} run-seconds on this machine (reference step '
+    f'{r["reference_step_s"] * 1e3:.3f} ms, {r["speed"]:.2f} x the reference machine). Spent {r["spent_s"]:.0f} '
+    f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds)'
+    if 'cap_ref_s' in r
+    else f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds'
+  )
   lines = [
     '## Regime',
     '',
     f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
     f"to start (an arm may declare its own grid and a multiple of T: the table below has each point's), "
-    f'T = {pol["steps"]} steps (and T/2), {_seeds_text(pol["seeds"], r.get("seed_offset", 0))}; '
+    f'T = {pol["steps"]} steps (and the ladder below it), {_seeds_text(pol["seeds"], r.get("seed_offset", 0))}; '
     f'up to {pol["max_extensions"]} '
     f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
-    f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds. Stopped: {r["stopped"]}.',
+    f'{cap}. Stopped: {r["stopped"]}.',
     '',
     '| pass | runs planned | runs run | wall (s) | failed checks | then |',
     '|---|---|---|---|---|---|',
   ]
   for it in r['iterations']:
     failed = '; '.join(it['failed']) or '–'
+    if it.get('earlier'):
+      failed = f'(an earlier policy or regime) {failed}'
     part = it.get('partial') or it.get('rates_only')  # rates_only: the key's name until 2026-11-26 22:40
     then = ('(the part that fits: the whole extension passed the cap) ' if part else '') + (
       '; '.join(it['actions']) or '–'
@@ -204,12 +239,35 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
       f'Next extension, not run ({n["why"]}): {n["runs"]} runs, about {n["cost_s"]:.0f} run-seconds: '
       + '; '.join(n['actions']),
     ]
-  lines += ['', '| point | rates run | T | rate at T | rate at T/2 |', '|---|---|---|---|---|']
+  levels = [lv for lv in reversed(regime_lib.LEVELS) if any(f'rate_{lv}' in p for p in r['points'])]
+  lines += [
+    '',
+    '| point | rates run | T | ' + ' | '.join(f'rate at {lv}' for lv in levels) + ' |',
+    '|---|---|---|' + '---|' * len(levels),
+  ]
   for p in r['points']:
-    lines.append(
-      f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | '
-      f'{_fmt(p["rate_T"])} | {_fmt(p["rate_T/2"])} |'
-    )
+    rates = ' | '.join(_fmt(p.get(f'rate_{lv}')) for lv in levels)
+    lines.append(f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | {rates} |')
+  return lines + ['']
+
+
+def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
+  """report.json's "design_changes": every change made after a result of the study was seen."""
+  lines = ['## Design changes after results', '']
+  if not changes:
+    return lines + ['None: no change to the design, statistic or rule was made after a result of it was seen.', '']
+  lines += [
+    'Every change to this study\'s design, statistic or rule made after one of its results was seen (the full '
+    'account: history.md beside this report).',
+    '',
+    '| date | commit | change | outcome before -> after | verdicts |',
+    '|---|---|---|---|---|',
+  ]
+  for c in changes:
+    which = ', '.join(map(str, c.get('verdicts') or ())) or '–'
+    flag = ' **(null -> positive)**' if c.get('null_to_positive') else ''
+    cells = (c['date'], c['commit'] or '–', c['change'], c['outcome'] + flag, which)
+    lines.append('| ' + ' | '.join(str(x).replace('|', '/') for x in cells) + ' |')
   return lines + ['']
 
 
@@ -229,9 +287,12 @@ def report_markdown(report: dict[str, Any]) -> str:
     '',
   ]
   verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]
-  for v in verdicts:
-    lines += _verdict_md(v)
+  changes = report.get('design_changes') or []
+  for i, v in enumerate(verdicts, 1):
+    lines += _verdict_md(v, flipped_by(changes, i))
   lines += [''] + _holm_md(verdicts) + [f'**Main figure.** {report["headline"]}', '']
+  if 'design_changes' in report:
+    lines += changes_markdown(changes)
   if report['checks']:
     lines += ['## Checks of the measurement', '']
     for c in report['checks']:
@@ -328,8 +389,10 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
     if rec is not None:
       log(
         f'{study.name}: {RECORD} was written for another scale or regime: the loop starts afresh '
-        '(finished runs are still reused)'
+        '(finished runs are still reused; the wall time and passes so far are kept, marked as earlier)'
       )
+      earlier = [{**it, 'earlier': True} for it in rec.get('iterations', [])]
+      fresh = {**fresh, 'iterations': earlier, 'wall_s': float(rec.get('wall_s') or 0.0)}
     rec = fresh
   state = regime_lib.state_from_json(rec['state'])
   start = regime_lib.initial_state(
@@ -464,54 +527,180 @@ def _rate_check(point: str, v: verdict_lib.Verdict, frame: pd.DataFrame, s, regi
   return verdict_lib.Check(c.name, True, f'{c.detail}; not needed: {v.settled[point]}')
 
 
-def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, regime, scale: str, points):
-  """The study's verdicts at T, each gated on its points' rate checks and on its stability from T/2 to T."""
-  full, half = (regime_lib.select(frame, tuning, lv) for lv in (regime_lib.FULL, regime_lib.HALF))
-  v_full, v_half = study.rules(full, scale), study.rules(half, scale)
-  if len(v_full) != len(v_half):
+def _rules(study: base.Study, sel: pd.DataFrame, scale: str) -> list[verdict_lib.Verdict]:
+  """The study's verdicts on `sel`, each with its declared claim (kind, scope, premise) attached."""
+  verdicts = study.rules(sel, scale)
+  if len(verdicts) != len(study.claims):
     raise ValueError(
-      f'{study.name}.rules gave {len(v_full)} verdicts at T and {len(v_half)} at T/2: '
-      'a study declares a fixed family of verdicts'
+      f'{study.name}.rules gave {len(verdicts)} verdicts and the study declares {len(study.claims)} claims: '
+      'a study declares a fixed family of verdicts, one Claim each'
     )
-  out = []
-  for vf, vh in zip(v_full, v_half, strict=True):
-    unknown = [p for p in vf.points if p not in state]
-    if unknown or not vf.points:
+  return [
+    dataclasses.replace(v, kind=c.kind, scope=c.scope, premise=c.premise)
+    for v, c in zip(verdicts, study.claims, strict=True)
+  ]
+
+
+def _with_point_at(full: pd.DataFrame, frame: pd.DataFrame, point: str, steps: int, rate: float) -> pd.DataFrame:
+  """`full` with `point`'s rows replaced by its runs at `rate` (and `steps`) from `frame`."""
+  sel = (frame['point'] == point) & (frame[regime_lib.STEPS] == steps) & np.isclose(frame[regime_lib.LR], rate)
+  alt = frame[sel].assign(level=regime_lib.FULL)
+  return pd.concat([full[full['point'] != point], alt], ignore_index=True)
+
+
+def _ladder(vs: Sequence[verdict_lib.Verdict], state, v: verdict_lib.Verdict) -> tuple[dict[str, Any], ...]:
+  t = max((state[p].steps for p in v.points if p in state), default=0)
+  return tuple(
+    {
+      'level': lv,
+      'steps': t // 2 ** (len(vs) - 1 - i),
+      'statistic': r.statistic,
+      'ci': list(r.ci),
+      'outcome': r.outcome,
+    }
+    for i, (lv, r) in enumerate(zip(regime_lib.LEVELS, vs, strict=True))
+  )
+
+
+def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, regime, scale: str, points):
+  """The study's verdicts at T, each gated on its premise, its points' rate checks, its stability on the budget
+  ladder by its claim's kind, no rate tie and no single seed deciding it."""
+  sels = {lv: regime_lib.select(frame, tuning, lv) for lv in regime_lib.LEVELS}
+  rungs = {lv: _rules(study, sels[lv], scale) for lv in regime_lib.LEVELS}
+  full = sels[regime_lib.FULL]
+  at_t = rungs[regime_lib.FULL]
+  for v in at_t:
+    unknown = [p for p in v.points if p not in state]
+    if unknown or not v.points:
       raise ValueError(
-        f'{study.name}: verdict {vf.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
+        f'{study.name}: verdict {v.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
       )
-    checks = [_rate_check(p, vf, frame, state[p], regime) for p in vf.points if points[p][0].tuned]
-    factor = {p: points[p][0].steps_factor for p in vf.points}
+
+  @functools.cache
+  def moved(point: str, rate: float) -> tuple[verdict_lib.Verdict, ...]:  # every verdict with `point` at `rate`
+    return tuple(_rules(study, _with_point_at(full, frame, point, state[point].steps, rate), scale))
+
+  drops = []
+  if any(v.outcome in verdict_lib.DECISIVE for v in at_t):
+    drops = [(s, _rules(study, full[full[regime_lib.SEED] != s], scale)) for s in sorted(full[regime_lib.SEED].unique())]
+  out = []
+  for i, v in enumerate(at_t):
+    tuned = [p for p in v.points if points[p][0].tuned]
+    ties = [(p, r, moved(p, r)[i]) for p in tuned for r in regime_lib.tied_rates(p, frame, state[p], regime)]
+    others = []
+    if v.kind == verdict_lib.EXISTENCE:
+      others = [(f'{p} at rate {r:g}', moved(p, r)[i]) for p in tuned for r in state[p].rates if r != _rate_at_t(tuning, p)]
+    checks = [_rate_check(p, v, frame, state[p], regime) for p in tuned]
+    if not v.premises:
+      checks.append(
+        verdict_lib.Check(
+          f'premise: {v.premise}', False, 'no positive control was computed from these runs', role=verdict_lib.PREMISE
+        )
+      )
+    factor = {p: points[p][0].steps_factor for p in v.points}
+    ladder = [rungs[lv][i] for lv in regime_lib.LEVELS]
     checks += [
-      regime_lib.coverage(vf, full, regime.seeds),
-      regime_lib.one_budget(vf, state, factor),
-      regime_lib.stability(vf, vh, state, regime),
+      regime_lib.coverage(v, full, regime.seeds),
+      regime_lib.one_budget(v, state, factor),
+      regime_lib.stability(v.kind, ladder, state, regime, others),
+      regime_lib.rate_tie(v, ties),
+      regime_lib.one_seed(v, [(s, d[i]) for s, d in drops]),
     ]
-    vf = dataclasses.replace(vf, extra={**vf.extra, 'statistic_half': float(vh.statistic)})
-    out.append(verdict_lib.gate(vf, checks))
-  return out, full, half
+    v = dataclasses.replace(
+      v, extra={**v.extra, 'statistic_half': float(ladder[1].statistic)}, ladder=_ladder(ladder, state, v)
+    )
+    out.append(verdict_lib.gate(v, checks))
+  return out, sels
 
 
-def _stop_reason(failed, actions, added, spent: float, cost: float, regime) -> tuple[str, dict[str, Any] | None]:
+def _rate_at_t(tuning: pd.DataFrame, point: str) -> float:
+  t = tuning[(tuning['point'] == point) & (tuning['level'] == regime_lib.FULL)]['rate']
+  return float(t.iloc[0]) if len(t) else math.nan
+
+
+def _stop_reason(failed, actions, added, spent: float, cost: float, cap: '_Cap', seeds: int):
   """('' to go on, or why the loop stops; the next extension's record when the cap stopped it)."""
   if not failed:
-    return 'every regime check passed', None
+    return 'every check of every verdict passed', None
   if not actions:
-    return 'no invalid verdict can pass with more compute: each has a failed check with no remedy left', None
-  if spent + cost > regime.cap_s:
+    return 'more compute cannot help: every verdict with a failed check has one with no remedy left', None
+  if spent + cost > cap.run_s:
     return (
-      f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {regime.cap_s:.0f}',
-      {'why': 'over the cap', 'actions': actions, 'runs': sum(map(len, added.values())) * regime.seeds, 'cost_s': cost},
+      f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {cap.text()}',
+      {
+        'why': 'over the cap',
+        'actions': actions,
+        'runs': sum(map(len, added.values())) * seeds,
+        'cost_s': cost,
+        'cost_ref_s': cost / cap.speed,
+      },
     )
   return '', None
 
 
-def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, tuning: pd.DataFrame) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class _Cap:
+  """A regime's cap on this machine: `ref_s` reference-seconds, `speed` = this machine's reference step over
+  regime.REFERENCE_STEP_S (2.0: half as fast), so `run_s` = ref_s * speed run-seconds here."""
+
+  ref_s: float
+  speed: float
+  step_s: float  # this invocation's reference step, seconds
+
+  @property
+  def run_s(self) -> float:
+    return self.ref_s * self.speed
+
+  def text(self) -> str:
+    return f'{self.ref_s:.0f} reference-seconds = {self.run_s:.0f} run-seconds here'
+
+
+@functools.cache
+def reference_step_s() -> float:
+  """Seconds per step of a fixed program, timed once per process (the unit of the caps: regime.REFERENCE_STEP_S):
+  one Adam step of a ReLU MLP 64 -> 256 -> 64 on a batch of 128, 200 steps in one lax.scan, median of 5 calls after
+  compiling."""
+  import optax  # noqa: PLC0415 (only the runner times it)
+
+  k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
+  x_BD, y_BD = jax.random.normal(k1, (128, 64)), jax.random.normal(k2, (128, 64))
+  params = (jax.random.normal(k3, (64, 256)) * 0.1, jax.random.normal(k3, (256, 64)) * 0.1)
+  opt = optax.adam(1e-3)
+
+  def loss(p):
+    return jax.numpy.mean((jax.nn.relu(x_BD @ p[0]) @ p[1] - y_BD) ** 2)
+
+  def step(carry, _):
+    p, st = carry
+    u, st = opt.update(jax.grad(loss)(p), st)
+    return (optax.apply_updates(p, u), st), None
+
+  run = jax.jit(lambda c: jax.lax.scan(step, c, None, length=200)[0])
+  carry = (params, opt.init(params))
+  jax.block_until_ready(run(carry))
+  times = []
+  for _ in range(5):
+    t0 = time.perf_counter()
+    jax.block_until_ready(run(carry))
+    times.append(time.perf_counter() - t0)
+  return float(np.median(times)) / 200
+
+
+def _cap(regime) -> _Cap:
+  step = reference_step_s()
+  return _Cap(float(regime.cap), step / regime_lib.REFERENCE_STEP_S, step)
+
+
+def _regime_record(regime, cap: _Cap, spent: float, stopped: str, iterations, nxt, state, tuning) -> dict[str, Any]:
   """report.json's "regime": the policy, the cost, the loop's iterations and where each point ended."""
   rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
   return {
     'policy': dataclasses.asdict(regime),
-    'cap_s': regime.cap_s,
+    'cap_ref_s': cap.ref_s,
+    'cap_s': cap.run_s,
+    'reference_step_s': cap.step_s,
+    'speed': cap.speed,
+    'spent_ref_s': spent / cap.speed,
     'spent_s': spent,
     'stopped': stopped,
     'iterations': iterations,
@@ -525,8 +714,7 @@ def _regime_record(regime, spent: float, stopped: str, iterations, nxt, state, t
         'higher': s.higher,
         'doublings': s.doublings,
         'dropped': s.dropped,
-        'rate_T': rates.get((p, regime_lib.FULL)),
-        'rate_T/2': rates.get((p, regime_lib.HALF)),
+        **{f'rate_{lv}': rates.get((p, lv)) for lv in regime_lib.LEVELS},
       }
       for p, s in state.items()
     ],
@@ -539,8 +727,7 @@ class _LoopEnd:
 
   frame: pd.DataFrame
   tuning: pd.DataFrame
-  full: pd.DataFrame
-  half: pd.DataFrame
+  ladder: dict[str, pd.DataFrame]  # level -> the runs at each point's chosen rate at that budget
   verdicts: list[verdict_lib.Verdict]
   state: dict[str, Any]
   stopped: str
@@ -550,7 +737,7 @@ class _LoopEnd:
 
 
 def _regime_loop(
-  study: base.Study, outdir: str, points, rec, regime, scale: str, progress: bool, tick, seed_offset: int
+  study: base.Study, outdir: str, points, rec, regime, scale: str, progress: bool, tick, seed_offset: int, cap: _Cap
 ):
   """Run, tune, judge, extend until every check passes, nothing is left to extend, or the cap; each pass is an
   iteration of `rec` (saved by `tick`, so a killed loop resumes where it stopped)."""
@@ -560,12 +747,12 @@ def _regime_loop(
     frame, ran = _run_pass(study, outdir, points, rec, regime, progress, tick, seed_offset)
     state = rec['state']
     tuning = regime_lib.tune(frame, state, regime)
-    verdicts, full, half = _judge(study, frame, tuning, state, regime, scale, points)
+    verdicts, ladder = _judge(study, frame, tuning, state, regime, scale, points)
     failed = [c for v in verdicts for c in v.failed_checks]
     chosen = {t['point']: t['rate'] for _, t in tuning[tuning['level'] == regime_lib.FULL].iterrows()}
     spent = _spent(outdir)
     done = _finished(outdir, points, regime.seeds, seed_offset)
-    ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done)
+    ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done, cap.run_s)
     entry = {
       'iteration': len(rec['iterations']),
       'runs_planned': int(len(frame)),
@@ -576,14 +763,14 @@ def _regime_loop(
       'actions': [],
       'next_cost_s': ext.cost,
     }
-    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, regime)
+    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, cap, regime.seeds)
     if not stopped:
       entry['actions'] = ext.actions
       entry['partial'] = ext.partial
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
       rec['iterations'].append(entry)  # a resumed pass with nothing to run is not a new iteration
     if stopped:
-      return _LoopEnd(frame, tuning, full, half, verdicts, state, stopped, nxt, ext.cost, spent)
+      return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent)
     why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''
     cost = f' (~{ext.cost:.0f} run-seconds; spent {spent:.0f})'
     log(f'{study.name}: extending{why}: ' + '; '.join(ext.actions) + cost)
@@ -591,13 +778,14 @@ def _regime_loop(
     tick()
 
 
-def _final_verdicts(end: _LoopEnd, regime) -> list[verdict_lib.Verdict]:
+def _final_verdicts(end: _LoopEnd, cap: _Cap) -> list[verdict_lib.Verdict]:
   """Holm over the family; an invalid verdict of a loop the cap stopped names the next extension's cost."""
   verdicts = verdict_lib.holm(end.verdicts)
   if not end.nxt:
     return verdicts
   cost = (
-    f' — the next extension would have cost ~{end.cost:.0f} run-seconds (cap {regime.cap_s:.0f}, spent {end.spent:.0f})'
+    f' — the next extension would have cost ~{end.cost:.0f} run-seconds (~{end.cost / cap.speed:.0f} '
+    f'reference-seconds; cap {cap.text()}, spent {end.spent:.0f} run-seconds)'
   )
   return [v if v.outcome != verdict_lib.INVALID else dataclasses.replace(v, detail=v.detail + cost) for v in verdicts]
 
@@ -613,6 +801,12 @@ def run_study(
   outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
   os.makedirs(outdir, exist_ok=True)
   env, start = environment(), time.time()
+  cap = _cap(regime)
+  env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
+  log(
+    f'{study.name}: reference step {cap.step_s * 1e3:.3f} ms here ({cap.speed:.2f} x the reference machine): cap '
+    + cap.text()
+  )
   points = _points(study.arms(scale))
   rec = _load_record(outdir, study, scale, points)
   clock = [start]
@@ -624,14 +818,15 @@ def run_study(
     _save_record(outdir, rec)
 
   _save_record(outdir, rec)
-  end = _regime_loop(study, outdir, points, rec, regime, scale, progress, tick, seed_offset)
+  end = _regime_loop(study, outdir, points, rec, regime, scale, progress, tick, seed_offset, cap)
   tick()
-  verdicts = _final_verdicts(end, regime)
+  verdicts = _final_verdicts(end, cap)
   frame = end.frame
-  result = base.Result(frame, end.tuning, end.full, end.half, verdicts, scale)
+  lad = end.ladder
+  result = base.Result(frame, end.tuning, lad[regime_lib.FULL], lad[regime_lib.HALF], verdicts, scale, lad)
   shown = study.present(result, base.Context(outdir=outdir, scale=scale))
   regime_rec = {
-    **_regime_record(regime, end.spent, end.stopped, rec['iterations'], end.nxt, end.state, end.tuning),
+    **_regime_record(regime, cap, end.spent, end.stopped, rec['iterations'], end.nxt, end.state, end.tuning),
     'seed_offset': seed_offset,
   }
   arms = {arm.name: arm for arm, _ in points.values()}
@@ -692,6 +887,7 @@ def _report(study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps,
     'status_counts': {str(k): int(v) for k, v in status.items()},
     'headline': shown.headline,
     'verdicts': [v.to_dict() for v in verdicts],
+    'design_changes': [c.to_dict() for c in study.changes],
     'checks': [c.to_dict() for c in shown.checks],
     'regime': regime_rec,
     'tables': [
@@ -823,14 +1019,18 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     name, env = r['name'], r['environment']
     rel = f'docs/results/{name}'
     lines += [f'### {name}', '', f'**Claim.** {r["claim"]}', '']
-    for v in r['verdicts']:
+    changes = r.get('design_changes') or []
+    for i, v in enumerate(r['verdicts'], 1):
       lo, hi = v['ci']
       holm = f', Holm-adjusted p = {_fmt(v["p_holm"])}' if v.get('p_holm') is not None else ''
       lines.append(
         f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
         f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]}{holm})'
       )
-      if v['outcome'] == verdict_lib.INVALID:  # why this setup cannot test the claim, next to the verdict
+      if v.get('scope'):
+        lines.append(f'  - scope: {v["scope"]}')
+      lines += [f'  - **changed after results** ({c["date"]}): {c["change"]}' for c in flipped_by(changes, i)]
+      if v['outcome'] != v.get('rule_outcome', v['outcome']) or v['outcome'] == verdict_lib.INVALID:
         lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in failed_checks(v)]
     lines += ['', f'**Main figure.** {r["headline"]}', '']
     failed = [c for c in r.get('checks', []) if not c['passed']]

@@ -69,9 +69,9 @@ SETTINGS: dict[str, Settings] = {
   'full': dict(densities=DENSITIES, batch=1024),
 }
 REGIMES = {
-  'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=200, seeds=3, cap_s=60),
-  'quick': base.Regime(rates=RATES, steps=1000, seeds=5, cap_s=600),
-  'full': base.Regime(rates=RATES, steps=2000, seeds=12, cap_s=3600),
+  'smoke': base.Regime(rates=(1e-3, 3e-3, 1e-2), steps=200, seeds=3, cap=60),
+  'quick': base.Regime(rates=RATES, steps=1000, seeds=5, cap=600),
+  'full': base.Regime(rates=RATES, steps=2000, seeds=12, cap=3600),
 }
 # Arm -> (model.arch, label).
 ARMS = {

@@ -506,9 +506,9 @@ ABLATION = base.Study(
   ),
   published='optimum sup error 1/(2N^2), i.e. log-log slope -2; 1.2e-4 at N = 64',
   regimes={
-    'smoke': base.Regime(rates=(1e-3, 1e-2, 1e-1), steps=500, seeds=3, cap_s=90.0, metric='tuning_loss'),
-    'quick': base.Regime(rates=RATES, steps=2000, seeds=3, cap_s=420.0, metric='tuning_loss'),
-    'full': base.Regime(rates=RATES, steps=10000, seeds=5, cap_s=3600.0, metric='tuning_loss', max_doublings=4),
+    'smoke': base.Regime(rates=(1e-3, 1e-2, 1e-1), steps=500, seeds=3, cap=90.0, metric='tuning_loss'),
+    'quick': base.Regime(rates=RATES, steps=2000, seeds=3, cap=420.0, metric='tuning_loss'),
+    'full': base.Regime(rates=RATES, steps=10000, seeds=5, cap=3600.0, metric='tuning_loss', max_doublings=4),
   },
   arms=arms,
   rules=rules,
