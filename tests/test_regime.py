@@ -64,7 +64,7 @@ def test_edge_rate_triggers_an_extension_for_that_point_only():
   assert new['a'].rates == pytest.approx([1e-3, 1e-2, 1e-1, 0.3]) and new['a'].higher == 1
   assert new['b'].rates == list(RATES) and len(actions) == 1
   added = regime.new_runs(st, new)
-  assert added == {'a': [(pytest.approx(0.3), 50), (pytest.approx(0.3), 100)]}  # the new rate at T/2 and T only
+  assert added == {'a': [(pytest.approx(0.3), b) for b in (25, 50, 100)]}  # the new rate on the ladder only
   low = frame(valley(1e-5))
   c = regime.inside_grid('a', low, st['a'], POLICY)
   assert c.remedy == stats.LOWER_RATE and regime.extend(st, [c], POLICY)[0]['a'].rates[0] == pytest.approx(1e-3 / 3)
@@ -97,7 +97,7 @@ def test_extensions_stop_at_the_regime_limit():
 def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restores_a_dropped_rate():
   five = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
   st = {'a': regime.PointState(list(five), 100, higher=2)}  # no extension left above: only a dropped rate can
-  flip = regime.stability(_verdict(0.5), _verdict(1.5), st, POLICY)
+  flip = regime.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5), st, POLICY)
   new, actions = regime.extend(st, [flip], POLICY, chosen={'a': 3e-3})
   assert new['a'].rates == pytest.approx([1e-3, 3e-3, 1e-2]) and new['a'].dropped == pytest.approx([3e-2, 1e-1])
   assert new['a'].steps == 200 and 'rates 0.001, 0.003, 0.01 kept' in actions[0]
@@ -110,8 +110,8 @@ def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restore
   back, actions = regime.extend(new, [c], POLICY)
   assert back['a'].rates == pytest.approx([1e-3, 3e-3, 1e-2, 3e-2]) and back['a'].dropped == pytest.approx([1e-1])
   assert back['a'].higher == 2 and 'restored above' in actions[0]
-  # its run at 100 steps (now T/2) is on disk and is reused; the cost estimate counts it (an over-estimate)
-  assert regime.new_runs(new, back) == {'a': [(pytest.approx(3e-2), 100), (pytest.approx(3e-2), 200)]}
+  # its runs at 50 and 100 steps (now T/4, T/2) are on disk and reused (next_extension leaves them out of the cost)
+  assert regime.new_runs(new, back) == {'a': [(pytest.approx(3e-2), b) for b in (50, 100, 200)]}
   assert regime.state_from_json(regime.state_to_json(back)) == back
   assert regime.state_from_json({'a': {'rates': [0.1], 'steps': 4}})['a'].dropped == []  # a state from before
 
@@ -121,44 +121,122 @@ def _verdict(stat, points=('a',)):
   return dataclasses.replace(v, points=points)
 
 
-def test_stability_on_the_verdicts_own_statistic_and_doubling_reuses_the_t_runs():
+def _ladder(*stats_, points=('a',)):
+  """Threshold verdicts (below 1.0) with these statistics, ascending budgets."""
+  return [_verdict(x, points) for x in stats_]
+
+
+def _paired(mean, sd=0.1, n=8, points=('a',)):
+  """A paired 'less' verdict on n differences with this mean and spread (sign claims)."""
+  d = mean + sd * np.linspace(-1, 1, n)
+  return dataclasses.replace(stats.paired(d, np.zeros(n), expect='less', claim='c'), points=points)
+
+
+def test_a_sign_claim_shrinking_toward_a_floor_is_stable_and_a_flip_is_not():
   st = state()
-  ok = regime.stability(_verdict(0.5), _verdict(0.6), st, POLICY)  # |0.1| < 0.5 / 2, same outcome
-  assert ok.passed, ok.detail
-  near = regime.stability(_verdict(0.5), _verdict(0.8), st, POLICY)  # same outcome, but 0.3 >= 0.25
-  flip = regime.stability(_verdict(0.5), _verdict(1.5), st, POLICY)  # outcome changes
-  for c in (near, flip):
-    assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == ('a',)
-  new, actions = regime.extend(st, [flip, near], POLICY)  # two failures double once
-  assert new['a'].steps == 200 and new['a'].doublings == 1 and len(actions) == 1
-  added = regime.new_runs(st, new)
-  assert sorted(added['a']) == sorted((r, 200) for r in RATES)  # the T runs become T/2: only 2T is new
-  spent = regime.estimate_cost(added, lambda p: 0.01, seeds=4)
-  assert spent == pytest.approx(0.01 * 200 * 4 * 3)
+  shrink = regime.stability(stats.SIGN, [_paired(-0.9), _paired(-0.3), _paired(-0.1, sd=0.02)], st, POLICY)
+  assert shrink.passed and 'the same decided outcome at every budget' in shrink.detail, shrink.detail
+  # the magnitude rule would refuse the same ladder: the last change is not below half the distance to 0
+  assert not regime.stability(
+    stats.MAGNITUDE, [_paired(-0.9), _paired(-0.3), _paired(-0.1, sd=0.02)], st, POLICY
+  ).passed
+  flip = regime.stability(stats.SIGN, [_paired(0.3), _paired(-0.3), _paired(-0.3)], st, POLICY)
+  assert not flip.passed and flip.remedy == stats.DOUBLE_STEPS and flip.demote == stats.INVALID
+  undecided = regime.stability(stats.SIGN, [_paired(-0.3), _paired(-0.3), _paired(0.0)], st, POLICY)
+  assert undecided.passed and 'undecided at T' in undecided.detail
+
+
+def test_a_slope_that_moves_more_at_the_last_doubling_is_not_stable():
+  st = state()
+
+  def slope(x):
+    v = stats.threshold([x - 0.01, x, x + 0.01], level=-1.5, direction='above', claim='s')
+    return dataclasses.replace(v, points=('a',))
+
+  moving = regime.stability(stats.MAGNITUDE, [slope(-0.93), slope(-0.96), slope(-1.12)], st, POLICY)
+  assert not moving.passed and 'do not shrink' in moving.detail and moving.remedy == stats.DOUBLE_STEPS
+  settling = regime.stability(stats.MAGNITUDE, [slope(-0.8), slope(-0.93), slope(-0.96)], st, POLICY)
+  assert settling.passed, settling.detail
+  new, actions = regime.extend(st, [moving], POLICY)  # the T and T/2 runs become T/2 and T/4: only 2T is new
+  assert new['a'].steps == 200 and sorted(regime.new_runs(st, new)['a']) == sorted((r, 200) for r in RATES)
+  assert regime.estimate_cost(regime.new_runs(st, new), lambda p: 0.01, seeds=4) == pytest.approx(0.01 * 200 * 4 * 3)
   capped = regime.stability(
-    _verdict(0.5), _verdict(1.5), {'a': regime.PointState(list(RATES), 400, doublings=2)}, POLICY
+    stats.MAGNITUDE,
+    [slope(-0.93), slope(-0.96), slope(-1.12)],
+    {'a': regime.PointState(list(RATES), 400, doublings=2)},
+    POLICY,
   )
   assert not capped.passed and capped.remedy == '' and 'no doubling left' in capped.detail
 
 
-def test_an_inconclusive_outcome_is_stable_when_its_drift_is_small_against_its_ci():
-  """Both budgets inconclusive (CI across the boundary 0): the drift is judged against half the CI's
-  half-width at T (here 0.5), not against the distance to the boundary (0.05, inside the noise)."""
+def test_an_existence_claim_with_a_rung_or_a_rate_past_the_boundary_is_not_refuted():
+  """'can reach a mean below 1': not reproduced at T (1.3) with a settled ladder is refuted only if no budget and no
+  other rate crossed 1."""
   st = state()
+  settled = _ladder(1.6, 1.35, 1.3)
+  assert settled[-1].raw_outcome == stats.NOT_REPRODUCED
+  ok = regime.stability(stats.EXISTENCE, settled, st, POLICY)
+  assert ok.passed, ok.detail
+  rung = regime.stability(stats.EXISTENCE, _ladder(0.9, 1.35, 1.3), st, POLICY)
+  assert not rung.passed and 'crossed the boundary (T/4)' in rung.detail and rung.remedy == stats.DOUBLE_STEPS
+  rate = regime.stability(stats.EXISTENCE, settled, st, POLICY, others=[('a at rate 0.1', _verdict(0.8))])
+  assert not rate.passed and 'a at rate 0.1' in rate.detail
+  reached = regime.stability(stats.EXISTENCE, _ladder(1.6, 1.2, 0.5), st, POLICY)
+  assert reached.passed and 'reached at T' in reached.detail
 
-  def v(stat):
-    d = np.array([stat - 1.0, stat + 1.0, stat - 0.5, stat + 0.5])
-    return dataclasses.replace(stats.paired(d, np.zeros(4), expect='less', claim='c'), points=('a',))
 
-  t, h_near, h_far = v(0.05), v(0.2), v(0.9)
-  assert t.raw_outcome == h_near.raw_outcome == h_far.raw_outcome == stats.INCONCLUSIVE
-  width = (t.ci[1] - t.ci[0]) / 2
-  ok = regime.stability(t, h_near, st, POLICY)  # change 0.15 < width / 2
-  assert ok.passed and 'half the CI half-width at T' in ok.detail and 0.15 < width / 2, ok.detail
-  far = regime.stability(t, h_far, st, POLICY)  # change 0.85 >= width / 2
-  assert not far.passed and far.remedy == stats.DOUBLE_STEPS and 0.85 >= width / 2
-  decided = regime.stability(_verdict(0.5), _verdict(0.8), st, POLICY)  # decided: the boundary rule as before
-  assert not decided.passed and 'half the distance to the nearest boundary' in decided.detail
+def test_a_statistic_in_its_noise_band_is_inconclusive_never_invalid():
+  st = state()
+  t = _paired(0.02, sd=1.0)  # CI across 0: inconclusive at T
+  c = regime.stability(stats.MAGNITUDE, [_paired(0.9, sd=1.0), _paired(-0.5, sd=1.0), t], st, POLICY)
+  assert not c.passed and c.demote == stats.INCONCLUSIVE
+  v = stats.gate(t, [c])
+  assert v.outcome == stats.INCONCLUSIVE and v.outcome != stats.INVALID
+
+
+def test_a_failed_premise_gives_invalid_never_not_reproduced():
+  v = stats.threshold([1.5, 1.6, 1.55], level=1.0, direction='below', claim='c')
+  assert v.outcome == stats.NOT_REPRODUCED
+  control = stats.premise_check('routing matters', 0.01, (-0.02, 0.04), -math.inf, -0.1, what='learned - dense')
+  gated = stats.gate(v, [control])
+  assert control.role == stats.PREMISE and control.name.startswith('premise')
+  assert (
+    gated.outcome == stats.INVALID and gated.raw_outcome == stats.NOT_REPRODUCED and 'routing matters' in gated.detail
+  )
+  assert stats.as_premise(stats.Check('learned', True, 'x')).role == stats.PREMISE
+
+
+def test_a_rate_tie_is_detected_and_read_at_both_rates():
+  """Rates 1e-2 and 1e-1 give the same mean loss within the seeds' noise; the verdict's outcome differs between them."""
+  f = frame(lambda p, r, t, s: 1.0 + (0.05 if s % 2 else -0.05) * (1 if r == 1e-1 else -1) + (r == 1e-3), steps=(100,))
+  st = state()
+  assert regime.tied_rates('a', f, st['a'], POLICY) == [pytest.approx(1e-1)] or regime.tied_rates(
+    'a', f, st['a'], POLICY
+  ) == [pytest.approx(1e-2)]
+  v = _verdict(0.5)
+  other = _verdict(1.5)
+  c = regime.rate_tie(v, [('a', 1e-1, other)])
+  assert not c.passed and c.demote == stats.INCONCLUSIVE and 'a at tied rate 0.1: 1.5' in c.detail and '0.5' in c.detail
+  assert regime.rate_tie(v, [('a', 1e-1, _verdict(0.6))]).passed
+  assert regime.rate_tie(v, []).passed
+  far = frame(valley(1e-2), steps=(100,))  # a clear optimum: no tie
+  assert regime.tied_rates('a', far, st['a'], POLICY) == []
+
+
+def test_one_outlying_seed_makes_a_verdict_inconclusive():
+  """Five seeds decide 'mean below 1'; a sixth, outlying seed widens the CI past 1. Read the other way: the verdict
+  of the six is decided only if seed 5 is left out, so no single seed may decide it."""
+  six = np.array([0.2, 0.1, 0.15, 0.12, 0.11, 2.0])
+  rule = lambda x: stats.threshold(x, level=1.0, direction='below', claim='c')
+  drops = [(s, rule(np.delete(six, s))) for s in range(6)]
+  assert rule(six).outcome == stats.INCONCLUSIVE and drops[5][1].outcome == stats.REPRODUCED
+  assert regime.one_seed(rule(six), drops).passed  # undecided: nothing for one seed to decide
+  five = rule(six[:5])
+  flip = regime.one_seed(five, [(5, rule(six))])  # as if seed 5 were the one a decided verdict could lose
+  assert not flip.passed and 'without seed 5' in flip.detail and flip.demote == stats.INCONCLUSIVE
+  assert stats.gate(five, [flip]).outcome == stats.INCONCLUSIVE
+  steady = np.array([0.2, 0.1, 0.15, 0.12, 0.11, 0.14])
+  assert regime.one_seed(rule(steady), [(s, rule(np.delete(steady, s))) for s in range(6)]).passed
 
 
 def test_coverage_and_one_budget_checks():
@@ -203,6 +281,12 @@ def test_ratio_of_means_and_wide_and_zero_rules():
 
 
 # --------------------------------------------------------------------------- the loop, through the runner
+
+
+@pytest.fixture(autouse=True)
+def _reference_machine(monkeypatch):
+  """Caps in these tests are read as if this machine's reference step were the reference machine's (speed 1)."""
+  monkeypatch.setattr(runner, 'reference_step_s', lambda: regime.REFERENCE_STEP_S)
 
 
 def _study(cap_s: float, level: float):
@@ -257,12 +341,13 @@ def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
   assert reg['iterations'][0]['actions'] and len(reg['iterations']) == 2
   pts = {p['point']: p for p in reg['points']}
   assert pts['main: f4']['rates'] == pytest.approx([1e-3 / 3, 1e-3, 1e-2]) and pts['main: f4']['steps'] == 16
-  assert 'no invalid verdict can pass with more compute' in reg['stopped']
+  assert 'more compute cannot help' in reg['stopped']
   v = report['verdicts'][0]
   assert v['outcome'] == stats.INVALID and v['p_holm'] == 1.0
-  assert {c['name'] for c in v['checks'] if not c['passed']} >= {'statistic stable when the steps double'}
-  # 2 points x 3 rates x 2 budgets (8 and 16 steps planned now; the 4-step runs stay on disk) x 2 seeds
-  assert report['status_counts'] == {'completed': 24}
+  assert {c['name'] for c in v['checks'] if not c['passed']} >= {'stable on the budget ladder (magnitude claim)'}
+  # 2 points x 3 rates x 3 budgets (4, 8 and 16 steps planned now; the 2-step runs stay on disk) x 2 seeds
+  assert report['status_counts'] == {'completed': 36}
+  assert [r['steps'] for r in v['ladder']] == [4, 8, 16] and v['kind'] == stats.MAGNITUDE and v['scope']
   assert report['regime']['spent_s'] > 0 and report['total_wall_time_s'] >= report['wall_time_s']
   md = (tmp_path / 'tiny' / 'report.md').read_text()
   assert '## Regime' in md and '| main: f4 |' in md
@@ -273,6 +358,16 @@ def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
   err = capsys.readouterr().err
   assert '0 to run' in err and 'to run in 0 groups' in err
   assert len(again['regime']['iterations']) == 2 and again['verdicts'] == report['verdicts']
+
+
+def test_a_changed_regime_keeps_the_wall_time_and_the_passes_so_far(tmp_path):
+  """A record written under another regime starts the loop afresh, but its wall time and passes stay (marked)."""
+  runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)
+  first = json.loads((tmp_path / 'tiny' / 'regime.json').read_text())
+  report = runner.run_study(_study(cap_s=1.0, level=12), str(tmp_path), 'smoke', progress=False)
+  its = report['regime']['iterations']
+  assert its[0].get('earlier') and not its[-1].get('earlier') and report['total_wall_time_s'] > first['wall_s']
+  assert '(an earlier policy or regime)' in (tmp_path / 'tiny' / 'report.md').read_text()
 
 
 def _old_collect(run_dir, row):
@@ -339,8 +434,11 @@ def test_killed_loop_resumes_without_redoing_runs(tmp_path, monkeypatch):
     runner.run_study(study, str(tmp_path), 'smoke', progress=False)
   runs = sorted((tmp_path / 'tiny' / 'main' / 'runs').glob('*/summary.json'))
   stamps = {p: p.stat().st_mtime_ns for p in runs}
+  killed_wall = json.loads((tmp_path / 'tiny' / 'regime.json').read_text())['wall_s']
+  assert killed_wall > 0  # the killed invocation's wall time is on disk
   monkeypatch.setattr(runner.sweep_lib, 'run_sweep', real)
   report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
+  assert report['total_wall_time_s'] >= killed_wall + report['wall_time_s'] - 1e-6  # summed over both invocations
   assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # no finished run redone
   assert len(report['regime']['iterations']) == 2 and report['regime']['iterations'][1]['runs_run'] == 0
 
@@ -350,7 +448,7 @@ def test_a_doubling_reaches_every_point_that_shares_a_verdict():
   d, read by a verdict of its own, is left alone."""
   st = state(('a', 'b', 'c', 'd'))
   verdicts = [_verdict(0.5, ('a', 'b')), _verdict(0.5, ('b', 'c')), _verdict(0.5, ('d',))]
-  flip = regime.stability(_verdict(0.5, ('a', 'b')), _verdict(1.5, ('a', 'b')), st, POLICY)
+  flip = regime.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5, points=('a', 'b')), st, POLICY)
   widened = regime.shared_budgets([flip], verdicts)
   assert widened[0].points == ('a', 'b', 'c')
   new, _ = regime.extend(st, widened, POLICY)
@@ -379,8 +477,8 @@ def test_a_verdict_that_no_compute_can_fix_gets_no_extension():
 
 def test_over_the_cap_the_part_that_fits_runs_rates_first_then_the_cheapest_doublings():
   """Verdict 1 reads (a, b): a at its grid's top, (a, b) unstable; verdict 2 reads c, unstable. At 1 s per step and
-  4 seeds: a's new rate costs 600 ((50 + 100) steps x 4), c's doubling 2,400 (3 rates x 200 x 4), verdict 1's
-  doubling with the new rate 5,200 (a: 0.3 at 100 + 3 rates at 200; b: 3 rates at 200), 7,600 in all. Over
+  4 seeds: a's new rate costs 700 ((25 + 50 + 100) steps x 4), c's doubling 2,400 (3 rates x 200 x 4), verdict 1's
+  doubling with the new rate 5,400 (a: 0.3 at 50 and 100 + 3 rates at 200; b: 3 rates at 200), 7,800 in all. Over
   the cap, the rate runs first, then c's doubling if it fits; verdict 1's doubling waits for its rate."""
   st = state(('a', 'b', 'c'))
   edge = stats.Check('a: edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
@@ -393,24 +491,24 @@ def test_over_the_cap_the_part_that_fits_runs_rates_first_then_the_cheapest_doub
     return regime.next_extension(st, [v1, v2], dataclasses.replace(POLICY, cap=cap), chosen, per_step, spent)
 
   whole = ext(1e9)
-  assert whole.cost == 7600 and not whole.partial and len(whole.actions) == 4
+  assert whole.cost == 7800 and not whole.partial and len(whole.actions) == 4
   assert [whole.state[p].steps for p in 'abc'] == [200, 200, 200]
-  both = ext(3000)
-  assert both.partial and both.cost == 3000 and [both.state[p].steps for p in 'abc'] == [100, 100, 200]
+  both = ext(3100)
+  assert both.partial and both.cost == 3100 and [both.state[p].steps for p in 'abc'] == [100, 100, 200]
   assert both.state['a'].rates == [*RATES, RATES[-1] * 3] and len(both.actions) == 2
-  rate = ext(2999)
-  assert rate.partial and rate.cost == 600 and len(rate.actions) == 1 and 'added above' in rate.actions[0]
-  assert ext(1000, spent=500) == whole  # 500 + 600 passes the cap, and c's doubling alone too: the loop stops
+  rate = ext(3099)
+  assert rate.partial and rate.cost == 700 and len(rate.actions) == 1 and 'added above' in rate.actions[0]
+  assert ext(1000, spent=500) == whole  # 500 + 700 passes the cap, and c's doubling alone too: the loop stops
 
 
 def test_loop_runs_the_part_that_fits_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):
   """At 1 run-second per step and nothing spent, pass 0's whole extension (a rate below each point's grid and T
-  doubled: 224 run-seconds) passes a cap of 100, its rates alone (48) do not: they run, and report.md says so."""
+  doubled: 240 run-seconds) passes a cap of 100, its rates alone (56: 2 points x (2 + 4 + 8) steps x 2 seeds) do not: they run, and report.md says so."""
   monkeypatch.setattr(runner, '_seconds_per_step', lambda frame: lambda p: 1.0)
   monkeypatch.setattr(runner, '_spent', lambda outdir: 0.0)
   report = runner.run_study(_study(cap_s=100, level=12), str(tmp_path), 'smoke', progress=False)
   first = report['regime']['iterations'][0]
-  assert first['partial'] and first['next_cost_s'] == 48 and all('added below' in a for a in first['actions'])
+  assert first['partial'] and first['next_cost_s'] == 56 and all('added below' in a for a in first['actions'])
   assert {p['point']: p['steps'] for p in report['regime']['points']} == {'main: f4': 8, 'main: f8': 8}
   assert 'the part that fits' in (tmp_path / 'tiny' / 'report.md').read_text()
   finished = runner._finished(str(tmp_path / 'tiny'), runner._points(_study(100, 12).arms('smoke')), 2, 0)

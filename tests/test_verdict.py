@@ -264,12 +264,16 @@ def _fake_study():
       _v(NR, 0.001, 'the claim an unfit setup cannot test'),
       [
         verdict.Check('trained to a plateau', True, 'change 0.001'),
-        verdict.Check('premise: dense slope >= 0.8', False, 'slope 0.35 (95% CI [0.2, 0.5])'),
+        verdict.as_premise(verdict.Check('dense slope >= 0.8', False, 'slope 0.35 (95% CI [0.2, 0.5])')),
       ],
     )
+    control = verdict.as_premise(verdict.Check('the control shows the effect', True, 'it does'))
     return [
       dataclasses.replace(v, points=('main',))
-      for v in [gated, _v(R, 0.01, 'strong'), _v(R, 0.04, 'weak'), _v(NR, 0.03, 'other')]
+      for v in [
+        gated,
+        *(verdict.gate(_v(*a), [control]) for a in ((R, 0.01, 'strong'), (R, 0.04, 'weak'), (NR, 0.03, 'other'))),
+      ]
     ]
 
   def present(result, ctx):
@@ -285,6 +289,7 @@ def _fake_study():
     arms=lambda scale: [base.Arm('main', default_config(), {'': {}}, tuned=False)],
     rules=rules,
     present=present,
+    claims=[base.Claim(verdict.MAGNITUDE, 'a fake setup', 'a fake control')] * 4,
   )
 
 
@@ -299,7 +304,7 @@ def _fake_runs(study, outdir, points, rec, regime, progress, tick, seed_offset):
       'status': 'completed',
       'eval_loss': 1.0,
       'train.learning_rate': 1e-3,
-      'train.steps': [5, 10],
+      'train.steps': [2, 5, 10],
       'train.seed': 0,
       'wall_time_s': 1.0,
     }
@@ -325,6 +330,8 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
     'detail': 'slope 0.35 (95% CI [0.2, 0.5])',
     'remedy': '',
     'points': [],
+    'role': verdict.PREMISE,
+    'demote': INV,
   }
   md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
   assert '- **invalid** — the claim an unfit setup cannot test' in md
@@ -374,3 +381,102 @@ def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():
     v = verdict.threshold([5.0] * 4, level=5.0, direction=direction, claim='c')
     assert v.outcome == verdict.NOT_REPRODUCED
   assert verdict.threshold([6.0] * 4, level=5.0, direction='above', claim='c').outcome == verdict.REPRODUCED
+
+
+# --------------------------------------------------------------------------- issue 45: exact and bounded statistics
+
+
+def test_exact_rank_p_of_eight_items_matches_enumeration():
+  """8! = 40,320 orderings are enumerated, not sampled: the p is the share of orderings with rho >= the observed."""
+  import itertools
+
+  a = np.arange(8.0)
+  b = np.array([0, 2, 1, 3, 5, 4, 7, 6.0])
+  v = verdict.rank_agreement(a, b, claim='c')
+  rho = stats.spearmanr(a, b).statistic
+  count = sum(stats.spearmanr(a, b[list(p)]).statistic >= rho - 1e-12 for p in itertools.permutations(range(8)))
+  assert 'exact over all 40320 orderings' in v.detail
+  assert v.extra['p_positive'] == pytest.approx(count / 40320)
+  big = verdict.rank_agreement(np.arange(11.0), np.arange(11.0), claim='c', n_perm=2000)
+  assert '2000 random orderings' in big.detail and 'Monte Carlo standard error' in big.detail
+
+
+def test_a_bounded_interval_never_leaves_its_range():
+  loads = [1.01, 1.02, 1.0, 3.0]  # max/mean load >= 1; a t interval reaches below 1
+  m, lo, hi = verdict.mean_ci(loads)
+  assert lo < 1
+  m_b, lo_b, hi_b = verdict.mean_ci(loads, bounds=(1.0, math.inf))
+  assert m_b == pytest.approx(m) and 1 < lo_b < m_b < hi_b
+  errors = [1e-4, 2e-4, 5e-3]  # errors >= 0
+  assert verdict.mean_ci(errors, bounds=(0.0, math.inf))[1] > 0 > verdict.mean_ci(errors)[1]
+  fracs = [0.97, 0.99, 0.999, 0.9]  # fractions in [0, 1]
+  _, lo_f, hi_f = verdict.mean_ci(fracs, bounds=(0.0, 1.0))
+  assert 0 < lo_f < hi_f < 1 and verdict.mean_ci(fracs)[2] > 1
+  # the threshold rule on the bounded scale decides exactly when its p < 0.05
+  for level in (1.05, 1.5, 2.0, 3.0):
+    v = verdict.threshold(loads, level=level, direction='below', claim='c', bounds=(1.0, math.inf))
+    assert (v.outcome != INC) == (v.p_value < 0.05) and v.ci[0] >= 1, (level, v)
+
+
+def test_ratio_of_means_uses_bca_only_from_ten_seeds():
+  rng = np.random.default_rng(0)
+  a, b = rng.uniform(1, 2, 5), rng.uniform(2, 3, 5)
+  r, lo, hi = verdict.ratio_of_means(a, b)
+  ma, mb = a.mean(), b.mean()
+  var = a.var(ddof=1) / (5 * ma**2) + b.var(ddof=1) / (5 * mb**2) - 2 * np.cov(a, b)[0, 1] / (5 * ma * mb)
+  half = stats.t.ppf(0.975, 4) * math.sqrt(var)
+  assert (lo, hi) == pytest.approx((r * math.exp(-half), r * math.exp(half)))  # t on the log scale below 10 seeds
+  a10, b10 = rng.uniform(1, 2, 10), rng.uniform(2, 3, 10)
+  r10, lo10, hi10 = verdict.ratio_of_means(a10, b10)
+  ref = stats.bootstrap(
+    (a10, b10),
+    lambda x, y, axis=-1: x.mean(axis=axis) / y.mean(axis=axis),
+    paired=True,
+    vectorized=True,
+    n_resamples=9999,
+    method='BCa',
+    random_state=np.random.default_rng(0),
+  ).confidence_interval
+  assert (lo10, hi10) == pytest.approx((ref.low, ref.high))
+
+
+def test_a_study_without_a_premise_does_not_load(monkeypatch):
+  ok = dict(
+    name='x',
+    claim='c',
+    citation='c',
+    published='p',
+    regimes={},
+    arms=lambda s: [],
+    rules=lambda sel, s: [],
+    present=lambda r, c: None,
+  )
+  with pytest.raises(base.StudyError, match='declares no claims'):
+    base.Study(**ok)
+  with pytest.raises(base.StudyError, match='verdict 2 declares no premise'):
+    base.Study(**ok, claims=[base.Claim(verdict.SIGN, 's', 'p'), base.Claim(verdict.SIGN, 's', ' ')])
+  with pytest.raises(base.StudyError, match="kind 'slope'"):
+    base.Study(**ok, claims=[base.Claim('slope', 's', 'p')])
+  from ffn_research import ablations
+
+  def broken(name):
+    raise base.StudyError('study moe_topk: verdict 3 declares no premise')
+
+  monkeypatch.setattr(ablations.importlib, 'import_module', broken)
+  with pytest.raises(ablations.UnknownAblation, match='^study moe_topk: verdict 3 declares no premise$'):
+    ablations.get('moe_topk')
+
+
+def test_a_verdict_without_a_computed_premise_is_invalid_never_not_reproduced(tmp_path, monkeypatch):
+  study = _fake_study()
+  bare = dataclasses.replace(
+    study, rules=lambda sel, scale: [dataclasses.replace(_v(NR, 0.001, 'x'), points=('main',))] * 4
+  )
+  monkeypatch.setattr(runner.ablations, 'get', lambda name: bare)
+  monkeypatch.setattr(runner, '_run_pass', _fake_runs)
+  report = runner.run('fake', str(tmp_path), 'full', progress=False)
+  for v in report['verdicts']:
+    assert v['outcome'] == INV and v['rule_outcome'] == NR
+    assert any(c['role'] == verdict.PREMISE and not c['passed'] for c in v['checks'])
+    assert 'no positive control was computed' in v['detail']
+    assert v['kind'] == verdict.MAGNITUDE and v['scope'] == 'a fake setup' and len(v['ladder']) == 3

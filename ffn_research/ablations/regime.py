@@ -295,7 +295,7 @@ def stability(
     passed, how = True, f'{how}: reached at T'
   else:
     changes = [abs(b - a) for a, b in zip(values, values[1:])]
-    shrink = all(b < a for a, b in zip(changes, changes[1:]))
+    shrink = all(b < a or b == 0 for a, b in zip(changes, changes[1:]))  # settled exactly counts as shrunk
     tol = _boundary_distance(v) / 2
     passed = shrink and changes[-1] < tol
     how += (
