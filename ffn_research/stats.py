@@ -11,15 +11,17 @@ confidence interval, decided in three ways:
 So a wide CI can never give `reproduced` (a rule with `max_width` also refuses a CI wider than
 that), and a tight CI that misses the claim gives `not reproduced`. A rule records the edges of its
 region (`Verdict.boundaries`): the regime policy (ablations/regime.py) reads them to judge whether
-the statistic is stable when the steps double.
+the statistic is stable on its budget ladder.
 
 A fourth outcome, `invalid`, means "this setup cannot test the claim" (it is not "not
-reproduced"). A verdict rests on checks (`Check`): the regime's (ablations/regime.py: learning rate
-inside its grid, statistic stable under doubled steps) and the study's own (`range_check`: not
-pinned at a floor or ceiling; `premise_check`: the reference arm shows what the claim needs; any
-check of the measurement a verdict rests on). `gate(verdict, checks)` attaches them; a failed check
-turns the verdict `invalid` with the check's numbers in `detail`; the statistic, CI and the rule's
-own outcome (`rule_outcome`) are kept. A failed check may name a `remedy` (more steps, a rate
+reproduced"). A verdict rests on checks (`Check`): its premise (role PREMISE, `premise_check` /
+`as_premise`: a positive control showing the setup can produce the effect), the regime's
+(ablations/regime.py: learning rate inside its grid, stable on the budget ladder by the claim's
+kind, no rate tie, no single seed deciding it) and the study's own (`range_check`: not pinned at a
+floor or ceiling; any check of the measurement a verdict rests on). `gate(verdict, checks)` attaches
+them; a failed check turns the verdict `invalid` with the check's numbers in `detail`, or, where the
+check's `demote` is INCONCLUSIVE (noise, not the setup), a decided verdict `inconclusive`; the
+statistic, CI and the rule's own outcome (`rule_outcome`) are kept. A failed check may name a `remedy` (more steps, a rate
 beyond the grid's edge) and the `points` it applies to: the regime policy buys that compute.
 
 Multiple comparisons (Holm 1979; docs/references.md#holm-1979). Each decisive outcome is a

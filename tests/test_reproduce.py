@@ -184,7 +184,8 @@ def _tiny_study():
   def rules(sel, scale):
     del scale
     v = verdict.threshold(sel['sup_error'], level=10.0, direction='below', claim='sup error below 10')
-    return [dataclasses.replace(v, points=('main',))]
+    finite = verdict.as_premise(verdict.Check('every run trained', bool(np.isfinite(sel['sup_error']).all()), 'finite'))
+    return [dataclasses.replace(verdict.gate(v, [finite]), points=('main',))]
 
   def present(result, ctx):
     df = result.full
@@ -205,6 +206,7 @@ def _tiny_study():
     arms=arms,
     rules=rules,
     present=present,
+    claims=[base.Claim(verdict.SIGN, 'a ReLU FFN of width 8 on x^2', 'every run trained')],
   )
 
 
@@ -216,7 +218,7 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
   out = tmp_path / 'tiny'
   assert report['verdicts'][0]['outcome'] == R, report['verdicts'][0]  # sup error of x^2 is < 10 in any sane run
   assert report['verdicts'][0]['p_holm'] is not None and report['regime']['iterations']
-  assert report['status_counts'] == {'completed': 6}  # 3 seeds at T and at T/2
+  assert report['status_counts'] == {'completed': 9}  # 3 seeds at T/4, T/2 and T
   assert (out / 'plot.png').stat().st_size > 0
   on_disk = json.loads((out / 'report.json').read_text())
   assert on_disk['verdicts'] == report['verdicts'] and on_disk['scale'] == 'smoke'
@@ -230,12 +232,14 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
     '![sup error per seed](plot.png)',
     '| train.seed | sup_error |',
     '## Regime',
-    'PASS statistic stable when the steps double',
+    'PASS stable on the budget ladder (sign claim)',
+    'scope: a ReLU FFN of width 8 on x^2',
+    '## Design changes after results',
   ]:
     assert text in md
   capsys.readouterr()
   again = runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
-  assert '6 already finished, 0 to run' in capsys.readouterr().err
+  assert '9 already finished, 0 to run' in capsys.readouterr().err
   assert again['total_wall_time_s'] >= report['total_wall_time_s'] + again['wall_time_s'] - 1e-6
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1

@@ -768,7 +768,9 @@ def _regime_loop(
       entry['actions'] = ext.actions
       entry['partial'] = ext.partial
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
-      rec['iterations'].append(entry)  # a resumed pass with nothing to run is not a new iteration
+      rec['iterations'].append(entry)
+    else:  # a resumed pass with nothing to run is not a new iteration: the last one, judged again, fails what fails now
+      rec['iterations'][-1]['failed'] = entry['failed']
     if stopped:
       return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent)
     why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''
