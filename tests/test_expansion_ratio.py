@@ -124,7 +124,8 @@ def test_rules_flat_is_reproduced_steep_is_not():
   assert flat[1].points == tuple(f'n76000: r={r}' for r in (1, 2, 4, 8))
   for v in flat:
     assert v.statistic == pytest.approx(100 * (1.01 / 0.99 - 1), abs=0.5)  # r = 0.5 and 16 are not in it
-    assert [c.passed for c in v.checks] == [True] * 2  # not pinned, matched
+    assert [c.passed for c in v.checks] == [True] * 3  # not pinned, matched, the premise
+    assert [c.role for c in v.checks] == ['', '', stats.PREMISE]
   steep = er.rules(_sel(STEEP), 'full')
   assert [v.outcome for v in steep] == [stats.NOT_REPRODUCED] * 2
   assert steep[0].statistic == pytest.approx(100 * (1.1 / 0.8 - 1), rel=0.02)
@@ -159,9 +160,35 @@ def test_present_table_and_figure(tmp_path):
   t = shown.tables[0].frame
   assert len(t) == 12 and (tmp_path / 'loss_vs_ratio.png').stat().st_size > 0
   row = t[(t['N target'] == 38_000) & (t['r'] == 16)].iloc[0]
-  assert row['% vs best'] == pytest.approx(100 * (1.2 / 0.7 - 1), rel=0.02)  # best of all shapes: r = 0.5
-  assert t[(t['N target'] == 38_000) & (t['r'] == 0.5)]['% vs best'].iloc[0] == 0
+  assert row['% vs best'] == pytest.approx(100 * (1.2 / 0.8 - 1), rel=0.02)  # best of the spread's shapes: r = 1
+  assert t[(t['N target'] == 38_000) & (t['r'] == 1)]['% vs best'].iloc[0] == 0
+  assert t[(t['N target'] == 38_000) & (t['r'] == 0.5)]['% vs best'].iloc[0] == pytest.approx(-12.5, abs=0.5)
   assert 'N=38,000: spread' in shown.headline and 'shown, not in the spread' in shown.notes[0]
+  assert 'not in the spread' in shown.figures[0].caption
+
+
+def test_claims_declare_a_magnitude_with_scope_premise_and_changes():
+  assert len(er.ABLATION.claims) == len(er.SETTINGS['full']['sizes'])
+  for c in er.ABLATION.claims:
+    assert c.kind == stats.MAGNITUDE and 'entropy floor' in c.scope and 'at 800 steps' in c.scope
+    assert 'reducible share' in c.premise
+  assert [c.null_to_positive for c in er.ABLATION.changes if c.commit == 'ef446d6'] == [True]
+  assert all(set(c.verdicts) <= {1, 2} for c in er.ABLATION.changes)
+
+
+def test_premise_the_total_loss_can_move():
+  """Excess 0.03 of ~1.8 total bits: off the floor (the pinned gate passes), but a share of 1.7%: even the steep
+  shapes' spread is capped by the floor, so the verdict is invalid (no remedy), never decided."""
+  for mult in (FLAT, STEEP):
+    out = er.rules(_sel(mult, excess=0.03), 'full')
+    for v in out:
+      assert v.outcome == stats.INVALID and [c.passed for c in v.checks] == [True, True, False]
+      premise = v.premises[0]
+      assert premise.remedy == '' and 'reducible share' in premise.name and 'the entropy floor is 98' in premise.detail
+  v = er.rules(_sel(FLAT), 'full')[0]  # excess 0.5 of ~1.8 bits: a share of ~28%
+  assert v.premises[0].passed and 'excess / total bits of the best shape n38000: r=4' in v.premises[0].detail
+  out = er.rules(_sel(FLAT).iloc[:0], 'full')  # no runs: the premise is computed and fails
+  assert all(len(v.premises) == 1 and not v.premises[0].passed for v in out)
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])

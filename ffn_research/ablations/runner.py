@@ -837,7 +837,7 @@ def run_study(
       'name': a.name,
       'runs': int((frame['arm'] == a.name).sum()),
       'seeds': regime.seeds,
-      'fixed': _fixed(a.base),
+      'fixed': _fixed(a.base, [k for o in a.points.values() for k in o]),
       'swept': _swept(frame[frame['arm'] == a.name], a),
     }
     for a in arms.values()
@@ -847,7 +847,9 @@ def run_study(
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
 
 
-def _fixed(config) -> dict[str, Any]:
+def _fixed(config, swept: Sequence[str] = ()) -> dict[str, Any]:
+  """The arm's settings a reader needs, as the runs used them: no key the points override (`swept` shows those) and
+  no task key the arm's task does not read (task.function belongs to the `function` task only)."""
   out = {}
   for key in (
     'task.name',
@@ -859,6 +861,8 @@ def _fixed(config) -> dict[str, Any]:
     'train.batch_size',
     'train.optimizer',
   ):
+    if key in swept or (key == 'task.function' and config.task.name != 'function'):
+      continue
     try:
       out[key] = config_lib.get_path(config, key)
     except (KeyError, AttributeError):
