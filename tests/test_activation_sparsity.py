@@ -147,15 +147,59 @@ def test_rules_read_each_axis_and_name_their_points():
 
 
 def _failed(v):
-  return [c.name.split(':')[0] for c in v.failed_checks]
+  return [c.name for c in v.failed_checks]
 
 
 def test_gates_premise_and_learned():
   v = asp.rules(selection(init=0.2), 'full')  # already sparse at initialisation: nothing emerged
-  assert [x.outcome for x in v] == [stats.INVALID] * 3 and all(_failed(x) == ['init premise'] for x in v)
+  assert [x.outcome for x in v] == [stats.INVALID] * 3 and all(_failed(x) == [asp.INIT_PREMISE] for x in v)
   v = asp.rules(selection(bits=2.95), 'full')  # within 0.1 bits of the unigram model: learned nothing
   (learned,) = v[1].failed_checks
+  assert learned.name == asp.LEARNED_PREMISE and learned.role == stats.PREMISE
   assert learned.remedy == stats.DOUBLE_STEPS and learned.points == v[1].points
+  assert v[1].outcome == stats.INVALID  # a failed premise: invalid, never not reproduced
+
+
+def test_every_verdict_declares_its_kind_and_carries_a_computed_premise():
+  assert [c.kind for c in asp.ABLATION.claims] == [stats.MAGNITUDE, stats.SIGN, stats.SIGN]
+  assert all(c.scope and c.premise for c in asp.ABLATION.claims)
+  for sel in (selection(), selection(init=0.2), selection(bits=2.95), selection().iloc[:0]):
+    v = asp.rules(sel, 'full')
+    assert len(v) == len(asp.ABLATION.claims)
+    assert all([c.name for c in x.premises] == [asp.INIT_PREMISE, asp.LEARNED_PREMISE] for x in v)
+  assert [c.null_to_positive for c in asp.ABLATION.changes].count(True) == 1
+
+
+def test_density_intervals_stay_inside_zero_one():
+  sel = selection(trained=0.004, seeds=3)  # near 0 with a spread: a t interval would reach below 0
+  ref = sel['point'] == 'relu: d_model 32, d_ff 128'
+  sel.loc[ref, 'density'] = [0.0005, 0.004, 0.012]
+  assert stats.mean_ci(sel.loc[ref, 'density'])[1] < 0
+  v = asp.rules(sel, 'full')[0]
+  assert 0 < v.ci[0] < v.ci[1] < 1 and v.outcome == stats.REPRODUCED
+
+
+def _result(frame: pd.DataFrame) -> base.Result:
+  """A result whose selection at T is every run of `frame` (one rate per point there)."""
+  return base.Result(frame, pd.DataFrame(), frame, frame.iloc[:0], [], 'full')
+
+
+def test_gelu_and_silu_notes_never_print_nan():
+  """GELU/SiLU stay at T = 1,000 (descriptive, never doubled); ReLU at the reference may have no run of that
+  budget at the descriptive rate: the note names ReLU's nearest budget instead of printing nan ... n = 0."""
+  gated = selection(steps=1000)
+  gated = gated[gated['arm'] != 'relu'].assign(
+    **{asp.LR: asp.DESCRIPTIVE_LR, 'density_tau': 0.6, 'positive': 0.33, 'dead': 0.0}
+  )
+  relu = selection(steps=4000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
+  notes = asp.notes(_result(pd.concat([gated, relu])))
+  assert len(notes) == 3 and not any('nan' in n for n in notes)
+  assert 'no 1000-step run: at 4000 steps (another budget, not paired)' in notes[0]
+  relu_same = selection(steps=1000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
+  notes = asp.notes(_result(pd.concat([gated, relu_same])))
+  assert 'paired gelu - relu +0.400 [0.400, 0.400] (n = 8 seeds)' in notes[0] and 'nan' not in notes[1]
+  notes = asp.notes(_result(pd.concat([gated, relu.assign(**{asp.LR: 0.03})])))
+  assert 'never ran at rate 0.01' in notes[0] and not any('nan' in n for n in notes)
   # every seed and one budget are the runner's checks now (tests/test_regime.py)
 
 
@@ -186,6 +230,11 @@ def test_smoke_through_entry_point(tmp_path):
   report = json.loads((tmp_path / 'activation_sparsity' / 'report.json').read_text())
   assert report['scale'] == 'smoke' and len(report['verdicts']) == 3 and report['regime']['iterations']
   assert all(v['p_holm'] is not None and v['points'] for v in report['verdicts'])
+  assert [v['kind'] for v in report['verdicts']] == [c.kind for c in asp.ABLATION.claims]
+  for v in report['verdicts']:  # declared claim, the budget ladder T/4, T/2, T and a computed premise
+    assert v['scope'] and v['premise'] and len(v['ladder']) == 3
+    assert any(c['role'] == stats.PREMISE for c in v['checks'])
+  assert len(report['design_changes']) == len(asp.ABLATION.changes)
   rows = report['tables'][0]['rows']
   assert {r['point'] for r in rows} == set(asp.relu_points('smoke')) | {'gelu', 'silu'}
   for r in rows:

@@ -17,8 +17,9 @@ smallest tied rate wins: an exact control reaches ~1e-15 at several rates), neve
 extends the rate grid beyond an edge and doubles the budget T until each verdict's statistic is stable.
 Full scale: rates 1e-4 ... 1e-1 (half-decades) to start, T = 10,000 steps, 5 seeds, up to four doublings of
 T (160,000 steps: the slope was still steepening at 40,000) within 3,600 run-seconds. At quick and full a
-descriptive ladder arm (`relu_width_4x`: the same widths at 4T and 2T, rates from 1e-5, tuned by the runner
-but read by no verdict and never extended) gives the report's slope at 2T and 4T beside T/2 and T.
+ladder arm (`relu_width_4x`: the same widths at 4T and 2T, rates from 1e-5, tuned by the runner but never
+extended) gives the report's slope at 2T and 4T beside T/4, T/2 and T; its 4T statistic gates a `not reproduced`
+of verdicts 1 and 2 (`longer_budget_check`, since issue 45) and is otherwise descriptive.
 
 Definitions (fixed before the run):
   collapsed   sup error >= COLLAPSE_ERROR = 1/8, the best error of any function with one kink (two
@@ -30,16 +31,27 @@ Definitions (fixed before the run):
               layer never moves from a random spread of kinks. Where pieces hold too few points lstsq's
               minimum-norm solution decides.
 
-Verdicts (rules fixed before the run; Holm over all five):
+Verdicts (rules fixed before the run; Holm over all five), each with its kind (how the runner judges its budget
+ladder T/4, T/2, T) and its premise (a positive control computed from the same selection, role stats.PREMISE):
   1. slope of log sup error on log N fitted per seed over the fitted N, collapsed runs excluded
-     (stats.slope_per_seed, CI over seeds): claimed -2 ± 0.25.
+     (stats.slope_per_seed, CI over seeds): claimed -2 ± 0.25. Kind: existence ("error *can* fall as N^-2").
+     Premise: the data premise below.
   2. per seed, slope of the trained nets minus slope of the `random` baseline on the same N; claim
-     "training falls at least as fast as least squares on random fixed kinks": mean below +0.25.
-  3.-5. controls: mean sup error over seeds below 1e-2 (|x|, bilinear, swiglu), each at its own rate.
+     "training falls at least as fast as least squares on random fixed kinks": mean below +0.25. Kind:
+     existence (what training can find). Premise: the data premise below.
+  3.-5. controls: mean sup error over seeds below 1e-2 (|x|, bilinear, swiglu), each at its own rate; the CI on the
+     log scale (an error is >= 0: bounds (0, inf)). Kind: existence (training can reach a representation the
+     arm has). Premise: the arm can express the target below 1e-2 (`construction_check`: an explicit
+     construction through the arm's units, |x| = ReLU(x) + ReLU(-x), x^2 = (x)(x), x^2 ~ (2/a) x silu(a x) with
+     sup error tanh(a/2), evaluated on the grid); for |x| and swiglu also that training works at this budget
+     (`optimiser_check`: the bilinear control's mean sup error, log-scale CI, below 1e-2 in the same selection).
 Verdicts 1 and 2 are gated on: at most MAX_COLLAPSED = 20% of the runs collapsed at every fitted N; no
 run they read below the proven grid lower bound (`grid_lower_bound`; a run below it is a bug in the
-metric); and verdict 1 on the data premise: the `equal` baseline's per-seed slope has its CI inside
-[-2.25, -1.75] (the training points pin x^2 finely enough that a fit to them can show N^-2).
+metric); the data premise (role PREMISE): the `equal` baseline's per-seed slope has its CI inside
+[-2.25, -1.75] (the training points pin x^2 finely enough that a fit to them can show N^-2); and, for an
+existence claim, `longer_budget_check`: a `not reproduced` at T also needs the study's longest budget (the ladder
+arm at 4T, where it ran) not to cross the rule's boundary nor to move the statistic by half its distance to it
+(the runner's ladder stops at T; the 4T arm showed the slope still steepening and the difference crossing +0.25).
 History of this ablation: docs/results/universal_approximation/history.md.
 """
 
@@ -76,13 +88,30 @@ CONTROL_LEVEL = 1e-2  # controls: exact representations should train below this 
 LOSS_FLOOR = 1e-13  # tuning: final losses below this tie (float32 rounding, (3 ulps at 1)^2, not fit)
 SEED, N, LR, STEPS = regime_lib.SEED, 'N', regime_lib.LR, regime_lib.STEPS
 RELU, CONTROLS_ARM, LADDER = 'relu_width', 'controls', 'relu_width_4x'
-LADDER_FACTOR = 4  # the descriptive ladder arm: relu_width's points at 4T (and 2T), rates tuned by the runner
+LADDER_FACTOR = 4  # the ladder arm: relu_width's points at 4T (and 2T), rates tuned by the runner, never extended
 LADDER_RATES = (1e-5, 3e-5, *RATES)  # the best rate falls as the budget grows (1e-4 won at 40,000 steps before)
 LADDER_SCALES = ('quick', 'full')
 CONTROLS = {
   'abs': ('|x|, 2 ReLU units (exact)', {'task.function': 'abs', 'model.d_ff': 2}),
   'bilinear': ('x^2, 1 bilinear unit (exact)', {'model.activation': 'bilinear', 'model.d_ff': 1}),
   'swiglu': ('x^2, 1 swiglu unit (approximate)', {'model.activation': 'swiglu', 'model.d_ff': 1}),
+}
+ERROR_BOUNDS = (0.0, math.inf)  # a sup error is >= 0: its intervals on the log scale (stats.mean_ci bounds)
+SWIGLU_GATE = 1e-3  # the swiglu construction's gate slope a: (2/a) x silu(a x) = 2 x^2 sigmoid(a x), error tanh(a/2)
+
+
+def _silu(z):
+  return z / (1.0 + np.exp(-z))
+
+
+CONSTRUCTIONS = {  # control -> (the construction in words, its output on x through the arm's units, the target)
+  'abs': ('ReLU(x) + ReLU(-x) (2 units)', lambda x: np.maximum(x, 0.0) + np.maximum(-x, 0.0), np.abs),
+  'bilinear': ('(x)(x) (1 unit, gate and value both x)', lambda x: x * x, np.square),
+  'swiglu': (
+    f'(2/a) silu(a x) x with a = {SWIGLU_GATE:g} (1 unit)',
+    lambda x: (2.0 / SWIGLU_GATE) * _silu(SWIGLU_GATE * x) * x,
+    np.square,
+  ),
 }
 
 
@@ -92,6 +121,11 @@ CONTROLS = {
 def optimum(n):
   """Best sup error of x^2 on [-1, 1] with n equal linear pieces: 1/(2 n^2)."""
   return 1.0 / (2.0 * np.asarray(n, float) ** 2)
+
+
+def width_optimum(n):
+  """Best sup error of x^2 on [-1, 1] for a width-n ReLU layer: n kinks make n + 1 pieces, 1/(2 (n+1)^2)."""
+  return optimum(np.asarray(n, float) + 1)
 
 
 def grid_lower_bound(n, grid_size: int = GRID_SIZE):
@@ -148,7 +182,7 @@ def _base():
 def arms(scale: str) -> list[base.Arm]:
   widths = {f'N={n}': {'model.d_ff': n} for n in WIDTHS[scale]}
   out = [base.Arm(RELU, _base(), widths), base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()})]
-  if scale in LADDER_SCALES:  # read by no verdict: the slope per budget at 2T and 4T, for the report's table
+  if scale in LADDER_SCALES:  # the slope per budget at 2T and 4T; 4T gates a not reproduced of verdicts 1-2
     out.append(base.Arm(LADDER, _base(), widths, rates=LADDER_RATES, steps_factor=LADDER_FACTOR))
   return out
 
@@ -229,7 +263,7 @@ def data_premise(relu: pd.DataFrame) -> stats.Check:
     claim='',
   )
   return stats.premise_check(
-    'data premise: least squares at N equal kinks on the training points falls as N^-2',
+    'premise (data): least squares at N equal kinks on the training points falls as N^-2',
     v.statistic,
     v.ci,
     CLAIMED_SLOPE - SLOPE_MARGIN,
@@ -238,13 +272,10 @@ def data_premise(relu: pd.DataFrame) -> stats.Check:
   )
 
 
-def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
-  relu = relu_rows(sel)
-  fit = fitted(relu)
-  points = tuple(f'{RELU}: N={n}' for n in WIDTHS[scale] if n >= MIN_FIT_WIDTH)
-  checks = [collapse_check(relu), lower_bound_check(relu[relu[N] >= MIN_FIT_WIDTH])]
-  v1 = stats.slope_per_seed(
-    fit,
+def slope_verdict(relu: pd.DataFrame) -> stats.Verdict:
+  """Verdict 1's rule on ReLU rows (any arm): the per-seed slope over the fitted N against -2 ± 0.25."""
+  return stats.slope_per_seed(
+    fitted(relu),
     x=N,
     y='sup_error',
     seed=SEED,
@@ -253,18 +284,96 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     claim=f'sup error of trained width-N ReLU FFNs on x^2 falls as N^-2 (log-log slope -2, '
     f'per seed over N >= {MIN_FIT_WIDTH}, collapsed runs excluded)',
   )
+
+
+def difference_verdict(relu: pd.DataFrame) -> stats.Verdict:
+  """Verdict 2's rule on ReLU rows (any arm): per seed, trained slope - random-kink slope, mean below +0.25."""
+  fit = fitted(relu)
   diff = (seed_slopes(fit, 'sup_error') - seed_slopes(fit, 'lstsq_random')).dropna()
-  v2 = stats.threshold(
+  return stats.threshold(
     diff.to_numpy(),
     level=SLOPE_MARGIN,
     direction='below',
     claim=f'training falls at least as fast as least squares on N random fixed kinks (same training '
     f'points): per-seed slope difference trained - baseline below +{SLOPE_MARGIN:g}',
   )
-  out = [
-    dataclasses.replace(stats.gate(v1, checks + [data_premise(relu)]), points=points),
-    dataclasses.replace(stats.gate(v2, checks), points=points),
-  ]
+
+
+def longer_budget_check(v: stats.Verdict, longer: stats.Verdict | None, steps: int, longer_steps: int) -> stats.Check:
+  """An existence claim's `not reproduced` at T (`v`, ungated) also needs the study's longest budget (`longer`: the
+  same rule on the ladder arm, `longer_steps` > `steps`) not to cross the rule's boundary nor to move the statistic
+  by half its distance to the nearest boundary: the runner's ladder ends at T, and a best effort that is still
+  moving or already across is no refutation of "can". No remedy: the ladder arm is never extended."""
+  name = 'existence: the longest budget of the study (ladder arm) does not overturn a not reproduced'
+  if longer is None or not (math.isfinite(longer.statistic) and math.isfinite(v.statistic)):
+    return stats.Check(name, True, 'no ladder-arm statistic in this selection (smoke scale, or too few runs)')
+  if longer_steps <= steps:
+    return stats.Check(name, True, f'the ladder arm ({longer_steps} steps) is not longer than T ({steps} steps)')
+  at = (
+    f'{v.statistic:.4g} ({v.raw_outcome}) at T = {steps} steps; {longer.statistic:.4g} (95% CI '
+    f'[{longer.ci[0]:.4g}, {longer.ci[1]:.4g}], {longer.outcome}) at {longer_steps} steps (the ladder arm, its '
+    'rates tuned there)'
+  )
+  if v.raw_outcome != stats.NOT_REPRODUCED:
+    return stats.Check(name, True, f'{at}; nothing refuted at T for a longer budget to overturn')
+  bounds = [b for b in v.boundaries if math.isfinite(b)]
+  crossed = [b for b in bounds if (longer.statistic - b) * (v.statistic - b) < 0]
+  tol = min(abs(v.statistic - b) for b in bounds) / 2 if bounds else math.inf
+  move = abs(longer.statistic - v.statistic)
+  if crossed:
+    return stats.Check(name, False, f'{at}: the longer budget crosses the boundary {crossed[0]:g}')
+  if move >= tol:
+    return stats.Check(
+      name,
+      False,
+      f'{at}: the statistic still moves ({move:.3g} >= half the distance to the nearest boundary, {tol:.3g})',
+    )
+  return stats.Check(name, True, f'{at}: moves {move:.3g} < half the distance to the nearest boundary ({tol:.3g})')
+
+
+def construction_check(key: str) -> stats.Check:
+  """Premise of a control: the arm can express its target below CONTROL_LEVEL on the task's grid (an explicit
+  construction through the arm's units, float64; it does not depend on the runs)."""
+  label = CONTROLS[key][0]
+  how, f, target = CONSTRUCTIONS[key]
+  x = np.linspace(-1.0, 1.0, GRID_SIZE)
+  err = float(np.max(np.abs(f(x) - target(x))))
+  return stats.as_premise(
+    stats.Check(
+      f'the arm can express the target: {label}',
+      bool(err < CONTROL_LEVEL),
+      f'{how} on the {GRID_SIZE:,}-point grid: sup error {err:.3g}; must be below {CONTROL_LEVEL:g}',
+    )
+  )
+
+
+def optimiser_check(sel: pd.DataFrame) -> stats.Check:
+  """Premise of the |x| and swiglu controls: training works at this budget and rate policy: the bilinear control
+  (x^2 by one exact unit, in the same selection) has its mean sup error's log-scale CI below CONTROL_LEVEL."""
+  e = sel.loc[sel['point'] == f'{CONTROLS_ARM}: bilinear', 'sup_error'].to_numpy(float)
+  m, lo, hi = stats.mean_ci(e, bounds=ERROR_BOUNDS)
+  return stats.premise_check(
+    f'training reaches an exact representation at this budget (the bilinear control below {CONTROL_LEVEL:g})',
+    m,
+    (lo, hi),
+    0.0,
+    CONTROL_LEVEL,
+    what=f'mean sup error of x^2 with 1 bilinear unit over {len(e)} seeds (log-scale CI)',
+  )
+
+
+def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
+  relu = relu_rows(sel)
+  longer = relu_rows(sel, LADDER)
+  points = tuple(f'{RELU}: N={n}' for n in WIDTHS[scale] if n >= MIN_FIT_WIDTH)
+  checks = [collapse_check(relu), lower_bound_check(relu[relu[N] >= MIN_FIT_WIDTH]), data_premise(relu)]
+  steps = int(relu[STEPS].max()) if len(relu) else 0
+  longer_steps = int(longer[STEPS].max()) if len(longer) else 0
+  out = []
+  for rule in (slope_verdict, difference_verdict):
+    v = rule(relu)
+    extra = longer_budget_check(v, rule(longer) if len(longer) else None, steps, longer_steps)
+    out.append(dataclasses.replace(stats.gate(v, [*checks, extra]), points=points))
   for key, (label, _) in CONTROLS.items():
     point = f'{CONTROLS_ARM}: {key}'
     v = stats.threshold(
@@ -272,8 +381,10 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       level=CONTROL_LEVEL,
       direction='below',
       claim=f'control {label}: trained sup error below {CONTROL_LEVEL:g}',
+      bounds=ERROR_BOUNDS,
     )
-    out.append(dataclasses.replace(v, points=(point,)))
+    premises = [construction_check(key)] + ([optimiser_check(sel)] if key != 'bilinear' else [])
+    out.append(dataclasses.replace(stats.gate(v, premises), points=(point,)))
   return out
 
 
@@ -281,13 +392,14 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
 
 def _geo(values) -> tuple[float, float, float]:
-  """Geometric mean and its t CI (on log values)."""
+  """Geometric mean and its t CI (on log values, so it never leaves (0, inf))."""
   m, lo, hi = (math.exp(v) if math.isfinite(v) else math.nan for v in stats.mean_ci(np.log(np.asarray(values, float))))
   return m, lo, hi
 
 
 def width_table(relu: pd.DataFrame) -> pd.DataFrame:
-  """Per budget and N: runs, collapsed, geometric mean sup error of the rest (95% CI), optimum, bound, baselines."""
+  """Per budget and N: runs, collapsed, geometric mean sup error of the rest (95% CI), the optimum of a width-N layer
+  (N + 1 pieces), the grid lower bound, the baselines."""
   rows = []
   for (steps, n), g in relu.groupby([STEPS, N]):
     ok = g[~collapsed(g['sup_error'])]
@@ -302,12 +414,12 @@ def width_table(relu: pd.DataFrame) -> pd.DataFrame:
         'sup error (geo. mean)': geo,
         'CI lo': lo,
         'CI hi': hi,
-        'optimum 1/(2N^2)': float(optimum(n)),
+        'optimum 1/(2(N+1)^2)': float(width_optimum(n)),
         'lower bound (grid)': float(grid_lower_bound(n)),
         'lstsq equal kinks': _geo(g['lstsq_equal'])[0],
         'lstsq random kinks': _geo(g['lstsq_random'])[0],
         'trained / lstsq random': _geo(ok['sup_error'] / ok['lstsq_random'])[0],
-        'trained / optimum': geo / float(optimum(n)),
+        'trained / optimum': geo / float(width_optimum(n)),
       }
     )
   return pd.DataFrame(rows)
@@ -326,10 +438,12 @@ def edge_widths(sel: pd.DataFrame, frame: pd.DataFrame) -> str:
 
 def budget_table(result: base.Result) -> pd.DataFrame:
   """The slope and the slope difference to the random-kink baseline at each budget, per seed over the fitted N at
-  each point's own rate: T/2 and T (the verdicts'), 2T and 4T (the descriptive ladder arm, where it ran): where
-  the statistic settles as the steps double."""
+  each point's own rate: T/4, T/2 and T (the verdicts' ladder), 2T and 4T (the ladder arm, where it ran; 4T gates a
+  not reproduced): where the statistic settles as the steps double."""
   rows = []
+  quarter = result.ladder.get(regime_lib.QUARTER)
   for level, sel, arm in (
+    *([(regime_lib.QUARTER, quarter, RELU)] if quarter is not None else []),
     (regime_lib.HALF, result.half, RELU),
     (regime_lib.FULL, result.full, RELU),
     (f'{LADDER_FACTOR // 2}T (ladder)', result.half, LADDER),
@@ -339,7 +453,7 @@ def budget_table(result: base.Result) -> pd.DataFrame:
     if not len(relu):
       continue
     fit = fitted(relu)
-    v = stats.slope_per_seed(fit, x=N, y='sup_error', seed=SEED, claimed=CLAIMED_SLOPE, margin=SLOPE_MARGIN, claim='')
+    v = slope_verdict(relu)
     d = stats.mean_ci(seed_slopes(fit, 'sup_error') - seed_slopes(fit, 'lstsq_random'))
     rows.append(
       {
@@ -366,7 +480,7 @@ def control_table(sel: pd.DataFrame) -> pd.DataFrame:
   for key, (label, _) in CONTROLS.items():
     g = sel[sel['point'] == f'{CONTROLS_ARM}: {key}']
     e = g['sup_error'].to_numpy(float)
-    m, lo, hi = stats.mean_ci(e)
+    m, lo, hi = stats.mean_ci(e, bounds=ERROR_BOUNDS)
     rows.append(
       {
         'control': label,
@@ -390,7 +504,7 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
   ax, gap = axes[0]
   ns = np.array(sorted(set(widths[N])) if len(widths) else [2, 512], float)
   dense = np.geomspace(ns.min(), ns.max(), 100)
-  ax.plot(dense, optimum(dense), 'k-', label='optimum 1/(2N^2) (N pieces)')
+  ax.plot(dense, width_optimum(dense), 'k-', label='optimum 1/(2(N+1)^2) (N kinks: N+1 equal pieces)')
   ax.plot(dense, grid_lower_bound(dense), 'k:', label='proven lower bound (N+1 pieces, grid)')
   top = widths[widths['steps'] == widths.groupby(N)['steps'].transform('max')]
   ax.plot(top[N], top['lstsq equal kinks'], 's--', color='C2', label='least squares, N equal kinks (geo. mean)')
@@ -403,7 +517,7 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
     t = width_table(g)
     if len(t):
       gap.plot(t[N], t['trained / lstsq random'], 'o-', color=f'C{i}', label=f'{level} / lstsq random kinks')
-      gap.plot(t[N], t['trained / optimum'], 's:', color=f'C{i}', label=f'{level} / optimum 1/(2N^2)')
+      gap.plot(t[N], t['trained / optimum'], 's:', color=f'C{i}', label=f'{level} / optimum 1/(2(N+1)^2)')
       t = t[t[N] >= MIN_FIT_WIDTH]
       base.errorbar_ci(
         ax,
@@ -447,9 +561,10 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
     ctx.outdir,
     'sup_error_vs_width.png',
     'left: sup error vs width N (log-log) at T and '
-    'T/2: trained nets (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum '
-    '1/(2N^2), the proven lower bound, least squares at N equal / random fixed kinks, the fit at '
-    'T; right: trained error over the random-kink baseline (solid) and the optimum (dotted)',
+    'T/2: trained nets (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum of a width-N '
+    'layer 1/(2(N+1)^2) (N kinks, N+1 equal pieces), the proven grid lower bound, least squares at N equal / '
+    'random fixed kinks, the fit at T; right: trained error over the random-kink baseline (solid) and over the '
+    'optimum 1/(2(N+1)^2) (dotted)',
   )
 
 
@@ -465,15 +580,15 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     last = widths[widths['steps'] == widths['steps'].max()].iloc[-1]
     headline += (
       f'; at N = {int(last[N])} the trained error is {last["trained / lstsq random"]:.3g}x that baseline '
-      f'and {last["trained / optimum"]:.3g}x the optimum'
+      f'and {last["trained / optimum"]:.3g}x the optimum 1/(2(N+1)^2)'
     )
   relu_all = relu_rows(result.frame[result.frame['status'] == 'completed'])
   bad = relu_all[collapsed(relu_all['sup_error'])]
   notes = [
     f'{len(bad)} of {len(relu_all)} ReLU runs (every rate and budget) collapsed (sup error >= '
     f'{COLLAPSE_ERROR:g})' + ''.join(f'; N={n}: {c}' for n, c in bad.groupby(N).size().items()),
-    'the 1/(2N^2) line counts N pieces; a width-N layer can make N + 1, so a run may fall below that line '
-    '(down to (N/(N+1))^2 of it) but never below the lower bound, which is checked',
+    'the optimum line counts N + 1 pieces, 1/(2(N+1)^2), the most a width-N layer can make (N kinks); the proven '
+    'grid lower bound lies just below it (grid terms) and no run may beat it, which is checked',
   ]
   return base.Presentation(
     headline=headline,
@@ -483,15 +598,148 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     tables=[
       base.Table(
         f"Slope per budget: per seed over N >= {MIN_FIT_WIDTH} at each point's tuned rate (mean, "
-        "95% CI), against the equal-piece optimum's -2; 2T and 4T: the ladder arm (descriptive, no verdict "
-        'reads it; its rates are not extended, so an N whose rate sits at a grid edge is named)',
+        "95% CI), against the equal-piece optimum's -2; T/4, T/2, T: the verdicts' ladder; 2T and 4T: the ladder "
+        'arm (4T gates a not reproduced of verdicts 1-2; its rates are not extended, so an N whose rate sits at a '
+        'grid edge is named)',
         budget_table(result),
       ),
       base.Table('ReLU per budget and width N (geometric means over non-collapsed seeds, 95% CI)', widths),
-      base.Table('Controls at T (mean over seeds, 95% CI)', control_table(result.full)),
+      base.Table(
+        'Controls at T (mean over seeds, 95% CI on the log scale: an error is >= 0)', control_table(result.full)
+      ),
     ],
   )
 
+
+_RELU_SCOPE = (
+  'a bare one-hidden-layer ReLU FFN on 1-D x^2 over [-1, 1] (16,384 uniform training points, sup error on an '
+  '8,193-point grid), widths N = 8 ... 512 fitted (N = 2, 4 drawn, not fitted; collapsed runs excluded), Adam '
+  'with cosine decay at batch 256, the rate tuned per N on the final training loss (never on the sup error), 5 '
+  'seeds, judged at T = 10,000 steps at full (a not reproduced also read against the ladder arm at 40,000 steps); '
+  'no longer budget and no direct optimisation of the kinks was tried'
+)
+DATA_PREMISE = (
+  'the training points pin x^2 finely enough for N^-2 to show: least squares at N equal fixed kinks on each '
+  "run's own training points falls with a per-seed slope whose 95% CI lies inside [-2.25, -1.75]"
+)
+CLAIMS = (
+  base.Claim(kind=stats.EXISTENCE, scope=f'{_RELU_SCOPE}.', premise=DATA_PREMISE),
+  base.Claim(
+    kind=stats.EXISTENCE,
+    scope=f'{_RELU_SCOPE}; the baseline is least squares at N random fixed kinks (iid uniform) on the same points, '
+    'a net whose kinks never move, with its output layer solved exactly rather than trained.',
+    premise=DATA_PREMISE + ' (so both slopes measure the approximation, not the sampling of the training set)',
+  ),
+  base.Claim(
+    kind=stats.EXISTENCE,
+    scope='|x| on [-1, 1] by a bare FFN with 2 ReLU units, which represents it exactly; mean sup error over 5 seeds '
+    'at the rate tuned on the final training loss, at T = 10,000 steps at full; the interval on the log scale.',
+    premise='the arm can express |x| below 0.01 (ReLU(x) + ReLU(-x) on the grid: error 0), and training reaches an '
+    'exact representation at this budget (the bilinear control, same selection, below 0.01)',
+  ),
+  base.Claim(
+    kind=stats.EXISTENCE,
+    scope='x^2 on [-1, 1] by a bare FFN with one bilinear unit, which represents it exactly; mean sup error over 5 '
+    'seeds at the tuned rate, T = 10,000 steps at full; the interval on the log scale.',
+    premise='the arm can express x^2 below 0.01 (gate and value both x on the grid: error 0)',
+  ),
+  base.Claim(
+    kind=stats.EXISTENCE,
+    scope='x^2 on [-1, 1] by a bare FFN with one swiglu unit, which approximates it only (large weights needed); '
+    'mean sup error over 5 seeds at the tuned rate, at the budget the regime reaches (T = 160,000 steps in the '
+    '2026-11-26 run); the interval on the log scale.',
+    premise=f'the arm can express x^2 below 0.01 ((2/a) x silu(a x) with a = {SWIGLU_GATE:g} on the grid: error '
+    'tanh(a/2)), and training reaches an exact representation at this budget (the bilinear control below 0.01)',
+  ),
+)
+CHANGES = (
+  base.DesignChange(
+    date='2026-11-23',
+    commit='538126b',
+    change='slope: one pooled least-squares fit over every (N, seed) point -> a fit per seed, CI over the seeds',
+    outcome='made after the 2026-11-22 full runs (pooled slope -1.038 [-1.173, -0.904], not reproduced); no full '
+    'run was judged with this change alone (the next, 2026-11-24, also changed the data and the fitted N)',
+    verdicts=(1,),
+  ),
+  base.DesignChange(
+    date='2026-11-24',
+    commit='31043d9',
+    change='1,024 -> 16,384 training points; slope over N >= 8 with collapsed runs (sup error >= 1/8) excluded '
+    '(was every N, collapsed included); least-squares baselines at equal and random fixed kinks, and the verdict '
+    'against the random-kink baseline, added; loss plateau, collapse fraction and data premise gate verdicts 1-2',
+    outcome='verdict 1: not reproduced (-1.04, pooled, 1,024 points) -> invalid (-0.84 [-0.97, -0.71] at rate '
+    '3e-3; its 4x-steps slope -1.11 failed the slope plateau); verdict 2 new: invalid (+0.65 [0.51, 0.78])',
+    verdicts=(1, 2),
+  ),
+  base.DesignChange(
+    date='2026-11-24',
+    commit='a022d7e',
+    change='slope-plateau-in-steps check added (per-seed slope at 4x steps within 0.25 of that at 1x), after the '
+    'quick run, before the full run was analysed',
+    outcome='the 2026-11-24 01:37 full run: verdicts 1 and 2 invalid on it (slope -0.84 -> -1.11 at 4x steps)',
+    verdicts=(1, 2),
+  ),
+  base.DesignChange(
+    date='2026-11-25',
+    commit='afdd43c',
+    change='Adam 3e-3 for every width (the untuned default) -> the rate tuned per arm and width on the mean final '
+    'training loss over {1e-3, ..., 1e-1}, with an inside-the-grid check',
+    outcome='verdict 1: invalid (-0.84) -> not reproduced with every check passing (-0.96 [-1.11, -0.81]; 4x '
+    'slope -1.14, change 0.18 < 0.25); verdict 2: invalid (+0.65) -> not reproduced (+0.53)',
+    verdicts=(1, 2),
+  ),
+  base.DesignChange(
+    date='2026-11-25',
+    commit='7ab5454',
+    change='rate grid widened at its lower edge to 3e-4, then 1e-4 (the bound fixed before that step), after the '
+    '4x arm chose the smallest rate; the controls tuned on the same grid (were at 3e-3); final losses below 1e-13 '
+    'tie (the bilinear control had chosen 1e-1 on rounding noise)',
+    outcome='verdicts 1 and 2: not reproduced -> invalid (4x slope -1.21, then -1.40: the slope plateau failed); '
+    'swiglu control: not reproduced (0.056 at 3e-3) -> invalid (0.019 at 1e-1, the grid top); |x| inconclusive '
+    '(0.30 -> 0.32); bilinear reproduced',
+    verdicts=(1, 2, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='58aa5d5',
+    change='ported to the regime policy: the runner tunes, extends the grid and doubles T; the 4x-steps arm, its '
+    'verdict ("4x steps lower the error >= 2x") and the loss and slope plateaus removed; stability of each '
+    "verdict's statistic from T/2 to T instead",
+    outcome='rerun 92160bb: verdict 1 invalid -> not reproduced (-0.959 [-1.108, -0.810]); verdict 2 invalid -> '
+    'not reproduced (+0.526 [+0.382, +0.670]); |x| inconclusive and bilinear reproduced unchanged; the 4x verdict '
+    '(invalid) dropped',
+    verdicts=(1, 2),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='58aa5d5',
+    change='the same port, for the swiglu control: the runner extended its rate grid above 1e-1 (0.3) and doubled '
+    'its T four times (10,000 -> 160,000 steps)',
+    outcome='rerun 92160bb: swiglu control invalid (0.0193 at 1e-1, the grid top) -> reproduced (0.0061 [0.0058, '
+    '0.0064] at T = 160,000, rate 3e-3)',
+    verdicts=(5,),
+    null_to_positive=True,
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='e98b1d6',
+    change='descriptive ladder arm relu_width_4x added (the widths at 2T and 4T, rates from 1e-5), read by no verdict',
+    outcome='no outcome changed; it showed the slope -1.117 (2T) and -1.399 (4T), and the difference to random '
+    "kinks +0.368 (2T) and +0.086 [-0.076, +0.248] (4T, inside the rule's +0.25)",
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change="issue 45: the T/2-vs-T stability check -> the runner's T/4, T/2, T ladder judged by kind (all five "
+    'existence), rate ties and leave-one-seed-out; premises gate every verdict (the data premise now verdict 2 '
+    'too; constructions and the bilinear control the controls); a not reproduced of verdicts 1-2 also needs the '
+    "4T ladder arm not to cross the boundary nor to move by half its distance to it; the controls' CI on the "
+    'log scale (the |x| t interval reached below 0); the optimum drawn with N + 1 pieces',
+    outcome='published before: not reproduced, not reproduced, inconclusive, reproduced, reproduced; after: the '
+    'verdicts above (re-judged from the same runs plus the T/4 rung)',
+    verdicts=(1, 2, 3),
+  ),
+)
 
 ABLATION = base.Study(
   name='universal_approximation',
@@ -520,4 +768,6 @@ ABLATION = base.Study(
     'with warmup 100 and cosine decay, batch 256 (configs/regression.py except the training-set size); the rate '
     'tuned per point on the mean final training loss over seeds (floored at 1e-13).'
   ),
+  claims=CLAIMS,
+  changes=CHANGES,
 )
