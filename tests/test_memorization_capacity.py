@@ -57,12 +57,38 @@ def _row(arm, point, size, seed, bits, d_ff, active=None):
   }
 
 
+def moe_active(d_e: int, top_k: int) -> int:
+  return 2 * (D * mc.MOE_EXPERTS + top_k * (2 * D * d_e + d_e + D))
+
+
+# An MoE arm that can express the comparison (synthetic counts): experts 8 wide, the router 256 of 4,304 total
+# non-embedding parameters (6%), at the dense d_ff 64 size.
+EXPRESSIBLE = dict(width=8, size=4304, router=256)
+
+
+def _moe_shape(k, expressible):
+  """(width, total non-embedding size, active FFN parameters) of the MoE rows: the published arm's (experts 1 wide,
+  2,128 parameters, the router 512) or EXPRESSIBLE's."""
+  if not expressible:
+    return 1, moe_size(1), moe_active(1, k)
+  w, size, router = EXPRESSIBLE['width'], EXPRESSIBLE['size'], EXPRESSIBLE['router']
+  return w, size, router + k * (size - 3 * D - router) // mc.MOE_EXPERTS
+
+
 def _sel(
-  bpp=None, power=1.0, peak=lambda ns: ns[(len(ns) - 1) // 2], moe=(0.9, 0.9), seeds=5, noise=0.01, rl=(1.0, 0.3)
+  bpp=None,
+  power=1.0,
+  peak=lambda ns: ns[(len(ns) - 1) // 2],
+  moe=(0.9, 0.9),
+  seeds=5,
+  noise=0.01,
+  rl=(1.0, 0.3),
+  expressible=True,
 ):
   """A selection like the runner's (one rate per point) at the full scale: bits = bpp[E] size0 (size/size0)^power,
   times 1 - 0.1 |log2(N / peak)| with the peak at peak(N grid) of the size (its middle or first N), times
-  (1 + noise z) per seed; MoE: its ratio moe[k] times the dense figure at its size, peaking at its grid's middle N."""
+  (1 + noise z) per seed; MoE: its ratio moe[k] times the dense figure at its size, peaking at its grid's middle N,
+  with the shape `_moe_shape` gives (expressible: passes premise (d); else the published arm's, which fails it)."""
   bpp, rng, rows = bpp or {1000: 2.0, 100: 1.0}, np.random.default_rng(0), []
   size0 = dense_size(16)
   dense_bpp = lambda e, size: bpp[e] * (size / size0) ** (power - 1)
@@ -83,8 +109,8 @@ def _sel(
         ]
   for k, ns in S['moe_facts'].items():
     for n in ns:
-      for w in S['moe_d_es']:
-        size = moe_size(w)
+      for _ in S['moe_d_es']:
+        w, size, active = _moe_shape(k, expressible)
         rows += [
           _row(
             mc.arm_name(S['moe_e'], n, k),
@@ -97,7 +123,7 @@ def _sel(
             * (1 - 0.1 * abs(math.log2(n / ns[1])))
             * (1 + noise * rng.normal()),
             w,
-            active=size // 4,
+            active=active,
           )
           for s in range(seeds)
         ]
@@ -130,9 +156,10 @@ def test_rules_known_answers_and_points():
   assert set(vs[3].points) == {p for p in labels if p.startswith('moe16_k1_')} | dense_1000
   assert all(set(v.points) <= labels for v in vs)
   assert [c.name for c in vs[0].checks] == [
-    '1000 exposures: bits proportional to params',
+    'premise: 1000 exposures: bits proportional to params',
     '1000 exposures: peak inside the N grid',
   ]
+  assert [[c.role for c in v.checks].count(stats.PREMISE) for v in vs] == [1] * 5
   assert vs[0].checks[0].remedy == stats.DOUBLE_STEPS and set(vs[0].checks[0].points) == dense_1000
   assert [v.outcome for v in mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')] == [NR, R, R, NR, R]
 
@@ -177,6 +204,7 @@ def test_capacity_checks_make_the_verdict_invalid():
   assert low.outcome == INV and 'smallest N' in low.detail
   few = mc.rules(_sel(seeds=2), 'full')
   assert few[0].outcome in (INC, INV) and few[3].outcome == INC
+  assert mc.rules(_sel(seeds=2, expressible=False), 'full')[3].outcome == INV  # a failed premise wins
 
 
 def test_capacity_verdict_carries_its_decision_p():
@@ -190,6 +218,43 @@ def test_random_labels_verdict_can_fail_and_is_invalid_when_it_cannot():
   assert mc.rules(_sel(rl=(0.5, 0.3)), 'full')[2].outcome == NR
   cannot = mc.rules(_sel(rl=(1.0, 1.0)), 'full')[2]  # fits even N > parameters: the check cannot fail
   assert cannot.outcome == INV and 'can fail' in cannot.detail
+
+
+def test_moe_premise_fails_on_the_published_arm_and_passes_an_expressible_one():
+  vs = mc.rules(_sel(moe=(0.3, 0.6), expressible=False), 'full')  # the published shape and ratios
+  for k, v in zip(mc.MOE_TOP_KS, vs[3:], strict=True):
+    assert v.outcome == INV and v.raw_outcome == NR
+    (premise,) = v.premises
+    assert not premise.passed and premise.name.startswith(f'premise: MoE top-{k} can express the comparison')
+    active = {1: 658, 2: 756}[k]  # active non-embedding parameters: 48 norm scales + the active FFN
+    assert 'FAILS: experts 1 wide' in premise.detail and f'router 512 of 2128 total (24%) and of {active} active' in (
+      premise.detail
+    )
+    assert 'FAILS: MoE sizes 2128 against the dense range [2192, 8528] (2128 outside' in premise.detail
+    assert 'issue 46' in premise.detail
+  assert [658, 756] == [3 * D + moe_active(1, k) for k in mc.MOE_TOP_KS]
+  ok = mc.rules(_sel(moe=(0.3, 0.6)), 'full')[3:]
+  assert [v.outcome for v in ok] == [NR, NR] and all(v.premises[0].passed for v in ok)
+  assert 'router 256 of 4304 total (6%)' in ok[0].premises[0].detail
+  # each condition alone fails it: too narrow, a router too large, a size outside the dense range
+  for change in ({'width': 4}, {'router': 512}, {'size': 9000}):
+    EXPRESSIBLE.update(change)
+    try:
+      assert mc.rules(_sel(), 'full')[3].outcome == INV, change
+    finally:
+      EXPRESSIBLE.update(width=8, size=4304, router=256)
+
+
+def test_claims_declare_kind_scope_and_premise_per_verdict():
+  claims, vs = mc.ABLATION.claims, mc.rules(_sel(), 'full')
+  assert len(claims) == len(vs) == 5
+  assert [c.kind for c in claims] == [stats.MAGNITUDE, stats.MAGNITUDE, stats.EXISTENCE] + [stats.MAGNITUDE] * 2
+  assert all(c.scope and c.premise for c in claims) and all(v.premises for v in vs)
+  assert 'full-batch' in claims[0].scope and 'one unit wide' in claims[3].scope
+  for scale in ('smoke', 'quick'):  # every scale gives every declared verdict
+    assert set(mc.SETTINGS[scale]['exposures']) == set(mc.CLAIMS)
+  assert [c.verdicts for c in mc.ABLATION.changes if c.null_to_positive] == [(2,)]
+  assert all(set(c.verdicts) <= set(range(1, 6)) and c.date and c.change and c.outcome for c in mc.ABLATION.changes)
 
 
 def test_moe_pairs_interpolate_the_dense_arm_per_seed():

@@ -28,20 +28,27 @@ promoted token = argmax of (w2[i] * final-norm scale) @ W_U; agreement = the sha
 whose next token it is; baseline: value rows permuted across the layer's live units.
 
 Verdicts (`rules`, fixed before the runs; dead fraction = the mean over the layers; "more" counts from
-DEAD_MARGIN = 0.01 of the units, about 2.5 of 256, and KV_MARGIN = 0.02 of a unit's top positions):
+DEAD_MARGIN = 0.01 of the units, about 2.5 of 256, and KV_MARGIN = 0.02 of a unit's top positions; every one
+of kind `sign`, a directional comparison of models trained for a fixed budget, judged by the runner on the
+budget ladder T/4, T/2, T):
   1. per seed, the slope of the dead fraction (T, no decay) on log10 rate over LRS; t CI > DEAD_MARGIN.
   2. per seed, dead(decay 0.1) - dead(0), mean over the rates (T); paired CI > DEAD_MARGIN.
   3. per seed, dead(T) - dead(T / LONG), mean over every cell; paired CI > DEAD_MARGIN.
   4. per seed, dead(layer 0) - dead(layer 1), mean over the cells (T); paired CI > DEAD_MARGIN.
   5, 6. keys, layers 0 and 1: per seed, n-gram concentration trained - shuffled at `reference`; > KV_MARGIN.
   7. values, layer 1: per seed, agreement own - permuted value rows at `reference`; > KV_MARGIN.
-Study checks (the runner adds every seed completed and one budget for the cells compared, at their
-steps_factor): 1-4: kills (premise: at the deadliest cell, dead at the end
-minus at initialisation has its CI above DEAD_MARGIN, else no direction can show); 5-7: learned (held-
-out bits more than 0.1 below the unigram entropy; remedy: double the steps), >= MIN_LIVE live units per
-seed, room (the shuffled-key concentration more than 0.05 below 1). 1-4 are not gated on learning: the
-dying-ReLU account is about rates too high to train well; the report shows every cell's held-out bits.
-The runner adds the reference's rate inside its grid, each statistic stable from T/2 to T, and Holm.
+Premises (positive controls, stats.PREMISE): every verdict's is "learned": at every cell it reads, held-out
+bits at least LEARNED_BITS = 1 bit below the unigram entropy (mean over seeds). A dead unit of a model that did
+not learn says nothing about dying in training (in the 2026-11-26 run units died only at rates 0.3
+and 1, whose held-out bits stayed within 0.3 of the unigram entropy); for 1-4 no more compute fixes it (the rate
+is the treatment: issue 47 redesigns the grid), for 5-7 (the reference) the remedy is more steps. 1-4 also need
+"kills": at the deadliest cell, dead at the end minus at initialisation has its CI above DEAD_MARGIN, else no
+direction can show. Study checks of 5-7 besides: >= MIN_LIVE live units per seed and room (the shuffled-key
+concentration more than 0.05 below 1). Sources: 1 and 3 the dying-ReLU account, which gives no budget
+dependence for a toy like this; 2 our hypothesis (no source states a direction for weight decay); 4 Voita et
+al. (OPT, ReLU with biases); 5-7 Geva et al., Voita et al. The runner adds the reference's rate inside its grid,
+the ladder, rate ties, leave-one-seed-out and Holm.
+History: docs/results/neurons/history.md.
 """
 
 from collections.abc import Mapping
@@ -62,7 +69,7 @@ SEED, LR, WD, STEPS = 'train.seed', 'train.learning_rate', 'train.weight_decay',
 TOP_K = 16  # top-activating positions per unit
 CHANCE_DRAWS = 2000  # Monte-Carlo draws for the chance concentration
 MIN_LIVE = 8  # keys/values: live units per layer and seed
-RANGE_MARGIN = 0.1  # reference: held-out bits at least this far below the unigram entropy
+LEARNED_BITS = 1.0  # premise of every verdict: held-out bits at least this far below the unigram entropy
 DEAD_MARGIN = 0.01  # 1-4: "more dead units" counts from 1 point of the units (per decade of lr for 1)
 KV_MARGIN = 0.02  # 5-7: "more than the baseline" counts from 2 points of a unit's top positions
 WDS = (0.0, 0.1)
@@ -264,20 +271,43 @@ def kills(sel: pd.DataFrame, points) -> stats.Check:
   )
 
 
-def key_checks(sel: pd.DataFrame, layer: int, scale: str) -> list[stats.Check]:
-  """Every seed, learned, enough live units and room below 1 at the reference."""
-  r = sel[sel['point'] == REF]
-  learned = stats.range_check(
-    f'learned at {REF}: held-out bits more than {RANGE_MARGIN:g} below the unigram entropy',
-    r['eval_bits'],
-    ceiling=float(r['unigram_bits'].mean()),
-    margin=RANGE_MARGIN,
+def learned(sel: pd.DataFrame, points, remedy: str = '') -> stats.Check:
+  """Premise of every verdict: at every cell it reads, held-out bits at least LEARNED_BITS below the unigram
+  entropy (mean over seeds); a cell that did not learn cannot show what training does to its units."""
+  g = sel[sel['point'].isin(points)]
+  gap = (g['unigram_bits'] - g['eval_bits']).groupby(g['point']).mean().reindex(list(points))
+  bad = gap[~(gap >= LEARNED_BITS)]
+  shown = lambda x: ', '.join(f'{p} {v:.3g}' for p, v in x.items())
+  if len(bad):
+    detail = f'failing: {shown(bad)}' + (
+      f'; the other {len(gap) - len(bad)} cell(s) >= {LEARNED_BITS:g}' if len(gap) > len(bad) else ''
+    )
+  else:
+    detail = (
+      f'every cell: {shown(gap)}'
+      if len(gap) <= 4
+      else f'all {len(gap)} cells, the least {gap.idxmin()} {gap.min():.3g}'
+    )
+  detail = f'unigram entropy minus held-out bits per cell (mean over seeds): {detail}'
+  if len(bad) and not remedy:
+    detail += "; a rate is this verdict's treatment, so more steps cannot fix it (redesign: issue 47)"
+  return stats.as_premise(
+    stats.Check(
+      f'learned: held-out bits at least {LEARNED_BITS:g} bit below the unigram entropy at every cell read',
+      bool(len(gap)) and not len(bad),
+      detail,
+      remedy=remedy if len(bad) else '',
+      points=tuple(bad.index) if remedy else (),
+    )
   )
-  if not learned.passed:
-    learned = stats.Check(learned.name, False, learned.detail, remedy=stats.DOUBLE_STEPS, points=(REF,))
+
+
+def key_checks(sel: pd.DataFrame, layer: int, scale: str) -> list[stats.Check]:
+  """Learned (the premise), enough live units and room below 1 at the reference."""
+  r = sel[sel['point'] == REF]
   live = r[f'trained_live_l{layer}'] if len(r) else pd.Series(dtype=float)
   return [
-    learned,
+    learned(sel, [REF], remedy=stats.DOUBLE_STEPS),
     stats.Check(
       f'live: every seed has >= {MIN_LIVE} live units in layer {layer}',
       bool(len(live)) and bool((live >= MIN_LIVE).all()),
@@ -300,7 +330,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   flat = [cell(lr, 0.0) for lr in lrs]
 
   def dead(v, points):
-    checks = [kills(sel, long)]
+    checks = [learned(sel, points), kills(sel, long)]
     return stats.gate(dataclasses.replace(v, points=tuple(points)), checks)
 
   g = sel[sel['point'].isin(flat)]
@@ -521,6 +551,113 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   return base.Presentation(headline=headline, tables=tables, figures=[plot(result, ctx)], notes=notes(result))
 
 
+_DEAD_PREMISE = (
+  f'every cell the verdict reads learned (held-out bits at least {LEARNED_BITS:g} bit below the unigram entropy, mean '
+  f'over seeds), and training kills more than {DEAD_MARGIN:g} of the units at the deadliest cell (end minus '
+  'initialisation): a dead unit of a model that did not learn says nothing about what training does'
+)
+_REF_PREMISE = (
+  f'the reference learned: held-out bits at least {LEARNED_BITS:g} bit below the unigram entropy (mean over seeds)'
+)
+
+# Every change of design, statistic or rule made after a result of this study was seen (history.md, REVIEW.md §4,
+# git log). Verdicts: 1 rate, 2 decay, 3 budget, 4 layer, 5 keys layer 0, 6 keys layer 1, 7 values layer 1.
+CHANGES = (
+  base.DesignChange(
+    date='2026-11-24',
+    commit='b21698e',
+    change=(
+      'after a review of the 2026-11-22 run (issue 18 item 4): a one-block memorizer (task `memorization`, Adam '
+      '3e-3, 2,000 steps, ReLU / GELU / SiLU) -> a 2-layer ReLU transformer on the `language` task with a rate x '
+      'decay x budget grid; the 2% dead level (from no paper), the GELU/SiLU comparison and the fact key/value '
+      'analysis (near-forced: the FFN input is nearly additive in subject and relation) dropped; bigram keys and '
+      'next-token values against shuffled keys / permuted values'
+    ),
+    outcome=(
+      '2026-11-22: dead 0.39% vs 2% not reproduced, ReLU - GELU / SiLU inconclusive, fact keys +0.061 and values '
+      '+0.034 reproduced -> 2026-11-24 09:35: verdicts 1-4 invalid (kills premise), keys layer 0 reproduced '
+      '(+0.072), keys layer 1 inconclusive, values layer 1 reproduced (+0.100)'
+    ),
+    verdicts=(1, 2, 3, 4, 5, 6, 7),
+  ),
+  base.DesignChange(
+    date='2026-11-24',
+    commit='dd67148',
+    change=(
+      'after the quick run of the grid 1e-3 ... 3e-2 killed at most 1% of a layer (the kills premise failed): the '
+      'rate 1e-1 added to the dead-unit grid'
+    ),
+    outcome='verdicts 1-4 invalid -> invalid (full run: kills +0.020 [-0.004, 0.045] at 1e-1 without decay)',
+    verdicts=(1, 2, 3, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='ffa44ee',
+    change=(
+      'port to the regime policy (issues 29, 31) after the 2026-11-24 report and a probe showing units die at '
+      'rates 0.3 and 1 where the models barely learn (held-out 3.57-3.76 bits against a unigram entropy of 3.89-3.92): '
+      'rates 0.3 and 1 added to the dead-unit grid and verdicts 1-4 no longer gated on learning (was: held-out bits '
+      '0.1 below the unigram entropy at every cell read); "more" from 1 point of the units (was: CI above 0); 5 -> 10 '
+      'seeds'
+    ),
+    outcome='verdict 1 invalid (+0.0085 per decade, kills premise) -> reproduced, +0.069 [+0.051, +0.087] (06:43 run)',
+    verdicts=(1,),
+    null_to_positive=True,
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='ffa44ee',
+    change='the same port (rates 0.3 and 1, no learning gate on 1-4, "more" from 1 point of the units, 10 seeds)',
+    outcome=(
+      'verdicts 2-4 invalid (kills premise) -> not reproduced: decay -0.058 [-0.075, -0.041], budget -0.029 '
+      '[-0.039, -0.019], layer 0 - 1 -0.059 [-0.078, -0.041]'
+    ),
+    verdicts=(2, 3, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='ffa44ee',
+    change=(
+      'the same port for keys and values: a reference arm whose rate the regime tunes (was lr 1e-2 fixed), "more" '
+      "from 2 points of a unit's top positions (was: CI above 0), 10 seeds (was 5), the last-two-logs plateau "
+      'replaced by stability from T/2 to T, Holm over all seven verdicts (was: over the decided ones)'
+    ),
+    outcome=(
+      'keys layer 0 reproduced (+0.072, n = 5) -> reproduced (+0.067 [+0.038, +0.096], n = 10); keys layer 1 '
+      'inconclusive (+0.006) -> invalid (+0.017, stability); values layer 1 reproduced -> reproduced (+0.111)'
+    ),
+    verdicts=(5, 6, 7),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='d6ed0aa',
+    change=(
+      "after this study's 06:43 results: an outcome inconclusive at both T/2 and T is stable when its drift is "
+      "under half its CI's half-width at T (was: half the distance to the rule's boundary); the report rebuilt "
+      'from the same runs'
+    ),
+    outcome='keys layer 1 invalid (drift 0.0027 >= 0.0015) -> inconclusive, +0.0170 [+0.0043, +0.0297]',
+    verdicts=(6,),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='42bf48d',
+    change=(
+      'issue 45 (the ladder in 42bf48d, the premises in the commit that adds this entry): every verdict judged on '
+      "the budget ladder T/4, T/2, T as a sign claim (was: stable from T/2 to T); every verdict's premise is "
+      '"learned" at every cell it reads, 1 bit below the unigram entropy (was: none for 1-4, 0.1 bit at the '
+      'reference for 5-7)'
+    ),
+    outcome=(
+      'from the published numbers: 1 reproduced -> invalid and 2-4 not reproduced -> invalid (cells lr 0.3 and 1 '
+      'without decay and lr 1 with it end 0.20-0.30 bits below the unigram entropy of 3.86 at T, 0.05-0.53 at '
+      'T/4); 5-7 keep their premise (the reference 2.56 bits below)'
+    ),
+    verdicts=(1, 2, 3, 4, 5, 6, 7),
+  ),
+)
+
+
 ABLATION = base.Study(
   name='neurons',
   claim=(
@@ -551,4 +688,67 @@ ABLATION = base.Study(
     'reference (no decay) at T with its rate tuned. Dead units and keys/values read per layer on 256 held-out '
     'sequences at initialisation, half and end.'
   ),
+  claims=(
+    base.Claim(
+      kind=stats.SIGN,
+      scope=(
+        'A 2-layer pre-norm transformer (2 heads, d_model 32, d_ff 128, bias-free ReLU FFN) on a 16-token order-2 '
+        'Markov language, AdamW without decay at six fixed (untuned) peak rates 1e-3 to 1, T = 800 steps of batch 16 '
+        "(full scale), 10 seeds; dead = never non-zero on 256 held-out sequences x 32 positions; OPT's FFNs, "
+        'unlike these, have biases, the usual route to death.'
+      ),
+      premise=_DEAD_PREMISE,
+    ),
+    base.Claim(
+      kind=stats.SIGN,
+      scope=(
+        "The same grid with AdamW weight decay 0.1 (on every parameter; OPT's setting) against 0, per seed the mean "
+        'over the six rates at T = 800 (full scale), 10 seeds; no source states a direction for weight decay: our '
+        'hypothesis, not a published claim.'
+      ),
+      premise=_DEAD_PREMISE,
+    ),
+    base.Claim(
+      kind=stats.SIGN,
+      scope=(
+        f'The same grid at T = 800 steps against separate runs of T / {LONG} = 200 (each with its own warmup and '
+        'cosine schedule), per seed the mean over the 12 rate x decay cells (full scale), 10 seeds; the dying-ReLU '
+        "account (Lu et al. 2019; CS231n) gives no budget dependence for such a toy: our reading, no paper's "
+        'number.'
+      ),
+      premise=_DEAD_PREMISE,
+    ),
+    base.Claim(
+      kind=stats.SIGN,
+      scope=(
+        'Layer 0 against layer 1 of the 2-layer model ("early" vs "late"), per seed the mean over the 12 cells at '
+        'T = 800 (full scale), 10 seeds; Voita et al. observed dead neurons in the early layers of OPT 125m-66b '
+        '(ReLU FFNs with biases, trained far longer on a large corpus), so no level is tested.'
+      ),
+      premise=_DEAD_PREMISE,
+    ),
+    *(
+      base.Claim(
+        kind=stats.SIGN,
+        scope=(
+          f"The reference (no decay, its rate tuned on held-out bits, T = {LONG} x the regime's steps, 800 at "
+          f"full scale, doubled by the regime), layer {layer}: a live unit's top-{TOP_K} held-out positions share "
+          'their bigram more than with its input weights shuffled over d_model on the same FFN inputs; bigrams of a '
+          '16-token language, 10 seeds.'
+        ),
+        premise=_REF_PREMISE,
+      )
+      for layer in (0, 1)
+    ),
+    base.Claim(
+      kind=stats.SIGN,
+      scope=(
+        f"The reference, layer 1: the token a live unit's value row promotes on the direct path ((w2 row x "
+        f'final-norm scale) W_U) is the next token at its top-{TOP_K} held-out positions more often than with value '
+        "rows permuted across the layer's live units; 10 seeds (full scale)."
+      ),
+      premise=_REF_PREMISE,
+    ),
+  ),
+  changes=CHANGES,
 )
