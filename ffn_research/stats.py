@@ -21,8 +21,9 @@ kind, no rate tie, no single seed deciding it) and the study's own (`range_check
 floor or ceiling; any check of the measurement a verdict rests on). `gate(verdict, checks)` attaches
 them; a failed check turns the verdict `invalid` with the check's numbers in `detail`, or, where the
 check's `demote` is INCONCLUSIVE (noise, not the setup), a decided verdict `inconclusive`; the
-statistic, CI and the rule's own outcome (`rule_outcome`) are kept. A failed check may name a `remedy` (more steps, a rate
-beyond the grid's edge) and the `points` it applies to: the regime policy buys that compute.
+statistic, CI and the rule's own outcome (`rule_outcome`) are kept. A failed check may name a
+`remedy` (more steps, a rate beyond the grid's edge) and the `points` it applies to: the regime
+policy buys that compute.
 
 Multiple comparisons (Holm 1979; docs/references.md#holm-1979). Each decisive outcome is a
 rejection: `reproduced` rejects "the true value lies on an edge of the allowed region or outside
@@ -438,7 +439,9 @@ def threshold(
     raise ValueError(f'direction={direction!r}; allowed: below, above')
   x = np.asarray(values, float)
   x = x[np.isfinite(x)]
-  scale = '' if bounds is None else f' on the {"logit" if all(map(math.isfinite, bounds)) else "log"} scale of the range'
+  scale = (
+    '' if bounds is None else f' on the {"logit" if all(map(math.isfinite, bounds)) else "log"} scale of the range'
+  )
   test = f'mean over seeds, Student-t {confidence:.0%} CI{scale}'
   rule = (
     f'reproduced if the {confidence:.0%} CI of the mean lies {direction} {level:g}; not reproduced if '

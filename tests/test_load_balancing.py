@@ -204,6 +204,39 @@ def test_verdicts_known_answers_and_points():
   assert [x.outcome for x in v] == [stats.REPRODUCED] + [stats.NOT_REPRODUCED] * 3
 
 
+def test_every_verdict_declares_its_kind_and_computes_a_premise():
+  claims = lb.ABLATION.claims
+  assert [c.kind for c in claims] == [stats.SIGN] * 4 and all(c.scope and c.premise for c in claims)
+  assert len(lb.ABLATION.changes) >= 4 and any(c.null_to_positive for c in lb.ABLATION.changes)
+  for sel in (_sel(), _sel({'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}), _sel().iloc[:0]):
+    v = lb.rules(sel, 'smoke')
+    assert len(v) == len(claims) and all(x.premises for x in v)
+  v = lb.rules(_sel(), 'smoke')
+  assert [c.name for c in v[0].premises] == ['premise: room for a collapse above the step-0 load']
+  assert [len(x.premises) for x in v] == [1, 1, 2, 1] and all(c.passed for x in v for c in x.premises)
+
+
+def test_collapse_needs_room_above_the_step0_load():
+  sel = _sel()
+  none = sel['point'] == lb.NONE
+  sel.loc[none, 'load_start'] = 7.5 + 0.01 * np.arange(none.sum()) / none.sum()  # starts within 1 of E = 8
+  v = lb.rules(sel, 'smoke')[0]
+  assert v.outcome == stats.INVALID and v.raw_outcome == stats.REPRODUCED
+  (c,) = v.premises
+  assert not c.passed and 'premise: room for a collapse' in v.detail and 'must lie >= 1' in c.detail
+
+
+def test_tables_keep_each_ci_inside_its_range():
+  sel = _sel(unstable_none=(0.125, 1.0))
+  sel.loc[sel['point'] == lb.SWITCH, 'load_final'] = np.resize([1.0, 1.0, 1.0, 3.0], (sel['point'] == lb.SWITCH).sum())
+  t = lb.load_table(sel).set_index('point')
+  assert t.loc[lb.SWITCH, 'load_final_ci_lo'] >= 1.0  # a t interval would reach below 1 (mean 1.5, 8 seeds)
+  plain = stats.mean_ci(sel.loc[sel['point'] == lb.SWITCH, 'load_final'])
+  assert plain[1] < 1.0
+  u = lb.unstable_table(sel)
+  assert (u['unstable_ci_lo'] >= 0).all() and (u['unstable_ci_hi'] <= 1).all()
+
+
 def test_no_rise_leaves_the_fixes_nothing_to_reduce():
   v = lb.rules(_sel({'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}), 'smoke')
   assert [x.outcome for x in v] == [stats.NOT_REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.INVALID]

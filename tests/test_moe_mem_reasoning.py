@@ -221,11 +221,35 @@ def test_rules_not_reproduced_when_memorization_closes_little():
   ]
 
 
+def test_every_verdict_declares_its_kind_and_computes_a_premise():
+  claims = mr.ABLATION.claims
+  assert [c.kind for c in claims] == [stats.MAGNITUDE] * 6 and all(c.scope and c.premise for c in claims)
+  assert 'not renormalised' in claims[0].scope and 'not given in context' in claims[3].scope
+  assert any(c.null_to_positive for c in mr.ABLATION.changes) and all(c.date and c.outcome for c in mr.ABLATION.changes)
+  for sel in (_sel(), _sel(dense_slope=0.3, fit=0.85), _sel().iloc[:0]):
+    v = mr.rules(sel, SCALE)
+    assert len(v) == len(claims) and all(x.premises for x in v)
+  v = mr.rules(_sel(), SCALE)
+  task = lambda x: {c.name.split(')')[0].removeprefix('premise (') for c in x.premises}
+  assert [task(x) for x in v] == [{'memorization', 'reasoning'}] * 2 + [{'memorization'}, {'reasoning'}] * 2
+  assert all(len(x.premises) >= 2 for x in v)  # each task: its learning control and its gap
+
+
+def test_gap_premises_need_dense_total_above_dense_active():
+  sel = _sel()
+  lab = mr.labels(SCALE, 'multi_hop')
+  at_total = sel['point'] == lab['total']
+  sel.loc[at_total, 'eval_accuracy'] = sel.loc[sel['point'] == lab['active'], 'eval_accuracy'].to_numpy() + 0.02
+  v = mr.rules(sel, SCALE)
+  assert [x.outcome for x in v][3::2] == [stats.INVALID] * 2 and v[0].outcome == stats.INVALID
+  assert 'premise (reasoning): dense-total beats dense-active' in v[3].detail
+
+
 def test_failed_memorization_premise_invalidates_memorization_and_overall():
   v = mr.rules(_sel(dense_slope=0.3), SCALE)
   for x in v:
     if x.claim.startswith(('overall', 'memorization')):
-      assert x.outcome == stats.INVALID and 'memorization premise: dense bits grow' in x.detail
+      assert x.outcome == stats.INVALID and 'premise (memorization): dense bits grow' in x.detail
       assert math.isfinite(x.statistic) and x.raw_outcome == stats.REPRODUCED  # the statistic and rule are kept
     else:
       assert x.outcome == stats.REPRODUCED  # reasoning rests on its own checks
@@ -243,7 +267,8 @@ def test_reasoning_premise_doubles_every_reasoning_point():
   ]
   (c,) = [c for c in v[3].failed_checks]
   every = tuple(p for k, p in mr.labels(SCALE, 'multi_hop').items() if k not in ('active', 'total'))
-  assert c.name.startswith('reasoning premise') and c.remedy == stats.DOUBLE_STEPS and c.points == every
+  assert c.name.startswith('premise (reasoning)') and c.remedy == stats.DOUBLE_STEPS and c.points == every
+  assert c.role == stats.PREMISE
   assert len(every) == 4
 
 

@@ -81,7 +81,12 @@ def test_mutual_information_known_tables():
 
 # --------------------------------------------------------------------------- verdict rules on synthetic selections
 
-ROUTING_MATTERS = {'cluster_dense: d_ff=32': 1.0, 'routers: frozen': 0.5, 'routers: hash': 1.0}
+ROUTING_MATTERS = {  # both premises pass: dense of the active width worse on both tasks, frozen and hash worse
+  'dense: d_ff=32': 0.5,
+  'cluster_dense: d_ff=32': 1.0,
+  'routers: frozen': 0.5,
+  'routers: hash': 1.0,
+}
 
 
 def selection(shift=None, seeds=range(5), scale='full', base_score=-2.0):
@@ -128,20 +133,47 @@ def test_verdicts_come_out_as_the_rules_say_with_their_points():
   vs = moe_topk.rules(selection(shift), 'full')
   assert [v.outcome for v in vs] == [R, NR, R, R, INC]
   assert vs[0].statistic == pytest.approx(-0.3, abs=0.01) and vs[1].statistic == pytest.approx(0.2, abs=0.01)
-  assert vs[0].points == ('fixed_total: k=2', 'fixed_total: k=1')
-  assert vs[1].points == ('matched_active: k=2', 'fixed_total: k=1')  # k = 1 is fixed_total's runs
-  assert vs[2].points == tuple(f'granularity: G={g}' for g in (1, 2, 4, 8)) and vs[2].boundaries == (0.0,)
+  iid = ('fixed_total: k=1', 'dense: d_ff=32')  # the iid premise's points, read at the same budget and rates
+  assert vs[0].points == ('fixed_total: k=2', *iid)
+  assert vs[1].points == ('matched_active: k=2', *iid)  # k = 1 is fixed_total's runs
+  assert vs[2].points == (*(f'granularity: G={g}' for g in (1, 2, 4, 8)), *iid) and vs[2].boundaries == (0.0,)
   assert vs[3].points == ('routers: learned', 'routers: stop_grad', 'routers: frozen', 'cluster_dense: d_ff=32')
   assert all(c.passed for v in vs for c in v.checks)
+
+
+def test_every_verdict_declares_its_kind_and_computes_a_premise():
+  claims = moe_topk.ABLATION.claims
+  assert [c.kind for c in claims] == [stats.SIGN] * 5  # fixed-budget comparisons
+  assert all(c.scope and c.premise for c in claims) and 'about half' in claims[1].scope
+  assert len(moe_topk.ABLATION.changes) >= 4 and all(c.date and c.change for c in moe_topk.ABLATION.changes)
+  for sel in (selection(ROUTING_MATTERS), selection(), selection().iloc[:0]):  # passing, failing, no runs
+    vs = moe_topk.rules(sel, 'full')
+    assert len(vs) == len(claims) and all(len(v.premises) == 1 for v in vs)
+  names = [v.premises[0].name for v in moe_topk.rules(selection(ROUTING_MATTERS), 'full')]
+  assert names == [f'premise: routing matters on the {t} task' for t in ['iid'] * 3 + ['clustered'] * 2]
+
+
+def test_iid_premise_top1_must_beat_dense_of_its_active_width_by_the_margin():
+  shift = {**ROUTING_MATTERS, 'fixed_total: k=2': -0.3, 'routers: stop_grad': 0.3, 'routers: weight_1': 0.3}
+  shift['dense: d_ff=32'] = 0.04  # 8x the total buys ~0.04 < 0.1
+  vs = moe_topk.rules(selection(shift), 'full')
+  assert [v.outcome for v in vs] == [INV, INV, INV, R, R]
+  assert vs[0].raw_outcome == R and 'routing matters on the iid task' in vs[0].detail and 'issue 46' in vs[0].detail
+  (c,) = vs[2].premises
+  assert not c.passed and c.remedy == '' and c.points == vs[2].points  # no remedy: the loop buys nothing for it
+  assert 'CI [' in c.detail and '-0.04' in c.detail
+  shift['dense: d_ff=32'] = 0.15  # beats dense by more than the margin
+  vs = moe_topk.rules(selection(shift), 'full')
+  assert vs[0].outcome == R and all(v.premises[0].passed for v in vs[:3])
   shift['routers: weight_1'] = -0.2  # the weight-1 router wins
   assert outcomes(selection(shift))[4] == NR
 
 
 def test_premise_routing_matters_else_invalid_with_a_doubling():
-  shift = {'routers: stop_grad': 0.3, 'routers: weight_1': 0.3}  # dense and frozen as good as learned
+  shift = {'routers: stop_grad': 0.3, 'routers: weight_1': 0.3, 'dense: d_ff=32': 0.5}  # dense-32, frozen as good
   vs = moe_topk.rules(selection(shift), 'full')
   assert [v.outcome for v in vs[3:]] == [INV, INV] and 'routing matters' in vs[3].detail
-  assert vs[3].raw_outcome == R and [v.outcome for v in vs[:3]] != [INV] * 3  # the iid verdicts do not rest on it
+  assert vs[3].raw_outcome == R and INV not in [v.outcome for v in vs[:3]]  # the iid verdicts do not rest on it
   premise = [c for c in vs[4].failed_checks if c.name.startswith('premise')][0]
   assert premise.remedy == stats.DOUBLE_STEPS and premise.points == vs[4].points
   shift['routers: frozen'] = 0.5  # learned beats the frozen router: enough
@@ -151,16 +183,18 @@ def test_premise_routing_matters_else_invalid_with_a_doubling():
   assert outcomes(selection(shift))[3:] == [R, R]
 
 
-def test_pinned_scores_are_invalid_and_too_few_seeds_inconclusive():
+def test_pinned_scores_and_too_few_seeds_are_invalid():
   shift = {'fixed_total: k=2': -0.3, **ROUTING_MATTERS}
   pinned = moe_topk.rules(selection(shift, base_score=-6.0), 'full')  # 1 - R^2 ~ 0.002: an exact fit
   assert pinned[0].outcome == INV and '(pinned)' in pinned[0].detail and pinned[0].raw_outcome == R
-  assert outcomes(selection(shift, seeds=range(2)))[0] == INC
+  few = moe_topk.rules(selection(shift, seeds=range(2)), 'full')[0]
+  assert few.raw_outcome == INC and few.outcome == INV  # and 2 seeds cannot compute the premise's CI either
+  assert 'nan' in few.premises[0].detail
 
 
 def test_the_family_is_fixed_at_every_scale():
   smoke = moe_topk.rules(selection({**ROUTING_MATTERS}, scale='smoke'), 'smoke')
-  assert len(smoke) == 5 and smoke[2].points == ('granularity: G=1', 'granularity: G=2')
+  assert len(smoke) == 5 and smoke[2].points[:2] == ('granularity: G=1', 'granularity: G=2')
   assert len(moe_topk.rules(selection().iloc[:0], 'full')) == 5
 
 

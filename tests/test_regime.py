@@ -503,7 +503,8 @@ def test_over_the_cap_the_part_that_fits_runs_rates_first_then_the_cheapest_doub
 
 def test_loop_runs_the_part_that_fits_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):
   """At 1 run-second per step and nothing spent, pass 0's whole extension (a rate below each point's grid and T
-  doubled: 240 run-seconds) passes a cap of 100, its rates alone (56: 2 points x (2 + 4 + 8) steps x 2 seeds) do not: they run, and report.md says so."""
+  doubled: 240 run-seconds) passes a cap of 100, its rates alone (56: 2 points x (2 + 4 + 8) steps x 2 seeds) do
+  not: they run, and report.md says so."""
   monkeypatch.setattr(runner, '_seconds_per_step', lambda frame: lambda p: 1.0)
   monkeypatch.setattr(runner, '_spent', lambda outdir: 0.0)
   report = runner.run_study(_study(cap_s=100, level=12), str(tmp_path), 'smoke', progress=False)

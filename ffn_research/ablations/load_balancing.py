@@ -39,7 +39,10 @@ init and data, so arms pair by seed):
     of logsumexp(router logits) (sqrt of the logged router_z) exceeds LSE_BLOWUP = 16 at a logged
     chunk (uniform logits give log 8 = 2.08).
 
-Verdict rules (fixed before the run; paired by seed; each arm at its chosen rate at T):
+Verdict rules (fixed before the run; paired by seed; each arm at its chosen rate at T). Every verdict is a
+sign claim (stats.SIGN: the papers observe collapse, and its removal, after training; none publishes a
+size, so each rule asks which side of its boundary the CI lies on after T steps, and the runner requires
+the same side at T/4, T/2 and T):
   1. training collapses the unbalanced router: load_change(none) - load_change(frozen) lies above
      COLLAPSE_RISE = 1 (paired t CI): the busiest expert gains at least one more expert's fair share
      of the tokens (1/E = 12.5%), a seventh of the way from uniform (1) to total collapse (E = 8);
@@ -52,11 +55,17 @@ Verdict rules (fixed before the run; paired by seed; each arm at its chosen rate
   4. the bias reduces it: load_change(bias) - load_change(none) below 0.
 Gates (stats.gate; a failed one makes the verdict `invalid`): 1, 2 and 4 rest on the measurement
 (every load within [1, E]; the frozen router's change exactly 0 at every seed) (the runner adds every
-seed completed and one budget for the points compared); 2 and 4 on the premise that training without
-balancing raises the load at all (rule 1's CI above 0: a rise to reduce); 3 on its premise: a test
-rate exists, and there the no-z-loss unstable fraction is off its ceiling 1 (more than 0.05 below it):
-the marginal instability ST-MoE reports (2 of 6 runs), not a blow-up every seed shows and nothing
-could remove. The runner adds the rate-inside-grid and T/2-vs-T stability checks.
+seed completed and one budget for the points compared). Premises (positive controls, role
+stats.PREMISE, computed from the same runs):
+  1. room for a collapse: the no-balancing router's step-0 load leaves more than COLLAPSE_RISE below E
+     (E - load at step 0, t CI on the logit scale of its range [0, E - 1], above 1): a router that starts
+     near E could not rise by a collapse's worth, whatever training did.
+  2, 4. training without balancing raises the load at all (rule 1's CI above 0: a rise to reduce).
+  3. a test rate exists, and there the no-z-loss unstable fraction is off its ceiling 1 (more than 0.05
+     below it): the marginal instability ST-MoE reports (2 of 6 runs), not a blow-up every seed shows
+     and nothing could remove.
+The runner adds the rate-inside-grid checks, the budget ladder, rate ties and leave-one-seed-out. Tables
+give every load, load change, MSE and unstable fraction a CI inside its range (stats.mean_ci bounds).
 """
 
 import dataclasses
@@ -83,6 +92,15 @@ LSE_BLOWUP = 16.0  # router-logit blow-up: RMS logsumexp of the router logits ab
 ALPHA_KEY, GAMMA_KEY, Z_KEY = 'model.moe.load_balance_coef', 'model.moe.bias_update_rate', 'model.moe.z_loss_coef'
 SEED, LR, STEPS = 'train.seed', 'train.learning_rate', 'train.steps'
 NONE, SWITCH, BIAS, FROZEN = 'trained: none', 'trained: switch', 'trained: bias', 'frozen'
+COLORS = {NONE: 'C0', SWITCH: 'C1', BIAS: 'C2', FROZEN: 'C3'}  # one colour per collapse point in every panel
+BOUNDS = {  # the range of each tabulated quantity: its CI stays inside (stats.mean_ci)
+  'load_start': (1.0, float(NUM_EXPERTS)),
+  'load_final': (1.0, float(NUM_EXPERTS)),
+  'load_change': (1.0 - NUM_EXPERTS, NUM_EXPERTS - 1.0),
+  'eval_loss': (0.0, math.inf),
+  'unstable': (0.0, 1.0),
+  'max_lse': (0.0, math.inf),
+}
 UNSTABLE = 'unstable_lr'  # arm name prefix of the z-loss arms
 # The z-loss arms' Adam rates per scale: a grid through the band between stable and always unstable.
 UNSTABLE_LRS = {
@@ -269,7 +287,21 @@ def zloss_verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
     '(diverged or router-logit blow-up) at the smallest rate that destabilises >= '
     f'{PREMISE_FRACTION:g} of the seeds without it',
   )
-  return dataclasses.replace(stats.gate(v, [exists, marginal]), points=unstable_points(scale))
+  premises = [stats.as_premise(exists), stats.as_premise(marginal)]
+  return dataclasses.replace(stats.gate(v, premises), points=unstable_points(scale))
+
+
+def headroom_premise(sel: pd.DataFrame) -> stats.Check:
+  """Rule 1's premise: the no-balancing router starts more than COLLAPSE_RISE below E (room for a collapse)."""
+  room = NUM_EXPERTS - sel[sel['point'] == NONE]['load_start'].astype(float) if 'load_start' in sel else []
+  m, lo, hi = stats.mean_ci(room, bounds=(0.0, NUM_EXPERTS - 1.0))
+  return stats.premise_check(
+    'premise: room for a collapse above the step-0 load',
+    m,
+    (lo, hi),
+    COLLAPSE_RISE,
+    what=f'E - max/mean load at step 0 of {NONE} ({len(room)} seeds; t CI on the logit scale of [0, E - 1])',
+  )
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -283,7 +315,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     f"load rises from step 0 by more than {COLLAPSE_RISE:g} (one expert's fair share of "
     "the tokens) beyond the frozen-router control's",
   )
-  collapse = dataclasses.replace(stats.gate(collapse, checks), points=(NONE, FROZEN))
+  collapse = dataclasses.replace(stats.gate(collapse, checks + [headroom_premise(sel)]), points=(NONE, FROZEN))
   rise = stats.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', claim='')
   premise = stats.premise_check(
     'premise: training without balancing raises the load (a rise to reduce)',
@@ -313,11 +345,22 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # --------------------------------------------------------------------------- presentation
 
 
+def summarize(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
+  """stats.summarize with each metric's CI inside its range (BOUNDS): n, and mean, ci_lo, ci_hi per metric."""
+  rows = []
+  for keys, g in df.groupby(by, sort=True):
+    row = {**dict(zip(by, keys, strict=True)), 'n': len(g)}
+    for m in metrics:
+      row[f'{m}_mean'], row[f'{m}_ci_lo'], row[f'{m}_ci_hi'] = stats.mean_ci(g[m], bounds=BOUNDS.get(m))
+    rows.append(row)
+  return pd.DataFrame(rows)
+
+
 def load_table(sel: pd.DataFrame) -> pd.DataFrame:
   """Per collapse point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
   rows = sel[~sel['arm'].astype(str).str.startswith(UNSTABLE)]
   keys = [k for k in ('load_start', 'load_final', 'load_change', 'eval_loss') if k in rows]
-  return stats.summarize(rows, ['point', LR, STEPS], keys) if len(rows) else pd.DataFrame()
+  return summarize(rows, ['point', LR, STEPS], keys) if len(rows) else pd.DataFrame()
 
 
 def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -326,7 +369,7 @@ def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
   if not len(z):
     return pd.DataFrame()
   z['z-loss'] = np.where(z['point'].str.endswith(': z_loss'), Z_COEF, 0.0)
-  return stats.summarize(z, [LR, STEPS, 'z-loss'], [k for k in ('unstable', 'max_lse') if k in z])
+  return summarize(z, [LR, STEPS, 'z-loss'], [k for k in ('unstable', 'max_lse') if k in z])
 
 
 def figure(result: base.Result, ctx: base.Context) -> base.Figure:
@@ -339,7 +382,7 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
       [r['load_change_mean']],
       [r['load_change_ci_lo']],
       [r['load_change_ci_hi']],
-      color=f'C{i}',
+      color=COLORS.get(r['point'], 'k'),
       label=f'{r["point"]} (lr {r[LR]:g})',
     )
   axes[0, 0].set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
@@ -349,22 +392,23 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0', title='load change (mean, 95% CI)', fontsize=6
   )
   runs = result.frame[result.frame['arm'] == 'trained'].dropna(subset=['point', 'eval_loss'])
-  tuned = stats.summarize(runs, ['point', STEPS, LR], ['eval_loss']) if len(runs) else pd.DataFrame()
-  for i, (p, g) in enumerate(tuned.groupby('point', sort=False) if len(tuned) else ()):
+  tuned = summarize(runs, ['point', STEPS, LR], ['eval_loss']) if len(runs) else pd.DataFrame()
+  for p, g in tuned.groupby('point', sort=False) if len(tuned) else ():
     for steps, h in g.groupby(STEPS):
       axes[0, 1].plot(
         h[LR],
         h['eval_loss_mean'],
         'o-' if steps == g[STEPS].max() else 'o--',
-        color=f'C{i}',
+        color=COLORS.get(p, 'k'),
         ms=3,
         label=f'{p}, {steps} steps',
       )
   base.style_axes(
     axes[0, 1],
     xlabel='learning rate',
-    ylabel='held-out MSE (mean over seeds)',
+    ylabel='held-out MSE (mean over seeds, log scale)',
     xscale='log',
+    yscale='log',
     title='tuning of the trained points',
     fontsize=5,
   )
@@ -393,8 +437,9 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     'load_change.png',
     'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
     f'chosen rate and T (mean, 95% CI; red: the collapse level +{COLLAPSE_RISE:g}); middle: '
-    'held-out MSE per learning rate of the trained points at T (solid) and T/2 (dashed), the '
-    'tuning; right: unstable fraction per learning rate with and without the z-loss',
+    'held-out MSE per learning rate of the trained points at each budget (solid: the longest), log scale, the '
+    'tuning; right: unstable fraction per learning rate with and without the z-loss; one colour per point '
+    'in the left and middle panels',
   )
 
 
@@ -441,6 +486,111 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   )
 
 
+def _claims() -> tuple[base.Claim, ...]:
+  """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
+  full = REGIMES['full']
+  moe = (
+    f'teacher-student (d_model 16, one ReLU teacher of width 32, which a single expert can represent: a collapsed '
+    f'router loses no fit), top-1 softmax_topk MoE of {NUM_EXPERTS} experts of width 64, capacity factor 1.0'
+  )
+  load = (
+    f'{moe}, inputs c + N(0, I) with one offset c per seed (it makes the random router start unbalanced: step-0 '
+    'max/mean load 4.4 of 8 in the run of 2026-11-26; on centred inputs the collapse rule gave +0.014), '
+    f'T = {full.steps:,} steps at full scale, {full.seeds} seeds, load on 4,096 held-out inputs before capacity drops'
+  )
+  rise = (
+    "training without balancing raises the load beyond the frozen router's (rule 1's paired CI above 0): a rise to "
+    'reduce'
+  )
+  return (
+    base.Claim(
+      stats.SIGN,
+      f'{load}; no balancing at its tuned rate against the frozen-router control at an untuned 3e-3 (its load change '
+      'is 0 at every rate), paired by seed.',
+      f"room for a collapse: the no-balancing router's step-0 max/mean load lies more than {COLLAPSE_RISE:g} below "
+      f'E = {NUM_EXPERTS} (CI of E - load at step 0 above {COLLAPSE_RISE:g})',
+    ),
+    base.Claim(
+      stats.SIGN,
+      f'{load}; the Switch loss at the published alpha {SWITCH_ALPHA:g} (not tuned) against no balancing, each at '
+      'its own tuned rate, parameters matched.',
+      rise,
+    ),
+    base.Claim(
+      stats.SIGN,
+      f'{moe}, centred inputs N(0, I), Switch loss on, gradient clipping off, float32 router; z-loss {Z_COEF:g} '
+      f'against none at fixed Adam rates {min(UNSTABLE_LRS["full"]):g} ... {max(UNSTABLE_LRS["full"]):g} (not tuned: '
+      f'the rate induces the instability), {full.seeds} seeds, T = {full.steps:,}; unstable = diverged or RMS router '
+      f'logsumexp above {LSE_BLOWUP:g}; the test rate is chosen on the same seeds the verdict reads.',
+      f'a marginal instability without the z-loss: some rate destabilises >= {PREMISE_FRACTION:g} of the no-z-loss '
+      'seeds, and at the smallest such rate their unstable fraction lies more than 0.05 below 1',
+    ),
+    base.Claim(
+      stats.SIGN,
+      f'{load}; the DeepSeek-V3 bias at the published gamma {BIAS_RATE:g} (not tuned), no auxiliary loss, against '
+      'no balancing, each at its own tuned rate, parameters matched.',
+      rise,
+    ),
+  )
+
+
+CHANGES = (
+  base.DesignChange(
+    date='2026-11-24',
+    commit='a85f747',
+    change='levels of the late-training max/mean load on 16 Zipf-skewed input clusters (collapse > 2, Switch and '
+    'bias < 1.5), z-loss at no quality cost -> the change of max/mean load from step 0 on uniform inputs against a '
+    'frozen-router control, z-loss under an induced instability with a premise (the skew alone forced a max/mean '
+    'of 2.4)',
+    outcome='run of 2026-11-22 10:14 (4e09386) -> 2026-11-24 01:59 (8ec5d9e): collapse reproduced (3.11) -> '
+    'reproduced (+0.385); Switch reproduced (1.32) -> reproduced (-0.526); z-loss inconclusive -> inconclusive; '
+    'bias reproduced (1.27) -> reproduced (-0.606)',
+    verdicts=(1, 2, 3, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-24',
+    commit='df9e5e6',
+    change='every arm at Adam 3e-3, plateau on the last two logs -> rate tuned per arm over 1e-3 / 3e-3 / 1e-2 at T '
+    'and T/2 (e2a5c9d), gated on the rate inside the grid and 10% plateaus of held-out MSE and load',
+    outcome='run of 2026-11-24 10:18 (93abf3b): collapse reproduced (+0.385) -> invalid (+0.285); Switch '
+    'reproduced -> invalid (-0.533); z-loss inconclusive -> inconclusive; bias reproduced -> invalid (-0.492): '
+    "every trained arm at the grid's top",
+    verdicts=(1, 2, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='6681d80',
+    change='collapse = any rise (CI above 0) -> a rise above +1 max/mean; trained grid + 3e-2, frozen router not '
+    'tuned; z-loss arms at 0.1 / 0.3 / 1 / 3 -> one arm per rate through 0.07 ... 0.3 with a marginal-instability '
+    'premise; plateaus -> T/2-vs-T stability of each statistic; 16 seeds',
+    outcome='run of 2026-11-26 04:59 (246af57): collapse invalid (+0.285) -> invalid (+0.014; the rule alone: not '
+    'reproduced); Switch invalid -> invalid (-0.126); z-loss inconclusive -> invalid (-0.19); bias invalid -> '
+    'invalid (-0.067)',
+    verdicts=(1, 2, 3, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='4526db6',
+    change='load arms on centred inputs N(0, I) (where +0.014 had been seen) -> inputs c + N(0, I), one offset per '
+    'seed (a bias-free router on centred inputs cannot collapse); trained grid + 0.1; cap 2,700 -> 3,600 '
+    'run-seconds; the z-loss arms unchanged (runs reused)',
+    outcome='run of 2026-11-26 22:25 (43a6b55): collapse invalid (+0.014) -> reproduced (+2.28); Switch invalid '
+    '(-0.126) -> reproduced (-5.20); z-loss invalid -> invalid (same runs); bias invalid (-0.067) -> reproduced '
+    '(-5.47)',
+    verdicts=(1, 2, 4),
+    null_to_positive=True,
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change='verdict 1 had no premise -> gated on room for a collapse (E - step-0 load, CI above 1); the z-loss '
+    "verdict's two existing checks marked as its premises; table CIs kept inside each quantity's range (issue 45)",
+    outcome='from the published run (step-0 load 4.39 [3.66, 5.13]: room 3.61): no outcome changes',
+    verdicts=(1,),
+  ),
+)
+
+
 ABLATION = base.Study(
   name='load_balancing',
   claim=(
@@ -468,4 +618,6 @@ ABLATION = base.Study(
   rules=rules,
   present=present,
   collect=collect,
+  claims=_claims(),
+  changes=CHANGES,
 )

@@ -34,6 +34,7 @@ iteration (`regime.json` in the ablation's folder; a killed loop resumes from it
 
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
+import itertools
 import math
 from typing import Any
 
@@ -47,7 +48,9 @@ STEPS = 'train.steps'
 SEED = 'train.seed'
 FULL, HALF, QUARTER = 'T', 'T/2', 'T/4'
 LEVELS = (QUARTER, HALF, FULL)  # the budget ladder every verdict is computed on, ascending
-REFERENCE_STEP_S = 1.38e-4  # seconds per reference step (runner.reference_step_s) on the machine the caps are written for:
+REFERENCE_STEP_S = (
+  1.38e-4  # seconds per reference step (runner.reference_step_s) on the machine the caps are written for:
+)
 # the 2-core AMD EPYC development machine, jax 0.10.2 (docs/reproduce.md#caps-in-reference-seconds)
 
 
@@ -294,8 +297,8 @@ def stability(
   elif kind == stats.EXISTENCE and raw == stats.REPRODUCED:
     passed, how = True, f'{how}: reached at T'
   else:
-    changes = [abs(b - a) for a, b in zip(values, values[1:])]
-    shrink = all(b < a or b == 0 for a, b in zip(changes, changes[1:]))  # settled exactly counts as shrunk
+    changes = [abs(b - a) for a, b in itertools.pairwise(values)]
+    shrink = all(b < a or b == 0 for a, b in itertools.pairwise(changes))  # settled exactly counts as shrunk
     tol = _boundary_distance(v) / 2
     passed = shrink and changes[-1] < tol
     how += (
@@ -372,7 +375,9 @@ def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> st
     return stats.Check(name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE)
   flips = [(s, a) for s, a in drops if a.outcome != v.outcome]
   if not flips:
-    return stats.Check(name, True, f'{v.outcome} with any one of {len(drops)} seeds left out', demote=stats.INCONCLUSIVE)
+    return stats.Check(
+      name, True, f'{v.outcome} with any one of {len(drops)} seeds left out', demote=stats.INCONCLUSIVE
+    )
   how = '; '.join(
     f'without seed {s}: {a.statistic:.4g} (95% CI [{a.ci[0]:.4g}, {a.ci[1]:.4g}]), {a.outcome}' for s, a in flips
   )

@@ -257,7 +257,7 @@ def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
   if not changes:
     return lines + ['None: no change to the design, statistic or rule was made after a result of it was seen.', '']
   lines += [
-    'Every change to this study\'s design, statistic or rule made after one of its results was seen (the full '
+    "Every change to this study's design, statistic or rule made after one of its results was seen (the full "
     'account: history.md beside this report).',
     '',
     '| date | commit | change | outcome before -> after | verdicts |',
@@ -582,14 +582,18 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
 
   drops = []
   if any(v.outcome in verdict_lib.DECISIVE for v in at_t):
-    drops = [(s, _rules(study, full[full[regime_lib.SEED] != s], scale)) for s in sorted(full[regime_lib.SEED].unique())]
+    drops = [
+      (s, _rules(study, full[full[regime_lib.SEED] != s], scale)) for s in sorted(full[regime_lib.SEED].unique())
+    ]
   out = []
   for i, v in enumerate(at_t):
     tuned = [p for p in v.points if points[p][0].tuned]
     ties = [(p, r, moved(p, r)[i]) for p in tuned for r in regime_lib.tied_rates(p, frame, state[p], regime)]
     others = []
     if v.kind == verdict_lib.EXISTENCE:
-      others = [(f'{p} at rate {r:g}', moved(p, r)[i]) for p in tuned for r in state[p].rates if r != _rate_at_t(tuning, p)]
+      others = [
+        (f'{p} at rate {r:g}', moved(p, r)[i]) for p in tuned for r in state[p].rates if r != _rate_at_t(tuning, p)
+      ]
     checks = [_rate_check(p, v, frame, state[p], regime) for p in tuned]
     if not v.premises:
       checks.append(
