@@ -417,6 +417,7 @@ def paired(
           'premise: the arms measured something',
           False,
           f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing',
+          role=PREMISE,
         )
       ],
     )

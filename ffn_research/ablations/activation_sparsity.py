@@ -585,7 +585,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='42bf48d, 7af1152',
     change="issue 45: the T/2-vs-T stability check -> the runner's T/4, T/2, T ladder judged by kind (1 magnitude, "
     '2-3 sign), rate ties read at each tied rate, leave-one-seed-out; the init and learned checks are the '
     "verdicts' premises; the density's intervals on the logit scale; the GELU/SiLU notes no longer print nan when "

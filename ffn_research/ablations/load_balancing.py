@@ -582,7 +582,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='42bf48d, 638efba',
     change='verdict 1 had no premise -> gated on room for a collapse (E - step-0 load, CI above 1); the z-loss '
     "verdict's two existing checks marked as its premises; table CIs kept inside each quantity's range (issue 45)",
     outcome='from the published run (step-0 load 4.39 [3.66, 5.13]: room 3.61): no outcome changes',

@@ -707,7 +707,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='42bf48d, 638efba',
     change=f'verdicts 1-3 had no premise -> gated on "routing matters on the iid task" (top-1 of 8 x 32 minus dense '
     f'd_ff 32, paired CI below -{IID_MARGIN:g} in ln 1 - R^2; the margin set after the published 0.066 vs 0.069 '
     "were seen); verdict 2's claim names the halved total; verdicts 4-5's routing premise unchanged, now marked "

@@ -49,6 +49,7 @@ README_BEGIN = '<!-- results:begin -->'
 README_END = '<!-- results:end -->'
 RESULTS_PAGE = 'docs/results/README.md'  # the full Results section; README.md carries its headline table
 HISTORY = 'history.md'  # docs/results/NAME/history.md: earlier runs, hand-written; publishing keeps it
+REJUDGED = 'docs/results/rejudged-2026-11-27.md'  # what the reports published before issue 45 support under its rules
 
 
 class ReproduceError(ValueError):
@@ -1030,6 +1031,12 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
     rel = f'docs/results/{name}'
     lines += [f'### {name}', '', f'**Claim.** {r["claim"]}', '']
     changes = r.get('design_changes') or []
+    if predates_premises(r):
+      lines += [
+        f'**Published before premises and the budget ladder** (no positive control, no scope, a T/2-vs-T check): '
+        f'read these verdicts with [the re-judgement of the published data]({REJUDGED}).',
+        '',
+      ]
     for i, v in enumerate(r['verdicts'], 1):
       lo, hi = v['ci']
       holm = f', Holm-adjusted p = {_fmt(v["p_holm"])}' if v.get('p_holm') is not None else ''
@@ -1063,6 +1070,11 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
   return '\n'.join(lines).rstrip() + '\n'
 
 
+def predates_premises(report: Mapping[str, Any]) -> bool:
+  """A published report written before every verdict had a kind, a premise and a budget ladder (issue 45)."""
+  return any(not v.get('kind') or not v.get('ladder') for v in report['verdicts'])
+
+
 def question(name: str) -> str:
   """What ablation `name` asks, in a few words: its module docstring's first paragraph, after 'name: '."""
   try:
@@ -1087,6 +1099,8 @@ def headline_section(repo_root: str = REPO_ROOT) -> str:
     r = io_lib.read_json(path)
     counts = collections.Counter(v['outcome'] for v in r['verdicts'])
     verdicts = ', '.join(f'{counts[o]} {o}' for o in verdict_lib.OUTCOMES if counts[o])
+    if predates_premises(r):
+      verdicts += f' (published before premises and the budget ladder: [re-judged]({REJUDGED}))'
     asks = (question(r['name']) or r['claim']).replace('|', '\\|')
     lines.append(f'| [{r["name"]}](docs/results/{r["name"]}/report.md) | {asks} | {verdicts} |')
   return '\n'.join(lines) + '\n'

@@ -729,7 +729,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='42bf48d, 7af1152',
     change="issue 45: the T/2-vs-T stability check -> the runner's T/4, T/2, T ladder judged by kind (all five "
     'existence), rate ties and leave-one-seed-out; premises gate every verdict (the data premise now verdict 2 '
     'too; constructions and the bilinear control the controls); a not reproduced of verdicts 1-2 also needs the '
