@@ -202,7 +202,7 @@ def _tiny_study():
     claim='A tiny claim (Nobody 2026).',
     citation='Nobody 2026',
     published='10',
-    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=3, cap=60)},
+    regimes={'smoke': base.Regime(rates=(3e-3,), steps=20, seeds=5, cap=60)},
     arms=arms,
     rules=rules,
     present=present,
@@ -218,7 +218,7 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
   out = tmp_path / 'tiny'
   assert report['verdicts'][0]['outcome'] == R, report['verdicts'][0]  # sup error of x^2 is < 10 in any sane run
   assert report['verdicts'][0]['p_holm'] is not None and report['regime']['iterations']
-  assert report['status_counts'] == {'completed': 9}  # 3 seeds at T/4, T/2 and T
+  assert report['status_counts'] == {'completed': 15}  # 5 seeds at T/4, T/2 and T (one left out leaves 4)
   assert (out / 'plot.png').stat().st_size > 0
   on_disk = json.loads((out / 'report.json').read_text())
   assert on_disk['verdicts'] == report['verdicts'] and on_disk['scale'] == 'smoke'
@@ -239,7 +239,7 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
     assert text in md
   capsys.readouterr()
   again = runner.run('tiny', str(tmp_path), 'smoke', progress=False)  # resume: nothing retrained
-  assert '9 already finished, 0 to run' in capsys.readouterr().err
+  assert '15 already finished, 0 to run' in capsys.readouterr().err
   assert again['total_wall_time_s'] >= report['total_wall_time_s'] + again['wall_time_s'] - 1e-6
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1
@@ -261,6 +261,8 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   (work / 'x').mkdir(parents=True)
   repo.mkdir()
   v = verdict.threshold([1.0, 1.1, 0.9], level=2.0, direction='below', claim='it is small')
+  v = dataclasses.replace(v, kind=verdict.SIGN, scope='three numbers', ladder=({'level': 'T'},))
+  old = dataclasses.replace(v, kind='', ladder=())  # a report published before premises and the ladder
   report = {
     'name': 'x',
     'claim': 'X is small (A 2020).',
@@ -298,12 +300,17 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   section = page.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
   assert '### x' in section and 'X is small (A 2020).' in section
   assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
+  assert '  - scope: three numbers' in section and 'Published before premises' not in section
   assert '![cap](x/p.png)' in section and 'commit abc' in section and '(x/report.md)' in section
   assert '[docs/reproduce.md](../reproduce.md)' in section
   assert '**Check failed.** premise: slope 0.35' in section and 'ok one' not in section
   runner.update_readme(str(repo))  # idempotent (what --update_readme runs)
   assert (repo / 'README.md').read_text() == text
   assert (repo / 'docs' / 'results' / 'README.md').read_text() == page
+  (work / 'x' / 'report.json').write_text(json.dumps({**report, 'verdicts': [old.to_dict()]}))
+  runner.publish('x', str(work), repo_root=str(repo))
+  assert '1 reproduced (published before premises and the budget ladder' in (repo / 'README.md').read_text()
+  assert '**Published before premises and the budget ladder**' in (repo / 'docs' / 'results' / 'README.md').read_text()
 
 
 def test_headline_question_and_verdict_counts():

@@ -33,6 +33,7 @@ from typing import Any
 
 import jax
 import numpy as np
+import optax
 import pandas as pd
 
 from ffn_research import ablations
@@ -665,8 +666,6 @@ def reference_step_s() -> float:
   """Seconds per step of a fixed program, timed once per process (the unit of the caps: regime.REFERENCE_STEP_S):
   one Adam step of a ReLU MLP 64 -> 256 -> 64 on a batch of 128, 200 steps in one lax.scan, median of 5 calls after
   compiling."""
-  import optax  # noqa: PLC0415 (only the runner times it)
-
   k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
   x_BD, y_BD = jax.random.normal(k1, (128, 64)), jax.random.normal(k2, (128, 64))
   params = (jax.random.normal(k3, (64, 256)) * 0.1, jax.random.normal(k3, (256, 64)) * 0.1)
