@@ -335,7 +335,10 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   }
   md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
   assert '- **invalid** — the claim an unfit setup cannot test' in md
-  assert '**invalid: this setup cannot test the claim**; failed: premise: dense slope >= 0.8: slope 0.35' in md
+  assert (
+    '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**; '
+    'failed: premise: dense slope >= 0.8: slope 0.35' in md
+  )
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
   assert md.count('slope 0.35 (95% CI [0.2, 0.5])') == 1  # a failed check's numbers are said once
   assert 'p = 0.04, Holm-adjusted 0.09' in md and 'Holm correction over the 4 verdict(s)' in md

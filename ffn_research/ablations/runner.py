@@ -128,6 +128,8 @@ def _p_text(v) -> str:
   """'p = x (Holm-adjusted y)' where the verdict has a p-value; '' otherwise."""
   if v.p_value is None or not math.isfinite(v.p_value):
     return ''
+  if v.outcome == verdict_lib.INVALID:  # its p decides nothing: it enters Holm at 1 so the family stays fixed
+    return f'p = {_fmt(v.p_value)} of the rule alone (not a decision: an invalid verdict enters Holm at p = 1)'
   holm = f', Holm-adjusted {_fmt(v.p_holm)}' if v.p_holm is not None else ''
   return f'p = {_fmt(v.p_value)}{holm}'
 
@@ -164,7 +166,7 @@ def _verdict_md(v: verdict_lib.Verdict, flips: Sequence[Mapping[str, Any]] = ())
   gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
   if gated:  # gate's detail names each failed check with its numbers: said once, here
     why = (
-      '**invalid: this setup cannot test the claim**'
+      '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**'
       if v.outcome == verdict_lib.INVALID
       else f'**{v.outcome}** (the rule alone gave {v.raw_outcome})'
     )
