@@ -210,15 +210,24 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   """Rates 1e-2 and 1e-1 give the same mean loss within the seeds' noise; the verdict's outcome differs between them."""
   f = frame(lambda p, r, t, s: 1.0 + (0.05 if s % 2 else -0.05) * (1 if r == 1e-1 else -1) + (r == 1e-3), steps=(100,))
   st = state()
-  assert regime.tied_rates('a', f, st['a'], POLICY) == [pytest.approx(1e-1)] or regime.tied_rates(
+  assert regime.tied_rates('a', f, st['a'], POLICY, steps=100) == [pytest.approx(1e-1)] or regime.tied_rates(
     'a', f, st['a'], POLICY
   ) == [pytest.approx(1e-2)]
   v = _verdict(0.5)
-  other = _verdict(1.5)
-  c = regime.rate_tie(v, [('a', 1e-1, other)])
-  assert not c.passed and c.demote == stats.INCONCLUSIVE and 'a at tied rate 0.1: 1.5' in c.detail and '0.5' in c.detail
-  assert regime.rate_tie(v, [('a', 1e-1, _verdict(0.6))]).passed
-  assert regime.rate_tie(v, []).passed
+  c = regime.rate_tie([('a at T', 1e-1, _verdict(1.5), v)])
+  assert not c.passed and c.demote == stats.INCONCLUSIVE and 'a at T at tied rate 0.1: 1.5' in c.detail
+  assert 'chosen rates 0.5' in c.detail
+  assert regime.rate_tie([('a at T/2', 1e-1, _verdict(0.6), v)]).passed
+  assert regime.rate_tie([]).passed
+  # a tie at a lower rung that moved the ladder: inconclusive, no doubling bought for it
+  st = state()
+  moved = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=['T/2'])
+  assert (
+    not moved.passed
+    and moved.demote == stats.INCONCLUSIVE
+    and moved.remedy == ''
+    and 'rate ties at T/2' in moved.detail
+  )
   far = frame(valley(1e-2), steps=(100,))  # a clear optimum: no tie
   assert regime.tied_rates('a', far, st['a'], POLICY) == []
 

@@ -222,15 +222,15 @@ def test_controls_constructions_and_bounded_intervals():
   x = np.linspace(-1, 1, GRID)
   swiglu = ua.CONSTRUCTIONS['swiglu'][1](x)
   assert np.max(np.abs(swiglu - x**2)) == pytest.approx(math.tanh(ua.SWIGLU_GATE / 2), rel=1e-6)
-  # |x| as published (2 of 5 seeds fit it, 3 stay at a dead-unit fit): the t interval reached below 0; on the log
-  # scale it stays positive and lies above the level
+  # |x| as published (2 of 5 seeds fit it, 3 stay at a dead-unit fit): the t interval reached below 0; intersected
+  # with [0, inf) it starts at 0 and decides as the t interval does: inconclusive (it straddles the level)
   sel = _sel()
   errors = [2.046e-4, 4e-4, 0.5873, 0.5873, 0.4148]
   sel.loc[sel['point'] == f'{ua.CONTROLS_ARM}: abs', 'sup_error'] = errors
   v = ua.rules(sel, 'quick')[2]
-  assert stats.mean_ci(errors)[1] < 0 < v.ci[0] and v.ci[0] > ua.CONTROL_LEVEL and v.outcome == NR
+  assert stats.mean_ci(errors)[1] < 0 == v.ci[0] and v.raw_outcome == stats.INCONCLUSIVE
   table = ua.control_table(sel)
-  assert (table['CI lo'] > 0).all()
+  assert (table['CI lo'] >= 0).all()
 
 
 def test_a_longer_budget_overturns_an_existence_refutation():

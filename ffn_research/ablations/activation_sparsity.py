@@ -23,7 +23,7 @@ fraction of positive pre-activations, ReLU at TAU, and dead units (never on over
 
 Verdicts (`rules`, fixed before the runs), on the per-seed density (mean over the layers) at the end of
 the runs at each shape's chosen rate, each with its kind (how the runner judges its budget ladder T/4, T/2, T):
-  1. sparse: at the reference shape the t CI of the mean density (on the logit scale: a fraction, bounds
+  1. sparse: at the reference shape the t CI of the mean density (intersected with [0, 1]: a fraction, bounds
      (0, 1)) lies below LEVEL = 10% (above ViT-B/16's 6.3%; our models are ~10^4 times smaller, "a few
      percent" is read generously). Kind: magnitude (a level with a margin, read where the density has settled).
   2. wider FFNs are sparser: per seed, the least-squares slope of log density on log d_ff; the t CI of
@@ -233,7 +233,7 @@ def collect(run_dir: str, row: Mapping) -> dict[str, float]:
 # --------------------------------------------------------------------------- rules
 
 
-FRACTION = (0.0, 1.0)  # a density is a fraction: its intervals on the logit scale (stats.mean_ci bounds)
+FRACTION = (0.0, 1.0)  # a density is a fraction: its t intervals intersected with [0, 1] (stats.mean_ci bounds)
 INIT_PREMISE = (
   f'premise: density at initialisation inside [{INIT_LO:g}, {INIT_HI:g}] (the sparsity comes from training)'
 )
@@ -588,8 +588,8 @@ CHANGES = (
     commit='42bf48d, 7af1152',
     change="issue 45: the T/2-vs-T stability check -> the runner's T/4, T/2, T ladder judged by kind (1 magnitude, "
     '2-3 sign), rate ties read at each tied rate, leave-one-seed-out; the init and learned checks are the '
-    "verdicts' premises; the density's intervals on the logit scale; the GELU/SiLU notes no longer print nan when "
-    'ReLU has no run of their budget',
+    "verdicts' premises; the density's t intervals intersected with [0, 1]; the GELU/SiLU notes no longer print "
+    'nan when ReLU has no run of their budget',
     outcome='published before: not reproduced, reproduced, invalid; after: the verdicts above (re-judged from the '
     'same runs plus the T/4 rung)',
     verdicts=(1, 2, 3),

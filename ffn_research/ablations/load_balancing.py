@@ -58,7 +58,7 @@ Gates (stats.gate; a failed one makes the verdict `invalid`): 1, 2 and 4 rest on
 seed completed and one budget for the points compared). Premises (positive controls, role
 stats.PREMISE, computed from the same runs):
   1. room for a collapse: the no-balancing router's step-0 load leaves more than COLLAPSE_RISE below E
-     (E - load at step 0, t CI on the logit scale of its range [0, E - 1], above 1): a router that starts
+     (E - load at step 0, t CI intersected with its range [0, E - 1], above 1): a router that starts
      near E could not rise by a collapse's worth, whatever training did.
   2, 4. training without balancing raises the load at all (rule 1's CI above 0: a rise to reduce).
   3. a test rate exists, and there the no-z-loss unstable fraction is off its ceiling 1 (more than 0.05
@@ -300,7 +300,7 @@ def headroom_premise(sel: pd.DataFrame) -> stats.Check:
     m,
     (lo, hi),
     COLLAPSE_RISE,
-    what=f'E - max/mean load at step 0 of {NONE} ({len(room)} seeds; t CI on the logit scale of [0, E - 1])',
+    what=f'E - max/mean load at step 0 of {NONE} ({len(room)} seeds; t CI intersected with [0, E - 1])',
   )
 
 

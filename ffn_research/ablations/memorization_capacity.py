@@ -43,7 +43,7 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
      than 0.3 (remedy: double the steps), the paper's own reading ("over model sizes where bits grow in
      proportion to parameters"); gated also on (b) every size's peak inside its N grid.
   2. Random labels [kind `existence`: "can fit"]: the mean fraction of N = h d / 4 = 256 points fitted
-     (|error| < 0.1) is above 0.9, its CI on the logit scale of [0, 1]; premise (c) the setup can fail: at the
+     (|error| < 0.1) is above 0.9, its CI intersected with [0, 1]; premise (c) the setup can fail: at the
      largest N (above the parameter count) it is below 0.9.
   3. [MoE, per k; kind `magnitude`] ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total
      params) to (the same seeds' dense figure at those sizes, log-log interpolated, clamped outside the dense

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sp_stats
 
 from ffn_research import stats
 
@@ -266,6 +267,7 @@ def stability(
   regime: Regime,
   others: Sequence[tuple[str, stats.Verdict]] = (),
   levels: Sequence[str] = LEVELS,
+  ties: Sequence[str] = (),
 ) -> stats.Check:
   """The verdict's statistic on the budget ladder (`rungs`: the rule at each budget of `levels`, ascending, each
   at its own tuned rates), judged by the claim's kind (docs/reproduce.md#the-budget-ladder):
@@ -279,8 +281,11 @@ def stability(
     budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
     boundary: a best effort that crossed it means the ladder goes on.
 
-  A failure when the rule is inconclusive at T (the statistic inside its noise band) demotes to `inconclusive`,
-  never to `invalid`. Remedy: double T for the verdict's points (the T and T/2 runs become T/2 and T/4)."""
+  A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
+  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where `ties` names a
+  budget at which a rate tied with the chosen one gives another outcome (a tie is read at its rates, never bought
+  with steps: no remedy). Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
+  and T/4)."""
   v = rungs[-1]
   raw, values = v.raw_outcome, [r.statistic for r in rungs]
   steps = sorted({state[p].steps for p in v.points if p in state})
@@ -293,12 +298,15 @@ def stability(
       passed, how = True, f'{how}: undecided at T, where the claim is answered; nothing to hold'
     else:
       passed = all(r.raw_outcome == raw for r in rungs)
-      how += '; ' + ('the same decided outcome at every budget' if passed else f'not {raw} at every budget')
+      how += '; ' + (
+        'the same decided outcome at every budget' if passed else f'the rule does not give {raw} at every budget'
+      )
   elif kind == stats.EXISTENCE and raw == stats.REPRODUCED:
     passed, how = True, f'{how}: reached at T'
   else:
     changes = [abs(b - a) for a, b in itertools.pairwise(values)]
-    shrink = all(b < a or b == 0 for a, b in itertools.pairwise(changes))  # settled exactly counts as shrunk
+    noise = (v.ci[1] - v.ci[0]) / 4 if all(map(math.isfinite, v.ci)) else 0.0  # half the CI's half-width at T
+    shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))  # a change within the noise is settled
     tol = _boundary_distance(v) / 2
     passed = shrink and changes[-1] < tol
     how += (
@@ -320,6 +328,13 @@ def stability(
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   if passed:
     return stats.Check(name, True, how, demote=demote)
+  if ties:  # a rung whose tied rates give another outcome: the tie, not the budget, moved it; more steps never buy it
+    return stats.Check(
+      name,
+      False,
+      how + f'; rate ties at {", ".join(ties)}: a tie moved the ladder, not the budget',
+      demote=stats.INCONCLUSIVE,
+    )
   left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   return stats.Check(
     name,
@@ -331,10 +346,10 @@ def stability(
   )
 
 
-def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -> list[float]:
-  """The rates at T of `point` within the tuning noise of the chosen one: every seed finite, and the Student-t 95% CI
-  of the mean paired (by seed) difference of `regime.metric` from the chosen rate's contains 0."""
-  at = frame[(frame['point'] == point) & (frame[STEPS] == s.steps)]
+def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, steps: int | None = None) -> list[float]:
+  """The rates of `point` at `steps` (default T) within the tuning noise of the chosen one: every seed finite, and the
+  Student-t 95% CI of the mean paired (by seed) difference of `regime.metric` from the chosen rate's contains 0."""
+  at = frame[(frame['point'] == point) & (frame[STEPS] == (s.steps if steps is None else steps))]
   best = choose(rate_stats(at, regime.metric), regime.mode)
   if best is None:
     return []
@@ -354,34 +369,60 @@ def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -
   return out
 
 
-def rate_tie(v: stats.Verdict, alternatives: Sequence[tuple[str, float, stats.Verdict]]) -> stats.Check:
-  """No learning-rate tie decides the verdict: with any point read at a rate tied with its chosen one
-  (`alternatives`: (point, rate, the rule with that point there)), the rule's outcome is the same. A tie is noise in
-  the tuning, not a budget: a failure demotes to inconclusive and names the statistic at every tied rate."""
+def rate_tie(alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]]) -> stats.Check:
+  """No learning-rate tie decides the verdict: at every budget, with any point read at a rate tied with its chosen one
+  (`alternatives`: (where, rate, the rule with that point there, the rule at the chosen rates of that budget)), the
+  rule gives the same outcome. A tie is noise in the tuning, not a budget: a failure demotes to inconclusive and
+  names the statistic at every tied rate."""
   name = 'no learning-rate tie decides it'
   if not alternatives:
     return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
-  read = '; '.join(f'{p} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome})' for p, r, a in alternatives)
-  differ = [a for _, _, a in alternatives if a.outcome != v.outcome]
-  how = f'chosen rates: {v.statistic:.4g} ({v.outcome}); {read}'
-  return stats.Check(name, not differ, how, demote=stats.INCONCLUSIVE)
+  read = '; '.join(
+    f'{w} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome}; chosen rates {c.statistic:.4g}, {c.outcome})'
+    for w, r, a, c in alternatives
+  )
+  differ = [a for _, _, a, c in alternatives if a.outcome != c.outcome]
+  return stats.Check(name, not differ, read, demote=stats.INCONCLUSIVE)
 
 
 def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> stats.Check:
-  """No single seed decides the verdict: leaving out any one seed (`drops`: (seed, the rule without it)) keeps a
-  decided outcome; a failure demotes it to inconclusive and names the seed."""
+  """No single seed decides the verdict: leaving out any one seed (`drops`: (seed, the rule without it)), the
+  statistic's interval, read at the full sample's width (its half-widths scaled by t(n - 1) / t(n - 2), so that
+  losing a degree of freedom alone does not undecide it), still lies on the side of every boundary it lay on, and
+  the rule does not give the opposite decided outcome. A failure demotes a decided verdict to inconclusive and names
+  the seed."""
   name = 'no single seed decides it'
   if v.outcome not in stats.DECISIVE:
     return stats.Check(name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE)
-  flips = [(s, a) for s, a in drops if a.outcome != v.outcome]
+  flips = [(s, a, lo, hi) for s, a in drops for lo, hi in [_at_full_width(a, v.n)] if _decides(v, a, lo, hi)]
   if not flips:
     return stats.Check(
       name, True, f'{v.outcome} with any one of {len(drops)} seeds left out', demote=stats.INCONCLUSIVE
     )
   how = '; '.join(
-    f'without seed {s}: {a.statistic:.4g} (95% CI [{a.ci[0]:.4g}, {a.ci[1]:.4g}]), {a.outcome}' for s, a in flips
+    f"without seed {s}: {a.statistic:.4g} (CI at the full sample's width [{lo:.4g}, {hi:.4g}]), {a.outcome}"
+    for s, a, lo, hi in flips
   )
   return stats.Check(name, False, how, demote=stats.INCONCLUSIVE)
+
+
+def _at_full_width(a: stats.Verdict, n: int) -> tuple[float, float]:
+  """`a`'s CI with its half-widths scaled from n - 1 seeds' t quantile to n seeds' (nan where it has none)."""
+  lo, hi = a.ci
+  if not (math.isfinite(lo) and math.isfinite(hi)) or n < 3:
+    return lo, hi
+  k = float(sp_stats.t.ppf(0.975, n - 1) / sp_stats.t.ppf(0.975, n - 2))
+  return a.statistic - k * (a.statistic - lo), a.statistic + k * (hi - a.statistic)
+
+
+def _decides(v: stats.Verdict, a: stats.Verdict, lo: float, hi: float) -> bool:
+  """Leaving the seed out moves the decision: the opposite decided outcome, or an interval that reaches a boundary
+  v's interval kept to one side of (a rule without a finite interval: any other outcome)."""
+  if a.outcome in stats.DECISIVE and a.outcome != v.outcome:
+    return True
+  if not (math.isfinite(lo) and math.isfinite(hi) and all(map(math.isfinite, v.ci))):
+    return a.outcome != v.outcome
+  return any(math.isfinite(b) and (v.ci[0] > b or v.ci[1] < b) and lo <= b <= hi for b in v.boundaries)
 
 
 def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
@@ -423,12 +464,15 @@ def fixable(verdicts: Sequence[stats.Verdict]) -> list[stats.Check]:
   has one. A failed check without one (a score pinned at its floor, parameters not matched, a limit reached) keeps
   its verdict invalid whatever the loop runs, so the loop spends nothing on that verdict's remedies; a point it
   shares with a verdict that can still pass is extended for that one. A failed check that only demotes (a rate tie,
-  one seed deciding it) does not stop the remedies of the others."""
+  one seed deciding it) does not stop the remedies of the others; and a rate at its grid's edge is extended whatever
+  else failed, so that every check (a premise too) is read at a rate inside its grid."""
   out = []
   for v in verdicts:
     failed = v.failed_checks
     if all(c.remedy for c in failed if c.demote == stats.INVALID):
       out += [c for c in failed if c.remedy]
+    else:  # the rates are still settled: a premise or pin is judged at a rate inside its grid, never at an edge
+      out += [c for c in failed if c.remedy in (stats.LOWER_RATE, stats.HIGHER_RATE)]
   return out
 
 
