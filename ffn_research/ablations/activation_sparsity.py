@@ -32,7 +32,7 @@ the runs at each shape's chosen rate, each with its kind (how the runner judges 
   3. larger models are sparser: the same on log d_model (d_ff = 4 d_model). Kind: sign.
 Premises (positive controls, role stats.PREMISE, computed at every shape a verdict reads, from the same runs):
 the density at initialisation has its CI inside [0.4, 0.6] (the sparsity can only come from training); and
-learned: the held-out bits lie more than 0.1 below the unigram entropy (the model uses the context; remedy:
+learned: the held-out bits lie more than 1 bit below the unigram entropy (the model uses the context; remedy:
 double the steps). The runner adds every seed completed, one budget for the shapes compared, the rate inside its
 grid, stability on the ladder by kind, no learning-rate tie deciding it (the d_model slope is -0.53 or -0.04
 depending on which of two rates with equal held-out bits wins at d_model 64), no single seed deciding it, and
@@ -58,7 +58,7 @@ PAPER_T5, PAPER_VIT = 0.030, 0.063  # Li et al. 2023, abstract: mean fraction of
 SLOPE_MARGIN = 0.03  # rules 2, 3: "sparser" is a log-log slope below -0.03
 TAU = 0.1  # GELU/SiLU: |a| > TAU counts as on
 INIT_LO, INIT_HI = 0.4, 0.6  # init premise: density at initialisation near 1/2
-RANGE_MARGIN = 0.1  # learned: held-out bits at least this far below the unigram entropy
+RANGE_MARGIN = 1.0  # learned: held-out bits at least this far below the unigram entropy (1 bit, as every study)
 DESCRIPTIVE_LR = 1e-2  # GELU/SiLU (descriptive, not tuned)
 RATES = (3e-3, 1e-2, 3e-2)
 FULL_RATES = (*RATES, 1e-1)  # 0.03 was the top chosen at every d_model-32 shape of the earlier full runs (issue 30)
@@ -588,8 +588,9 @@ CHANGES = (
     commit='42bf48d, 7af1152',
     change="issue 45: the T/2-vs-T stability check -> the runner's T/4, T/2, T ladder judged by kind (1 magnitude, "
     '2-3 sign), rate ties read at each tied rate, leave-one-seed-out; the init and learned checks are the '
-    "verdicts' premises; the density's t intervals intersected with [0, 1]; the GELU/SiLU notes no longer print "
-    'nan when ReLU has no run of their budget',
+    "verdicts' premises, learned raised from 0.1 to 1 bit below the unigram entropy (the project's one bar, set "
+    "after the published 1.298 vs 3.866 were seen; it only demotes); the density's t intervals intersected with "
+    '[0, 1]; the GELU/SiLU notes no longer print nan when ReLU has no run of their budget',
     outcome='published before: not reproduced, reproduced, invalid; after: the verdicts above (re-judged from the '
     'same runs plus the T/4 rung)',
     verdicts=(1, 2, 3),
