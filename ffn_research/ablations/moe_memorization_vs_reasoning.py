@@ -220,8 +220,9 @@ def bootstrap_verdict(ci_at, *, lo: float, hi: float, claim: str, test: str, rul
 
 
 def gap_difference(mem: pd.DataFrame, hop: pd.DataFrame, confidence: float) -> tuple[float, float, float]:
-  """G(memorization) - G(reasoning) with a BCa bootstrap CI; seeds present in both tasks resampled together
-  (the tasks' seeds are independent: pairing them by index only lets one resample draw both)."""
+  """G(memorization) - G(reasoning) with a bootstrap CI, BCa from stats.BCA_MIN_SEEDS seeds and percentile below
+  (BCa's acceleration is noise from a few seeds); seeds present in both tasks resampled together (the tasks' seeds
+  are independent: pairing them by index only lets one resample draw both)."""
   both = mem.add_suffix('_m').join(hop.add_suffix('_h'), how='inner')
   if len(both) < 3:
     return math.nan, math.nan, math.nan
@@ -235,7 +236,7 @@ def gap_difference(mem: pd.DataFrame, hop: pd.DataFrame, confidence: float) -> t
     vectorized=True,
     n_resamples=RESAMPLES,
     confidence_level=confidence,
-    method='BCa',
+    method='BCa' if len(both) >= stats.BCA_MIN_SEEDS else 'percentile',
     random_state=np.random.default_rng(0),
   )
   return d, float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -323,7 +324,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """Per router: overall, then memorization and reasoning (module docstring), each naming its points."""
   s = SETTINGS[scale]
   overall, per_task = [], []
-  test = 'ratio of means over seeds, BCa bootstrap 95% CI (stats.ratio_of_means, seeds resampled together)'
+  test = 'ratio of means over seeds, 95% CI by stats.ratio_of_means (BCa bootstrap from 10 seeds, seeds resampled together; below, t on the log scale)'
   for r, (k, renorm, mult, div) in ROUTERS.items():
     what = f'top-{k} of {mult * s["experts"]} experts of width {{w}}{", renormalised" if renorm else ""}'
     mem, hop = gaps(sel, scale, 'memorization', r), gaps(sel, scale, 'multi_hop', r)
@@ -334,7 +335,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       lo=MUCH,
       hi=math.inf,
       n=min(len(mem), len(hop)),
-      test='difference of two ratios of means, BCa bootstrap 95% CI (scipy.stats.bootstrap, seeds together)',
+      test='difference of two ratios of means, bootstrap 95% CI (scipy.stats.bootstrap, seeds together; BCa from 10 seeds, percentile below)',
       rule=f'reproduced if the 95% CI of G(memorization) - G(reasoning) lies above {MUCH:g}; not reproduced if it '
       f'lies below; otherwise, or with < 3 seeds, inconclusive',
       claim=f'overall, {r}: memorization closes much more of its dense-active -> dense-total gap than reasoning '
