@@ -324,7 +324,10 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """Per router: overall, then memorization and reasoning (module docstring), each naming its points."""
   s = SETTINGS[scale]
   overall, per_task = [], []
-  test = 'ratio of means over seeds, 95% CI by stats.ratio_of_means (BCa bootstrap from 10 seeds, seeds resampled together; below, t on the log scale)'
+  test = (
+    'ratio of means over seeds, 95% CI by stats.ratio_of_means (BCa bootstrap from 10 seeds, seeds resampled '
+    'together; below, t on the log scale)'
+  )
   for r, (k, renorm, mult, div) in ROUTERS.items():
     what = f'top-{k} of {mult * s["experts"]} experts of width {{w}}{", renormalised" if renorm else ""}'
     mem, hop = gaps(sel, scale, 'memorization', r), gaps(sel, scale, 'multi_hop', r)
@@ -335,7 +338,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       lo=MUCH,
       hi=math.inf,
       n=min(len(mem), len(hop)),
-      test='difference of two ratios of means, bootstrap 95% CI (scipy.stats.bootstrap, seeds together; BCa from 10 seeds, percentile below)',
+      test='difference of two ratios of means, bootstrap 95% CI (scipy.stats.bootstrap, seeds together; BCa from '
+      '10 seeds, percentile below)',
       rule=f'reproduced if the 95% CI of G(memorization) - G(reasoning) lies above {MUCH:g}; not reproduced if it '
       f'lies below; otherwise, or with < 3 seeds, inconclusive',
       claim=f'overall, {r}: memorization closes much more of its dense-active -> dense-total gap than reasoning '
