@@ -167,7 +167,7 @@ def test_every_verdict_declares_its_kind_and_carries_a_computed_premise():
     v = asp.rules(sel, 'full')
     assert len(v) == len(asp.ABLATION.claims)
     assert all([c.name for c in x.premises] == [asp.INIT_PREMISE, asp.LEARNED_PREMISE] for x in v)
-  assert [c.null_to_positive for c in asp.ABLATION.changes].count(True) == 1
+  assert [bool(c.to_positive) for c in asp.ABLATION.changes].count(True) == 1
 
 
 def test_density_intervals_stay_inside_zero_one():

@@ -172,7 +172,7 @@ def test_claims_declare_a_magnitude_with_scope_premise_and_changes():
   for c in er.ABLATION.claims:
     assert c.kind == stats.MAGNITUDE and 'entropy floor' in c.scope and 'at 800 steps' in c.scope
     assert 'reducible share' in c.premise
-  assert [c.null_to_positive for c in er.ABLATION.changes if c.commit == 'ef446d6'] == [True]
+  assert [bool(c.to_positive) for c in er.ABLATION.changes if c.commit == 'ef446d6'] == [True]
   assert all(set(c.verdicts) <= {1, 2} for c in er.ABLATION.changes)
 
 

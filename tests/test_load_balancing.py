@@ -207,7 +207,7 @@ def test_verdicts_known_answers_and_points():
 def test_every_verdict_declares_its_kind_and_computes_a_premise():
   claims = lb.ABLATION.claims
   assert [c.kind for c in claims] == [stats.SIGN] * 4 and all(c.scope and c.premise for c in claims)
-  assert len(lb.ABLATION.changes) >= 4 and any(c.null_to_positive for c in lb.ABLATION.changes)
+  assert len(lb.ABLATION.changes) >= 4 and any(bool(c.to_positive) for c in lb.ABLATION.changes)
   for sel in (_sel(), _sel({'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}), _sel().iloc[:0]):
     v = lb.rules(sel, 'smoke')
     assert len(v) == len(claims) and all(x.premises for x in v)

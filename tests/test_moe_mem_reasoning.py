@@ -225,7 +225,9 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
   claims = mr.ABLATION.claims
   assert [c.kind for c in claims] == [stats.MAGNITUDE] * 6 and all(c.scope and c.premise for c in claims)
   assert 'not renormalised' in claims[0].scope and 'not given in context' in claims[3].scope
-  assert any(c.null_to_positive for c in mr.ABLATION.changes) and all(c.date and c.outcome for c in mr.ABLATION.changes)
+  assert any(bool(c.to_positive) for c in mr.ABLATION.changes) and all(
+    c.date and c.outcome for c in mr.ABLATION.changes
+  )
   for sel in (_sel(), _sel(dense_slope=0.3, fit=0.85), _sel().iloc[:0]):
     v = mr.rules(sel, SCALE)
     assert len(v) == len(claims) and all(x.premises for x in v)

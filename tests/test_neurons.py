@@ -262,7 +262,7 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
   assert [[c.name.split(':')[1].strip() for c in x.premises] for x in v] == [['learned', 'kills']] * 4 + [
     ['learned']
   ] * 3
-  assert [c.verdicts for c in neurons.ABLATION.changes if c.null_to_positive] == [(1,)]
+  assert [c.verdicts for c in neurons.ABLATION.changes if c.to_positive] == [(1,)]
   assert all(set(c.verdicts) <= set(range(1, 8)) for c in neurons.ABLATION.changes)
 
 

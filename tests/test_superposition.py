@@ -214,7 +214,7 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
   assert len(claims) == len(vs) == 2 and [c.kind for c in claims] == [stats.SIGN, stats.SIGN]
   assert all(c.scope and c.premise for c in claims) and 'no output ReLU' in claims[1].scope
   assert all(len(v.premises) == 1 for v in vs)
-  assert [c.verdicts for c in sp.ABLATION.changes if c.null_to_positive] == [(1,)]
+  assert [c.verdicts for c in sp.ABLATION.changes if c.to_positive] == [(1,)]
   assert all(set(c.verdicts) <= {1, 2} for c in sp.ABLATION.changes)
 
 

@@ -574,7 +574,7 @@ CHANGES = (
     outcome='(2) invalid -0.090 [-0.118, -0.062] (not stable: -0.167 at T/2) -> reproduced -0.128 [-0.151, -0.105] '
     '(-0.0998 at T/2)',
     verdicts=(2,),
-    null_to_positive=True,
+    to_positive=(2,),
   ),
   base.DesignChange(
     date='2026-11-27',

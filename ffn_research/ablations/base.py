@@ -69,10 +69,11 @@ class DesignChange:
   change: str  # what changed, before -> after
   outcome: str  # the verdicts' outcomes before -> after (or what it did to the numbers)
   verdicts: tuple[int, ...] = ()  # the 1-based verdicts it moved
-  null_to_positive: bool = False  # it turned a null (not reproduced / inconclusive / invalid) into reproduced
+  to_positive: tuple[int, ...] = ()  # those it turned from a null (not reproduced / inconclusive / invalid) into
+  # reproduced: their verdict lines say so
 
   def to_dict(self) -> dict[str, Any]:
-    return {**dataclasses.asdict(self), 'verdicts': list(self.verdicts)}
+    return {**dataclasses.asdict(self), 'verdicts': list(self.verdicts), 'to_positive': list(self.to_positive)}
 
 
 @dataclasses.dataclass(frozen=True)

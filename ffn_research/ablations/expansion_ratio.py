@@ -507,7 +507,7 @@ CHANGES = (
     'invalid 68.0 [54.1, 82.0] and 66.5 [44.0, 89.0] points, the rule alone not reproduced -> invalid 3.95 [3.58, '
     '4.31] and 2.78 [2.45, 3.10] % at T = 3,200, the rule alone reproduced (stability failed)',
     verdicts=(1, 2),
-    null_to_positive=True,
+    to_positive=(1, 2),
   ),
   base.DesignChange(
     '2026-11-26',

@@ -583,7 +583,7 @@ CHANGES = (
     _REWRITE,
     'language SwiGLU and Bilinear inconclusive -> reproduced (early budget: -0.066, -0.049 bits)',
     verdicts=(2, 3),
-    null_to_positive=True,
+    to_positive=(2, 3),
   ),
   base.DesignChange(
     '2026-11-23',
@@ -642,7 +642,7 @@ CHANGES = (
     'reproduced if the T/4 rung (500 steps, run in pass 0) keeps the sign; 5 inconclusive (Holm p 0.050 from the '
     'Monte-Carlo p 0.0063) -> reproduced (exact p 0.00536)',
     verdicts=(1, 2, 3, 4, 5),
-    null_to_positive=True,
+    to_positive=(1, 2, 3, 4, 5),
   ),
   base.DesignChange(
     '2026-11-27',

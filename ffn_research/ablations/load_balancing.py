@@ -578,7 +578,7 @@ CHANGES = (
     '(-0.126) -> reproduced (-5.20); z-loss invalid -> invalid (same runs); bias invalid (-0.067) -> reproduced '
     '(-5.47)',
     verdicts=(1, 2, 4),
-    null_to_positive=True,
+    to_positive=(1, 2, 4),
   ),
   base.DesignChange(
     date='2026-11-27',

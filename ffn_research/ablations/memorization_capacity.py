@@ -860,7 +860,7 @@ CHANGES = (
       'cost fewer run-seconds and the doubling fit the cap)'
     ),
     verdicts=(2,),
-    null_to_positive=True,
+    to_positive=(2,),
   ),
   base.DesignChange(
     date='2026-11-27',

@@ -606,7 +606,7 @@ CHANGES = (
     'memorization not reproduced -> inconclusive (top-1, 0.43) and reproduced (top-2, 0.66); reasoning not '
     'reproduced -> invalid (both)',
     verdicts=(1, 2, 3, 4, 5, 6),
-    null_to_positive=True,
+    to_positive=(5,),
   ),
   base.DesignChange(
     date='2026-11-23',

@@ -672,7 +672,7 @@ CHANGES = (
     'task) -> reproduced (-0.79, clustered task); new: matched active reproduced (-0.17), learned - stop_grad '
     'reproduced (-1.20)',
     verdicts=(2, 4, 5),
-    null_to_positive=True,
+    to_positive=(5,),
   ),
   base.DesignChange(
     date='2026-11-25',
@@ -693,7 +693,7 @@ CHANGES = (
     'invalid (+0.073) -> not reproduced (+0.0655); granularity invalid (+0.162) -> not reproduced (+0.160); '
     'learned - stop_grad and learned - weight_1 invalid -> invalid (1 - R^2 within 0.01 of the exact fit)',
     verdicts=(1, 2, 3),
-    null_to_positive=True,
+    to_positive=(1,),
   ),
   base.DesignChange(
     date='2026-11-26',
@@ -703,7 +703,7 @@ CHANGES = (
     outcome='run of 2026-11-26 17:44 (e195276): learned - stop_grad invalid (-1.22) -> reproduced (-0.643); learned '
     '- weight_1 invalid (-1.11) -> reproduced (-0.614)',
     verdicts=(4, 5),
-    null_to_positive=True,
+    to_positive=(4, 5),
   ),
   base.DesignChange(
     date='2026-11-27',

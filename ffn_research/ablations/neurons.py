@@ -602,7 +602,7 @@ CHANGES = (
     ),
     outcome='verdict 1 invalid (+0.0085 per decade, kills premise) -> reproduced, +0.069 [+0.051, +0.087] (06:43 run)',
     verdicts=(1,),
-    null_to_positive=True,
+    to_positive=(1,),
   ),
   base.DesignChange(
     date='2026-11-26',

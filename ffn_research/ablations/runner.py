@@ -139,8 +139,14 @@ def changed_by(changes: Sequence[Mapping[str, Any]], i: int) -> list[Mapping[str
   return [c for c in changes if i in (c.get('verdicts') or ())]
 
 
-def _change_line(c: Mapping[str, Any]) -> str:
-  flag = ' **(null -> positive)**' if c.get('null_to_positive') else ''
+def _positive(c: Mapping[str, Any], i: int | None = None) -> bool:
+  """The change turned verdict i (any verdict: None) from a null into reproduced."""
+  to = c.get('to_positive') or ()
+  return bool(to) if i is None else i in to
+
+
+def _change_line(c: Mapping[str, Any], i: int) -> str:
+  flag = ' **(null -> positive)**' if _positive(c, i) else ''
   return f'**changed after results** ({c["date"]}{flag}): {c["change"]} ({c["outcome"]})'
 
 
@@ -151,7 +157,7 @@ def ladder_text(v: verdict_lib.Verdict) -> str:
   )
 
 
-def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (), i: int = 0) -> list[str]:
   lo, hi = v.ci
   p = _p_text(v)
   out = [f'- **{v.outcome}** — {v.claim}']
@@ -275,7 +281,7 @@ def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
   ]
   for c in changes:
     which = ', '.join(map(str, c.get('verdicts') or ())) or '–'
-    flag = ' **(null -> positive)**' if c.get('null_to_positive') else ''
+    flag = f' **(null -> positive: {", ".join(map(str, c["to_positive"]))})**' if _positive(c) else ''
     cells = (c['date'], c['commit'] or '–', c['change'], c['outcome'] + flag, which)
     lines.append('| ' + ' | '.join(str(x).replace('|', '/') for x in cells) + ' |')
   return lines + ['']
@@ -299,7 +305,7 @@ def report_markdown(report: dict[str, Any]) -> str:
   verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]
   changes = report.get('design_changes') or []
   for i, v in enumerate(verdicts, 1):
-    lines += _verdict_md(v, changed_by(changes, i))
+    lines += _verdict_md(v, changed_by(changes, i), i)
   lines += [''] + _holm_md(verdicts) + [f'**Main figure.** {report["headline"]}', '']
   if 'design_changes' in report:
     lines += changes_markdown(changes)
@@ -1065,7 +1071,7 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
       )
       if v.get('scope'):
         lines.append(f'  - scope: {v["scope"]}')
-      lines += [f'  - {_change_line(c)}' for c in changed_by(changes, i) if c.get('null_to_positive')]
+      lines += [f'  - {_change_line(c, i)}' for c in changed_by(changes, i) if _positive(c, i)]
       if v['outcome'] != v.get('rule_outcome', v['outcome']) or v['outcome'] == verdict_lib.INVALID:
         lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in failed_checks(v)]
     lines += ['', f'**Main figure.** {r["headline"]}', '']

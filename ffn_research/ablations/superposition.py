@@ -424,7 +424,7 @@ ABLATION = base.Study(
         'features) -> reproduced, sparse - dense +6.28 [+5.98, +6.58], n = 12 (2026-11-26 07:44 run)'
       ),
       verdicts=(1,),
-      null_to_positive=True,
+      to_positive=(1,),
     ),
     base.DesignChange(
       date='2026-11-26',

@@ -718,7 +718,7 @@ CHANGES = (
     outcome='rerun 92160bb: swiglu control invalid (0.0193 at 1e-1, the grid top) -> reproduced (0.0061 [0.0058, '
     '0.0064] at T = 160,000, rate 3e-3)',
     verdicts=(5,),
-    null_to_positive=True,
+    to_positive=(5,),
   ),
   base.DesignChange(
     date='2026-11-26',
