@@ -290,6 +290,9 @@ def _fake_study():
     rules=rules,
     present=present,
     claims=[base.Claim(verdict.MAGNITUDE, 'a fake setup', 'a fake control')] * 4,
+    changes=[
+      base.DesignChange('2026-11-20', 'abc1234', 'grid widened', 'invalid -> reproduced', (2, 3), to_positive=(2,)),
+    ],
   )
 
 
@@ -335,6 +338,10 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   }
   md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
   assert '- **invalid** — the claim an unfit setup cannot test' in md
+  assert '## Design changes after results' in md and '| 2026-11-20 | abc1234 | grid widened |' in md
+  strong, weak = md.split('— strong')[1].split('\n- **')[0], md.split('— weak')[1].split('\n- **')[0]
+  assert '**changed after results** (2026-11-20 **(null -> positive)**): grid widened' in strong
+  assert '**changed after results** (2026-11-20): grid widened' in weak  # verdict 3 moved, not to positive
   assert (
     '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**; '
     'failed: premise: dense slope >= 0.8: slope 0.35' in md

@@ -161,7 +161,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   lo, hi = v.ci
   p = _p_text(v)
   out = [f'- **{v.outcome}** — {v.claim}']
-  out += [f'  - {_change_line(c)}' for c in changes]
+  out += [f'  - {_change_line(c, i)}' for c in changes]
   if v.scope:
     out.append(f'  - scope: {v.scope}')
   out += [
