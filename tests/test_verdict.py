@@ -341,7 +341,7 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert '## Design changes after results' in md and '| 2026-11-20 | abc1234 | grid widened |' in md
   strong, weak = md.split('— strong')[1].split('\n- **')[0], md.split('— weak')[1].split('\n- **')[0]
   assert '**changed after results** (2026-11-20 **(null -> positive)**): grid widened' in strong
-  assert '**changed after results** (2026-11-20): grid widened' in weak  # verdict 3 moved, not to positive
+  assert '1 other design change(s) after results moved it' in weak  # verdict 3 moved, not to positive
   assert (
     '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**; '
     'failed: premise: dense slope >= 0.8: slope 0.35' in md

@@ -638,20 +638,20 @@ CHANGES = (
     '2026-11-27',
     '42bf48d',
     _LADDER,
-    'expected from the published runs (the republication decides): language 1-4 invalid (stability) -> '
-    'reproduced if the T/4 rung (500 steps, run in pass 0) keeps the sign; 5 inconclusive (Holm p 0.050 from the '
-    'Monte-Carlo p 0.0063) -> reproduced (exact p 0.00536)',
+    'the republication of 2026-11-27 (fresh runs, T = 1,000 at every language point: the ladder passed at T, no '
+    'doubling): language 1-4 invalid (stability, T = 2,000) -> reproduced (GEGLU - ReLU -0.150 [-0.170, -0.131] '
+    'bits; -0.110, -0.521, -0.150 at T/4, T/2, T); 5 inconclusive -> inconclusive (exact p 0.0109, Holm 0.065)',
     verdicts=(1, 2, 3, 4, 5),
-    to_positive=(1, 2, 3, 4, 5),
+    to_positive=(1, 2, 3, 4),
   ),
   base.DesignChange(
     '2026-11-27',
     '42bf48d',
     f'(the same change) {_LADDER}',
-    'expected from the published runs: teacher-student Bilinear not reproduced (+0.154) -> invalid (premise: the '
-    "best quadratic's held-out 1 - R^2, 0.048 on average, does not beat relu's 0.046); SwiGLU invalid "
-    '(outcome changed from T/2) -> inconclusive (undecided at T)',
-    verdicts=(7, 8),
+    'the republication of 2026-11-27: teacher-student Bilinear not reproduced (+0.154) -> invalid (premise: the '
+    'best quadratic does not beat relu); SwiGLU invalid -> inconclusive (undecided at T = 8,000); the gated '
+    'family not reproduced -> invalid (the rule inconclusive at T/4 = 2,000, no doubling left)',
+    verdicts=(7, 8, 9),
   ),
 )
 

@@ -161,7 +161,10 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   lo, hi = v.ci
   p = _p_text(v)
   out = [f'- **{v.outcome}** — {v.claim}']
-  out += [f'  - {_change_line(c, i)}' for c in changes]
+  flagged = [c for c in changes if _positive(c, i)]
+  out += [f'  - {_change_line(c, i)}' for c in flagged]
+  if len(changes) > len(flagged):
+    out.append(f'  - {len(changes) - len(flagged)} other design change(s) after results moved it: see below')
   if v.scope:
     out.append(f'  - scope: {v.scope}')
   out += [
