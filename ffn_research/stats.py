@@ -934,4 +934,5 @@ def _log_ratio_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: 
     var -= 2 * np.cov(a, b, ddof=1)[0, 1] / (len(a) * ma * mb)
   half = float(stats.t.ppf(0.5 + confidence / 2, min(len(a), len(b)) - 1) * math.sqrt(max(float(var), 0.0)))
   r = math.log(ma / mb)
-  return math.exp(r - half), math.exp(r + half)
+  with np.errstate(over='ignore'):  # a few seeds of very different sizes: a half-width past exp's range is inf
+    return float(np.exp(r - half)), float(np.exp(r + half))

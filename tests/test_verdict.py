@@ -431,6 +431,8 @@ def test_a_bounded_interval_never_leaves_its_range():
 
 
 def test_ratio_of_means_uses_bca_only_from_ten_seeds():
+  r, lo, hi = verdict.ratio_of_means([-100.0, 100.5, 0.1], [1.0, 1.0, 1.0])  # values of both signs, a mean near 0
+  assert r == pytest.approx(0.2) and lo == 0.0 and hi == math.inf  # a log interval past exp's range: [0, inf]
   rng = np.random.default_rng(0)
   a, b = rng.uniform(1, 2, 5), rng.uniform(2, 3, 5)
   r, lo, hi = verdict.ratio_of_means(a, b)

@@ -329,7 +329,13 @@ def report_markdown(report: dict[str, Any]) -> str:
   st = report['status_counts']
   lines += [
     '',
-    '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())),
+    '- runs: '
+    + ', '.join(f'{n} {k}' for k, n in sorted(st.items()))
+    + (
+      f" (the last pass's plan; {report['runs_on_disk']:,} runs on disk in all: every rate and budget the loop ran)"
+      if report.get('runs_on_disk')
+      else ''
+    ),
     f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
     f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
     f'- commit {env["commit"]}, {env["date"]}',
@@ -875,7 +881,10 @@ def run_study(
     }
     for a in arms.values()
   ]
-  report = _report(study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts, sweeps, regime_rec)
+  on_disk = len(glob.glob(os.path.join(outdir, '*', 'runs', '*', 'summary.json')))
+  report = _report(
+    study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts, sweeps, regime_rec, on_disk
+  )
   _write_report(outdir, report, verdicts, shown.tables)
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
 
@@ -908,7 +917,9 @@ def _swept(frame: pd.DataFrame, arm: base.Arm) -> dict[str, list[Any]]:
   return {k: sorted({v for v in frame[k].dropna().tolist()}, key=str) for k in keys if k in frame}
 
 
-def _report(study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps, regime_rec) -> dict[str, Any]:
+def _report(
+  study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps, regime_rec, runs_on_disk: int = 0
+) -> dict[str, Any]:
   status = frame['status'].value_counts().to_dict()
   return {
     'name': study.name,
@@ -924,6 +935,7 @@ def _report(study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps,
     'total_wall_time_s': total_wall,
     'compute_time_s': regime_rec['spent_s'],
     'status_counts': {str(k): int(v) for k, v in status.items()},
+    'runs_on_disk': runs_on_disk,
     'headline': shown.headline,
     'verdicts': [v.to_dict() for v in verdicts],
     'design_changes': [c.to_dict() for c in study.changes],
