@@ -260,6 +260,22 @@ def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Seq
   )
 
 
+def _settles(v: stats.Verdict, values: Sequence[float]) -> tuple[bool, str]:
+  """The magnitude rule on a ladder's statistics: the changes shrink (one within half the CI half-width at T counts
+  as settled) and the last is under half the distance to the nearest boundary; (passed, its words)."""
+  changes = [abs(b - a) for a, b in itertools.pairwise(values)]
+  noise = (v.ci[1] - v.ci[0]) / 4 if all(map(math.isfinite, v.ci)) else 0.0
+  shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
+  tol = _boundary_distance(v) / 2
+  last = (
+    f'; the last {"<" if changes[-1] < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
+    if math.isfinite(tol)
+    else '; the rule has no boundary'
+  )
+  why = f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + ('shrink' if shrink else 'do not shrink') + last
+  return shrink and changes[-1] < tol, why
+
+
 def stability(
   kind: str,
   rungs: Sequence[stats.Verdict],
@@ -304,20 +320,8 @@ def stability(
   elif kind == stats.EXISTENCE and raw == stats.REPRODUCED:
     passed, how = True, f'{how}: reached at T'
   else:
-    changes = [abs(b - a) for a, b in itertools.pairwise(values)]
-    noise = (v.ci[1] - v.ci[0]) / 4 if all(map(math.isfinite, v.ci)) else 0.0  # half the CI's half-width at T
-    shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))  # a change within the noise is settled
-    tol = _boundary_distance(v) / 2
-    passed = shrink and changes[-1] < tol
-    how += (
-      f'; changes {", ".join(f"{c:.3g}" for c in changes)} '
-      + ('shrink' if shrink else 'do not shrink')
-      + (
-        f'; the last {"<" if changes[-1] < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
-        if math.isfinite(tol)
-        else '; the rule has no boundary'
-      )
-    )
+    passed, why = _settles(v, values)
+    how += why
     if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
       seen = [*zip(levels, rungs, strict=True), *others]
       crossed = [label for label, alt in seen if _crossed(v.statistic, alt.statistic, v.boundaries)]

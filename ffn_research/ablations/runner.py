@@ -596,12 +596,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
   rungs = {lv: _rules(study, sels[lv], scale) for lv in regime_lib.LEVELS}
   full = sels[regime_lib.FULL]
   at_t = rungs[regime_lib.FULL]
-  for v in at_t:
-    unknown = [p for p in v.points if p not in state]
-    if unknown or not v.points:
-      raise ValueError(
-        f'{study.name}: verdict {v.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
-      )
+  _check_points(study, at_t, state)
 
   @functools.cache
   def moved(level: str, point: str, rate: float) -> tuple[verdict_lib.Verdict, ...]:  # every verdict, point at rate
@@ -631,13 +626,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
         for r in state[p].rates
         if r != _rate_at_t(tuning, p)
       ]
-    checks = [_rate_check(p, v, frame, state[p], regime) for p in tuned]
-    if not v.premises:
-      checks.append(
-        verdict_lib.Check(
-          f'premise: {v.premise}', False, 'no positive control was computed from these runs', role=verdict_lib.PREMISE
-        )
-      )
+    checks = [_rate_check(p, v, frame, state[p], regime) for p in tuned] + _missing_premise(v)
     factor = {p: points[p][0].steps_factor for p in v.points}
     ladder = [rungs[lv][i] for lv in regime_lib.LEVELS]
     checks += [
@@ -652,6 +641,23 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
     )
     out.append(verdict_lib.gate(v, checks))
   return out, sels
+
+
+def _check_points(study: base.Study, verdicts: Sequence[verdict_lib.Verdict], state) -> None:
+  for v in verdicts:
+    unknown = [p for p in v.points if p not in state]
+    if unknown or not v.points:
+      raise ValueError(
+        f'{study.name}: verdict {v.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
+      )
+
+
+def _missing_premise(v: verdict_lib.Verdict) -> list[verdict_lib.Check]:
+  """A failed premise check when the rule computed none: no verdict is decided without a positive control."""
+  if v.premises:
+    return []
+  why = 'no positive control was computed from these runs'
+  return [verdict_lib.Check(f'premise: {v.premise}', False, why, role=verdict_lib.PREMISE)]
 
 
 def _rate_at_t(tuning: pd.DataFrame, point: str) -> float:
