@@ -228,6 +228,9 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
     and moved.remedy == ''
     and 'rate ties at T/2' in moved.detail
   )
+  # a rate 1,000x worse with heavy tails (one seed blows up) is no tie: positive metrics are compared on their log
+  blowup = frame(lambda p, r, t, s: (0.03 + 0.001 * s) if r == 1e-2 else (50.0 if s == 0 else 2.0), steps=(100,))
+  assert regime.tied_rates('a', blowup, st['a'], POLICY, steps=100) == []
   far = frame(valley(1e-2), steps=(100,))  # a clear optimum: no tie
   assert regime.tied_rates('a', far, st['a'], POLICY) == []
 

@@ -584,9 +584,13 @@ CHANGES = (
     date='2026-11-27',
     commit='42bf48d, 638efba',
     change='verdict 1 had no premise -> gated on room for a collapse (E - step-0 load, CI above 1); the z-loss '
-    "verdict's two existing checks marked as its premises; table CIs kept inside each quantity's range (issue 45)",
-    outcome='from the published run (step-0 load 4.39 [3.66, 5.13]: room 3.61): no outcome changes',
-    verdicts=(1,),
+    "verdict's two existing checks marked as its premises; table CIs kept inside each quantity's range; the "
+    "runner's T/2-vs-T check -> the T/4, T/2, T ladder by kind, rate ties at every budget, leave-one-seed-out "
+    '(issue 45)',
+    outcome='the republication of 2026-11-27 (same statistics): collapse and Switch reproduced -> reproduced '
+    '(premise: room 3.61); z-loss invalid (stability) -> inconclusive (undecided at T); bias reproduced -> '
+    'reproduced (a rate tie on raw MSE had made it inconclusive until ties were tested on log MSE)',
+    verdicts=(1, 3, 4),
   ),
 )
 

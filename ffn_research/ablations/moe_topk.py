@@ -711,10 +711,12 @@ CHANGES = (
     change=f'verdicts 1-3 had no premise -> gated on "routing matters on the iid task" (top-1 of 8 x 32 minus dense '
     f'd_ff 32, paired CI below -{IID_MARGIN:g} in ln 1 - R^2; the margin set after the published 0.066 vs 0.069 '
     "were seen); verdict 2's claim names the halved total; verdicts 4-5's routing premise unchanged, now marked "
-    'as their positive control (issue 45)',
-    outcome='from the published run (mean ln 1 - R^2 -2.729 vs -2.688: -0.041, above -0.1): fixed total '
-    'reproduced -> invalid; matched active and granularity not reproduced -> invalid; 4-5 unchanged (premise '
-    '-0.506 [-0.578, -0.433])',
+    "as their positive control; the runner's T/2-vs-T check -> the T/4, T/2, T ladder by kind, rate ties, "
+    'leave-one-seed-out (issue 45)',
+    outcome='the republication of 2026-11-27 (same statistics): fixed total reproduced -> invalid (premise -0.042 '
+    '[-0.059, -0.024], above -0.1); matched active not reproduced -> invalid (premise; its ladder also fails: '
+    'inconclusive at T/4); granularity not reproduced -> invalid (premise); 4-5 reproduced -> reproduced (premise '
+    '-0.506, ladder keeps its sign)',
     verdicts=(1, 2, 3),
   ),
 )

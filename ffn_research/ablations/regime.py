@@ -352,13 +352,16 @@ def stability(
 
 def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, steps: int | None = None) -> list[float]:
   """The rates of `point` at `steps` (default T) within the tuning noise of the chosen one: every seed finite, and the
-  Student-t 95% CI of the mean paired (by seed) difference of `regime.metric` from the chosen rate's contains 0."""
+  Student-t 95% CI of the mean paired (by seed) difference of `regime.metric` (of its log where it is positive at
+  every rate: raw MSEs are heavy-tailed) from the chosen rate's contains 0."""
   at = frame[(frame['point'] == point) & (frame[STEPS] == (s.steps if steps is None else steps))]
   best = choose(rate_stats(at, regime.metric), regime.mode)
   if best is None:
     return []
   ok = at[_finite(at, regime.metric)]
   per_rate = {float(r): g.set_index(SEED)[regime.metric].astype(float) for r, g in ok.groupby(LR)}
+  if all((x > 0).all() for x in per_rate.values()):  # a positive metric (an MSE, bits) compared on its log: a rate
+    per_rate = {r: np.log(x) for r, x in per_rate.items()}  # 1,000x worse with heavy tails is not a tie
   chosen = per_rate.get(best.rate)
   out = []
   for r in rate_stats(at, regime.metric):
