@@ -517,7 +517,7 @@ def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
   _curve(axes[0, 1], table, 'granularity', value, 'C2', f'{GRAN_EXPERTS}G experts of width {GRAN_WIDTH}/G, top G')
   base.style_axes(
     axes[0, 1],
-    xlabel='granularity G (total within 10%, active +26% at G = 8: see the verdict's scope)',
+    xlabel='granularity G (total within 10%, active +26% at G = 8: see the verdict scope)',
     ylabel='held-out 1 - R^2',
     title='iid task: loss vs granularity (Krajewski et al. 2024)',
     xscale='log',
