@@ -66,10 +66,10 @@ def main(argv):
 
   scale = 'quick' if FLAGS.quick else FLAGS.scale
   if FLAGS.update_readme:
-    from ffn_research.ablations import runner
+    from experiments import publish
 
-    runner.update_readme()
-    print(f'updated {runner.REPO_ROOT}/README.md and {runner.RESULTS_PAGE} from docs/results/*/report.json')
+    publish.update_readme()
+    print(f'updated {publish.REPO_ROOT}/README.md and {publish.RESULTS_PAGE} from docs/results/*/report.json')
     return
   if not FLAGS.list:  # bad requests fail here, before jax and the ablations are imported
     if not FLAGS.ablation or not FLAGS.workdir:
@@ -89,9 +89,12 @@ def main(argv):
       fail(f'--seed_offset must be >= 0 (got {FLAGS.seed_offset})')
     if FLAGS.publish and FLAGS.seed_offset:
       fail('--publish runs on the published seeds: drop --seed_offset (a run on fresh seeds checks that report)')
+  from experiments import publish
   from ffn_research import config as config_lib
   from ffn_research import io as io_lib
   from ffn_research import sweep
+  from ffn_research.ablations import base
+  from ffn_research.ablations import report
   from ffn_research.ablations import runner
 
   if FLAGS.list:
@@ -111,11 +114,11 @@ def main(argv):
       reports, failed = runner.run_all(FLAGS.workdir, scale, progress=FLAGS.progress, seed_offset=FLAGS.seed_offset)
     if FLAGS.publish:
       for r in reports:
-        runner.publish(r['name'], FLAGS.workdir)
-  except (ablations.UnknownAblation, runner.ReproduceError, config_lib.ConfigError, io_lib.WorkdirConfigMismatch) as e:
+        publish.publish(r['name'], FLAGS.workdir)
+  except (ablations.UnknownAblation, base.ReproduceError, config_lib.ConfigError, io_lib.WorkdirConfigMismatch) as e:
     fail(str(e))
   for r in reports:
-    print(f'{r["name"]}: ' + '; '.join(runner.outcome_text(v) for v in r['verdicts']) + f' — {r["headline"]}')
+    print(f'{r["name"]}: ' + '; '.join(report.outcome_text(v) for v in r['verdicts']) + f' — {r["headline"]}')
   if failed:
     fail(f'{len(failed)} ablation(s) failed: {", ".join(failed)} (see {FLAGS.workdir}/index.md)')
 

@@ -9,9 +9,9 @@ import shlex
 import pytest
 
 from benchmarks import benchmark
+from experiments import publish as publish_lib
 from ffn_research import ablations
 from ffn_research import configfile
-from ffn_research.ablations import runner
 from ffn_research.config import default_config
 from ffn_research.config import flat_keys
 
@@ -134,12 +134,12 @@ def test_every_docs_page_says_what_it_is_for():
 
 
 def test_results_blocks_match_the_published_reports():
-  assert _block(README, runner.README_BEGIN, runner.README_END) == '\n' + runner.headline_section(ROOT), (
-    'README Results block is stale: python -m experiments.reproduce --update_readme'
-  )
-  page = open(os.path.join(ROOT, runner.RESULTS_PAGE), encoding='utf-8').read()
-  assert _block(page, runner.README_BEGIN, runner.README_END) == '\n' + runner.relink(
-    runner.results_section(ROOT), 'docs/results'
+  assert _block(README, publish_lib.README_BEGIN, publish_lib.README_END) == '\n' + publish_lib.headline_section(
+    ROOT
+  ), 'README Results block is stale: python -m experiments.reproduce --update_readme'
+  page = open(os.path.join(ROOT, publish_lib.RESULTS_PAGE), encoding='utf-8').read()
+  assert _block(page, publish_lib.README_BEGIN, publish_lib.README_END) == '\n' + publish_lib.relink(
+    publish_lib.results_section(ROOT), 'docs/results'
   ), 'docs/results/README.md is stale: --update_readme'
 
 
@@ -155,4 +155,4 @@ def test_performance_blocks_match_the_published_json(name):
 
 def test_readme_is_a_front_door():
   assert len(README.split('\n')) <= 200
-  assert not re.search(r'\b[0-9a-f]{7,12}\b', README.replace(runner.README_BEGIN, '')), 'a commit hash in README'
+  assert not re.search(r'\b[0-9a-f]{7,12}\b', README.replace(publish_lib.README_BEGIN, '')), 'a commit hash in README'

@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from experiments import publish as publish_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import cap as cap_lib
 from ffn_research.ablations import regime
 from ffn_research.ablations import runner
 from ffn_research.config import default_config
@@ -298,7 +300,7 @@ def test_ratio_of_means_and_wide_and_zero_rules():
 @pytest.fixture(autouse=True)
 def _reference_machine(monkeypatch):
   """Caps in these tests are read as if this machine's reference step were the reference machine's (speed 1)."""
-  monkeypatch.setattr(runner, 'reference_step_s', lambda: regime.REFERENCE_STEP_S)
+  monkeypatch.setattr(cap_lib, 'reference_step_s', lambda: regime.REFERENCE_STEP_S)
 
 
 def _study(cap_s: float, level: float):
@@ -423,9 +425,9 @@ def test_seed_offset_runs_fresh_seeds_in_its_own_folder_and_is_never_published(t
   assert '2 seeds (7 ... 8: --seed_offset=7)' in (outdir / 'report.md').read_text()
   report = json.loads((outdir / 'report.json').read_text())
   (outdir / 'report.json').write_text(json.dumps({**report, 'scale': 'full'}))
-  with pytest.raises(runner.ReproduceError, match='ran on fresh seeds'):
-    runner.publish('tiny.seed_offset7', str(tmp_path), repo_root=str(tmp_path))
-  with pytest.raises(runner.ReproduceError, match='must be >= 0'):
+  with pytest.raises(base.ReproduceError, match='ran on fresh seeds'):
+    publish_lib.publish('tiny.seed_offset7', str(tmp_path), repo_root=str(tmp_path))
+  with pytest.raises(base.ReproduceError, match='must be >= 0'):
     runner.outdir_name('tiny', -1)
 
 

@@ -15,9 +15,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from experiments import publish as publish_lib
 from ffn_research import ablations
 from ffn_research import stats as verdict
 from ffn_research.ablations import base
+from ffn_research.ablations import report as report_lib
 from ffn_research.ablations import runner
 from ffn_research.ablations import universal_approximation as ua
 from ffn_research.config import default_config
@@ -244,16 +246,16 @@ def test_runner_writes_report_and_resumes(tmp_path, monkeypatch, capsys):
   reports, failed = runner.run_all(str(tmp_path), 'smoke', progress=False)
   assert failed == [] and len(reports) == 1
   index = (tmp_path / 'index.md').read_text().splitlines()
-  assert [line for line in index if line.startswith('- ')] == [runner.index_line('tiny', reports[0])]
-  with pytest.raises(runner.ReproduceError, match='only full-scale'):
-    runner.publish('tiny', str(tmp_path), repo_root=str(tmp_path))
+  assert [line for line in index if line.startswith('- ')] == [report_lib.index_line('tiny', reports[0])]
+  with pytest.raises(base.ReproduceError, match='only full-scale'):
+    publish_lib.publish('tiny', str(tmp_path), repo_root=str(tmp_path))
 
 
 def test_publish_refuses_an_uncommitted_tree(tmp_path):
   (tmp_path / 'x').mkdir()
   (tmp_path / 'x' / 'report.json').write_text(json.dumps({'scale': 'full', 'environment': {'commit': 'abc+dirty'}}))
-  with pytest.raises(runner.ReproduceError, match='not a committed tree'):
-    runner.publish('x', str(tmp_path), repo_root=str(tmp_path))
+  with pytest.raises(base.ReproduceError, match='not a committed tree'):
+    publish_lib.publish('x', str(tmp_path), repo_root=str(tmp_path))
 
 
 def test_publish_copies_and_regenerates_readme(tmp_path):
@@ -286,44 +288,46 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   (repo / 'docs' / 'results' / 'x').mkdir(parents=True)
   (repo / 'docs' / 'results' / 'x' / 'history.md').write_text('earlier runs\n')
   (repo / 'docs' / 'results' / 'x' / 'stale.png').write_bytes(b'png')
-  runner.publish('x', str(work), repo_root=str(repo))
+  publish_lib.publish('x', str(work), repo_root=str(repo))
   assert sorted(os.listdir(repo / 'docs' / 'results' / 'x')) == ['history.md', 'p.png', 'report.json', 'report.md']
   # README.md: the headline row (the question falls back to the claim: 'x' has no module)
   text = (repo / 'README.md').read_text()
-  assert 'old' not in text and text.endswith('## After\n') and text.count(runner.README_BEGIN) == 1
-  section = text.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert 'old' not in text and text.endswith('## After\n') and text.count(publish_lib.README_BEGIN) == 1
+  section = text.split(publish_lib.README_BEGIN)[1].split(publish_lib.README_END)[0]
   assert '| [x](docs/results/x/report.md) | X is small (A 2020). | 1 reproduced |' in section
   assert '[docs/results/README.md](docs/results/README.md)' in section and 'it is small' not in section
   # docs/results/README.md (created with a heading): the full section, links relative to docs/results/
   page = (repo / 'docs' / 'results' / 'README.md').read_text()
-  assert page.startswith('# Results\n\n' + runner.README_BEGIN)
-  section = page.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  assert page.startswith('# Results\n\n' + publish_lib.README_BEGIN)
+  section = page.split(publish_lib.README_BEGIN)[1].split(publish_lib.README_END)[0]
   assert '### x' in section and 'X is small (A 2020).' in section
   assert '**reproduced**: it is small (1, 95% CI [0.7516, 1.248], n = 3)' in section
   assert '  - scope: three numbers' in section and 'Published before premises' not in section
   assert '![cap](x/p.png)' in section and 'commit abc' in section and '(x/report.md)' in section
   assert '[docs/reproduce.md](../reproduce.md)' in section
   assert '**Check failed.** premise: slope 0.35' in section and 'ok one' not in section
-  runner.update_readme(str(repo))  # idempotent (what --update_readme runs)
+  publish_lib.update_readme(str(repo))  # idempotent (what --update_readme runs)
   assert (repo / 'README.md').read_text() == text
   assert (repo / 'docs' / 'results' / 'README.md').read_text() == page
   (work / 'x' / 'report.json').write_text(json.dumps({**report, 'verdicts': [old.to_dict()]}))
-  runner.publish('x', str(work), repo_root=str(repo))
+  publish_lib.publish('x', str(work), repo_root=str(repo))
   assert '1 reproduced (published before premises and the budget ladder' in (repo / 'README.md').read_text()
   assert '**Published before premises and the budget ladder**' in (repo / 'docs' / 'results' / 'README.md').read_text()
 
 
 def test_headline_question_and_verdict_counts():
-  assert runner.question('universal_approximation') == (
+  assert publish_lib.question('universal_approximation') == (
     'does the sup error of a trained width-N ReLU FFN on x^2 fall as N^-2?'
   )
-  assert runner.question('no_such_ablation') == ''
+  assert publish_lib.question('no_such_ablation') == ''
   assert (
-    runner.relink('[a](docs/reproduce.md#x) [b](https://e.org) [c](#top) ![d](docs/results/n/p.png)', 'docs/results')
+    publish_lib.relink(
+      '[a](docs/reproduce.md#x) [b](https://e.org) [c](#top) ![d](docs/results/n/p.png)', 'docs/results'
+    )
     == '[a](../reproduce.md#x) [b](https://e.org) [c](#top) ![d](n/p.png)'
   )
-  section = runner.headline_section(runner.REPO_ROOT)
-  for path in glob.glob(os.path.join(runner.REPO_ROOT, 'docs', 'results', '*', 'report.json')):
+  section = publish_lib.headline_section(publish_lib.REPO_ROOT)
+  for path in glob.glob(os.path.join(publish_lib.REPO_ROOT, 'docs', 'results', '*', 'report.json')):
     r = json.loads(open(path, encoding='utf-8').read())
     row = next(line for line in section.splitlines() if line.startswith(f'| [{r["name"]}]('))
     assert sum(int(n) for n in re.findall(r'(\d+) (?:reproduced|not reproduced|inconclusive|invalid)', row)) == len(
@@ -414,4 +418,4 @@ def test_all_writes_index(smoke_dir):
   assert [line.split('**')[1] for line in lines] == ablations.names()
   for name in ablations.names():
     report = json.loads((smoke_dir / name / 'report.json').read_text())
-    assert runner.index_line(name, report) in lines
+    assert report_lib.index_line(name, report) in lines

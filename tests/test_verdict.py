@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from experiments import publish as publish_lib
 from ffn_research import stats as verdict
 from ffn_research.ablations import base
+from ffn_research.ablations import report as report_lib
 from ffn_research.ablations import runner
 from ffn_research.config import default_config
 
@@ -317,7 +319,7 @@ def _fake_runs(study, outdir, points, rec, regime, progress, tick, seed_offset):
 def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   monkeypatch.setattr(runner.ablations, 'get', lambda name: _fake_study())
   monkeypatch.setattr(runner, '_run_pass', _fake_runs)
-  monkeypatch.setattr(runner, 'git_commit', lambda *a: 'abc123')  # a committed tree (publish refuses +dirty)
+  monkeypatch.setattr(report_lib, 'git_commit', lambda *a: 'abc123')  # a committed tree (publish refuses +dirty)
   report = runner.run('fake', str(tmp_path / 'work'), 'full', progress=False)
   outcomes = [v['outcome'] for v in report['verdicts']]
   assert outcomes == [INV, R, INC, INC]  # Holm over all 4 verdicts, the invalid one at p = 1
@@ -349,20 +351,20 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
   assert md.count('slope 0.35 (95% CI [0.2, 0.5])') == 1  # a failed check's numbers are said once
   assert 'p = 0.04, Holm-adjusted 0.09' in md and 'Holm correction over the 4 verdict(s)' in md
-  assert runner.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
-  assert runner.index_line('fake', report).count('invalid (failed: premise') == 1
+  assert report_lib.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
+  assert report_lib.index_line('fake', report).count('invalid (failed: premise') == 1
   # README Results block
-  (tmp_path / 'README.md').write_text(f'# T\n\n{runner.README_BEGIN}\nold\n{runner.README_END}\n')
-  runner.publish('fake', str(tmp_path / 'work'), repo_root=str(tmp_path))
+  (tmp_path / 'README.md').write_text(f'# T\n\n{publish_lib.README_BEGIN}\nold\n{publish_lib.README_END}\n')
+  publish_lib.publish('fake', str(tmp_path / 'work'), repo_root=str(tmp_path))
   assert '| 1 reproduced, 2 inconclusive, 1 invalid |' in (tmp_path / 'README.md').read_text()
   page = (tmp_path / 'docs' / 'results' / 'README.md').read_text()
-  section = page.split(runner.README_BEGIN)[1].split(runner.README_END)[0]
+  section = page.split(publish_lib.README_BEGIN)[1].split(publish_lib.README_END)[0]
   assert '- **invalid**: the claim an unfit setup cannot test' in section
   assert '  - failed check: premise: dense slope >= 0.8: slope 0.35 (95% CI [0.2, 0.5])' in section
   assert 'trained to a plateau' not in section  # passing checks stay in report.md
   assert '- **inconclusive**: weak (1, 95% CI [0.5, 1.5], n = 5, Holm-adjusted p = 0.09)' in section
   # report.md regenerates from report.json alone (what an old published report has)
-  again = runner.report_markdown(json.loads((tmp_path / 'work' / 'fake' / 'report.json').read_text()))
+  again = report_lib.report_markdown(json.loads((tmp_path / 'work' / 'fake' / 'report.json').read_text()))
   assert again == md
 
 
@@ -371,13 +373,13 @@ def test_published_reports_still_render(path):
   r = json.loads(open(path, encoding='utf-8').read())
   if 'verdicts' not in r:
     pytest.skip('not an ablation report')
-  md = runner.report_markdown(r)
+  md = report_lib.report_markdown(r)
   assert all(f'**{v["outcome"]}** — {v["claim"]}' in md for v in r['verdicts'])
-  assert all(runner.outcome_text(v) for v in r['verdicts'])
+  assert all(report_lib.outcome_text(v) for v in r['verdicts'])
 
 
 def test_results_section_renders_published_reports():
-  section = runner.results_section(REPO)
+  section = publish_lib.results_section(REPO)
   for path in glob.glob(os.path.join(REPO, 'docs', 'results', '*', 'report.json')):
     r = json.loads(open(path, encoding='utf-8').read())
     assert f'### {r["name"]}' in section

@@ -1,6 +1,6 @@
 """Ablations: one published or theoretical claim each, one module each, found by name.
 
-Any module in this package (other than the machinery: base, regime, runner) that defines a
+Any module in this package (other than the machinery: base, cap, regime, report, runner) that defines a
 module-level `ABLATION` is registered under `ABLATION.name`, which must equal the module
 name. Adding an ablation is adding one file (plus its test); nothing else to edit.
 """
@@ -10,7 +10,7 @@ import pkgutil
 
 # Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
 # imports the ablation's module (and with it jax, pandas, scipy).
-_MACHINERY = frozenset({'base', 'runner', 'regime'})
+_MACHINERY = frozenset({'base', 'cap', 'regime', 'report', 'runner'})
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 
 

@@ -10,6 +10,7 @@ See docs/reproduce.md.
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import os
+import sys
 from typing import Any
 
 from matplotlib import figure as mpl_figure
@@ -44,6 +45,14 @@ class Figure:
 
 Check = stats.Check
 Regime = regime_lib.Regime
+
+
+class ReproduceError(ValueError):
+  """A bad request (unknown scale, unpublishable report, ...): one line for the user."""
+
+
+def log(msg: str) -> None:
+  print(f'[reproduce] {msg}', file=sys.stderr, flush=True)
 
 
 class StudyError(ValueError):

@@ -1,4 +1,5 @@
-"""Run an ablation's sweeps, analyse them, write report.md / report.json; publish to docs/.
+"""The regime loop: run an ablation's sweeps, tune, judge its verdicts on the budget ladder, extend until they
+stand or the cap; then the report (report.py). Publishing to docs/ is experiments/publish.py's.
 
 Layout of DIR (the --workdir):
 
@@ -10,11 +11,8 @@ Layout of DIR (the --workdir):
   DIR/index.md                 --ablation=all: one line per ablation
 """
 
-import ast
-import collections
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
-import datetime
 import functools
 import glob
 import hashlib
@@ -22,345 +20,21 @@ import inspect
 import json
 import math
 import os
-import platform
-import posixpath
-import re
-import shutil
-import subprocess
-import sys
 import time
 from typing import Any
 
-import jax
 import numpy as np
-import optax
 import pandas as pd
 
 from ffn_research import ablations
 from ffn_research import analysis as analysis_lib
-from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import stats as verdict_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
+from ffn_research.ablations import cap as cap_lib
 from ffn_research.ablations import regime as regime_lib
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-README_BEGIN = '<!-- results:begin -->'
-README_END = '<!-- results:end -->'
-RESULTS_PAGE = 'docs/results/README.md'  # the full Results section; README.md carries its headline table
-HISTORY = 'history.md'  # docs/results/NAME/history.md: earlier runs, hand-written; publishing keeps it
-REJUDGED = 'docs/results/rejudged-2026-11-27.md'  # what the reports published before issue 45 support under its rules
-
-
-class ReproduceError(ValueError):
-  """A bad request (unknown scale, unpublishable report, ...): one line for the user."""
-
-
-def log(msg: str) -> None:
-  print(f'[reproduce] {msg}', file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------- environment
-
-
-def git_commit(repo_root: str = REPO_ROOT) -> str:
-  """Short commit hash of repo_root, '+dirty' if it has uncommitted changes; 'unknown' without git."""
-  try:
-    head = subprocess.run(
-      ['git', '-C', repo_root, 'rev-parse', '--short=12', 'HEAD'],
-      capture_output=True,
-      text=True,
-      timeout=30,
-      check=True,
-    ).stdout.strip()
-    dirty = subprocess.run(
-      ['git', '-C', repo_root, 'status', '--porcelain', '--untracked-files=no'],
-      capture_output=True,
-      text=True,
-      timeout=30,
-      check=True,
-    ).stdout.strip()
-  except (OSError, subprocess.SubprocessError):
-    return 'unknown'
-  return head + ('+dirty' if dirty else '')
-
-
-def environment() -> dict[str, Any]:
-  """Machine, load, jax version and device, commit, date (UTC)."""
-  device = jax.devices()[0]
-  try:
-    load = [round(x, 2) for x in os.getloadavg()]
-  except OSError:
-    load = None
-  return {
-    'machine': f'{platform.machine()} {platform.system()}, {os.cpu_count()} CPU cores',
-    'processor': io_lib.cpu_name(),
-    'load_average_at_start': load,
-    'python': platform.python_version(),
-    'jax': jax.__version__,
-    'backend': jax.default_backend(),
-    'device': f'{len(jax.devices())} x {device.device_kind}',
-    'commit': git_commit(),
-    'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
-  }
-
-
-# --------------------------------------------------------------------------- markdown
-
-_fmt = analysis_lib.format_value
-
-
-def failed_checks(v: dict[str, Any]) -> list[dict[str, Any]]:
-  """A report.json verdict's failed regime checks (none in reports written before checks existed)."""
-  return [c for c in v.get('checks') or () if not c['passed']]
-
-
-def outcome_text(v: dict[str, Any]) -> str:
-  """A report.json verdict's outcome in one phrase: `invalid` names its failed checks."""
-  failed = failed_checks(v)
-  if v['outcome'] == verdict_lib.INVALID and failed:
-    return f'{v["outcome"]} (failed: {", ".join(c["name"] for c in failed)})'
-  return v['outcome']
-
-
-def _p_text(v) -> str:
-  """'p = x (Holm-adjusted y)' where the verdict has a p-value; '' otherwise."""
-  if v.p_value is None or not math.isfinite(v.p_value):
-    return ''
-  if v.outcome == verdict_lib.INVALID:  # its p decides nothing: it enters Holm at 1 so the family stays fixed
-    return f'p = {_fmt(v.p_value)} of the rule alone (not a decision: an invalid verdict enters Holm at p = 1)'
-  holm = f', Holm-adjusted {_fmt(v.p_holm)}' if v.p_holm is not None else ''
-  return f'p = {_fmt(v.p_value)}{holm}'
-
-
-def changed_by(changes: Sequence[Mapping[str, Any]], i: int) -> list[Mapping[str, Any]]:
-  """The design changes made after results that moved verdict `i` (1-based)."""
-  return [c for c in changes if i in (c.get('verdicts') or ())]
-
-
-def _positive(c: Mapping[str, Any], i: int | None = None) -> bool:
-  """The change turned verdict i (any verdict: None) from a null into reproduced."""
-  to = c.get('to_positive') or ()
-  return bool(to) if i is None else i in to
-
-
-def _change_line(c: Mapping[str, Any], i: int) -> str:
-  flag = ' **(null -> positive)**' if _positive(c, i) else ''
-  return f'**changed after results** ({c["date"]}{flag}): {c["change"]} ({c["outcome"]})'
-
-
-def ladder_text(v: verdict_lib.Verdict) -> str:
-  return '; '.join(
-    f'{r["level"]} ({r["steps"]} steps): {_fmt(r["statistic"])} [{_fmt(r["ci"][0])}, {_fmt(r["ci"][1])}] {r["outcome"]}'
-    for r in v.ladder
-  )
-
-
-def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (), i: int = 0) -> list[str]:
-  lo, hi = v.ci
-  p = _p_text(v)
-  out = [f'- **{v.outcome}** — {v.claim}']
-  flagged = [c for c in changes if _positive(c, i)]
-  out += [f'  - {_change_line(c, i)}' for c in flagged]
-  if len(changes) > len(flagged):
-    out.append(f'  - {len(changes) - len(flagged)} other design change(s) after results moved it: see below')
-  if v.scope:
-    out.append(f'  - scope: {v.scope}')
-  out += [
-    f'  - statistic: {_fmt(v.statistic)}, 95% CI [{_fmt(lo)}, {_fmt(hi)}], n = {v.n}' + (f'; {p}' if p else ''),
-    f'  - claim kind: {v.kind or "not declared"}; premise (positive control): {v.premise or "not declared"}',
-  ]
-  if v.ladder:
-    out.append(f'  - budget ladder: {ladder_text(v)}')
-  out += [
-    f'  - test: {v.test}',
-    f'  - rule (fixed before the run): {v.rule}',
-  ]
-  gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
-  if gated:  # gate's detail names each failed check with its numbers: said once, here
-    why = (
-      '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**'
-      if v.outcome == verdict_lib.INVALID
-      else f'**{v.outcome}** (the rule alone gave {v.raw_outcome})'
-    )
-    out.append(f'  - {why}; failed: ' + v.detail.removeprefix(f'{v.outcome}: '))
-  elif v.detail:
-    out.append(f'  - {v.detail}')
-  if v.checks:
-    out.append('  - regime checks:')
-    out += [
-      f'    - PASS {c.name}: {c.detail}'
-      if c.passed
-      else f'    - **FAIL** {c.name}' + ('' if gated else f': {c.detail}')
-      for c in v.checks
-    ]
-  return out
-
-
-def _holm_md(verdicts: Sequence[verdict_lib.Verdict]) -> list[str]:
-  m = sum(v.p_holm is not None for v in verdicts)
-  if not m:
-    return []
-  return [
-    f'Multiple comparisons: Holm correction over the {m} verdict(s) above (the ablation is one family, '
-    f'fixed in its code; an `invalid` verdict enters with p = 1); a reproduced / not reproduced outcome '
-    f'stands only if its Holm-adjusted p is < {verdict_lib.ALPHA:g}. '
-    'See docs/reproduce.md#outcomes-and-regime-checks.',
-    '',
-  ]
-
-
-def _seeds_text(n: int, offset: int) -> str:
-  return f'{n} seeds' if not offset else f'{n} seeds ({offset} ... {offset + n - 1}: --seed_offset={offset})'
-
-
-def regime_markdown(r: dict[str, Any]) -> list[str]:
-  """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
-  pol = r['policy']
-  cap = (
-    f'cap {r["cap_ref_s"]:.0f} reference-seconds = {r["cap_s"]:.0f} run-seconds on this machine (reference step '
-    f'{r["reference_step_s"] * 1e3:.3f} ms, {r["speed"]:.2f} x the reference machine). Spent {r["spent_s"]:.0f} '
-    f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds)'
-    + (' — over the cap: the last pass cost more than its estimate' if r['spent_s'] > r['cap_s'] else '')
-    if 'cap_ref_s' in r
-    else f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds'
-  )
-  lines = [
-    '## Regime',
-    '',
-    f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
-    f"to start (an arm may declare its own grid and a multiple of T: the table below has each point's), "
-    f'T = {pol["steps"]} steps (and the ladder below it), {_seeds_text(pol["seeds"], r.get("seed_offset", 0))}; '
-    f'up to {pol["max_extensions"]} '
-    f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
-    f'{cap}. Stopped: {r["stopped"]}.',
-    '',
-    '| pass | runs planned | runs run | wall (s) | failed checks | then |',
-    '|---|---|---|---|---|---|',
-  ]
-  for it in r['iterations']:
-    failed = '; '.join(it['failed']) or '–'
-    if it.get('earlier'):
-      failed = f'(an earlier policy or regime) {failed}'
-    part = it.get('partial') or it.get('rates_only')  # rates_only: the key's name until 2026-11-26 22:40
-    then = ('(the part that fits: the whole extension passed the cap) ' if part else '') + (
-      '; '.join(it['actions']) or '–'
-    )
-    lines.append(
-      f'| {it["iteration"]} | {it["runs_planned"]} | {it["runs_run"]} | {it["wall_s"]:.0f} | '
-      f'{failed.replace("|", "/")} | {then.replace("|", "/")} |'
-    )
-  if r.get('next'):
-    n = r['next']
-    lines += [
-      '',
-      f'Next extension, not run ({n["why"]}): {n["runs"]} runs, about {n["cost_s"]:.0f} run-seconds: '
-      + '; '.join(n['actions']),
-    ]
-  levels = [lv for lv in reversed(regime_lib.LEVELS) if any(f'rate_{lv}' in p for p in r['points'])]
-  lines += [
-    '',
-    '| point | rates run | T | ' + ' | '.join(f'rate at {lv}' for lv in levels) + ' |',
-    '|---|---|---|' + '---|' * len(levels),
-  ]
-  for p in r['points']:
-    rates = ' | '.join(_fmt(p.get(f'rate_{lv}')) for lv in levels)
-    lines.append(f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | {rates} |')
-  return lines + ['']
-
-
-def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
-  """report.json's "design_changes": every change made after a result of the study was seen."""
-  lines = ['## Design changes after results', '']
-  if not changes:
-    return lines + ['None: no change to the design, statistic or rule was made after a result of it was seen.', '']
-  lines += [
-    "Every change to this study's design, statistic or rule made after one of its results was seen (the full "
-    'account: history.md beside this report).',
-    '',
-    '| date | commit | change | outcome before -> after | verdicts |',
-    '|---|---|---|---|---|',
-  ]
-  for c in changes:
-    which = ', '.join(map(str, c.get('verdicts') or ())) or '–'
-    flag = f' **(null -> positive: {", ".join(map(str, c["to_positive"]))})**' if _positive(c) else ''
-    cells = (c['date'], c['commit'] or '–', c['change'], c['outcome'] + flag, which)
-    lines.append('| ' + ' | '.join(str(x).replace('|', '/') for x in cells) + ' |')
-  return lines + ['']
-
-
-def report_markdown(report: dict[str, Any]) -> str:
-  env = report['environment']
-  lines = [
-    f'# {report["name"]}',
-    '',
-    f'**Claim.** {report["claim"]}',
-    '',
-    f'**Source.** {report["citation"]} (full references: docs/references.md in the repository). '
-    f'**Published / theoretical number.** {report["published"]}',
-    '',
-    f'**Scale: {report["scale"]}** — {report["scale_note"]}.',
-    '',
-    '## Verdicts',
-    '',
-  ]
-  verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]
-  changes = report.get('design_changes') or []
-  for i, v in enumerate(verdicts, 1):
-    lines += _verdict_md(v, changed_by(changes, i), i)
-  lines += [''] + _holm_md(verdicts) + [f'**Main figure.** {report["headline"]}', '']
-  if 'design_changes' in report:
-    lines += changes_markdown(changes)
-  if report['checks']:
-    lines += ['## Checks of the measurement', '']
-    for c in report['checks']:
-      lines.append(f'- {"PASS" if c["passed"] else "**FAIL**"} {c["name"]}: {c["detail"]}')
-    lines.append('')
-  if report.get('regime'):
-    lines += regime_markdown(report['regime'])
-  lines += ['## Setup', '']
-  if report['setup']:
-    lines += [report['setup'], '']
-  for s in report['sweeps']:
-    fixed = ', '.join(f'{k}={v}' for k, v in s['fixed'].items())
-    swept = '; '.join(f'{k} ∈ {{{", ".join(map(str, v))}}}' for k, v in s['swept'].items())
-    lines.append(f'- sweep `{s["name"]}`: {s["runs"]} runs ({s["seeds"]} seeds); {fixed}; swept {swept}')
-  st = report['status_counts']
-  lines += [
-    '',
-    '- runs: '
-    + ', '.join(f'{n} {k}' for k, n in sorted(st.items()))
-    + (
-      f" (the last pass's plan; {report['runs_on_disk']:,} runs on disk in all: every rate and budget the loop ran)"
-      if report.get('runs_on_disk')
-      else ''
-    ),
-    f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
-    f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
-    f'- commit {env["commit"]}, {env["date"]}',
-    f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this '
-    f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
-    f"{report['compute_time_s']:.0f} s summed over the runs' own wall times",
-    '',
-    '## Results',
-    '',
-  ]
-  for t in report.get('tables_obj') or [
-    base.Table(t['title'], pd.DataFrame(t['rows'], columns=t['columns'])) for t in report.get('tables', [])
-  ]:
-    lines += [f'### {t.title}', '', analysis_lib.markdown_table(list(t.frame.columns), t.frame.itertuples(index=False))]
-  for f in report['figures']:
-    lines += [f'![{f["caption"]}]({f["file"]})', '', f'*{f["caption"]}*', '']
-  if report['notes']:
-    lines += ['## Notes', ''] + [f'- {n}' for n in report['notes']] + ['']
-  lines += [
-    '---',
-    f'Produced by `python -m experiments.reproduce --ablation={report["name"]} --scale={report["scale"]}`.',
-    '',
-  ]
-  return '\n'.join(lines)
-
+from ffn_research.ablations import report as report_lib
 
 # --------------------------------------------------------------------------- running
 
@@ -373,7 +47,7 @@ def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True, 
 def outdir_name(name: str, seed_offset: int = 0) -> str:
   """An ablation's folder in the workdir: NAME, or NAME.seed_offsetK for a run on fresh seeds K, K+1, ..."""
   if seed_offset < 0:
-    raise ReproduceError(f'--seed_offset must be >= 0 (got {seed_offset})')
+    raise base.ReproduceError(f'--seed_offset must be >= 0 (got {seed_offset})')
   return name if seed_offset == 0 else f'{name}.seed_offset{seed_offset}'
 
 
@@ -384,9 +58,9 @@ RECORD = 'regime.json'
 
 def _check_scale(study: base.Study, scale: str) -> None:
   if scale not in ablations.SCALES:
-    raise ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
+    raise base.ReproduceError(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
   if scale not in study.regimes:
-    raise ReproduceError(f'ablation {study.name} has no {scale!r} scale; it has: {", ".join(study.scales)}')
+    raise base.ReproduceError(f'ablation {study.name} has no {scale!r} scale; it has: {", ".join(study.scales)}')
 
 
 def _points(arms: Sequence[base.Arm]) -> dict[str, tuple[base.Arm, dict[str, Any]]]:
@@ -412,7 +86,7 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
   fresh = {'scale': scale, 'policy': policy, 'state': {}, 'iterations': [], 'wall_s': 0.0}
   if rec is None or rec.get('scale') != scale or rec.get('policy') != policy:
     if rec is not None:
-      log(
+      base.log(
         f'{study.name}: {RECORD} was written for another scale or regime: the loop starts afresh '
         '(finished runs are still reused; the wall time and passes so far are kept, marked as earlier)'
       )
@@ -488,7 +162,7 @@ def _run_pass(
     label = {sweep_lib.run_name(o): p for p, o in arm_runs}
     done = sum(bool(io_lib.RunDir(os.path.join(sweep_dir, 'runs', n)).finished()) for n in label)
     todo += len(label) - done
-    log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(arm_runs)} runs, {done} already finished')
+    base.log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(arm_runs)} runs, {done} already finished')
     sweep_lib.run_sweep(
       arm.base, [o for _, o in arm_runs], sweep_dir, pad_flops_factor=arm.pad_flops_factor, progress=progress
     )
@@ -665,7 +339,7 @@ def _rate_at_t(tuning: pd.DataFrame, point: str) -> float:
   return float(t.iloc[0]) if len(t) else math.nan
 
 
-def _stop_reason(failed, actions, added, spent: float, cost: float, cap: '_Cap', seeds: int):
+def _stop_reason(failed, actions, added, spent: float, cost: float, cap: cap_lib.Cap, seeds: int):
   """('' to go on, or why the loop stops; the next extension's record when the cap stopped it)."""
   if not failed:
     return 'every check of every verdict passed', None
@@ -685,58 +359,9 @@ def _stop_reason(failed, actions, added, spent: float, cost: float, cap: '_Cap',
   return '', None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Cap:
-  """A regime's cap on this machine: `ref_s` reference-seconds, `speed` = this machine's reference step over
-  regime.REFERENCE_STEP_S (2.0: half as fast), so `run_s` = ref_s * speed run-seconds here."""
-
-  ref_s: float
-  speed: float
-  step_s: float  # this invocation's reference step, seconds
-
-  @property
-  def run_s(self) -> float:
-    return self.ref_s * self.speed
-
-  def text(self) -> str:
-    return f'{self.ref_s:.0f} reference-seconds = {self.run_s:.0f} run-seconds here'
-
-
-@functools.cache
-def reference_step_s() -> float:
-  """Seconds per step of a fixed program, timed once per process (the unit of the caps: regime.REFERENCE_STEP_S):
-  one Adam step of a ReLU MLP 64 -> 256 -> 64 on a batch of 128, 200 steps in one lax.scan, the fastest of 7 calls
-  after compiling."""
-  k1, k2, k3 = jax.random.split(jax.random.PRNGKey(0), 3)
-  x_BD, y_BD = jax.random.normal(k1, (128, 64)), jax.random.normal(k2, (128, 64))
-  params = (jax.random.normal(k3, (64, 256)) * 0.1, jax.random.normal(k3, (256, 64)) * 0.1)
-  opt = optax.adam(1e-3)
-
-  def loss(p):
-    return jax.numpy.mean((jax.nn.relu(x_BD @ p[0]) @ p[1] - y_BD) ** 2)
-
-  def step(carry, _):
-    p, st = carry
-    u, st = opt.update(jax.grad(loss)(p), st)
-    return (optax.apply_updates(p, u), st), None
-
-  run = jax.jit(lambda c: jax.lax.scan(step, c, None, length=200)[0])
-  carry = (params, opt.init(params))
-  jax.block_until_ready(run(carry))
-  times = []
-  for _ in range(7):
-    t0 = time.perf_counter()
-    jax.block_until_ready(run(carry))
-    times.append(time.perf_counter() - t0)
-  return min(times) / 200  # the least disturbed call: another process on the cores only slows a call down
-
-
-def _cap(regime) -> _Cap:
-  step = reference_step_s()
-  return _Cap(float(regime.cap), step / regime_lib.REFERENCE_STEP_S, step)
-
-
-def _regime_record(regime, cap: _Cap, spent: float, stopped: str, iterations, nxt, state, tuning) -> dict[str, Any]:
+def _regime_record(
+  regime, cap: cap_lib.Cap, spent: float, stopped: str, iterations, nxt, state, tuning
+) -> dict[str, Any]:
   """report.json's "regime": the policy, the cost, the loop's iterations and where each point ended."""
   rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
   return {
@@ -782,13 +407,22 @@ class _LoopEnd:
 
 
 def _regime_loop(
-  study: base.Study, outdir: str, points, rec, regime, scale: str, progress: bool, tick, seed_offset: int, cap: _Cap
+  study: base.Study,
+  outdir: str,
+  points,
+  rec,
+  regime,
+  scale: str,
+  progress: bool,
+  tick,
+  seed_offset: int,
+  cap: cap_lib.Cap,
 ):
   """Run, tune, judge, extend until every check passes, nothing is left to extend, or the cap; each pass is an
   iteration of `rec` (saved by `tick`, so a killed loop resumes where it stopped)."""
   while True:
     it_start = time.time()
-    log(f'{study.name} ({scale}): pass {len(rec["iterations"])}')
+    base.log(f'{study.name} ({scale}): pass {len(rec["iterations"])}')
     frame, ran = _run_pass(study, outdir, points, rec, regime, progress, tick, seed_offset)
     state = rec['state']
     tuning = regime_lib.tune(frame, state, regime)
@@ -820,12 +454,12 @@ def _regime_loop(
       return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent)
     why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''
     cost = f' (~{ext.cost:.0f} run-seconds; spent {spent:.0f})'
-    log(f'{study.name}: extending{why}: ' + '; '.join(ext.actions) + cost)
+    base.log(f'{study.name}: extending{why}: ' + '; '.join(ext.actions) + cost)
     rec['state'] = ext.state
     tick()
 
 
-def _final_verdicts(end: _LoopEnd, cap: _Cap) -> list[verdict_lib.Verdict]:
+def _final_verdicts(end: _LoopEnd, cap: cap_lib.Cap) -> list[verdict_lib.Verdict]:
   """Holm over the family; an invalid verdict of a loop the cap stopped names the next extension's cost."""
   verdicts = verdict_lib.holm(end.verdicts)
   if not end.nxt:
@@ -847,10 +481,10 @@ def run_study(
   regime = study.regimes[scale]
   outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
   os.makedirs(outdir, exist_ok=True)
-  env, start = environment(), time.time()
-  cap = _cap(regime)
+  env, start = report_lib.environment(), time.time()
+  cap = cap_lib.machine_cap(regime)
   env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
-  log(
+  base.log(
     f'{study.name}: reference step {cap.step_s * 1e3:.3f} ms here ({cap.speed:.2f} x the reference machine): cap '
     + cap.text()
   )
@@ -882,113 +516,17 @@ def run_study(
       'name': a.name,
       'runs': int((frame['arm'] == a.name).sum()),
       'seeds': regime.seeds,
-      'fixed': _fixed(a.base, [k for o in a.points.values() for k in o]),
-      'swept': _swept(frame[frame['arm'] == a.name], a),
+      'fixed': report_lib.fixed_settings(a.base, [k for o in a.points.values() for k in o]),
+      'swept': report_lib.swept_values(frame[frame['arm'] == a.name], a),
     }
     for a in arms.values()
   ]
   on_disk = len(glob.glob(os.path.join(outdir, '*', 'runs', '*', 'summary.json')))
-  report = _report(
+  report = report_lib.assemble(
     study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts, sweeps, regime_rec, on_disk
   )
-  _write_report(outdir, report, verdicts, shown.tables)
+  report_lib.write(outdir, report, verdicts, shown.tables)
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
-
-
-def _fixed(config, swept: Sequence[str] = ()) -> dict[str, Any]:
-  """The arm's settings a reader needs, as the runs used them: no key the points override (`swept` shows those) and
-  no task key the arm's task does not read (task.function belongs to the `function` task only)."""
-  out = {}
-  for key in (
-    'task.name',
-    'task.function',
-    'model.arch',
-    'model.activation',
-    'model.d_model',
-    'model.d_ff',
-    'train.batch_size',
-    'train.optimizer',
-  ):
-    if key in swept or (key == 'task.function' and config.task.name != 'function'):
-      continue
-    try:
-      out[key] = config_lib.get_path(config, key)
-    except (KeyError, AttributeError):
-      pass
-  return out
-
-
-def _swept(frame: pd.DataFrame, arm: base.Arm) -> dict[str, list[Any]]:
-  keys = list(dict.fromkeys(k for o in arm.points.values() for k in o)) + [regime_lib.LR, regime_lib.STEPS]
-  return {k: sorted({v for v in frame[k].dropna().tolist()}, key=str) for k in keys if k in frame}
-
-
-def _report(
-  study, scale, env, wall, total_wall, frame, shown, verdicts, sweeps, regime_rec, runs_on_disk: int = 0
-) -> dict[str, Any]:
-  status = frame['status'].value_counts().to_dict()
-  return {
-    'name': study.name,
-    'claim': study.claim,
-    'citation': study.citation,
-    'published': study.published,
-    'scale': scale,
-    'scale_note': base.SCALE_NOTES[scale],
-    'setup': study.setup,
-    'sweeps': sweeps,
-    'environment': env,
-    'wall_time_s': wall,
-    'total_wall_time_s': total_wall,
-    'compute_time_s': regime_rec['spent_s'],
-    'status_counts': {str(k): int(v) for k, v in status.items()},
-    'runs_on_disk': runs_on_disk,
-    'headline': shown.headline,
-    'verdicts': [v.to_dict() for v in verdicts],
-    'design_changes': [c.to_dict() for c in study.changes],
-    'checks': [c.to_dict() for c in shown.checks],
-    'regime': regime_rec,
-    'tables': [
-      {'title': t.title, 'columns': list(t.frame.columns), 'rows': io_lib.json_safe(t.frame.to_dict(orient='records'))}
-      for t in shown.tables
-    ],
-    'figures': [{'file': f.file, 'caption': f.caption} for f in shown.figures],
-    'notes': list(shown.notes),
-  }
-
-
-def _write_report(outdir: str, report: dict[str, Any], verdicts, tables) -> None:
-  io_lib.write_json(os.path.join(outdir, 'report.json'), report)
-  on_disk = io_lib.read_json(os.path.join(outdir, 'report.json'))  # NaN -> null, as a reader sees it
-  io_lib.write_text(
-    os.path.join(outdir, 'report.md'), report_markdown({**on_disk, 'verdicts_obj': verdicts, 'tables_obj': tables})
-  )
-  name = report['name']
-  # A check shared by several verdicts is printed once, with the verdicts it invalidates.
-  failed: dict[tuple[str, str], list[str]] = {}  # (check name, detail) -> verdict numbers
-  for i, v in enumerate(verdicts, 1):
-    log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
-    for c in v.failed_checks:
-      failed.setdefault((c.name, c.detail), []).append(str(i))
-  for (check, detail), which in failed.items():
-    log(f'{name}: failed check (verdict {", ".join(which)}): {check}: {detail}')
-  for c in report['checks']:
-    if not c['passed']:
-      log(f'{name}: CHECK FAILED: {c["name"]}: {c["detail"]}')
-  log(
-    f'{name}: wrote {outdir}/report.md ({report["wall_time_s"]:.0f} s; {report["total_wall_time_s"]:.0f} s '
-    'over every invocation)'
-  )
-
-
-def index_line(name: str, report: dict[str, Any] | None, error: str | None = None) -> str:
-  if report is None:
-    return f'- **{name}**: error: {error}'
-  verdicts = '; '.join(outcome_text(v) for v in report['verdicts'])
-  fig = f' — [plot]({name}/{report["figures"][0]["file"]})' if report['figures'] else ''
-  return (
-    f'- **{name}** ({report["scale"]}): {report["claim"]} — **{verdicts}** — {report["headline"]}'
-    f'{fig} — [report]({name}/report.md)'
-  )
 
 
 def run_all(
@@ -1008,170 +546,13 @@ def run_all(
     try:
       report = run(name, workdir, scale, progress=progress, seed_offset=seed_offset)
       reports.append(report)
-      lines.append(index_line(name, report))
+      lines.append(report_lib.index_line(name, report))
     except Exception as e:  # one ablation's failure must not stop the rest
       msg = f'{type(e).__name__}: {e}'.splitlines()[0]
-      log(f'{name}: FAILED: {msg}')
+      base.log(f'{name}: FAILED: {msg}')
       failed.append(name)
-      lines.append(index_line(name, None, msg))
+      lines.append(report_lib.index_line(name, None, msg))
   os.makedirs(workdir, exist_ok=True)
   io_lib.write_text(os.path.join(workdir, 'index.md'), '\n'.join(lines) + '\n')
-  log(f'wrote {workdir}/index.md')
+  base.log(f'wrote {workdir}/index.md')
   return reports, failed
-
-
-# --------------------------------------------------------------------------- publishing
-
-
-def publish(name: str, workdir: str, repo_root: str = REPO_ROOT) -> str:
-  """Copy DIR/name's report and PNGs to docs/results/name/ and regenerate the Results sections."""
-  src = os.path.join(workdir, name)
-  report = io_lib.read_json(os.path.join(src, 'report.json'))
-  if report is None:
-    raise ReproduceError(f'{src}/report.json not found: run the ablation first')
-  if report['scale'] != 'full':
-    raise ReproduceError(
-      f'refusing to publish {name}: its report is at scale {report["scale"]!r}; '
-      'only full-scale reports may be published'
-    )
-  if report.get('regime', {}).get('seed_offset', 0):
-    raise ReproduceError(
-      f'refusing to publish {name}: its report ran on fresh seeds (--seed_offset); it checks the published one'
-    )
-  commit = str(report.get('environment', {}).get('commit', ''))
-  if commit.endswith('+dirty') or commit == 'unknown':
-    raise ReproduceError(
-      f'refusing to publish {name}: its report was produced from commit {commit!r}, not a '
-      'committed tree; commit, then rerun (finished runs are reused) and publish'
-    )
-  dst = os.path.join(repo_root, 'docs', 'results', name)
-  os.makedirs(dst, exist_ok=True)
-  for old in os.listdir(dst):  # the previous report goes, its history stays
-    if old != HISTORY:
-      os.remove(os.path.join(dst, old))
-  for path in [
-    os.path.join(src, 'report.md'),
-    os.path.join(src, 'report.json'),
-    *sorted(glob.glob(os.path.join(src, '*.png'))),
-  ]:
-    shutil.copy2(path, dst)
-  update_readme(repo_root)
-  log(f'published {name} to {dst} and updated README.md and {RESULTS_PAGE}')
-  return dst
-
-
-def results_section(repo_root: str = REPO_ROOT) -> str:
-  """The full Results section (docs/results/README.md), from every docs/results/*/report.json; links from the root."""
-  lines = [
-    'Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
-    '`docs/results/*/report.json` (full scale); do not edit by hand. How to run and read these: '
-    '[docs/reproduce.md](docs/reproduce.md).',
-    '',
-  ]
-  paths = sorted(glob.glob(os.path.join(repo_root, 'docs', 'results', '*', 'report.json')))
-  if not paths:
-    lines.append('No full-scale results published yet.')
-  for path in paths:
-    r = io_lib.read_json(path)
-    name, env = r['name'], r['environment']
-    rel = f'docs/results/{name}'
-    lines += [f'### {name}', '', f'**Claim.** {r["claim"]}', '']
-    changes = r.get('design_changes') or []
-    if predates_premises(r):
-      lines += [
-        f'**Published before premises and the budget ladder** (no positive control, no scope, a T/2-vs-T check): '
-        f'read these verdicts with [the re-judgement of the published data]({REJUDGED}).',
-        '',
-      ]
-    for i, v in enumerate(r['verdicts'], 1):
-      lo, hi = v['ci']
-      holm = f', Holm-adjusted p = {_fmt(v["p_holm"])}' if v.get('p_holm') is not None else ''
-      lines.append(
-        f'- **{v["outcome"]}**: {v["claim"]} ({_fmt(v["statistic"])}, 95% CI '
-        f'[{_fmt(lo)}, {_fmt(hi)}], n = {v["n"]}{holm})'
-      )
-      if v.get('scope'):
-        lines.append(f'  - scope: {v["scope"]}')
-      lines += [f'  - {_change_line(c, i)}' for c in changed_by(changes, i) if _positive(c, i)]
-      if v['outcome'] != v.get('rule_outcome', v['outcome']) or v['outcome'] == verdict_lib.INVALID:
-        lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in failed_checks(v)]
-    lines += ['', f'**Main figure.** {r["headline"]}', '']
-    failed = [c for c in r.get('checks', []) if not c['passed']]
-    if failed:  # a failed check of the measurement is read next to the verdicts it qualifies
-      lines += [f'**Check failed.** {c["name"]}: {c["detail"]}' for c in failed] + ['']
-    if r['figures']:
-      f = r['figures'][0]
-      lines += [f'![{f["caption"]}]({rel}/{f["file"]})', '']
-    load = env.get('load_average_at_start')
-    load = f' (load average {load[0]} at start)' if load else ''
-    cpu = env.get('processor', '')
-    cpu = f', {cpu}' if cpu and cpu not in env['machine'] else ''  # reports before io.cpu_name held the architecture
-    total = r.get('total_wall_time_s', r['wall_time_s'])
-    lines += [
-      f'{env["machine"]}{cpu}{load}, {env["device"]}, jax {env["jax"]}; {env["date"]}; wall time '
-      f'{total:.0f} s ({r["compute_time_s"]:.0f} s summed over runs); commit {env["commit"]}. '
-      f'Full report: [{rel}/report.md]({rel}/report.md).',
-      '',
-    ]
-  return '\n'.join(lines).rstrip() + '\n'
-
-
-def predates_premises(report: Mapping[str, Any]) -> bool:
-  """A published report written before every verdict had a kind, a premise and a budget ladder (issue 45)."""
-  return any(not v.get('kind') or not v.get('ladder') for v in report['verdicts'])
-
-
-def question(name: str) -> str:
-  """What ablation `name` asks, in a few words: its module docstring's first paragraph, after 'name: '."""
-  try:
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), f'{name}.py'), encoding='utf-8') as f:
-      doc = ast.get_docstring(ast.parse(f.read())) or ''
-  except OSError:
-    return ''
-  return ' '.join(doc.split('\n\n')[0].split()).removeprefix(f'{name}: ')
-
-
-def headline_section(repo_root: str = REPO_ROOT) -> str:
-  """README.md's Results headline: one row per published ablation (its question, its verdicts, its report)."""
-  lines = [
-    'Generated by `python -m experiments.reproduce --ablation=NAME --publish` from '
-    '`docs/results/*/report.json` (full scale); do not edit by hand. Every verdict with its statistic, '
-    f'main figure and machine: [{RESULTS_PAGE}]({RESULTS_PAGE}).',
-    '',
-    '| ablation | question | verdicts |',
-    '|---|---|---|',
-  ]
-  for path in sorted(glob.glob(os.path.join(repo_root, 'docs', 'results', '*', 'report.json'))):
-    r = io_lib.read_json(path)
-    counts = collections.Counter(v['outcome'] for v in r['verdicts'])
-    verdicts = ', '.join(f'{counts[o]} {o}' for o in verdict_lib.OUTCOMES if counts[o])
-    if predates_premises(r):
-      verdicts += f' (published before premises and the budget ladder: [re-judged]({REJUDGED}))'
-    asks = (question(r['name']) or r['claim']).replace('|', '\\|')
-    lines.append(f'| [{r["name"]}](docs/results/{r["name"]}/report.md) | {asks} | {verdicts} |')
-  return '\n'.join(lines) + '\n'
-
-
-def relink(markdown: str, folder: str) -> str:
-  """`markdown`'s relative links (written from the repo root) rewritten relative to `folder`."""
-  return re.sub(r'\]\((?![a-z]+:|#|/)([^)\s]+)\)', lambda m: f']({posixpath.relpath(m[1], folder)})', markdown)
-
-
-def _write_block(path: str, section: str, heading: str) -> None:
-  """Replace `path`'s text between the results markers (appending `heading` and the block if absent)."""
-  text = ''
-  if os.path.exists(path):
-    with open(path, encoding='utf-8') as f:
-      text = f.read()
-  block = f'{README_BEGIN}\n{section}{README_END}'
-  if README_BEGIN in text and README_END in text:
-    text = re.sub(re.escape(README_BEGIN) + '.*?' + re.escape(README_END), lambda _: block, text, flags=re.S)
-  else:
-    text = (text.rstrip() + '\n\n' if text.strip() else '') + f'{heading}\n\n{block}\n'
-  io_lib.write_text(path, text)
-
-
-def update_readme(repo_root: str = REPO_ROOT) -> None:
-  """README.md gets the Results headline, docs/results/README.md the full section (between the results markers)."""
-  _write_block(os.path.join(repo_root, 'README.md'), headline_section(repo_root), '## Results')
-  _write_block(os.path.join(repo_root, RESULTS_PAGE), relink(results_section(repo_root), 'docs/results'), '# Results')
