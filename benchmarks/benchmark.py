@@ -969,15 +969,15 @@ def main(argv):
   bad = [g for g in f.only if g not in GROUPS[f.suite]]
   if bad:
     sys.exit(f'error: --only={",".join(bad)} is not a {f.suite} row group; allowed: {", ".join(GROUPS[f.suite])}')
-  from ffn_research.models import moe as moe_lib
+  from ffn_research.models import dispatch as dispatch_lib
 
-  bad = [d for d in f.moe_dispatches if d not in moe_lib.DISPATCH]
+  bad = [d for d in f.moe_dispatches if d not in dispatch_lib.DISPATCH]
   if bad:
-    sys.exit(f'error: --moe_dispatches={",".join(bad)} is unknown; allowed: {", ".join(moe_lib.DISPATCH)}')
+    sys.exit(f'error: --moe_dispatches={",".join(bad)} is unknown; allowed: {", ".join(dispatch_lib.DISPATCH)}')
   if f.sort_block is not None:
     if f.sort_block < 1:
       sys.exit(f'error: --sort_block={f.sort_block} must be a positive integer')
-    moe_lib.SORT_BLOCK = f.sort_block
+    dispatch_lib.SORT_BLOCK = f.sort_block
   if f.worker:
     size = (SIZES if f.suite == 'cpu' else GPU_SIZES)[f.size]
     print(WORKER_TAG + json.dumps(worker_times(f.worker, size, tuple(f.moe_dispatches))), flush=True)

@@ -17,11 +17,13 @@ from ffn_research import models
 from ffn_research import train
 from ffn_research import validation
 from ffn_research.models import activations
+from ffn_research.models import dispatch as dispatch_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
+from ffn_research.models import routers as routers_lib
 
 T, D, F = 24, 6, 8  # tokens, d_model, expert width
-DISPATCHES = tuple(moe_lib.DISPATCH)
+DISPATCHES = tuple(dispatch_lib.DISPATCH)
 
 
 def make_moe(num_experts=4, top_k=2, activation='relu', *, seed=0, randomize=True, **kw):
@@ -173,7 +175,7 @@ def test_sort_window_overflow_blocks_match_numpy_and_einsum(monkeypatch):
   """Assignments past an expert's window (capacity_factor > 1, or dropless) go through blocks;
   here several blocks per expert, and drops past capacity (the dropless case is in CASES)."""
   block = 3
-  monkeypatch.setattr(moe_lib, 'SORT_BLOCK', block)
+  monkeypatch.setattr(dispatch_lib, 'SORT_BLOCK', block)
   kw = dict(activation='swiglu', capacity_factor=1.5, load_balance_coef=1e-2, z_loss_coef=1e-3)
   m, m_ref = make_moe(dispatch='sort', **kw), make_moe(dispatch='einsum', **kw)
   for model in (m, m_ref):  # skew: expert 0 is popular
@@ -181,7 +183,7 @@ def test_sort_window_overflow_blocks_match_numpy_and_einsum(monkeypatch):
   x = inputs() + 0.5
   window, _ = m.layout(T)
   _, routing = m.route(x)
-  sizes = moe_lib.plan_slots(routing, 4, m.capacity(T), 'token').group_sizes_E
+  sizes = routers_lib.plan_slots(routing, 4, m.capacity(T), 'token').group_sizes_E
   assert window == T * 2 // 4 and int(jnp.max(sizes)) >= window + 2 * block  # >= 2 blocks used
   assert int(jnp.max(sizes)) == m.capacity(T)  # and drops
   # jitted: eager op-by-op compiles of the block path would take longer here
@@ -194,7 +196,7 @@ def test_sort_window_overflow_blocks_match_numpy_and_einsum(monkeypatch):
 def test_sort_blocks_with_dropout(monkeypatch):
   """Dropout in the experts (the unfused block path): off without an RNG, on with one, and
   gradients through the blocks stay finite; the fused path's results are unchanged by the flag."""
-  monkeypatch.setattr(moe_lib, 'SORT_BLOCK', 3)
+  monkeypatch.setattr(dispatch_lib, 'SORT_BLOCK', 3)
   m = make_moe(dispatch='sort', capacity_factor=0.0, dropout_rate=0.5)
   x = inputs()
   np.testing.assert_array_equal(m.apply(x)[0], make_moe(dispatch='sort', capacity_factor=0.0).apply(x)[0])
@@ -215,7 +217,7 @@ def test_block_matmul_skips_unused_blocks_and_gradient_is_the_transpose():
   expert, used = jnp.array([0, 2, 2, 1]), 3  # block 3 unused
   g = jnp.asarray(rng.standard_normal((4, 2, 5)), jnp.float32)
   ref = lambda x, w: jnp.einsum('nbi,nim->nbm', x, w[expert]) * (jnp.arange(4) < used)[:, None, None]
-  y, vjp = jax.vjp(lambda x, w: moe_lib.block_matmul(x, w, expert, used), x, w)
+  y, vjp = jax.vjp(lambda x, w: dispatch_lib.block_matmul(x, w, expert, used), x, w)
   y_ref, vjp_ref = jax.vjp(ref, x, w)
   np.testing.assert_allclose(y, y_ref, rtol=1e-6)
   assert np.all(np.asarray(y)[3] == 0)
@@ -229,7 +231,7 @@ def test_grouped_ffn_skips_unused_blocks_and_matches_autodiff(activation, bias):
   same function on all blocks, masked to the used ones."""
   rng = np.random.default_rng(0)
   f = lambda *shape: jnp.asarray(rng.standard_normal(shape), jnp.float32)
-  spec = moe_lib.ExpertSpec(activations.get(activation), activations.is_gated(activation), bias, jnp.float32)
+  spec = dispatch_lib.ExpertSpec(activations.get(activation), activations.is_gated(activation), bias, jnp.float32)
   h = 2 * 5 if spec.gated else 5
   x, w_in, w2, g = f(4, 2, 3), f(3, 3, h), f(3, 5, 3), f(4, 2, 3)
   b_in, b2 = (f(3, h), f(3, 3)) if bias else (None, None)
@@ -237,12 +239,12 @@ def test_grouped_ffn_skips_unused_blocks_and_matches_autodiff(activation, bias):
 
   def ref(x, w_in, b_in, w2, b2):
     hid = jnp.einsum('nbk,nkm->nbm', x, w_in[expert]) + (0 if b_in is None else b_in[expert][:, None])
-    y = jnp.einsum('nbk,nkm->nbm', moe_lib._hidden(hid, spec), w2[expert])
+    y = jnp.einsum('nbk,nkm->nbm', dispatch_lib._hidden(hid, spec), w2[expert])
     y = y + (0 if b2 is None else b2[expert][:, None])
     return y * (jnp.arange(4) < used)[:, None, None]
 
   args = (x, w_in, b_in, w2, b2)
-  y, vjp = jax.vjp(lambda *a: moe_lib.grouped_ffn(spec)(*a, expert, used), *args)
+  y, vjp = jax.vjp(lambda *a: dispatch_lib.grouped_ffn(spec)(*a, expert, used), *args)
   y_ref, vjp_ref = jax.vjp(ref, *args)
   np.testing.assert_allclose(y, y_ref, rtol=1e-5, atol=1e-6)
   assert np.all(np.asarray(y)[3] == 0)
@@ -253,7 +255,7 @@ def test_gather_rows_gradient_is_the_transpose():
   src = jnp.asarray(np.random.default_rng(0).standard_normal((3, 2)), jnp.float32)
   idx = jnp.array([2, 3, 0, 2])  # row 3 = empty slot
   inv = jnp.array([[2, 4], [4, 4], [0, 3]])  # M = 4 = none
-  f = lambda s: jnp.sum(moe_lib.gather_rows(s, idx, inv) * jnp.arange(8.0).reshape(4, 2))
+  f = lambda s: jnp.sum(dispatch_lib.gather_rows(s, idx, inv) * jnp.arange(8.0).reshape(4, 2))
   g_ref = jax.grad(
     lambda s: jnp.sum(jnp.take(s, idx, axis=0, mode='fill', fill_value=0) * jnp.arange(8.0).reshape(4, 2))
   )(src)
@@ -313,7 +315,7 @@ def check_layout(p, layout, num_experts, cap):
   slots, tokens = np.asarray(p.slot_TxJ), np.asarray(p.slot_token_S)
   kept, experts = np.asarray(p.kept_TxJ), np.asarray(p.expert_S)
   num_windowed = num_experts * window
-  assert len(tokens) == num_windowed + moe_lib.overflow_slots(slots.size, num_experts, cap, layout)
+  assert len(tokens) == num_windowed + routers_lib.overflow_slots(slots.size, num_experts, cap, layout)
   assert len(set(slots[kept].tolist())) == kept.sum()  # distinct slots
   assert np.all(slots[~kept] == len(tokens))
   for t, j in zip(*np.nonzero(kept), strict=True):
@@ -327,7 +329,7 @@ def check_layout(p, layout, num_experts, cap):
   assert np.all(tokens[num_windowed + used :] == len(kept))  # past the last group: empty
 
 
-LAYOUTS = [None, moe_lib.Layout(0, 1), moe_lib.Layout(5, 4)]  # buffers, packed, windows + blocks
+LAYOUTS = [None, routers_lib.Layout(0, 1), routers_lib.Layout(5, 4)]  # buffers, packed, windows + blocks
 
 
 @pytest.mark.parametrize('layout', LAYOUTS)
@@ -335,14 +337,14 @@ def test_dropless_sends_every_token_to_exactly_k_distinct_experts(layout):
   e, k = 4, 3
   m = make_moe(e, k, capacity_factor=0.0)
   _, routing = m.route(inputs())
-  cap = moe_lib.capacity(T, e, k, 0.0)
-  p = moe_lib.plan_slots(routing, e, cap, 'token', layout)
+  cap = routers_lib.capacity(T, e, k, 0.0)
+  p = routers_lib.plan_slots(routing, e, cap, 'token', layout)
   assert bool(jnp.all(p.kept_TxJ))
   experts = np.asarray(routing.expert_TxJ)
   assert all(len(set(row)) == k for row in experts)
   tokens = np.asarray(p.slot_token_S)
   assert sorted(tokens[tokens < T].tolist()) == sorted(list(range(T)) * k)
-  check_layout(p, layout or moe_lib.Layout(cap, 1), e, cap)
+  check_layout(p, layout or routers_lib.Layout(cap, 1), e, cap)
 
 
 def test_grouped_slots_hold_the_worst_case():
@@ -352,23 +354,23 @@ def test_grouped_slots_hold_the_worst_case():
   x = jnp.abs(inputs())
   _, routing = m.route(x)
   assert set(np.asarray(routing.expert_TxJ).ravel().tolist()) == {0, 1}
-  plan_slots = jax.jit(moe_lib.plan_slots, static_argnums=(1, 2, 3, 4))  # one compile per layout
-  for layout in (moe_lib.Layout(12, 5), moe_lib.Layout(0, 7)):
+  plan_slots = jax.jit(routers_lib.plan_slots, static_argnums=(1, 2, 3, 4))  # one compile per layout
+  for layout in (routers_lib.Layout(12, 5), routers_lib.Layout(0, 7)):
     p = plan_slots(routing, e, T, 'token', layout)
     assert bool(jnp.all(p.kept_TxJ))
     check_layout(p, layout, e, T)
 
 
-@pytest.mark.parametrize('priority', moe_lib.DROP_PRIORITIES)
+@pytest.mark.parametrize('priority', routers_lib.DROP_PRIORITIES)
 @pytest.mark.parametrize('layout', LAYOUTS)
 def test_no_expert_exceeds_capacity_and_priority_order_holds(priority, layout):
   e, k, cf = 4, 2, 0.5
   m = make_moe(e, k, drop_priority=priority)
   m.router_w[...] = m.router_w[...] + jnp.array([[3.0, 0, 0, 0]])  # skew: expert 0 is popular
   _, routing = m.route(inputs())
-  cap = moe_lib.capacity(T, e, k, cf)
-  p = moe_lib.plan_slots(routing, e, cap, priority, layout)
-  check_layout(p, layout or moe_lib.Layout(cap, 1), e, cap)
+  cap = routers_lib.capacity(T, e, k, cf)
+  p = routers_lib.plan_slots(routing, e, cap, priority, layout)
+  check_layout(p, layout or routers_lib.Layout(cap, 1), e, cap)
   kept = np.asarray(p.kept_TxJ)
   experts = np.asarray(routing.expert_TxJ)
   per_expert = np.bincount(experts[kept], minlength=e)
@@ -394,7 +396,7 @@ def test_fully_dropped_tokens_output_exactly_zero(dispatch):
   x = inputs()
   y, _ = apply(m, x)
   _, routing = m.route(x)
-  p = moe_lib.plan_slots(routing, 4, m.capacity(T), 'token')
+  p = routers_lib.plan_slots(routing, 4, m.capacity(T), 'token')
   dropped = ~np.asarray(p.kept_TxJ)[:, 0]
   assert dropped.sum() >= T - 8
   assert np.all(np.asarray(y)[dropped] == 0.0)
@@ -478,7 +480,7 @@ def test_expert_choice_gives_each_expert_exactly_capacity_tokens():
   np.testing.assert_array_equal(jnp.sum(routing.valid_TxJ, axis=0), [m.capacity(T)] * 4)
 
 
-@pytest.mark.parametrize('router', [r for r in moe_lib.ROUTERS if r not in moe_lib.INPUT_ROUTERS])
+@pytest.mark.parametrize('router', [r for r in routers_lib.ROUTERS if r not in routers_lib.INPUT_ROUTERS])
 def test_router_receives_gradients(router):
   m = make_moe(router=router)  # aux coefficients 0: the gradient comes through the combine weights
   g = grads(m, inputs())['router_w'][...]
@@ -486,7 +488,7 @@ def test_router_receives_gradients(router):
 
 
 def numpy_input_hash(x):
-  """Reference of moe.input_hash in plain Python integers: FNV-1a over the float32 words, then fmix32."""
+  """Reference of routers_lib.input_hash in plain Python integers: FNV-1a over the float32 words, then fmix32."""
   out = []
   for row in np.asarray(x, np.float32):
     h = 2166136261
@@ -502,7 +504,7 @@ def numpy_input_hash(x):
 
 def test_input_hash_matches_python_reference():
   x = inputs(n=40).at[0].set(0.0).at[1, 2].set(-0.0)
-  np.testing.assert_array_equal(np.asarray(moe_lib.input_hash(x)).astype(np.uint64), numpy_input_hash(x))
+  np.testing.assert_array_equal(np.asarray(routers_lib.input_hash(x)).astype(np.uint64), numpy_input_hash(x))
 
 
 def test_hash_routing_is_deterministic_fixed_and_balanced():
@@ -573,7 +575,7 @@ def test_load_balance_loss_is_alpha_under_uniform_routing(k):
   e = 8
   expert = (jnp.arange(T)[:, None] + jnp.arange(k)[None, :]) % e  # every expert gets T k / E
   probs = jnp.full((T, e), 1.0 / e)
-  routing = moe_lib.Routing(expert, jnp.ones((T, k)) / k, jnp.ones((T, k), bool), probs)
+  routing = routers_lib.Routing(expert, jnp.ones((T, k)) / k, jnp.ones((T, k), bool), probs)
   load = moe_lib.load_fraction(routing, e)
   np.testing.assert_allclose(load, 1.0 / e, rtol=1e-6)  # f counts assignments / (T k)
   np.testing.assert_allclose(moe_lib.load_balance(load, probs), 1.0, rtol=1e-6)
@@ -691,8 +693,8 @@ def test_dense_when_num_experts_is_zero():
 def test_auto_dispatch_is_ragged_on_tpu_only(monkeypatch):
   for backend, want in (('cpu', 'sort'), ('gpu', 'sort'), ('tpu', 'ragged')):
     monkeypatch.setattr(jax, 'default_backend', lambda b=backend: b)
-    assert moe_lib.resolve_dispatch('auto') == want
-  assert moe_lib.resolve_dispatch('einsum') == 'einsum'
+    assert dispatch_lib.resolve_dispatch('auto') == want
+  assert dispatch_lib.resolve_dispatch('einsum') == 'einsum'
 
 
 @pytest.mark.parametrize(
@@ -723,6 +725,8 @@ _EP_SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from flax import nnx
     from ffn_research.models import moe
+    from ffn_research.models import dispatch as dispatch_lib
+    from ffn_research.models import routers as routers_lib
     assert jax.device_count() == 4
     x = jax.random.normal(jax.random.PRNGKey(1), (32, 6))
     r = jax.random.normal(jax.random.PRNGKey(2), (32, 6))

@@ -49,9 +49,7 @@ STEPS = 'train.steps'
 SEED = 'train.seed'
 FULL, HALF, QUARTER = 'T', 'T/2', 'T/4'
 LEVELS = (QUARTER, HALF, FULL)  # the budget ladder every verdict is computed on, ascending
-REFERENCE_STEP_S = (
-  1.38e-4  # seconds per reference step (cap.reference_step_s) on the machine the caps are written for:
-)
+REFERENCE_STEP_S = 1.38e-4  # seconds per reference step (cap.reference_step_s) on the machine the caps are written for:
 # the 2-core AMD EPYC development machine, jax 0.10.2 (docs/reproduce.md#caps-in-reference-seconds)
 
 

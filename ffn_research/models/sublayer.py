@@ -9,6 +9,7 @@ import ml_collections
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
 from ffn_research.models import mup
+from ffn_research.models import routers as routers_lib
 
 
 def hidden_width(model_cfg: ml_collections.ConfigDict) -> int:
@@ -99,7 +100,7 @@ def ffn_counts(
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   e = model_cfg.moe
-  if e.num_experts > 0 and e.router in moe_lib.SLOT_ROUTERS:
+  if e.num_experts > 0 and e.router in routers_lib.SLOT_ROUTERS:
     if group_tokens is None:
       raise ValueError(f'router={e.router}: ffn_counts needs group_tokens (its FLOPs depend on the group size)')
     g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
