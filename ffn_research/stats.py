@@ -259,9 +259,20 @@ def _width_rule(max_width: float) -> str:
   return '' if max_width == math.inf else f'; reproduced also needs the CI narrower than {max_width:g}'
 
 
-def _underpowered(claim, test, rule, n, why, statistic=math.nan, ci=(math.nan, math.nan)) -> Verdict:
+def underpowered(
+  claim, test, rule, n, why, statistic=math.nan, ci=(math.nan, math.nan), boundaries: Sequence[float] = ()
+) -> Verdict:
+  """An inconclusive verdict for data too thin for the rule (`why` says what is missing)."""
   return Verdict(
-    claim, INCONCLUSIVE, float(statistic), (float(ci[0]), float(ci[1])), test, rule, int(n), f'underpowered: {why}'
+    claim,
+    INCONCLUSIVE,
+    float(statistic),
+    (float(ci[0]), float(ci[1])),
+    test,
+    rule,
+    int(n),
+    f'underpowered: {why}',
+    boundaries=tuple(boundaries),
   )
 
 
@@ -301,9 +312,9 @@ def slope(
   n = len(x)
   n_seeds = len(set(np.asarray(seeds)[ok].tolist())) if seeds is not None else None
   if len(np.unique(x)) < min_points:
-    return _underpowered(claim, test, rule, n, f'{len(np.unique(x))} distinct x < {min_points}')
+    return underpowered(claim, test, rule, n, f'{len(np.unique(x))} distinct x < {min_points}')
   if n_seeds is not None and n_seeds < min_seeds:
-    return _underpowered(claim, test, rule, n, f'{n_seeds} seeds < {min_seeds}')
+    return underpowered(claim, test, rule, n, f'{n_seeds} seeds < {min_seeds}')
   lx, ly = (np.log(x), np.log(y)) if log else (x, y)
   fit = stats.linregress(lx, ly)
   half = float(stats.t.ppf(0.5 + confidence / 2, n - 2) * fit.stderr) if n > 2 else math.inf
@@ -367,7 +378,7 @@ def paired(
     f'entirely outside that region; otherwise, or with < {min_seeds} pairs, inconclusive'
   )
   if n < min_seeds:
-    return _underpowered(claim, test, rule, n, f'{n} paired seeds < {min_seeds}', statistic=d.mean() if n else math.nan)
+    return underpowered(claim, test, rule, n, f'{n} paired seeds < {min_seeds}', statistic=d.mean() if n else math.nan)
   m, lo, hi = mean_ci(d, confidence)
   if np.all(d == d[0]):  # zero variance: the CI is the point itself (ttest_rel returns nan)
     lo = hi = m
@@ -427,7 +438,7 @@ def threshold(
     f'it lies entirely on the other side; otherwise, or with < {min_seeds} seeds, inconclusive'
   )
   if len(x) < min_seeds:
-    return _underpowered(
+    return underpowered(
       claim, test, rule, len(x), f'{len(x)} seeds < {min_seeds}', statistic=x.mean() if len(x) else math.nan
     )
   m, lo, hi = mean_ci(x, confidence, bounds)
@@ -500,9 +511,9 @@ def crossing(
     points.append(crossing_point(g[x], g[y], level))
   n = len(points)
   if n < min_seeds:
-    return _underpowered(claim, test, rule, n, f'{n} seeds with >= {min_points} points < {min_seeds}')
+    return underpowered(claim, test, rule, n, f'{n} seeds with >= {min_points} points < {min_seeds}')
   if not np.all(np.isfinite(points)):
-    return _underpowered(claim, test, rule, n, f'{int(np.sum(~np.isfinite(points)))} seed(s) never cross {level:g}')
+    return underpowered(claim, test, rule, n, f'{int(np.sum(~np.isfinite(points)))} seed(s) never cross {level:g}')
   m, lo, hi = mean_ci(np.log(points), confidence)
   same = np.all(np.asarray(points) == points[0])
   if same:
@@ -739,7 +750,7 @@ def slope_per_seed(
   fits = per_seed_fits(xv, yv, sv, min_points)
   n = len(fits)
   if n < min_seeds:
-    return _underpowered(
+    return underpowered(
       claim,
       test,
       rule,
@@ -843,10 +854,10 @@ def rank_agreement(
     'inconclusive'
   )
   if n < min_n:
-    return _underpowered(claim, test, rule, n, f'{n} items < {min_n}')
+    return underpowered(claim, test, rule, n, f'{n} items < {min_n}')
   ra, rb = stats.rankdata(a), stats.rankdata(b)
   if np.all(ra == ra[0]) or np.all(rb == rb[0]):
-    return _underpowered(claim, test, rule, n, 'all values tied: no ordering to compare')
+    return underpowered(claim, test, rule, n, 'all values tied: no ordering to compare')
   rho = float(np.corrcoef(ra, rb)[0, 1])
   rhos, exact = _permuted_rhos(ra, rb, n_perm, seed)
   p_pos, p_neg = _permutation_p(rho, rhos, exact)

@@ -51,6 +51,7 @@ import pandas as pd
 from ffn_research import probe
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 LEVEL = 0.10  # rule 1: trained ReLU density below 10% (ViT-B/16: 6.3%, T5-Base: 3.0%)
@@ -67,7 +68,7 @@ NUM_LAYERS, NUM_HEADS, NUM_LOGS = 2, 2, 20
 # the d_model-32 group cost 90.3 run-s per 24 runs of 1,000 steps against 74.2 unpadded (-18%; 2-core AMD
 # EPYC, 2026-11-27): at these budgets step FLOPs, not compiling, set the cost.
 PAD_FLOPS_FACTOR = 1.0
-SEED, STEPS, LR = 'train.seed', 'train.steps', 'train.learning_rate'
+SEED, STEPS, LR = regime_lib.SEED, regime_lib.STEPS, regime_lib.LR
 PHASES = {'_init': 'init', '_half': 'half', '': 'end'}  # collect's column suffix -> point of training
 
 LANGUAGE = dict(

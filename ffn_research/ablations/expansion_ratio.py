@@ -56,6 +56,7 @@ from scipy import stats as sps
 
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 RATIOS = (0.5, 1, 2, 4, 8, 16)  # nominal d_ff / d_model per size (full)
@@ -67,7 +68,7 @@ MAX_DEVIATION = 0.02  # achieved N within 2% of the target (L ~ N^-0.076: < 0.2%
 NUM_HEADS = 2  # attention heads (d_model a multiple of it)
 NUM_LAYERS = 1  # transformer layers, every shape
 LOSS, EXCESS = 'eval_bits', 'excess_bits'
-SEED = 'train.seed'
+SEED = regime_lib.SEED
 
 # Per scale: target non-embedding parameter counts, ratios, batch (sequences per step), the smallest
 # d_model, and the language's task keys. Rates, T, seeds and the cap: REGIMES.
@@ -216,16 +217,8 @@ def spread_verdict(loss: pd.DataFrame, *, level: float, claim: str, min_seeds: i
   loss = loss.dropna()
   n = len(loss)
   if n < min_seeds or loss.shape[1] < 2:
-    return stats.Verdict(
-      claim,
-      stats.INCONCLUSIVE,
-      math.nan,
-      (math.nan, math.nan),
-      test,
-      rule,
-      n,
-      f'underpowered: {n} seeds with every shape, {loss.shape[1]} shapes',
-      boundaries=(level,),
+    return stats.underpowered(
+      claim, test, rule, n, f'{n} seeds with every shape, {loss.shape[1]} shapes', boundaries=(level,)
     )
   means = loss.mean()
   worst, best = means.idxmax(), means.idxmin()

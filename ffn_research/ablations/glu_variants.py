@@ -55,6 +55,7 @@ import pandas as pd
 from ffn_research import stats
 from ffn_research import train
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 # Shazeer 2020 Table 1 (docs/references.md): held-out log-perplexity (nats) at 65,536 steps (mean
@@ -95,8 +96,8 @@ HEAD_TO_HEAD = ('geglu', 'swiglu', 'bilinear')  # the claims tested one by one a
 REFERENCE = 'relu'
 TASKS = ('language', 'teacher_student')
 ACT = 'model.activation'
-SEED = 'train.seed'
-STEPS = 'train.steps'
+SEED = regime_lib.SEED
+STEPS = regime_lib.STEPS
 FLOOR_MARGIN = {
   'language': 0.02,  # excess bits/token the mean must keep from 0 and from the unigram model
   'teacher_student': 0.01,

@@ -78,6 +78,7 @@ import pandas as pd
 from ffn_research import io as io_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 from ffn_research.models import moe as moe_lib
 
@@ -90,7 +91,7 @@ COLLAPSE_RISE = 1.0  # rule 1: the load change that counts as a collapse (max/me
 PREMISE_FRACTION = 0.25  # rule 3's test rate: the smallest with this unstable fraction without the z-loss
 LSE_BLOWUP = 16.0  # router-logit blow-up: RMS logsumexp of the router logits above this
 ALPHA_KEY, GAMMA_KEY, Z_KEY = 'model.moe.load_balance_coef', 'model.moe.bias_update_rate', 'model.moe.z_loss_coef'
-SEED, LR, STEPS = 'train.seed', 'train.learning_rate', 'train.steps'
+SEED, LR, STEPS = regime_lib.SEED, regime_lib.LR, regime_lib.STEPS
 NONE, SWITCH, BIAS, FROZEN = 'trained: none', 'trained: switch', 'trained: bias', 'frozen'
 COLORS = {NONE: 'C0', SWITCH: 'C1', BIAS: 'C2', FROZEN: 'C3'}  # one colour per collapse point in every panel
 BOUNDS = {  # the range of each tabulated quantity: its CI stays inside (stats.mean_ci)

@@ -74,6 +74,7 @@ import pandas as pd
 
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 
@@ -148,7 +149,7 @@ RL_D_MODEL, RL_D_FF = 16, 64  # random labels: h d / 4 = 256
 RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
 RL_FIT_LEVEL = 0.9
-SEED, E, N, K, SIZE = 'train.seed', 'exposures', 'facts', 'top_k', 'num_trainable_params'
+SEED, E, N, K, SIZE = regime_lib.SEED, 'exposures', 'facts', 'top_k', 'num_trainable_params'
 _ARM = re.compile(rf'(?:moe{MOE_EXPERTS}_k(\d+)_)?e(\d+)_n(\d+)$')
 
 
@@ -335,15 +336,13 @@ def capacity_verdict(mem: pd.DataFrame, exposures: int, s: Settings) -> stats.Ve
     f'at {exposures} exposures per fact an FFN stores about {claimed:g} bits per (non-embedding) parameter at its peak'
   )
   if len(per_seed) < 3 or top[SIZE].nunique() < 3:
-    v = stats.Verdict(
+    v = stats.underpowered(
       claim,
-      stats.INCONCLUSIVE,
-      math.exp(m) if len(per_seed) else math.nan,
-      (math.nan,) * 2,
       test,
       rule,
       len(per_seed),
-      'underpowered: < 3 seeds or < 3 sizes',
+      '< 3 seeds or < 3 sizes',
+      statistic=math.exp(m) if len(per_seed) else math.nan,
       boundaries=(lo_ok, hi_ok),
     )
   else:

@@ -57,6 +57,7 @@ from scipy import stats as sp_stats
 
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 
@@ -100,7 +101,7 @@ SATURATED = 0.9  # memorization: a point storing more than this share of the ent
 MEM_GAP, HOP_GAP = 0.1, 0.1  # dynamic range: dense-total - dense-active > 10% of bits / 0.1 accuracy
 BITS_PER_PARAM = 2.0  # capacity (Allen-Zhu & Li 2024) for the facts >= 2x capacity check
 RESAMPLES = 9999  # bootstrap resamples (as stats.ratio_of_means)
-SEED, STEPS = 'train.seed', 'train.steps'
+SEED, STEPS = regime_lib.SEED, regime_lib.STEPS
 SCORE = {'memorization': 'bits_stored', 'multi_hop': 'eval_accuracy'}
 WIDTH = {'memorization': MEM_WIDTH, 'multi_hop': HOP_WIDTH}
 
@@ -181,16 +182,15 @@ def bootstrap_verdict(ci_at, *, lo: float, hi: float, claim: str, test: str, rul
   bisection (the resamples are the same at every level), so p < 0.05 exactly when the 95% CI decides."""
   stat, c_lo, c_hi = ci_at(stats.CONFIDENCE)
   if not (math.isfinite(c_lo) and math.isfinite(c_hi)):
-    return stats.Verdict(
+    return stats.underpowered(
       claim,
-      stats.INCONCLUSIVE,
-      stat,
-      (c_lo, c_hi),
       test,
       rule,
       n,
-      f'underpowered: no bootstrap CI ({n} seeds)',
-      boundaries=tuple(x for x in (lo, hi) if math.isfinite(x)),
+      f'no bootstrap CI ({n} seeds)',
+      statistic=stat,
+      ci=(c_lo, c_hi),
+      boundaries=[x for x in (lo, hi) if math.isfinite(x)],
     )
   outcome = stats.decide((c_lo, c_hi), lo, hi)
   first, floor = stats.decide(ci_at(1e-4)[1:], lo, hi), 1 / (RESAMPLES + 1)  # p below 1 / (R + 1): unresolved

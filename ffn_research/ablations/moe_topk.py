@@ -77,6 +77,7 @@ import pandas as pd
 
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 D_MODEL = 16  # the inputs' width (16-d Gaussian)
@@ -85,7 +86,7 @@ GRAN_EXPERTS, GRAN_WIDTH = 4, 64  # granularity arm at G = 1: 4 experts of width
 CLUSTERS, CLUSTER_TEACHER_WIDTH = 8, 64  # clustered task: K = E = 8 clusters, a teacher of width 64 each
 CLUSTER_STD = 1.0  # their spread around N(0, I) centres (task.cluster_std)
 CLUSTER_RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # the clustered arms' starting grid (quick, full)
-SEED = 'train.seed'
+SEED = regime_lib.SEED
 RANGE_MARGIN = 0.01  # 1 - R^2 must keep this far from 0 (exact fit) and 1 (the mean)
 IID_MARGIN = 0.1  # premise of verdicts 1-3: top-1 (8x the total) beats dense of its active width by this, ln(1 - R^2)
 TOP1, DENSE_ACTIVE = 'fixed_total: k=1', f'dense: d_ff={TOTAL_WIDTH}'  # the iid premise's points
@@ -297,17 +298,7 @@ def granularity_verdict(wide_: pd.DataFrame, claim: str) -> tuple[stats.Verdict,
     'every G > 1 has it above 0; otherwise (or < 3 seeds) inconclusive'
   )
   if not each:
-    return stats.Verdict(
-      claim,
-      stats.INCONCLUSIVE,
-      math.nan,
-      (math.nan, math.nan),
-      test,
-      rule,
-      0,
-      'underpowered: no G = 1 or no G > 1',
-      boundaries=(0.0,),
-    ), each
+    return stats.underpowered(claim, test, rule, 0, 'no G = 1 or no G > 1', boundaries=(0.0,)), each
   best = min(each, key=lambda v: v.statistic if math.isfinite(v.statistic) else math.inf)
   p = lambda v: 1.0 if v.p_value is None else v.p_value
   if any(v.outcome == stats.REPRODUCED for v in each):

@@ -64,8 +64,9 @@ from ffn_research import probe
 from ffn_research import stats
 from ffn_research.ablations import activation_sparsity as sparsity
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 
-SEED, LR, WD, STEPS = 'train.seed', 'train.learning_rate', 'train.weight_decay', 'train.steps'
+SEED, LR, WD, STEPS = regime_lib.SEED, regime_lib.LR, 'train.weight_decay', regime_lib.STEPS
 TOP_K = 16  # top-activating positions per unit
 CHANCE_DRAWS = 2000  # Monte-Carlo draws for the chance concentration
 MIN_LIVE = 8  # keys/values: live units per layer and seed

@@ -53,6 +53,7 @@ import pandas as pd
 from ffn_research import loop
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 from ffn_research.config import default_config
 
 N_FEATURES, M_HIDDEN = 20, 5  # the paper's first figure
@@ -63,7 +64,7 @@ MARGIN = 1.0  # rule: sparse - dense > 1 feature (at least one feature more)
 DENSE_TOLERANCE = 1.0  # premise: mean dense count within m +- 1
 COLLAPSE_MARGIN = 0.5  # not collapsed: mean sparse count > 0.5
 DENSITY = 'density'  # 1 - task.feature_sparsity
-SEED = 'train.seed'
+SEED = regime_lib.SEED
 DENSITIES = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003)
 RATES = (3e-3, 1e-2, 3e-2)
 
