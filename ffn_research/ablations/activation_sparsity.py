@@ -66,7 +66,7 @@ FULL_RATES = (*RATES, 1e-1)  # 0.03 was the top chosen at every d_model-32 shape
 NUM_LAYERS, NUM_HEADS, NUM_LOGS = 2, 2, 20
 # Each d_ff compiles its own program: padded to 512 with d_ff 32 and 128 (the sweep's default bound, 4),
 # the d_model-32 group cost 90.3 run-s per 24 runs of 1,000 steps against 74.2 unpadded (-18%; 2-core AMD
-# EPYC, 2026-11-27): at these budgets step FLOPs, not compiling, set the cost.
+# EPYC: CHANGELOG.md): at these budgets step FLOPs, not compiling, set the cost.
 PAD_FLOPS_FACTOR = 1.0
 SEED, STEPS, LR = regime_lib.SEED, regime_lib.STEPS, regime_lib.LR
 PHASES = {'_init': 'init', '_half': 'half', '': 'end'}  # collect's column suffix -> point of training

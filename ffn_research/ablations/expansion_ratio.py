@@ -97,8 +97,8 @@ SETTINGS: dict[str, Settings] = {
 REGIMES = {
   'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap=60, metric=LOSS),
   'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap=600, metric=LOSS),
-  # Up to 4 doublings (T = 12,800): the cap, not a doubling count, ends the loop (decided 2026-11-26, after the
-  # 2026-11-26 run stopped at 2 doublings with the spread still falling, 7.0% at T/2 -> 3.9% at T = 3,200).
+  # Up to 4 doublings (T = 12,800): the cap, not a doubling count, ends the loop (decided after an
+  # earlier full run stopped at 2 doublings with the spread still falling, 7.0% at T/2 -> 3.9% at T = 3,200).
   'full': base.Regime(rates=(6e-4, 2e-3, 6e-3, 2e-2, 6e-2), steps=800, seeds=5, cap=7200, metric=LOSS, max_doublings=4),
 }
 

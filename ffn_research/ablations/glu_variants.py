@@ -143,7 +143,7 @@ def language_config(scale: str):
   m.arch, m.d_model, m.d_ff, m.num_layers, m.num_heads = 'transformer', 32, 128, 2, 2
   m.use_bias, m.match_params = False, True
   t.name = 'language'
-  # expansion_ratio's language (decided 2026-11-26, before any run of it here): V = 16, m = 8 was learned to
+  # expansion_ratio's language (decided before any run of it here): V = 16, m = 8 was learned to
   # within 0.01 bits of its floor by every variant at T = 2,000, so no language verdict could be read (history.md).
   t.vocab_size, t.markov_order, t.num_candidates, t.branching, t.concentration = 64, 2, 16, 4, 0.5
   t.seq_len, t.num_eval = 32, 512

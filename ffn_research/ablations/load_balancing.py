@@ -14,7 +14,7 @@ k = 1), capacity factor 1.0 in training. Coefficients as published, not tuned. I
 cluster_std = 1: a single Gaussian, not a mixture, so no input cluster can force an imbalance), like
 the anisotropic residual stream a transformer's router reads. On centred inputs x ~ N(0, I) the router
 (linear, no bias) cannot collapse: an expert that wins at x (largest w_i . x) loses at -x, so by the
-inputs' symmetry no expert gets more than half the tokens (max/mean <= E / 2), and the 2026-11-26 run
+inputs' symmetry no expert gets more than half the tokens (max/mean <= E / 2), and a full run on them
 saw no rise at all (none - frozen +0.014 [-0.087, +0.115]; history.md); with the offset, w_i . c acts as
 the bias a collapse needs. A random router then starts unbalanced (the frozen control keeps that level:
 collapse is still measured as the change training causes).

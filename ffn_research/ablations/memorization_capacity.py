@@ -17,16 +17,16 @@ exposures per fact at a fixed step budget per E, batch = E N / steps (the T/2 ru
 batch). One arm per (E, N); its points are the sizes whose peak that N helps bracket. MoE arms (full: 1,000
 exposures): each FFN 16 ReLU experts of width 1 (Switch softmax-then-top-k router, k = 1, 2, dropless,
 default load-balance and z losses; 2,128 total non-embedding parameters, at the dense range's lower end: the
-dense figure there is d_ff 32's, 2,192), with a lower rate grid (the 2026-11-24 run chose its bottom, 0.03,
+dense figure there is d_ff 32's, 2,192), with a lower rate grid (an earlier run chose its bottom, 0.03,
 at every size). The regime policy tunes the rate per point on the mean over seeds of the final
 cross-entropy on the facts (`eval_loss`, the training objective). Random labels (bare FFN d = 16, h = 64,
 1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the loss left (~1e-14 at
 Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N has the most bits
 in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.03, 0.1, 0.3} at E = 1,000
 and {0.01, 0.03, 0.1, 0.3} at E = 100, MoE {0.01, 0.03, 0.1} to start, 5 seeds, cap 3,600 run-seconds (the
-first full run of this design, 2026-11-26, started one step lower, {0.01, 0.03, 0.1} and {0.003, 0.01,
+first full run of this design started one step lower, {0.01, 0.03, 0.1} and {0.003, 0.01,
 0.03}, and chose the top at every E = 1,000 and MoE point and at five of nine E = 100 points: history.md).
-Why these sizes (decided 2026-11-26 from the 2026-11-24 run and a timing probe, before any run of this
+Why these sizes (decided from the run before this design and a timing probe, before any run of this
 design): in that run bits per parameter rose 1.28 -> 1.49 -> 1.58 over d_ff 16, 32, 64 (slope 1.16), so
 d_ff 16 (d_ff = d_model) is dropped and 128 added to test where the curve settles; d_ff 256 (about 2,000
 run-seconds with its T/2 runs) and MoE experts of width 2-3 (top-2 at N = 2,048: about 1,500) do not fit
@@ -59,7 +59,7 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
 its bits exceed (N/2) log2 V, all that a grid point below could hold.
 Rate edges: a verdict reads a size only at its peak N, so an N whose every fact stored (N log2 V bits) is below
 the size's peak bits at another N cannot be the peak at any rate, and its rate edge is not a failed check (`settled`;
-decided 2026-11-26 after the second run, whose E = 1,000 points N = 512 at d_ff 64 and N = 1,024 at d_ff 128,
+decided after the second run of this design, whose E = 1,000 points N = 512 at d_ff 64 and N = 1,024 at d_ff 128,
 each fitting (nearly) every fact, chose the top rate on the loss while no rate could make them the peak).
 History: docs/results/memorization_capacity/history.md.
 """

@@ -92,7 +92,7 @@ HOP_D_MODEL, HOP_HEADS, HOP_LAYERS, HOP_WIDTH = 32, 2, 2, 32  # multi_hop transf
 HOP_NODES, HOP_RELATIONS, HOP_TRAIN = 32, 4, 0.8  # graph: nodes, relations, trained share of compositions
 HOP_VALIDATION = 0.1  # validation share of the compositions (held out; chooses the rate); the rest: test
 # AdamW. Weight decay 0.3, not configs/multi_hop.py's 1.0: at 1.0 dense-active lost its fit at 3e-3 (trained
-# compositions 0.587 at 2,000 steps); at 0.3 it fits them at 1e-3 ... 3e-2 (history.md, 2026-11-26 check).
+# compositions 0.587 at 2,000 steps); at 0.3 it fits them at 1e-3 ... 3e-2 (a check: history.md).
 HOP_BATCH, HOP_WEIGHT_DECAY = 128, 0.3
 HALF, MUCH = 0.5, 0.25  # rules 2-3 (G vs 0.5) and 1 (difference above 0.25)
 PREMISE_SLOPE = 0.8  # memorization premise: dense per-seed log-log slope CI lower end

@@ -20,8 +20,8 @@ of width 256, 4,096 training points. clustered (the router arms): inputs drawn f
 Gaussian clusters (centres N(0, I), spread 1.0 per coordinate: task.cluster_std) with Zipf(1)
 weights (task.num_clusters, cluster_zipf) and a different ReLU teacher of width 64 per cluster
 (task.cluster_teachers): a token's target depends on its cluster, so an MoE with E = K experts
-fits it best by sending each cluster to an expert of its own. The spread was 0.25 until the
-2026-11-26 rerun: each cluster was then so small that its teacher was nearly linear on it and
+fits it best by sending each cluster to an expert of its own. The spread was 0.25 in earlier
+runs: each cluster was then so small that its teacher was nearly linear on it and
 every router arm fitted to 1 - R^2 < 0.01, pinned at the exact-fit floor (history.md); at 1.0 a
 3-seed check at 2,000 steps gave learned 0.12, frozen 0.24, dense of width 32 0.21. Their rates
 start from 3e-3 ... 3e-1 (CLUSTER_RATES; the check's best learned rate was its lowest, 0.01). Model:
@@ -60,7 +60,7 @@ controls; a failed one makes the verdict `invalid`, never `not reproduced`):
   * 1-3, routing matters on the iid task: top-1 of 8 experts of width 32 (8x the total parameters of
     the dense FFN of its active width) beats dense d_ff 32 by more than IID_MARGIN = 0.1: the paired CI
     of mean(score(fixed_total k=1) - score(dense d_ff=32)) lies below -0.1. Where 8x the total buys less,
-    the task cannot show what k or G change in routing (the run published 2026-11-27: 0.066 against 0.069
+    the task cannot show what k or G change in routing (the first run under premises: 0.066 against 0.069
     in 1 - R^2). The granularity arm has no dense point of its own active width (64): it reads the same
     control from the same task. No remedy: the loop buys no steps for it (the redesign, issue 46, runs
     these arms on the clustered task).

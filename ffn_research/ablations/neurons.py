@@ -39,7 +39,7 @@ budget ladder T/4, T/2, T):
   7. values, layer 1: per seed, agreement own - permuted value rows at `reference`; > KV_MARGIN.
 Premises (positive controls, stats.PREMISE): every verdict's is "learned": at every cell it reads, held-out
 bits at least LEARNED_BITS = 1 bit below the unigram entropy (mean over seeds). A dead unit of a model that did
-not learn says nothing about dying in training (in the 2026-11-26 run units died only at rates 0.3
+not learn says nothing about dying in training (in the first run under the regime policy units died only at rates 0.3
 and 1, whose held-out bits stayed within 0.3 of the unigram entropy); for 1-4 no more compute fixes it (the rate
 is the treatment: issue 47 redesigns the grid), for 5-7 (the reference) the remedy is more steps. 1-4 also need
 "kills": at the deadliest cell, dead at the end minus at initialisation has its CI above DEAD_MARGIN, else no

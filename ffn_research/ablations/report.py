@@ -207,7 +207,7 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
     failed = '; '.join(it['failed']) or '–'
     if it.get('earlier'):
       failed = f'(an earlier policy or regime) {failed}'
-    part = it.get('partial') or it.get('rates_only')  # rates_only: the key's name until 2026-11-26 22:40
+    part = it.get('partial') or it.get('rates_only')  # rates_only: the key's earlier name (older records)
     then = ('(the part that fits: the whole extension passed the cap) ' if part else '') + (
       '; '.join(it['actions']) or '–'
     )

@@ -33,7 +33,7 @@ the budget ladder T/4, T/2, T by the runner):
      seed, every seed's count at 1 - S = 1 within m +- DENSE_TOLERANCE (no superposition without sparsity;
      more steps may fix it).
   2. the FFN (d_ff = m, biases, no output ReLU): the same rule and the same per-seed premise, so that a single
-     seed far from m (one seed of the 2026-11-26 run counts 12 features at 1 - S = 1 by the weight-norm
+     seed far from m (one seed of an earlier run counts 12 features at 1 - S = 1 by the weight-norm
      criterion) makes the verdict invalid instead of being averaged away.
 Gates of both besides the premise: not collapsed (the sparse models' mean count more than half a feature above
 0). The runner checks every point of the verdict has every seed; it adds its own: each point's rate inside its
