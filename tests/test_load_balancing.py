@@ -15,6 +15,7 @@ import pytest
 from scipy.cluster.vq import kmeans2
 
 from ffn_research import config as config_lib
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research import train as train_lib
 from ffn_research import validation
@@ -275,9 +276,9 @@ def test_a_point_that_is_not_tuned_keeps_its_rate_when_seeds_diverge():
 
 
 def test_paired_all_pairs_on_the_edge_is_not_reproduced():
-  """0/1 outcomes often tie: equal arms must not count as 'less' (stats.paired's zero-spread case)."""
-  assert stats.paired([1, 1, 1], [1, 1, 1], expect='less', claim='').outcome == stats.NOT_REPRODUCED
-  assert stats.paired([0, 0, 0], [1, 1, 1], expect='less', claim='').outcome == stats.REPRODUCED
+  """0/1 outcomes often tie: equal arms must not count as 'less' (rules_lib.paired's zero-spread case)."""
+  assert rules_lib.paired([1, 1, 1], [1, 1, 1], expect='less', claim='').outcome == stats.NOT_REPRODUCED
+  assert rules_lib.paired([0, 0, 0], [1, 1, 1], expect='less', claim='').outcome == stats.REPRODUCED
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])

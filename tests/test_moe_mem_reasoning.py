@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ffn_research import models
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research import sweep
 from ffn_research import tasks
@@ -112,7 +113,7 @@ def test_bootstrap_verdict_p_agrees_with_the_ci():
   for g, want in ((0.62, stats.REPRODUCED), (0.49, stats.NOT_REPRODUCED)):  # G ~ g - 0.05, CI half-width ~0.05
     num = g * den + noise
     v = mr.bootstrap_verdict(
-      lambda c, num=num: stats.ratio_of_means(num, den, confidence=c),
+      lambda c, num=num: rules_lib.ratio_of_means(num, den, confidence=c),
       lo=0.5,
       hi=math.inf,
       claim='c',
@@ -121,22 +122,22 @@ def test_bootstrap_verdict_p_agrees_with_the_ci():
       n=10,
     )
     assert v.outcome == want and 1e-3 < v.p_value < 0.05 and v.statistic == pytest.approx(num.mean() / den.mean())
-    assert v.ci == stats.ratio_of_means(num, den)[1:]
+    assert v.ci == rules_lib.ratio_of_means(num, den)[1:]
     # at the confidence 1 - p the CI touches the edge: just inside it does not decide, just outside it does
-    assert stats.decide(stats.ratio_of_means(num, den, confidence=1 - v.p_value * 0.9)[1:], 0.5, math.inf) != want
-    assert stats.decide(stats.ratio_of_means(num, den, confidence=1 - v.p_value * 1.1)[1:], 0.5, math.inf) == want
+    assert stats.decide(rules_lib.ratio_of_means(num, den, confidence=1 - v.p_value * 0.9)[1:], 0.5, math.inf) != want
+    assert stats.decide(rules_lib.ratio_of_means(num, den, confidence=1 - v.p_value * 1.1)[1:], 0.5, math.inf) == want
   num = 0.9 * den + rng.normal(0, 0.3, 10)  # far above: p at the bootstrap's resolution
   v = mr.bootstrap_verdict(
-    lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf, claim='c', test='t', rule='r', n=10
+    lambda c: rules_lib.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf, claim='c', test='t', rule='r', n=10
   )
   assert v.outcome == stats.REPRODUCED and v.p_value == 1 / (mr.RESAMPLES + 1) and 'resolution' in v.detail
   num = 0.5 * den + rng.normal(0, 0.5, 10)
   v = mr.bootstrap_verdict(
-    lambda c: stats.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf, claim='c', test='t', rule='r', n=10
+    lambda c: rules_lib.ratio_of_means(num, den, confidence=c), lo=0.5, hi=math.inf, claim='c', test='t', rule='r', n=10
   )
   assert v.outcome == stats.INCONCLUSIVE and v.p_value > 0.05
   few = mr.bootstrap_verdict(
-    lambda c: stats.ratio_of_means([1, 2], [2, 3], confidence=c),
+    lambda c: rules_lib.ratio_of_means([1, 2], [2, 3], confidence=c),
     lo=0.5,
     hi=math.inf,
     claim='c',

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from experiments import publish as publish_lib
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import cap as cap_lib
@@ -119,7 +120,7 @@ def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restore
 
 
 def _verdict(stat, points=('a',)):
-  v = stats.threshold([stat - 0.01, stat, stat + 0.01], level=1.0, direction='below', claim='c')
+  v = rules_lib.threshold([stat - 0.01, stat, stat + 0.01], level=1.0, direction='below', claim='c')
   return dataclasses.replace(v, points=points)
 
 
@@ -131,7 +132,7 @@ def _ladder(*stats_, points=('a',)):
 def _paired(mean, sd=0.1, n=8, points=('a',)):
   """A paired 'less' verdict on n differences with this mean and spread (sign claims)."""
   d = mean + sd * np.linspace(-1, 1, n)
-  return dataclasses.replace(stats.paired(d, np.zeros(n), expect='less', claim='c'), points=points)
+  return dataclasses.replace(rules_lib.paired(d, np.zeros(n), expect='less', claim='c'), points=points)
 
 
 def test_a_sign_claim_shrinking_toward_a_floor_is_stable_and_a_flip_is_not():
@@ -152,7 +153,7 @@ def test_a_slope_that_moves_more_at_the_last_doubling_is_not_stable():
   st = state()
 
   def slope(x):
-    v = stats.threshold([x - 0.01, x, x + 0.01], level=-1.5, direction='above', claim='s')
+    v = rules_lib.threshold([x - 0.01, x, x + 0.01], level=-1.5, direction='above', claim='s')
     return dataclasses.replace(v, points=('a',))
 
   moving = regime.stability(stats.MAGNITUDE, [slope(-0.93), slope(-0.96), slope(-1.12)], st, POLICY)
@@ -197,7 +198,7 @@ def test_a_statistic_in_its_noise_band_is_inconclusive_never_invalid():
 
 
 def test_a_failed_premise_gives_invalid_never_not_reproduced():
-  v = stats.threshold([1.5, 1.6, 1.55], level=1.0, direction='below', claim='c')
+  v = rules_lib.threshold([1.5, 1.6, 1.55], level=1.0, direction='below', claim='c')
   assert v.outcome == stats.NOT_REPRODUCED
   control = stats.premise_check('routing matters', 0.01, (-0.02, 0.04), -math.inf, -0.1, what='learned - dense')
   gated = stats.gate(v, [control])
@@ -241,7 +242,7 @@ def test_one_outlying_seed_makes_a_verdict_inconclusive():
   """Five seeds decide 'mean below 1'; a sixth, outlying seed widens the CI past 1. Read the other way: the verdict
   of the six is decided only if seed 5 is left out, so no single seed may decide it."""
   six = np.array([0.2, 0.1, 0.15, 0.12, 0.11, 2.0])
-  rule = lambda x: stats.threshold(x, level=1.0, direction='below', claim='c')
+  rule = lambda x: rules_lib.threshold(x, level=1.0, direction='below', claim='c')
   drops = [(s, rule(np.delete(six, s))) for s in range(6)]
   assert rule(six).outcome == stats.INCONCLUSIVE and drops[5][1].outcome == stats.REPRODUCED
   assert regime.one_seed(rule(six), drops).passed  # undecided: nothing for one seed to decide
@@ -270,9 +271,9 @@ def test_coverage_and_one_budget_checks():
 
 def test_holm_family_is_every_verdict_invalid_at_p_one():
   vs = [
-    stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='a'),
+    rules_lib.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='a'),
     stats.gate(
-      stats.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='b'),
+      rules_lib.threshold([0.1, 0.2, 0.15, 0.12], level=1.0, direction='below', claim='b'),
       [stats.Check('x', False, 'failed')],
     ),
   ]
@@ -284,11 +285,11 @@ def test_holm_family_is_every_verdict_invalid_at_p_one():
 
 def test_ratio_of_means_and_wide_and_zero_rules():
   a, b = np.array([2.0, 4.0, 6.0, 8.0]), np.array([1.0, 2.0, 2.0, 3.0])
-  r, lo, hi = stats.ratio_of_means(a, b)
+  r, lo, hi = rules_lib.ratio_of_means(a, b)
   assert r == pytest.approx(a.mean() / b.mean()) and lo < r < hi
-  zero = stats.paired([0, 0, 0], [0, 0, 0], expect='less', claim='z')
+  zero = rules_lib.paired([0, 0, 0], [0, 0, 0], expect='less', claim='z')
   assert zero.outcome == stats.INVALID and 'tie of zeros' in zero.detail
-  wide = stats.slope(
+  wide = rules_lib.slope(
     [1, 2, 4, 8, 1, 2, 4, 8], [1, 2.5, 3, 9, 1.3, 1.9, 4.5, 7], claimed=1.0, margin=0.5, claim='w', max_width=0.01
   )
   assert wide.outcome == stats.INCONCLUSIVE and 'too wide' in wide.detail
@@ -319,7 +320,7 @@ def _study(cap_s: float, level: float):
 
   def rules(sel, scale):
     del scale
-    v = stats.threshold(
+    v = rules_lib.threshold(
       sel.groupby(regime.SEED)[regime.STEPS].mean() + 0.0,
       level=level,
       direction='below',

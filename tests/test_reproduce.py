@@ -17,6 +17,7 @@ from scipy import stats
 
 from experiments import publish as publish_lib
 from ffn_research import ablations
+from ffn_research import rules as rules_lib
 from ffn_research import stats as verdict
 from ffn_research.ablations import base
 from ffn_research.ablations import report as report_lib
@@ -51,7 +52,7 @@ def _power_law(slope, noise, seeds=3, widths=(2, 4, 8, 16, 32, 64), seed=0):
 
 def test_slope_exactly_minus_two_is_reproduced():
   n, y, s = _power_law(-2.0, 0.0)
-  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
   assert v.outcome == R
   assert v.statistic == pytest.approx(-2.0, abs=1e-9)
   assert v.ci[0] == pytest.approx(-2.0, abs=1e-6) and v.ci[1] == pytest.approx(-2.0, abs=1e-6)
@@ -60,14 +61,14 @@ def test_slope_exactly_minus_two_is_reproduced():
 
 def test_slope_minus_one_with_tight_ci_is_not_reproduced():
   n, y, s = _power_law(-1.0, 0.01)
-  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
   assert v.outcome == NR
   assert -1.05 < v.ci[0] < v.statistic < v.ci[1] < -0.95
 
 
 def test_slope_ci_matches_independent_formula():
   n, y, s = _power_law(-1.5, 0.3, seed=3)
-  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
   lx, ly = np.log(n), np.log(y)
   b, a = np.polyfit(lx, ly, 1)
   resid = ly - (a + b * lx)
@@ -78,15 +79,15 @@ def test_slope_ci_matches_independent_formula():
 
 
 def test_slope_two_noisy_points_is_inconclusive():
-  v = verdict.slope([2, 512], [0.3, 0.001], claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope([2, 512], [0.3, 0.001], claimed=-2, margin=0.25, claim='c')
   assert v.outcome == INC and 'underpowered' in v.detail
 
 
 def test_slope_too_few_seeds_or_wide_ci_is_inconclusive():
   n, y, s = _power_law(-2.0, 0.0, seeds=2)
-  assert verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c').outcome == INC
+  assert rules_lib.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c').outcome == INC
   n, y, s = _power_law(-2.0, 2.0, seeds=3, seed=1)  # CI far wider than the margin
-  v = verdict.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope(n, y, seeds=s, claimed=-2, margin=0.25, claim='c')
   assert v.ci[1] - v.ci[0] > 0.5 and v.outcome == INC
 
 
@@ -94,38 +95,38 @@ def test_paired_known_answers():
   rng = np.random.default_rng(0)
   b = rng.normal(2.0, 0.1, 5)
   better = b - 0.05 + rng.normal(0, 0.001, 5)  # a lower than b by 0.05, tightly
-  v = verdict.paired(better, b, expect='less', claim='a < b')
+  v = rules_lib.paired(better, b, expect='less', claim='a < b')
   assert v.outcome == R and v.statistic == pytest.approx(np.mean(better - b))
   assert v.detail.startswith('two-sided p = ')
   assert v.p_value == pytest.approx(stats.ttest_rel(better, b).pvalue, rel=1e-9)
   worse = b + 0.05 + rng.normal(0, 0.001, 5)
-  assert verdict.paired(worse, b, expect='less', claim='a < b').outcome == NR
-  assert verdict.paired(worse, b, expect='greater', claim='a > b').outcome == R
+  assert rules_lib.paired(worse, b, expect='less', claim='a < b').outcome == NR
+  assert rules_lib.paired(worse, b, expect='greater', claim='a > b').outcome == R
   # a real but small advantage, smaller than the claimed margin: not reproduced
-  assert verdict.paired(better, b, expect='less', margin=0.1, claim='a < b - 0.1').outcome == NR
+  assert rules_lib.paired(better, b, expect='less', margin=0.1, claim='a < b - 0.1').outcome == NR
   # equal within a margin
   same = b + rng.normal(0, 0.001, 5)
-  assert verdict.paired(same, b, expect='equal', margin=0.01, claim='a = b').outcome == R
-  assert verdict.paired(worse, b, expect='equal', margin=0.01, claim='a = b').outcome == NR
+  assert rules_lib.paired(same, b, expect='equal', margin=0.01, claim='a = b').outcome == R
+  assert rules_lib.paired(worse, b, expect='equal', margin=0.01, claim='a = b').outcome == NR
 
 
 def test_paired_underpowered_or_noisy_is_inconclusive():
-  assert verdict.paired([1.0, 1.2], [2.0, 2.1], expect='less', claim='c').outcome == INC  # two seeds
+  assert rules_lib.paired([1.0, 1.2], [2.0, 2.1], expect='less', claim='c').outcome == INC  # two seeds
   rng = np.random.default_rng(1)
   b = rng.normal(0, 1, 4)
   a = b + rng.normal(0, 1, 4)  # no effect, large noise: CI straddles 0
-  v = verdict.paired(a, b, expect='less', claim='c')
+  v = rules_lib.paired(a, b, expect='less', claim='c')
   assert v.ci[0] < 0 < v.ci[1] and v.outcome == INC
   m, lo, hi = verdict.mean_ci(a - b)
   assert (lo, hi) == pytest.approx(stats.t.interval(0.95, 3, loc=np.mean(a - b), scale=stats.sem(a - b)))
 
 
 def test_threshold_known_answers():
-  assert verdict.threshold([1e-3, 2e-3, 1.5e-3], level=1e-2, direction='below', claim='c').outcome == R
-  assert verdict.threshold([0.5, 0.6, 0.55], level=1e-2, direction='below', claim='c').outcome == NR
-  assert verdict.threshold([1e-3, 0.5, 1e-3], level=1e-2, direction='below', claim='c').outcome == INC
-  assert verdict.threshold([1e-3, 2e-3], level=1e-2, direction='below', claim='c').outcome == INC
-  assert verdict.threshold([0.5, 0.6, 0.55], level=1e-2, direction='above', claim='c').outcome == R
+  assert rules_lib.threshold([1e-3, 2e-3, 1.5e-3], level=1e-2, direction='below', claim='c').outcome == R
+  assert rules_lib.threshold([0.5, 0.6, 0.55], level=1e-2, direction='below', claim='c').outcome == NR
+  assert rules_lib.threshold([1e-3, 0.5, 1e-3], level=1e-2, direction='below', claim='c').outcome == INC
+  assert rules_lib.threshold([1e-3, 2e-3], level=1e-2, direction='below', claim='c').outcome == INC
+  assert rules_lib.threshold([0.5, 0.6, 0.55], level=1e-2, direction='above', claim='c').outcome == R
 
 
 def test_crossing_known_answer():
@@ -137,16 +138,18 @@ def test_crossing_known_answer():
     for xi in x
   ]
   df = pd.DataFrame(rows)
-  assert verdict.crossing_point(x, df[df.seed == 0]['y'], 0.5) == pytest.approx(2.0)
-  v = verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c')
+  assert rules_lib.crossing_point(x, df[df.seed == 0]['y'], 0.5) == pytest.approx(2.0)
+  v = rules_lib.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c')
   assert v.outcome == R and v.statistic == pytest.approx(2.0)
-  assert verdict.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=16.0, factor=2, claim='c').outcome == NR
+  assert rules_lib.crossing(df, x='x', y='y', seed='seed', level=0.5, claimed=16.0, factor=2, claim='c').outcome == NR
   assert (
-    verdict.crossing(df[df.seed < 2], x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c').outcome
+    rules_lib.crossing(
+      df[df.seed < 2], x='x', y='y', seed='seed', level=0.5, claimed=2.0, factor=1.5, claim='c'
+    ).outcome
     == INC
   )
   assert (
-    verdict.crossing(df, x='x', y='y', seed='seed', level=-5.0, claimed=2.0, factor=1.5, claim='c').outcome == INC
+    rules_lib.crossing(df, x='x', y='y', seed='seed', level=-5.0, claimed=2.0, factor=1.5, claim='c').outcome == INC
   )  # never crosses
 
 
@@ -185,7 +188,7 @@ def _tiny_study():
 
   def rules(sel, scale):
     del scale
-    v = verdict.threshold(sel['sup_error'], level=10.0, direction='below', claim='sup error below 10')
+    v = rules_lib.threshold(sel['sup_error'], level=10.0, direction='below', claim='sup error below 10')
     finite = verdict.as_premise(verdict.Check('every run trained', bool(np.isfinite(sel['sup_error']).all()), 'finite'))
     return [dataclasses.replace(verdict.gate(v, [finite]), points=('main',))]
 
@@ -262,7 +265,7 @@ def test_publish_copies_and_regenerates_readme(tmp_path):
   work, repo = tmp_path / 'work', tmp_path / 'repo'
   (work / 'x').mkdir(parents=True)
   repo.mkdir()
-  v = verdict.threshold([1.0, 1.1, 0.9], level=2.0, direction='below', claim='it is small')
+  v = rules_lib.threshold([1.0, 1.1, 0.9], level=2.0, direction='below', claim='it is small')
   v = dataclasses.replace(v, kind=verdict.SIGN, scope='three numbers', ladder=({'level': 'T'},))
   old = dataclasses.replace(v, kind='', ladder=())  # a report published before premises and the ladder
   report = {

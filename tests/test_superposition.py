@@ -190,7 +190,7 @@ def test_gates_premise_collapse_coverage():
   sel = _sel(10, 5, drop={('ffn: 1-S=0.01', 3)})
   cov = [regime.coverage(v, sel, sp.REGIMES['full'].seeds) for v in sp.rules(sel, 'full')]
   assert [c.passed for c in cov] == [True, False] and cov[1].detail == 'ffn: 1-S=0.01: 11/12'
-  # An all-zero tie decides nothing (stats.paired), whatever the other gates say.
+  # An all-zero tie decides nothing (rules_lib.paired), whatever the other gates say.
   sel = _sel(10, 5)
   sel.loc[sel['arm'] == 'ffn', 'represented'] = 0
   v = sp.rules(sel, 'full')[1]

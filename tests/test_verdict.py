@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from experiments import publish as publish_lib
+from ffn_research import rules as rules_lib
 from ffn_research import stats as verdict
 from ffn_research.ablations import base
 from ffn_research.ablations import report as report_lib
@@ -122,12 +123,12 @@ def test_decision_p_agrees_with_the_ci_decision():
   for _ in range(60):
     a, b = rng.normal(0, 1, 6), rng.normal(rng.uniform(-1, 1), 1, 6)
     for expect, margin in [('less', 0.0), ('greater', 0.0), ('less', 0.3), ('equal', 0.8)]:
-      v = verdict.paired(a, b, expect=expect, margin=margin, claim='c')
+      v = rules_lib.paired(a, b, expect=expect, margin=margin, claim='c')
       assert (v.outcome != INC) == (v.p_value < 0.05)
-    t = verdict.threshold(a, level=0.3, direction='below', claim='c')
+    t = rules_lib.threshold(a, level=0.3, direction='below', claim='c')
     assert (t.outcome != INC) == (t.p_value < 0.05)
   # margin 0: the paired p is scipy's ttest_rel p
-  v = verdict.paired(a, b, expect='less', claim='c')
+  v = rules_lib.paired(a, b, expect='less', claim='c')
   assert v.p_value == pytest.approx(stats.ttest_rel(a, b).pvalue)
 
 
@@ -136,10 +137,10 @@ def test_equivalence_p_is_two_one_sided_tests_and_holm_can_downgrade_it():
   b = rng.normal(2.0, 0.1, 6)
   a = b + 0.01 + rng.normal(0, 0.01, 6)
   d = a - b
-  v = verdict.paired(a, b, expect='equal', margin=0.03, claim='a = b within 0.03')
+  v = rules_lib.paired(a, b, expect='equal', margin=0.03, claim='a = b within 0.03')
   edges = [stats.ttest_1samp(d, e).pvalue for e in (-0.03, 0.03)]
   assert v.outcome == R and v.p_value == pytest.approx(max(edges))  # the farther edge is trivially rejected
-  far = verdict.paired(a + 0.1, b, expect='equal', margin=0.03, claim='c')
+  far = rules_lib.paired(a + 0.1, b, expect='equal', margin=0.03, claim='c')
   assert far.outcome == NR and far.p_value == pytest.approx(stats.ttest_1samp(d + 0.1, 0.03).pvalue)
   # with enough other tests in the family, a borderline equivalence loses its decision like any other
   weak = dataclasses.replace(v, p_value=0.03)
@@ -161,25 +162,25 @@ def _slope_frame(slopes, noise, rng, widths=(4, 8, 16, 32, 64, 128)):
 def test_slope_per_seed_known_answers():
   rng = np.random.default_rng(0)
   df = _slope_frame([-2.0, -2.0, -2.0], 0.0, rng)
-  v = verdict.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
   assert v.outcome == R and v.statistic == pytest.approx(-2.0) and v.n == 3
   assert v.extra['intercept'] == pytest.approx(math.log(0.3)) and v.extra['residual_rms'] < 1e-9
   df = _slope_frame([-1.0, -1.02, -0.98, -1.01], 0.0, rng)
-  v = verdict.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope_per_seed(df, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
   assert v.outcome == NR and v.ci == pytest.approx(
     stats.t.interval(0.95, 3, loc=-1.0025, scale=stats.sem([-1, -1.02, -0.98, -1.01]))
   )
   two = _slope_frame([-2.0, -2.0], 0.0, rng)
-  assert verdict.slope_per_seed(two, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c').outcome == INC
+  assert rules_lib.slope_per_seed(two, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c').outcome == INC
   few = df[df['d'] <= 8]
-  v = verdict.slope_per_seed(few, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
+  v = rules_lib.slope_per_seed(few, x='d', y='err', seed='seed', claimed=-2, margin=0.25, claim='c')
   assert v.outcome == INC and 'underpowered' in v.detail
 
 
 def test_slope_per_seed_reports_curvature():
   x = np.array([1, 2, 4, 8, 16, 32], float)
   rows = [{'x': xi, 's': s, 'y': math.exp(0.5 * math.log(xi) ** 2) * (1 + 0.01 * s)} for s in range(4) for xi in x]
-  v = verdict.slope_per_seed(pd.DataFrame(rows), x='x', y='y', seed='s', claimed=1, margin=10, claim='c')
+  v = rules_lib.slope_per_seed(pd.DataFrame(rows), x='x', y='y', seed='s', claimed=1, margin=10, claim='c')
   assert v.extra['curvature'] == pytest.approx(0.5) and v.extra['residual_rms'] > 0.5
   assert 'curvature 0.5' in v.detail
 
@@ -202,9 +203,9 @@ def test_slope_per_seed_ci_covers_the_true_slope_at_the_stated_rate():
     df = pd.DataFrame(
       {'x': np.tile(np.exp(lx), seeds), 'seed': np.repeat(np.arange(seeds), len(lx)), 'y': np.exp(ly[i]).ravel()}
     )
-    v = verdict.slope_per_seed(df, x='x', y='y', seed='seed', claimed=true, margin=0.5, claim='c')
+    v = rules_lib.slope_per_seed(df, x='x', y='y', seed='seed', claimed=true, margin=0.5, claim='c')
     assert v.statistic == pytest.approx(b[i].mean()) and v.ci[1] - v.statistic == pytest.approx(half[i])
-  # pooling every (x, seed) point as independent (verdict.slope's fit) under-covers with seed-level variation
+  # pooling every (x, seed) point as independent (rules_lib.slope's fit) under-covers with seed-level variation
   x = np.tile(lx, seeds)
   xp = x - x.mean()
   y = ly.reshape(sims, -1)
@@ -221,26 +222,26 @@ def test_slope_per_seed_ci_covers_the_true_slope_at_the_stated_rate():
 
 def test_rank_agreement_monotone_vs_shuffled():
   a = np.arange(7, dtype=float)
-  v = verdict.rank_agreement(a, a**2 + 3, claim='c')
+  v = rules_lib.rank_agreement(a, a**2 + 3, claim='c')
   assert v.outcome == R and v.statistic == pytest.approx(1.0)
   assert v.p_value == pytest.approx(1 / math.factorial(7))  # exact: only the identity ordering reaches rho 1
   assert 'exact over all 5040 orderings' in v.detail
-  rev = verdict.rank_agreement(a, -a, claim='c')
+  rev = rules_lib.rank_agreement(a, -a, claim='c')
   assert rev.outcome == NR and rev.p_value == pytest.approx(1 / math.factorial(7))
-  shuffled = verdict.rank_agreement(a, np.array([3, 6, 0, 5, 1, 2, 4.0]), claim='c')
+  shuffled = rules_lib.rank_agreement(a, np.array([3, 6, 0, 5, 1, 2, 4.0]), claim='c')
   rho = stats.spearmanr(a, [3, 6, 0, 5, 1, 2, 4]).statistic
   assert shuffled.statistic == pytest.approx(rho) and shuffled.outcome == INC and shuffled.p_value > 0.2
   # the issue's case: rho 0.4 over 5 items is no evidence (p ~ 0.3)
-  five = verdict.rank_agreement([1, 2, 3, 4, 5], [2, 1, 5, 3, 4], claim='c')
+  five = rules_lib.rank_agreement([1, 2, 3, 4, 5], [2, 1, 5, 3, 4], claim='c')
   assert five.statistic == pytest.approx(0.6) and five.outcome == INC and five.p_value > 0.1
-  assert verdict.rank_agreement([1, 2, 3], [1, 2, 3], claim='c').outcome == INC  # < 4 items
+  assert rules_lib.rank_agreement([1, 2, 3], [1, 2, 3], claim='c').outcome == INC  # < 4 items
 
 
 def test_rank_agreement_permutation_p_matches_scipy_and_exact():
   rng = np.random.default_rng(3)
   a = rng.normal(size=6)
   b = a + rng.normal(scale=1.0, size=6)
-  v = verdict.rank_agreement(a, b, claim='c', threshold=0.0)  # 6! = 720 orderings: exact
+  v = rules_lib.rank_agreement(a, b, claim='c', threshold=0.0)  # 6! = 720 orderings: exact
   ref = stats.permutation_test(
     (b,),
     lambda y: stats.spearmanr(a, y).statistic,
@@ -250,8 +251,8 @@ def test_rank_agreement_permutation_p_matches_scipy_and_exact():
   ).pvalue
   assert 'exact over all 720' in v.detail and v.extra['p_positive'] == pytest.approx(ref)
   a, b = rng.normal(size=8), rng.normal(size=8)
-  exact = verdict.rank_agreement(a, b, claim='c', n_perm=50000)
-  sampled = verdict.rank_agreement(a, b, claim='c', n_perm=10000)
+  exact = rules_lib.rank_agreement(a, b, claim='c', n_perm=50000)
+  sampled = rules_lib.rank_agreement(a, b, claim='c', n_perm=10000)
   assert 'random orderings' in sampled.detail and 'exact' in exact.detail
   assert sampled.extra['p_positive'] == pytest.approx(exact.extra['p_positive'], abs=0.015)
 
@@ -390,9 +391,9 @@ def test_results_section_renders_published_reports():
 
 def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():
   for direction in ('below', 'above'):
-    v = verdict.threshold([5.0] * 4, level=5.0, direction=direction, claim='c')
+    v = rules_lib.threshold([5.0] * 4, level=5.0, direction=direction, claim='c')
     assert v.outcome == verdict.NOT_REPRODUCED
-  assert verdict.threshold([6.0] * 4, level=5.0, direction='above', claim='c').outcome == verdict.REPRODUCED
+  assert rules_lib.threshold([6.0] * 4, level=5.0, direction='above', claim='c').outcome == verdict.REPRODUCED
 
 
 # --------------------------------------------------------------------------- issue 45: exact and bounded statistics
@@ -404,12 +405,12 @@ def test_exact_rank_p_of_eight_items_matches_enumeration():
 
   a = np.arange(8.0)
   b = np.array([0, 2, 1, 3, 5, 4, 7, 6.0])
-  v = verdict.rank_agreement(a, b, claim='c')
+  v = rules_lib.rank_agreement(a, b, claim='c')
   rho = stats.spearmanr(a, b).statistic
   count = sum(stats.spearmanr(a, b[list(p)]).statistic >= rho - 1e-12 for p in itertools.permutations(range(8)))
   assert 'exact over all 40320 orderings' in v.detail
   assert v.extra['p_positive'] == pytest.approx(count / 40320)
-  big = verdict.rank_agreement(np.arange(11.0), np.arange(11.0), claim='c', n_perm=2000)
+  big = rules_lib.rank_agreement(np.arange(11.0), np.arange(11.0), claim='c', n_perm=2000)
   assert '2000 random orderings' in big.detail and 'Monte Carlo standard error' in big.detail
 
 
@@ -427,23 +428,23 @@ def test_a_bounded_interval_never_leaves_its_range():
   for level in (1.05, 1.5, 2.0, 3.0, 0.01):
     data = stuck if level == 0.01 else loads
     bounds = (0.0, math.inf) if level == 0.01 else (1.0, math.inf)
-    t = verdict.threshold(data, level=level, direction='below', claim='c')
-    b = verdict.threshold(data, level=level, direction='below', claim='c', bounds=bounds)
+    t = rules_lib.threshold(data, level=level, direction='below', claim='c')
+    b = rules_lib.threshold(data, level=level, direction='below', claim='c', bounds=bounds)
     assert b.outcome == t.outcome and b.p_value == t.p_value and bounds[0] <= b.ci[0], (level, b)
 
 
 def test_ratio_of_means_uses_bca_only_from_ten_seeds():
-  r, lo, hi = verdict.ratio_of_means([-100.0, 100.5, 0.1], [1.0, 1.0, 1.0])  # values of both signs, a mean near 0
+  r, lo, hi = rules_lib.ratio_of_means([-100.0, 100.5, 0.1], [1.0, 1.0, 1.0])  # values of both signs, a mean near 0
   assert r == pytest.approx(0.2) and lo == 0.0 and hi == math.inf  # a log interval past exp's range: [0, inf]
   rng = np.random.default_rng(0)
   a, b = rng.uniform(1, 2, 5), rng.uniform(2, 3, 5)
-  r, lo, hi = verdict.ratio_of_means(a, b)
+  r, lo, hi = rules_lib.ratio_of_means(a, b)
   ma, mb = a.mean(), b.mean()
   var = a.var(ddof=1) / (5 * ma**2) + b.var(ddof=1) / (5 * mb**2) - 2 * np.cov(a, b)[0, 1] / (5 * ma * mb)
   half = stats.t.ppf(0.975, 4) * math.sqrt(var)
   assert (lo, hi) == pytest.approx((r * math.exp(-half), r * math.exp(half)))  # t on the log scale below 10 seeds
   a10, b10 = rng.uniform(1, 2, 10), rng.uniform(2, 3, 10)
-  r10, lo10, hi10 = verdict.ratio_of_means(a10, b10)
+  r10, lo10, hi10 = rules_lib.ratio_of_means(a10, b10)
   ref = stats.bootstrap(
     (a10, b10),
     lambda x, y, axis=-1: x.mean(axis=axis) / y.mean(axis=axis),

@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import probe
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -269,7 +270,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   d_ref, f_ref = SETTINGS[scale]['ref']
   ref = f'relu: {_shape(d_ref, f_ref)}'
   relu = sel[sel['arm'] == 'relu']
-  v = stats.threshold(
+  v = rules_lib.threshold(
     relu.loc[relu['point'] == ref, 'density'],
     level=LEVEL,
     direction='below',
@@ -285,7 +286,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   }
   for x, points in axis_points(scale).items():
     slopes = per_seed_slopes(relu[relu['point'].isin(points)], f'model.{x}')
-    v = stats.threshold(
+    v = rules_lib.threshold(
       slopes.to_numpy(),
       level=-SLOPE_MARGIN,
       direction='below',

@@ -21,7 +21,7 @@ loss, the entropy floor included), and `excess_bits`, the part above the exact f
 
 Statistic (Kaplan's), per size: over the shapes with r in FLAT_RATIOS, the best and the worst shape
 by mean total loss over seeds; spread = 100 (mean L_worst / mean L_best - 1), the % change of the
-total loss relative to the best shape: a ratio of means (stats.ratio_of_means: BCa bootstrap from 10
+total loss relative to the best shape: a ratio of means (rules_lib.ratio_of_means: BCa bootstrap from 10
 seeds, below that a t interval of the log ratio with the seeds' covariance). r = 0.5 and 16 are
 measured and shown, not in the spread, and only at the regime's first T (800 steps at full): the
 runner doubles T only for the points a verdict reads.
@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -207,7 +208,7 @@ def spread_verdict(loss: pd.DataFrame, *, level: float, claim: str, min_seeds: i
   """The spread of one size: `loss` has one row per seed and one column per shape (total loss)."""
   test = (
     'ratio of the mean total losses of the worst and the best shape (by mean over seeds), 95% CI with the seeds '
-    'paired (stats.ratio_of_means: BCa bootstrap from 10 seeds, else a t interval of the log ratio); p: paired '
+    'paired (rules_lib.ratio_of_means: BCa bootstrap from 10 seeds, else a t interval of the log ratio); p: paired '
     f't-test of L_worst - {1 + level / 100:g} L_best against 0 (Fieller)'
   )
   rule = (
@@ -222,7 +223,7 @@ def spread_verdict(loss: pd.DataFrame, *, level: float, claim: str, min_seeds: i
     )
   means = loss.mean()
   worst, best = means.idxmax(), means.idxmin()
-  r, lo, hi = stats.ratio_of_means(loss[worst], loss[best])
+  r, lo, hi = rules_lib.ratio_of_means(loss[worst], loss[best])
   ci = (100 * (lo - 1), 100 * (hi - 1))
   d = (loss[worst] - (1 + level / 100) * loss[best]).to_numpy(float)
   se = float(sps.sem(d)) if np.ptp(d) > 0 else 0.0
@@ -333,7 +334,7 @@ def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
       if p['point'] == best:
         r = lo = hi = 1.0
       elif best is not None and p['point'] in loss:
-        r, lo, hi = stats.ratio_of_means(*loss[[p['point'], best]].dropna().to_numpy().T)
+        r, lo, hi = rules_lib.ratio_of_means(*loss[[p['point'], best]].dropna().to_numpy().T)
       else:
         r = lo = hi = math.nan
       row['% vs best'], row['% vs best lo'], row['% vs best hi'] = 100 * (r - 1), 100 * (lo - 1), 100 * (hi - 1)

@@ -22,11 +22,11 @@ tenth of the steps and cosine decay to 0, each budget (T/4, T/2, T) a run with i
 
 Verdict rules (fixed before the run), per task, on the runs at T, each variant at its chosen rate:
   1.-3. GEGLU, SwiGLU, Bilinear vs ReLU: paired t CI of mean(variant - relu) below 0: reproduced;
-        above 0: not reproduced; else inconclusive (`stats.paired`, less).
+        above 0: not reproduced; else inconclusive (`rules_lib.paired`, less).
   4.    gated family vs plain: per seed, the mean over {glu, bilinear, reglu, geglu, swiglu} minus
         the mean over {relu, gelu, silu}; the same paired rule.
   5.    ordering: Spearman rho between Shazeer's 65k column (the mean of 4 runs) and our per-variant
-        means, permutation test: reproduced if rho >= 0.5 with one-sided p < 0.05 (`stats.rank_agreement`).
+        means, permutation test: reproduced if rho >= 0.5 with one-sided p < 0.05 (`rules_lib.rank_agreement`).
 Kind: every verdict is a fixed-budget comparison (Shazeer's Table 1 compares variants after the same
 steps), `stats.SIGN`: the runner computes it at T/4, T/2 and T, each at its own tuned rates, and a
 decided outcome stands only if it is the same at every budget (an advantage that shrinks toward the
@@ -52,6 +52,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research import train
 from ffn_research.ablations import base
@@ -336,7 +337,7 @@ def task_verdicts(at: pd.DataFrame, task: str, acts) -> list[stats.Verdict]:
 
   out = []
   for name in HEAD_TO_HEAD:
-    v = stats.paired(
+    v = rules_lib.paired(
       w.get(name, w[REFERENCE] * np.nan),
       w[REFERENCE],
       expect='less',
@@ -345,7 +346,7 @@ def task_verdicts(at: pd.DataFrame, task: str, acts) -> list[stats.Verdict]:
     extra = [expressible_premise(at)] if task == 'teacher_student' and name == 'bilinear' else []
     out.append(done(v, [a for a in (name, REFERENCE) if a in acts], extra))
   gated, plain = [a for a in GATED if a in acts], [a for a in PLAIN if a in acts]
-  v = stats.paired(
+  v = rules_lib.paired(
     w[gated].mean(axis=1, skipna=False),
     w[plain].mean(axis=1, skipna=False),
     expect='less',
@@ -355,7 +356,7 @@ def task_verdicts(at: pd.DataFrame, task: str, acts) -> list[stats.Verdict]:
   quadratic = [expressible_premise(at)] if task == 'teacher_student' and 'bilinear' in gated else []
   out.append(done(v, gated + plain, quadratic))  # the family's mean holds Bilinear: its premise gates the family too
   names = [a for a in PAPER_65K if a in acts]
-  v = stats.rank_agreement(
+  v = rules_lib.rank_agreement(
     [PAPER_65K[a] for a in names],
     w[names].mean(axis=0).to_numpy(),
     claim=f'{where}: the variants order as in Shazeer 2020 Table 1 at 65,536 steps (Spearman rho of the means)',

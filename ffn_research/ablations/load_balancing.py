@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import io as io_lib
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -281,7 +282,7 @@ def zloss_verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
     none,
     ceiling=1.0,
   )
-  v = stats.paired(
+  v = rules_lib.paired(
     *paired_by_seed(at, f'{arm}: z_loss', f'{arm}: none', 'unstable'),
     expect='less',
     claim=f'the router z-loss ({Z_COEF:g}) stabilises training: per seed, fewer unstable runs '
@@ -308,7 +309,7 @@ def headroom_premise(sel: pd.DataFrame) -> stats.Check:
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """The four verdicts of the module docstring (each naming the points it reads)."""
   checks = measurement(sel)
-  collapse = stats.paired(
+  collapse = rules_lib.paired(
     *paired_by_seed(sel, NONE, FROZEN, 'load_change'),
     expect='greater',
     margin=COLLAPSE_RISE,
@@ -317,7 +318,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     "the tokens) beyond the frozen-router control's",
   )
   collapse = dataclasses.replace(stats.gate(collapse, checks + [headroom_premise(sel)]), points=(NONE, FROZEN))
-  rise = stats.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', claim='')
+  rise = rules_lib.paired(*paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', claim='')
   premise = stats.premise_check(
     'premise: training without balancing raises the load (a rise to reduce)',
     rise.statistic,
@@ -328,7 +329,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   premise = dataclasses.replace(premise, passed=rise.outcome == stats.REPRODUCED)  # a tie of zeros is no rise
 
   def fix(point, words):
-    v = stats.paired(
+    v = rules_lib.paired(
       *paired_by_seed(sel, point, NONE, 'load_change'),
       expect='less',
       claim=f"{words}: per seed, its change of max/mean load is below no balancing's",

@@ -47,7 +47,7 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
      largest N (above the parameter count) it is below 0.9.
   3. [MoE, per k; kind `magnitude`] ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total
      params) to (the same seeds' dense figure at those sizes, log-log interpolated, clamped outside the dense
-     range); CI from stats.ratio_of_means (a t CI of the log ratio below 10 seeds, BCa from 10), its p the CI
+     range); CI from rules_lib.ratio_of_means (a t CI of the log ratio below 10 seeds, BCa from 10), its p the CI
      inverted; reproduced if the CI lies above 1 / 1.3, not reproduced if below. Premise (d) the MoE arm can
      express the comparison, computed from its runs: experts at least MOE_MIN_WIDTH = 8 units wide, the router
      under MOE_MAX_ROUTER = 10% of the MoE's total non-embedding parameters, and every MoE size inside the dense
@@ -72,6 +72,7 @@ from typing import TypedDict
 import numpy as np
 import pandas as pd
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -297,7 +298,9 @@ def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check
 
 def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Check, stats.Verdict]:
   """Check (a): the per-seed log-log slope of peak bits on params contains 1 (or lies in 1 ± 0.1), narrowly."""
-  slope = stats.slope_per_seed(top, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=SLOPE_MARGIN, claim='slope')
+  slope = rules_lib.slope_per_seed(
+    top, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=SLOPE_MARGIN, claim='slope'
+  )
   lo, hi = slope.ci
   ok = bool((lo <= 1 <= hi or (1 - SLOPE_MARGIN <= lo and hi <= 1 + SLOPE_MARGIN)) and hi - lo <= SLOPE_MAX_WIDTH)
   return stats.Check(
@@ -371,7 +374,7 @@ def capacity_verdict(mem: pd.DataFrame, exposures: int, s: Settings) -> stats.Ve
 def random_labels_verdict(sel: pd.DataFrame, s: Settings) -> stats.Verdict:
   """Rule 2 with check (c): the largest N (above the parameter count) must fall below the level."""
   rl = sel[sel['arm'] == 'random_labels']
-  v = stats.threshold(
+  v = rules_lib.threshold(
     rl.loc[rl['task.num_points'] == RL_QUARTER, 'fraction_fitted'],
     level=RL_FIT_LEVEL,
     direction='above',
@@ -418,10 +421,10 @@ def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
 
 def ratio_p(a, b, edge: float) -> float:
   """Two-sided p of mean(a) / mean(b) against `edge`: one minus the largest confidence whose CI
-  (stats.ratio_of_means) still excludes the edge, so p < 0.05 exactly when the 95% CI excludes it."""
+  (rules_lib.ratio_of_means) still excludes the edge, so p < 0.05 exactly when the 95% CI excludes it."""
 
   def excludes(c):
-    _, lo, hi = stats.ratio_of_means(a, b, confidence=c)
+    _, lo, hi = rules_lib.ratio_of_means(a, b, confidence=c)
     return math.isfinite(lo) and math.isfinite(hi) and not lo <= edge <= hi
 
   if not excludes(0.01):
@@ -485,7 +488,7 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
   e, floor = s['moe_e'], 1 / MOE_FACTOR
   moe, dense = family(mem, top_k, e), family(mem, 0, e)
   pairs = moe_pairs(peaks(moe), peaks(dense)).groupby(SEED)[['moe_bpp', 'dense_bpp']].mean()
-  r, lo, hi = stats.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
+  r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
   p = ratio_p(pairs['moe_bpp'], pairs['dense_bpp'], floor) if math.isfinite(lo) else None
   v = stats.Verdict(
     f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = {floor:.0%} of the dense peak '
@@ -494,7 +497,7 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
     r,
     (lo, hi),
     'ratio of means over seeds of (mean over MoE sizes of MoE peak bits / total non-embedding params) to (the same '
-    "seeds' dense figure at those sizes, log-log interpolated); 95% CI of stats.ratio_of_means (t on the log ratio "
+    "seeds' dense figure at those sizes, log-log interpolated); 95% CI of rules_lib.ratio_of_means (t on the log ratio "
     'below 10 seeds, BCa from 10), seeds paired',
     f'reproduced if the 95% CI of the ratio lies above {floor:.3g}; not reproduced if it lies below; otherwise, or '
     'with < 3 seeds, inconclusive',
@@ -564,7 +567,7 @@ def moe_table(mem: pd.DataFrame, s: Settings) -> pd.DataFrame:
   for k in MOE_TOP_KS:
     pairs = moe_pairs(peaks(family(mem, k, s['moe_e'])), dense)
     for size, p in pairs.groupby(SIZE):
-      r, lo, hi = stats.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
+      r, lo, hi = rules_lib.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
       rows.append(
         {
           K: k,

@@ -22,7 +22,7 @@ is chosen for composing, as the score asks, and the test compositions choose not
 
 Statistic: the share of the dense-active -> dense-total gap the MoE closes, a ratio of means over seeds
 (a seed fixes the facts / graph and pairs the arms), G = mean(MoE - active) / mean(total - active), BCa
-bootstrap CI (stats.ratio_of_means). p = 1 - the largest confidence at which the CI still decides.
+bootstrap CI (rules_lib.ratio_of_means). p = 1 - the largest confidence at which the CI still decides.
 
 Verdict rules (fixed before the run), per router (top-1, top-2), in this order: overall top-1, overall top-2,
 then memorization and reasoning of top-1, then of top-2. Every verdict is a magnitude claim (stats.MAGNITUDE:
@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sp_stats
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -100,7 +101,7 @@ FIT_LEVEL = 0.9  # reasoning premise: trained-composition accuracy CI lower end
 SATURATED = 0.9  # memorization: a point storing more than this share of the entropy is saturated
 MEM_GAP, HOP_GAP = 0.1, 0.1  # dynamic range: dense-total - dense-active > 10% of bits / 0.1 accuracy
 BITS_PER_PARAM = 2.0  # capacity (Allen-Zhu & Li 2024) for the facts >= 2x capacity check
-RESAMPLES = 9999  # bootstrap resamples (as stats.ratio_of_means)
+RESAMPLES = 9999  # bootstrap resamples (as rules_lib.ratio_of_means)
 SEED, STEPS = regime_lib.SEED, regime_lib.STEPS
 SCORE = {'memorization': 'bits_stored', 'multi_hop': 'eval_accuracy'}
 WIDTH = {'memorization': MEM_WIDTH, 'multi_hop': HOP_WIDTH}
@@ -254,7 +255,7 @@ def memorization_checks(sel: pd.DataFrame, scale: str, router: str) -> list[stat
   s, lab = SETTINGS[scale], labels(scale, 'memorization')
   entropy = s['mem_facts'] * math.log2(MEM_VALUES)
   dense = sel[sel['arm'] == 'memorization_dense']
-  premise = stats.slope_per_seed(
+  premise = rules_lib.slope_per_seed(
     dense, x='num_params', y='bits_stored', seed=SEED, claimed=1.0, margin=math.inf, claim='dense bits vs params'
   )
   at = lambda p: sel[sel['point'] == lab[p]]
@@ -325,7 +326,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   s = SETTINGS[scale]
   overall, per_task = [], []
   test = (
-    'ratio of means over seeds, 95% CI by stats.ratio_of_means (BCa bootstrap from 10 seeds, seeds resampled '
+    'ratio of means over seeds, 95% CI by rules_lib.ratio_of_means (BCa bootstrap from 10 seeds, seeds resampled '
     'together; below, t on the log scale)'
   )
   for r, (k, renorm, mult, div) in ROUTERS.items():
@@ -346,7 +347,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       f'(difference of gap shares above {MUCH:g}; Jelassi et al. 2024)',
     )
     v_mem = bootstrap_verdict(
-      lambda c, mem=mem: stats.ratio_of_means(mem['num'], mem['den'], confidence=c),
+      lambda c, mem=mem: rules_lib.ratio_of_means(mem['num'], mem['den'], confidence=c),
       lo=HALF,
       hi=math.inf,
       n=len(mem),
@@ -356,7 +357,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       'stored between dense-active and dense-total',
     )
     v_hop = bootstrap_verdict(
-      lambda c, hop=hop: stats.ratio_of_means(hop['num'], hop['den'], confidence=c),
+      lambda c, hop=hop: rules_lib.ratio_of_means(hop['num'], hop['den'], confidence=c),
       lo=-math.inf,
       hi=HALF,
       n=len(hop),
@@ -388,7 +389,7 @@ def gap_table(result: base.Result) -> pd.DataFrame:
     for r in ROUTERS:
       for task in TASKS:
         t = gaps(sel, result.scale, task, r)
-        g, lo, hi = stats.ratio_of_means(t['num'], t['den'])
+        g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den'])
         rows.append(
           {
             'budget': level,

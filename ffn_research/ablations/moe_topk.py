@@ -75,6 +75,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -234,7 +235,7 @@ def compare(sel: pd.DataFrame, a: str, b: str, claim: str, premise: stats.Check,
   """Paired score(a) - score(b) < 0, gated on the range of every point read and on the verdict's premise."""
   points = (a, b, *also)
   w = by_seed(sel, a, b)
-  v = stats.paired(w[a], w[b], expect='less', claim=claim)
+  v = rules_lib.paired(w[a], w[b], expect='less', claim=claim)
   checks = [in_range(sel, points), dataclasses.replace(premise, points=points)]
   return dataclasses.replace(stats.gate(v, checks), points=points)
 
@@ -244,7 +245,7 @@ def iid_premise(sel: pd.DataFrame) -> stats.Check:
   (8x the total parameters) beats the dense FFN of its active width: paired CI of the score difference below
   -IID_MARGIN. No remedy (module docstring)."""
   w = by_seed(sel, TOP1, DENSE_ACTIVE)
-  v = stats.paired(w[TOP1], w[DENSE_ACTIVE], expect='less', margin=IID_MARGIN, claim='')
+  v = rules_lib.paired(w[TOP1], w[DENSE_ACTIVE], expect='less', margin=IID_MARGIN, claim='')
   total, _ = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1)
   check = stats.premise_check(
     'premise: routing matters on the iid task',
@@ -268,8 +269,8 @@ def iid_premise(sel: pd.DataFrame) -> stats.Check:
 def routing_premise(sel: pd.DataFrame) -> stats.Check:
   """Premise of verdicts 4-5: routing matters on the clustered task: learned beats dense of expert width, or frozen."""
   w = by_seed(sel, 'routers: learned', f'cluster_dense: d_ff={TOTAL_WIDTH}', 'routers: frozen')
-  v_dense = stats.paired(w['routers: learned'], w[f'cluster_dense: d_ff={TOTAL_WIDTH}'], expect='less', claim='d')
-  v_frozen = stats.paired(w['routers: learned'], w['routers: frozen'], expect='less', claim='f')
+  v_dense = rules_lib.paired(w['routers: learned'], w[f'cluster_dense: d_ff={TOTAL_WIDTH}'], expect='less', claim='d')
+  v_frozen = rules_lib.paired(w['routers: learned'], w['routers: frozen'], expect='less', claim='f')
   said = lambda v: f'{v.statistic:+.3g} [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}]'
   return stats.as_premise(
     stats.Check(
@@ -288,7 +289,7 @@ def granularity_verdict(wide_: pd.DataFrame, claim: str) -> tuple[stats.Verdict,
   m = max(len(others), 1)
   conf = 1 - 0.05 / m
   each = (
-    [stats.paired(wide_[g], wide_[1], expect='less', confidence=conf, claim=f'G = {g} beats G = 1') for g in others]
+    [rules_lib.paired(wide_[g], wide_[1], expect='less', confidence=conf, claim=f'G = {g} beats G = 1') for g in others]
     if 1 in wide_.columns
     else []
   )

@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import probe
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import activation_sparsity as sparsity
 from ffn_research.ablations import base
@@ -252,7 +253,7 @@ def per_seed(sel: pd.DataFrame, points, column: str = 'dead') -> pd.Series:
 
 def _paired(a: pd.Series, b: pd.Series, margin: float, claim: str) -> stats.Verdict:
   both = pd.concat([a.rename('a'), b.rename('b')], axis=1).dropna().sort_index()
-  return stats.paired(both['a'], both['b'], expect='greater', margin=margin, claim=claim)
+  return rules_lib.paired(both['a'], both['b'], expect='greater', margin=margin, claim=claim)
 
 
 def kills(sel: pd.DataFrame, points) -> stats.Check:
@@ -335,8 +336,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     return stats.gate(dataclasses.replace(v, points=tuple(points)), checks)
 
   g = sel[sel['point'].isin(flat)]
-  fits = stats.per_seed_fits(np.log10(g[LR].to_numpy(float)), g['dead'].to_numpy(float), g[SEED].to_numpy())
-  v1 = stats.threshold(
+  fits = rules_lib.per_seed_fits(np.log10(g[LR].to_numpy(float)), g['dead'].to_numpy(float), g[SEED].to_numpy())
+  v1 = rules_lib.threshold(
     fits['slope'],
     level=DEAD_MARGIN,
     direction='above',

@@ -23,7 +23,7 @@ minus output i at x = 0) exceeds 0.5.
 
 Statistic, per arm: per seed, the mean represented count over the densities 1 - S <= SPARSE_MAX_DENSITY
 minus the same seed's count at 1 - S = 1 (paired: seed s draws the same initial weights at every
-density). Rule (fixed before the run, stats.paired): reproduced if the 95% t CI of the mean difference
+density). Rule (fixed before the run, rules_lib.paired): reproduced if the 95% t CI of the mean difference
 lies above MARGIN (sparse inputs make the model represent at least one feature more than dense
 inputs do), not reproduced if it lies below; else inconclusive.
 
@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import loop
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
@@ -210,7 +211,7 @@ def arm_verdict(sel: pd.DataFrame, arm: str, scale: str, claim: str) -> stats.Ve
   dense = g[g[DENSITY] >= 1.0].set_index(SEED)['represented'].astype(float)
   sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY].groupby(SEED)['represented'].mean()
   both = sorted(set(dense.index) & set(sparse.index))
-  v = stats.paired(
+  v = rules_lib.paired(
     sparse.reindex(both).to_numpy(), dense.reindex(both).to_numpy(), expect='greater', margin=MARGIN, claim=claim
   )
   premise = dense_premise(g[g[DENSITY] >= 1.0], arm, labels)
@@ -413,7 +414,7 @@ ABLATION = base.Study(
       commit='dcffeff',
       change=(
         'after the 2026-11-23 report (both verdicts invalid on the dense premise): the rule "mean count over 1 - S '
-        '<= 0.03 has its CI above m" -> "per seed sparse - dense count, CI above 1 feature" (stats.paired); the '
+        '<= 0.03 has its CI above m" -> "per seed sparse - dense count, CI above 1 feature" (rules_lib.paired); the '
         'dense premise "CI of the count at 1 - S = 1 inside [m - 1, m]" -> "mean count within m +- 1" (the '
         'published dense mean was 5.5; docs/results/reanalysis-2026-11-26.md named this tolerance as the '
         'condition for the toy to be reproduced); 6 -> 12 seeds; Adam 1e-3 fixed -> the rate tuned per density; '

@@ -34,7 +34,7 @@ Definitions (fixed before the run):
 Verdicts (rules fixed before the run; Holm over all five), each with its kind (how the runner judges its budget
 ladder T/4, T/2, T) and its premise (a positive control computed from the same selection, role stats.PREMISE):
   1. slope of log sup error on log N fitted per seed over the fitted N, collapsed runs excluded
-     (stats.slope_per_seed, CI over seeds): claimed -2 ± 0.25. Kind: existence ("error *can* fall as N^-2").
+     (rules_lib.slope_per_seed, CI over seeds): claimed -2 ± 0.25. Kind: existence ("error *can* fall as N^-2").
      Premise: the data premise below.
   2. per seed, slope of the trained nets minus slope of the `random` baseline on the same N; claim
      "training falls at least as fast as least squares on random fixed kinks": mean below +0.25. Kind:
@@ -66,6 +66,7 @@ import numpy as np
 import pandas as pd
 
 from ffn_research import io as io_lib
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research import train
 from ffn_research.ablations import base
@@ -227,7 +228,7 @@ def fitted(relu: pd.DataFrame) -> pd.DataFrame:
 
 def seed_slopes(fit: pd.DataFrame, column: str) -> pd.Series:
   """Per seed, the least-squares slope of log column on log N (seeds with >= 3 distinct N)."""
-  f = stats.per_seed_fits(np.log(fit[N].to_numpy(float)), np.log(fit[column].to_numpy(float)), fit[SEED].to_numpy())
+  f = rules_lib.per_seed_fits(np.log(fit[N].to_numpy(float)), np.log(fit[column].to_numpy(float)), fit[SEED].to_numpy())
   return f.set_index('seed')['slope'].rename(column)
 
 
@@ -253,7 +254,7 @@ def lower_bound_check(relu: pd.DataFrame) -> stats.Check:
 
 def data_premise(relu: pd.DataFrame) -> stats.Check:
   """The `equal` baseline's per-seed slope over the fitted N has its CI inside claimed ± margin."""
-  v = stats.slope_per_seed(
+  v = rules_lib.slope_per_seed(
     relu[relu[N] >= MIN_FIT_WIDTH],
     x=N,
     y='lstsq_equal',
@@ -274,7 +275,7 @@ def data_premise(relu: pd.DataFrame) -> stats.Check:
 
 def slope_verdict(relu: pd.DataFrame) -> stats.Verdict:
   """Verdict 1's rule on ReLU rows (any arm): the per-seed slope over the fitted N against -2 ± 0.25."""
-  return stats.slope_per_seed(
+  return rules_lib.slope_per_seed(
     fitted(relu),
     x=N,
     y='sup_error',
@@ -290,7 +291,7 @@ def difference_verdict(relu: pd.DataFrame) -> stats.Verdict:
   """Verdict 2's rule on ReLU rows (any arm): per seed, trained slope - random-kink slope, mean below +0.25."""
   fit = fitted(relu)
   diff = (seed_slopes(fit, 'sup_error') - seed_slopes(fit, 'lstsq_random')).dropna()
-  return stats.threshold(
+  return rules_lib.threshold(
     diff.to_numpy(),
     level=SLOPE_MARGIN,
     direction='below',
@@ -376,7 +377,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     out.append(dataclasses.replace(stats.gate(v, [*checks, extra]), points=points))
   for key, (label, _) in CONTROLS.items():
     point = f'{CONTROLS_ARM}: {key}'
-    v = stats.threshold(
+    v = rules_lib.threshold(
       sel.loc[sel['point'] == point, 'sup_error'],
       level=CONTROL_LEVEL,
       direction='below',

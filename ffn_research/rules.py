@@ -1,0 +1,591 @@
+"""Verdict rules: each statistic over seeds with its 95% CI, decided against the claim's region by
+`stats.decide` (slopes, paired differences, thresholds, crossings, per-seed slopes, rank agreement, ratios of
+means). What the outcomes, checks and Holm mean: stats.py's docstring."""
+
+from collections.abc import Sequence
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ffn_research import stats as verdict_lib
+
+
+def _narrow(outcome: str, ci: tuple[float, float], max_width: float) -> tuple[str, str]:
+  """A `reproduced` whose CI is wider than max_width is inconclusive: a wide interval shows nothing."""
+  width = ci[1] - ci[0]
+  if outcome == verdict_lib.REPRODUCED and not width <= max_width:
+    return verdict_lib.INCONCLUSIVE, f'; CI width {width:.3g} > {max_width:g}: too wide to show the claim'
+  return outcome, ''
+
+
+def _width_rule(max_width: float) -> str:
+  return '' if max_width == math.inf else f'; reproduced also needs the CI narrower than {max_width:g}'
+
+
+def slope(
+  x: verdict_lib.Values,
+  y: verdict_lib.Values,
+  *,
+  claimed: float,
+  margin: float,
+  claim: str,
+  seeds: Sequence[Any] | None = None,
+  min_seeds: int = 3,
+  min_points: int = 3,
+  log: bool = True,
+  max_width: float = math.inf,
+  confidence: float = verdict_lib.CONFIDENCE,
+) -> verdict_lib.Verdict:
+  """Fitted slope of log y on log x (every seed a point) against `claimed` ± `margin`.
+
+  Reproduced if the slope's CI lies inside [claimed - margin, claimed + margin]; not reproduced
+  if it lies entirely outside; inconclusive otherwise or with < min_points distinct x values or
+  < min_seeds seeds.
+  """
+  x = np.asarray(x, float)
+  y = np.asarray(y, float)
+  kind = 'log-log' if log else 'linear'
+  test = f'least-squares slope of {kind} fit (scipy.stats.linregress), Student-t {confidence:.0%} CI'
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the slope lies inside [{claimed - margin:g}, '
+    f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies '
+    f'entirely outside; otherwise, or with < {min_points} distinct x or < {min_seeds} seeds, inconclusive'
+  )
+  ok = np.isfinite(x) & np.isfinite(y)
+  if log:
+    ok &= (x > 0) & (y > 0)
+  x, y = x[ok], y[ok]
+  n = len(x)
+  n_seeds = len(set(np.asarray(seeds)[ok].tolist())) if seeds is not None else None
+  if len(np.unique(x)) < min_points:
+    return verdict_lib.underpowered(claim, test, rule, n, f'{len(np.unique(x))} distinct x < {min_points}')
+  if n_seeds is not None and n_seeds < min_seeds:
+    return verdict_lib.underpowered(claim, test, rule, n, f'{n_seeds} seeds < {min_seeds}')
+  lx, ly = (np.log(x), np.log(y)) if log else (x, y)
+  fit = stats.linregress(lx, ly)
+  half = float(stats.t.ppf(0.5 + confidence / 2, n - 2) * fit.stderr) if n > 2 else math.inf
+  ci = (fit.slope - half, fit.slope + half)
+  outcome = verdict_lib.decide(ci, claimed - margin, claimed + margin)
+  p = (
+    verdict_lib.decision_p(float(fit.slope), float(fit.stderr), n - 2, claimed - margin, claimed + margin)
+    if n > 2
+    else math.nan
+  )
+  outcome, why = _narrow(outcome, ci, max_width)
+  return verdict_lib.Verdict(
+    claim,
+    outcome,
+    float(fit.slope),
+    (float(ci[0]), float(ci[1])),
+    test,
+    rule + _width_rule(max_width),
+    n,
+    f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue**2:.4f}' + why,
+    p_value=None if math.isnan(p) else p,
+    extra={'intercept': float(fit.intercept), 'r2': float(fit.rvalue**2)},
+    boundaries=(claimed - margin, claimed + margin),
+  )
+
+
+def paired(
+  a: verdict_lib.Values,
+  b: verdict_lib.Values,
+  *,
+  expect: str,
+  claim: str,
+  margin: float = 0.0,
+  min_seeds: int = 3,
+  max_width: float = math.inf,
+  confidence: float = verdict_lib.CONFIDENCE,
+) -> verdict_lib.Verdict:
+  """Paired comparison of a and b (same seeds, same order) on d = a - b.
+
+  expect='less':    claim d < -margin. Reproduced if the CI of mean d is below -margin; not
+                    reproduced if it is above -margin (any advantage is smaller than margin).
+  expect='greater': claim d > margin, mirrored.
+  expect='equal':   claim |d| <= margin. Reproduced if the CI is inside [-margin, margin]; not
+                    reproduced if it is disjoint from it.
+  Fewer than min_seeds pairs: inconclusive. Both arms exactly zero at every seed: `invalid` (a tie of
+  two arms that measured nothing decides nothing; a failed premise check says so).
+  """
+  if expect not in ('less', 'greater', 'equal'):
+    raise ValueError(f'expect={expect!r}; allowed: less, greater, equal')
+  a = np.asarray(a, float)
+  b = np.asarray(b, float)
+  if a.shape != b.shape:
+    raise ValueError(f'paired needs equally many values, got {a.shape} and {b.shape}')
+  both_zero = bool(a.size) and bool(np.all(a == 0) and np.all(b == 0))
+  d = a - b
+  d = d[np.isfinite(d)]
+  n = len(d)
+  test = f'paired t-test on a - b (scipy.stats.ttest_rel), Student-t {confidence:.0%} CI of the mean difference'
+  region = {'less': (-math.inf, -margin), 'greater': (margin, math.inf), 'equal': (-margin, margin)}[expect]
+  words = {'less': f'below {-margin:g}', 'greater': f'above {margin:g}', 'equal': f'inside [{-margin:g}, {margin:g}]'}[
+    expect
+  ]
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of mean(a - b) lies {words}; not reproduced if it lies '
+    f'entirely outside that region; otherwise, or with < {min_seeds} pairs, inconclusive'
+  )
+  if n < min_seeds:
+    return verdict_lib.underpowered(
+      claim, test, rule, n, f'{n} paired seeds < {min_seeds}', statistic=d.mean() if n else math.nan
+    )
+  m, lo, hi = verdict_lib.mean_ci(d, confidence)
+  if np.all(d == d[0]):  # zero variance: the CI is the point itself (ttest_rel returns nan)
+    lo = hi = m
+  p = verdict_lib.decision_p(m, float(stats.sem(d)) if np.any(d != d[0]) else 0.0, n - 1, *region)
+  outcome = verdict_lib.decide((lo, hi), *region)
+  if expect != 'equal' and lo == hi == (-margin if expect == 'less' else margin):
+    outcome = verdict_lib.NOT_REPRODUCED  # every pair exactly on the edge: strictly below / above it is not shown
+  against = '' if margin == 0 else ' (t-test of mean(a - b) against the edge of the region the decision rests on)'
+  outcome, why = _narrow(outcome, (lo, hi), max_width)
+  v = verdict_lib.Verdict(
+    claim,
+    outcome,
+    m,
+    (lo, hi),
+    test,
+    rule + _width_rule(max_width),
+    n,
+    f'two-sided p = {p:.3g}{against}{why}',
+    p_value=p,
+    boundaries=tuple(e for e in region if math.isfinite(e)),
+  )
+  if both_zero:
+    return verdict_lib.gate(
+      v,
+      [
+        verdict_lib.Check(
+          'premise: the arms measured something',
+          False,
+          f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing',
+          role=verdict_lib.PREMISE,
+        )
+      ],
+    )
+  return v
+
+
+def threshold(
+  values: verdict_lib.Values,
+  *,
+  level: float,
+  direction: str,
+  claim: str,
+  min_seeds: int = 3,
+  confidence: float = verdict_lib.CONFIDENCE,
+  bounds: tuple[float, float] | None = None,
+) -> verdict_lib.Verdict:
+  """Is the mean of `values` (one per seed) below / above `level`? Decided on its t CI (intersected with the
+  quantity's `bounds` where it has them: mean_ci)."""
+  if direction not in ('below', 'above'):
+    raise ValueError(f'direction={direction!r}; allowed: below, above')
+  x = np.asarray(values, float)
+  x = x[np.isfinite(x)]
+  scale = '' if bounds is None else f' intersected with the range [{bounds[0]:g}, {bounds[1]:g}]'
+  test = f'mean over seeds, Student-t {confidence:.0%} CI{scale}'
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the mean lies {direction} {level:g}; not reproduced if '
+    f'it lies entirely on the other side; otherwise, or with < {min_seeds} seeds, inconclusive'
+  )
+  if len(x) < min_seeds:
+    return verdict_lib.underpowered(
+      claim, test, rule, len(x), f'{len(x)} seeds < {min_seeds}', statistic=x.mean() if len(x) else math.nan
+    )
+  m, lo, hi = verdict_lib.mean_ci(x, confidence, bounds)
+  if np.all(x == x[0]):
+    lo = hi = m
+  region = (-math.inf, level) if direction == 'below' else (level, math.inf)
+  p = verdict_lib.decision_p(m, float(stats.sem(x)) if np.any(x != x[0]) else 0.0, len(x) - 1, *region)
+  outcome = verdict_lib.decide((lo, hi), *region)
+  if lo == hi == level:  # every seed exactly at the level: strictly below / above it is not shown
+    outcome = verdict_lib.NOT_REPRODUCED
+  return verdict_lib.Verdict(
+    claim,
+    outcome,
+    m,
+    (lo, hi),
+    test,
+    rule,
+    len(x),
+    f'two-sided p = {p:.3g} (t-test of the mean against {level:g})',
+    p_value=p,
+    boundaries=(level,),
+  )
+
+
+def crossing_point(x: verdict_lib.Values, y: verdict_lib.Values, level: float, log_x: bool = True) -> float:
+  """First x where the curve y(x) (sorted by x) crosses `level`, linearly interpolated (in log x)."""
+  order = np.argsort(np.asarray(x, float))
+  x = np.asarray(x, float)[order]
+  y = np.asarray(y, float)[order]
+  above = y >= level
+  for i in range(len(x) - 1):
+    if above[i] != above[i + 1]:
+      u0, u1 = (np.log(x[i]), np.log(x[i + 1])) if log_x else (x[i], x[i + 1])
+      t = (level - y[i]) / (y[i + 1] - y[i])
+      u = u0 + t * (u1 - u0)
+      return float(np.exp(u) if log_x else u)
+  return math.nan
+
+
+def crossing(
+  df: pd.DataFrame,
+  *,
+  x: str,
+  y: str,
+  seed: str,
+  level: float,
+  claimed: float,
+  factor: float,
+  claim: str,
+  min_seeds: int = 3,
+  min_points: int = 3,
+  confidence: float = verdict_lib.CONFIDENCE,
+) -> verdict_lib.Verdict:
+  """Where y(x) crosses `level`, per seed; geometric mean and CI over seeds against claimed x.
+
+  Reproduced if the CI of the crossing lies inside [claimed / factor, claimed * factor]; not
+  reproduced if it is disjoint from it; inconclusive otherwise, when a seed's curve never
+  crosses the level, or with < min_seeds seeds or < min_points x values per seed.
+  """
+  test = f'per-seed crossing of y = {level:g} (log-x interpolation); t {confidence:.0%} CI of mean log x'
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the crossing lies inside [{claimed / factor:.4g}, '
+    f'{claimed * factor:.4g}] (claimed {claimed:g}, within a factor {factor:g}); not reproduced if '
+    f'disjoint; otherwise inconclusive (also when some seed never crosses, or < {min_seeds} seeds)'
+  )
+  points = []
+  for _, g in df.groupby(seed):
+    if g[x].nunique() < min_points:
+      continue
+    points.append(crossing_point(g[x], g[y], level))
+  n = len(points)
+  if n < min_seeds:
+    return verdict_lib.underpowered(claim, test, rule, n, f'{n} seeds with >= {min_points} points < {min_seeds}')
+  if not np.all(np.isfinite(points)):
+    return verdict_lib.underpowered(
+      claim, test, rule, n, f'{int(np.sum(~np.isfinite(points)))} seed(s) never cross {level:g}'
+    )
+  m, lo, hi = verdict_lib.mean_ci(np.log(points), confidence)
+  same = np.all(np.asarray(points) == points[0])
+  if same:
+    lo = hi = m
+  ci = (math.exp(lo), math.exp(hi))
+  p = verdict_lib.decision_p(
+    m, 0.0 if same else float(stats.sem(np.log(points))), n - 1, math.log(claimed / factor), math.log(claimed * factor)
+  )
+  return verdict_lib.Verdict(
+    claim,
+    verdict_lib.decide(ci, claimed / factor, claimed * factor),
+    math.exp(m),
+    ci,
+    test,
+    rule,
+    n,
+    'crossings: ' + ', '.join(f'{x:.4g}' for x in points) + f'; two-sided p = {p:.3g} (log scale)',
+    p_value=p,
+    boundaries=(claimed / factor, claimed * factor),
+  )
+
+
+# --------------------------------------------------------------------------- slopes over seeds
+
+
+def per_seed_fits(x: np.ndarray, y: np.ndarray, seeds: np.ndarray, min_points: int = 3) -> pd.DataFrame:
+  """One row per seed with >= min_points distinct x: least-squares slope, intercept, residual RMS of the
+  line, and the quadratic coefficient of a parabola in centred x (nan with < 3 distinct x)."""
+  rows = []
+  for s in pd.unique(seeds):
+    sel = seeds == s
+    xs, ys = x[sel], y[sel]
+    if len(np.unique(xs)) < min_points:
+      continue
+    slope_, intercept = np.polyfit(xs, ys, 1)
+    resid = ys - (slope_ * xs + intercept)
+    curv = np.polyfit(xs - xs.mean(), ys, 2)[0] if len(np.unique(xs)) >= 3 else math.nan
+    rows.append(
+      {
+        'seed': s,
+        'slope': slope_,
+        'intercept': intercept,
+        'residual_rms': float(np.sqrt(np.mean(resid**2))),
+        'curvature': curv,
+        'points': len(xs),
+      }
+    )
+  return pd.DataFrame(rows, columns=['seed', 'slope', 'intercept', 'residual_rms', 'curvature', 'points'])
+
+
+def _finite_xy(df: pd.DataFrame, x: str, y: str, seed: str, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(x, y, seed) arrays of the rows with finite x and y (and both > 0, then logged, when `log`)."""
+  xv, yv, sv = (df[c].to_numpy() for c in (x, y, seed))
+  xv, yv = xv.astype(float), yv.astype(float)
+  ok = np.isfinite(xv) & np.isfinite(yv)
+  if log:
+    ok &= (xv > 0) & (yv > 0)
+  xv, yv, sv = xv[ok], yv[ok], sv[ok]
+  return (np.log(xv), np.log(yv), sv) if log else (xv, yv, sv)
+
+
+def _lack_of_fit(fits: pd.DataFrame, confidence: float, log: bool) -> tuple[dict[str, float], str]:
+  """The per-seed lines' summary (`extra`) and its sentence: intercept, residual RMS, mean curvature + CI."""
+  c_m, c_lo, c_hi = verdict_lib.mean_ci(fits['curvature'], confidence)
+  rms = float(np.sqrt(np.mean(fits['residual_rms'] ** 2)))
+  extra = {
+    'intercept': float(fits['intercept'].mean()),
+    'slope_sd': float(np.std(fits['slope'].to_numpy(), ddof=1)),
+    'residual_rms': rms,
+    'curvature': c_m,
+    'curvature_ci_lo': c_lo,
+    'curvature_ci_hi': c_hi,
+    'seeds': float(len(fits)),
+  }
+  sentence = (
+    f'; mean intercept {extra["intercept"]:.4g}; lack of fit: residual RMS {rms:.3g}'
+    f'{" (log units)" if log else ""}, curvature {c_m:.3g} (95% CI [{c_lo:.3g}, {c_hi:.3g}])'
+  )
+  return extra, sentence
+
+
+def slope_per_seed(
+  df: pd.DataFrame,
+  *,
+  x: str,
+  y: str,
+  seed: str,
+  claimed: float,
+  margin: float,
+  claim: str,
+  log: bool = True,
+  min_seeds: int = 3,
+  min_points: int = 3,
+  max_width: float = math.inf,
+  confidence: float = verdict_lib.CONFIDENCE,
+) -> verdict_lib.Verdict:
+  """Slope of (log) y on (log) x fitted per seed; mean and Student-t CI over the per-seed slopes (the
+  seeds, not the (x, seed) points, are the independent units) against claimed ± margin.
+
+  Reproduced if the CI lies inside [claimed - margin, claimed + margin]; not reproduced if it lies
+  entirely outside; inconclusive otherwise, or with < min_seeds seeds having >= min_points distinct x.
+  Lack of fit in `extra`/`detail`: RMS residual of the per-seed lines (in the fitted units) and the mean
+  quadratic coefficient with its CI over seeds (a CI excluding 0 means the curve bends).
+  """
+  kind = 'log-log' if log else 'linear'
+  test = (
+    f'least-squares slope of a {kind} fit per seed (numpy.polyfit); mean over seeds with a Student-t '
+    f'{confidence:.0%} CI'
+  )
+  rule = (
+    f'reproduced if the {confidence:.0%} CI of the mean per-seed slope lies inside [{claimed - margin:g}, '
+    f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
+    f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive'
+  )
+  xv, yv, sv = _finite_xy(df, x, y, seed, log)
+  fits = per_seed_fits(xv, yv, sv, min_points)
+  n = len(fits)
+  if n < min_seeds:
+    return verdict_lib.underpowered(
+      claim,
+      test,
+      rule,
+      n,
+      f'{n} seeds with >= {min_points} distinct x < {min_seeds}',
+      statistic=fits['slope'].mean() if n else math.nan,
+    )
+  slopes = fits['slope'].to_numpy()
+  m, lo, hi = verdict_lib.mean_ci(slopes, confidence)
+  se = float(stats.sem(slopes))
+  if np.allclose(slopes, slopes[0], rtol=0, atol=1e-12):
+    lo = hi = m
+    se = 0.0
+  p = verdict_lib.decision_p(m, se, n - 1, claimed - margin, claimed + margin)
+  extra, lack_of_fit = _lack_of_fit(fits, confidence, log)
+  detail = f'two-sided p = {p:.3g}; per-seed slopes ' + ', '.join(f'{s:.3g}' for s in slopes) + lack_of_fit
+  outcome, why = _narrow(verdict_lib.decide((lo, hi), claimed - margin, claimed + margin), (lo, hi), max_width)
+  return verdict_lib.Verdict(
+    claim,
+    outcome,
+    m,
+    (lo, hi),
+    test,
+    rule + _width_rule(max_width),
+    n,
+    detail + why,
+    p_value=p,
+    extra=extra,
+    boundaries=(claimed - margin, claimed + margin),
+  )
+
+
+# --------------------------------------------------------------------------- rank agreement
+
+
+def _permuted_rhos(ra: np.ndarray, rb: np.ndarray, n_perm: int, seed: int) -> tuple[np.ndarray, bool]:
+  """Pearson correlations of ranks ra with permutations of rb: every permutation when n! <= n_perm
+  (exact), else n_perm random ones; returns (rhos, exact)."""
+  n = len(ra)
+  exact = math.factorial(n) <= n_perm
+  if exact:
+    perms = np.array(list(itertools.permutations(range(n))))
+  else:
+    rng = np.random.default_rng(seed)
+    perms = np.argsort(rng.random((n_perm, n)), axis=1)
+  a = ra - ra.mean()
+  b = rb[perms] - rb.mean()
+  return (b @ a) / (np.linalg.norm(a) * np.linalg.norm(b, axis=1)), exact
+
+
+def _permutation_p(rho: float, rhos: np.ndarray, exact: bool) -> tuple[float, float]:
+  """One-sided p of rho among the permuted rhos, (at least as large, at least as small): the share of
+  all orderings when exact, else the (1 + count) / (1 + draws) estimate."""
+  tol = 1e-12
+  hi, lo = np.sum(rhos >= rho - tol), np.sum(rhos <= rho + tol)
+  if exact:
+    return float(hi / len(rhos)), float(lo / len(rhos))
+  return float((1 + hi) / (1 + len(rhos))), float((1 + lo) / (1 + len(rhos)))
+
+
+def _spearman_ci(rho: float, n: int, confidence: float) -> tuple[float, float]:
+  """Fisher-z CI of Spearman's rho with the Bonett-Wright variance (1 + rho^2 / 2) / (n - 3); nan for n <= 3."""
+  if n <= 3:
+    return math.nan, math.nan
+  z, se = np.arctanh(np.clip(rho, -1 + 1e-15, 1 - 1e-15)), math.sqrt((1 + rho**2 / 2) / (n - 3))
+  q = stats.norm.ppf(0.5 + confidence / 2)
+  return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))
+
+
+def rank_agreement(
+  a: verdict_lib.Values,
+  b: verdict_lib.Values,
+  *,
+  claim: str,
+  n_perm: int = 10**6,
+  seed: int = 0,
+  threshold: float = 0.5,
+  alpha: float = verdict_lib.ALPHA,
+  min_n: int = 4,
+  confidence: float = verdict_lib.CONFIDENCE,
+) -> verdict_lib.Verdict:
+  """Spearman rho between a and b (e.g. our per-variant means and the paper's), decided by a
+  permutation test (exact over all orderings when n! <= n_perm; no bootstrap).
+
+  Reproduced if rho >= threshold and the one-sided permutation p (rho at least as large under random
+  orderings) < alpha; not reproduced if the ordering is significantly reversed (one-sided p for rho at
+  least as negative < alpha); otherwise, or with < min_n items, inconclusive. The CI is Fisher's z
+  with the Bonett-Wright (2000) variance (1 + rho^2 / 2) / (n - 3), shown, not used by the rule.
+  """
+  a = np.asarray(a, float)
+  b = np.asarray(b, float)
+  if a.shape != b.shape:
+    raise ValueError(f'rank_agreement needs equally many values, got {a.shape} and {b.shape}')
+  ok = np.isfinite(a) & np.isfinite(b)
+  a, b = a[ok], b[ok]
+  n = len(a)
+  test = f'Spearman rho with a permutation test (up to {n_perm} orderings; exact when n! <= {n_perm})'
+  rule = (
+    f'reproduced if rho >= {threshold:g} and the one-sided permutation p < {alpha:g}; not reproduced if '
+    f'rho < 0 with one-sided p < {alpha:g} (ordering reversed); otherwise, or with < {min_n} items, '
+    'inconclusive'
+  )
+  if n < min_n:
+    return verdict_lib.underpowered(claim, test, rule, n, f'{n} items < {min_n}')
+  ra, rb = stats.rankdata(a), stats.rankdata(b)
+  if np.all(ra == ra[0]) or np.all(rb == rb[0]):
+    return verdict_lib.underpowered(claim, test, rule, n, 'all values tied: no ordering to compare')
+  rho = float(np.corrcoef(ra, rb)[0, 1])
+  rhos, exact = _permuted_rhos(ra, rb, n_perm, seed)
+  p_pos, p_neg = _permutation_p(rho, rhos, exact)
+  ci = _spearman_ci(rho, n, confidence)
+  if rho >= threshold and p_pos < alpha:
+    outcome, p = verdict_lib.REPRODUCED, p_pos
+  elif rho < 0 and p_neg < alpha:
+    outcome, p = verdict_lib.NOT_REPRODUCED, p_neg
+  else:
+    outcome, p = verdict_lib.INCONCLUSIVE, (p_pos if rho >= 0 else p_neg)
+  mc_se = math.sqrt(p * (1 - p) / len(rhos))
+  how = (
+    f'exact over all {len(rhos)} orderings'
+    if exact
+    else f'{len(rhos)} random orderings (seed {seed}; Monte Carlo standard error of p {mc_se:.2g})'
+  )
+  detail = f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, {how}' + (
+    ''
+    if outcome != verdict_lib.INCONCLUSIVE or rho < 0 or p_pos >= alpha
+    else f'; significant but rho {rho:.3g} < {threshold:g}'
+  )
+  return verdict_lib.Verdict(
+    claim,
+    outcome,
+    rho,
+    ci,
+    test,
+    rule,
+    n,
+    detail,
+    p_value=p,
+    extra={'p_positive': p_pos, 'p_negative': p_neg},
+    boundaries=(0.0, threshold),
+  )
+
+
+# --------------------------------------------------------------------------- ratios
+
+
+def ratio_of_means(
+  a: verdict_lib.Values,
+  b: verdict_lib.Values,
+  *,
+  paired_seeds: bool = True,
+  resamples: int = 9999,
+  seed: int = 0,
+  confidence: float = verdict_lib.CONFIDENCE,
+) -> tuple[float, float, float]:
+  """(mean(a) / mean(b), ci_lo, ci_hi): a ratio of means, never a mean of per-seed ratios (whose denominators may
+  be near 0). From BCA_MIN_SEEDS values on, a BCa bootstrap CI (scipy.stats.bootstrap; seeds resampled together
+  when paired); below that, where BCa's acceleration and bias estimates are noise, a Student-t CI of the log ratio
+  (delta method, with the covariance of paired seeds), mapped back. The CI is (nan, nan) with fewer than 3 finite
+  values or a zero mean of b."""
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  ok = np.isfinite(a) & np.isfinite(b) if paired_seeds else None
+  if paired_seeds:
+    a, b = a[ok], b[ok]
+  else:
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+  if len(a) == 0 or len(b) == 0 or b.mean() == 0:
+    return math.nan, math.nan, math.nan
+  r = float(a.mean() / b.mean())
+  if min(len(a), len(b)) < 3 or (np.all(a == a[0]) and np.all(b == b[0])):
+    return (r, r, r) if min(len(a), len(b)) >= 3 else (r, math.nan, math.nan)
+  if min(len(a), len(b)) < verdict_lib.BCA_MIN_SEEDS:
+    return (r, *_log_ratio_ci(a, b, paired_seeds, confidence))
+  res = stats.bootstrap(
+    (a, b),
+    lambda x, y, axis=-1: np.mean(x, axis=axis) / np.mean(y, axis=axis),
+    paired=paired_seeds,
+    vectorized=True,
+    n_resamples=resamples,
+    confidence_level=confidence,
+    method='BCa',
+    random_state=np.random.default_rng(seed),
+  )
+  return r, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def _log_ratio_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: float) -> tuple[float, float]:
+  """t CI of log(mean a / mean b) by the delta method, exponentiated (nan where a mean is not positive)."""
+  ma, mb = float(a.mean()), float(b.mean())
+  if not (ma > 0 and mb > 0):
+    return math.nan, math.nan
+  var = np.var(a, ddof=1) / (len(a) * ma**2) + np.var(b, ddof=1) / (len(b) * mb**2)
+  if paired_seeds:
+    var -= 2 * np.cov(a, b, ddof=1)[0, 1] / (len(a) * ma * mb)
+  half = float(stats.t.ppf(0.5 + confidence / 2, min(len(a), len(b)) - 1) * math.sqrt(max(float(var), 0.0)))
+  r = math.log(ma / mb)
+  with np.errstate(over='ignore'):  # a few seeds of very different sizes: a half-width past exp's range is inf
+    return float(np.exp(r - half)), float(np.exp(r + half))
