@@ -351,6 +351,10 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   )
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md
   assert md.count('slope 0.35 (95% CI [0.2, 0.5])') == 1  # a failed check's numbers are said once
+  # each rung of the ladder records its premise: the failed one at every budget, the passing control, and says so
+  assert [r['premise'] for r in report['verdicts'][0]['ladder']] == [False] * 3
+  assert [r['premise'] for r in report['verdicts'][1]['ladder']] == [True] * 3
+  assert md.count(' (premise fails)') == 3 and '[0.5, 1.5] not reproduced (premise fails); T/2 (5 steps)' in md
   assert 'p = 0.04, Holm-adjusted 0.09' in md and 'Holm correction over the 4 verdict(s)' in md
   assert report_lib.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
   assert report_lib.index_line('fake', report).count('invalid (failed: premise') == 1
@@ -497,3 +501,4 @@ def test_a_verdict_without_a_computed_premise_is_invalid_never_not_reproduced(tm
     assert any(c['role'] == verdict.PREMISE and not c['passed'] for c in v['checks'])
     assert 'no positive control was computed' in v['detail']
     assert v['kind'] == verdict.MAGNITUDE and v['scope'] == 'a fake setup' and len(v['ladder']) == 3
+    assert all(r['premise'] is None for r in v['ladder'])  # none computed at any budget

@@ -117,6 +117,7 @@ def change_line(c: Mapping[str, Any], i: int) -> str:
 def ladder_text(v: verdict_lib.Verdict) -> str:
   return '; '.join(
     f'{r["level"]} ({r["steps"]} steps): {fmt(r["statistic"])} [{fmt(r["ci"][0])}, {fmt(r["ci"][1])}] {r["outcome"]}'
+    + (' (premise fails)' if r.get('premise') is False else '')
     for r in v.ladder
   )
 

@@ -257,7 +257,8 @@ def _ladder(vs: Sequence[verdict_lib.Verdict], state, v: verdict_lib.Verdict) ->
       'steps': t // 2 ** (len(vs) - 1 - i),
       'statistic': r.statistic,
       'ci': list(r.ci),
-      'outcome': r.raw_outcome,  # the rule's own outcome at that budget (its premise may fail there)
+      'outcome': r.raw_outcome,  # the rule's own outcome at that budget
+      'premise': all(c.passed for c in r.premises) if r.premises else None,  # its premise at that budget
     }
     for i, (lv, r) in enumerate(zip(regime_lib.LEVELS, vs, strict=True))
   )
