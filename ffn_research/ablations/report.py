@@ -256,8 +256,22 @@ def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def report_markdown(report: dict[str, Any]) -> str:
-  env = report['environment']
-  lines = [
+  """report.md from report.json: claim and source, verdicts, design changes, checks, regime, setup, results."""
+  lines = _head_md(report) + _verdicts_md(report)
+  if 'design_changes' in report:
+    lines += changes_markdown(report.get('design_changes') or [])
+  if report['checks']:
+    lines += ['## Checks of the measurement', '']
+    lines += [f'- {"PASS" if c["passed"] else "**FAIL**"} {c["name"]}: {c["detail"]}' for c in report['checks']]
+    lines.append('')
+  if report.get('regime'):
+    lines += regime_markdown(report['regime'])
+  lines += _setup_md(report) + _results_md(report)
+  return '\n'.join(lines)
+
+
+def _head_md(report: dict[str, Any]) -> list[str]:
+  return [
     f'# {report["name"]}',
     '',
     f'**Claim.** {report["claim"]}',
@@ -270,21 +284,20 @@ def report_markdown(report: dict[str, Any]) -> str:
     '## Verdicts',
     '',
   ]
+
+
+def _verdicts_md(report: dict[str, Any]) -> list[str]:
   verdicts = report.get('verdicts_obj') or [verdict_lib.Verdict.from_dict(v) for v in report['verdicts']]
   changes = report.get('design_changes') or []
+  lines = []
   for i, v in enumerate(verdicts, 1):
     lines += _verdict_md(v, changed_by(changes, i), i)
-  lines += [''] + _holm_md(verdicts) + [f'**Main figure.** {report["headline"]}', '']
-  if 'design_changes' in report:
-    lines += changes_markdown(changes)
-  if report['checks']:
-    lines += ['## Checks of the measurement', '']
-    for c in report['checks']:
-      lines.append(f'- {"PASS" if c["passed"] else "**FAIL**"} {c["name"]}: {c["detail"]}')
-    lines.append('')
-  if report.get('regime'):
-    lines += regime_markdown(report['regime'])
-  lines += ['## Setup', '']
+  return lines + [''] + _holm_md(verdicts) + [f'**Main figure.** {report["headline"]}', '']
+
+
+def _setup_md(report: dict[str, Any]) -> list[str]:
+  env = report['environment']
+  lines = ['## Setup', '']
   if report['setup']:
     lines += [report['setup'], '']
   for s in report['sweeps']:
@@ -292,15 +305,14 @@ def report_markdown(report: dict[str, Any]) -> str:
     swept = '; '.join(f'{k} ∈ {{{", ".join(map(str, v))}}}' for k, v in s['swept'].items())
     lines.append(f'- sweep `{s["name"]}`: {s["runs"]} runs ({s["seeds"]} seeds); {fixed}; swept {swept}')
   st = report['status_counts']
-  lines += [
+  on_disk = (
+    f" (the last pass's plan; {report['runs_on_disk']:,} runs on disk in all: every rate and budget the loop ran)"
+    if report.get('runs_on_disk')
+    else ''
+  )
+  return lines + [
     '',
-    '- runs: '
-    + ', '.join(f'{n} {k}' for k, n in sorted(st.items()))
-    + (
-      f" (the last pass's plan; {report['runs_on_disk']:,} runs on disk in all: every rate and budget the loop ran)"
-      if report.get('runs_on_disk')
-      else ''
-    ),
+    '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())) + on_disk,
     f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
     f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
     f'- commit {env["commit"]}, {env["date"]}',
@@ -308,9 +320,11 @@ def report_markdown(report: dict[str, Any]) -> str:
     f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
     f"{report['compute_time_s']:.0f} s summed over the runs' own wall times",
     '',
-    '## Results',
-    '',
   ]
+
+
+def _results_md(report: dict[str, Any]) -> list[str]:
+  lines = ['## Results', '']
   for t in report.get('tables_obj') or [
     base.Table(t['title'], pd.DataFrame(t['rows'], columns=t['columns'])) for t in report.get('tables', [])
   ]:
@@ -319,12 +333,11 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += [f'![{f["caption"]}]({f["file"]})', '', f'*{f["caption"]}*', '']
   if report['notes']:
     lines += ['## Notes', ''] + [f'- {n}' for n in report['notes']] + ['']
-  lines += [
+  return lines + [
     '---',
     f'Produced by `python -m experiments.reproduce --ablation={report["name"]} --scale={report["scale"]}`.',
     '',
   ]
-  return '\n'.join(lines)
 
 
 def fixed_settings(config, swept: Sequence[str] = ()) -> dict[str, Any]:
