@@ -30,21 +30,14 @@ log = base.log
 
 def git_commit(repo_root: str = CHECKOUT) -> str:
   """Short commit hash of repo_root, '+dirty' if it has uncommitted changes; 'unknown' without git."""
+
+  def git(*args: str) -> str:
+    return subprocess.run(
+      ['git', '-C', repo_root, *args], capture_output=True, text=True, timeout=30, check=True
+    ).stdout.strip()
+
   try:
-    head = subprocess.run(
-      ['git', '-C', repo_root, 'rev-parse', '--short=12', 'HEAD'],
-      capture_output=True,
-      text=True,
-      timeout=30,
-      check=True,
-    ).stdout.strip()
-    dirty = subprocess.run(
-      ['git', '-C', repo_root, 'status', '--porcelain', '--untracked-files=no'],
-      capture_output=True,
-      text=True,
-      timeout=30,
-      check=True,
-    ).stdout.strip()
+    head, dirty = git('rev-parse', '--short=12', 'HEAD'), git('status', '--porcelain', '--untracked-files=no')
   except (OSError, subprocess.SubprocessError):
     return 'unknown'
   return head + ('+dirty' if dirty else '')
