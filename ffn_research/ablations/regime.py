@@ -301,31 +301,10 @@ def stability(
   with steps: no remedy). Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
   and T/4)."""
   v = rungs[-1]
-  raw, values = v.raw_outcome, [r.statistic for r in rungs]
+  raw = v.raw_outcome
   steps = sorted({state[p].steps for p in v.points if p in state})
   budgets = [steps[-1] // 2 ** (len(rungs) - 1 - i) if steps else 0 for i in range(len(rungs))]
-  how = _rung_text(levels, rungs, budgets)
-  if not all(map(math.isfinite, values)):
-    passed, how = False, f'{how}: not computable at every budget'
-  elif kind == stats.SIGN:
-    if raw not in stats.DECISIVE:
-      passed, how = True, f'{how}: undecided at T, where the claim is answered; nothing to hold'
-    else:
-      passed = all(r.raw_outcome == raw for r in rungs)
-      how += '; ' + (
-        'the same decided outcome at every budget' if passed else f'the rule does not give {raw} at every budget'
-      )
-  elif kind == stats.EXISTENCE and raw == stats.REPRODUCED:
-    passed, how = True, f'{how}: reached at T'
-  else:
-    passed, why = _settles(v, values)
-    how += why
-    if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
-      seen = [*zip(levels, rungs, strict=True), *others]
-      crossed = [label for label, alt in seen if _crossed(v.statistic, alt.statistic, v.boundaries)]
-      if crossed:
-        passed = False
-        how += f'; a best effort crossed the boundary ({", ".join(crossed)}): the ladder goes on'
+  passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, budgets))
   name = f'stable on the budget ladder ({kind or "no kind"} claim)'
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   if passed:
@@ -346,6 +325,31 @@ def stability(
     points=tuple(v.points),
     demote=demote,
   )
+
+
+def _by_kind(kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], others, how: str) -> tuple[bool, str]:
+  """(stable, how) of `stability`'s rule for the claim's kind, before ties and remedies."""
+  v = rungs[-1]
+  raw, values = v.raw_outcome, [r.statistic for r in rungs]
+  if not all(map(math.isfinite, values)):
+    return False, f'{how}: not computable at every budget'
+  if kind == stats.SIGN:
+    if raw not in stats.DECISIVE:
+      return True, f'{how}: undecided at T, where the claim is answered; nothing to hold'
+    passed = all(r.raw_outcome == raw for r in rungs)
+    return passed, how + '; ' + (
+      'the same decided outcome at every budget' if passed else f'the rule does not give {raw} at every budget'
+    )
+  if kind == stats.EXISTENCE and raw == stats.REPRODUCED:
+    return True, f'{how}: reached at T'
+  passed, why = _settles(v, values)
+  how += why
+  if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
+    seen = [*zip(levels, rungs, strict=True), *others]
+    crossed = [label for label, alt in seen if _crossed(v.statistic, alt.statistic, v.boundaries)]
+    if crossed:
+      return False, how + f'; a best effort crossed the boundary ({", ".join(crossed)}): the ladder goes on'
+  return passed, how
 
 
 def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, steps: int | None = None) -> list[float]:
