@@ -39,6 +39,7 @@ import jax
 import ml_collections
 import numpy as np
 
+from ffn_research import identity
 from ffn_research import io as io_lib
 from ffn_research import models
 from ffn_research import parallel
@@ -346,7 +347,7 @@ class GroupLoop:
     self.tr, self.num_runs = configs[0].train, len(configs)
     self.verbose, self.step_bar = verbose, step_bar
     self.clock = Stopwatch()
-    self.traced = programs.traced(configs)  # train.TRACED_KEYS, one value per run
+    self.traced = programs.traced(configs)  # identity.TRACED_KEYS, one value per run
     self.abstract = programs.abstract_state(configs, self.traced)
     self.run_abstracts = programs_lib.run_abstract_states(programs.exp, configs)  # what checkpoints hold
     self.primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
@@ -704,23 +705,23 @@ class LoadedRun(NamedTuple):
   summary: dict[str, Any] | None  # summary.json (None while unfinished)
 
 
-# Train keys that change neither the initial parameters and data (the seed draws them) nor the structure of
-# the state (traced hyperparameters are values in it; the schedule is a function of its step count).
-_NOT_IN_INIT = ('seed', 'learning_rate', 'steps', 'warmup_steps', 'log_every', 'checkpoint_every', 'eval_every')
-
-
 def restore_program(config: ml_collections.ConfigDict):
   """(Experiment, jitted init with the seed traced, abstract state) of `config`, from the one program cache."""
-  raw = config.to_dict()
-  raw['train'] = {k: v for k, v in raw['train'].items() if k not in _NOT_IN_INIT}
-  raw['train']['weight_decay'] = raw['train']['weight_decay'] > 0  # a value in the state; only whether it is on
+  # The seed (a traced input of init), the schedule and bookkeeping change neither the initial parameters and
+  # data nor the state's structure; the learning rate and weight decay are values in the optimizer state (whether
+  # decay is on is not); the other traced values still key it (init draws the task data with them).
+  init_free = (
+    *identity.keys_with((identity.SEED, identity.SCHEDULE, identity.BOOKKEEPING), config),
+    'train.learning_rate',
+  )
+  key = identity.program_key(config, ignore=init_free, on_off=('train.weight_decay',))
 
   def build():
     exp = train.Experiment(config)
     init = jax.jit(exp.init)
     return exp, init, jax.eval_shape(init, config.train.seed)
 
-  return programs_lib.cached(('restore', json.dumps(raw, sort_keys=True, default=str)), build)
+  return programs_lib.cached(('restore', key), build)
 
 
 def restore(run_dir: str, which: str = 'newest'):

@@ -24,7 +24,7 @@ OPTIMIZERS: dict[str, Callable[..., optax.GradientTransformation]] = {
 }
 
 # Train keys held in the optimizer state (optax.inject_hyperparams) rather than compiled in:
-# runs that differ only in these share one vmapped program (sweep.VMAPPED_KEYS).
+# runs that differ only in these share one vmapped program (identity.PER_RUN_KEYS).
 HYPERPARAMS = ('learning_rate', 'weight_decay')
 
 

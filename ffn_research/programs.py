@@ -6,7 +6,7 @@ A run's programs are jit(init), jit(train_chunk) and jit(evaluate) of one `train
 a leading run axis for the runs of a sweep that share shapes (sharded over local devices).
 
 d_ff padding. Runs of dense FFNs without dropout (`pads_d_ff`) that differ only in
-sweep.VMAPPED_KEYS and model.d_ff share one program allocated at the widest run's hidden width
+identity.PER_RUN_KEYS and model.d_ff share one program allocated at the widest run's hidden width
 (`program_config`), as long as the group's padded FLOPs stay within PAD_FLOPS_FACTOR of its real
 FLOPs (`split_by_flops`). Each run's true width enters init as a traced per-run value (`Experiment.init(d_ff=)`):
   - models/inits.py `per_unit` draws an FFN's weights unit by unit with the true fan-in and
@@ -28,6 +28,7 @@ import ml_collections
 import numpy as np
 
 from ffn_research import config as config_lib
+from ffn_research import identity
 from ffn_research import models
 from ffn_research import parallel
 from ffn_research import tasks
@@ -36,7 +37,7 @@ from ffn_research import train
 PyTree = Any
 Configs = Sequence[ml_collections.ConfigDict]
 
-# Runs that differ only in sweep.VMAPPED_KEYS and model.d_ff (where `pads_d_ff`) share one
+# Runs that differ only in identity.PER_RUN_KEYS and model.d_ff (where `pads_d_ff`) share one
 # program padded to their widest hidden width as long as the group's padded FLOPs (every
 # run at the widest width) stay within this factor of its real FLOPs (flops_per_token at
 # each run's own width); wider ranges split into several programs, greedily over sorted
@@ -98,7 +99,7 @@ def split_by_flops(
 
 
 def plan_programs(configs: Configs, factor: float = PAD_FLOPS_FACTOR) -> list[list[int]]:
-  """Indices of `configs` (configs that differ only in sweep.VMAPPED_KEYS and model.d_ff) grouped
+  """Indices of `configs` (configs that differ only in identity.PER_RUN_KEYS and model.d_ff) grouped
   into programs: all widths padded together when every run `pads_d_ff`, else each width on its
   own (in order of first appearance), then cut by `split_by_flops` (narrowest first)."""
   widths = [models.hidden_width(c.model) for c in configs]
@@ -109,7 +110,7 @@ def plan_programs(configs: Configs, factor: float = PAD_FLOPS_FACTOR) -> list[li
     for i, w in enumerate(widths):
       by_width.setdefault(w, []).append(i)
     same_program = list(by_width.values())
-  task = tasks.build_task(configs[0])  # the same for all: only VMAPPED_KEYS and d_ff differ
+  task = tasks.build_task(configs[0])  # the same for all: only PER_RUN_KEYS and d_ff differ
   out = []
   for h in same_program:
     flops = [models.model_counts(configs[i], task)['flops_per_token'] for i in h]
@@ -125,7 +126,7 @@ def program_config(configs: Configs) -> ml_collections.ConfigDict:
   widest = max(configs, key=lambda c: models.hidden_width(c.model))
   config = ml_collections.ConfigDict(widest.to_dict())
   values = [train.traced_values(c) for c in configs]
-  for key in train.TRACED_KEYS:
+  for key in identity.TRACED_KEYS:
     config_lib.set_path(config, key, max(v[key] for v in values))
   return config
 
@@ -151,7 +152,7 @@ class Programs(Protocol):
   evaluate: Any  # jit: (params, data) -> held-out metrics
 
   def traced(self, configs: Configs) -> dict[str, jax.Array]:
-    """The runs' train.TRACED_KEYS values as the programs take them."""
+    """The runs' identity.TRACED_KEYS values as the programs take them."""
 
   def init(self, configs: Configs, traced: dict[str, jax.Array]) -> PyTree:
     """The programs' state of fresh runs."""
@@ -254,9 +255,9 @@ class GroupPrograms:
     return jax.device_put(x_R, self.sharding) if self.sharding is not None else jnp.asarray(x_R)
 
   def traced(self, configs: Configs) -> dict[str, jax.Array]:
-    """{key in train.TRACED_KEYS: one float32 value per run}, the run axis padded."""
+    """{key in identity.TRACED_KEYS: one float32 value per run}, the run axis padded."""
     values = [train.traced_values(c) for c in configs]
-    return {k: self.pad(np.asarray([v[k] for v in values], np.float32)) for k in train.TRACED_KEYS}
+    return {k: self.pad(np.asarray([v[k] for v in values], np.float32)) for k in identity.TRACED_KEYS}
 
   def _init_args(self, configs: Configs, traced: dict[str, jax.Array]):
     """(seeds, traced, true widths) per run, the run axis padded: the program may be wider."""

@@ -10,9 +10,9 @@ Layout of a sweep workdir:
   DIR/results.csv              one row per run, rebuilt from every run's summary.json
 
 A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
-configs differ only in VMAPPED_KEYS train together: `Experiment.init` and
+configs differ only in identity.PER_RUN_KEYS train together: `Experiment.init` and
 `Experiment.train_chunk` are vmapped over a leading run axis, and every other key of
-VMAPPED_KEYS (train.TRACED_KEYS: learning rate, weight decay, dropout rate, MoE balancing
+PER_RUN_KEYS (identity.TRACED_KEYS: learning rate, weight decay, dropout rate, MoE balancing
 coefficients, router jitter, label noise) is fed in as a traced per-run value.
 Runs that also differ in `model.d_ff` (dense FFNs without dropout) share a program allocated
 at the widest run's width, each run masked to its own, while the padded FLOPs stay within
@@ -38,6 +38,7 @@ import ml_collections
 from tqdm import tqdm
 
 from ffn_research import config as config_lib
+from ffn_research import identity
 from ffn_research import io as io_lib
 from ffn_research import loop as loop_lib
 from ffn_research import models
@@ -47,10 +48,6 @@ from ffn_research import train as train_lib
 from ffn_research import validation
 
 Overrides = dict[str, Any]
-
-# Keys that change no array shape: runs that differ only in these share one vmapped program
-# (the seed feeds init; train.TRACED_KEYS are traced per-run values).
-VMAPPED_KEYS = ('train.seed', *train_lib.TRACED_KEYS)
 
 # Summary keys written first in results.csv (after the run name, status and swept values).
 COUNT_COLUMNS = (
@@ -191,15 +188,10 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
 
 
 def group_key(config: ml_collections.ConfigDict, pad: bool = True) -> str:
-  """Equal for configs that differ only in VMAPPED_KEYS and, with `pad`, in model.d_ff where
-  programs.pads_d_ff (such runs may share one program)."""
-  shape_config = config_lib.flat_keys(config)
-  # Structure only (not the traced dropout rate), so runs differing in dropout still group; a
-  # group with dropout does not pad across widths (group_runs).
-  dense = config.model.moe.num_experts == 0
-  for key in VMAPPED_KEYS + (('model.d_ff',) if pad and dense else ()):
-    shape_config[key] = None
-  return json.dumps(io_lib.json_safe(shape_config), sort_keys=True)
+  """Equal for configs that differ only in identity.PER_RUN_KEYS and, with `pad`, in a dense FFN's d_ff (such
+  runs may share one program). Traced keys are ignored outright, not only their values: runs differing in
+  dropout still group; a group with dropout does not pad across widths (programs.plan_programs)."""
+  return identity.program_key(config, ignore=identity.PER_RUN_KEYS, pad_d_ff=pad)
 
 
 def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR) -> list[list[Run]]:
@@ -264,8 +256,8 @@ def _resume_step(workdir: str, name: str) -> int:
 def _programs(config: ml_collections.ConfigDict, num_runs: int, devices: tuple[Any, ...]) -> programs_lib.GroupPrograms:
   """GroupPrograms of programs.program_config `config`, reused within a process for groups of the
   same program (which traced values are > 0 is part of it)."""
-  paths = tuple(v > 0 for v in train_lib.traced_values(config).values())
-  key = ('group', group_key(config, pad=False), paths, num_runs, devices)
+  program = identity.program_key(config, ignore=(identity.SEED_KEY,), on_off=identity.TRACED_KEYS)
+  key = ('group', program, num_runs, devices)
   return programs_lib.cached(key, lambda: programs_lib.GroupPrograms(train_lib.Experiment(config), num_runs, devices))
 
 

@@ -9,7 +9,7 @@ optimizer from `optim`) and exposes pure functions over pytrees:
   train_chunk(state, num_steps, traced=None)          -> (state, metrics): lax.scan over steps
   evaluate(params, data)                               -> eval metrics
 
-so a sweep can `vmap` them over runs that share shapes. `traced` holds each of TRACED_KEYS
+so a sweep can `vmap` them over runs that share shapes. `traced` holds each of identity.TRACED_KEYS
 as a traced float32 value; None means the config's values. They are compiled in
 ffn_research.programs and driven by the run loop (logging, checkpoints, resume) in ffn_research.loop.
 """
@@ -24,6 +24,7 @@ import ml_collections
 import optax
 
 from ffn_research import config as config_lib
+from ffn_research import identity
 from ffn_research import models
 from ffn_research import optim
 from ffn_research import parallel
@@ -51,17 +52,10 @@ def _sum_aux_losses(aux: PyTree) -> jax.Array:
   return total
 
 
-# Config keys that change no array shape and enter the program as traced per-run float32
-# values (`traced`): runs that differ only in them (and the seed) share one vmapped program
-# (sweep.VMAPPED_KEYS). The optimizer's HYPERPARAMS live in opt_state.hyperparams, the model's
-# in ffn.Hyper variables, the task's are init_data arguments.
-TRACED_KEYS = (*(f'train.{k}' for k in optim.HYPERPARAMS), *models.TRACED_KEYS, *tasks.TRACED_KEYS)
-
-
 def traced_values(config: ml_collections.ConfigDict) -> dict[str, float]:
-  """{key: the config's value} for TRACED_KEYS."""
+  """{key: the config's value} for identity.TRACED_KEYS."""
   flat = config_lib.flat_keys(config)
-  return {k: float(flat[k]) for k in TRACED_KEYS}
+  return {k: float(flat[k]) for k in identity.TRACED_KEYS}
 
 
 class Experiment:

@@ -14,6 +14,7 @@ import pytest
 import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import configfile
+from ffn_research import identity
 from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import models
@@ -116,7 +117,7 @@ def test_expand_validates_before_running():
 
 
 def test_group_runs_only_merges_vmapped_keys():
-  assert sweep.VMAPPED_KEYS[:3] == ('train.seed', 'train.learning_rate', 'train.weight_decay')  # and more:
+  assert identity.PER_RUN_KEYS[:3] == ('train.seed', 'train.learning_rate', 'train.weight_decay')  # and more:
   # tests/test_traced_scalars.py
   grid = sweep.product(
     sweep.values('model.d_ff', [4, 8]),

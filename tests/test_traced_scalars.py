@@ -1,4 +1,4 @@
-"""Traced per-run scalars (train.TRACED_KEYS): runs that differ only in dropout rate, MoE balancing
+"""Traced per-run scalars (identity.TRACED_KEYS): runs that differ only in dropout rate, MoE balancing
 coefficients, router jitter or label noise share one vmapped program, and each run of such a group
 equals the same run trained alone; a value of 0 on a compiled-in path changes nothing, bit for bit."""
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ffn_research import config as config_lib
+from ffn_research import identity
 from ffn_research import loop
 from ffn_research import models
 from ffn_research import programs
@@ -61,7 +62,7 @@ def assert_group_equals_lone(base, grid, tmp_path):
 
 
 def test_traced_keys():
-  assert train.TRACED_KEYS == (
+  assert identity.TRACED_KEYS == (
     'train.learning_rate',
     'train.weight_decay',
     'model.dropout_rate',
@@ -72,10 +73,11 @@ def test_traced_keys():
     'task.feature_sparsity',
     'task.noise_std',
   )
-  assert sweep.VMAPPED_KEYS == ('train.seed', *train.TRACED_KEYS)
+  assert identity.PER_RUN_KEYS == ('train.seed', *identity.TRACED_KEYS)
   # every traced key is a config key, and each model key names the Hyper variables that read it
   flat = config_lib.flat_keys(config_lib.default_config())
-  assert all(k in flat for k in train.TRACED_KEYS)
+  assert all(k in flat for k in identity.TRACED_KEYS)
+  assert {identity.role(k) for k in identity.TRACED_KEYS} == {identity.TRACED}
   config = moe(**{'model.moe.num_shared_experts': 1})
   m = nnx.eval_shape(lambda: models.build_model(config, tasks.build_task(config), nnx.Rngs(params=0)))
   names = {path[-1] for path, _ in nnx.to_flat_state(nnx.state(m, models.Hyper))}

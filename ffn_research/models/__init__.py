@@ -37,7 +37,7 @@ ARCHS: tuple[str, ...] = ('ffn', 'tied_relu', *SEQUENCE_ARCHS)
 
 Hyper = ffn_lib.Hyper
 # Model keys read at run time from ffn.Hyper variables named after their last component: runs
-# that differ only in these share one program (train.TRACED_KEYS). A module compiles a path in
+# that differ only in these share one program (identity.TRACED_KEYS). A module compiles a path in
 # only for a value > 0 (dropout, router jitter); every other use is arithmetic on the value.
 TRACED_KEYS = (
   'model.dropout_rate',

@@ -1,0 +1,59 @@
+"""Program identity (ffn_research/identity.py): every key's role, and the program keys the sweep's grouping and
+both program caches take from `program_key`."""
+
+import json
+
+from ffn_research import config as config_lib
+from ffn_research import identity
+from ffn_research import sweep
+from ffn_research.config import default_config
+
+
+def _config(**overrides):
+  c = default_config()
+  for k, v in overrides.items():
+    config_lib.set_path(c, k, v)
+  return c
+
+
+def test_every_key_has_one_role():
+  flat = config_lib.flat_keys(default_config())
+  roles = {k: identity.role(k) for k in flat}
+  assert set(roles.values()) <= set(identity.ROLES)
+  assert [k for k, r in roles.items() if r == identity.TRACED] == [k for k in flat if k in identity.TRACED_KEYS]
+  assert [k for k, r in roles.items() if r == identity.SEED] == ['train.seed']
+  assert sorted(k for k, r in roles.items() if r == identity.SCHEDULE) == ['train.steps', 'train.warmup_steps']
+  assert sorted(k for k, r in roles.items() if r == identity.BOOKKEEPING) == [
+    'train.checkpoint_every',
+    'train.eval_every',
+    'train.log_every',
+  ]
+  assert all(r == identity.PLACEMENT for k, r in roles.items() if k.startswith('parallel.'))
+  assert roles['model.d_ff'] == roles['train.batch_size'] == identity.STRUCTURE
+
+
+def test_program_key_ignores_what_it_is_told_and_keeps_paths_on_or_off():
+  base = _config()
+  key = lambda c, **kw: identity.program_key(c, **kw)  # noqa: E731
+  lr, wd = _config(**{'train.learning_rate': 0.5}), _config(**{'train.weight_decay': 0.1})
+  assert key(base) != key(lr)  # nothing ignored: every key counts
+  assert key(base, ignore=('train.learning_rate',)) == key(lr, ignore=('train.learning_rate',))
+  assert key(base, on_off=('train.weight_decay',)) != key(wd, on_off=('train.weight_decay',))  # 0 vs > 0
+  wd2 = _config(**{'train.weight_decay': 0.3})
+  assert key(wd, on_off=('train.weight_decay',)) == key(wd2, on_off=('train.weight_decay',))  # both on
+  assert json.loads(key(wd, on_off=('train.weight_decay',)))['train.weight_decay'] is True
+  wide = _config(**{'model.d_ff': 4 * base.model.d_ff})
+  assert key(base) != key(wide) and key(base, pad_d_ff=True) == key(wide, pad_d_ff=True)
+  moe_ = _config(**{'model.moe.num_experts': 4})
+  moe_wide = _config(**{'model.moe.num_experts': 4, 'model.d_ff': 4 * base.model.d_ff})
+  assert key(moe_, pad_d_ff=True) != key(moe_wide, pad_d_ff=True)  # MoE experts are not padded
+
+
+def test_group_key_is_program_key_over_the_per_run_keys():
+  base = _config()
+  per_run = _config(
+    **{'train.seed': 3, 'train.learning_rate': 0.5, 'train.weight_decay': 0.1, 'model.dropout_rate': 0.2}
+  )
+  assert sweep.group_key(base) == sweep.group_key(per_run)
+  assert sweep.group_key(base) != sweep.group_key(_config(**{'train.steps': base.train.steps + 1}))
+  assert sweep.group_key(base) == identity.program_key(base, ignore=identity.PER_RUN_KEYS, pad_d_ff=True)
