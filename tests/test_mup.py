@@ -312,6 +312,7 @@ def seq_width_slopes(parametrization):
   return {k: float(np.polyfit(np.log(SEQ_WIDTHS), np.log([r[k] for r in rows]), 1)[0]) for k in rows[0]}
 
 
+@pytest.mark.slow  # 26-46 s: the bare-FFN coordinate checks stay in the default suite
 def test_transformer_coordinate_check_flat_under_mup_drifting_under_standard():
   """Slopes of log RMS against log d_model, measured (CPU, jax 0.10.2, 2026-11-26; docs/mup.md):
 
@@ -553,6 +554,7 @@ def moe_width_slopes(parametrization):
   return {k: float(np.polyfit(np.log(MOE_WIDTHS), np.log([r[k] for r in rows]), 1)[0]) for k in rows[0]}
 
 
+@pytest.mark.slow  # 38-82 s: the bare-FFN coordinate checks stay in the default suite
 def test_moe_coordinate_check_flat_under_mup_drifting_under_standard():
   """Slopes of log RMS against log expert width, measured (CPU, jax 0.10.2, 2026-11-26; docs/mup.md):
 
