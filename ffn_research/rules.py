@@ -123,10 +123,7 @@ def paired(
   d = d[np.isfinite(d)]
   n = len(d)
   test = f'paired t-test on a - b (scipy.stats.ttest_rel), Student-t {confidence:.0%} CI of the mean difference'
-  region = {'less': (-math.inf, -margin), 'greater': (margin, math.inf), 'equal': (-margin, margin)}[expect]
-  words = {'less': f'below {-margin:g}', 'greater': f'above {margin:g}', 'equal': f'inside [{-margin:g}, {margin:g}]'}[
-    expect
-  ]
+  region, words = _paired_region(expect, margin)
   rule = (
     f'reproduced if the {confidence:.0%} CI of mean(a - b) lies {words}; not reproduced if it lies '
     f'entirely outside that region; otherwise, or with < {min_seeds} pairs, inconclusive'
@@ -157,18 +154,18 @@ def paired(
     boundaries=tuple(e for e in region if math.isfinite(e)),
   )
   if both_zero:
-    return verdict_lib.gate(
-      v,
-      [
-        verdict_lib.Check(
-          'premise: the arms measured something',
-          False,
-          f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing',
-          role=verdict_lib.PREMISE,
-        )
-      ],
-    )
+    why = f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing'
+    return verdict_lib.gate(v, [verdict_lib.as_premise(verdict_lib.Check('the arms measured something', False, why))])
   return v
+
+
+def _paired_region(expect: str, margin: float) -> tuple[tuple[float, float], str]:
+  """The region `paired`'s claim allows for mean(a - b), and it in words."""
+  if expect == 'less':
+    return (-math.inf, -margin), f'below {-margin:g}'
+  if expect == 'greater':
+    return (margin, math.inf), f'above {margin:g}'
+  return (-margin, margin), f'inside [{-margin:g}, {margin:g}]'
 
 
 def threshold(
