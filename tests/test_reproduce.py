@@ -108,6 +108,12 @@ def test_paired_known_answers():
   same = b + rng.normal(0, 0.001, 5)
   assert rules_lib.paired(same, b, expect='equal', margin=0.01, claim='a = b').outcome == R
   assert rules_lib.paired(worse, b, expect='equal', margin=0.01, claim='a = b').outcome == NR
+  # two arms that measured nothing: a tie of zeros is invalid on its premise, never a decided outcome
+  zeros = rules_lib.paired([0.0] * 4, [0.0] * 4, expect='equal', margin=0.01, claim='a = b')
+  assert zeros.outcome == verdict.INVALID and zeros.rule_outcome == R
+  assert [(c.name, c.passed, c.role) for c in zeros.checks] == [
+    ('premise: the arms measured something', False, verdict.PREMISE)
+  ]
 
 
 def test_paired_underpowered_or_noisy_is_inconclusive():
