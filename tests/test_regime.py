@@ -222,6 +222,9 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   assert 'chosen rates 0.5' in c.detail
   assert regime.rate_tie([('a at T/2', 1e-1, _verdict(0.6), v)]).passed
   assert regime.rate_tie([]).passed
+  # an existence claim reached at T: one rate reaching it shows "can reach"; a tied rate that does not undoes nothing
+  reached = regime.rate_tie([('a at T', 1e-1, _verdict(1.5), v)], reached=True)
+  assert reached.passed and 'undoes nothing' in reached.detail and 'a at T at tied rate 0.1: 1.5' in reached.detail
   # a tie at a lower rung that moved the ladder: inconclusive, no doubling bought for it
   st = state()
   moved = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=['T/2'])

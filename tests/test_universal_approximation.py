@@ -212,7 +212,9 @@ def test_every_verdict_declares_its_kind_and_carries_a_computed_premise():
   # the data premise now gates verdict 2 too
   assert ua.rules(_sel(equal=lambda n: 0.01 / n), 'quick')[1].outcome == INV
   assert [c.date for c in ua.ABLATION.changes] == sorted(c.date for c in ua.ABLATION.changes)
-  assert [bool(c.to_positive) for c in ua.ABLATION.changes].count(True) == 1
+  assert [bool(c.to_positive) for c in ua.ABLATION.changes].count(
+    True
+  ) == 2  # the swiglu control (T doubled) and the bilinear one (a reached existence claim)
 
 
 def test_controls_constructions_and_bounded_intervals():

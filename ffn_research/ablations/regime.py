@@ -378,11 +378,14 @@ def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, s
   return out
 
 
-def rate_tie(alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]]) -> stats.Check:
+def rate_tie(
+  alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]], reached: bool = False
+) -> stats.Check:
   """No learning-rate tie decides the verdict: at every budget, with any point read at a rate tied with its chosen one
   (`alternatives`: (where, rate, the rule with that point there, the rule at the chosen rates of that budget)), the
   rule gives the same outcome. A tie is noise in the tuning, not a budget: a failure demotes to inconclusive and
-  names the statistic at every tied rate."""
+  names the statistic at every tied rate. `reached`: an existence claim reproduced at T, which one rate reaching
+  shows; a tied rate that does not reach it undoes nothing (the statistics are still named)."""
   name = 'no learning-rate tie decides it'
   if not alternatives:
     return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
@@ -391,6 +394,9 @@ def rate_tie(alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdi
     for w, r, a, c in alternatives
   )
   differ = [a for _, _, a, c in alternatives if a.outcome != c.outcome]
+  if differ and reached:
+    why = 'an existence claim reached at T at the chosen rates: a tied rate that does not reach it undoes nothing'
+    return stats.Check(name, True, f'{why}; {read}', demote=stats.INCONCLUSIVE)
   return stats.Check(name, not differ, read, demote=stats.INCONCLUSIVE)
 
 

@@ -308,7 +308,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
       regime_lib.coverage(v, full, regime.seeds),
       regime_lib.one_budget(v, state, factor),
       regime_lib.stability(v.kind, ladder, state, regime, others, ties=tie_levels),
-      regime_lib.rate_tie(ties),
+      regime_lib.rate_tie(ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
       regime_lib.one_seed(v, [(s, d[i]) for s, d in drops]),
     ]
     v = dataclasses.replace(

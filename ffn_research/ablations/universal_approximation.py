@@ -740,6 +740,21 @@ CHANGES = (
     'verdicts above (re-judged from the same runs plus the T/4 rung)',
     verdicts=(1, 2, 3),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      'after the republication under issue 45, a machinery rule (every study): an existence claim reached at T at '
+      'the chosen rates is not demoted by a tied rate that does not reach it (one rate reaching shows "can '
+      'reach"; `regime.rate_tie(reached=...)`); the same runs judged again'
+    ),
+    outcome=(
+      'control x^2, 1 bilinear unit: inconclusive (tied rates 3e-4 and 1e-3 at T give 0.26 and 0.0028) -> '
+      'reproduced, 1.8e-7 [7.4e-8, 2.8e-7] at the chosen rate, as its use as the premise of 3 and 5 already read it'
+    ),
+    verdicts=(4,),
+    to_positive=(4,),
+  ),
 )
 
 ABLATION = base.Study(
