@@ -13,7 +13,8 @@ Every flat config key has one role (`role`):
   structure    everything else: a different value compiles a different program
 
 `program_key` is the one key builder: the sweep's grouping (`sweep.group_key`), both program caches
-(`sweep._programs`, `loop.restore_program`) ask it, each saying which roles vary inside one program.
+(`sweep._programs`, `loop.restore_program`) ask it, each saying which roles vary inside one program; and
+`free_on_resume` says which keys a resumed run may change.
 """
 
 from collections.abc import Collection
@@ -44,6 +45,7 @@ SEED_KEY = 'train.seed'
 PER_RUN_KEYS = (SEED_KEY, *TRACED_KEYS)  # what a sweep vmaps over: one value per run of a group
 _SCHEDULE = ('train.steps', 'train.warmup_steps')
 _BOOKKEEPING = ('train.log_every', 'train.checkpoint_every', 'train.eval_every')
+_PLACEMENT = 'parallel.'
 
 
 def role(key: str) -> str:
@@ -56,7 +58,7 @@ def role(key: str) -> str:
     return SCHEDULE
   if key in _BOOKKEEPING:
     return BOOKKEEPING
-  if key.startswith('parallel.'):
+  if key.startswith(_PLACEMENT):
     return PLACEMENT
   return STRUCTURE
 
@@ -85,3 +87,11 @@ def program_key(
   if pad_d_ff and config.model.moe.num_experts == 0:
     flat['model.d_ff'] = None
   return json.dumps(io_lib.json_safe(flat), sort_keys=True)
+
+
+def free_on_resume(config: ml_collections.ConfigDict, *, lone: bool) -> tuple[str, ...]:
+  """Prefixes of the keys a resumed run may change (its config.json then records the new values): placement for
+  a lone run (it may resume on another mesh; a sweep places its runs itself), and every model.moe key for a dense
+  FFN, which reads none of them (e.g. a default that changed since the run started)."""
+  free = (_PLACEMENT,) if lone else ()
+  return free + (('model.moe.',) if config.model.moe.num_experts == 0 else ())

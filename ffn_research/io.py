@@ -383,12 +383,8 @@ class RunDir:
     return Lock(self.path)
 
   def check_config(self, resolved: dict[str, Any], free: tuple[str, ...] = ()) -> None:
-    """Write config.json, or refuse (WorkdirError) a folder that holds a different config.
-
-    A dense run (model.moe.num_experts 0) ignores every model.moe key, so those may differ (e.g. a
-    default that changed since the run started); config.json then records the new values."""
-    if resolved.get('model', {}).get('moe', {}).get('num_experts', 0) == 0:
-      free = (*free, 'model.moe.')
+    """Write config.json, or refuse (WorkdirError) a folder that holds a different config; keys under a prefix
+    in `free` may differ (identity.free_on_resume says which)."""
     check_or_write_config(self.path, resolved, _default_config(), free)
 
   def summary(self) -> dict[str, Any] | None:

@@ -615,7 +615,7 @@ class Lifecycle:
         raise
       print(f'sweep: skipped {os.path.basename(run_dir.path)}: {e}', file=sys.stderr, flush=True)
       return False
-    run_dir.check_config(config.to_dict(), free=() if self.sweep else ('parallel.',))
+    run_dir.check_config(config.to_dict(), free=identity.free_on_resume(config, lone=not self.sweep))
     return True
 
   def train(

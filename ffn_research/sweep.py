@@ -480,7 +480,7 @@ def run_sweep(
       {'base_config': base.to_dict(), 'runs': [{'name': r.name, 'overrides': r.overrides} for r in runs]},
     )
     for r in mine:  # refuse to mix runs of different configs before any training (Lifecycle checks again)
-      _run_dir(workdir, r.name).check_config(r.config.to_dict())
+      _run_dir(workdir, r.name).check_config(r.config.to_dict(), identity.free_on_resume(r.config, lone=False))
     todo = [r for r in mine if not _run_dir(workdir, r.name).finished()]
     if todo:  # split what the machine cannot hold at once, before anything compiles
       max_group_size, why = fitting_group_size(todo[0], max_group_size)

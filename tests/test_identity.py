@@ -57,3 +57,12 @@ def test_group_key_is_program_key_over_the_per_run_keys():
   assert sweep.group_key(base) == sweep.group_key(per_run)
   assert sweep.group_key(base) != sweep.group_key(_config(**{'train.steps': base.train.steps + 1}))
   assert sweep.group_key(base) == identity.program_key(base, ignore=identity.PER_RUN_KEYS, pad_d_ff=True)
+
+
+def test_free_on_resume():
+  dense, moe_ = _config(), _config(**{'model.moe.num_experts': 4})
+  assert identity.free_on_resume(dense, lone=True) == ('parallel.', 'model.moe.')
+  assert identity.free_on_resume(dense, lone=False) == ('model.moe.',)  # a sweep places its runs itself
+  assert identity.free_on_resume(moe_, lone=True) == ('parallel.',)  # an MoE reads its section
+  assert identity.free_on_resume(moe_, lone=False) == ()
+  assert all(identity.role(k) == identity.PLACEMENT for k in config_lib.flat_keys(dense) if k.startswith('parallel.'))
