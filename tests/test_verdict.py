@@ -355,6 +355,7 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert [r['premise'] for r in report['verdicts'][0]['ladder']] == [False] * 3
   assert [r['premise'] for r in report['verdicts'][1]['ladder']] == [True] * 3
   assert md.count(' (premise fails)') == 3 and '[0.5, 1.5] not reproduced (premise fails); T/2 (5 steps)' in md
+  assert "the premise fails at T/4, T/2, T: these are the rule's outcomes, not a refutation" in md
   assert 'p = 0.04, Holm-adjusted 0.09' in md and 'Holm correction over the 4 verdict(s)' in md
   assert report_lib.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'
   assert report_lib.index_line('fake', report).count('invalid (failed: premise') == 1

@@ -305,6 +305,9 @@ def stability(
   steps = sorted({state[p].steps for p in v.points if p in state})
   budgets = [steps[-1] // 2 ** (len(rungs) - 1 - i) if steps else 0 for i in range(len(rungs))]
   passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, budgets))
+  unfit = [lv for lv, r in zip(levels, rungs, strict=True) if r.premises and not all(c.passed for c in r.premises)]
+  if unfit:  # the rule's outcomes are read, not believed: the premise check says why
+    how += f"; the premise fails at {', '.join(unfit)}: these are the rule's outcomes, not a refutation"
   name = f'stable on the budget ladder ({kind or "no kind"} claim)'
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   if passed:
