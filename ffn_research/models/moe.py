@@ -120,6 +120,12 @@ def validate(model_cfg) -> None:
   )
   for key in ('freeze_router', 'stop_combine_grad'):
     check(isinstance(e[key], bool), f'model.moe.{key}={e[key]!r} must be True or False')
+  _validate_router(e)
+
+
+def _validate_router(e) -> None:
+  """ConfigError for settings the chosen router (model.moe.router) cannot use."""
+  check = config_lib.check
   if e.router in routers_lib.INPUT_ROUTERS:
     check(
       e.bias_update_rate == 0,
