@@ -32,44 +32,12 @@ def build_ffn(
   (dense FFNs only; d_ff padding: ffn_research.programs); None: the config's own.
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
-  e = model_cfg.moe
-  is_mup = mup.is_mup(model_cfg)
   # μP: d_in's and d_out's Dims (widths in the sequence models, the task's sizes in the bare FFN)
   d_in_dim, d_out_dim = mup.d_model_dim(model_cfg, d_in), mup.d_model_dim(model_cfg, d_in if d_out is None else d_out)
-  if e.num_experts > 0:
-    scope, priority = moe_lib.routing_settings(model_cfg)
-    return moe_lib.MoE(
-      d_in,
-      d_ff,
-      model_cfg.activation,
-      num_experts=e.num_experts,
-      top_k=e.top_k,
-      capacity_factor=e.capacity_factor,
-      router=e.router,
-      renormalize=e.renormalize,
-      freeze_router=e.freeze_router,
-      stop_combine_grad=e.stop_combine_grad,
-      drop_priority=priority,
-      capacity_scope=scope,
-      dispatch=e.dispatch,
-      num_shared_experts=e.num_shared_experts,
-      granularity=e.granularity,
-      load_balance_coef=e.load_balance_coef,
-      z_loss_coef=e.z_loss_coef,
-      bias_update_rate=e.bias_update_rate,
-      jitter=e.jitter,
-      slots_per_expert=e.slots_per_expert,
-      use_bias=model_cfg.use_bias,
-      dropout_rate=model_cfg.dropout_rate,
-      init=model_cfg.init,
-      dtype=model_cfg.dtype,
-      d_out=d_out,
-      mesh=mesh,
-      mup_dims=(d_in_dim, mup.expert_dim(model_cfg), d_out_dim) if is_mup else None,
-      rngs=rngs,
-    )
+  if model_cfg.moe.num_experts > 0:
+    return _build_moe(model_cfg, d_in, d_ff, d_out, rngs, mesh, (d_in_dim, d_out_dim))
   fans = None
-  if is_mup:
+  if mup.is_mup(model_cfg):
     hidden = mup.d_ff_dim(model_cfg, d_ff_true)
     fans = (mup.init_fans(d_in_dim, hidden), mup.init_fans(hidden, d_out_dim))
   return ffn_lib.FFN(
@@ -83,6 +51,42 @@ def build_ffn(
     d_out=d_out,
     d_ff_true=d_ff_true,
     mup_fans=fans,
+    rngs=rngs,
+  )
+
+
+def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, dims) -> moe_lib.MoE:
+  """build_ffn's MoE: every model.moe setting passed through (μP `dims`: d_in's and d_out's)."""
+  e = model_cfg.moe
+  scope, priority = moe_lib.routing_settings(model_cfg)
+  return moe_lib.MoE(
+    d_in,
+    d_ff,
+    model_cfg.activation,
+    num_experts=e.num_experts,
+    top_k=e.top_k,
+    capacity_factor=e.capacity_factor,
+    router=e.router,
+    renormalize=e.renormalize,
+    freeze_router=e.freeze_router,
+    stop_combine_grad=e.stop_combine_grad,
+    drop_priority=priority,
+    capacity_scope=scope,
+    dispatch=e.dispatch,
+    num_shared_experts=e.num_shared_experts,
+    granularity=e.granularity,
+    load_balance_coef=e.load_balance_coef,
+    z_loss_coef=e.z_loss_coef,
+    bias_update_rate=e.bias_update_rate,
+    jitter=e.jitter,
+    slots_per_expert=e.slots_per_expert,
+    use_bias=model_cfg.use_bias,
+    dropout_rate=model_cfg.dropout_rate,
+    init=model_cfg.init,
+    dtype=model_cfg.dtype,
+    d_out=d_out,
+    mesh=mesh,
+    mup_dims=(dims[0], mup.expert_dim(model_cfg), dims[1]) if mup.is_mup(model_cfg) else None,
     rngs=rngs,
   )
 
