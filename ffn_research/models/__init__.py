@@ -8,7 +8,8 @@ Every model follows `ffn.Layer`: `apply(x, rng=None) -> (outputs, aux)` and
 `after_step(aux)`.
 """
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+import dataclasses
 from typing import Any
 
 from flax import nnx
@@ -25,15 +26,6 @@ from ffn_research.models import transformer
 from ffn_research.models.sublayer import build_ffn  # the models package's API
 from ffn_research.models.sublayer import ffn_counts  # the models package's API
 from ffn_research.models.sublayer import hidden_width as hidden_width  # the models package's API (re-exported)
-
-# model.arch name -> sequence model class (token inputs, vocabulary logits).
-SEQUENCE_ARCHS = {
-  'transformer': transformer.Transformer,  # pre-norm decoder: attention + FFN blocks
-  'ffn_stack': transformer.FFNStack,  # FFN blocks only, over a causal mean of embeddings
-}
-# model.arch names. 'ffn' is the bare FFN used for regression tasks; 'tied_relu' is Elhage et al.
-# 2022's toy model of superposition ReLU(W^T W x + b) (models/toy.py), also for regression tasks.
-ARCHS: tuple[str, ...] = ('ffn', 'tied_relu', *SEQUENCE_ARCHS)
 
 Hyper = ffn_lib.Hyper
 # Model keys read at run time from ffn.Hyper variables named after their last component: runs
@@ -63,24 +55,7 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   """ConfigError (one line, naming the key) for anything invalid in the model section."""
   config_lib.one_of('model.arch', model_cfg.arch, ARCHS)
   ffn_lib.validate(model_cfg)
-  if model_cfg.arch in SEQUENCE_ARCHS:
-    transformer.validate(model_cfg)
-  elif model_cfg.arch == 'tied_relu':
-    config_lib.check(
-      model_cfg.moe.num_experts == 0,
-      f'model.moe.num_experts={model_cfg.moe.num_experts} must be 0 for model.arch=tied_relu (no FFN inside)',
-    )
-    config_lib.check(
-      model_cfg.activation == 'relu' and model_cfg.dropout_rate == 0 and not model_cfg.match_params,
-      'model.arch=tied_relu is ReLU(W^T W x + b): it needs model.activation=relu, '
-      'model.dropout_rate=0 and model.match_params=False',
-    )
-  else:
-    config_lib.check(
-      not model_cfg.freeze_embeddings,
-      f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
-      f'model.arch={model_cfg.arch!r} has no embeddings',
-    )
+  ARCHS[model_cfg.arch].validate(model_cfg)
   moe_lib.validate(model_cfg)
   mup.validate(model_cfg)
 
@@ -90,57 +65,125 @@ def build_model(
 ) -> ffn_lib.Layer:
   """The model a config selects; MoE experts split over `expert_mesh`'s 'expert' axis when given;
   `d_ff_true`: every FFN's true width when config's d_ff is a padded program's."""
-  m = config.model
-  if m.arch == 'ffn':
-    return build_ffn(m, m.d_model, task.output_dim, rngs, expert_mesh, d_ff_true)
-  if m.arch == 'tied_relu':
-    _check_autoencoder(m, task)
-    return toy.TiedReLU(m.d_model, m.d_ff, use_bias=m.use_bias, init=m.init, d_ff_true=d_ff_true, rngs=rngs)
-  if m.arch in SEQUENCE_ARCHS:
-    return SEQUENCE_ARCHS[m.arch](
-      m, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh, d_ff_true=d_ff_true
-    )
-  raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+  return _arch(config.model).build(config, task, rngs, expert_mesh, d_ff_true)
 
 
 def model_counts(config: ml_collections.ConfigDict, task: Any) -> dict[str, Any]:
   """Exact parameter and FLOP counts from formulas (tests hold them against the trees)."""
+  return _arch(config.model).counts(config, task)
+
+
+def _arch(model_cfg: ml_collections.ConfigDict) -> 'Arch':
+  if model_cfg.arch not in ARCHS:
+    raise ValueError(f'model.arch={model_cfg.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+  return ARCHS[model_cfg.arch]
+
+
+# --------------------------------------------------------------------------- the architectures
+
+
+@dataclasses.dataclass(frozen=True)
+class Arch:
+  """One model.arch: how it builds from a config, counts its parameters and FLOPs, and checks its keys."""
+
+  build: Callable[..., ffn_lib.Layer]  # (config, task, rngs, expert_mesh, d_ff_true) -> model
+  counts: Callable[[ml_collections.ConfigDict, Any], dict[str, Any]]  # (config, task) -> model_counts
+  validate: Callable[[ml_collections.ConfigDict], None]  # (model section) -> ConfigError or None
+  sequence: bool = False  # token inputs, vocabulary logits (the sequence tasks)
+
+
+def _ffn_build(config, task, rngs, expert_mesh, d_ff_true):
   m = config.model
-  if m.arch == 'ffn':
-    c = ffn_counts(m, m.d_model, task.output_dim, group_tokens(config, task))
-    return {
-      'num_params': c['num_params'],
-      'num_active_params': c['num_active_params'],
-      'num_ffn_params': c['num_params'],
-      'num_active_ffn_params': c['num_active_params'],
-      'd_ff_effective': c['d_ff_effective'],
-      'd_ff_active': c['d_ff_active'],
-      'flops_per_token': c['flops_per_token'],
-    }
-  if m.arch == 'tied_relu':
-    _check_autoencoder(m, task)
-    n = toy.tied_relu_param_count(m.d_model, m.d_ff, m.use_bias)
-    return {
-      'num_params': n,
-      'num_active_params': n,
-      'num_ffn_params': n,
-      'num_active_ffn_params': n,
-      'd_ff_effective': m.d_ff,
-      'd_ff_active': m.d_ff,
-      'flops_per_token': 4 * m.d_model * m.d_ff,
-    }
-  if m.arch in SEQUENCE_ARCHS:
+  return build_ffn(m, m.d_model, task.output_dim, rngs, expert_mesh, d_ff_true)
+
+
+def _ffn_counts(config, task):
+  m = config.model
+  c = ffn_counts(m, m.d_model, task.output_dim, group_tokens(config, task))
+  return {
+    'num_params': c['num_params'],
+    'num_active_params': c['num_active_params'],
+    'num_ffn_params': c['num_params'],
+    'num_active_ffn_params': c['num_active_params'],
+    'd_ff_effective': c['d_ff_effective'],
+    'd_ff_active': c['d_ff_active'],
+    'flops_per_token': c['flops_per_token'],
+  }
+
+
+def _no_embeddings(model_cfg):
+  config_lib.check(
+    not model_cfg.freeze_embeddings,
+    f'model.freeze_embeddings=True needs a sequence model (transformer, ffn_stack); '
+    f'model.arch={model_cfg.arch!r} has no embeddings',
+  )
+
+
+def _tied_build(config, task, rngs, expert_mesh, d_ff_true):
+  del expert_mesh
+  m = config.model
+  _check_autoencoder(m, task)
+  return toy.TiedReLU(m.d_model, m.d_ff, use_bias=m.use_bias, init=m.init, d_ff_true=d_ff_true, rngs=rngs)
+
+
+def _tied_counts(config, task):
+  m = config.model
+  _check_autoencoder(m, task)
+  n = toy.tied_relu_param_count(m.d_model, m.d_ff, m.use_bias)
+  return {
+    'num_params': n,
+    'num_active_params': n,
+    'num_ffn_params': n,
+    'num_active_ffn_params': n,
+    'd_ff_effective': m.d_ff,
+    'd_ff_active': m.d_ff,
+    'flops_per_token': 4 * m.d_model * m.d_ff,
+  }
+
+
+def _tied_validate(model_cfg):
+  config_lib.check(
+    model_cfg.moe.num_experts == 0,
+    f'model.moe.num_experts={model_cfg.moe.num_experts} must be 0 for model.arch=tied_relu (no FFN inside)',
+  )
+  config_lib.check(
+    model_cfg.activation == 'relu' and model_cfg.dropout_rate == 0 and not model_cfg.match_params,
+    'model.arch=tied_relu is ReLU(W^T W x + b): it needs model.activation=relu, '
+    'model.dropout_rate=0 and model.match_params=False',
+  )
+
+
+def _sequence(cls) -> Arch:
+  def build(config, task, rngs, expert_mesh, d_ff_true):
+    return cls(config.model, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh, d_ff_true=d_ff_true)
+
+  def counts(config, task):
+    m = config.model
     return transformer.counts(
       m, task.output_dim, task.seq_len, ffn_counts(m, m.d_model, m.d_model, group_tokens(config, task))
     )
-  raise ValueError(f'model.arch={m.arch!r} is unknown; allowed: {", ".join(ARCHS)}')
+
+  return Arch(build, counts, transformer.validate, sequence=True)
+
+
+# model.arch -> Arch. 'ffn' is the bare FFN used for regression tasks; 'tied_relu' is Elhage et al. 2022's toy
+# model of superposition ReLU(W^T W x + b) (models/toy.py), also for regression tasks; the sequence models take
+# tokens: 'transformer' (pre-norm decoder: attention + FFN blocks), 'ffn_stack' (FFN blocks only, over a causal
+# mean of embeddings).
+ARCHS: dict[str, Arch] = {
+  'ffn': Arch(_ffn_build, _ffn_counts, _no_embeddings),
+  'tied_relu': Arch(_tied_build, _tied_counts, _tied_validate),
+  'transformer': _sequence(transformer.Transformer),
+  'ffn_stack': _sequence(transformer.FFNStack),
+}
+SEQUENCE_ARCHS = tuple(name for name, a in ARCHS.items() if a.sequence)
 
 
 def group_tokens(config: ml_collections.ConfigDict, task: Any) -> int:
   """Tokens an MoE routes together in a training step (`MoE.num_groups`): one sequence with
   per-sequence capacity, else the whole batch (its rows, times the sequence length)."""
   scope, _ = moe_lib.routing_settings(config.model)
-  seq_len = task.seq_len if config.model.arch in SEQUENCE_ARCHS else 1
+  seq_len = task.seq_len if ARCHS[config.model.arch].sequence else 1
   return seq_len if scope == 'sequence' else config.train.batch_size * seq_len
 
 
