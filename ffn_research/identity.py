@@ -77,14 +77,14 @@ def program_key(
 ) -> str:
   """Equal for configs one compiled program serves: the keys in `ignore` may differ freely, those in `on_off`
   only in their values > 0 (the paths they switch on stay the same), and with `pad_d_ff` a dense FFN's d_ff too
-  (d_ff padding: ffn_research.programs); every other key must be equal."""
+  (an FFN kind that pads: d_ff padding, ffn_research.programs); every other key must be equal."""
   flat = config_lib.flat_keys(config)
   for key in ignore:
     flat[key] = None
   for key in on_off:
     if key not in ignore:
       flat[key] = bool(flat[key] > 0)
-  if pad_d_ff and config.model.moe.num_experts == 0:
+  if pad_d_ff and models.ffn_kind(config.model).pads:
     flat['model.d_ff'] = None
   return json.dumps(io_lib.json_safe(flat), sort_keys=True)
 
@@ -94,4 +94,4 @@ def free_on_resume(config: ml_collections.ConfigDict, *, lone: bool) -> tuple[st
   a lone run (it may resume on another mesh; a sweep places its runs itself), and every model.moe key for a dense
   FFN, which reads none of them (e.g. a default that changed since the run started)."""
   free = (_PLACEMENT,) if lone else ()
-  return free + (('model.moe.',) if config.model.moe.num_experts == 0 else ())
+  return free + models.ffn_kind(config.model).unread

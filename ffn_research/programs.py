@@ -75,7 +75,7 @@ def pads_d_ff(model_cfg: ml_collections.ConfigDict) -> bool:
   """Whether runs of this model may share a program padded to a wider d_ff: dense FFNs without
   dropout (a dropout mask's random bits depend on the allocated width; MoE experts are not padded),
   in the standard parametrization (μP's learning-rate factors depend on the width and are compiled in)."""
-  return model_cfg.moe.num_experts == 0 and model_cfg.dropout_rate == 0 and model_cfg.parametrization == 'standard'
+  return models.ffn_kind(model_cfg).pads and model_cfg.dropout_rate == 0 and model_cfg.parametrization == 'standard'
 
 
 def split_by_flops(

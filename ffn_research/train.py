@@ -140,7 +140,7 @@ class Experiment:
     per parameter array (optim.build_optimizer's label tree).
     """
     if (
-      self.config.model.moe.num_experts > 0
+      not models.ffn_kind(self.config.model).flat_optimizer
       or parallel.expert_mesh(self.mesh) is not None
       or models.mup.is_mup(self.config.model)
     ):

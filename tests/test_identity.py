@@ -66,3 +66,16 @@ def test_free_on_resume():
   assert identity.free_on_resume(moe_, lone=True) == ('parallel.',)  # an MoE reads its section
   assert identity.free_on_resume(moe_, lone=False) == ()
   assert all(identity.role(k) == identity.PLACEMENT for k in config_lib.flat_keys(dense) if k.startswith('parallel.'))
+
+
+def test_ffn_kinds_answer_what_the_programs_ask():
+  from ffn_research import models
+  from ffn_research import programs
+
+  dense = _config()
+  moe_ = _config(**{'model.moe.num_experts': 4})
+  soft = _config(**{'model.moe.num_experts': 4, 'model.moe.router': 'soft'})
+  assert [models.ffn_kind(c.model).name for c in (dense, moe_, soft)] == ['dense', 'moe', 'soft_moe']
+  assert programs.pads_d_ff(dense.model) and not programs.pads_d_ff(moe_.model)
+  assert not programs.pads_d_ff(_config(**{'model.dropout_rate': 0.1}).model)  # a dense kind pads, dropout not
+  assert [models.ffn_kind(c.model).flat_optimizer for c in (dense, moe_, soft)] == [True, False, False]

@@ -25,6 +25,7 @@ from ffn_research.models import toy
 from ffn_research.models import transformer
 from ffn_research.models.sublayer import build_ffn  # the models package's API
 from ffn_research.models.sublayer import ffn_counts  # the models package's API
+from ffn_research.models.sublayer import ffn_kind as ffn_kind  # the models package's API (re-exported)
 from ffn_research.models.sublayer import hidden_width as hidden_width  # the models package's API (re-exported)
 
 Hyper = ffn_lib.Hyper

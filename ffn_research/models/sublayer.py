@@ -2,6 +2,10 @@
 its formula-based counts; used by the bare-FFN arch and by every sequence-model block.
 """
 
+from collections.abc import Callable
+import dataclasses
+from typing import Any
+
 from flax import nnx
 import jax
 import ml_collections
@@ -33,13 +37,17 @@ def build_ffn(
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
   # μP: d_in's and d_out's Dims (widths in the sequence models, the task's sizes in the bare FFN)
-  d_in_dim, d_out_dim = mup.d_model_dim(model_cfg, d_in), mup.d_model_dim(model_cfg, d_in if d_out is None else d_out)
-  if model_cfg.moe.num_experts > 0:
-    return _build_moe(model_cfg, d_in, d_ff, d_out, rngs, mesh, (d_in_dim, d_out_dim))
+  dims = mup.d_model_dim(model_cfg, d_in), mup.d_model_dim(model_cfg, d_in if d_out is None else d_out)
+  return ffn_kind(model_cfg).build(model_cfg, d_in, d_ff, d_out, rngs, mesh, d_ff_true, dims)
+
+
+def _build_dense(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d_ff_true, dims) -> ffn_lib.FFN:
+  """build_ffn's dense or gated FFN of the zoo."""
+  del mesh
   fans = None
   if mup.is_mup(model_cfg):
     hidden = mup.d_ff_dim(model_cfg, d_ff_true)
-    fans = (mup.init_fans(d_in_dim, hidden), mup.init_fans(hidden, d_out_dim))
+    fans = (mup.init_fans(dims[0], hidden), mup.init_fans(hidden, dims[1]))
   return ffn_lib.FFN(
     d_in,
     d_ff,
@@ -55,8 +63,9 @@ def build_ffn(
   )
 
 
-def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, dims) -> moe_lib.MoE:
+def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d_ff_true, dims) -> moe_lib.MoE:
   """build_ffn's MoE: every model.moe setting passed through (μP `dims`: d_in's and d_out's)."""
+  del d_ff_true  # experts are never padded
   e = model_cfg.moe
   scope, priority = moe_lib.routing_settings(model_cfg)
   return moe_lib.MoE(
@@ -103,38 +112,49 @@ def ffn_counts(
   expert's width; 'flops_per_token' is `moe.soft_flops_per_token` (a float).
   """
   d_ff = ffn_lib.effective_d_ff(model_cfg.d_ff, model_cfg.activation, model_cfg.match_params)
+  return ffn_kind(model_cfg).counts(model_cfg, d_in, d_ff, d_out, group_tokens)
+
+
+def _soft_moe_counts(model_cfg, d_in: int, d_ff: int, d_out: int | None, group_tokens: int | None):
   e = model_cfg.moe
-  if e.num_experts > 0 and e.router in routers_lib.SLOT_ROUTERS:
-    if group_tokens is None:
-      raise ValueError(f'router={e.router}: ffn_counts needs group_tokens (its FLOPs depend on the group size)')
-    g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
-    num_e, d_e, p = g * e.num_experts, d_ff // g, e.slots_per_expert
-    total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out, p)
-    flops = moe_lib.soft_flops_per_token(d_in, d_e, act, num_e, p, group_tokens, e.num_shared_experts, d_out)
-    return {
-      'num_params': total,
-      'num_active_params': total,
-      'd_ff_effective': d_e,
-      'd_ff_active': (num_e + e.num_shared_experts) * d_e,
-      'flops_per_token': flops,
-    }
-  if e.num_experts > 0:
-    g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
-    num_e, k, d_e = g * e.num_experts, g * e.top_k, d_ff // g
-    total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out)
-    active = moe_lib.moe_param_count(d_in, d_e, act, bias, k, e.num_shared_experts, d_out)
-    active += d_in * (num_e - k)  # the whole router is active
-    d_active = (k + e.num_shared_experts) * d_e
-    flops = 2 * d_in * num_e + k * ffn_lib.ffn_flops_per_token(d_in, d_e, act, d_out)
-    if e.num_shared_experts:
-      flops += ffn_lib.ffn_flops_per_token(d_in, e.num_shared_experts * d_e, act, d_out)
-    return {
-      'num_params': total,
-      'num_active_params': active,
-      'd_ff_effective': d_e,
-      'd_ff_active': d_active,
-      'flops_per_token': flops,
-    }
+  if group_tokens is None:
+    raise ValueError(f'router={e.router}: ffn_counts needs group_tokens (its FLOPs depend on the group size)')
+  g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
+  num_e, d_e, p = g * e.num_experts, d_ff // g, e.slots_per_expert
+  total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out, p)
+  flops = moe_lib.soft_flops_per_token(d_in, d_e, act, num_e, p, group_tokens, e.num_shared_experts, d_out)
+  return {
+    'num_params': total,
+    'num_active_params': total,
+    'd_ff_effective': d_e,
+    'd_ff_active': (num_e + e.num_shared_experts) * d_e,
+    'flops_per_token': flops,
+  }
+
+
+def _moe_counts(model_cfg, d_in: int, d_ff: int, d_out: int | None, group_tokens: int | None):
+  del group_tokens
+  e = model_cfg.moe
+  g, act, bias = e.granularity, model_cfg.activation, model_cfg.use_bias
+  num_e, k, d_e = g * e.num_experts, g * e.top_k, d_ff // g
+  total = moe_lib.moe_param_count(d_in, d_e, act, bias, num_e, e.num_shared_experts, d_out)
+  active = moe_lib.moe_param_count(d_in, d_e, act, bias, k, e.num_shared_experts, d_out)
+  active += d_in * (num_e - k)  # the whole router is active
+  d_active = (k + e.num_shared_experts) * d_e
+  flops = 2 * d_in * num_e + k * ffn_lib.ffn_flops_per_token(d_in, d_e, act, d_out)
+  if e.num_shared_experts:
+    flops += ffn_lib.ffn_flops_per_token(d_in, e.num_shared_experts * d_e, act, d_out)
+  return {
+    'num_params': total,
+    'num_active_params': active,
+    'd_ff_effective': d_e,
+    'd_ff_active': d_active,
+    'flops_per_token': flops,
+  }
+
+
+def _dense_counts(model_cfg, d_in: int, d_ff: int, d_out: int | None, group_tokens: int | None):
+  del group_tokens
   n = ffn_lib.ffn_param_count(d_in, d_ff, model_cfg.activation, model_cfg.use_bias, d_out)
   return {
     'num_params': n,
@@ -143,3 +163,34 @@ def ffn_counts(
     'd_ff_active': d_ff,
     'flops_per_token': ffn_lib.ffn_flops_per_token(d_in, d_ff, model_cfg.activation, d_out),
   }
+
+
+# --------------------------------------------------------------------------- the FFN kinds
+
+
+@dataclasses.dataclass(frozen=True)
+class FFNKind:
+  """One kind of FFN sublayer: how it builds and counts itself, and what the programs may assume of it. The
+  one place that asks which kind a config selects is `ffn_kind`; programs, identity and train ask the kind."""
+
+  name: str
+  build: Callable[..., ffn_lib.Layer]  # (model_cfg, d_in, d_ff, d_out, rngs, mesh, d_ff_true, mup dims)
+  counts: Callable[..., dict[str, Any]]  # (model_cfg, d_in, d_ff, d_out, group_tokens) -> ffn_counts
+  pads: bool  # runs of different d_ff may share one program allocated at the widest (programs.pads_d_ff)
+  flat_optimizer: bool  # its weights may be one flat vector for the optimizer (train.Experiment._flat)
+  unread: tuple[str, ...] = ()  # config prefixes it reads none of: a resumed run may change them
+
+
+KINDS: dict[str, FFNKind] = {
+  'dense': FFNKind('dense', _build_dense, _dense_counts, pads=True, flat_optimizer=True, unread=('model.moe.',)),
+  'moe': FFNKind('moe', _build_moe, _moe_counts, pads=False, flat_optimizer=False),
+  'soft_moe': FFNKind('soft_moe', _build_moe, _soft_moe_counts, pads=False, flat_optimizer=False),
+}
+
+
+def ffn_kind(model_cfg: ml_collections.ConfigDict) -> FFNKind:
+  """The kind of FFN sublayer a config selects: dense (plain or gated), a routed MoE of them, or a Soft MoE."""
+  e = model_cfg.moe
+  if e.num_experts == 0:
+    return KINDS['dense']
+  return KINDS['soft_moe' if e.router in routers_lib.SLOT_ROUTERS else 'moe']
