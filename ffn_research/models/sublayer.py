@@ -48,19 +48,19 @@ def _build_dense(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh,
   if mup.is_mup(model_cfg):
     hidden = mup.d_ff_dim(model_cfg, d_ff_true)
     fans = (mup.init_fans(dims[0], hidden), mup.init_fans(hidden, dims[1]))
-  return ffn_lib.FFN(
-    d_in,
-    d_ff,
-    model_cfg.activation,
-    use_bias=model_cfg.use_bias,
-    dropout_rate=model_cfg.dropout_rate,
-    init=model_cfg.init,
-    dtype=model_cfg.dtype,
-    d_out=d_out,
-    d_ff_true=d_ff_true,
-    mup_fans=fans,
-    rngs=rngs,
-  )
+  return ffn_lib.FFN(d_in, d_ff, d_out=d_out, d_ff_true=d_ff_true, mup_fans=fans, rngs=rngs, **_zoo(model_cfg))
+
+
+def _zoo(model_cfg) -> dict[str, Any]:
+  """The settings every FFN of the zoo takes from the model section (an MoE's experts too)."""
+  m = model_cfg
+  return {
+    'activation': m.activation,
+    'use_bias': m.use_bias,
+    'dropout_rate': m.dropout_rate,
+    'init': m.init,
+    'dtype': m.dtype,
+  }
 
 
 def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d_ff_true, dims) -> moe_lib.MoE:
@@ -71,7 +71,7 @@ def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d
   return moe_lib.MoE(
     d_in,
     d_ff,
-    model_cfg.activation,
+    **_zoo(model_cfg),
     num_experts=e.num_experts,
     top_k=e.top_k,
     capacity_factor=e.capacity_factor,
@@ -89,10 +89,6 @@ def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d
     bias_update_rate=e.bias_update_rate,
     jitter=e.jitter,
     slots_per_expert=e.slots_per_expert,
-    use_bias=model_cfg.use_bias,
-    dropout_rate=model_cfg.dropout_rate,
-    init=model_cfg.init,
-    dtype=model_cfg.dtype,
     d_out=d_out,
     mesh=mesh,
     mup_dims=(dims[0], mup.expert_dim(model_cfg), dims[1]) if mup.is_mup(model_cfg) else None,
