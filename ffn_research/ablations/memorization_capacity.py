@@ -871,7 +871,8 @@ CHANGES = (
       'issue 45 (the ladder and intervals in 42bf48d, the premises in the commit that adds this entry): every '
       "verdict judged on the budget ladder T/4, T/2, T by its kind (was: stable from T/2 to T); the MoE ratio's CI "
       "a t CI of the log ratio below 10 seeds (was BCa from 5 seeds); the random-label fraction's CI on the logit "
-      'scale; premise (d) for the MoE verdicts (experts >= 8 wide, router < 10%, sizes inside the dense range); '
+      'scale (tried, then dropped for the t interval cut at [0, 1]); premise (d) for the MoE verdicts (experts '
+      '>= 8 wide, router < 10%, sizes inside the dense range); '
       'the smoke scale adds E = 1,000'
     ),
     outcome=(
@@ -881,6 +882,22 @@ CHANGES = (
       'N = 2,048)'
     ),
     verdicts=(1, 2, 3, 4, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='2749953',
+    change=(
+      'the issue-45 republication: fresh runs judged on the ladder with premises (no rule changed for it); '
+      'verdict 2 is judged where the loop stopped, T = 400: a learning-rate tie at T (tied rates move the '
+      "statistic by at most 0.013, but one flips it to reproduced) withheld the doubling under the runner's tie "
+      'rule, though the ladder itself had not settled and 1,195 of 5,356 run-seconds were left'
+    ),
+    outcome=(
+      'verdict 1 invalid -> inconclusive (1.571, in its noise band); verdict 2 reproduced (1.026 at T = 1,600 in '
+      "the old run) -> inconclusive (0.869 at T = 400): the loop's stop, not evidence against the claim; 4-5 not "
+      'reproduced -> invalid (premise)'
+    ),
+    verdicts=(1, 2, 4, 5),
   ),
 )
 
@@ -938,7 +955,7 @@ ABLATION = base.Study(
       kind=stats.MAGNITUDE,
       scope=(
         'The same dense arm at 100 exposures per fact: T = 400 steps at batch N/4 to start, each doubling of T '
-        'halving the batch (T = 1,600, batch N/16, in the 2026-11-27 run), the peak over N per size at its tuned '
+        'halving the batch (the ladder line gives the T it was judged at), the peak over N per size at its tuned '
         'rate, 5 seeds (full scale); bits per trainable (non-embedding) parameter of the 2-block toy.'
       ),
       premise=(
