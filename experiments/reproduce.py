@@ -49,6 +49,12 @@ flags.DEFINE_integer(
   'Run seeds K ... K+n-1 instead of 0 ... n-1 (into DIR/NAME.seed_offsetK), to check that a verdict is not a '
   'property of the published seeds. Such a report is never published.',
 )
+flags.DEFINE_bool(
+  'judge_only',
+  False,
+  'Judge the runs on disk and write the report without training anything or buying an extension (every planned '
+  "run must be finished): a change to a study's wording or presentation lands without new runs.",
+)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
 FLAGS = flags.FLAGS
 
@@ -107,11 +113,20 @@ def main(argv):
   try:
     if FLAGS.ablation != 'all':
       reports = [
-        runner.run(FLAGS.ablation, FLAGS.workdir, scale, progress=FLAGS.progress, seed_offset=FLAGS.seed_offset)
+        runner.run(
+          FLAGS.ablation,
+          FLAGS.workdir,
+          scale,
+          progress=FLAGS.progress,
+          seed_offset=FLAGS.seed_offset,
+          judge_only=FLAGS.judge_only,
+        )
       ]
       failed = []
     else:
-      reports, failed = runner.run_all(FLAGS.workdir, scale, progress=FLAGS.progress, seed_offset=FLAGS.seed_offset)
+      reports, failed = runner.run_all(
+        FLAGS.workdir, scale, progress=FLAGS.progress, seed_offset=FLAGS.seed_offset, judge_only=FLAGS.judge_only
+      )
     if FLAGS.publish:
       for r in reports:
         publish.publish(r['name'], FLAGS.workdir)

@@ -410,6 +410,20 @@ def test_a_changed_collect_never_reads_the_old_cache(tmp_path):
   assert runner.collect_fingerprint(_old_collect) != runner.collect_fingerprint(_new_collect)
 
 
+def test_judge_only_trains_nothing_and_buys_no_extension(tmp_path):
+  """--judge_only: the runs on disk judged again and the report written, whatever the cap now allows; it refuses
+  a workdir whose planned runs are not all finished."""
+  with pytest.raises(base.ReproduceError, match='--judge_only: .* unfinished runs'):
+    runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
+  first = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)  # stops at the cap
+  on_disk = sorted(p.name for p in (tmp_path / 'tiny' / 'main' / 'runs').iterdir())
+  again = runner.run_study(_study(cap_s=1e9, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
+  assert sorted(p.name for p in (tmp_path / 'tiny' / 'main' / 'runs').iterdir()) == on_disk  # nothing trained
+  assert again['regime']['stopped'].startswith('judge only (--judge_only): the next extension')
+  assert again['regime']['next']['why'] == 'judge only' and again['regime']['next']['runs'] > 0
+  assert [v['statistic'] for v in again['verdicts']] == [v['statistic'] for v in first['verdicts']]
+
+
 def test_loop_cap_gives_invalid_with_the_cost_of_the_next_step(tmp_path):
   report = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)
   reg = report['regime']

@@ -39,9 +39,13 @@ from ffn_research.ablations import report as report_lib
 # --------------------------------------------------------------------------- running
 
 
-def run(name: str, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0) -> dict[str, Any]:
+def run(
+  name: str, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0, judge_only: bool = False
+) -> dict[str, Any]:
   """Run (or resume) ablation `name` at `scale` into workdir/name; write its report; return report.json."""
-  return run_study(ablations.get(name), workdir, scale, progress=progress, seed_offset=seed_offset)
+  return run_study(
+    ablations.get(name), workdir, scale, progress=progress, seed_offset=seed_offset, judge_only=judge_only
+  )
 
 
 def outdir_name(name: str, seed_offset: int = 0) -> str:
@@ -340,17 +344,24 @@ def _rate_at_t(tuning: pd.DataFrame, point: str) -> float:
   return float(t.iloc[0]) if len(t) else math.nan
 
 
-def _stop_reason(failed, actions, added, spent: float, cost: float, cap: cap_lib.Cap, seeds: int):
-  """('' to go on, or why the loop stops; the next extension's record when the cap stopped it)."""
+def _stop_reason(
+  failed, actions, added, spent: float, cost: float, cap: cap_lib.Cap, seeds: int, judge_only: bool = False
+):
+  """('' to go on, or why the loop stops; the next extension's record when the cap (or judge_only) stopped it)."""
   if not failed:
     return 'every check of every verdict passed', None
   if not actions:
     return 'more compute cannot help: every verdict with a failed check has one with no remedy left', None
-  if spent + cost > cap.run_s:
+  if spent + cost > cap.run_s or judge_only:
+    why = (
+      f'judge only (--judge_only): the next extension (~{cost:.0f} run-seconds) was not run'
+      if judge_only
+      else f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {cap.text()}'
+    )
     return (
-      f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {cap.text()}',
+      why,
       {
-        'why': 'over the cap',
+        'why': 'judge only' if judge_only else 'over the cap',
         'actions': actions,
         'runs': sum(map(len, added.values())) * seeds,
         'cost_s': cost,
@@ -418,6 +429,7 @@ def _regime_loop(
   tick,
   seed_offset: int,
   cap: cap_lib.Cap,
+  judge_only: bool = False,
 ):
   """Run, tune, judge, extend until every check passes, nothing is left to extend, or the cap; each pass is an
   iteration of `rec` (saved by `tick`, so a killed loop resumes where it stopped)."""
@@ -443,7 +455,7 @@ def _regime_loop(
       'actions': [],
       'next_cost_s': ext.cost,
     }
-    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, cap, regime.seeds)
+    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, cap, regime.seeds, judge_only)
     if not stopped:
       entry['actions'] = ext.actions
       entry['partial'] = ext.partial
@@ -472,12 +484,30 @@ def _final_verdicts(end: _LoopEnd, cap: cap_lib.Cap) -> list[verdict_lib.Verdict
   return [v if v.outcome != verdict_lib.INVALID else dataclasses.replace(v, detail=v.detail + cost) for v in verdicts]
 
 
+def _check_all_finished(study: base.Study, outdir: str, points, rec, seeds: int, seed_offset: int) -> None:
+  """ReproduceError (one line) unless every run the loop's state plans is finished on disk."""
+  done = _finished(outdir, points, seeds, seed_offset)
+  missing = sum(not done(p, r, t) for p, runs in regime_lib.plan(rec['state']).items() for r, t in runs)
+  if missing:
+    raise base.ReproduceError(
+      f'--judge_only: {missing} planned (point, rate, budget) cells of {study.name} have unfinished runs in '
+      f'{outdir}; run without --judge_only first'
+    )
+
+
 def run_study(
-  study: base.Study, workdir: str, scale: str = 'full', *, progress: bool = True, seed_offset: int = 0
+  study: base.Study,
+  workdir: str,
+  scale: str = 'full',
+  *,
+  progress: bool = True,
+  seed_offset: int = 0,
+  judge_only: bool = False,
 ) -> dict[str, Any]:
   """The regime loop (ablations/regime.py, `_regime_loop`); then Holm, the study's figure and tables, report.md /
   report.json. seed_offset K runs seeds K ... K+n-1 instead of 0 ... n-1, in workdir/NAME.seed_offsetK
-  (outdir_name)."""
+  (outdir_name). judge_only: judge the runs on disk and write the report, training nothing (every planned run
+  must be finished) and buying no extension (a wording fix lands without new runs, whatever the cap reads)."""
   _check_scale(study, scale)
   regime = study.regimes[scale]
   outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
@@ -500,7 +530,9 @@ def run_study(
     _save_record(outdir, rec)
 
   _save_record(outdir, rec)
-  end = _regime_loop(study, outdir, points, rec, regime, scale, progress, tick, seed_offset, cap)
+  if judge_only:
+    _check_all_finished(study, outdir, points, rec, regime.seeds, seed_offset)
+  end = _regime_loop(study, outdir, points, rec, regime, scale, progress, tick, seed_offset, cap, judge_only)
   tick()
   verdicts = _final_verdicts(end, cap)
   frame = end.frame
@@ -537,6 +569,7 @@ def run_all(
   progress: bool = True,
   names: Sequence[str] | None = None,
   seed_offset: int = 0,
+  judge_only: bool = False,
 ) -> tuple[list[dict[str, Any]], list[str]]:
   """Every ablation (that has `scale`) in turn; DIR/index.md; returns (reports, failed names)."""
   lines, reports, failed = [f'# Ablations ({scale} scale)', ''], [], []
@@ -545,7 +578,7 @@ def run_all(
       lines.append(f'- **{name}**: no {scale!r} scale')
       continue
     try:
-      report = run(name, workdir, scale, progress=progress, seed_offset=seed_offset)
+      report = run(name, workdir, scale, progress=progress, seed_offset=seed_offset, judge_only=judge_only)
       reports.append(report)
       lines.append(report_lib.index_line(name, report))
     except Exception as e:  # one ablation's failure must not stop the rest
