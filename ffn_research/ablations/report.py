@@ -22,7 +22,6 @@ from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
 
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # whose commit a report names
-log = base.log
 
 
 # --------------------------------------------------------------------------- environment
@@ -404,15 +403,15 @@ def write(outdir: str, report: dict[str, Any], verdicts, tables) -> None:
   # A check shared by several verdicts is printed once, with the verdicts it invalidates.
   failed: dict[tuple[str, str], list[str]] = {}  # (check name, detail) -> verdict numbers
   for i, v in enumerate(verdicts, 1):
-    log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
+    base.log(f'{name}: verdict {i}: {v.outcome}: {v.claim}')
     for c in v.failed_checks:
       failed.setdefault((c.name, c.detail), []).append(str(i))
   for (check, detail), which in failed.items():
-    log(f'{name}: failed check (verdict {", ".join(which)}): {check}: {detail}')
+    base.log(f'{name}: failed check (verdict {", ".join(which)}): {check}: {detail}')
   for c in report['checks']:
     if not c['passed']:
-      log(f'{name}: CHECK FAILED: {c["name"]}: {c["detail"]}')
-  log(
+      base.log(f'{name}: CHECK FAILED: {c["name"]}: {c["detail"]}')
+  base.log(
     f'{name}: wrote {outdir}/report.md ({report["wall_time_s"]:.0f} s; {report["total_wall_time_s"]:.0f} s '
     'over every invocation)'
   )

@@ -543,23 +543,28 @@ def run_study(
     **_regime_record(regime, cap, end.spent, end.stopped, rec['iterations'], end.nxt, end.state, end.tuning),
     'seed_offset': seed_offset,
   }
-  arms = {arm.name: arm for arm, _ in points.values()}
-  sweeps = [
-    {
-      'name': a.name,
-      'runs': int((frame['arm'] == a.name).sum()),
-      'seeds': regime.seeds,
-      'fixed': report_lib.fixed_settings(a.base, [k for o in a.points.values() for k in o]),
-      'swept': report_lib.swept_values(frame[frame['arm'] == a.name], a),
-    }
-    for a in arms.values()
-  ]
+  sweeps = _sweeps(points, frame, regime.seeds)
   on_disk = len(glob.glob(os.path.join(outdir, '*', 'runs', '*', 'summary.json')))
   report = report_lib.assemble(
     study, scale, env, clock[0] - start, rec['wall_s'], frame, shown, verdicts, sweeps, regime_rec, on_disk
   )
   report_lib.write(outdir, report, verdicts, shown.tables)
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
+
+
+def _sweeps(points, frame: pd.DataFrame, seeds: int) -> list[dict[str, Any]]:
+  """report.json's "sweeps": per arm its runs, seeds, fixed settings and swept values."""
+  arms = {arm.name: arm for arm, _ in points.values()}
+  return [
+    {
+      'name': a.name,
+      'runs': int((frame['arm'] == a.name).sum()),
+      'seeds': seeds,
+      'fixed': report_lib.fixed_settings(a.base, [k for o in a.points.values() for k in o]),
+      'swept': report_lib.swept_values(frame[frame['arm'] == a.name], a),
+    }
+    for a in arms.values()
+  ]
 
 
 def run_all(
