@@ -225,15 +225,19 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   # an existence claim reached at T: one rate reaching it shows "can reach"; a tied rate that does not undoes nothing
   reached = regime.rate_tie([('a at T', 1e-1, _verdict(1.5), v)], reached=True)
   assert reached.passed and 'undoes nothing' in reached.detail and 'a at T at tied rate 0.1: 1.5' in reached.detail
-  # a tie at a lower rung that moved the ladder: inconclusive, no doubling bought for it
+  # a tie at a lower rung whose tied rate makes the ladder stable moved it: inconclusive, no doubling bought for it
   st = state()
-  moved = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=['T/2'])
+  moved = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(0.5))])
   assert (
     not moved.passed
     and moved.demote == stats.INCONCLUSIVE
     and moved.remedy == ''
-    and 'rate ties at T/2' in moved.detail
+    and 'a tied rate at T/2 makes the ladder stable' in moved.detail
   )
+  # a tie with which the ladder fails too: the budget has not settled, so T doubles (the tie is named)
+  unsettled = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(1.4))])
+  assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS and 'rate ties at T/2' in unsettled.detail
+  assert unsettled.demote == stats.INVALID
   # a rate 1,000x worse with heavy tails (one seed blows up) is no tie: positive metrics are compared on their log
   blowup = frame(lambda p, r, t, s: (0.03 + 0.001 * s) if r == 1e-2 else (50.0 if s == 0 else 2.0), steps=(100,))
   assert regime.tied_rates('a', blowup, st['a'], POLICY, steps=100) == []

@@ -281,7 +281,7 @@ def stability(
   regime: Regime,
   others: Sequence[tuple[str, stats.Verdict]] = (),
   levels: Sequence[str] = LEVELS,
-  ties: Sequence[str] = (),
+  ties: Sequence[tuple[str, stats.Verdict]] = (),
 ) -> stats.Check:
   """The verdict's statistic on the budget ladder (`rungs`: the rule at each budget of `levels`, ascending, each
   at its own tuned rates), judged by the claim's kind (docs/reproduce.md#the-budget-ladder):
@@ -296,9 +296,11 @@ def stability(
     boundary: a best effort that crossed it means the ladder goes on.
 
   A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
-  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where `ties` names a
-  budget at which a rate tied with the chosen one gives another outcome (a tie is read at its rates, never bought
-  with steps: no remedy). Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
+  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one that a tie moved:
+  `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen one, where
+  it gives another outcome) of which one, put in its rung, makes the ladder stable (a tie is read at its rates, never
+  bought with steps: no remedy). A tie with which the ladder fails as well does not stop it: the budget, not the tie,
+  is what has not settled. Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
   and T/4)."""
   v = rungs[-1]
   raw = v.raw_outcome
@@ -312,13 +314,16 @@ def stability(
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   if passed:
     return stats.Check(name, True, how, demote=demote)
-  if ties:  # a rung whose tied rates give another outcome: the tie, not the budget, moved it; more steps never buy it
+  settling = sorted({lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '')[0]})
+  if settling:  # a tied rate settles the ladder: the tie, not the budget, moved it; more steps never buy it
     return stats.Check(
       name,
       False,
-      how + f'; rate ties at {", ".join(ties)}: a tie moved the ladder, not the budget',
+      how + f'; a tied rate at {", ".join(settling)} makes the ladder stable: a tie moved it, not the budget',
       demote=stats.INCONCLUSIVE,
     )
+  if ties:
+    how += f'; rate ties at {", ".join(sorted({lv for lv, _ in ties}))} give other outcomes, none a stable ladder'
   left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   return stats.Check(
     name,
@@ -328,6 +333,10 @@ def stability(
     points=tuple(v.points),
     demote=demote,
   )
+
+
+def _put(rungs: Sequence[stats.Verdict], levels: Sequence[str], level: str, v: stats.Verdict) -> list[stats.Verdict]:
+  return [v if lv == level else r for lv, r in zip(levels, rungs, strict=True)]
 
 
 def _by_kind(kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], others, how: str) -> tuple[bool, str]:

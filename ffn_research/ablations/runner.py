@@ -296,7 +296,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
       for p in tuned
       for r in regime_lib.tied_rates(p, frame, state[p], regime, state[p].budgets()[k])
     ]
-    tie_levels = sorted({w.rsplit(' at ', 1)[1] for w, _, a, c in ties if a.outcome != c.outcome})
+    moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, c in ties if a.outcome != c.outcome]
     others = []
     if v.kind == verdict_lib.EXISTENCE:
       others = [
@@ -311,7 +311,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
     checks += [
       regime_lib.coverage(v, full, regime.seeds),
       regime_lib.one_budget(v, state, factor),
-      regime_lib.stability(v.kind, ladder, state, regime, others, ties=tie_levels),
+      regime_lib.stability(v.kind, ladder, state, regime, others, ties=moving),
       regime_lib.rate_tie(ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
       regime_lib.one_seed(v, [(s, d[i]) for s, d in drops]),
     ]
