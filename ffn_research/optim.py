@@ -1,9 +1,9 @@
 """Optimizers and learning-rate schedules by name (config keys `train.optimizer`, `train.schedule`).
 
-`build_optimizer(train_cfg)` returns the optax transformation with the peak
-learning rate and the weight decay held in its state (`optax.inject_hyperparams`),
-so runs that differ in them can share one vmapped program, and the unit-peak
-schedule the learning rate multiplies. `validate(train_cfg)` checks the keys this module reads.
+`build_optimizer(train_cfg)` returns a maker of the optax transformation with the peak
+learning rate and the weight decay held in its state (`optax.inject_hyperparams`: the maker's
+arguments are the values its `init` writes there, the one place they enter a state), so runs that
+differ in them share one vmapped program, and the unit-peak schedule the learning rate multiplies. `validate(train_cfg)` checks the keys this module reads.
 """
 
 from collections.abc import Callable
@@ -76,9 +76,10 @@ def build_optimizer(
   train_cfg: ml_collections.ConfigDict,
   lr_multipliers: dict[str, float] | None = None,
   lr_labels: Callable | None = None,
-) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """Optax optimizer with HYPERPARAMS (peak learning rate, weight decay) in its state, so sweeps
-  can vmap them; and the unit-peak schedule the learning rate multiplies.
+) -> tuple[Callable[..., optax.GradientTransformation], optax.Schedule]:
+  """(maker, unit): `maker(learning_rate=..., weight_decay=...)` is the optax optimizer with HYPERPARAMS in its
+  state, holding the given values from `init` on (sweeps vmap them; `update` reads the state, never the maker's
+  arguments); `unit` is the unit-peak schedule the learning rate multiplies.
 
   `lr_multipliers` {label: factor} with `lr_labels` (parameters -> label tree): per-parameter
   learning-rate factors (μP, models/mup.py), an optax.multi_transform of optax.scale after the
@@ -94,4 +95,4 @@ def build_optimizer(
       opt = optax.chain(opt, optax.multi_transform({k: optax.scale(v) for k, v in lr_multipliers.items()}, lr_labels))
     return opt
 
-  return optax.inject_hyperparams(make)(**{k: train_cfg[k] for k in HYPERPARAMS}), unit
+  return optax.inject_hyperparams(make), unit

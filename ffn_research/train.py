@@ -65,7 +65,7 @@ class Experiment:
     self.config = config
     self.mesh = mesh  # parallel.build_mesh: batch over 'data', MoE experts over 'expert'; None = one device
     self.task = tasks.build_task(config)
-    self.optimizer, self.unit_schedule = optim.build_optimizer(
+    self._make_optimizer, self.unit_schedule = optim.build_optimizer(
       config.train,
       *(
         (models.mup.lr_multipliers(config.model), models.mup.lr_labels(config.model))
@@ -73,6 +73,8 @@ class Experiment:
         else ()
       ),
     )
+    # update() reads the hyperparameters from the state; init() writes a run's own (its traced values) there.
+    self.optimizer = self._make_optimizer(**{k: config.train[k] for k in optim.HYPERPARAMS})
     abstract = nnx.eval_shape(lambda: self._build_model(jax.random.PRNGKey(0)))
     self.graphdef, self._hyper = nnx.split(abstract, models.Hyper, ...)[:2]
     self.counts = models.model_counts(config, self.task)
@@ -108,9 +110,8 @@ class Experiment:
     params = nnx.split(self._build_model(jax.random.fold_in(key, 0), d_ff), models.Hyper, ...)[
       -1
     ]  # (graphdef, Hyper, rest)
-    opt_state = self.optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0])
-    for k in optim.HYPERPARAMS:
-      opt_state.hyperparams[k] = jnp.asarray(traced[f'train.{k}'], opt_state.hyperparams[k].dtype)
+    optimizer = self._make_optimizer(**{k: traced[f'train.{k}'] for k in optim.HYPERPARAMS})
+    opt_state = optimizer.init(self._flat(nnx.split_state(params, nnx.Param, ...)[0])[0])
     return {
       'params': params,
       'opt_state': opt_state,
