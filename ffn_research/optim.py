@@ -3,7 +3,8 @@
 `build_optimizer(train_cfg)` returns a maker of the optax transformation with the peak
 learning rate and the weight decay held in its state (`optax.inject_hyperparams`: the maker's
 arguments are the values its `init` writes there, the one place they enter a state), so runs that
-differ in them share one vmapped program, and the unit-peak schedule the learning rate multiplies. `validate(train_cfg)` checks the keys this module reads.
+differ in them share one vmapped program, and the unit-peak schedule the learning rate multiplies.
+`validate(train_cfg)` checks the keys this module reads.
 """
 
 from collections.abc import Callable
