@@ -57,6 +57,7 @@ from ffn_research import stats
 from ffn_research import train
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
+from ffn_research.ablations.changes.glu_variants import CHANGES
 from ffn_research.config import default_config
 
 # Shazeer 2020 Table 1 (docs/references.md): held-out log-perplexity (nats) at 65,536 steps (mean
@@ -567,107 +568,6 @@ CLAIMS = (
     f"{_TS_SCOPE}; Spearman rho of the eight variants' means against the paper's 65k column (exact permutation "
     'test); Bilinear here is a quadratic.',
     _LEARN_TS,
-  ),
-)
-
-_REWRITE = (
-  'one-layer model with biases, fixed rate 3e-3, 5 seeds, 800 steps, no regime checks, no Holm, rank by a seed '
-  "bootstrap -> bias-free 2-layer transformer, 10 paired seeds, each seed's best of a 3-rate grid, an early "
-  '(step 250) and a plateau (step 1,000) budget read from constant-rate runs, regime checks (rate edge, floor and '
-  'ceiling, plateau), Holm, rank by permutation test'
-)
-_LADDER = (
-  'stability: the outcome kept from T/2 to T with a change under half the distance to the boundary -> the ladder '
-  "T/4, T/2, T judged by the claim's kind (sign: the same decided outcome at every budget); rank p by 10,000 "
-  'Monte-Carlo orders -> exact over all 8! orders; premises computed (learning happened, no variant at its floor; '
-  'teacher-student Bilinear: the best quadratic beats ReLU)'
-)
-CHANGES = (
-  base.DesignChange(
-    '2026-11-23',
-    'd87574e',
-    _REWRITE,
-    'language SwiGLU and Bilinear inconclusive -> reproduced (early budget: -0.066, -0.049 bits)',
-    verdicts=(2, 3),
-    to_positive=(2, 3),
-  ),
-  base.DesignChange(
-    '2026-11-23',
-    'd87574e',
-    f'(the same change) {_REWRITE}',
-    'language GEGLU reproduced (-0.010 at 800 steps) -> reproduced (-0.068 early, invalid at the plateau); '
-    'language family and ordering reproduced -> invalid (rate edge); teacher-student GEGLU reproduced -> '
-    'inconclusive; Bilinear not reproduced -> not reproduced (+0.056); family not reproduced -> invalid; ordering '
-    'reproduced (bootstrap CI of rho) -> invalid',
-    verdicts=(1, 4, 5, 6, 8, 9, 10),
-  ),
-  base.DesignChange(
-    '2026-11-26',
-    '3d4dfbe',
-    "the regime policy (issue 29): each seed's best rate, early and plateau budgets of constant-rate runs, "
-    'per-seed rate-edge and 10% plateau checks, Holm over the valid verdicts -> one rate per variant tuned on the '
-    'mean over seeds, a cosine-decayed run per budget (language grid + 4e-4, teacher-student grid x sqrt(3) around '
-    '5e-3), one verdict per claim and task judged by doubling T, Holm over all ten',
-    '15 verdicts (3 reproduced, 1 not reproduced, 2 inconclusive, 9 invalid) -> 10 (first regime run: 8 invalid, '
-    '2 not reproduced); language GEGLU, SwiGLU, Bilinear reproduced (early) -> invalid (floor, stability); '
-    'teacher-student family invalid (+0.013) -> not reproduced (+0.040)',
-    verdicts=(1, 2, 3, 4, 5, 6, 7, 8, 9, 10),
-  ),
-  base.DesignChange(
-    '2026-11-26',
-    '3d7e8ae',
-    'the regime loop extends every verdict with a failed check until the cap -> only verdicts whose every failed '
-    'check has a remedy (regime.fixable); resumed after the cap-stopped report a66122e',
-    'a66122e: all 10 invalid (cap) -> teacher-student extended (rate 0.135, T 8,000): Bilinear not reproduced '
-    '(+0.154 [+0.138, +0.171]), family not reproduced (+0.040 [+0.034, +0.047]); the other 8 invalid',
-    verdicts=(8, 9),
-  ),
-  base.DesignChange(
-    '2026-11-26',
-    'd6ed0aa',
-    'stability of an outcome inconclusive at T/2 and T: its change under half the distance to the boundary -> '
-    "under half its CI's half-width at T",
-    'teacher-student GEGLU invalid -> inconclusive (-0.0052 [-0.0176, +0.0071]); teacher-student ordering invalid '
-    '-> inconclusive (rho 0.048)',
-    verdicts=(6, 10),
-  ),
-  base.DesignChange(
-    '2026-11-26',
-    '8c5dcfd',
-    'language V 16, 8 candidates (every variant within 0.012 bits of the entropy floor at T = 2,000) -> '
-    "expansion_ratio's V 64, 16 candidates; model, rates, seeds and budgets unchanged",
-    'language 1-5 invalid (floor; GEGLU - ReLU -0.0014) -> 1-4 invalid on stability with the rule reproduced at T/2 '
-    'and T (GEGLU - ReLU -0.149 -> -0.051 bits), 5 inconclusive (rho 0.86, Holm p 0.050)',
-    verdicts=(1, 2, 3, 4, 5),
-  ),
-  base.DesignChange(
-    '2026-11-27',
-    '42bf48d',
-    _LADDER,
-    'the republication of 2026-11-27 (fresh runs, T = 1,000 at every language point: the ladder passed at T, no '
-    'doubling): language 1-4 invalid (stability, T = 2,000) -> reproduced (GEGLU - ReLU -0.150 [-0.170, -0.131] '
-    'bits; -0.110, -0.521, -0.150 at T/4, T/2, T); 5 inconclusive -> inconclusive (exact p 0.0109, Holm 0.065)',
-    verdicts=(1, 2, 3, 4, 5),
-    to_positive=(1, 2, 3, 4),
-  ),
-  base.DesignChange(
-    '2026-11-27',
-    '42bf48d',
-    f'(the same change) {_LADDER}',
-    'the republication of 2026-11-27: teacher-student Bilinear not reproduced (+0.154) -> invalid (premise: the '
-    'best quadratic does not beat relu); SwiGLU invalid -> inconclusive (undecided at T = 8,000); the gated '
-    'family not reproduced -> invalid (the rule inconclusive at T/4 = 2,000, no doubling left)',
-    verdicts=(7, 8, 9),
-  ),
-  base.DesignChange(
-    '2026-11-27',
-    '',
-    "after the republication's cold review: the teacher-student gated family (9) also gated on verdict 8's premise "
-    '(its mean holds Bilinear, about 0.029 of its +0.040); the rank verdicts (5, 10) judged as magnitude claims '
-    '(rho >= 0.5), not sign claims; the language scope says T = 1,000 is an early-training budget',
-    'no outcome moved: 9 invalid (now also on the premise), 5 and 10 inconclusive (their ladders settle: +0.071, '
-    '+0.024)',
-    verdicts=(5, 9, 10),
   ),
 )
 

@@ -79,6 +79,7 @@ from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
+from ffn_research.ablations.changes.moe_topk import CHANGES
 from ffn_research.config import default_config
 
 D_MODEL = 16  # the inputs' width (16-d Gaussian)
@@ -649,69 +650,6 @@ def _claims() -> tuple[base.Claim, ...]:
       routing_words,
     ),
   )
-
-
-CHANGES = (
-  base.DesignChange(
-    date='2026-11-24',
-    commit='1ec7838',
-    change='top-k at fixed total only, router trap on the iid task with arms that differed in gradient and output '
-    'scale -> k also at matched active parameters (new verdict 2); router arms learned / stop_grad / weight_1 / '
-    'frozen / hash on a clustered task with a teacher per cluster (new verdict 4; verdict 5 moved there); '
-    'router-cluster mutual information',
-    outcome='run of 2026-11-22 10:39 (cd95386) -> 2026-11-24 01:27: fixed total reproduced (-0.401) -> reproduced '
-    '(-0.44); granularity inconclusive (+0.033) -> inconclusive (-0.007); router trap not reproduced (+0.155, iid '
-    'task) -> reproduced (-0.79, clustered task); new: matched active reproduced (-0.17), learned - stop_grad '
-    'reproduced (-1.20)',
-    verdicts=(2, 4, 5),
-    to_positive=(5,),
-  ),
-  base.DesignChange(
-    date='2026-11-25',
-    commit='11434b8',
-    change='every point at Adam 3e-3, plateau on the last two logs -> rate tuned per point over 3e-3 / 1e-2 / 3e-2 '
-    'at T and T/2, gated on the rate inside the grid and a per-point T/2 -> T plateau (< 0.1 in ln 1 - R^2)',
-    outcome='reproduced (-0.44), reproduced (-0.17), inconclusive (-0.007), reproduced (-1.20), reproduced (-0.79) '
-    "-> all five invalid (-0.296, +0.073, +0.162, -1.13, -1.00): 3e-2, the grid's top, chosen at 20 of 21 points",
-    verdicts=(1, 2, 3, 4, 5),
-  ),
-  base.DesignChange(
-    date='2026-11-26',
-    commit='262d16c',
-    change="grid 3e-3 .. 3e-2, 5 seeds, per-point plateau, granularity p the best G's raw p -> grid 1e-2 .. 0.3 "
-    "extended by the runner, 10 seeds, the T/2 -> T stability of each verdict's own statistic (a re-analysis of "
-    'the published tuning table under it had passed all five), Bonferroni p for granularity, 1 - R^2 off 0 and 1',
-    outcome='run of 2026-11-26 03:41 (ee2f968): fixed total invalid (-0.296) -> reproduced (-0.303); matched active '
-    'invalid (+0.073) -> not reproduced (+0.0655); granularity invalid (+0.162) -> not reproduced (+0.160); '
-    'learned - stop_grad and learned - weight_1 invalid -> invalid (1 - R^2 within 0.01 of the exact fit)',
-    verdicts=(1, 2, 3),
-    to_positive=(1,),
-  ),
-  base.DesignChange(
-    date='2026-11-26',
-    commit='65146f3',
-    change='clustered task spread 0.25 -> 1.0 (task.cluster_std; at 0.25 every router arm fitted to 1 - R^2 < 0.01) '
-    "and the clustered arms' rates from 3e-3, chosen on a 3-seed check at 2,000 steps after that run",
-    outcome='run of 2026-11-26 17:44 (e195276): learned - stop_grad invalid (-1.22) -> reproduced (-0.643); learned '
-    '- weight_1 invalid (-1.11) -> reproduced (-0.614)',
-    verdicts=(4, 5),
-    to_positive=(4, 5),
-  ),
-  base.DesignChange(
-    date='2026-11-27',
-    commit='42bf48d, 638efba',
-    change=f'verdicts 1-3 had no premise -> gated on "routing matters on the iid task" (top-1 of 8 x 32 minus dense '
-    f'd_ff 32, paired CI below -{IID_MARGIN:g} in ln 1 - R^2; the margin set after the published 0.066 vs 0.069 '
-    "were seen); verdict 2's claim names the halved total; verdicts 4-5's routing premise unchanged, now marked "
-    "as their positive control; the runner's T/2-vs-T check -> the T/4, T/2, T ladder by kind, rate ties, "
-    'leave-one-seed-out (issue 45)',
-    outcome='the republication of 2026-11-27 (same statistics): fixed total reproduced -> invalid (premise -0.042 '
-    '[-0.059, -0.024], above -0.1); matched active not reproduced -> invalid (premise; its ladder also fails: '
-    'inconclusive at T/4); granularity not reproduced -> invalid (premise); 4-5 reproduced -> reproduced (premise '
-    '-0.506, ladder keeps its sign)',
-    verdicts=(1, 2, 3),
-  ),
-)
 
 
 ABLATION = base.Study(

@@ -1,0 +1,63 @@
+"""Design changes made after a result of this study was seen (the report lists them)."""
+
+from ffn_research.ablations import base
+
+CHANGES = (
+  base.DesignChange(
+    date='2026-11-24',
+    commit='a85f747',
+    change='levels of the late-training max/mean load on 16 Zipf-skewed input clusters (collapse > 2, Switch and '
+    'bias < 1.5), z-loss at no quality cost -> the change of max/mean load from step 0 on uniform inputs against a '
+    'frozen-router control, z-loss under an induced instability with a premise (the skew alone forced a max/mean '
+    'of 2.4)',
+    outcome='run of 2026-11-22 10:14 (4e09386) -> 2026-11-24 01:59 (8ec5d9e): collapse reproduced (3.11) -> '
+    'reproduced (+0.385); Switch reproduced (1.32) -> reproduced (-0.526); z-loss inconclusive -> inconclusive; '
+    'bias reproduced (1.27) -> reproduced (-0.606)',
+    verdicts=(1, 2, 3, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-24',
+    commit='df9e5e6',
+    change='every arm at Adam 3e-3, plateau on the last two logs -> rate tuned per arm over 1e-3 / 3e-3 / 1e-2 at T '
+    'and T/2 (e2a5c9d), gated on the rate inside the grid and 10% plateaus of held-out MSE and load',
+    outcome='run of 2026-11-24 10:18 (93abf3b): collapse reproduced (+0.385) -> invalid (+0.285); Switch '
+    'reproduced -> invalid (-0.533); z-loss inconclusive -> inconclusive; bias reproduced -> invalid (-0.492): '
+    "every trained arm at the grid's top",
+    verdicts=(1, 2, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='6681d80',
+    change='collapse = any rise (CI above 0) -> a rise above +1 max/mean; trained grid + 3e-2, frozen router not '
+    'tuned; z-loss arms at 0.1 / 0.3 / 1 / 3 -> one arm per rate through 0.07 ... 0.3 with a marginal-instability '
+    'premise; plateaus -> T/2-vs-T stability of each statistic; 16 seeds',
+    outcome='run of 2026-11-26 04:59 (246af57): collapse invalid (+0.285) -> invalid (+0.014; the rule alone: not '
+    'reproduced); Switch invalid -> invalid (-0.126); z-loss inconclusive -> invalid (-0.19); bias invalid -> '
+    'invalid (-0.067)',
+    verdicts=(1, 2, 3, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-26',
+    commit='4526db6',
+    change='load arms on centred inputs N(0, I) (where +0.014 had been seen) -> inputs c + N(0, I), one offset per '
+    'seed (a bias-free router on centred inputs cannot collapse); trained grid + 0.1; cap 2,700 -> 3,600 '
+    'run-seconds; the z-loss arms unchanged (runs reused)',
+    outcome='run of 2026-11-26 22:25 (43a6b55): collapse invalid (+0.014) -> reproduced (+2.28); Switch invalid '
+    '(-0.126) -> reproduced (-5.20); z-loss invalid -> invalid (same runs); bias invalid (-0.067) -> reproduced '
+    '(-5.47)',
+    verdicts=(1, 2, 4),
+    to_positive=(1, 2, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='42bf48d, 638efba',
+    change='verdict 1 had no premise -> gated on room for a collapse (E - step-0 load, CI above 1); the z-loss '
+    "verdict's two existing checks marked as its premises; table CIs kept inside each quantity's range; the "
+    "runner's T/2-vs-T check -> the T/4, T/2, T ladder by kind, rate ties at every budget, leave-one-seed-out "
+    '(issue 45)',
+    outcome='the republication of 2026-11-27 (same statistics): collapse and Switch reproduced -> reproduced '
+    '(premise: room 3.61); z-loss invalid (stability) -> inconclusive (undecided at T); bias reproduced -> '
+    'reproduced (a rate tie on raw MSE had made it inconclusive until ties were tested on log MSE)',
+    verdicts=(1, 3, 4),
+  ),
+)
