@@ -16,8 +16,8 @@ from ffn_research import stats
 from ffn_research import sweep
 from ffn_research import tasks
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import expansion_ratio as er
-from ffn_research.ablations import regime
 
 
 def _expand(arm, steps=20, seeds=(0,)):
@@ -144,13 +144,13 @@ def test_gates_make_the_verdict_invalid():
   assert v.failed_checks[0].remedy == stats.DOUBLE_STEPS and v.failed_checks[0].points == v.points
   # One shape lacks a seed at its chosen rate: the runner's coverage check fails that size only.
   sel = _sel(FLAT, drop={('n38000: r=4', 0)})
-  cov = [regime.coverage(v, sel, er.REGIMES['full'].seeds) for v in er.rules(sel, 'full')]
+  cov = [checks.coverage(v, sel, er.REGIMES['full'].seeds) for v in er.rules(sel, 'full')]
   assert [c.passed for c in cov] == [False, True] and cov[0].detail == 'n38000: r=4: 4/5'
   # A shape with no eligible rate at all (no rows): invalid, not a crash.
   sel = _sel(FLAT)
   out = er.rules(sel[sel['point'] != 'n76000: r=8'], 'full')
   assert out[1].outcome == stats.INVALID and 'n76000: r=8: mean nan over 0' in out[1].detail
-  assert regime.coverage(out[1], sel[sel['point'] != 'n76000: r=8'], 5).detail == 'n76000: r=8: 0/5'
+  assert checks.coverage(out[1], sel[sel['point'] != 'n76000: r=8'], 5).detail == 'n76000: r=8: 0/5'
 
 
 def test_present_table_and_figure(tmp_path):

@@ -13,6 +13,7 @@ from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import cap as cap_lib
+from ffn_research.ablations import checks
 from ffn_research.ablations import regime
 from ffn_research.ablations import runner
 from ffn_research.config import default_config
@@ -52,7 +53,7 @@ def valley(best):
 
 def test_interior_rate_passes_and_tune_picks_it():
   f = frame(valley(1e-2))
-  c = regime.inside_grid('a', f, state()['a'], POLICY)
+  c = checks.inside_grid('a', f, state()['a'], POLICY)
   assert c.passed and '0.01 chosen' in c.detail
   t = regime.tune(f, state(), POLICY)
   assert t.set_index('level').loc[regime.FULL, 'rate'] == 1e-2 and t.set_index('level').loc[regime.HALF, 'rate'] == 1e-2
@@ -61,7 +62,7 @@ def test_interior_rate_passes_and_tune_picks_it():
 def test_edge_rate_triggers_an_extension_for_that_point_only():
   f = frame(lambda p, r, t, s: valley(1.0 if p == 'a' else 1e-2)(p, r, t, s), points=('a', 'b'))
   st = state(('a', 'b'))
-  ca, cb = (regime.inside_grid(p, f, st[p], POLICY) for p in ('a', 'b'))
+  ca, cb = (checks.inside_grid(p, f, st[p], POLICY) for p in ('a', 'b'))
   assert not ca.passed and ca.remedy == stats.HIGHER_RATE and ca.points == ('a',) and cb.passed
   new, actions = regime.extend(st, [ca], POLICY)
   assert new['a'].rates == pytest.approx([1e-3, 1e-2, 1e-1, 0.3]) and new['a'].higher == 1
@@ -69,7 +70,7 @@ def test_edge_rate_triggers_an_extension_for_that_point_only():
   added = regime.new_runs(st, new)
   assert added == {'a': [(pytest.approx(0.3), b) for b in (25, 50, 100)]}  # the new rate on the ladder only
   low = frame(valley(1e-5))
-  c = regime.inside_grid('a', low, st['a'], POLICY)
+  c = checks.inside_grid('a', low, st['a'], POLICY)
   assert c.remedy == stats.LOWER_RATE and regime.extend(st, [c], POLICY)[0]['a'].rates[0] == pytest.approx(1e-3 / 3)
 
   settled = dataclasses.replace(_verdict(0.5, ('a', 'b')), settled={'a': 'a cannot be read'})
@@ -81,18 +82,18 @@ def test_edge_rate_triggers_an_extension_for_that_point_only():
 def test_edge_next_to_a_diverged_rate_passes():
   best_high = valley(1.0)
   f = frame(best_high, rates=RATES + (0.3,), status=lambda p, r, s: 'diverged' if r == 0.3 and s < 3 else 'completed')
-  c = regime.inside_grid('a', f, state(rates=RATES + (0.3,))['a'], POLICY)
+  c = checks.inside_grid('a', f, state(rates=RATES + (0.3,))['a'], POLICY)
   assert c.passed, c.detail
   # one seed of four diverged and the survivors are better: the edge is not shown to be stable
   f = frame(best_high, rates=RATES + (0.3,), status=lambda p, r, s: 'diverged' if r == 0.3 and s == 0 else 'completed')
-  c = regime.inside_grid('a', f, state(rates=RATES + (0.3,))['a'], POLICY)
+  c = checks.inside_grid('a', f, state(rates=RATES + (0.3,))['a'], POLICY)
   assert not c.passed and c.remedy == '' and '1/4 seeds' in c.detail
 
 
 def test_extensions_stop_at_the_regime_limit():
   st = {'a': regime.PointState([1e-2, 3e-2, 9e-2], 100, higher=2)}
   f = frame(valley(1.0), rates=(1e-2, 3e-2, 9e-2))
-  c = regime.inside_grid('a', f, st['a'], POLICY)
+  c = checks.inside_grid('a', f, st['a'], POLICY)
   assert not c.passed and c.remedy == '' and '2 extensions already' in c.detail
   assert regime.extend(st, [c], POLICY) == (st, [])
 
@@ -100,7 +101,7 @@ def test_extensions_stop_at_the_regime_limit():
 def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restores_a_dropped_rate():
   five = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
   st = {'a': regime.PointState(list(five), 100, higher=2)}  # no extension left above: only a dropped rate can
-  flip = regime.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5), st, POLICY)
+  flip = checks.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5), st, POLICY)
   new, actions = regime.extend(st, [flip], POLICY, chosen={'a': 3e-3})
   assert new['a'].rates == pytest.approx([1e-3, 3e-3, 1e-2]) and new['a'].dropped == pytest.approx([3e-2, 1e-1])
   assert new['a'].steps == 200 and 'rates 0.001, 0.003, 0.01 kept' in actions[0]
@@ -108,7 +109,7 @@ def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restore
   assert st['a'].rates == list(five) and st['a'].dropped == []  # the old state is not touched
   # at 2T the best moved to the kept grid's top: the dropped 0.03 comes back, no extension is spent
   f = frame(valley(3e-2), steps=(100, 200), rates=(1e-3, 3e-3, 1e-2))
-  c = regime.inside_grid('a', f, new['a'], POLICY)
+  c = checks.inside_grid('a', f, new['a'], POLICY)
   assert not c.passed and c.remedy == stats.HIGHER_RATE, c.detail
   back, actions = regime.extend(new, [c], POLICY)
   assert back['a'].rates == pytest.approx([1e-3, 3e-3, 1e-2, 3e-2]) and back['a'].dropped == pytest.approx([1e-1])
@@ -137,15 +138,15 @@ def _paired(mean, sd=0.1, n=8, points=('a',)):
 
 def test_a_sign_claim_shrinking_toward_a_floor_is_stable_and_a_flip_is_not():
   st = state()
-  shrink = regime.stability(stats.SIGN, [_paired(-0.9), _paired(-0.3), _paired(-0.1, sd=0.02)], st, POLICY)
+  shrink = checks.stability(stats.SIGN, [_paired(-0.9), _paired(-0.3), _paired(-0.1, sd=0.02)], st, POLICY)
   assert shrink.passed and 'the same decided outcome at every budget' in shrink.detail, shrink.detail
   # the magnitude rule would refuse the same ladder: the last change is not below half the distance to 0
-  assert not regime.stability(
+  assert not checks.stability(
     stats.MAGNITUDE, [_paired(-0.9), _paired(-0.3), _paired(-0.1, sd=0.02)], st, POLICY
   ).passed
-  flip = regime.stability(stats.SIGN, [_paired(0.3), _paired(-0.3), _paired(-0.3)], st, POLICY)
+  flip = checks.stability(stats.SIGN, [_paired(0.3), _paired(-0.3), _paired(-0.3)], st, POLICY)
   assert not flip.passed and flip.remedy == stats.DOUBLE_STEPS and flip.demote == stats.INVALID
-  undecided = regime.stability(stats.SIGN, [_paired(-0.3), _paired(-0.3), _paired(0.0)], st, POLICY)
+  undecided = checks.stability(stats.SIGN, [_paired(-0.3), _paired(-0.3), _paired(0.0)], st, POLICY)
   assert undecided.passed and 'undecided at T' in undecided.detail
 
 
@@ -156,14 +157,14 @@ def test_a_slope_that_moves_more_at_the_last_doubling_is_not_stable():
     v = rules_lib.threshold([x - 0.01, x, x + 0.01], level=-1.5, direction='above', claim='s')
     return dataclasses.replace(v, points=('a',))
 
-  moving = regime.stability(stats.MAGNITUDE, [slope(-0.93), slope(-0.96), slope(-1.12)], st, POLICY)
+  moving = checks.stability(stats.MAGNITUDE, [slope(-0.93), slope(-0.96), slope(-1.12)], st, POLICY)
   assert not moving.passed and 'do not shrink' in moving.detail and moving.remedy == stats.DOUBLE_STEPS
-  settling = regime.stability(stats.MAGNITUDE, [slope(-0.8), slope(-0.93), slope(-0.96)], st, POLICY)
+  settling = checks.stability(stats.MAGNITUDE, [slope(-0.8), slope(-0.93), slope(-0.96)], st, POLICY)
   assert settling.passed, settling.detail
   new, actions = regime.extend(st, [moving], POLICY)  # the T and T/2 runs become T/2 and T/4: only 2T is new
   assert new['a'].steps == 200 and sorted(regime.new_runs(st, new)['a']) == sorted((r, 200) for r in RATES)
   assert regime.estimate_cost(regime.new_runs(st, new), lambda p: 0.01, seeds=4) == pytest.approx(0.01 * 200 * 4 * 3)
-  capped = regime.stability(
+  capped = checks.stability(
     stats.MAGNITUDE,
     [slope(-0.93), slope(-0.96), slope(-1.12)],
     {'a': regime.PointState(list(RATES), 400, doublings=2)},
@@ -178,20 +179,20 @@ def test_an_existence_claim_with_a_rung_or_a_rate_past_the_boundary_is_not_refut
   st = state()
   settled = _ladder(1.6, 1.35, 1.3)
   assert settled[-1].raw_outcome == stats.NOT_REPRODUCED
-  ok = regime.stability(stats.EXISTENCE, settled, st, POLICY)
+  ok = checks.stability(stats.EXISTENCE, settled, st, POLICY)
   assert ok.passed, ok.detail
-  rung = regime.stability(stats.EXISTENCE, _ladder(0.9, 1.35, 1.3), st, POLICY)
+  rung = checks.stability(stats.EXISTENCE, _ladder(0.9, 1.35, 1.3), st, POLICY)
   assert not rung.passed and 'crossed the boundary (T/4)' in rung.detail and rung.remedy == stats.DOUBLE_STEPS
-  rate = regime.stability(stats.EXISTENCE, settled, st, POLICY, others=[('a at rate 0.1', _verdict(0.8))])
+  rate = checks.stability(stats.EXISTENCE, settled, st, POLICY, others=[('a at rate 0.1', _verdict(0.8))])
   assert not rate.passed and 'a at rate 0.1' in rate.detail
-  reached = regime.stability(stats.EXISTENCE, _ladder(1.6, 1.2, 0.5), st, POLICY)
+  reached = checks.stability(stats.EXISTENCE, _ladder(1.6, 1.2, 0.5), st, POLICY)
   assert reached.passed and 'reached at T' in reached.detail
 
 
 def test_a_statistic_in_its_noise_band_is_inconclusive_never_invalid():
   st = state()
   t = _paired(0.02, sd=1.0)  # CI across 0: inconclusive at T
-  c = regime.stability(stats.MAGNITUDE, [_paired(0.9, sd=1.0), _paired(-0.5, sd=1.0), t], st, POLICY)
+  c = checks.stability(stats.MAGNITUDE, [_paired(0.9, sd=1.0), _paired(-0.5, sd=1.0), t], st, POLICY)
   assert not c.passed and c.demote == stats.INCONCLUSIVE
   v = stats.gate(t, [c])
   assert v.outcome == stats.INCONCLUSIVE and v.outcome != stats.INVALID
@@ -213,21 +214,21 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   """Rates 1e-2 and 1e-1 give the same mean loss within the seeds' noise; the verdict's outcome differs between them."""
   f = frame(lambda p, r, t, s: 1.0 + (0.05 if s % 2 else -0.05) * (1 if r == 1e-1 else -1) + (r == 1e-3), steps=(100,))
   st = state()
-  assert regime.tied_rates('a', f, st['a'], POLICY, steps=100) == [pytest.approx(1e-1)] or regime.tied_rates(
+  assert checks.tied_rates('a', f, st['a'], POLICY, steps=100) == [pytest.approx(1e-1)] or checks.tied_rates(
     'a', f, st['a'], POLICY
   ) == [pytest.approx(1e-2)]
   v = _verdict(0.5)
-  c = regime.rate_tie([('a at T', 1e-1, _verdict(1.5), v)])
+  c = checks.rate_tie([('a at T', 1e-1, _verdict(1.5), v)])
   assert not c.passed and c.demote == stats.INCONCLUSIVE and 'a at T at tied rate 0.1: 1.5' in c.detail
   assert 'chosen rates 0.5' in c.detail
-  assert regime.rate_tie([('a at T/2', 1e-1, _verdict(0.6), v)]).passed
-  assert regime.rate_tie([]).passed
+  assert checks.rate_tie([('a at T/2', 1e-1, _verdict(0.6), v)]).passed
+  assert checks.rate_tie([]).passed
   # an existence claim reached at T: one rate reaching it shows "can reach"; a tied rate that does not undoes nothing
-  reached = regime.rate_tie([('a at T', 1e-1, _verdict(1.5), v)], reached=True)
+  reached = checks.rate_tie([('a at T', 1e-1, _verdict(1.5), v)], reached=True)
   assert reached.passed and 'undoes nothing' in reached.detail and 'a at T at tied rate 0.1: 1.5' in reached.detail
   # a tie at a lower rung whose tied rate makes the ladder stable moved it: inconclusive, no doubling bought for it
   st = state()
-  moved = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(0.5))])
+  moved = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(0.5))])
   assert (
     not moved.passed
     and moved.demote == stats.INCONCLUSIVE
@@ -235,14 +236,14 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
     and 'a tied rate at T/2 makes the ladder stable' in moved.detail
   )
   # a tie with which the ladder fails too: the budget has not settled, so T doubles (the tie is named)
-  unsettled = regime.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(1.4))])
+  unsettled = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(1.4))])
   assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS and 'rate ties at T/2' in unsettled.detail
   assert unsettled.demote == stats.INVALID
   # a rate 1,000x worse with heavy tails (one seed blows up) is no tie: positive metrics are compared on their log
   blowup = frame(lambda p, r, t, s: (0.03 + 0.001 * s) if r == 1e-2 else (50.0 if s == 0 else 2.0), steps=(100,))
-  assert regime.tied_rates('a', blowup, st['a'], POLICY, steps=100) == []
+  assert checks.tied_rates('a', blowup, st['a'], POLICY, steps=100) == []
   far = frame(valley(1e-2), steps=(100,))  # a clear optimum: no tie
-  assert regime.tied_rates('a', far, st['a'], POLICY) == []
+  assert checks.tied_rates('a', far, st['a'], POLICY) == []
 
 
 def test_one_outlying_seed_makes_a_verdict_inconclusive():
@@ -252,28 +253,28 @@ def test_one_outlying_seed_makes_a_verdict_inconclusive():
   rule = lambda x: rules_lib.threshold(x, level=1.0, direction='below', claim='c')
   drops = [(s, rule(np.delete(six, s))) for s in range(6)]
   assert rule(six).outcome == stats.INCONCLUSIVE and drops[5][1].outcome == stats.REPRODUCED
-  assert regime.one_seed(rule(six), drops).passed  # undecided: nothing for one seed to decide
+  assert checks.one_seed(rule(six), drops).passed  # undecided: nothing for one seed to decide
   five = rule(six[:5])
-  flip = regime.one_seed(five, [(5, rule(six))])  # as if seed 5 were the one a decided verdict could lose
+  flip = checks.one_seed(five, [(5, rule(six))])  # as if seed 5 were the one a decided verdict could lose
   assert not flip.passed and 'without seed 5' in flip.detail and flip.demote == stats.INCONCLUSIVE
   assert stats.gate(five, [flip]).outcome == stats.INCONCLUSIVE
   steady = np.array([0.2, 0.1, 0.15, 0.12, 0.11, 0.14])
-  assert regime.one_seed(rule(steady), [(s, rule(np.delete(steady, s))) for s in range(6)]).passed
+  assert checks.one_seed(rule(steady), [(s, rule(np.delete(steady, s))) for s in range(6)]).passed
 
 
 def test_coverage_and_one_budget_checks():
   v = _verdict(0.5, points=('a', 'b'))
   f = frame(valley(1e-2), points=('a', 'b'), status=lambda p, r, s: 'diverged' if p == 'b' and s == 0 else 'completed')
   sel = f[(f[regime.LR] == 1e-2) & (f[regime.STEPS] == 100)]
-  c = regime.coverage(v, sel, seeds=4)
+  c = checks.coverage(v, sel, seeds=4)
   assert not c.passed and c.detail == 'b: 3/4'
-  assert regime.coverage(
+  assert checks.coverage(
     v, sel[sel['point'] == 'a'].assign(point='b').pipe(lambda b: pd.concat([sel[sel['point'] == 'a'], b])), seeds=4
   ).passed
   st = {'a': regime.PointState(list(RATES), 200), 'b': regime.PointState(list(RATES), 100)}
-  c = regime.one_budget(v, st, {})
+  c = checks.one_budget(v, st, {})
   assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == ('b',)
-  assert regime.one_budget(v, st, {'a': 2}).passed  # an arm declared at 2 T is at one budget with T
+  assert checks.one_budget(v, st, {'a': 2}).passed  # an arm declared at 2 T is at one budget with T
 
 
 def test_holm_family_is_every_verdict_invalid_at_p_one():
@@ -486,7 +487,7 @@ def test_a_doubling_reaches_every_point_that_shares_a_verdict():
   d, read by a verdict of its own, is left alone."""
   st = state(('a', 'b', 'c', 'd'))
   verdicts = [_verdict(0.5, ('a', 'b')), _verdict(0.5, ('b', 'c')), _verdict(0.5, ('d',))]
-  flip = regime.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5, points=('a', 'b')), st, POLICY)
+  flip = checks.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5, points=('a', 'b')), st, POLICY)
   widened = regime.shared_budgets([flip], verdicts)
   assert widened[0].points == ('a', 'b', 'c')
   new, _ = regime.extend(st, widened, POLICY)

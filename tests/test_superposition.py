@@ -16,7 +16,7 @@ from ffn_research import sweep
 from ffn_research import tasks
 from ffn_research import validation
 from ffn_research.ablations import base
-from ffn_research.ablations import regime
+from ffn_research.ablations import checks
 from ffn_research.ablations import superposition as sp
 from ffn_research.config import ConfigError
 from ffn_research.config import default_config
@@ -188,7 +188,7 @@ def test_gates_premise_collapse_coverage():
   assert v.outcome == stats.INVALID and 'not collapsed' in v.detail and v.raw_outcome == stats.NOT_REPRODUCED
   # A seed missing at one density of the verdict: the runner's coverage check fails that arm only.
   sel = _sel(10, 5, drop={('ffn: 1-S=0.01', 3)})
-  cov = [regime.coverage(v, sel, sp.REGIMES['full'].seeds) for v in sp.rules(sel, 'full')]
+  cov = [checks.coverage(v, sel, sp.REGIMES['full'].seeds) for v in sp.rules(sel, 'full')]
   assert [c.passed for c in cov] == [True, False] and cov[1].detail == 'ffn: 1-S=0.01: 11/12'
   # An all-zero tie decides nothing (rules_lib.paired), whatever the other gates say.
   sel = _sel(10, 5)

@@ -12,6 +12,7 @@ from ffn_research import stats
 from ffn_research import sweep
 from ffn_research import train
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import regime
 from ffn_research.ablations import universal_approximation as ua
 
@@ -118,7 +119,7 @@ def test_loss_floor_ties_pick_the_smallest_rate_inside_the_grid():
   policy = ua.ABLATION.regimes['quick']
   state = {'p': regime.PointState(list(rates), 100)}
   assert regime.tune(f, state, policy)['rate'].tolist() == [1e-2] * 3
-  assert regime.inside_grid('p', f, state['p'], policy).passed
+  assert checks.inside_grid('p', f, state['p'], policy).passed
 
 
 def _sel(

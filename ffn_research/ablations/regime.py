@@ -34,13 +34,11 @@ iteration (`regime.json` in the ablation's folder; a killed loop resumes from it
 
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
-import itertools
 import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sp_stats
 
 from ffn_research import stats
 
@@ -112,7 +110,7 @@ def plan(state: Mapping[str, PointState]) -> dict[str, list[tuple[float, int]]]:
 # --------------------------------------------------------------------------- tuning
 
 
-def _finite(frame: pd.DataFrame, metric: str) -> pd.Series:
+def finite(frame: pd.DataFrame, metric: str) -> pd.Series:
   ok = np.isfinite(pd.to_numeric(frame[metric], errors='coerce').astype(float))
   return ok & (frame['status'] == 'completed') if 'status' in frame else ok
 
@@ -137,7 +135,7 @@ class RateStats:
 
 def rate_stats(frame: pd.DataFrame, metric: str) -> list[RateStats]:
   """Per rate (ascending) of one point and budget's rows."""
-  ok = _finite(frame, metric)
+  ok = finite(frame, metric)
   out = []
   for rate, g in frame.groupby(LR, sort=True):
     good = pd.to_numeric(g[metric], errors='coerce')[ok[g.index]]
@@ -186,303 +184,6 @@ def select(frame: pd.DataFrame, tuning: pd.DataFrame, level: str) -> pd.DataFram
   return out.assign(level=level).reset_index(drop=True)
 
 
-# --------------------------------------------------------------------------- checks
-
-
-def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -> stats.Check:
-  """The rate chosen at T for `point` is inside the rates run there (see the module docstring)."""
-  name = f'{point}: learning rate inside the grid'
-  at = frame[(frame['point'] == point) & (frame[STEPS] == s.steps)]
-  rs = rate_stats(at, regime.metric)
-  best = choose(rs, regime.mode)
-  grid = ', '.join(f'{r.rate:g}' for r in rs)
-  if best is None:
-    return stats.Check(name, False, f'no rate of {{{grid}}} trained every seed at {s.steps} steps')
-  i = [r.rate for r in rs].index(best.rate)
-  worse = (lambda a, b: a > b) if regime.mode == 'min' else (lambda a, b: a < b)
-  fails = []
-  for side, nb, remedy, used in (
-    ('smallest', rs[i - 1] if i > 0 else None, stats.LOWER_RATE, s.lower),
-    ('largest', rs[i + 1] if i + 1 < len(rs) else None, stats.HIGHER_RATE, s.higher),
-  ):
-    if nb is None:
-      left = used < regime.max_extensions or _dropped_beyond(s, 'lower' if side == 'smallest' else 'higher') is not None
-      fails.append(
-        (
-          f'{best.rate:g} is the {side} rate run'
-          + ('' if left else f' ({used} extensions already, the most the regime allows)'),
-          remedy if left else '',
-        )
-      )
-    elif nb.mostly_bad or worse(nb.mean, best.mean) or nb.mean == best.mean:
-      continue
-    else:
-      fails.append(
-        (
-          f'{nb.rate:g} beyond it diverged for {nb.bad}/{nb.seeds} seeds only and its survivors are '
-          f'better ({nb.mean:.4g} vs {best.mean:.4g})',
-          '',
-        )
-      )
-  if not fails:
-    return stats.Check(
-      name,
-      True,
-      f'{best.rate:g} chosen inside {{{grid}}} at {s.steps} steps '
-      f'({regime.metric} {best.mean:.4g}, mean of {best.seeds} seeds)',
-    )
-  remedies = [r for _, r in fails if r]
-  return stats.Check(
-    name,
-    False,
-    f'grid {{{grid}}} at {s.steps} steps: ' + '; '.join(w for w, _ in fails),
-    remedy=remedies[0] if remedies else '',
-    points=(point,),
-  )
-
-
-def _boundary_distance(v: stats.Verdict) -> float:
-  b = [x for x in v.boundaries if math.isfinite(x)]
-  return min(abs(v.statistic - x) for x in b) if b else math.inf
-
-
-def _crossed(reference: float, value: float, boundaries: Sequence[float]) -> bool:
-  """`value` lies on the other side of some finite boundary from `reference`."""
-  return any(math.isfinite(b) and (value - b) * (reference - b) < 0 for b in boundaries)
-
-
-def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Sequence[int]) -> str:
-  return ', '.join(
-    f'{v.statistic:.4g} ({v.raw_outcome}) at {lv}{f" = {s} steps" if s else ""}'
-    for lv, v, s in zip(levels, rungs, steps, strict=True)
-  )
-
-
-def _settles(v: stats.Verdict, values: Sequence[float]) -> tuple[bool, str]:
-  """The magnitude rule on a ladder's statistics: the changes shrink (one within half the CI half-width at T counts
-  as settled) and the last is under half the distance to the nearest boundary; (passed, its words)."""
-  changes = [abs(b - a) for a, b in itertools.pairwise(values)]
-  noise = (v.ci[1] - v.ci[0]) / 4 if all(map(math.isfinite, v.ci)) else 0.0
-  shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
-  tol = _boundary_distance(v) / 2
-  last = (
-    f'; the last {"<" if changes[-1] < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
-    if math.isfinite(tol)
-    else '; the rule has no boundary'
-  )
-  why = f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + ('shrink' if shrink else 'do not shrink') + last
-  return shrink and changes[-1] < tol, why
-
-
-def stability(
-  kind: str,
-  rungs: Sequence[stats.Verdict],
-  state: Mapping[str, PointState],
-  regime: Regime,
-  others: Sequence[tuple[str, stats.Verdict]] = (),
-  levels: Sequence[str] = LEVELS,
-  ties: Sequence[tuple[str, stats.Verdict]] = (),
-) -> stats.Check:
-  """The verdict's statistic on the budget ladder (`rungs`: the rule at each budget of `levels`, ascending, each
-  at its own tuned rates), judged by the claim's kind (docs/reproduce.md#the-budget-ladder):
-
-  - sign ("A beats B after T steps"): the same decided outcome (the CI off the boundary, on one side) at every
-    budget; an effect that shrinks toward a floor but keeps its sign is stable. Undecided at T: nothing to hold
-    (the claim is answered at its budget: inconclusive).
-  - magnitude ("a slope of -2", "a ratio >= 0.77"): the changes between consecutive budgets shrink, and the last
-    is less than half the distance from the statistic at T to the rule's nearest boundary.
-  - existence ("can reach"): reached at T is stable; otherwise the magnitude rule and, for `not reproduced`, no
-    budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
-    boundary: a best effort that crossed it means the ladder goes on.
-
-  A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
-  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one that a tie moved:
-  `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen one, where
-  it gives another outcome) of which one, put in its rung, makes the ladder stable (a tie is read at its rates, never
-  bought with steps: no remedy). A tie with which the ladder fails as well does not stop it: the budget, not the tie,
-  is what has not settled. Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
-  and T/4)."""
-  v = rungs[-1]
-  raw = v.raw_outcome
-  steps = sorted({state[p].steps for p in v.points if p in state})
-  budgets = [steps[-1] // 2 ** (len(rungs) - 1 - i) if steps else 0 for i in range(len(rungs))]
-  passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, budgets))
-  unfit = [lv for lv, r in zip(levels, rungs, strict=True) if r.premises and not all(c.passed for c in r.premises)]
-  if unfit:  # the rule's outcomes are read, not believed: the premise check says why
-    how += f"; the premise fails at {', '.join(unfit)}: these are the rule's outcomes, not a refutation"
-  name = f'stable on the budget ladder ({kind or "no kind"} claim)'
-  demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
-  if passed:
-    return stats.Check(name, True, how, demote=demote)
-  settling = sorted({lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '')[0]})
-  if settling:  # a tied rate settles the ladder: the tie, not the budget, moved it; more steps never buy it
-    return stats.Check(
-      name,
-      False,
-      how + f'; a tied rate at {", ".join(settling)} makes the ladder stable: a tie moved it, not the budget',
-      demote=stats.INCONCLUSIVE,
-    )
-  if ties:
-    how += f'; rate ties at {", ".join(sorted({lv for lv, _ in ties}))} give other outcomes, none a stable ladder'
-  left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
-  return stats.Check(
-    name,
-    False,
-    how + ('' if left else '; no doubling left (the most the regime allows)'),
-    remedy=stats.DOUBLE_STEPS if left else '',
-    points=tuple(v.points),
-    demote=demote,
-  )
-
-
-def _put(rungs: Sequence[stats.Verdict], levels: Sequence[str], level: str, v: stats.Verdict) -> list[stats.Verdict]:
-  return [v if lv == level else r for lv, r in zip(levels, rungs, strict=True)]
-
-
-def _by_kind(kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], others, how: str) -> tuple[bool, str]:
-  """(stable, how) of `stability`'s rule for the claim's kind, before ties and remedies."""
-  v = rungs[-1]
-  raw, values = v.raw_outcome, [r.statistic for r in rungs]
-  if not all(map(math.isfinite, values)):
-    return False, f'{how}: not computable at every budget'
-  if kind == stats.SIGN:
-    if raw not in stats.DECISIVE:
-      return True, f'{how}: undecided at T, where the claim is answered; nothing to hold'
-    passed = all(r.raw_outcome == raw for r in rungs)
-    return passed, how + '; ' + (
-      'the same decided outcome at every budget' if passed else f'the rule does not give {raw} at every budget'
-    )
-  if kind == stats.EXISTENCE and raw == stats.REPRODUCED:
-    return True, f'{how}: reached at T'
-  passed, why = _settles(v, values)
-  how += why
-  if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
-    seen = [*zip(levels, rungs, strict=True), *others]
-    crossed = [label for label, alt in seen if _crossed(v.statistic, alt.statistic, v.boundaries)]
-    if crossed:
-      return False, how + f'; a best effort crossed the boundary ({", ".join(crossed)}): the ladder goes on'
-  return passed, how
-
-
-def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, steps: int | None = None) -> list[float]:
-  """The rates of `point` at `steps` (default T) within the tuning noise of the chosen one: every seed finite, and the
-  Student-t 95% CI of the mean paired (by seed) difference of `regime.metric` (of its log where it is positive at
-  every rate: raw MSEs are heavy-tailed) from the chosen rate's contains 0."""
-  at = frame[(frame['point'] == point) & (frame[STEPS] == (s.steps if steps is None else steps))]
-  best = choose(rate_stats(at, regime.metric), regime.mode)
-  if best is None:
-    return []
-  ok = at[_finite(at, regime.metric)]
-  per_rate = {float(r): g.set_index(SEED)[regime.metric].astype(float) for r, g in ok.groupby(LR)}
-  if all((x > 0).all() for x in per_rate.values()):  # a positive metric (an MSE, bits) compared on its log: a rate
-    per_rate = {r: np.log(x) for r, x in per_rate.items()}  # 1,000x worse with heavy tails is not a tie
-  chosen = per_rate.get(best.rate)
-  out = []
-  for r in rate_stats(at, regime.metric):
-    if np.isclose(r.rate, best.rate) or not r.eligible or chosen is None:
-      continue
-    d = (per_rate[r.rate] - chosen).dropna()
-    if len(d) < 2:
-      continue
-    _, lo, hi = stats.mean_ci(d)
-    if np.allclose(d, 0) or lo <= 0 <= hi:
-      out.append(r.rate)
-  return out
-
-
-def rate_tie(
-  alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]], reached: bool = False
-) -> stats.Check:
-  """No learning-rate tie decides the verdict: at every budget, with any point read at a rate tied with its chosen one
-  (`alternatives`: (where, rate, the rule with that point there, the rule at the chosen rates of that budget)), the
-  rule gives the same outcome. A tie is noise in the tuning, not a budget: a failure demotes to inconclusive and
-  names the statistic at every tied rate. `reached`: an existence claim reproduced at T, which one rate reaching
-  shows; a tied rate that does not reach it undoes nothing (the statistics are still named)."""
-  name = 'no learning-rate tie decides it'
-  if not alternatives:
-    return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
-  read = '; '.join(
-    f'{w} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome}; chosen rates {c.statistic:.4g}, {c.outcome})'
-    for w, r, a, c in alternatives
-  )
-  differ = [a for _, _, a, c in alternatives if a.outcome != c.outcome]
-  if differ and reached:
-    why = 'an existence claim reached at T at the chosen rates: a tied rate that does not reach it undoes nothing'
-    return stats.Check(name, True, f'{why}; {read}', demote=stats.INCONCLUSIVE)
-  return stats.Check(name, not differ, read, demote=stats.INCONCLUSIVE)
-
-
-def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> stats.Check:
-  """No single seed decides the verdict: leaving out any one seed (`drops`: (seed, the rule without it)), the
-  statistic's interval, read at the full sample's width (its half-widths scaled by t(n - 1) / t(n - 2), so that
-  losing a degree of freedom alone does not undecide it), still lies on the side of every boundary it lay on, and
-  the rule does not give the opposite decided outcome. A failure demotes a decided verdict to inconclusive and names
-  the seed."""
-  name = 'no single seed decides it'
-  if v.outcome not in stats.DECISIVE:
-    return stats.Check(name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE)
-  flips = [(s, a, lo, hi) for s, a in drops for lo, hi in [_at_full_width(a, v.n)] if _decides(v, a, lo, hi)]
-  if not flips:
-    return stats.Check(
-      name, True, f'{v.outcome} with any one of {len(drops)} seeds left out', demote=stats.INCONCLUSIVE
-    )
-  how = '; '.join(
-    f"without seed {s}: {a.statistic:.4g} (CI at the full sample's width [{lo:.4g}, {hi:.4g}]), {a.outcome}"
-    for s, a, lo, hi in flips
-  )
-  return stats.Check(name, False, how, demote=stats.INCONCLUSIVE)
-
-
-def _at_full_width(a: stats.Verdict, n: int) -> tuple[float, float]:
-  """`a`'s CI with its half-widths scaled from n - 1 seeds' t quantile to n seeds' (nan where it has none)."""
-  lo, hi = a.ci
-  if not (math.isfinite(lo) and math.isfinite(hi)) or n < 3:
-    return lo, hi
-  k = float(sp_stats.t.ppf(0.975, n - 1) / sp_stats.t.ppf(0.975, n - 2))
-  return a.statistic - k * (a.statistic - lo), a.statistic + k * (hi - a.statistic)
-
-
-def _decides(v: stats.Verdict, a: stats.Verdict, lo: float, hi: float) -> bool:
-  """Leaving the seed out moves the decision: the opposite decided outcome, or an interval that reaches a boundary
-  v's interval kept to one side of (a rule without a finite interval: any other outcome)."""
-  if a.outcome in stats.DECISIVE and a.outcome != v.outcome:
-    return True
-  if not (math.isfinite(lo) and math.isfinite(hi) and all(map(math.isfinite, v.ci))):
-    return a.outcome != v.outcome
-  return any(math.isfinite(b) and (v.ci[0] > b or v.ci[1] < b) and lo <= b <= hi for b in v.boundaries)
-
-
-def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
-  """Every point the verdict reads has all `seeds` seeds completed at its chosen rate (a verdict over fewer
-  seeds at one point than at another would compare different samples)."""
-  short = []
-  for p in v.points:
-    g = sel[sel['point'] == p]
-    n = g.loc[g['status'] == 'completed', SEED].nunique() if 'status' in g else g[SEED].nunique()
-    if n < seeds:
-      short.append(f'{p}: {n}/{seeds}')
-  return stats.Check(
-    'every seed completed at the chosen rate',
-    not short,
-    '; '.join(short) or f'{seeds} seeds at each of {len(v.points)} point(s)',
-  )
-
-
-def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mapping[str, int]) -> stats.Check:
-  """The points the verdict compares trained for one budget (T over the arm's steps_factor); remedy: double the
-  lagging points."""
-  t = {p: state[p].steps // factor.get(p, 1) for p in v.points if p in state}
-  lagging = tuple(p for p, x in t.items() if x < max(t.values(), default=0))
-  detail = ', '.join(f'{p}: {state[p].steps}' for p in t) + ' steps'
-  return stats.Check(
-    'the points compared trained for one budget',
-    not lagging,
-    detail,
-    remedy=stats.DOUBLE_STEPS if lagging else '',
-    points=lagging,
-  )
-
-
 # --------------------------------------------------------------------------- extending
 
 
@@ -520,7 +221,7 @@ def shared_budgets(failed: Sequence[stats.Check], verdicts: Sequence[stats.Verdi
   return out
 
 
-def _dropped_beyond(s: PointState, side: str) -> float | None:
+def dropped_beyond(s: PointState, side: str) -> float | None:
   """The dropped rate nearest the grid's edge on `side` ('lower' or 'higher'), if any."""
   if side == 'lower':
     below = [r for r in s.dropped if r < s.rates[0]]
@@ -532,7 +233,7 @@ def _dropped_beyond(s: PointState, side: str) -> float | None:
 def _widen(s: PointState, side: str, regime: Regime) -> str:
   """Add one rate beyond the grid's `side` edge: a rate a doubling dropped if there is one (free), else a new
   rate `factor` beyond (one extension); '' when the extensions are spent."""
-  back = _dropped_beyond(s, side)
+  back = dropped_beyond(s, side)
   if back is not None:
     s.dropped.remove(back)
     s.rates = sorted([*s.rates, back])

@@ -33,6 +33,7 @@ from ffn_research import stats as verdict_lib
 from ffn_research import sweep as sweep_lib
 from ffn_research.ablations import base
 from ffn_research.ablations import cap as cap_lib
+from ffn_research.ablations import checks as checks_lib
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations import report as report_lib
 
@@ -223,8 +224,8 @@ def _seconds_per_step(frame: pd.DataFrame):
 
 
 def _rate_check(point: str, v: verdict_lib.Verdict, frame: pd.DataFrame, s, regime) -> verdict_lib.Check:
-  """regime.inside_grid, passed with its reason where the verdict says no rate at `point` can move its statistic."""
-  c = regime_lib.inside_grid(point, frame, s, regime)
+  """checks.inside_grid, passed with its reason where the verdict says no rate at `point` can move its statistic."""
+  c = checks_lib.inside_grid(point, frame, s, regime)
   if c.passed or point not in v.settled:
     return c
   return verdict_lib.Check(c.name, True, f'{c.detail}; not needed: {v.settled[point]}')
@@ -294,7 +295,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
       (f'{p} at {lv}', r, moved(lv, p, r)[i], rungs[lv][i])
       for k, lv in enumerate(regime_lib.LEVELS)
       for p in tuned
-      for r in regime_lib.tied_rates(p, frame, state[p], regime, state[p].budgets()[k])
+      for r in checks_lib.tied_rates(p, frame, state[p], regime, state[p].budgets()[k])
     ]
     moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, c in ties if a.outcome != c.outcome]
     others = []
@@ -309,11 +310,11 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
     factor = {p: points[p][0].steps_factor for p in v.points}
     ladder = [rungs[lv][i] for lv in regime_lib.LEVELS]
     checks += [
-      regime_lib.coverage(v, full, regime.seeds),
-      regime_lib.one_budget(v, state, factor),
-      regime_lib.stability(v.kind, ladder, state, regime, others, ties=moving),
-      regime_lib.rate_tie(ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
-      regime_lib.one_seed(v, [(s, d[i]) for s, d in drops]),
+      checks_lib.coverage(v, full, regime.seeds),
+      checks_lib.one_budget(v, state, factor),
+      checks_lib.stability(v.kind, ladder, state, regime, others, ties=moving),
+      checks_lib.rate_tie(ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
+      checks_lib.one_seed(v, [(s, d[i]) for s, d in drops]),
     ]
     v = dataclasses.replace(
       v, extra={**v.extra, 'statistic_half': float(ladder[1].statistic)}, ladder=_ladder(ladder, state, v)
