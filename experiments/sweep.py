@@ -53,7 +53,7 @@ def main(argv):
   from ffn_research import config as config_lib
   from ffn_research import configfile
   from ffn_research import io as io_lib
-  from ffn_research import loop
+  from ffn_research import parallel
   from ffn_research import programs
   from ffn_research import sweep
 
@@ -78,7 +78,7 @@ def main(argv):
       pad_flops_factor=(programs.PAD_FLOPS_FACTOR if FLAGS.pad_flops_factor is None else FLAGS.pad_flops_factor),
       progress=FLAGS.progress,
     )
-  except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory, FileNotFoundError, ValueError) as e:
+  except (config_lib.ConfigError, io_lib.WorkdirError, parallel.NotEnoughMemory, FileNotFoundError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   statuses = [s['status'] for s in summaries.values() if s]

@@ -42,7 +42,7 @@ def main(argv):
   try:
     parallel.initialize_distributed(FLAGS.config.parallel)  # before anything starts JAX's backend
     summary = loop.train_and_evaluate(FLAGS.config, FLAGS.workdir)
-  except (config_lib.ConfigError, io_lib.WorkdirError, loop.NotEnoughMemory) as e:
+  except (config_lib.ConfigError, io_lib.WorkdirError, parallel.NotEnoughMemory) as e:
     print(f'error: {e}', file=sys.stderr)
     sys.exit(2)
   sys.exit(0 if summary['status'] == 'completed' else 1)

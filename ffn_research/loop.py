@@ -30,17 +30,16 @@ import dataclasses
 import functools
 import json
 import os
-import resource
 import sys
 import time
 from typing import Any, NamedTuple
 
 import jax
 import ml_collections
-import numpy as np
 
 from ffn_research import identity
 from ffn_research import io as io_lib
+from ffn_research import metrics as metrics_lib
 from ffn_research import models
 from ffn_research import parallel
 from ffn_research import programs as programs_lib
@@ -51,184 +50,13 @@ PyTree = Any
 Checkpoints = io_lib.Checkpointer | parallel.NoCheckpoints  # process 0's, or the others' stand-in
 
 
-class NotEnoughMemory(ValueError):
-  """A run whose estimated memory exceeds what the device has; one line with both numbers."""
-
-
-# --------------------------------------------------------------------------- bookkeeping
-
-
-def flatten_metrics(tree: PyTree, prefix: str = '') -> dict[str, Any]:
-  """Flatten metrics to {'a/b': float or list} for JSON and TensorBoard."""
-  out = {}
-  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-    name = '/'.join(str(getattr(k, 'key', getattr(k, 'name', getattr(k, 'idx', k)))) for k in path)
-    value = np.asarray(leaf)
-    out[prefix + name] = value.item() if value.ndim == 0 else value.tolist()
-  return out
-
-
-@dataclasses.dataclass
-class Track:
-  """One run's state derived from its logged lines (so a resumed run replays it from disk)."""
-
-  last: dict[str, Any] = dataclasses.field(default_factory=dict)
-  initial_loss: float | None = None
-  above: int = 0  # consecutive logged chunks over the blow-up threshold
-  diverged_at: int = -1  # step at which the run was declared diverged
-  reason: str | None = None  # 'non-finite loss' or 'blow-up'
-
-  def observe(self, step: int, m: dict[str, Any], tr: ml_collections.ConfigDict) -> None:
-    self.last = m
-    if self.initial_loss is None and m.get('initial_loss') is not None:
-      self.initial_loss = float(m['initial_loss'])
-    bad = m.get('first_nonfinite_step')
-    loss = m.get('loss')
-    if bad is not None and bad >= 0:
-      self.diverged_at, self.reason = int(bad), 'non-finite loss'
-    elif loss is None or not np.isfinite(loss):  # a JSON null after a resume
-      self.diverged_at, self.reason = step, 'non-finite loss'
-    elif tr.blowup_factor > 0 and self.initial_loss and loss > tr.blowup_factor * abs(self.initial_loss):
-      self.above += 1
-      if self.above >= tr.blowup_patience:
-        self.diverged_at, self.reason = step, 'blow-up'
-    else:
-      self.above = 0
-
-
-def eval_log_names(evals: dict[str, Any]) -> dict[str, Any]:
-  """Held-out metrics as logged: `eval_X` -> `eval/X`; a training-set `X` beside an `eval_X` -> `eval/train_X`
-  (e.g. modular arithmetic's training `accuracy` and held-out `eval_accuracy`); any other `Y` -> `eval/Y`."""
-  out = {}
-  for k, v in evals.items():
-    if k.startswith('eval_'):
-      out['eval/' + k.removeprefix('eval_')] = v
-    else:
-      out[('eval/train_' if f'eval_{k}' in evals else 'eval/') + k] = v
-  return out
-
-
-def log_line(step: int, total_steps: int, m: dict[str, Any]) -> str:
-  """The console line for one logged chunk (m: flattened metrics with steps_per_s)."""
-  return (
-    f'step {step:>7}/{total_steps} | loss {m["loss"]:.4e} | lr {m["learning_rate"]:.2e} | '
-    f'grad_norm {m["grad_norm"]:.3e} | {m["steps_per_s"]:,.0f} steps/s | '
-    f'eta {(total_steps - step) / max(m["steps_per_s"], 1e-9):.0f}s'
-  )
-
-
-def run_summary(
-  counts: dict[str, Any],
-  track: Track,
-  *,
-  step: int,
-  evals: dict[str, Any] | None,
-  compile_time_s: float | None,
-  checkpoint_time_s: float,
-  wall_time_s: float,
-  steps_per_s: float | None = None,
-) -> dict[str, Any]:
-  """summary.json of a finished run (every entry point writes this schema).
-
-  `steps_per_s`: steps trained by this process over its training time (compiling, held-out
-  evaluation and checkpointing excluded); the last logged interval's rate when not given.
-  """
-  last = track.last
-  summary = {
-    **counts,
-    'wall_time_s': wall_time_s,
-    'compile_time_s': compile_time_s,
-    'checkpoint_time_s': checkpoint_time_s,
-    'steps_per_s': last.get('steps_per_s') if steps_per_s is None else steps_per_s,
-    'final_loss': last.get('loss'),
-  }
-  if track.diverged_at >= 0:
-    summary.update(
-      status='diverged',
-      diverged_step=track.diverged_at,
-      diverged_reason=track.reason,
-      step=track.diverged_at,
-      eval_loss=None,
-    )
-  else:
-    assert evals is not None  # a run that did not diverge was evaluated
-    summary.update(status='completed', step=step, **evals, **per_param(evals, counts))
-  return summary
-
-
-def per_param(evals: dict[str, Any], counts: dict[str, Any]) -> dict[str, float]:
-  """bits_per_param and bits_per_ffn_param from a task's `bits_stored` (NaN without an FFN).
-
-  Divided in float32, as the device would: the summary's one place for per-parameter figures.
-  """
-  if evals.get('bits_stored') is None:
-    return {}
-  bits = np.float32(evals['bits_stored'])
-  ffn = counts.get('num_ffn_params', counts['num_params'])
-  return {
-    'bits_per_param': (bits / np.float32(counts['num_params'])).item(),
-    'bits_per_ffn_param': (bits / np.float32(ffn)).item() if ffn else float('nan'),
-  }
-
-
-# --------------------------------------------------------------------------- memory
-
-
-def available_memory(device) -> tuple[int | None, str]:
-  """(bytes the run may still allocate, where that figure comes from)."""
-  if device.platform != 'cpu':
-    stats = device.memory_stats() or {}
-    if 'bytes_limit' in stats:
-      return stats['bytes_limit'] - stats.get('bytes_in_use', 0), f'{device.device_kind} memory'
-    return None, ''
-  have, source = None, ''
-  try:
-    with open('/proc/meminfo') as f:
-      info = {line.split(':')[0]: int(line.split()[1]) * 1024 for line in f}
-    have, source = info['MemAvailable'], 'MemAvailable in /proc/meminfo'
-  except (OSError, KeyError, ValueError, IndexError):
-    pass
-  limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-  if limit != resource.RLIM_INFINITY:
-    try:
-      with open('/proc/self/statm') as f:
-        used = int(f.read().split()[0]) * resource.getpagesize()
-    except (OSError, ValueError):
-      used = 0
-    if have is None or limit - used < have:
-      have, source = limit - used, 'address-space limit (ulimit -v) minus what this process maps'
-  return have, source
-
-
-def check_memory(compiled, device, num_runs: int) -> None:
-  """Refuse a program whose buffers (XLA's own count) exceed the device's free memory."""
-  analysis = compiled.memory_analysis()
-  if analysis is None:
-    return
-  need = (
-    analysis.argument_size_in_bytes
-    + analysis.output_size_in_bytes
-    - analysis.alias_size_in_bytes
-    + analysis.temp_size_in_bytes
-  )
-  have, source = available_memory(device)
-  if have is not None and need > have:
-    runs = f'{num_runs} runs' if num_runs > 1 else 'the run'
-    raise NotEnoughMemory(
-      f'{runs} would need {need / 2**30:.2f} GiB (state {analysis.argument_size_in_bytes / 2**30:.2f} GiB '
-      f'+ temporaries of one chunk {analysis.temp_size_in_bytes / 2**30:.2f} GiB) but only '
-      f'{max(have, 0) / 2**30:.2f} GiB is available ({source}); use a smaller model, batch or '
-      'train.log_every' + (', or --max_group_size' if num_runs > 1 else '')
-    )
-
-
 # --------------------------------------------------------------------------- the loop
 
 
 def logged_up_to(records: list[dict[str, Any]], tr: ml_collections.ConfigDict) -> float:
   """The step up to which every line a run logs is in `records` (inf once they show divergence)."""
   by_step = {r['step']: r for r in records}
-  track, covered = Track(), 0
+  track, covered = metrics_lib.Track(), 0
   for end in range(tr.log_every, tr.steps + tr.log_every, tr.log_every):
     end = min(end, tr.steps)
     if end not in by_step:
@@ -361,7 +189,7 @@ class GroupLoop:
     self.state: PyTree = None
     self.step, self.wall_before = 0, [0.0] * self.num_runs
     self.logs: list[Any] = []
-    self.tracks: list[Track] = []
+    self.tracks: list[metrics_lib.Track] = []
     self.pending: Chunk | None = None
     self.unwritable: dict[int, str] = {}  # run index -> the one-line error of a run whose files failed
 
@@ -385,7 +213,7 @@ class GroupLoop:
     with self.clock.excluded('compile'):
       executable = self.programs.chunk.lower(self.abstract, n, self.traced).compile()
     if not self.compiled:
-      check_memory(executable, jax.local_devices()[0], self.num_runs)
+      parallel.check_memory(executable, jax.local_devices()[0], self.num_runs)
     self.compiled.add(n)
 
   def resume(self) -> None:
@@ -410,7 +238,7 @@ class GroupLoop:
     for d in self.run_dirs:
       self.logs.append(io_lib.MetricsLog(d, resume_step=self.step) if self.primary else parallel.NoLog([]))
     for records in parallel.from_primary([log.records for log in self.logs]):
-      self.tracks.append(Track())
+      self.tracks.append(metrics_lib.Track())
       for record in records:
         self.tracks[-1].observe(record['step'], record, tr)
 
@@ -438,17 +266,17 @@ class GroupLoop:
     for i, track in enumerate(self.tracks):
       if track.diverged_at >= 0 or i in self.unwritable:
         continue
-      m = flatten_metrics(metrics[i])
+      m = metrics_lib.flatten_metrics(metrics[i])
       first = m.pop('first_step_loss')
       if chunk.step == min(self.tr.log_every, self.tr.steps):
         m['initial_loss'] = first  # the first chunk's line holds the first step's loss
       m['steps_per_s'] = chunk.steps_per_s
       if evals[i] is not None:
-        m.update(eval_log_names(flatten_metrics(evals[i])))
+        m.update(metrics_lib.eval_log_names(metrics_lib.flatten_metrics(evals[i])))
       self.logs[i].write(chunk.step, m)
       track.observe(chunk.step, m, self.tr)
       if self.verbose:
-        print(log_line(chunk.step, self.tr.steps, m), flush=True)
+        print(metrics_lib.log_line(chunk.step, self.tr.steps, m), flush=True)
     for i, log in enumerate(self.logs):  # each run's lines of this chunk in one append, its files closed after
       if i not in self.unwritable:
         self._write(i, log.flush)
@@ -506,11 +334,11 @@ class GroupLoop:
         continue
       counts = {**models.model_counts(config, self.programs.exp.task), **models.run_notes(config)}
       summaries.append(
-        run_summary(
+        metrics_lib.run_summary(
           counts,
           track,
           step=self.step,
-          evals=None if track.diverged_at >= 0 else flatten_metrics(run_evals),
+          evals=None if track.diverged_at >= 0 else metrics_lib.flatten_metrics(run_evals),
           compile_time_s=self.clock.spent['compile'] if self.compiled else None,
           checkpoint_time_s=self.clock.spent['checkpoint'] / self.num_runs,
           wall_time_s=before + elapsed,
@@ -576,7 +404,7 @@ class Lifecycle:
 
   What differs in a sweep's group (`sweep=True`): a run another process holds is skipped with a line
   on stderr (its group-mates still train), config.json must match in every key (a lone run may
-  resume on another mesh: parallel.* may change), a refusal (NotEnoughMemory) is recorded as a
+  resume on another mesh: parallel.* may change), a refusal (parallel.NotEnoughMemory) is recorded as a
   failure too (the sweep goes on; results.csv says why), and a failure records no wall time.
   """
 
@@ -638,7 +466,7 @@ class Lifecycle:
         light_checkpoints=self.sweep,
       )
     except Exception as e:  # recorded, then re-raised: a crash is never a silent success
-      if self.primary and (self.sweep or not isinstance(e, NotEnoughMemory)):
+      if self.primary and (self.sweep or not isinstance(e, parallel.NotEnoughMemory)):
         for d in run_dirs:
           d.write_failure(e, **({} if self.sweep else {'wall_time_s': time.time() - self.start_time}))
       raise
@@ -664,7 +492,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[
   """Train one config in `workdir` (resuming from its newest intact checkpoint); write its outputs.
 
   Raises ConfigError, io.WorkdirError (unusable, busy or mismatched workdir) or
-  NotEnoughMemory before training; a crash during training is recorded as status 'failed'
+  parallel.NotEnoughMemory before training; a crash during training is recorded as status 'failed'
   (`Lifecycle`). With several processes (jax.distributed) process 0 alone owns the workdir.
   """
   validation.validate(config)

@@ -28,6 +28,7 @@ Sweeps do not use this: a vmapped group shards its run axis over the local devic
 from collections.abc import Mapping
 import os
 import pickle
+import resource
 from typing import Any
 
 import jax
@@ -270,3 +271,58 @@ class NoLog:
 
   def close(self) -> None:
     pass
+
+
+# --------------------------------------------------------------------------- device memory
+
+
+class NotEnoughMemory(ValueError):
+  """A run whose estimated memory exceeds what the device has; one line with both numbers."""
+
+
+def available_memory(device) -> tuple[int | None, str]:
+  """(bytes the run may still allocate, where that figure comes from)."""
+  if device.platform != 'cpu':
+    stats = device.memory_stats() or {}
+    if 'bytes_limit' in stats:
+      return stats['bytes_limit'] - stats.get('bytes_in_use', 0), f'{device.device_kind} memory'
+    return None, ''
+  have, source = None, ''
+  try:
+    with open('/proc/meminfo') as f:
+      info = {line.split(':')[0]: int(line.split()[1]) * 1024 for line in f}
+    have, source = info['MemAvailable'], 'MemAvailable in /proc/meminfo'
+  except (OSError, KeyError, ValueError, IndexError):
+    pass
+  limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+  if limit != resource.RLIM_INFINITY:
+    try:
+      with open('/proc/self/statm') as f:
+        used = int(f.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError):
+      used = 0
+    if have is None or limit - used < have:
+      have, source = limit - used, 'address-space limit (ulimit -v) minus what this process maps'
+  return have, source
+
+
+def check_memory(compiled, device, num_runs: int) -> None:
+  """Refuse a program whose buffers (XLA's own count) exceed the device's free memory."""
+  analysis = compiled.memory_analysis()
+  if analysis is None:
+    return
+  need = (
+    analysis.argument_size_in_bytes
+    + analysis.output_size_in_bytes
+    - analysis.alias_size_in_bytes
+    + analysis.temp_size_in_bytes
+  )
+  have, source = available_memory(device)
+  if have is not None and need > have:
+    runs = f'{num_runs} runs' if num_runs > 1 else 'the run'
+    raise NotEnoughMemory(
+      f'{runs} would need {need / 2**30:.2f} GiB (state {analysis.argument_size_in_bytes / 2**30:.2f} GiB '
+      f'+ temporaries of one chunk {analysis.temp_size_in_bytes / 2**30:.2f} GiB) but only '
+      f'{max(have, 0) / 2**30:.2f} GiB is available ({source}); use a smaller model, batch or '
+      'train.log_every' + (', or --max_group_size' if num_runs > 1 else '')
+    )

@@ -378,7 +378,7 @@ def _train_sweep_group(
           step_bar=step_bar,
         )
   except Exception as e:
-    if isinstance(e, loop_lib.NotEnoughMemory):
+    if isinstance(e, parallel.NotEnoughMemory):
       print(f'sweep: {what} refused: {e}', file=sys.stderr, flush=True)
     else:
       traceback.print_exc()
@@ -415,7 +415,7 @@ def fitting_group_size(run: Run, max_group_size: int) -> tuple[int, str]:
     limits.append(
       (fit, f'the open-file limit (ulimit -n {soft}) holds {max(fit, 0)} runs at {FILES_PER_RUN} file each')
     )
-  have, source = loop_lib.available_memory(jax.devices('cpu')[0])
+  have, source = parallel.available_memory(jax.devices('cpu')[0])
   try:
     abstract = programs_lib.run_abstract_states(train_lib.Experiment(run.config), [run.config])[0]
   except Exception:  # a run that cannot be built fails in its group, recorded there (_train_sweep_group)

@@ -547,9 +547,9 @@ def test_model_that_cannot_fit_is_refused_before_allocating(tmp_path):
 
 def test_available_memory_honours_the_address_space_limit():
   script = (
-    'import resource, jax; from ffn_research import loop; '
+    'import resource, jax; from ffn_research import parallel; '
     'resource.setrlimit(resource.RLIMIT_AS, (12 * 2**30, resource.RLIM_INFINITY)); '
-    'have, source = loop.available_memory(jax.devices()[0]); print(have, source)'
+    'have, source = parallel.available_memory(jax.devices()[0]); print(have, source)'
   )
   proc = subprocess.run([sys.executable, '-c', script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
   have, source = proc.stdout.split(' ', 1)

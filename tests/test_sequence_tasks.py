@@ -12,6 +12,7 @@ import pytest
 from ffn_research import config as config_lib
 from ffn_research import configfile
 from ffn_research import loop
+from ffn_research import metrics
 from ffn_research import models
 from ffn_research import tasks
 from ffn_research import validation
@@ -167,14 +168,14 @@ def test_memorization_evaluate_on_an_oracle():
   m = jax.jit(lambda d: task.evaluate(oracle, d))(data)
   assert float(m['accuracy']) == 1.0
   np.testing.assert_allclose(m['bits_stored'], 12 * math.log2(5), rtol=1e-5)
-  assert 'bits_per_param' not in m  # per-parameter figures are the summary's (loop.per_param)
+  assert 'bits_per_param' not in m  # per-parameter figures are the summary's (metrics.per_param)
   np.testing.assert_allclose(m['exposures_per_fact'], 2000 * 16 / 12, rtol=1e-6)
   counts = task_counts(task)
-  per = loop.per_param(jax.device_get(m), counts)
+  per = metrics.per_param(jax.device_get(m), counts)
   np.testing.assert_allclose(per['bits_per_param'], 12 * math.log2(5) / counts['num_params'], rtol=1e-5)
   np.testing.assert_allclose(per['bits_per_ffn_param'], 12 * math.log2(5) / counts['num_ffn_params'], rtol=1e-5)
-  assert math.isnan(loop.per_param(m, {**counts, 'num_ffn_params': 0})['bits_per_ffn_param'])
-  assert loop.per_param({'eval_loss': 1.0}, counts) == {}
+  assert math.isnan(metrics.per_param(m, {**counts, 'num_ffn_params': 0})['bits_per_ffn_param'])
+  assert metrics.per_param({'eval_loss': 1.0}, counts) == {}
 
 
 def task_counts(task):

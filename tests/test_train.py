@@ -17,6 +17,7 @@ import ffn_research
 from ffn_research import config as config_lib
 from ffn_research import io as io_lib
 from ffn_research import loop
+from ffn_research import metrics
 from ffn_research import optim
 from ffn_research import train
 from tests.conftest import REPO_ROOT
@@ -354,7 +355,7 @@ def test_checkpoint_time_is_reported_apart_from_throughput(tmp_path):
 
 def test_eval_log_names_keep_training_and_held_out_metrics_apart():
   evals = {'eval_loss': 1.0, 'train_loss': 0.5, 'accuracy': 0.9, 'eval_accuracy': 0.4, 'sup_error': 0.1}
-  assert loop.eval_log_names(evals) == {
+  assert metrics.eval_log_names(evals) == {
     'eval/loss': 1.0,
     'eval/train_loss': 0.5,
     'eval/train_accuracy': 0.9,

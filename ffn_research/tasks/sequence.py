@@ -9,7 +9,7 @@ the compiled step.
 - memorization: N random facts (subject, relation) -> object, trained and tested
   on the same facts (parametric memory; Zoology fact_retrieval, Allen-Zhu & Li
   2024 bioS). Reports bits stored (see `bits_stored`); the run summary adds bits
-  per parameter (`loop.per_param`).
+  per parameter (`metrics.per_param`).
 - associative_recall: multi-query associative recall (MQAR, Zoology): key-value
   pairs in context, then queried keys; in-context recall, attention's job.
 - modular_arithmetic: a + b mod p with a held-out share of the pairs.
