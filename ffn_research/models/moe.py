@@ -354,6 +354,12 @@ class MoE(ffn_lib.Layer):
     self.spec = dispatch_lib.ExpertSpec(
       activations.get(activation), activations.is_gated(activation), use_bias, ffn_lib.DTYPES[dtype]
     )
+    self._init_weights(init, router, slots_per_expert, freeze_router, dropout_rate, dtype, mup_dims, rngs)
+
+  def _init_weights(self, init, router, slots_per_expert, freeze_router, dropout_rate, dtype, mup_dims, rngs) -> None:
+    """The router, the stacked experts' weights and biases, the fused shared experts."""
+    d_model, d_out, activation, use_bias = self.d_model, self.d_out, self.activation, self.use_bias
+    num_shared_experts = self.num_shared
     w_init = inits.get(init)
     e, f = self.num_experts, self.d_expert
     # Soft MoE: router_w is the slot parameters Phi, one column per slot (slot s of expert s // p),
