@@ -58,19 +58,6 @@ def validate(config: ml_collections.ConfigDict) -> None:
   config_lib.non_negative_int('parallel.data', p.data)
   config_lib.positive_int('parallel.expert', p.expert)
   config_lib.one_of('parallel.distributed', p.distributed, DISTRIBUTED)
-  if p.expert > 1:
-    moe = config.model.moe
-    num_experts = moe.num_experts * moe.granularity
-    config_lib.check(num_experts > 0, f'parallel.expert={p.expert} needs an MoE model (model.moe.num_experts > 0)')
-    config_lib.check(
-      num_experts % p.expert == 0,
-      f'parallel.expert={p.expert} must divide the number of experts '
-      f'(model.moe.num_experts x granularity = {num_experts})',
-    )
-    config_lib.check(
-      moe.dispatch != 'ragged',
-      'parallel.expert > 1 needs model.moe.dispatch sort, einsum or auto (ragged has no expert split)',
-    )
 
 
 def check_sweep_run(config: ml_collections.ConfigDict) -> None:

@@ -39,6 +39,7 @@ def validate(config: ml_collections.ConfigDict) -> None:
   optim.validate(tr)
   models.mup.validate_optimizer(config)
   parallel.validate(config)
+  models.validate_expert_split(m, config.parallel.expert)
 
 
 def _validate_run(train_cfg: ml_collections.ConfigDict) -> None:

@@ -61,6 +61,22 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   mup.validate(model_cfg)
 
 
+def validate_expert_split(model_cfg: ml_collections.ConfigDict, expert: int) -> None:
+  """ConfigError unless the model's FFN kind has experts that `expert` devices (parallel.expert) can split."""
+  if expert <= 1:
+    return
+  num_experts = ffn_kind(model_cfg).experts(model_cfg)
+  config_lib.check(num_experts > 0, f'parallel.expert={expert} needs an MoE model (model.moe.num_experts > 0)')
+  config_lib.check(
+    num_experts % expert == 0,
+    f'parallel.expert={expert} must divide the number of experts (model.moe.num_experts x granularity = {num_experts})',
+  )
+  config_lib.check(
+    model_cfg.moe.dispatch != 'ragged',
+    'parallel.expert > 1 needs model.moe.dispatch sort, einsum or auto (ragged has no expert split)',
+  )
+
+
 def build_model(
   config: ml_collections.ConfigDict, task: Any, rngs: nnx.Rngs, expert_mesh: Any = None, d_ff_true: Any = None
 ) -> ffn_lib.Layer:

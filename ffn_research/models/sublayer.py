@@ -175,12 +175,19 @@ class FFNKind:
   pads: bool  # runs of different d_ff may share one program allocated at the widest (programs.pads_d_ff)
   flat_optimizer: bool  # its weights may be one flat vector for the optimizer (train.Experiment._flat)
   unread: tuple[str, ...] = ()  # config prefixes it reads none of: a resumed run may change them
+  experts: Callable[[ml_collections.ConfigDict], int] = lambda model_cfg: 0  # experts a mesh may split (0: none)
+
+
+def _routed_experts(model_cfg: ml_collections.ConfigDict) -> int:
+  return model_cfg.moe.num_experts * model_cfg.moe.granularity
 
 
 KINDS: dict[str, FFNKind] = {
   'dense': FFNKind('dense', _build_dense, _dense_counts, pads=True, flat_optimizer=True, unread=('model.moe.',)),
-  'moe': FFNKind('moe', _build_moe, _moe_counts, pads=False, flat_optimizer=False),
-  'soft_moe': FFNKind('soft_moe', _build_moe, _soft_moe_counts, pads=False, flat_optimizer=False),
+  'moe': FFNKind('moe', _build_moe, _moe_counts, pads=False, flat_optimizer=False, experts=_routed_experts),
+  'soft_moe': FFNKind(
+    'soft_moe', _build_moe, _soft_moe_counts, pads=False, flat_optimizer=False, experts=_routed_experts
+  ),
 }
 
 
