@@ -412,6 +412,10 @@ def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
   assert report['name'] == name and report['scale'] == 'smoke' and report['verdicts']
   assert all(v['outcome'] in verdict.OUTCOMES and v['rule'] for v in report['verdicts'])
   assert all(v['p_holm'] is not None for v in report['verdicts'])
+  # issue 45's check, for every study: a premise, a kind, a scope and a ladder of >= 3 budgets on every verdict
+  assert all(
+    v['premise'] and v['kind'] in verdict.KINDS and v['scope'] and len(v['ladder']) >= 3 for v in report['verdicts']
+  )
   assert report['regime']['iterations'] and report['regime']['cap_s'] > 0 and report['regime']['stopped']
   assert report['figures'] and all((out / f['file']).stat().st_size > 1000 for f in report['figures'])
   md = (out / 'report.md').read_text()
