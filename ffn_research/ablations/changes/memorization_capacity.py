@@ -153,4 +153,20 @@ CHANGES = (
     ),
     verdicts=(1, 2, 4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='801670f',
+    change=(
+      "after the republication above: the runner's tie rule (regime.stability, now checks.stability) withholds "
+      'the doubling only when a tied rate, read in its rung, makes the ladder stable (was: whenever a tie changed '
+      "any rung's outcome); verdict 2's ladder (0.42, 0.73, 0.87) had not settled at any rate, so the loop "
+      'resumed the same runs and doubled T for the E = 100 points within the cap; no rule, threshold or run '
+      'changed otherwise. Changed after seeing this verdict stop; the only published verdict the rule touches'
+    ),
+    outcome=(
+      'verdict 2: inconclusive at T = 400 (a tie withheld the doubling) -> judged on the continued ladder: its '
+      'outcome in this report'
+    ),
+    verdicts=(2,),
+  ),
 )
