@@ -8,7 +8,9 @@ failure is a `ConfigError` with one line naming the key and what is allowed.
 """
 
 from collections.abc import Iterable, Mapping
+import functools
 import math
+import types
 from typing import Any
 
 import ml_collections
@@ -250,9 +252,15 @@ def fraction(key: str, value: Any) -> None:
   check(_is_number(value) and 0.0 < value < 1.0, f'{key}={value!r} must be in (0, 1)')
 
 
+@functools.cache
+def _schema() -> Mapping[str, Any]:
+  """{'section.key': default} of default_config(), built once (read-only)."""
+  return types.MappingProxyType(flat_keys(default_config()))
+
+
 def check_schema(config: ml_collections.ConfigDict) -> None:
   """Every key of default_config() present, no other key, booleans where the default is one."""
-  known = flat_keys(default_config())
+  known = _schema()
   given = flat_keys(config)
   for key in given:
     if key not in known:
@@ -271,7 +279,7 @@ def unknown_override_error(argv: list[str], flag: str = 'config') -> str | None:
 
   Checked before absl parses flags, whose own error for this is a traceback.
   """
-  known = flat_keys(default_config())
+  known = _schema()
   sections = {k.rsplit('.', i)[0] for k in known for i in range(1, k.count('.') + 1)}
   prefix = f'--{flag}.'
   for arg in argv[1:]:
