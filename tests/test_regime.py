@@ -570,3 +570,98 @@ def test_an_extension_costs_nothing_for_runs_already_on_disk():
 
   assert ext(lambda *a: False).cost == 2400 and ext(done).cost == 800
   assert ext(done).runs == {'c': [(pytest.approx(0.1), 200)]} and ext(done).state['c'].steps == 200
+
+
+def test_pooled_is_the_mean_over_points_at_the_rates_every_point_ran():
+  rows = [
+    {'point': p, regime.STEPS: 8, regime.LR: r, regime.SEED: s, 'm': m + s, 'status': 'completed'}
+    for p, grid in (('a', {1e-3: 1.0, 1e-2: 1.1, 1e-1: 9.0}), ('b', {1e-3: 2.0, 1e-2: 1.5}))
+    for r, m in grid.items()
+    for s in (0, 1)
+  ]
+  rows[0] = {**rows[0], 'status': 'diverged'}  # a, 1e-3, seed 0: the pooled run fails
+  st = {'a': regime.PointState([1e-3, 1e-2, 1e-1], 8, lower=1), 'b': regime.PointState([1e-3, 1e-2], 8)}
+  pf, ps = regime.pooled(pd.DataFrame(rows), st, ('a', 'b'), 'm')
+  assert ps.rates == [1e-3, 1e-2] and ps.steps == 8 and ps.lower == 0  # 1e-1 only at a: not shared
+  got = {(r, s): (m, status) for r, s, m, status in pf[[regime.LR, regime.SEED, 'm', 'status']].itertuples(index=False)}
+  assert got[(1e-2, 1)] == (pytest.approx((1.1 + 1) / 2 + (1.5 + 1) / 2), 'completed')
+  assert got[(1e-3, 0)][1] == 'failed' and math.isnan(got[(1e-3, 0)][0])
+  assert set(pf['point']) == {regime.COMMON_POINT}
+  st['b'] = regime.PointState([1e-3, 1e-2], 16)
+  assert regime.pooled(pd.DataFrame(rows), st, ('a', 'b'), 'm') is None  # no one budget: no shared rate
+
+
+def _two_rate_policies_study(table=None):
+  """Two points whose own best rates differ (f4: 1e-3, f8: 1e-2) and whose pooled best is 1e-2; each verdict's
+  statistic is the mean rate its selection reads, below 7e-3: reproduced when tuned (5.5e-3), not when the points
+  share one rate (1e-2). The metric is collected from the run's own config (no training result enters)."""
+  config = default_config()
+  config.model.d_ff = 8
+  config.train.log_every = 2
+  policy = regime.Regime(rates=(1e-3, 1e-2), steps=8, seeds=3, cap=1e9, metric='m', max_extensions=1, max_doublings=0)
+  table = table or {(4, 1e-3): 1.0, (4, 1e-2): 1.1, (8, 1e-3): 2.0, (8, 1e-2): 1.5}
+
+  def collect(run_dir, row):
+    del run_dir
+    lr = float(row[regime.LR])
+    key = (int(row['model.d_ff']), min((1e-3, 1e-2), key=lambda r: abs(math.log(r / lr))))
+    off_grid = not np.isclose(lr, key[1])
+    return {'m': table[key] + (5.0 if off_grid else 0.0) + 0.01 * int(row[regime.SEED])}
+
+  def rules(sel, scale):
+    del scale
+    out = []
+    for claim in ('tuned', 'common'):
+      v = rules_lib.threshold(
+        sel.groupby(regime.SEED)[regime.LR].mean(), level=7e-3, direction='below', claim=claim, min_seeds=2
+      )
+      premise = stats.premise_check('runs exist', float(len(sel)), (len(sel), len(sel)), 1.0)
+      out.append(dataclasses.replace(stats.gate(v, [premise]), points=('main: f4', 'main: f8')))
+    return out
+
+  return base.Study(
+    name='two_rates',
+    claim='A claim read two ways.',
+    citation='Nobody 2026',
+    published='-',
+    regimes={'smoke': policy},
+    arms=lambda scale: [base.Arm('main', config, {'f4': {'model.d_ff': 4}, 'f8': {'model.d_ff': 8}})],
+    rules=rules,
+    present=lambda result, ctx: base.Presentation(headline='-', tables=[]),
+    collect=collect,
+    claims=(
+      base.Claim(stats.MAGNITUDE, 'two tiny FFNs, each at its rate', 'the runs exist'),
+      base.Claim(stats.MAGNITUDE, 'two tiny FFNs, one shared rate', 'the runs exist', rate=regime.COMMON),
+    ),
+  )
+
+
+def test_a_claim_read_at_one_shared_rate(tmp_path):
+  report = runner.run_study(_two_rate_policies_study(), str(tmp_path), 'smoke', progress=False)
+  tuned, common = report['verdicts']
+  assert tuned['statistic'] == pytest.approx(5.5e-3) and tuned['outcome'] == stats.REPRODUCED
+  assert common['statistic'] == pytest.approx(1e-2) and common['outcome'] == stats.NOT_REPRODUCED
+  assert common['extra']['common_rates'] == {lv: pytest.approx(1e-2) for lv in regime.LEVELS}
+  assert 'read at one rate shared by its points (T/4 0.01, T/2 0.01, T 0.01)' in common['detail']
+  names = {c['name']: c['passed'] for c in common['checks']}
+  assert names['the shared learning rate inside the grid']  # 3e-2 was run beyond the shared edge, and is worse
+  assert 'main: f4: learning rate inside the grid' in {c['name'] for c in tuned['checks']}
+  pts = {p['point']: p['rates'] for p in report['regime']['points']}
+  assert pts['main: f4'] == pytest.approx([1e-3 / 3, 1e-3, 1e-2, 3e-2]) and pts['main: f8'] == pytest.approx(
+    [1e-3, 1e-2, 3e-2]
+  )
+
+
+def test_a_tie_between_shared_rates_is_read_at_both(tmp_path):
+  """Pooled, 1e-3 and 1e-2 tie (1.3 each): the shared rate chosen gives 1e-3 (reproduced), the tied one 1e-2."""
+  tied = {(4, 1e-3): 0.9, (4, 1e-2): 1.1, (8, 1e-3): 1.7, (8, 1e-2): 1.5}
+  report = runner.run_study(_two_rate_policies_study(tied), str(tmp_path), 'smoke', progress=False)
+  common = report['verdicts'][1]
+  tie = next(c for c in common['checks'] if c['name'] == 'no learning-rate tie decides it')
+  assert not tie['passed'] and 'the shared rate at T at tied rate 0.01: 0.01' in tie['detail']
+  assert common['outcome'] == stats.INCONCLUSIVE
+
+
+def test_a_claim_declares_a_known_rate_policy():
+  with pytest.raises(base.StudyError, match="verdict 1 has rate 'fixed'; allowed: tuned, common"):
+    dataclasses.replace(_two_rate_policies_study(), claims=(base.Claim(stats.SIGN, 's', 'p', rate='fixed'),) * 2)

@@ -45,6 +45,7 @@ class Figure:
 
 Check = stats.Check
 Regime = regime_lib.Regime
+RATE_POLICIES = (regime_lib.TUNED, regime_lib.COMMON)  # Claim.rate values
 
 
 class ReproduceError(ValueError):
@@ -67,6 +68,9 @@ class Claim:
   scope: str  # one sentence: what is tested (the toy, its sizes, its budget), what is matched and what is not
   premise: str  # the positive control, in words: the condition under which this setup can show the effect
   # (the rule computes it from the same runs, as a check with role stats.PREMISE)
+  rate: str = regime_lib.TUNED  # 'tuned': each point read at its own tuned rate; 'common': the verdict's points read at
+  # one rate shared by them at each budget (the best mean metric over them; its ties read as every tie is), so
+  # that a comparison across sizes is not moved by which rate won at each size (regime.pooled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,6 +160,8 @@ class Study:
     for i, c in enumerate(self.claims, 1):
       if c.kind not in stats.KINDS:
         raise StudyError(f'study {self.name}: verdict {i} has kind {c.kind!r}; allowed: {", ".join(stats.KINDS)}')
+      if c.rate not in RATE_POLICIES:
+        raise StudyError(f'study {self.name}: verdict {i} has rate {c.rate!r}; allowed: {", ".join(RATE_POLICIES)}')
       for field in ('premise', 'scope'):
         if not str(getattr(c, field)).strip():
           raise StudyError(f'study {self.name}: verdict {i} declares no {field}')

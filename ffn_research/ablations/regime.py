@@ -184,6 +184,53 @@ def select(frame: pd.DataFrame, tuning: pd.DataFrame, level: str) -> pd.DataFram
   return out.assign(level=level).reset_index(drop=True)
 
 
+# --------------------------------------------------------------------------- one rate for several points
+
+TUNED, COMMON = 'tuned', 'common'  # base.Claim.rate: each point at its own tuned rate, or all at one shared rate
+COMMON_POINT = '(common rate)'  # the pseudo-point `pooled` builds
+
+
+def _key(rate: float) -> float:
+  return float(f'{rate:.9g}')
+
+
+def pooled(frame: pd.DataFrame, state: Mapping[str, PointState], points: Sequence[str], metric: str):
+  """The `points`' runs as one pseudo-point, COMMON_POINT, for a claim read at one rate shared by them: per budget,
+  rate and seed, the mean of `metric` over the points, at the rates every point ran; a (budget, rate, seed) that
+  failed or is missing at any point is a failed run of the pseudo-point. Also its PointState (the shared rates, T,
+  the fewest extensions and doublings of any point). None when the points do not share one budget T."""
+  if len({state[p].steps for p in points}) != 1:
+    return None
+  shared = set.intersection(*({_key(r) for r in state[p].rates} for p in points))
+  rows = frame[frame['point'].isin(points)].assign(_rate=lambda f: f[LR].astype(float).map(_key))
+  rows = rows[rows['_rate'].isin(shared)]
+  ok = finite(rows, metric)
+  out = []
+  for (steps, rate, seed), g in rows.groupby([STEPS, '_rate', SEED], sort=True):
+    good = len(g) == len(points) and bool(ok[g.index].all())
+    value = float(pd.to_numeric(g[metric]).mean()) if good else math.nan
+    out.append(
+      {
+        'point': COMMON_POINT,
+        STEPS: steps,
+        LR: rate,
+        SEED: seed,
+        metric: value,
+        'status': 'completed' if good else 'failed',
+      }
+    )
+  s = [state[p] for p in points]
+  common = PointState(
+    rates=sorted(shared),
+    steps=s[0].steps,
+    lower=min(x.lower for x in s),
+    higher=min(x.higher for x in s),
+    doublings=min(x.doublings for x in s),
+    dropped=sorted({_key(r) for x in s for r in x.dropped}),
+  )
+  return pd.DataFrame(out, columns=['point', STEPS, LR, SEED, metric, 'status']), common
+
+
 # --------------------------------------------------------------------------- extending
 
 

@@ -290,37 +290,122 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
     ]
   out = []
   for i, v in enumerate(at_t):
-    tuned = [p for p in v.points if points[p][0].tuned]
-    ties = [
-      (f'{p} at {lv}', r, moved(lv, p, r)[i], rungs[lv][i])
-      for k, lv in enumerate(regime_lib.LEVELS)
-      for p in tuned
-      for r in checks_lib.tied_rates(p, frame, state[p], regime, state[p].budgets()[k])
-    ]
-    moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, c in ties if a.outcome != c.outcome]
-    others = []
-    if v.kind == verdict_lib.EXISTENCE:
-      others = [
-        (f'{p} at rate {r:g}', moved(regime_lib.FULL, p, r)[i])
-        for p in tuned
-        for r in state[p].rates
-        if r != _rate_at_t(tuning, p)
-      ]
-    checks = [_rate_check(p, v, frame, state[p], regime) for p in tuned] + _missing_premise(v)
+    if study.claims[i].rate == regime_lib.COMMON:
+      r = _common_reading(study, i, v, frame, sels, state, regime, scale)
+    else:
+      r = _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full)
+    v, ladder = r.ladder[-1], r.ladder
+    moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, c in r.ties if a.outcome != c.outcome]
     factor = {p: points[p][0].steps_factor for p in v.points}
-    ladder = [rungs[lv][i] for lv in regime_lib.LEVELS]
-    checks += [
-      checks_lib.coverage(v, full, regime.seeds),
+    checks = [
+      *r.checks,
+      *_missing_premise(v),
+      checks_lib.coverage(v, r.full, regime.seeds),
       checks_lib.one_budget(v, state, factor),
-      checks_lib.stability(v.kind, ladder, state, regime, others, ties=moving),
-      checks_lib.rate_tie(ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
-      checks_lib.one_seed(v, [(s, d[i]) for s, d in drops]),
+      checks_lib.stability(v.kind, ladder, state, regime, r.others, ties=moving),
+      checks_lib.rate_tie(r.ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
+      checks_lib.one_seed(v, r.drops),
     ]
-    v = dataclasses.replace(
-      v, extra={**v.extra, 'statistic_half': float(ladder[1].statistic)}, ladder=_ladder(ladder, state, v)
-    )
+    extra = {**v.extra, 'statistic_half': float(ladder[1].statistic), **r.extra}
+    v = dataclasses.replace(v, extra=extra, ladder=_ladder(ladder, state, v))
     out.append(verdict_lib.gate(v, checks))
   return out, sels
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+  """One verdict read on the ladder: its rule at each budget, the tie alternatives, the other rates at T (existence
+  claims), its rate checks, the leave-one-seed-out verdicts, the selection at T and what the report adds."""
+
+  ladder: list[verdict_lib.Verdict]
+  ties: list[tuple[str, float, verdict_lib.Verdict, verdict_lib.Verdict]]
+  others: list[tuple[str, verdict_lib.Verdict]]
+  checks: list[verdict_lib.Check]
+  drops: list[tuple[Any, verdict_lib.Verdict]]
+  full: pd.DataFrame
+  extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full) -> _Reading:
+  """Each point at its own tuned rate at each budget; a tie is one point read at a rate tied with its chosen one."""
+  tuned = [p for p in v.points if points[p][0].tuned]
+  ties = [
+    (f'{p} at {lv}', r, moved(lv, p, r)[i], rungs[lv][i])
+    for k, lv in enumerate(regime_lib.LEVELS)
+    for p in tuned
+    for r in checks_lib.tied_rates(p, frame, state[p], regime, state[p].budgets()[k])
+  ]
+  others = []
+  if v.kind == verdict_lib.EXISTENCE:
+    others = [
+      (f'{p} at rate {r:g}', moved(regime_lib.FULL, p, r)[i])
+      for p in tuned
+      for r in state[p].rates
+      if r != _rate_at_t(tuning, p)
+    ]
+  return _Reading(
+    ladder=[rungs[lv][i] for lv in regime_lib.LEVELS],
+    ties=ties,
+    others=others,
+    checks=[_rate_check(p, v, frame, state[p], regime) for p in tuned],
+    drops=[(s, d[i]) for s, d in drops],
+    full=full,
+  )
+
+
+def _common_reading(study, i, v, frame, sels, state, regime, scale) -> _Reading:
+  """Every point of the verdict at one shared rate at each budget, the best mean metric over them (regime.pooled);
+  a tie is every point read at a shared rate tied with that one. Points without one budget T, or a budget where no
+  shared rate trained every seed at every point, fail a check of their own (no remedy) and are read as tuned."""
+  pts, name = tuple(v.points), 'one learning rate shared by the points'
+  got = regime_lib.pooled(frame, state, pts, regime.metric)
+  if got is None:
+    return _Reading(
+      [v] * 3,
+      [],
+      [],
+      [verdict_lib.Check(name, False, 'the points have different budgets T')],
+      [],
+      sels[regime_lib.FULL],
+    )
+  pf, ps = got
+
+  def at(k: int, rate: float) -> pd.DataFrame:
+    lv, sel = regime_lib.LEVELS[k], sels[regime_lib.LEVELS[k]]
+    for p in pts:
+      sel = _with_point_at(sel, frame, p, state[p].budgets()[k], rate, lv)
+    return sel
+
+  rates, ladder, ties = {}, [], []
+  for k, lv in enumerate(regime_lib.LEVELS):
+    steps = ps.budgets()[k]
+    best = regime_lib.choose(regime_lib.rate_stats(pf[pf[regime_lib.STEPS] == steps], regime.metric), regime.mode)
+    if best is None:
+      fail = f'no shared rate trained every seed at every point at {lv} = {steps} steps'
+      return _Reading([v] * 3, [], [], [verdict_lib.Check(name, False, fail)], [], sels[regime_lib.FULL])
+    rates[lv] = best.rate
+    rung = _rules(study, at(k, best.rate), scale)[i]
+    ladder.append(rung)
+    for r in checks_lib.tied_rates(regime_lib.COMMON_POINT, pf, ps, regime, steps):
+      ties.append((f'the shared rate at {lv}', r, _rules(study, at(k, r), scale)[i], rung))
+  full = at(2, rates[regime_lib.FULL])
+  others = []
+  if v.kind == verdict_lib.EXISTENCE:
+    others = [
+      (f'the shared rate {r:g}', _rules(study, at(2, r), scale)[i]) for r in ps.rates if r != rates[regime_lib.FULL]
+    ]
+  drops = []
+  if ladder[-1].outcome in verdict_lib.DECISIVE:
+    drops = [
+      (s, _rules(study, full[full[regime_lib.SEED] != s], scale)[i]) for s in sorted(full[regime_lib.SEED].unique())
+    ]
+  grid = checks_lib.inside_grid(regime_lib.COMMON_POINT, pf, ps, regime)
+  grid = dataclasses.replace(grid, name='the shared learning rate inside the grid', points=pts if grid.remedy else ())
+  said = ', '.join(f'{lv} {r:g}' for lv, r in rates.items())
+  ladder = [
+    dataclasses.replace(r, detail=f'{r.detail}; read at one rate shared by its points ({said})') for r in ladder
+  ]
+  return _Reading(ladder, ties, others, [grid], drops, full, extra={'common_rates': rates})
 
 
 def _check_points(study: base.Study, verdicts: Sequence[verdict_lib.Verdict], state) -> None:
@@ -443,6 +528,10 @@ def _regime_loop(
     verdicts, ladder = _judge(study, frame, tuning, state, regime, scale, points)
     failed = [c for v in verdicts for c in v.failed_checks]
     chosen = {t['point']: t['rate'] for _, t in tuning[tuning['level'] == regime_lib.FULL].iterrows()}
+    for v in verdicts:  # a claim read at one shared rate keeps the rates around that one when T doubles
+      chosen.update(
+        dict.fromkeys(v.points, v.extra['common_rates'][regime_lib.FULL]) if 'common_rates' in v.extra else {}
+      )
     spent = _spent(outdir)
     done = _finished(outdir, points, regime.seeds, seed_offset)
     ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done, cap.run_s)
