@@ -456,9 +456,10 @@ def run_sweep(
   max_group_size: int = 0,
   pad_flops_factor: float = programs_lib.PAD_FLOPS_FACTOR,
   progress: bool = True,
+  after_group: Callable[[], None] | None = None,
 ) -> dict[str, dict[str, Any] | None]:
   """Run this shard's unfinished runs group by group; rebuild results.csv; {name: summary} (None: a run
-  another process holds, skipped).
+  another process holds, skipped). `after_group` is called after each group (e.g. to save a caller's clock).
 
   Groups are split to what the machine holds (`fitting_group_size`: open files, host memory), with
   one line on stderr saying so, before anything compiles.
@@ -497,6 +498,8 @@ def run_sweep(
     for g, program, width in groups:
       _train_sweep_group(g, program, width, workdir, devices, progress)
       run_bar.update(len(g))
+      if after_group is not None:
+        after_group()
     run_bar.close()
   write_results(workdir)
   return {r.name: _run_dir(workdir, r.name).summary() for r in mine}

@@ -665,3 +665,21 @@ def test_a_tie_between_shared_rates_is_read_at_both(tmp_path):
 def test_a_claim_declares_a_known_rate_policy():
   with pytest.raises(base.StudyError, match="verdict 1 has rate 'fixed'; allowed: tuned, common"):
     dataclasses.replace(_two_rate_policies_study(), claims=(base.Claim(stats.SIGN, 's', 'p', rate='fixed'),) * 2)
+
+
+def test_a_killed_invocation_keeps_its_wall_time_up_to_its_last_group(tmp_path, monkeypatch):
+  from ffn_research import sweep as sweep_lib
+
+  real, calls = sweep_lib._train_sweep_group, []
+
+  def die_on_second(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 2:
+      raise KeyboardInterrupt  # as a kill between groups
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(sweep_lib, '_train_sweep_group', die_on_second)
+  with pytest.raises(KeyboardInterrupt):
+    runner.run_study(_study(cap_s=1e9, level=12), str(tmp_path), 'smoke', progress=False)
+  rec = json.loads((tmp_path / 'tiny' / runner.RECORD).read_text())
+  assert rec['wall_s'] > 0  # the first group's time was saved before the kill

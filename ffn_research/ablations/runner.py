@@ -169,7 +169,12 @@ def _run_pass(
     todo += len(label) - done
     base.log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(arm_runs)} runs, {done} already finished')
     sweep_lib.run_sweep(
-      arm.base, [o for _, o in arm_runs], sweep_dir, pad_flops_factor=arm.pad_flops_factor, progress=progress
+      arm.base,
+      [o for _, o in arm_runs],
+      sweep_dir,
+      pad_flops_factor=arm.pad_flops_factor,
+      progress=progress,
+      after_group=tick,  # a killed invocation's wall time is on disk up to its last finished group
     )
     tick()
     f = analysis_lib.load_results(sweep_dir)
