@@ -496,7 +496,7 @@ _TOY = (
   'a 2-layer pre-norm transformer (2 heads, bias-free FFNs as in T5) on an order-2 sparse Markov language (V 16, '
   'sequences of 32), ~10^4x smaller than T5-Base or ViT-B/16 and trained on neither text nor images; density = '
   'the fraction of non-zero ReLU outputs over both layers on 256 held-out sequences; 8 seeds at full, each shape '
-  'at its own rate tuned on held-out bits, at the budget the regime reaches (T = 4,000 steps in the 2026-11-27 run)'
+  'at its own rate tuned on held-out bits, at the budget the regime reaches (T in the budget ladder below)'
 )
 PREMISE = (
   'the sparsity can only come from training, and training happened: at every shape the verdict reads, the density '
