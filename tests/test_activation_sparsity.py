@@ -107,6 +107,7 @@ def selection(
           'status': 'completed',
           'eval_bits': bits,
           'unigram_bits': 3.0,
+          'floor_bits': 1.3,
           'density': trained * (f / (4 * d)) ** d_ff_exp * (d / d_ref) ** d_model_exp * jitter,
           'density_init': init * jitter,
         }
@@ -137,10 +138,18 @@ def test_rules_read_each_axis_and_name_their_points():
   assert v[1].points == tuple(f'relu: d_model 32, d_ff {f}' for f in (32, 128, 512))
   assert v[2].points == tuple(f'relu: d_model {d}, d_ff {4 * d}' for d in (32, 48, 64))
   assert v[1].boundaries == (-asp.SLOPE_MARGIN,) and all(c.passed for x in v for c in x.checks)
-  # dense after training and denser with size: not reproduced; a fall smaller than the margin is not "sparser"
-  assert [x.outcome for x in asp.rules(selection(trained=0.3, d_ff_exp=0.2, d_model_exp=0.3), 'full')] == [
-    stats.NOT_REPRODUCED
-  ] * 3
+  # dense after training and denser with size: no shape reaches 10%, so verdict 1 has no positive control
+  # (invalid, never not reproduced); the slopes are not reproduced; a fall smaller than the margin is not "sparser"
+  dense = asp.rules(selection(trained=0.3, d_ff_exp=0.2, d_model_exp=0.3), 'full')
+  assert [x.outcome for x in dense] == [stats.INVALID, stats.NOT_REPRODUCED, stats.NOT_REPRODUCED]
+  assert _failed(dense[0]) == [asp.CAN_BE_SPARSE] and 'sparsest shape (relu: d_model 32, d_ff 32)' in (
+    dense[0].failed_checks[0].detail
+  )
+  # the widest FFN reaches 7.5% (0.3 x 4^-1): the control passes and the dense reference is not reproduced
+  wide = asp.rules(selection(trained=0.3, d_ff_exp=-1.0), 'full')
+  assert wide[0].outcome == stats.NOT_REPRODUCED and 'sparsest shape (relu: d_model 32, d_ff 512)' in next(
+    c.detail for c in wide[0].premises if c.name == asp.CAN_BE_SPARSE
+  )
   assert [x.outcome for x in asp.rules(selection(d_ff_exp=-0.01, d_model_exp=-0.01), 'full')][1:] == [
     stats.NOT_REPRODUCED
   ] * 2
@@ -166,7 +175,8 @@ def test_every_verdict_declares_its_kind_and_carries_a_computed_premise():
   for sel in (selection(), selection(init=0.2), selection(bits=2.95), selection().iloc[:0]):
     v = asp.rules(sel, 'full')
     assert len(v) == len(asp.ABLATION.claims)
-    assert all([c.name for c in x.premises] == [asp.INIT_PREMISE, asp.LEARNED_PREMISE] for x in v)
+    assert [c.name for c in v[0].premises] == [asp.INIT_PREMISE, asp.LEARNED_PREMISE, asp.CAN_BE_SPARSE]
+    assert all([c.name for c in x.premises] == [asp.INIT_PREMISE, asp.LEARNED_PREMISE] for x in v[1:])
   assert [bool(c.to_positive) for c in asp.ABLATION.changes].count(True) == 1
 
 
@@ -193,7 +203,8 @@ def test_gelu_and_silu_notes_never_print_nan():
   )
   relu = selection(steps=4000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
   notes = asp.notes(_result(pd.concat([gated, relu])))
-  assert len(notes) == 3 and not any('nan' in n for n in notes)
+  assert len(notes) == 5 and not any('nan' in n for n in notes)
+  assert 'lower at the end in 8 of 8 seeds' in notes[2] and 'within 0.100-0.100 bits of the entropy floor' in notes[3]
   assert 'no 1000-step run: at 4000 steps (another budget, not paired)' in notes[0]
   relu_same = selection(steps=1000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
   notes = asp.notes(_result(pd.concat([gated, relu_same])))
@@ -245,3 +256,13 @@ def test_smoke_through_entry_point(tmp_path):
   relu = pd.read_csv(tmp_path / 'activation_sparsity' / 'relu' / 'results.csv')
   assert (relu['sweep_padded_d_ff'] == relu['model.d_ff']).all()  # the arm's pad_flops_factor 1: no padding
   assert io_lib.cpu_name() in (tmp_path / 'activation_sparsity' / 'report.md').read_text()
+
+
+def test_fixed_rate_slopes_read_every_point_of_an_axis_at_one_rate():
+  frame = pd.concat([selection(), selection(d_ff_exp=-0.5).assign(**{asp.LR: 3e-2})])
+  t = asp.fixed_rate_slopes(frame, 'full').set_index(['axis', 'rate'])
+  assert t.loc[('d_ff', 1e-2), 'slope'] == pytest.approx(-0.3) and t.loc[('d_ff', 3e-2), 'slope'] == pytest.approx(-0.5)
+  assert t.loc[('d_model', 1e-2), 'slope'] == pytest.approx(-0.2) and t.loc[('d_ff', 1e-2), 'seeds'] == 8
+  assert len(t) == 4  # two axes x two rates, one budget
+  partial = frame[~((frame['point'] == 'relu: d_model 64, d_ff 256') & np.isclose(frame[asp.LR], 3e-2))]
+  assert ('d_model', 3e-2) not in asp.fixed_rate_slopes(partial, 'full').set_index(['axis', 'rate']).index

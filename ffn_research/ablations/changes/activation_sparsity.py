@@ -53,8 +53,8 @@ CHANGES = (
     date='2026-11-27',
     commit='7814426',
     change='the same change, for the d_ff slope: two doublings of T (1,000 -> 4,000) within the cap',
-    outcome='(2) invalid -0.090 [-0.118, -0.062] (not stable: -0.167 at T/2) -> reproduced -0.128 [-0.151, -0.105] '
-    '(-0.0998 at T/2)',
+    outcome='in that (since superseded) run: (2) invalid -0.090 [-0.118, -0.062] (not stable: -0.167 at T/2) -> '
+    'reproduced -0.128 [-0.151, -0.105] (-0.0998 at T/2); the republication below reads it inconclusive',
     verdicts=(2,),
     to_positive=(2,),
   ),
@@ -73,8 +73,20 @@ CHANGES = (
     "verdicts' premises, learned raised from 0.1 to 1 bit below the unigram entropy (the project's one bar, set "
     "after the published 1.298 vs 3.866 were seen; it only demotes); the density's t intervals intersected with "
     '[0, 1]; the GELU/SiLU notes no longer print nan when ReLU has no run of their budget',
-    outcome='published before: not reproduced, reproduced, invalid; after: the verdicts above (re-judged from the '
-    'same runs plus the T/4 rung)',
+    outcome='published before: not reproduced, reproduced, invalid; republished 2026-11-27 from fresh runs '
+    '(T/4, T/2, T = 500, 1,000, 2,000): not reproduced, inconclusive (rate tie), inconclusive',
     verdicts=(1, 2, 3),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change='after a cold review of the republication: verdict 1 gets a positive control as its premise (the '
+    'setup can produce a density below 10%: the sparsest ReLU shape it trains, at its chosen rate, has its CI '
+    'below 10%), as issue 45 requires of every refutation; the report adds the fixed-rate slope table, an '
+    'emergence note and the distance of every chosen point from the entropy floor, and names in words the '
+    'rate-tie and parametrisation caveats of verdicts 2-3; the same runs, judged again (--judge_only)',
+    outcome='(1) not reproduced 0.2245 -> invalid: the sparsest shape at its chosen rate ends at about 0.18, its '
+    'CI above 10% (no run of this setup reaches 10%); (2), (3) unchanged',
+    verdicts=(1,),
   ),
 )
