@@ -237,7 +237,7 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   )
   # a tie with which the ladder fails too: the budget has not settled, so T doubles (the tie is named)
   unsettled = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(1.4))])
-  assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS and 'rate ties at T/2' in unsettled.detail
+  assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS and 'rate ties at T/2: none of them makes the ladder stable' in unsettled.detail
   assert unsettled.demote == stats.INVALID
   # a rate 1,000x worse with heavy tails (one seed blows up) is no tie: positive metrics are compared on their log
   blowup = frame(lambda p, r, t, s: (0.03 + 0.001 * s) if r == 1e-2 else (50.0 if s == 0 else 2.0), steps=(100,))
@@ -683,3 +683,23 @@ def test_a_killed_invocation_keeps_its_wall_time_up_to_its_last_group(tmp_path, 
     runner.run_study(_study(cap_s=1e9, level=12), str(tmp_path), 'smoke', progress=False)
   rec = json.loads((tmp_path / 'tiny' / runner.RECORD).read_text())
   assert rec['wall_s'] > 0  # the first group's time was saved before the kill
+
+
+def test_a_tie_decides_a_verdict_only_through_its_outcome_at_t_or_the_ladder():
+  """A magnitude claim is judged at T on the ladder's values: a tie that flips a lower rung's own outcome but leaves
+  the ladder stable decides nothing; one that unsettles the ladder, or flips T, does. A sign claim's ladder is its
+  rungs' outcomes, so there a lower rung's flip is the ladder's."""
+  ladder = _ladder(0.6, 0.52, 0.5)  # below 1 at every rung, settling: stable (magnitude)
+  assert checks.stability(stats.MAGNITUDE, ladder, state(), POLICY).passed
+  flip_low = [('a at T/4', 3e-2, _verdict(0.995), ladder[0])]  # inside the noise band at T/4: another outcome
+  assert flip_low[0][2].outcome != ladder[0].outcome
+  kept = checks.rate_tie(flip_low, kind=stats.MAGNITUDE, ladder=ladder)
+  assert kept.passed and 'leave the ladder as it is' in kept.detail
+  assert not checks.rate_tie(flip_low).passed  # without the ladder: the rung's own outcome (the old reading)
+  unsettle = [('a at T/2', 3e-2, _verdict(0.9), ladder[1])]  # same outcome at T/2, but the ladder no longer settles
+  assert not checks.rate_tie(unsettle, kind=stats.MAGNITUDE, ladder=ladder).passed
+  at_t = [('a at T', 3e-2, _verdict(1.5), ladder[2])]
+  assert not checks.rate_tie(at_t, kind=stats.MAGNITUDE, ladder=ladder).passed
+  signs = [_paired(-1.0), _paired(-1.0), _paired(-1.0)]
+  flip_sign = [('a at T/4', 3e-2, _paired(0.0), signs[0])]
+  assert not checks.rate_tie(flip_sign, kind=stats.SIGN, ladder=signs).passed

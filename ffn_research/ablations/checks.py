@@ -138,8 +138,8 @@ def stability(
 
   A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
   statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one that a tie moved:
-  `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen one, where
-  it gives another outcome) of which one, put in its rung, makes the ladder stable (a tie is read at its rates, never
+  `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen one) of
+  which one, put in its rung, makes the ladder stable (a tie is read at its rates, never
   bought with steps: no remedy). A tie with which the ladder fails as well does not stop it: the budget, not the tie,
   is what has not settled. Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
   and T/4)."""
@@ -164,7 +164,7 @@ def stability(
       demote=stats.INCONCLUSIVE,
     )
   if ties:
-    how += f'; rate ties at {", ".join(sorted({lv for lv, _ in ties}))} give other outcomes, none a stable ladder'
+    how += f'; rate ties at {", ".join(sorted({lv for lv, _ in ties}))}: none of them makes the ladder stable'
   left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   return stats.Check(
     name,
@@ -232,13 +232,19 @@ def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, s
 
 
 def rate_tie(
-  alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]], reached: bool = False
+  alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]],
+  reached: bool = False,
+  kind: str = '',
+  ladder: Sequence[stats.Verdict] = (),
+  others: Sequence[tuple[str, stats.Verdict]] = (),
 ) -> stats.Check:
-  """No learning-rate tie decides the verdict: at every budget, with any point read at a rate tied with its chosen one
-  (`alternatives`: (where, rate, the rule with that point there, the rule at the chosen rates of that budget)), the
-  rule gives the same outcome. A tie is noise in the tuning, not a budget: a failure demotes to inconclusive and
-  names the statistic at every tied rate. `reached`: an existence claim reproduced at T, which one rate reaching
-  shows; a tied rate that does not reach it undoes nothing (the statistics are still named)."""
+  """No learning-rate tie decides the verdict (`alternatives`: (where 'POINT at LEVEL', rate, the rule with that
+  point there, the rule at the chosen rates of that budget)). With the verdict's `ladder` (and `kind`, `others`, as
+  for `stability`), a tie decides it when it changes the outcome at T, or, read in its rung, whether the ladder is
+  stable; a lower rung's own outcome is not the verdict (a magnitude claim is judged at T on the ladder's values).
+  Without a ladder: when it changes its budget's outcome. A tie is noise in the tuning, not a budget: a failure
+  demotes to inconclusive and names the statistic at every tied rate. `reached`: an existence claim reproduced at
+  T, which one rate reaching shows; a tied rate that does not reach it undoes nothing (the statistics are named)."""
   name = 'no learning-rate tie decides it'
   if not alternatives:
     return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
@@ -246,7 +252,20 @@ def rate_tie(
     f'{w} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome}; chosen rates {c.statistic:.4g}, {c.outcome})'
     for w, r, a, c in alternatives
   )
-  differ = [a for _, _, a, c in alternatives if a.outcome != c.outcome]
+  if ladder:
+    steady = _by_kind(kind, ladder, LEVELS, others, '')[0]
+
+    def decides(where: str, a: stats.Verdict, c: stats.Verdict) -> bool:
+      level = where.rsplit(' at ', 1)[1]
+      if level == LEVELS[-1] and a.outcome != c.outcome:
+        return True
+      return _by_kind(kind, _put(ladder, LEVELS, level, a), LEVELS, others, '')[0] != steady
+
+    differ = [w for w, _, a, c in alternatives if decides(w, a, c)]
+    if not differ and any(a.outcome != c.outcome for _, _, a, c in alternatives):
+      read += '; the other outcomes are at lower rungs and leave the ladder as it is'
+  else:
+    differ = [w for w, _, a, c in alternatives if a.outcome != c.outcome]
   if differ and reached:
     why = 'an existence claim reached at T at the chosen rates: a tied rate that does not reach it undoes nothing'
     return stats.Check(name, True, f'{why}; {read}', demote=stats.INCONCLUSIVE)

@@ -300,7 +300,7 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
     else:
       r = _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full)
     v, ladder = r.ladder[-1], r.ladder
-    moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, c in r.ties if a.outcome != c.outcome]
+    moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, _ in r.ties]  # stability: does one of them settle it?
     factor = {p: points[p][0].steps_factor for p in v.points}
     checks = [
       *r.checks,
@@ -308,7 +308,13 @@ def _judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, 
       checks_lib.coverage(v, r.full, regime.seeds),
       checks_lib.one_budget(v, state, factor),
       checks_lib.stability(v.kind, ladder, state, regime, r.others, ties=moving),
-      checks_lib.rate_tie(r.ties, reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED),
+      checks_lib.rate_tie(
+        r.ties,
+        reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED,
+        kind=v.kind,
+        ladder=ladder,
+        others=r.others,
+      ),
       checks_lib.one_seed(v, r.drops),
     ]
     extra = {**v.extra, 'statistic_half': float(ladder[1].statistic), **r.extra}
