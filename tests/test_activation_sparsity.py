@@ -17,6 +17,7 @@ from ffn_research import stats
 from ffn_research import sweep
 from ffn_research.ablations import activation_sparsity as asp
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,7 +65,7 @@ def test_arms_declare_shapes_only_and_checkpoint_at_half_and_end():
       b = relu.budget(steps)
       assert b['train.checkpoint_every'] * 2 == steps and b['train.eval_every'] * 2 == steps and b[asp.STEPS] == steps
   assert asp.REGIMES['full'].seeds >= 8 and len(asp.SETTINGS['full']['d_models']) >= 3
-  assert {d for d, _ in asp.relu_points('full').values()} == {32, 48, 64}
+  assert {d for d, _ in asp.relu_points('full').values()} == {32, 64, 128}
   # one compiled program per (d_model, budget) of the ReLU arm (d_ff padded, rates and seeds traced)
   relu = asp.arms('full')[0]
   configs = [
@@ -136,7 +137,7 @@ def test_rules_read_each_axis_and_name_their_points():
   assert v[0].statistic == pytest.approx(0.05) and v[0].points == ('relu: d_model 32, d_ff 128',)
   assert v[1].statistic == pytest.approx(-0.3) and v[2].statistic == pytest.approx(-0.2)
   assert v[1].points == tuple(f'relu: d_model 32, d_ff {f}' for f in (32, 128, 512))
-  assert v[2].points == tuple(f'relu: d_model {d}, d_ff {4 * d}' for d in (32, 48, 64))
+  assert v[2].points == tuple(f'relu: d_model {d}, d_ff {4 * d}' for d in (32, 64, 128))
   assert v[1].boundaries == (-asp.SLOPE_MARGIN,) and all(c.passed for x in v for c in x.checks)
   # dense after training and denser with size: no shape reaches 10%, so verdict 1 has no positive control
   # (invalid, never not reproduced); the slopes are not reproduced; a fall smaller than the margin is not "sparser"
@@ -171,6 +172,7 @@ def test_gates_premise_and_learned():
 
 def test_every_verdict_declares_its_kind_and_carries_a_computed_premise():
   assert [c.kind for c in asp.ABLATION.claims] == [stats.MAGNITUDE, stats.SIGN, stats.SIGN]
+  assert [c.rate for c in asp.ABLATION.claims] == [regime_lib.TUNED, regime_lib.COMMON, regime_lib.COMMON]
   assert all(c.scope and c.premise for c in asp.ABLATION.claims)
   for sel in (selection(), selection(init=0.2), selection(bits=2.95), selection().iloc[:0]):
     v = asp.rules(sel, 'full')

@@ -89,4 +89,16 @@ CHANGES = (
     'CI above 10% (no run of this setup reaches 10%); (2), (3) unchanged',
     verdicts=(1,),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change="issue 47's redesign, after the republication and its cold review: the d_ff and d_model slopes read "
+    'with every size of an axis at one shared rate per budget (base.Claim(rate=common); was: each size at its own '
+    'tuned rate, where a tie on held-out bits at one size set the d_model slope: -0.53 or -0.04); d_model over 4x '
+    '(32, 64, 128; was 32, 48, 64); the full cap 3,600 -> 7,200 reference-seconds for d_model 128. Set before '
+    'any run of this design; the fixed-rate table of the republished report (the slope at each shared rate) had '
+    'been seen',
+    outcome='no run of this design yet: the next full run gives its outcomes',
+    verdicts=(2, 3),
+  ),
 )
