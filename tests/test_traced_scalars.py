@@ -192,3 +192,14 @@ def test_moe_balancing_scalars_vmapped_equal_lone_runs(tmp_path):
   assert np.abs(np.asarray(model.routing_bias[...])).max() > 0 and model.bias_update_rate[...] == np.float32(0.01)
   _, plain_model, _ = loop.load_run(str(tmp_path / 'sweep' / 'runs' / 'jitter=0.0'))
   assert np.all(np.asarray(plain_model.routing_bias[...]) == 0)
+
+
+def test_every_hyper_variable_names_a_traced_key_and_hyper_state_fills_each_by_it():
+  exp = train.Experiment(moe(**{'model.moe.num_shared_experts': 1}))
+  keys = [v.key for _, v in exp._hyper.flat_state()]
+  assert set(keys) == set(models.TRACED_KEYS)  # the routed layer's five and the shared experts' dropout
+  values = {k: 0.01 * (i + 1) for i, k in enumerate(models.TRACED_KEYS)}
+  filled = models.hyper_state(exp._hyper, values)
+  assert {v.key: float(v.get_value()) for _, v in filled.flat_state()} == pytest.approx(values)
+  dense = train.Experiment(teacher_student())
+  assert [v.key for _, v in dense._hyper.flat_state()] == ['model.dropout_rate']

@@ -29,9 +29,9 @@ from ffn_research.models.sublayer import ffn_kind as ffn_kind  # the models pack
 from ffn_research.models.sublayer import hidden_width as hidden_width  # the models package's API (re-exported)
 
 Hyper = ffn_lib.Hyper
-# Model keys read at run time from ffn.Hyper variables named after their last component: runs
-# that differ only in these share one program (identity.TRACED_KEYS). A module compiles a path in
-# only for a value > 0 (dropout, router jitter); every other use is arithmetic on the value.
+# Model keys read at run time from ffn.Hyper variables (each names its key): runs that differ only in these
+# share one program (identity.TRACED_KEYS). A module compiles a path in only for a value > 0 (dropout, router
+# jitter); every other use is arithmetic on the value.
 TRACED_KEYS = (
   'model.dropout_rate',
   'model.moe.load_balance_coef',
@@ -42,14 +42,12 @@ TRACED_KEYS = (
 
 
 def hyper_state(template: nnx.State, values: Mapping[str, Any]) -> nnx.State:
-  """`template` (a model's Hyper variables) with each set to values[TRACED_KEYS key ending in its name]."""
-  by_name = {k.rsplit('.', 1)[-1]: k for k in TRACED_KEYS}
-
-  def fill(path, _):
-    name = next(p.key for p in reversed(path) if isinstance(p, jax.tree_util.DictKey))
-    return jnp.asarray(values[by_name[name]], jnp.float32)
-
-  return jax.tree_util.tree_map_with_path(fill, template)
+  """`template` (a model's Hyper variables) with each set to values[its key]."""
+  return jax.tree_util.tree_map(
+    lambda v: v.replace(jnp.asarray(values[v.key], jnp.float32)),
+    template,
+    is_leaf=lambda x: isinstance(x, Hyper),
+  )
 
 
 def validate(model_cfg: ml_collections.ConfigDict) -> None:

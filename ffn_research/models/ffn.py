@@ -77,9 +77,10 @@ def dropout(x: jax.Array, rate: float | jax.Array, rng: jax.Array) -> jax.Array:
 
 
 class Hyper(nnx.Variable):
-  """A config scalar the module reads at run time (models.TRACED_KEYS): the variable named X holds
-  the value of the traced config key ending in '.X'. Not an nnx.Param (no gradient); the run state
-  leaves it out and `Experiment` sets it per run, so runs that differ in it share one program."""
+  """A config scalar the module reads at run time: `Hyper(value, key='model.dropout_rate')` holds the value of
+  the traced config key it names (one of models.TRACED_KEYS). Not an nnx.Param (no gradient); the run state
+  leaves it out and `Experiment` sets it per run (`models.hyper_state`), so runs that differ in it share one
+  program."""
 
 
 class Layer(nnx.Module):
@@ -139,7 +140,7 @@ class FFN(Layer):
     true = d_ff if d_ff_true is None else d_ff_true
     self.d_model, self.d_ff, self.d_out, self.activation = d_model, d_ff, d_out, activation
     self.use_bias = use_bias
-    self.dropout_rate = Hyper(jnp.float32(dropout_rate))
+    self.dropout_rate = Hyper(jnp.float32(dropout_rate), key='model.dropout_rate')
     self.use_dropout = dropout_rate > 0  # static: the dropout path is compiled in (any rate then works)
     self.dtype = DTYPES[dtype]
     self.gated = activations.is_gated(activation)

@@ -344,10 +344,12 @@ class MoE(ffn_lib.Layer):
     self.drop_priority, self.capacity_scope = drop_priority, capacity_scope
     self.dispatch = 'sort' if mesh is not None and dispatch == 'auto' else dispatch_lib.resolve_dispatch(dispatch)
     # Traced per-run scalars (ffn.Hyper); only dropout and jitter compile a path in, when > 0.
-    hyper = lambda v: ffn_lib.Hyper(jnp.float32(v))
-    self.load_balance_coef, self.z_loss_coef = hyper(load_balance_coef), hyper(z_loss_coef)
-    self.bias_update_rate, self.jitter = hyper(bias_update_rate), hyper(jitter)
-    self.dropout_rate = hyper(dropout_rate)
+    hyper = lambda v, key: ffn_lib.Hyper(jnp.float32(v), key=key)
+    self.load_balance_coef = hyper(load_balance_coef, 'model.moe.load_balance_coef')
+    self.z_loss_coef = hyper(z_loss_coef, 'model.moe.z_loss_coef')
+    self.bias_update_rate = hyper(bias_update_rate, 'model.moe.bias_update_rate')
+    self.jitter = hyper(jitter, 'model.moe.jitter')
+    self.dropout_rate = hyper(dropout_rate, 'model.dropout_rate')
     self.use_jitter, self.use_dropout = jitter > 0, dropout_rate > 0
     self.use_bias = use_bias
     self.mesh, self.expert_axis = mesh, expert_axis
