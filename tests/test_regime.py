@@ -14,6 +14,7 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import cap as cap_lib
 from ffn_research.ablations import checks
+from ffn_research.ablations import judge
 from ffn_research.ablations import regime
 from ffn_research.ablations import runner
 from ffn_research.config import default_config
@@ -74,9 +75,9 @@ def test_edge_rate_triggers_an_extension_for_that_point_only():
   assert c.remedy == stats.LOWER_RATE and regime.extend(st, [c], POLICY)[0]['a'].rates[0] == pytest.approx(1e-3 / 3)
 
   settled = dataclasses.replace(_verdict(0.5, ('a', 'b')), settled={'a': 'a cannot be read'})
-  ra, rb = (runner._rate_check(p, settled, f, st[p], POLICY) for p in ('a', 'b'))
+  ra, rb = (judge.rate_check(p, settled, f, st[p], POLICY) for p in ('a', 'b'))
   assert ra.passed and ra.detail == ca.detail + '; not needed: a cannot be read' and rb == cb
-  assert not runner._rate_check('a', _verdict(0.5, ('a', 'b')), f, st['a'], POLICY).passed
+  assert not judge.rate_check('a', _verdict(0.5, ('a', 'b')), f, st['a'], POLICY).passed
 
 
 def test_edge_next_to_a_diverged_rate_passes():

@@ -1,0 +1,231 @@
+"""Judging one pass of the regime loop: the study's verdicts on the budget ladder (each rung at its tuned rates, or
+at one rate shared by the verdict's points: `base.Claim.rate`), each gated on its premise, its rate checks, its
+stability by the claim's kind, no rate tie and no single seed deciding it (ablations/checks.py). Pure functions of
+the runs' frame, the tuning and the loop's state."""
+
+from collections.abc import Sequence
+import dataclasses
+import functools
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ffn_research import stats as verdict_lib
+from ffn_research.ablations import base
+from ffn_research.ablations import checks as checks_lib
+from ffn_research.ablations import regime as regime_lib
+
+
+def rate_check(point: str, v: verdict_lib.Verdict, frame: pd.DataFrame, s, regime) -> verdict_lib.Check:
+  """checks.inside_grid, passed with its reason where the verdict says no rate at `point` can move its statistic."""
+  c = checks_lib.inside_grid(point, frame, s, regime)
+  if c.passed or point not in v.settled:
+    return c
+  return verdict_lib.Check(c.name, True, f'{c.detail}; not needed: {v.settled[point]}')
+
+
+def _rules(study: base.Study, sel: pd.DataFrame, scale: str) -> list[verdict_lib.Verdict]:
+  """The study's verdicts on `sel`, each with its declared claim (kind, scope, premise) attached."""
+  verdicts = study.rules(sel, scale)
+  if len(verdicts) != len(study.claims):
+    raise ValueError(
+      f'{study.name}.rules gave {len(verdicts)} verdicts and the study declares {len(study.claims)} claims: '
+      'a study declares a fixed family of verdicts, one Claim each'
+    )
+  return [
+    dataclasses.replace(v, kind=c.kind, scope=c.scope, premise=c.premise)
+    for v, c in zip(verdicts, study.claims, strict=True)
+  ]
+
+
+def _with_point_at(
+  sel: pd.DataFrame, frame: pd.DataFrame, point: str, steps: int, rate: float, level: str
+) -> pd.DataFrame:
+  """`sel` (one budget's selection) with `point`'s rows replaced by its runs at `rate` and `steps` from `frame`."""
+  at = (frame['point'] == point) & (frame[regime_lib.STEPS] == steps) & np.isclose(frame[regime_lib.LR], rate)
+  alt = frame[at].assign(level=level)
+  return pd.concat([sel[sel['point'] != point], alt], ignore_index=True)
+
+
+def _ladder(vs: Sequence[verdict_lib.Verdict], state, v: verdict_lib.Verdict) -> tuple[dict[str, Any], ...]:
+  t = max((state[p].steps for p in v.points if p in state), default=0)
+  return tuple(
+    {
+      'level': lv,
+      'steps': t // 2 ** (len(vs) - 1 - i),
+      'statistic': r.statistic,
+      'ci': list(r.ci),
+      'outcome': r.raw_outcome,  # the rule's own outcome at that budget
+      'premise': all(c.passed for c in r.premises) if r.premises else None,  # its premise at that budget
+    }
+    for i, (lv, r) in enumerate(zip(regime_lib.LEVELS, vs, strict=True))
+  )
+
+
+def judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, regime, scale: str, points):
+  """The study's verdicts at T, each gated on its premise, its points' rate checks, its stability on the budget
+  ladder by its claim's kind, no rate tie and no single seed deciding it."""
+  sels = {lv: regime_lib.select(frame, tuning, lv) for lv in regime_lib.LEVELS}
+  rungs = {lv: _rules(study, sels[lv], scale) for lv in regime_lib.LEVELS}
+  full = sels[regime_lib.FULL]
+  at_t = rungs[regime_lib.FULL]
+  _check_points(study, at_t, state)
+
+  @functools.cache
+  def moved(level: str, point: str, rate: float) -> tuple[verdict_lib.Verdict, ...]:  # every verdict, point at rate
+    steps = state[point].budgets()[regime_lib.LEVELS.index(level)]
+    return tuple(_rules(study, _with_point_at(sels[level], frame, point, steps, rate, level), scale))
+
+  drops = []
+  if any(v.outcome in verdict_lib.DECISIVE for v in at_t):
+    drops = [
+      (s, _rules(study, full[full[regime_lib.SEED] != s], scale)) for s in sorted(full[regime_lib.SEED].unique())
+    ]
+  out = []
+  for i, v in enumerate(at_t):
+    if study.claims[i].rate == regime_lib.COMMON:
+      r = _common_reading(study, i, v, frame, sels, state, regime, scale)
+    else:
+      r = _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full)
+    v, ladder = r.ladder[-1], r.ladder
+    moving = [(w.rsplit(' at ', 1)[1], a) for w, _, a, _ in r.ties]  # stability: does one of them settle it?
+    factor = {p: points[p][0].steps_factor for p in v.points}
+    checks = [
+      *r.checks,
+      *_missing_premise(v),
+      checks_lib.coverage(v, r.full, regime.seeds),
+      checks_lib.one_budget(v, state, factor),
+      checks_lib.stability(v.kind, ladder, state, regime, r.others, ties=moving),
+      checks_lib.rate_tie(
+        r.ties,
+        reached=v.kind == verdict_lib.EXISTENCE and v.raw_outcome == verdict_lib.REPRODUCED,
+        kind=v.kind,
+        ladder=ladder,
+        others=r.others,
+      ),
+      checks_lib.one_seed(v, r.drops),
+    ]
+    extra = {**v.extra, 'statistic_half': float(ladder[1].statistic), **r.extra}
+    v = dataclasses.replace(v, extra=extra, ladder=_ladder(ladder, state, v))
+    out.append(verdict_lib.gate(v, checks))
+  return out, sels
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reading:
+  """One verdict read on the ladder: its rule at each budget, the tie alternatives, the other rates at T (existence
+  claims), its rate checks, the leave-one-seed-out verdicts, the selection at T and what the report adds."""
+
+  ladder: list[verdict_lib.Verdict]
+  ties: list[tuple[str, float, verdict_lib.Verdict, verdict_lib.Verdict]]
+  others: list[tuple[str, verdict_lib.Verdict]]
+  checks: list[verdict_lib.Check]
+  drops: list[tuple[Any, verdict_lib.Verdict]]
+  full: pd.DataFrame
+  extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full) -> _Reading:
+  """Each point at its own tuned rate at each budget; a tie is one point read at a rate tied with its chosen one."""
+  tuned = [p for p in v.points if points[p][0].tuned]
+  ties = [
+    (f'{p} at {lv}', r, moved(lv, p, r)[i], rungs[lv][i])
+    for k, lv in enumerate(regime_lib.LEVELS)
+    for p in tuned
+    for r in checks_lib.tied_rates(p, frame, state[p], regime, state[p].budgets()[k])
+  ]
+  others = []
+  if v.kind == verdict_lib.EXISTENCE:
+    others = [
+      (f'{p} at rate {r:g}', moved(regime_lib.FULL, p, r)[i])
+      for p in tuned
+      for r in state[p].rates
+      if r != rate_at_t(tuning, p)
+    ]
+  return _Reading(
+    ladder=[rungs[lv][i] for lv in regime_lib.LEVELS],
+    ties=ties,
+    others=others,
+    checks=[rate_check(p, v, frame, state[p], regime) for p in tuned],
+    drops=[(s, d[i]) for s, d in drops],
+    full=full,
+  )
+
+
+def _common_reading(study, i, v, frame, sels, state, regime, scale) -> _Reading:
+  """Every point of the verdict at one shared rate at each budget, the best mean metric over them (regime.pooled);
+  a tie is every point read at a shared rate tied with that one. Points without one budget T, or a budget where no
+  shared rate trained every seed at every point, fail a check of their own (no remedy) and are read as tuned."""
+  pts, name = tuple(v.points), 'one learning rate shared by the points'
+  got = regime_lib.pooled(frame, state, pts, regime.metric)
+  if got is None:
+    return _Reading(
+      [v] * 3,
+      [],
+      [],
+      [verdict_lib.Check(name, False, 'the points have different budgets T')],
+      [],
+      sels[regime_lib.FULL],
+    )
+  pf, ps = got
+
+  def at(k: int, rate: float) -> pd.DataFrame:
+    lv, sel = regime_lib.LEVELS[k], sels[regime_lib.LEVELS[k]]
+    for p in pts:
+      sel = _with_point_at(sel, frame, p, state[p].budgets()[k], rate, lv)
+    return sel
+
+  rates, ladder, ties = {}, [], []
+  for k, lv in enumerate(regime_lib.LEVELS):
+    steps = ps.budgets()[k]
+    best = regime_lib.choose(regime_lib.rate_stats(pf[pf[regime_lib.STEPS] == steps], regime.metric), regime.mode)
+    if best is None:
+      fail = f'no shared rate trained every seed at every point at {lv} = {steps} steps'
+      return _Reading([v] * 3, [], [], [verdict_lib.Check(name, False, fail)], [], sels[regime_lib.FULL])
+    rates[lv] = best.rate
+    rung = _rules(study, at(k, best.rate), scale)[i]
+    ladder.append(rung)
+    for r in checks_lib.tied_rates(regime_lib.COMMON_POINT, pf, ps, regime, steps):
+      ties.append((f'the shared rate at {lv}', r, _rules(study, at(k, r), scale)[i], rung))
+  full = at(2, rates[regime_lib.FULL])
+  others = []
+  if v.kind == verdict_lib.EXISTENCE:
+    others = [
+      (f'the shared rate {r:g}', _rules(study, at(2, r), scale)[i]) for r in ps.rates if r != rates[regime_lib.FULL]
+    ]
+  drops = []
+  if ladder[-1].outcome in verdict_lib.DECISIVE:
+    drops = [
+      (s, _rules(study, full[full[regime_lib.SEED] != s], scale)[i]) for s in sorted(full[regime_lib.SEED].unique())
+    ]
+  grid = checks_lib.inside_grid(regime_lib.COMMON_POINT, pf, ps, regime)
+  grid = dataclasses.replace(grid, name='the shared learning rate inside the grid', points=pts if grid.remedy else ())
+  said = ', '.join(f'{lv} {r:g}' for lv, r in rates.items())
+  ladder = [
+    dataclasses.replace(r, detail=f'{r.detail}; read at one rate shared by its points ({said})') for r in ladder
+  ]
+  return _Reading(ladder, ties, others, [grid], drops, full, extra={'common_rates': rates})
+
+
+def _check_points(study: base.Study, verdicts: Sequence[verdict_lib.Verdict], state) -> None:
+  for v in verdicts:
+    unknown = [p for p in v.points if p not in state]
+    if unknown or not v.points:
+      raise ValueError(
+        f'{study.name}: verdict {v.claim!r} names unknown points {unknown or "(none)"}; points are: {", ".join(state)}'
+      )
+
+
+def _missing_premise(v: verdict_lib.Verdict) -> list[verdict_lib.Check]:
+  """A failed premise check when the rule computed none: no verdict is decided without a positive control."""
+  if v.premises:
+    return []
+  why = 'no positive control was computed from these runs'
+  return [verdict_lib.Check(f'premise: {v.premise}', False, why, role=verdict_lib.PREMISE)]
+
+
+def rate_at_t(tuning: pd.DataFrame, point: str) -> float:
+  t = tuning[(tuning['point'] == point) & (tuning['level'] == regime_lib.FULL)]['rate']
+  return float(t.iloc[0]) if len(t) else math.nan
