@@ -77,6 +77,7 @@ class Check:
   points: tuple[str, ...] = ()  # the points (study.point_label) the remedy applies to
   role: str = ''  # PREMISE: a positive control of the verdict; '' a check of the measurement or the regime
   demote: str = INVALID  # what a failure makes of the verdict: INVALID, or INCONCLUSIVE (noise, not the setup)
+  applies: bool = True  # False: passed because there was nothing to check (the report prints n/a, not PASS)
 
   def to_dict(self) -> dict[str, Any]:
     return {
@@ -87,6 +88,7 @@ class Check:
       'points': list(self.points),
       'role': self.role,
       'demote': self.demote,
+      'applies': self.applies,
     }
 
   @classmethod
@@ -99,6 +101,7 @@ class Check:
       tuple(d.get('points') or ()),
       str(d.get('role') or ''),
       str(d.get('demote') or INVALID),
+      bool(d.get('applies', True)),
     )
 
 

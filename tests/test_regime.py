@@ -16,6 +16,7 @@ from ffn_research.ablations import cap as cap_lib
 from ffn_research.ablations import checks
 from ffn_research.ablations import judge
 from ffn_research.ablations import regime
+from ffn_research.ablations import report as report_lib
 from ffn_research.ablations import runner
 from ffn_research.config import default_config
 
@@ -705,3 +706,16 @@ def test_a_tie_decides_a_verdict_only_through_its_outcome_at_t_or_the_ladder():
   signs = [_paired(-1.0), _paired(-1.0), _paired(-1.0)]
   flip_sign = [('a at T/4', 3e-2, _paired(0.0), signs[0])]
   assert not checks.rate_tie(flip_sign, kind=stats.SIGN, ladder=signs).passed
+
+
+def test_checks_with_nothing_to_check_print_n_a():
+  undecided = [_paired(-0.01, sd=1.0)] * 3  # a sign claim undecided at T: its ladder holds nothing
+  c = checks.stability(stats.SIGN, undecided, state(), POLICY)
+  assert c.passed and not c.applies and stats.Check.from_dict(c.to_dict()) == c
+  assert checks.stability(stats.SIGN, [_paired(-1.0)] * 3, state(), POLICY).applies
+  seed = checks.one_seed(undecided[-1], [])
+  assert seed.passed and not seed.applies
+  v = dataclasses.replace(undecided[-1], checks=(c, seed))
+  lines = report_lib._verdict_md(v)
+  assert any(line.startswith('    - n/a stable on the budget ladder (sign claim)') for line in lines)
+  assert any(line.startswith('    - n/a no single seed decides it') for line in lines)

@@ -154,7 +154,8 @@ def stability(
   name = f'stable on the budget ladder ({kind or "no kind"} claim)'
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   if passed:
-    return stats.Check(name, True, how, demote=demote)
+    held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
+    return stats.Check(name, True, how, demote=demote, applies=held)
   settling = sorted({lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '')[0]})
   if settling:  # a tied rate settles the ladder: the tie, not the budget, moved it; more steps never buy it
     return stats.Check(
@@ -280,7 +281,9 @@ def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> st
   the seed."""
   name = 'no single seed decides it'
   if v.outcome not in stats.DECISIVE:
-    return stats.Check(name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE)
+    return stats.Check(
+      name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE, applies=False
+    )
   flips = [(s, a, lo, hi) for s, a in drops for lo, hi in [_at_full_width(a, v.n)] if _decides(v, a, lo, hi)]
   if not flips:
     return stats.Check(

@@ -147,7 +147,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   if v.checks:
     out.append('  - regime checks:')
     out += [
-      f'    - PASS {c.name}: {c.detail}'
+      f'    - {"PASS" if c.applies else "n/a"} {c.name}: {c.detail}'
       if c.passed
       else f'    - **FAIL** {c.name}' + ('' if gated else f': {c.detail}')
       for c in v.checks
