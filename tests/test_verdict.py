@@ -338,6 +338,7 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
     'points': [],
     'role': verdict.PREMISE,
     'demote': INV,
+    'applies': True,
   }
   md = (tmp_path / 'work' / 'fake' / 'report.md').read_text()
   assert '- **invalid** — the claim an unfit setup cannot test' in md
