@@ -81,8 +81,7 @@ def test_mutual_information_known_tables():
 
 # --------------------------------------------------------------------------- verdict rules on synthetic selections
 
-ROUTING_MATTERS = {  # both premises pass: dense of the active width worse on both tasks, frozen and hash worse
-  'dense: d_ff=32': 0.5,
+ROUTING_MATTERS = {  # both premises pass: dense of the active width worse by more than the margin, frozen worse
   'cluster_dense: d_ff=32': 1.0,
   'routers: frozen': 0.5,
   'routers: hash': 1.0,
@@ -121,66 +120,82 @@ def outcomes(sel, scale='full'):
   return [v.outcome for v in moe_topk.rules(sel, scale)]
 
 
+TOP1, DENSE = moe_topk.TOP1, moe_topk.DENSE_ACTIVE  # 'routers: learned' is k = G = 1
+
+
 def test_verdicts_come_out_as_the_rules_say_with_their_points():
   shift = {
     'fixed_total: k=2': -0.3,
     'matched_active: k=2': 0.2,
     'granularity: G=4': -0.1,
+    'granularity: G=2': 0.15,
     'routers: stop_grad': 0.3,
     'routers: weight_1': 0.0,
     **ROUTING_MATTERS,
   }
   vs = moe_topk.rules(selection(shift), 'full')
-  assert [v.outcome for v in vs] == [R, NR, R, R, INC]
+  assert [v.outcome for v in vs] == [R, NR, R, R, INC, NR]
   assert vs[0].statistic == pytest.approx(-0.3, abs=0.01) and vs[1].statistic == pytest.approx(0.2, abs=0.01)
-  iid = ('fixed_total: k=1', 'dense: d_ff=32')  # the iid premise's points, read at the same budget and rates
-  assert vs[0].points == ('fixed_total: k=2', *iid)
-  assert vs[1].points == ('matched_active: k=2', *iid)  # k = 1 is fixed_total's runs
-  assert vs[2].points == (*(f'granularity: G={g}' for g in (1, 2, 4, 8)), *iid) and vs[2].boundaries == (0.0,)
-  assert vs[3].points == ('routers: learned', 'routers: stop_grad', 'routers: frozen', 'cluster_dense: d_ff=32')
+  assert vs[5].statistic == pytest.approx(0.15, abs=0.01)  # top-2 at matched active and total: G = 2 vs top-1
+  assert vs[0].points == ('fixed_total: k=2', TOP1, DENSE)  # top-1 is the learned router arm's runs
+  assert vs[1].points == ('matched_active: k=2', TOP1, DENSE)
+  assert vs[2].points == (*(f'granularity: G={g}' for g in (2, 4, 8)), TOP1, DENSE) and vs[2].boundaries == (0.0,)
+  assert vs[3].points == ('routers: learned', 'routers: stop_grad', 'routers: frozen', DENSE)
+  assert vs[5].points == ('granularity: G=2', TOP1, DENSE)
   assert all(c.passed for v in vs for c in v.checks)
+  assert {a.name for a in moe_topk.arms('full')} == {
+    'fixed_total',
+    'matched_active',
+    'granularity',
+    'routers',
+    'cluster_dense',
+  }
+  assert all(a.base.task.cluster_teachers for a in moe_topk.arms('full'))  # every arm on the clustered task
 
 
 def test_every_verdict_declares_its_kind_and_computes_a_premise():
   claims = moe_topk.ABLATION.claims
-  assert [c.kind for c in claims] == [stats.SIGN] * 5  # fixed-budget comparisons
+  assert [c.kind for c in claims] == [stats.SIGN] * 6  # fixed-budget comparisons
   assert all(c.scope and c.premise for c in claims) and 'about half' in claims[1].scope
+  assert 'total and active' in claims[5].scope and 'matched' in claims[5].scope
   assert len(moe_topk.ABLATION.changes) >= 4 and all(c.date and c.change for c in moe_topk.ABLATION.changes)
   for sel in (selection(ROUTING_MATTERS), selection(), selection().iloc[:0]):  # passing, failing, no runs
     vs = moe_topk.rules(sel, 'full')
     assert len(vs) == len(claims) and all(len(v.premises) == 1 for v in vs)
   names = [v.premises[0].name for v in moe_topk.rules(selection(ROUTING_MATTERS), 'full')]
-  assert names == [f'premise: routing matters on the {t} task' for t in ['iid'] * 3 + ['clustered'] * 2]
+  margin, clustered = 'premise: routing matters by the margin', 'premise: routing matters on the clustered task'
+  assert names == [margin] * 3 + [clustered] * 2 + [margin]
 
 
-def test_iid_premise_top1_must_beat_dense_of_its_active_width_by_the_margin():
+def test_topk_premise_top1_must_beat_dense_of_its_active_width_by_the_margin():
   shift = {**ROUTING_MATTERS, 'fixed_total: k=2': -0.3, 'routers: stop_grad': 0.3, 'routers: weight_1': 0.3}
-  shift['dense: d_ff=32'] = 0.04  # 8x the total buys ~0.04 < 0.1
+  shift[DENSE] = 0.04  # 8x the total buys ~0.04 < 0.1
   vs = moe_topk.rules(selection(shift), 'full')
-  assert [v.outcome for v in vs] == [INV, INV, INV, R, R]
-  assert vs[0].raw_outcome == R and 'routing matters on the iid task' in vs[0].detail and 'issue 46' in vs[0].detail
+  assert [v.outcome for v in vs] == [INV, INV, INV, R, R, INV]  # the frozen router still shows routing matters
+  assert vs[0].raw_outcome == R and 'routing matters by the margin' in vs[0].detail
   (c,) = vs[2].premises
-  assert not c.passed and c.remedy == '' and c.points == vs[2].points  # no remedy: the loop buys nothing for it
+  assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == vs[2].points  # a router may need longer
   assert 'CI [' in c.detail and '-0.04' in c.detail
-  shift['dense: d_ff=32'] = 0.15  # beats dense by more than the margin
+  shift[DENSE] = 0.15  # beats dense by more than the margin
   vs = moe_topk.rules(selection(shift), 'full')
-  assert vs[0].outcome == R and all(v.premises[0].passed for v in vs[:3])
+  assert vs[0].outcome == R and all(v.premises[0].passed for v in vs)
   shift['routers: weight_1'] = -0.2  # the weight-1 router wins
   assert outcomes(selection(shift))[4] == NR
 
 
 def test_premise_routing_matters_else_invalid_with_a_doubling():
-  shift = {'routers: stop_grad': 0.3, 'routers: weight_1': 0.3, 'dense: d_ff=32': 0.5}  # dense-32, frozen as good
+  shift = {'routers: stop_grad': 0.3, 'routers: weight_1': 0.3}  # dense-32 and frozen as good as learned
   vs = moe_topk.rules(selection(shift), 'full')
-  assert [v.outcome for v in vs[3:]] == [INV, INV] and 'routing matters' in vs[3].detail
-  assert vs[3].raw_outcome == R and INV not in [v.outcome for v in vs[:3]]  # the iid verdicts do not rest on it
+  assert [v.outcome for v in vs] == [INV] * 6 and 'routing matters' in vs[3].detail
+  assert vs[3].raw_outcome == R
   premise = [c for c in vs[4].failed_checks if c.name.startswith('premise')][0]
   assert premise.remedy == stats.DOUBLE_STEPS and premise.points == vs[4].points
-  shift['routers: frozen'] = 0.5  # learned beats the frozen router: enough
-  assert outcomes(selection(shift))[3:] == [R, R]
+  shift['routers: frozen'] = 0.5  # learned beats the frozen router: enough for 4-5 (not for the margin of 1-3, 6)
+  assert outcomes(selection(shift))[3:5] == [R, R] and outcomes(selection(shift))[0] == INV
   del shift['routers: frozen']
-  shift['cluster_dense: d_ff=32'] = 0.5  # or it beats the dense FFN of its expert width
-  assert outcomes(selection(shift))[3:] == [R, R]
+  shift[DENSE] = 0.5  # or it beats the dense FFN of its expert width (by more than the margin: 1-3 and 6 too)
+  vs = moe_topk.rules(selection(shift), 'full')
+  assert [v.outcome for v in vs[3:5]] == [R, R] and vs[0].premises[0].passed
 
 
 def test_pinned_scores_and_too_few_seeds_are_invalid():
@@ -194,8 +209,8 @@ def test_pinned_scores_and_too_few_seeds_are_invalid():
 
 def test_the_family_is_fixed_at_every_scale():
   smoke = moe_topk.rules(selection({**ROUTING_MATTERS}, scale='smoke'), 'smoke')
-  assert len(smoke) == 5 and smoke[2].points[:2] == ('granularity: G=1', 'granularity: G=2')
-  assert len(moe_topk.rules(selection().iloc[:0], 'full')) == 5
+  assert len(smoke) == 6 and smoke[2].points[:2] == ('granularity: G=2', TOP1)
+  assert len(moe_topk.rules(selection().iloc[:0], 'full')) == 6
 
 
 def test_granularity_rule_known_answers_and_bonferroni_p():
@@ -234,7 +249,7 @@ def test_present_tables_figure_and_the_matched_active_note(tmp_path):
   assert 'the direction stays open' in moe_topk.matched_active_note(gated[1])
 
 
-@pytest.mark.slow  # the real entry point at smoke scale: 6 arms, 28 compiled groups (~3 min idle)
+@pytest.mark.slow  # the real entry point at smoke scale: 5 arms, every one on the clustered task
 def test_smoke_through_entry_point(tmp_path):
   repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   proc = subprocess.run(
@@ -254,7 +269,7 @@ def test_smoke_through_entry_point(tmp_path):
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   report = json.loads((tmp_path / 'moe_topk' / 'report.json').read_text())
-  assert len(report['verdicts']) == 5 and all(v['p_holm'] is not None for v in report['verdicts'])
+  assert len(report['verdicts']) == 6 and all(v['p_holm'] is not None for v in report['verdicts'])
   assert report['regime']['iterations']
   rows = report['tables'][0]['rows']
   mi = {r['point']: r['I(expert; cluster) nats'] for r in rows if r['point'].startswith('routers: ')}

@@ -15,20 +15,19 @@ Claims tested (docs/references.md#mixture-of-experts):
   probability, not renormalised) can. Tested on a task where routing matters (below), with arms
   that separate the two differences between those routers (router gradient, output scale).
 
-Tasks. iid (the k and G arms): teacher-student regression, 16-d Gaussian inputs, one ReLU teacher
-of width 256, 4,096 training points. clustered (the router arms): inputs drawn from K = 8
-Gaussian clusters (centres N(0, I), spread 1.0 per coordinate: task.cluster_std) with Zipf(1)
-weights (task.num_clusters, cluster_zipf) and a different ReLU teacher of width 64 per cluster
-(task.cluster_teachers): a token's target depends on its cluster, so an MoE with E = K experts
-fits it best by sending each cluster to an expert of its own. The spread was 0.25 in earlier
-runs: each cluster was then so small that its teacher was nearly linear on it and
-every router arm fitted to 1 - R^2 < 0.01, pinned at the exact-fit floor (history.md); at 1.0 a
-3-seed check at 2,000 steps gave learned 0.12, frozen 0.24, dense of width 32 0.21. Their rates
-start from 3e-3 ... 3e-1 (CLUSTER_RATES; the check's best learned rate was its lowest, 0.01). Model:
-bare MoE FFN of ReLU experts, dropless (capacity_factor 0: no token is dropped, so the routing is
-the only difference), Switch loss 1e-2 and z-loss 1e-3 (the defaults), Adam with cosine decay.
-Score: ln(held-out 1 - R^2), lower is better, paired by seed. Every point (each k, G, router arm
-and dense reference) is tuned by the runner on the mean score over seeds.
+Task (every arm; issue 46's redesign — until then the k and G arms ran on an iid teacher-student task where
+8x the total parameters bought almost nothing, so no routing verdict could be read there): inputs drawn from
+K = 8 Gaussian clusters (centres N(0, I), spread 1.0 per coordinate: task.cluster_std) with Zipf(1) weights
+(task.num_clusters, cluster_zipf) and a different ReLU teacher of width 64 per cluster (task.cluster_teachers):
+a token's target depends on its cluster, so an MoE with E = K experts fits it best by sending each cluster to an
+expert of its own. (At spread 0.25 every cluster's teacher was nearly linear and every arm fitted to
+1 - R^2 < 0.01; at 1.0 a 3-seed check at 2,000 steps gave learned 0.12, frozen 0.24, dense of width 32 0.21.)
+Rates start from 3e-3 ... 3e-1 (CLUSTER_RATES). Model: bare MoE FFN of ReLU experts, dropless (capacity_factor
+0: no token is dropped, so the routing is the only difference), `softmax_topk` not renormalised for every k
+(one router normalisation for top-1 and top-k), Switch loss 1e-2 and z-loss 1e-3 (the defaults), Adam with
+cosine decay. Score: ln(held-out 1 - R^2), lower is better, paired by seed. Every point is tuned by the runner
+on the mean score over seeds. Top-1 of E = 8 experts of width 32 is the router arm `learned` (one config, one
+set of runs): the k = 1 and G = 1 point of every comparison.
 
 Router arms on the clustered task (E = 8 experts of width 32, k = 1, models/moe.py ROUTERS):
   learned    `softmax_topk`, combine weight = probability p (Switch);
@@ -41,29 +40,28 @@ References: dense FFNs of the expert width (32) and of all experts' width (256).
 router-cluster mutual information I(expert; cluster) in nats (`mutual_information`) on the run's
 held-out inputs, against the cluster entropy H(cluster) (its ceiling).
 
-Verdict rules (fixed before the run; Holm across the five by the runner). Every verdict is a sign claim
+Verdict rules (fixed before the run; Holm across the six by the runner). Every verdict is a sign claim
 (stats.SIGN: "A beats B after T steps", a fixed-budget comparison, judged by the runner on the ladder T/4,
 T/2, T) and carries a computed premise (a check with role stats.PREMISE):
   1. fixed total: paired t CI of mean(score(k=2) - score(k=1)) below 0: reproduced; above 0: not
      reproduced; else inconclusive.
   2. matched active: the same with k = 2 at expert width 16 against k = 1 at width 32 (top-2's total
      parameters are then about half top-1's: 4,480 against 8,704).
-  3. granularity (E = 4, width 64, k = 1; G in 2, 4, 8 against G = 1), Bonferroni-corrected paired
+  3. granularity (E = 8, width 32, k = 1; G in 2, 4, 8 against G = 1), Bonferroni-corrected paired
      CIs (1 - 0.05/3): reproduced if some G's CI lies below 0, not reproduced if every G's lies
      above 0, else inconclusive; its p is the Bonferroni p of the best G (reproduced) or the largest
      p (not reproduced: every G must reject).
   4. router gradient (isolated): mean(score(learned) - score(stop_grad)) below 0.
   5. the trap as stated: mean(score(learned) - score(weight_1)) below 0 (weight_1 also differs in
      output scale: 1 instead of p; rule 4 holds the scale equal).
+  6. matched active and total: top-2 of 16 experts of width 16 (G = 2) against top-1 of 8 of width 32,
+     as rule 1 (expert parameters equal, the router's doubled).
 Gates: every point a verdict reads has 1 - R^2 more than 0.01 from 0 and from 1. Premises (positive
 controls; a failed one makes the verdict `invalid`, never `not reproduced`):
-  * 1-3, routing matters on the iid task: top-1 of 8 experts of width 32 (8x the total parameters of
-    the dense FFN of its active width) beats dense d_ff 32 by more than IID_MARGIN = 0.1: the paired CI
-    of mean(score(fixed_total k=1) - score(dense d_ff=32)) lies below -0.1. Where 8x the total buys less,
-    the task cannot show what k or G change in routing (the first run under premises: 0.066 against 0.069
-    in 1 - R^2). The granularity arm has no dense point of its own active width (64): it reads the same
-    control from the same task. No remedy: the loop buys no steps for it (the redesign, issue 46, runs
-    these arms on the clustered task).
+  * 1-3 and 6, routing matters by a stated margin: top-1 of 8 experts of width 32 (8x the total parameters
+    of the dense FFN of its active width) beats dense d_ff 32 by more than ROUTING_MARGIN = 0.1: the paired CI
+    of mean(score(learned) - score(dense d_ff=32)) lies below -0.1 (remedy: double T, a router may need longer).
+    Where 8x the total buys less, the task cannot show what k or G change in routing.
   * 4-5, routing matters on the clustered task: the paired CI of mean(score(learned) - score(dense of
     expert width)) or of mean(score(learned) - score(frozen)) lies below 0 (a failed premise doubles T: a
     router may need longer to learn).
@@ -84,14 +82,13 @@ from ffn_research.config import default_config
 
 D_MODEL = 16  # the inputs' width (16-d Gaussian)
 TOTAL_EXPERTS, TOTAL_WIDTH = 8, 32  # fixed-total arm: 8 experts of width 32
-GRAN_EXPERTS, GRAN_WIDTH = 4, 64  # granularity arm at G = 1: 4 experts of width 64, top-1
 CLUSTERS, CLUSTER_TEACHER_WIDTH = 8, 64  # clustered task: K = E = 8 clusters, a teacher of width 64 each
 CLUSTER_STD = 1.0  # their spread around N(0, I) centres (task.cluster_std)
 CLUSTER_RATES = (3e-3, 1e-2, 3e-2, 1e-1, 3e-1)  # the clustered arms' starting grid (quick, full)
 SEED = regime_lib.SEED
 RANGE_MARGIN = 0.01  # 1 - R^2 must keep this far from 0 (exact fit) and 1 (the mean)
-IID_MARGIN = 0.1  # premise of verdicts 1-3: top-1 (8x the total) beats dense of its active width by this, ln(1 - R^2)
-TOP1, DENSE_ACTIVE = 'fixed_total: k=1', f'dense: d_ff={TOTAL_WIDTH}'  # the iid premise's points
+ROUTING_MARGIN = 0.1  # premise of 1-3, 6: top-1 (8x the total) beats dense of its active width by this, ln(1 - R^2)
+TOP1, DENSE_ACTIVE = 'routers: learned', f'cluster_dense: d_ff={TOTAL_WIDTH}'  # k = G = 1, and its dense reference
 POINTS: dict[str, dict[str, tuple[int, ...]]] = {  # per scale: the top-k and granularity grids
   'smoke': dict(top_ks=(1, 2), granularities=(1, 2)),
   'quick': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
@@ -171,22 +168,27 @@ def base_config(clustered: bool = False):
 
 
 def arms(scale: str) -> list[base.Arm]:
+  """Every arm on the clustered task; k = 1 and G = 1 are the router arm `learned` (the same config)."""
   s = POINTS[scale]
-  iid, clustered, gran = base_config(), base_config(clustered=True), base_config()
+  clustered = base_config(clustered=True)
   rates = None if scale == 'smoke' else CLUSTER_RATES
-  gran.model.moe.num_experts, gran.model.d_ff = GRAN_EXPERTS, GRAN_WIDTH
   dense = {
     f'd_ff={w}': {'model.moe.num_experts': 0, 'model.d_ff': w} for w in (TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH)
   }
   return [
-    base.Arm('fixed_total', iid, {f'k={k}': {'model.moe.top_k': k} for k in s['top_ks']}),
+    base.Arm('fixed_total', clustered, {f'k={k}': {'model.moe.top_k': k} for k in s['top_ks'] if k > 1}, rates=rates),
     base.Arm(
       'matched_active',
-      iid,
+      clustered,
       {f'k={k}': {'model.moe.top_k': k, 'model.d_ff': TOTAL_WIDTH // k} for k in s['top_ks'] if k > 1},
-    ),  # k = 1 is fixed_total's
-    base.Arm('granularity', gran, {f'G={g}': {'model.moe.granularity': g} for g in s['granularities']}),
-    base.Arm('dense', iid, dense),
+      rates=rates,
+    ),
+    base.Arm(
+      'granularity',
+      clustered,
+      {f'G={g}': {'model.moe.granularity': g} for g in s['granularities'] if g > 1},
+      rates=rates,
+    ),
     base.Arm('routers', clustered, {a: dict(zip(ARM_KEYS, v, strict=True)) for a, v in ARMS.items()}, rates=rates),
     base.Arm('cluster_dense', clustered, dense, rates=rates),
   ]
@@ -241,34 +243,29 @@ def compare(sel: pd.DataFrame, a: str, b: str, claim: str, premise: stats.Check,
   return dataclasses.replace(stats.gate(v, checks), points=points)
 
 
-def iid_premise(sel: pd.DataFrame) -> stats.Check:
-  """Premise of verdicts 1-3: routing matters on the iid task. Top-1 of TOTAL_EXPERTS experts of width TOTAL_WIDTH
-  (8x the total parameters) beats the dense FFN of its active width: paired CI of the score difference below
-  -IID_MARGIN. No remedy (module docstring)."""
+def topk_premise(sel: pd.DataFrame) -> stats.Check:
+  """Premise of verdicts 1-3 and 6: routing matters by ROUTING_MARGIN. Top-1 of TOTAL_EXPERTS experts of width
+  TOTAL_WIDTH (8x the total parameters) beats the dense FFN of its active width: paired CI of the score
+  difference below -ROUTING_MARGIN. Remedy: double T for the two points (a router may need longer)."""
   w = by_seed(sel, TOP1, DENSE_ACTIVE)
-  v = rules_lib.paired(w[TOP1], w[DENSE_ACTIVE], expect='less', margin=IID_MARGIN, claim='')
+  v = rules_lib.paired(w[TOP1], w[DENSE_ACTIVE], expect='less', margin=ROUTING_MARGIN, claim='')
   total, _ = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1)
   check = stats.premise_check(
-    'premise: routing matters on the iid task',
+    'premise: routing matters by the margin',
     v.statistic,
     v.ci,
     -math.inf,
-    -IID_MARGIN,
+    -ROUTING_MARGIN,
     what=f'score(top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH}, {total:,} parameters) - score(dense d_ff '
     f'{TOTAL_WIDTH}, {expert_params(TOTAL_WIDTH):,}), ln(1 - R^2), paired over {v.n} seeds',
   )
   if check.passed:
     return check
-  why = (
-    f'; {TOTAL_EXPERTS}x the total parameters buy less than {IID_MARGIN:g} here, so the iid arms cannot show what '
-    f'k or G change in routing (the granularity arm has no dense of its active width {GRAN_WIDTH} and reads this '
-    'control); the redesign (issue 46) runs them on the clustered task'
-  )
-  return dataclasses.replace(check, detail=check.detail + why)
+  return dataclasses.replace(check, remedy=stats.DOUBLE_STEPS, points=(TOP1, DENSE_ACTIVE))
 
 
 def routing_premise(sel: pd.DataFrame) -> stats.Check:
-  """Premise of verdicts 4-5: routing matters on the clustered task: learned beats dense of expert width, or frozen."""
+  """Premise of verdicts 4-5: routing matters: the learned router beats dense of its expert width, or frozen."""
   w = by_seed(sel, 'routers: learned', f'cluster_dense: d_ff={TOTAL_WIDTH}', 'routers: frozen')
   v_dense = rules_lib.paired(w['routers: learned'], w[f'cluster_dense: d_ff={TOTAL_WIDTH}'], expect='less', claim='d')
   v_frozen = rules_lib.paired(w['routers: learned'], w['routers: frozen'], expect='less', claim='f')
@@ -324,23 +321,29 @@ def granularity_verdict(wide_: pd.DataFrame, claim: str) -> tuple[stats.Verdict,
   ), each
 
 
+def granularity_table(sel: pd.DataFrame, scale: str) -> pd.DataFrame:
+  """Seeds x G of the score: G = 1 is the top-1 router arm, G > 1 the granularity arm."""
+  gs = POINTS[scale]['granularities']
+  points = [TOP1 if g == 1 else f'granularity: G={g}' for g in gs]
+  return by_seed(sel, *points).set_axis(gs, axis=1)
+
+
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
-  """The five verdicts of the module docstring, every point at its chosen rate."""
-  gran = [f'granularity: G={g}' for g in POINTS[scale]['granularities']]
+  """The six verdicts of the module docstring, every point at its chosen rate."""
   v3, _ = granularity_verdict(
-    by_seed(sel, *gran).set_axis(POINTS[scale]['granularities'], axis=1),
+    granularity_table(sel, scale),
     claim=(
-      f'fine-grained experts (Krajewski et al. 2024): at fixed total and active parameters ({GRAN_EXPERTS} experts '
-      f'of width {GRAN_WIDTH}, top-1, split G ways), some G > 1 beats G = 1'
+      f'fine-grained experts (Krajewski et al. 2024): at fixed total and active expert parameters ({TOTAL_EXPERTS} '
+      f'experts of width {TOTAL_WIDTH}, top-1, split G ways), some G > 1 beats G = 1'
     ),
   )
-  premise, refs = routing_premise(sel), ('routers: frozen', f'cluster_dense: d_ff={TOTAL_WIDTH}')
-  iid = iid_premise(sel)
+  premise, refs = routing_premise(sel), ('routers: frozen', DENSE_ACTIVE)
+  topk = topk_premise(sel)
   (half_total, _), (full_total, _) = (
     moe_params(TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2),
     moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1),
   )
-  gran_points = (*gran, TOP1, DENSE_ACTIVE)
+  gran_points = (*[f'granularity: G={g}' for g in POINTS[scale]['granularities'] if g > 1], TOP1, DENSE_ACTIVE)
   return [
     compare(
       sel,
@@ -348,7 +351,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       TOP1,
       f'at fixed total parameters ({TOTAL_EXPERTS} experts of '
       f'width {TOTAL_WIDTH}; top-2 has twice the active expert parameters), top-2 beats top-1',
-      iid,
+      topk,
       (DENSE_ACTIVE,),
     ),
     compare(
@@ -358,19 +361,18 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       f'at matched active parameters ({TOTAL_EXPERTS} experts, top-2 of width {TOTAL_WIDTH // 2} against top-1 of '
       f'width {TOTAL_WIDTH}; top-2 has about half the total parameters, {half_total:,} against {full_total:,}), '
       'top-2 beats top-1',
-      iid,
+      topk,
       (DENSE_ACTIVE,),
     ),
     dataclasses.replace(
-      stats.gate(v3, [in_range(sel, gran_points), dataclasses.replace(iid, points=gran_points)]), points=gran_points
+      stats.gate(v3, [in_range(sel, gran_points), dataclasses.replace(topk, points=gran_points)]), points=gran_points
     ),
     compare(
       sel,
       'routers: learned',
       'routers: stop_grad',
-      'router gradient isolated (clustered task, k = 1): the '
-      'Switch router beats the same router with the gradient stopped at its combine weight (equal forward '
-      'output)',
+      'router gradient isolated (k = 1): the Switch router beats the same router with the gradient stopped at its '
+      'combine weight (equal forward output)',
       premise,
       refs,
     ),
@@ -378,11 +380,19 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       sel,
       'routers: learned',
       'routers: weight_1',
-      f'k = 1 router trap (clustered task): Switch-style '
-      f'{LEARNING_ROUTER} (weight p) beats {TRAP_ROUTER} (weight exactly 1: no task gradient, and output '
-      'scale 1 instead of p)',
+      f'k = 1 router trap: Switch-style {LEARNING_ROUTER} (weight p) beats {TRAP_ROUTER} (weight exactly 1: no task '
+      'gradient, and output scale 1 instead of p)',
       premise,
       refs,
+    ),
+    compare(
+      sel,
+      'granularity: G=2',
+      TOP1,
+      f'at matched active and total expert parameters (top-2 of {2 * TOTAL_EXPERTS} experts of width '
+      f'{TOTAL_WIDTH // 2} against top-1 of {TOTAL_EXPERTS} of width {TOTAL_WIDTH}), top-2 beats top-1',
+      topk,
+      (DENSE_ACTIVE,),
     ),
   ]
 
@@ -486,8 +496,17 @@ def _router_panel(ax, table: pd.DataFrame) -> None:
 def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
   """k (total / active fixed), granularity, and the router arms: 1 - R^2 against I(expert; cluster)."""
   fig, axes = base.figure(1, 3, size=(5.3, 4.6))
-  value = lambda p: int(p.split('=')[-1])
-  _curve(axes[0, 0], table, 'fixed_total', value, 'C0', f'{TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} (total fixed)')
+  value = lambda p: 1 if p == TOP1 else int(p.split('=')[-1])  # the top-1 router arm is k = 1 and G = 1
+  top1 = table[table['point'] == TOP1]
+  _curve(
+    axes[0, 0],
+    table,
+    'fixed_total',
+    value,
+    'C0',
+    f'{TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} (total fixed)',
+    extra=top1,
+  )
   _curve(
     axes[0, 0],
     table,
@@ -495,24 +514,27 @@ def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
     value,
     'C1',
     f'{TOTAL_EXPERTS} experts of width {TOTAL_WIDTH}/k (active fixed; total / k)',
-    extra=table[table['point'] == 'fixed_total: k=1'],
+    extra=top1,
   )
-  _dense_lines(axes[0, 0], table, 'dense')
+  _dense_lines(axes[0, 0], table, 'cluster_dense')
   base.style_axes(
     axes[0, 0],
     xlabel='top_k (experts per token)',
     ylabel='held-out 1 - R^2 (mean, 95% CI)',
-    title=f'iid task: loss vs top_k ({ctx.scale})',
+    title=f'loss vs top_k ({ctx.scale})',
     xscale='log',
     xbase=2,
     yscale='log',
   )
-  _curve(axes[0, 1], table, 'granularity', value, 'C2', f'{GRAN_EXPERTS}G experts of width {GRAN_WIDTH}/G, top G')
+  _curve(
+    axes[0, 1], table, 'granularity', value, 'C2', f'{TOTAL_EXPERTS}G experts of width {TOTAL_WIDTH}/G, top G', top1
+  )
+  _dense_lines(axes[0, 1], table, 'cluster_dense')
   base.style_axes(
     axes[0, 1],
-    xlabel='granularity G (total within 10%, active +26% at G = 8: see the verdict scope)',
+    xlabel="granularity G (expert parameters fixed; the router's grow with G: see the verdict scope)",
     ylabel='held-out 1 - R^2',
-    title='iid task: loss vs granularity (Krajewski et al. 2024)',
+    title='loss vs granularity (Krajewski et al. 2024)',
     xscale='log',
     xbase=2,
     yscale='log',
@@ -522,8 +544,8 @@ def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
     fig,
     ctx.outdir,
     'moe_topk.png',
-    'left: 1 - R^2 vs top_k at fixed total and at fixed active parameters, dense references; '
-    'middle: vs granularity; right: router arms on the clustered task, 1 - R^2 against '
+    'all on the clustered task; left: 1 - R^2 vs top_k at fixed total and at fixed active parameters (k = 1 is '
+    'the learned router arm), dense references; middle: vs granularity; right: router arms, 1 - R^2 against '
     'router-cluster mutual information, with H(cluster) and dense references; every point at '
     'its tuned learning rate and its T',
   )
@@ -550,9 +572,7 @@ def matched_active_note(v: stats.Verdict) -> str:
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   table = summary_table(result.full)
-  gran = POINTS[result.scale]['granularities']
-  w = by_seed(result.full, *[f'granularity: G={g}' for g in gran]).set_axis(gran, axis=1)
-  _, each = granularity_verdict(w, claim='')
+  _, each = granularity_verdict(granularity_table(result.full, result.scale), claim='')
   each_t = pd.DataFrame(
     [
       {
@@ -568,17 +588,15 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   )
   notes = [
     matched_active_note(result.verdicts[1]),
-    'Score for the verdicts: ln(held-out 1 - R^2), paired by seed; tables show 1 - R^2 itself. The '
-    "matched-active comparison reads fixed_total's k = 1 runs (the same config).",
-    "Top-2 against top-1 at matched active and total parameters is the granularity arm's G = 2 against G = 1 "
-    f'({2 * GRAN_EXPERTS} experts of width {GRAN_WIDTH // 2}, top-2, against {GRAN_EXPERTS} of width '
-    f'{GRAN_WIDTH}, top-1); see the per-G table (descriptive).',
+    'Score for the verdicts: ln(held-out 1 - R^2), paired by seed; tables show 1 - R^2 itself. Every k = 1 and '
+    "G = 1 comparison reads the learned router arm's runs (the same config).",
   ]
   said = lambda v: f'{v.statistic:+.3g} [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}] ({v.outcome})'
   vs = result.verdicts
   headline = (
     f'top-2 - top-1: fixed total {said(vs[0])}, matched active {said(vs[1])}; best G > 1 - G = 1 '
-    f'{said(vs[2])}; learned - stop_grad {said(vs[3])}; learned - weight_1 {said(vs[4])}'
+    f'{said(vs[2])}; matched active and total {said(vs[5])}; learned - stop_grad {said(vs[3])}; learned - '
+    f'weight_1 {said(vs[4])}'
   )
   tables = [
     base.Table(
@@ -593,23 +611,21 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
 def _claims() -> tuple[base.Claim, ...]:
   """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
   full = REGIMES['full']
-  budget = f'T = {full.steps:,} steps at full scale, {full.seeds} seeds, each point at its own tuned rate'
-  iid = (
-    f'iid teacher-student task ({D_MODEL}-d Gaussian inputs, one ReLU teacher of width 256, 4,096 training points), '
-    f'bare dropless MoE FFN, {budget}'
-  )
   k1, k2 = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1), moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 2)
   k2_half = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2)
-  g1, g8 = moe_params(GRAN_EXPERTS, GRAN_WIDTH, 1), moe_params(GRAN_EXPERTS * 8, GRAN_WIDTH // 8, 8)
-  iid_premise_words = (
-    f'routing matters on the iid task: top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} ({TOTAL_EXPERTS}x the '
-    f'total parameters) beats the dense FFN of its active width (d_ff {TOTAL_WIDTH}) by more than {IID_MARGIN:g} in '
-    f'ln(1 - R^2) (paired CI of the difference below -{IID_MARGIN:g}), at the same budget and tuned rates'
+  g2, g8 = moe_params(2 * TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2), moe_params(8 * TOTAL_EXPERTS, TOTAL_WIDTH // 8, 8)
+  task = (
+    f'clustered task ({CLUSTERS} Zipf(1)-weighted Gaussian clusters of spread {CLUSTER_STD:.1f} in {D_MODEL}-d, a '
+    f'ReLU teacher of width {CLUSTER_TEACHER_WIDTH} per cluster), bare dropless MoE FFN of ReLU experts, '
+    f'softmax_topk not renormalised, T = {full.steps:,} steps at full scale, {full.seeds} seeds, each point at its '
+    f'own tuned rate; top-1 is {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} ({k1[0]:,} parameters, {k1[1]:,} '
+    'active)'
   )
-  clustered = (
-    f'clustered task ({CLUSTERS} Zipf(1)-weighted Gaussian clusters of spread {CLUSTER_STD:.1f}, a ReLU teacher of '
-    f'width {CLUSTER_TEACHER_WIDTH} per cluster), top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} '
-    f'({k1[0]:,} parameters, {k1[1]:,} active), {budget}'
+  topk_words = (
+    f'routing matters by a stated margin: top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} '
+    f'({TOTAL_EXPERTS}x the total parameters) beats the dense FFN of its active width (d_ff {TOTAL_WIDTH}) by more '
+    f'than {ROUTING_MARGIN:g} in ln(1 - R^2) (paired CI of the difference below -{ROUTING_MARGIN:g}), at the same '
+    'budget and tuned rates'
   )
   routing_words = (
     f'routing matters on the clustered task: the learned router beats the dense FFN of its expert width (d_ff '
@@ -618,36 +634,42 @@ def _claims() -> tuple[base.Claim, ...]:
   return (
     base.Claim(
       stats.SIGN,
-      f'{iid}; top-2 against top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH}: total parameters matched '
-      f'({k1[0]:,}), active not (top-2 {k2[1]:,} against {k1[1]:,}).',
-      iid_premise_words,
+      f'{task}; top-2 against top-1 of the same experts: total parameters matched ({k1[0]:,}), active not (top-2 '
+      f'{k2[1]:,} against {k1[1]:,}).',
+      topk_words,
     ),
     base.Claim(
       stats.SIGN,
-      f'{iid}; top-2 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH // 2} against top-1 of width {TOTAL_WIDTH}: '
+      f'{task}; top-2 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH // 2} against top-1 of width {TOTAL_WIDTH}: '
       f'active parameters matched ({k2_half[1]:,} against {k1[1]:,}), total not (top-2 has about half: '
-      f"{k2_half[0]:,} against {k1[0]:,}); matched active and total is the granularity arm's G = 2 (not a verdict).",
-      iid_premise_words,
+      f'{k2_half[0]:,} against {k1[0]:,}).',
+      topk_words,
     ),
     base.Claim(
       stats.SIGN,
-      f'{iid}; {GRAN_EXPERTS} experts of width {GRAN_WIDTH} at top-1 (G = 1) against {GRAN_EXPERTS}G experts of width '
-      f"{GRAN_WIDTH}/G at top-G (G = 2, 4, 8; Bonferroni over the three): expert parameters matched, the router's "
-      f'grow with G ({g1[0]:,} to {g8[0]:,} total, {g1[1]:,} to {g8[1]:,} active); no dense of the active width '
-      f'{GRAN_WIDTH} on this task.',
-      iid_premise_words + f' (read from the {TOTAL_EXPERTS} x {TOTAL_WIDTH} arm: none of width {GRAN_WIDTH} exists)',
+      f'{task}; top-1 (G = 1) against {TOTAL_EXPERTS}G experts of width {TOTAL_WIDTH}/G at top-G (G = 2, 4, 8; '
+      f"Bonferroni over the three): expert parameters matched, the router's grow with G ({k1[0]:,} to {g8[0]:,} "
+      f'total, {k1[1]:,} to {g8[1]:,} active).',
+      topk_words,
     ),
     base.Claim(
       stats.SIGN,
-      f'{clustered}; learned against stop_grad: parameters and forward output equal, only the gradient through the '
-      'combine weight differs.',
+      f'{task}; learned against stop_grad (k = 1): parameters and forward output equal, only the gradient through '
+      'the combine weight differs.',
       routing_words,
     ),
     base.Claim(
       stats.SIGN,
-      f'{clustered}; learned (combine weight p) against weight_1 (topk_softmax, weight exactly 1): parameters '
+      f'{task}; learned (combine weight p) against weight_1 (topk_softmax, weight exactly 1): parameters '
       'matched; the arms differ in router gradient and in output scale (1 instead of p).',
       routing_words,
+    ),
+    base.Claim(
+      stats.SIGN,
+      f'{task}; top-2 of {2 * TOTAL_EXPERTS} experts of width {TOTAL_WIDTH // 2} (G = 2) against top-1: expert '
+      f'parameters matched, total and active ({g2[0]:,} and {g2[1]:,} against {k1[0]:,} and {k1[1]:,}: the router '
+      'doubles).',
+      topk_words,
     ),
   )
 
@@ -667,11 +689,10 @@ ABLATION = base.Study(
   ),
   published='qualitative: G = 1 not optimal at almost any compute budget; k = 2 is the GShard default',
   setup=(
-    'iid task: teacher_student, 16-d Gaussian inputs, one ReLU teacher of width 256, 4,096 training points. '
-    f'clustered task: the same inputs from {CLUSTERS} Zipf(1)-weighted Gaussian clusters, a ReLU teacher of '
-    f'width {CLUSTER_TEACHER_WIDTH} per cluster. Bare MoE FFN of ReLU experts, dropless, softmax_topk '
-    'without renormalisation unless an arm says otherwise, Switch loss 1e-2, z-loss 1e-3, batch 256, Adam '
-    'with cosine decay; the rate tuned per point on the mean over seeds (T and T/2 runs).'
+    f'clustered task (every arm): {D_MODEL}-d inputs from {CLUSTERS} Zipf(1)-weighted Gaussian clusters, a ReLU '
+    f'teacher of width {CLUSTER_TEACHER_WIDTH} per cluster, 4,096 training points. Bare MoE FFN of ReLU experts, '
+    'dropless, softmax_topk without renormalisation unless an arm says otherwise, Switch loss 1e-2, z-loss 1e-3, '
+    'batch 256, Adam with cosine decay; the rate tuned per point on the mean over seeds (the ladder T/4, T/2, T).'
   ),
   regimes=REGIMES,
   arms=arms,

@@ -62,4 +62,17 @@ CHANGES = (
     '-0.506, ladder keeps its sign)',
     verdicts=(1, 2, 3),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change="issue 46's redesign, after the republication (verdicts 1-3 invalid: on the iid task 8x the total "
+    'parameters bought -0.042 in ln(1 - R^2), the premise needs <= -0.1): every top-k and granularity arm moved '
+    'to the clustered task, where the router arms showed routing matters; granularity from 8 experts of width 32 '
+    '(was 4 of 64) so that G = 2 is top-2 at matched active and total; a sixth verdict, top-2 vs top-1 at matched '
+    'active and total; the premise of 1-3 and 6 is top-1 beating dense of its active width by 0.1 on that task '
+    '(with a doubling as remedy); top-1 is the learned router arm for every comparison (the iid arms and their '
+    'dense references dropped). Set before any run of this design',
+    outcome='no run of this design yet: the next full run gives its outcomes',
+    verdicts=(1, 2, 3, 6),
+  ),
 )
