@@ -719,3 +719,16 @@ def test_checks_with_nothing_to_check_print_n_a():
   lines = report_lib._verdict_md(v)
   assert any(line.startswith('    - n/a stable on the budget ladder (sign claim)') for line in lines)
   assert any(line.startswith('    - n/a no single seed decides it') for line in lines)
+
+
+def test_the_regime_table_names_the_rates_a_doubling_dropped():
+  r = {
+    'policy': dataclasses.asdict(POLICY),
+    'cap_s': 10.0,
+    'spent_s': 1.0,
+    'stopped': 'every check passed',
+    'iterations': [],
+    'next': None,
+    'points': [{'point': 'a', 'rates': [0.01, 0.03], 'steps': 16, 'dropped': [0.003], 'rate_T': 0.01}],
+  }
+  assert '| a | 0.01, 0.03 | 0.003 | 16 | 0.01 |' in report_lib.regime_markdown(r)

@@ -218,12 +218,16 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
   levels = [lv for lv in reversed(regime_lib.LEVELS) if any(f'rate_{lv}' in p for p in r['points'])]
   lines += [
     '',
-    '| point | rates run | T | ' + ' | '.join(f'rate at {lv}' for lv in levels) + ' |',
-    '|---|---|---|' + '---|' * len(levels),
+    'Per point: the rates of its grid at its ladder (T, T/2, T/4), the rates a doubling dropped (run at the '
+    'earlier, shorter budgets only), T, and the rate chosen at each budget.',
+    '',
+    '| point | rates run | dropped by a doubling | T | ' + ' | '.join(f'rate at {lv}' for lv in levels) + ' |',
+    '|---|---|---|---|' + '---|' * len(levels),
   ]
   for p in r['points']:
     rates = ' | '.join(fmt(p.get(f'rate_{lv}')) for lv in levels)
-    lines.append(f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {p["steps"]} | {rates} |')
+    dropped = ', '.join(f'{x:g}' for x in p.get('dropped') or ()) or '–'
+    lines.append(f'| {p["point"]} | {", ".join(f"{x:g}" for x in p["rates"])} | {dropped} | {p["steps"]} | {rates} |')
   return lines + ['']
 
 
