@@ -283,3 +283,10 @@ def test_present_on_a_synthetic_result(tmp_path):
   assert out.headline.startswith('top1 memorization: G 0.9') and len(out.tables[0].frame) == 8
   assert len(out.tables[1].frame) == 5 and len(out.tables[2].frame) == 4
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
+
+
+def test_the_reasoning_gap_premise_reads_the_ci_lower_end_not_the_mean():
+  one_seed_lifts = pd.Series([0.06, 0.08, 0.1, 0.1, 0.11, 0.12, 0.08, 0.09, 0.06, 0.59])  # mean 0.139
+  c = mr._reasoning_gap(one_seed_lifts)
+  assert not c.passed and c.role == stats.PREMISE and 'issue 46' in c.detail
+  assert mr._reasoning_gap(pd.Series([0.2, 0.21, 0.19, 0.2, 0.22])).passed

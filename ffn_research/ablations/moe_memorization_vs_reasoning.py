@@ -264,7 +264,7 @@ def memorization_checks(sel: pd.DataFrame, scale: str, router: str) -> list[stat
   t = gaps(sel, scale, 'memorization', router)
   return [
     stats.premise_check(
-      'premise (memorization): dense bits grow in proportion to parameters',
+      'premise (memorization): dense bits grow at least in proportion to parameters',
       premise.statistic,
       premise.ci,
       PREMISE_SLOPE,
@@ -311,15 +311,29 @@ def reasoning_checks(sel: pd.DataFrame, scale: str, router: str) -> list[stats.C
   every = tuple(v for k, v in lab.items() if k not in ('active', 'total'))  # both routers: budgets stay equal
   return [
     dataclasses.replace(premise, remedy=stats.DOUBLE_STEPS if not premise.passed else '', points=every),
-    stats.as_premise(
-      stats.range_check(
-        'premise (reasoning): dense-total beats dense-active on held-out compositions (accuracy gap)',
-        gaps(sel, scale, 'multi_hop', router)['den'],
-        floor=0.0,
-        margin=HOP_GAP,
-      )
-    ),
+    _reasoning_gap(gaps(sel, scale, 'multi_hop', router)['den']),
   ]
+
+
+def _reasoning_gap(den: pd.Series) -> stats.Check:
+  """Premise: width buys held-out accuracy on this task, in every reading of the seeds: the t CI's lower end of the
+  per-seed gap (dense-total - dense-active) at least HOP_GAP (was the mean; changed after a cold review found the
+  2026-11-27 republication's mean, 0.139, resting on one seed: CI [0.068, 0.211])."""
+  m, lo, hi = stats.mean_ci(den)
+  check = stats.premise_check(
+    'premise (reasoning): dense-total beats dense-active on held-out compositions (accuracy gap)',
+    m,
+    (lo, hi),
+    HOP_GAP,
+    what=f'per-seed held-out accuracy gap ({len(den.dropna())} seeds)',
+  )
+  if check.passed:
+    return check
+  why = (
+    '; below it the task cannot show whether an MoE closes the gap, and even above it this multi_hop stores the '
+    "graph in the weights (not Jelassi et al.'s in-context reasoning): issue 46 redesigns it"
+  )
+  return dataclasses.replace(check, detail=check.detail + why)
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -492,7 +506,12 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   s = SETTINGS[result.scale]
   gap = gap_table(result)
   at_t = gap[gap['budget'] == 'T']
-  headline = '; '.join(f'{r.router} {r.task}: G {r.G:.2f} {r.CI}' for r in at_t.itertuples())
+  cells = [(r, t) for r in ROUTERS for t in TASKS]  # rules' per-task verdicts follow the overall ones, in this order
+  outcome = {c: v.outcome for c, v in zip(cells, result.verdicts[len(ROUTERS) :], strict=False)}
+  headline = '; '.join(
+    f'{r.router} {r.task}: G {r.G:.2f} {r.CI} ({outcome.get((r.router, r.task), "descriptive")})'
+    for r in at_t.itertuples()
+  )
   entropy = s['mem_facts'] * math.log2(MEM_VALUES)
   mem = point_table(
     result.full.assign(share_of_entropy=result.full['bits_stored'] / entropy),
@@ -536,26 +555,29 @@ def _claims() -> tuple[base.Claim, ...]:
   hop_w = {r: HOP_WIDTH // ROUTERS[r][3] for r in ROUTERS}
   mem = (
     f'memorization of {s["mem_facts"]:,} random facts ({s["mem_facts"] * math.log2(MEM_VALUES):,.0f} bits) in a '
-    f'one-block ffn_stack, d_model {MEM_D_MODEL}, trainable tied embeddings shared by every arm, T = {full.steps:,} '
-    f"steps at full scale, {full.seeds} seeds, rates tuned per point on the facts' loss"
+    f'one-block ffn_stack, d_model {MEM_D_MODEL}, trainable tied embeddings shared by every arm (most of '
+    f"dense-active's parameters), T from {full.steps:,} steps at full scale (the budget judged: the ladder line), "
+    f"{full.seeds} seeds, rates tuned per point on the facts' loss"
   )
   hop = (
     f'multi_hop ({HOP_NODES} nodes, {HOP_RELATIONS} relations, 2 hops; {HOP_TRAIN:.0%} of the compositions trained, '
     f"{HOP_VALIDATION:.0%} validation chooses the rate, the rest scores), the graph's facts stored in the weights, "
-    f'not given in context; {HOP_LAYERS}-layer transformer, d_model {HOP_D_MODEL}, AdamW, 2T = {2 * full.steps:,} '
-    f'steps, {full.seeds} seeds'
+    f"not given in context (a composition of stored facts, not Jelassi et al.'s in-context reasoning); "
+    f'{HOP_LAYERS}-layer transformer, d_model {HOP_D_MODEL} in every arm (only d_ff widens), AdamW, twice the '
+    f'memorization budget (the ladder line gives the T judged), {full.seeds} seeds; no arm controls for '
+    'saturation (a dense arm widened in d_model), so G near 1 is what both readings of the claim predict'
   )
   matched = (
     f'against dense d_ff = w (active) and {e} w (total): the expert width per token matched, total expert '
     "parameters about dense-total's, the router's counted as active; one E"
   )
   mem_premise = (
-    f'memorization: dense bits grow in proportion to parameters (per-seed log-log slope, CI lower end >= '
+    f'memorization: dense bits grow at least in proportion to parameters (per-seed log-log slope, CI lower end >= '
     f'{PREMISE_SLOPE:g}) and dense-total stores more than dense-active by over {MEM_GAP:.0%} of its bits'
   )
   hop_premise = (
     f'reasoning: dense-active fits its trained compositions (CI lower end >= {FIT_LEVEL:g}) and dense-total beats it '
-    f'on held-out compositions by more than {HOP_GAP:g} accuracy'
+    f"on held-out compositions by at least {HOP_GAP:g} accuracy (the per-seed gap's CI lower end)"
   )
   normalisation = 'top-1 is not renormalised and top-2 is, so the two routers differ in more than k'
   overall = [
@@ -599,8 +621,10 @@ ABLATION = base.Study(
   ),
   published='qualitative: memorization tracks total parameters, reasoning tracks active parameters',
   setup=(
-    'Arms at one active width w: dense d_ff = w x {1, ..., E}; MoE top-1 of E experts of width w (not '
-    'renormalised); MoE top-2 of 2E experts of width w/2 (renormalised); E = 16 at quick and full; dropless. '
+    'Arms at one active width w: dense d_ff = w x {1, 4, 16} (memorization) and w x {1, 16} (reasoning); MoE '
+    'top-1 of E experts of width w (not renormalised); MoE top-2 of 2E experts of width w/2 (renormalised; its '
+    'points are labelled E=16 after E); E = 16 at quick and full; dropless; the MoE arms also carry the Switch '
+    'loss 1e-2 and z-loss 1e-3. '
     f'Memorization: ffn_stack, d_model {MEM_D_MODEL}, w = {MEM_WIDTH}, V = {MEM_VALUES}, Adam, T steps. '
     'Reasoning: '
     f'multi_hop ({HOP_NODES} nodes, {HOP_RELATIONS} relations, 2 hops, {HOP_TRAIN:.0%} trained), transformer '

@@ -72,4 +72,16 @@ CHANGES = (
     'stability); reasoning top-2 invalid (1.74) -> not reproduced (1.03)',
     verdicts=(1, 2, 4, 6),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change='after a cold review of the issue-45 republication: the reasoning gap premise reads the per-seed '
+    "gap's t CI lower end (>= 0.1) instead of its mean (0.139 at T rested on one seed: CI [0.068, 0.211]); the "
+    'memorization premise renamed "at least proportional" (the slope is 1.42, the check has no upper bound); '
+    'scopes and setup say what the runs are (the budgets judged, the widths, the auxiliary losses, that multi_hop '
+    'composes stored facts and has no saturation control); the same runs judged again (--judge_only)',
+    outcome='(2) overall top-2 not reproduced -0.286 -> invalid; (6) reasoning top-2 not reproduced 1.042 -> '
+    'invalid; (1), (4) invalid with a second failed premise; (3), (5) unchanged',
+    verdicts=(1, 2, 4, 6),
+  ),
 )
