@@ -30,34 +30,39 @@ def configs(arm, scale):
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
 def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
   arms = {arm.name: arm for arm in moe_topk.arms(scale)}
-  assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'dense', 'routers', 'cluster_dense']
+  assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'routers', 'cluster_dense']
   runs = {name: configs(arm, scale) for name, arm in arms.items()}
-  for name, cs in runs.items():
-    clustered = name in ('routers', 'cluster_dense')  # their own grid (not at smoke), tuned per point
-    assert arms[name].tuned and arms[name].rates == (moe_topk.CLUSTER_RATES if clustered and scale != 'smoke' else None)
-    assert all(c.task.cluster_std == (moe_topk.CLUSTER_STD if clustered else 0.25) for c in cs)
+  for name, cs in runs.items():  # every arm on the clustered task, on its own grid (not at smoke), tuned per point
+    assert arms[name].tuned and arms[name].rates == (moe_topk.CLUSTER_RATES if scale != 'smoke' else None)
+    assert all(c.task.cluster_std == moe_topk.CLUSTER_STD and c.task.cluster_teachers for c in cs)
+    assert all(c.task.num_clusters == moe_topk.CLUSTERS for c in cs)
     for c in cs:
       validation.validate(c)
       e = c.model.moe
       assert e.capacity_factor == 0.0 and e.renormalize is False
-      if e.num_experts and name != 'routers':  # every MoE point outside the router arms learns at k = 1
+      if e.num_experts and name != 'routers':  # every MoE point outside the router arms learns (softmax_topk)
         assert e.router == 'softmax_topk' and not e.stop_combine_grad and not e.freeze_router
-        assert not c.task.num_clusters
   for c in runs['matched_active']:  # k experts of width 32 / k: the active expert width is fixed
     assert c.model.moe.top_k * c.model.d_ff == moe_topk.TOTAL_WIDTH and c.model.moe.top_k > 1
-  # Granularity keeps total and active expert parameters fixed.
+  for c in runs['fixed_total']:  # k > 1 only: k = 1 is the learned router arm (the same config)
+    assert c.model.moe.top_k > 1 and c.model.d_ff == moe_topk.TOTAL_WIDTH
+  # Granularity keeps total and active expert parameters fixed (G = 1 is the learned router arm: 8 x 32, top-1).
   widths = {
     (m.moe.num_experts * m.moe.granularity, m.d_ff // m.moe.granularity, m.moe.top_k * m.moe.granularity)
     for m in (c.model for c in runs['granularity'])
   }
-  assert {e * w for e, w, _ in widths} == {moe_topk.GRAN_EXPERTS * moe_topk.GRAN_WIDTH}
-  assert {k * w for _, w, k in widths} == {moe_topk.GRAN_WIDTH}
+  assert {e * w for e, w, _ in widths} == {moe_topk.TOTAL_EXPERTS * moe_topk.TOTAL_WIDTH}
+  assert {k * w for _, w, k in widths} == {moe_topk.TOTAL_WIDTH}
   got = {tuple(c.model.moe[k.split('.')[-1]] for k in moe_topk.ARM_KEYS) for c in runs['routers']}
   assert got == set(moe_topk.ARMS.values())
-  for c in runs['routers'] + runs['cluster_dense']:  # E = K, a teacher per cluster
-    assert c.task.cluster_teachers and c.task.num_clusters == moe_topk.CLUSTERS
   for c in runs['routers']:
     assert c.model.moe.top_k == 1 and c.model.moe.num_experts == moe_topk.CLUSTERS
+  learned = next(
+    c
+    for c in runs['routers']
+    if c.model.moe.router == 'softmax_topk' and not c.model.moe.freeze_router and not c.model.moe.stop_combine_grad
+  )
+  assert (learned.model.d_ff, learned.model.moe.num_experts) == (moe_topk.TOTAL_WIDTH, moe_topk.TOTAL_EXPERTS)
   if scale == 'full':
     assert moe_topk.REGIMES[scale].rates == (1e-2, 3e-2, 0.1, 0.3) and moe_topk.REGIMES[scale].seeds >= 10
 
