@@ -457,47 +457,52 @@ def notes(result: base.Result) -> list[str]:
   return out
 
 
+def _size_panel(ax, relu: pd.DataFrame, x: str, points: Sequence[str], s: Settings, scale: str) -> None:
+  """Density at the end of T against one size axis, each size's chosen rate written beside it."""
+  sub = relu[relu['point'].isin(points)]
+  t = stats.summarize(sub, [f'model.{x}'], ['density'])
+  if len(t):
+    base.errorbar_ci(
+      ax,
+      t[f'model.{x}'],
+      t['density_mean'],
+      t['density_ci_lo'],
+      t['density_ci_hi'],
+      label='ReLU, trained (mean, 95% CI)',
+    )
+    ax.scatter(sub[f'model.{x}'], sub['density'], s=8, alpha=0.4)
+    for size, g in sub.groupby(f'model.{x}'):
+      ax.annotate(
+        f'lr {float(g[LR].iloc[0]):g}',
+        (size, g['density'].mean()),
+        textcoords='offset points',
+        xytext=(4, 6),
+        fontsize=7,
+      )
+  ax.axhline(PAPER_VIT, color='C2', ls=':', label=f'ViT-B/16 {PAPER_VIT:.1%} (Li et al.)')
+  ax.axhline(PAPER_T5, color='C3', ls=':', label=f'T5-Base {PAPER_T5:.1%} (Li et al.)')
+  ax.axhline(LEVEL, color='k', ls='--', label=f'rule 1 level {LEVEL:.0%}')
+  fixed = f'd_model {s["ref"][0]}' if x == 'd_ff' else 'd_ff = 4 d_model'
+  base.style_axes(
+    ax,
+    xlabel=x,
+    ylabel='fraction of non-zero activations',
+    title=f'{fixed} ({scale})',
+    xscale='log',
+    xbase=2,
+    yscale='log',
+  )
+  sizes = sorted(int(v) for v in sub[f'model.{x}'].unique())
+  ax.set_xticks(sizes, [str(v) for v in sizes])  # every size labelled (48 is no power of 2)
+  ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
 def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   s = SETTINGS[ctx.scale]
   fig, axes = base.figure(1, 3)
   relu = result.full[result.full['arm'] == 'relu']
   for ax, (x, points) in zip(axes[0, :2], axis_points(ctx.scale).items(), strict=True):  # axes[0, 2]: over training
-    sub = relu[relu['point'].isin(points)]
-    t = stats.summarize(sub, [f'model.{x}'], ['density'])
-    if len(t):
-      base.errorbar_ci(
-        ax,
-        t[f'model.{x}'],
-        t['density_mean'],
-        t['density_ci_lo'],
-        t['density_ci_hi'],
-        label='ReLU, trained (mean, 95% CI)',
-      )
-      ax.scatter(sub[f'model.{x}'], sub['density'], s=8, alpha=0.4)
-      for size, g in sub.groupby(f'model.{x}'):
-        ax.annotate(
-          f'lr {float(g[LR].iloc[0]):g}',
-          (size, g['density'].mean()),
-          textcoords='offset points',
-          xytext=(4, 6),
-          fontsize=7,
-        )
-    ax.axhline(PAPER_VIT, color='C2', ls=':', label=f'ViT-B/16 {PAPER_VIT:.1%} (Li et al.)')
-    ax.axhline(PAPER_T5, color='C3', ls=':', label=f'T5-Base {PAPER_T5:.1%} (Li et al.)')
-    ax.axhline(LEVEL, color='k', ls='--', label=f'rule 1 level {LEVEL:.0%}')
-    fixed = f'd_model {s["ref"][0]}' if x == 'd_ff' else 'd_ff = 4 d_model'
-    base.style_axes(
-      ax,
-      xlabel=x,
-      ylabel='fraction of non-zero activations',
-      title=f'{fixed} ({ctx.scale})',
-      xscale='log',
-      xbase=2,
-      yscale='log',
-    )
-    sizes = sorted(int(v) for v in sub[f'model.{x}'].unique())
-    ax.set_xticks(sizes, [str(v) for v in sizes])  # every size labelled (48 is no power of 2)
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    _size_panel(ax, relu, x, points, s, ctx.scale)
   ref = f'relu: {_shape(*s["ref"])}'
   for i, p in enumerate((ref, 'gelu', 'silu')):
     g = result.full[result.full['point'] == p]
