@@ -328,8 +328,8 @@ def granularity_table(sel: pd.DataFrame, scale: str) -> pd.DataFrame:
   return by_seed(sel, *points).set_axis(gs, axis=1)
 
 
-def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
-  """The six verdicts of the module docstring, every point at its chosen rate."""
+def _granularity(sel: pd.DataFrame, scale: str, topk: stats.Check) -> stats.Verdict:
+  """Rule 3 gated on the range of every point it reads and on the top-k premise."""
   v3, _ = granularity_verdict(
     granularity_table(sel, scale),
     claim=(
@@ -337,13 +337,20 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       f'experts of width {TOTAL_WIDTH}, top-1, split G ways), some G > 1 beats G = 1'
     ),
   )
+  gran_points = (*[f'granularity: G={g}' for g in POINTS[scale]['granularities'] if g > 1], TOP1, DENSE_ACTIVE)
+  return dataclasses.replace(
+    stats.gate(v3, [in_range(sel, gran_points), dataclasses.replace(topk, points=gran_points)]), points=gran_points
+  )
+
+
+def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
+  """The six verdicts of the module docstring, every point at its chosen rate."""
   premise, refs = routing_premise(sel), ('routers: frozen', DENSE_ACTIVE)
   topk = topk_premise(sel)
   (half_total, _), (full_total, _) = (
     moe_params(TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2),
     moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1),
   )
-  gran_points = (*[f'granularity: G={g}' for g in POINTS[scale]['granularities'] if g > 1], TOP1, DENSE_ACTIVE)
   return [
     compare(
       sel,
@@ -364,9 +371,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       topk,
       (DENSE_ACTIVE,),
     ),
-    dataclasses.replace(
-      stats.gate(v3, [in_range(sel, gran_points), dataclasses.replace(topk, points=gran_points)]), points=gran_points
-    ),
+    _granularity(sel, scale, topk),
     compare(
       sel,
       'routers: learned',
