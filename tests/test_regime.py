@@ -708,6 +708,33 @@ def test_a_tie_decides_a_verdict_only_through_its_outcome_at_t_or_the_ladder():
   assert not checks.rate_tie(flip_sign, kind=stats.SIGN, ladder=signs).passed
 
 
+def test_a_tie_cannot_decide_a_verdict_invalid_at_t_at_every_tied_rate():
+  """Superposition's FFN verdict, re-judged: invalid by its premise at every rung; a tied rate at T moves the rule's
+  own outcome (inconclusive -> not reproduced) but the verdict stays invalid there, so the tie is n/a, not a failure
+  the report would hide. A tie whose premise passes at T is judged as before."""
+  premise = stats.Check('premise: p', False, 'fails', demote=stats.INVALID, role=stats.PREMISE)
+  invalid = lambda v: stats.gate(v, [premise])
+  ladder = [invalid(_paired(-0.01, sd=1.0)) for _ in range(3)]  # undecided by the rule, invalid by the premise
+  moved = invalid(_paired(-1.0))  # the rule alone decides at the tied rate; the premise still fails
+  assert moved.outcome == stats.INVALID and moved.raw_outcome != ladder[-1].raw_outcome
+  c = checks.rate_tie([('a at T', 3e-2, moved, ladder[-1])], kind=stats.SIGN, ladder=ladder)
+  assert c.passed and not c.applies and 'cannot change it' in c.detail
+  rescued = _paired(-1.0)  # at the tied rate the premise passes and the rule decides: that tie decides it
+  assert not checks.rate_tie([('a at T', 3e-2, rescued, ladder[-1])], kind=stats.SIGN, ladder=ladder).passed
+
+
+def test_a_failed_check_the_gate_does_not_name_keeps_its_detail_in_the_report():
+  premise = stats.Check('premise: p', False, 'fails here', demote=stats.INVALID, role=stats.PREMISE)
+  tie = stats.Check(
+    'no learning-rate tie decides it', False, 'a at T at tied rate 0.03: moved', demote=stats.INCONCLUSIVE
+  )
+  v = stats.gate(_paired(-1.0), [premise, tie])
+  assert v.outcome == stats.INVALID and 'tied rate' not in v.detail  # the gate names the invalidating check only
+  lines = report_lib._verdict_md(v)
+  assert '    - **FAIL** premise: p' in lines  # said once, in the gate's line
+  assert '    - **FAIL** no learning-rate tie decides it: a at T at tied rate 0.03: moved' in lines
+
+
 def test_checks_with_nothing_to_check_print_n_a():
   undecided = [_paired(-0.01, sd=1.0)] * 3  # a sign claim undecided at T: its ladder holds nothing
   c = checks.stability(stats.SIGN, undecided, state(), POLICY)

@@ -243,7 +243,9 @@ def rate_tie(
   point there, the rule at the chosen rates of that budget)). With the verdict's `ladder` (and `kind`, `others`, as
   for `stability`), a tie decides it when it changes the outcome at T, or, read in its rung, whether the ladder is
   stable; a lower rung's own outcome is not the verdict (a magnitude claim is judged at T on the ladder's values).
-  Without a ladder: when it changes its budget's outcome. A tie is noise in the tuning, not a budget: a failure
+  Without a ladder: when it changes its budget's outcome. With the verdict invalid at T at the chosen and at every
+  tied rate there (a premise or a rate check failed), no tie can change it: n/a. A tie is noise in the tuning, not a
+  budget: a failure
   demotes to inconclusive and names the statistic at every tied rate. `reached`: an existence claim reproduced at
   T, which one rate reaching shows; a tied rate that does not reach it undoes nothing (the statistics are named)."""
   name = 'no learning-rate tie decides it'
@@ -253,6 +255,10 @@ def rate_tie(
     f'{w} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome}; chosen rates {c.statistic:.4g}, {c.outcome})'
     for w, r, a, c in alternatives
   )
+  at_t = [a for w, _, a, _ in alternatives if w.rsplit(' at ', 1)[1] == LEVELS[-1]]
+  if ladder and ladder[-1].outcome == stats.INVALID and all(a.outcome == stats.INVALID for a in at_t):
+    why = 'invalid at T at the chosen rates and at every tied rate there: a tie, which demotes to inconclusive, cannot'
+    return stats.Check(name, True, f'{why} change it; {read}', demote=stats.INCONCLUSIVE, applies=False)
   if ladder:
     steady = _by_kind(kind, ladder, LEVELS, others, '')[0]
 

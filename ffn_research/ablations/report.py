@@ -135,7 +135,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
     f'  - rule (fixed before the run): {v.rule}',
   ]
   gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
-  if gated:  # gate's detail names each failed check with its numbers: said once, here
+  if gated:  # gate's detail names each failed check that set the outcome, with its numbers: said once, here
     why = (
       '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**'
       if v.outcome == verdict_lib.INVALID
@@ -149,7 +149,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
     out += [
       f'    - {"PASS" if c.applies else "n/a"} {c.name}: {c.detail}'
       if c.passed
-      else f'    - **FAIL** {c.name}' + ('' if gated else f': {c.detail}')
+      else f'    - **FAIL** {c.name}' + ('' if gated and f'{c.name}: {c.detail}' in v.detail else f': {c.detail}')
       for c in v.checks
     ]
   return out
