@@ -1,25 +1,21 @@
-"""Workdir outputs: atomic JSON, JSON-lines metrics with TensorBoard, checkpoints (Orbax, or NumPy
-for a sweep's runs), workdir locks; no file is held open between writes but a lock; each fault
-(corrupt file, busy or unusable workdir) is one line naming the path."""
+"""Workdir outputs: atomic JSON, JSON-lines metrics with TensorBoard, a run's folder, workdir locks
+(checkpoints: checkpoints.py); no file is held open between writes but a lock; each fault (corrupt file,
+busy or unusable workdir) is one line naming the path."""
 
 import contextlib
 import datetime
 import fcntl
 import functools
-import hashlib
-import io
 import json
 import math
 import os
 import platform
-import shutil
 import socket
 import sys
 import tempfile
 import time
 from typing import Any, TextIO
 
-import jax
 import numpy as np
 
 from ffn_research import config as config_lib
@@ -38,8 +34,8 @@ def json_safe(obj: Any) -> Any:
   return obj
 
 
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
+UMASK = os.umask(0o022)
+os.umask(UMASK)
 
 
 def write_text(path: str, text: str) -> None:
@@ -48,7 +44,7 @@ def write_text(path: str, text: str) -> None:
   os.makedirs(folder, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=folder, prefix='.tmp-')
   try:
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 would hide results from other users
+    os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp's 0600 would hide results from other users
     with os.fdopen(fd, 'w') as f:
       f.write(text)
     os.replace(tmp, path)
@@ -404,204 +400,6 @@ class RunDir:
     summary = {'status': 'failed', 'error': f'{type(error).__name__}: {error}'.splitlines()[0], **extra}
     self.write_summary(summary)
     return summary
-
-
-CHECKSUMS = 'sha256.json'  # in each checkpoint folder: {relative path: sha256} of its files
-
-
-def _checksums(folder: str) -> dict[str, str]:
-  out = {}
-  for root, _, files in os.walk(folder):
-    for name in files:
-      path = os.path.join(root, name)
-      rel = os.path.relpath(path, folder)
-      if rel != CHECKSUMS:
-        with open(path, 'rb') as f:
-          out[rel] = hashlib.sha256(f.read()).hexdigest()
-  return out
-
-
-class Checkpointer:
-  """Checkpoints of the whole run state (plus a JSON meta), one folder per step; keeps the latest two.
-
-  Two formats, told apart by their files when read: Orbax (`state/`, `meta/metadata`; lone runs,
-  whose state may be sharded over a mesh) and, with `light=True` (a sweep's runs), one NumPy
-  archive `state.npz` (arrays by tree path) with `meta.json`: a few small writes per run instead of
-  an Orbax CheckpointManager. Each folder holds sha256.json of its files. No file or thread is held
-  between calls (the Orbax manager is opened when an Orbax checkpoint is written or read). A
-  checkpoint that cannot be restored is moved to checkpoints.corrupt/ with a warning naming it,
-  and the next older one is tried.
-  """
-
-  KEEP = 2
-
-  def __init__(self, directory: str, light: bool = False):
-    self.directory = os.path.abspath(directory)
-    self.light = light
-    self.manager: Any = None
-
-  def _manager(self) -> Any:
-    """The Orbax CheckpointManager of the folder, opened on first use."""
-    if self.manager is None:
-      import orbax.checkpoint as ocp
-
-      # With several processes (jax.distributed) only process 0 checkpoints (host copies, ffn_research.parallel).
-      alone = {}
-      if jax.process_count() > 1:
-        os.makedirs(self.directory, exist_ok=True)  # Orbax cannot create it for a subset of processes
-        alone = {
-          'create': False,
-          'multiprocessing_options': ocp.options.MultiprocessingOptions(
-            primary_host=jax.process_index(), active_processes={jax.process_index()}
-          ),
-        }
-      self.manager = ocp.CheckpointManager(
-        self.directory,
-        options=ocp.CheckpointManagerOptions(max_to_keep=self.KEEP, enable_async_checkpointing=False, **alone),
-      )
-    return self.manager
-
-  def _folder(self, step: int) -> str:
-    return os.path.join(self.directory, str(step))
-
-  def _is_light(self, step: int) -> bool:
-    return os.path.exists(os.path.join(self._folder(step), 'meta.json'))
-
-  def steps(self) -> list[int]:
-    """Saved steps, newest first (finished checkpoints only: both formats rename a finished folder into place)."""
-    names = os.listdir(self.directory) if os.path.isdir(self.directory) else []
-    return sorted((int(n) for n in names if n.isdigit()), reverse=True)
-
-  def save(self, step: int, state: Any, meta: dict[str, Any]) -> None:
-    """Save at `step` unless a checkpoint of that step exists (a rerun after a kill)."""
-    if step in self.steps():
-      return
-    meta = json_safe({'step': step, **meta})
-    if self.light:
-      self._save_light(step, state, meta)
-      return
-    ocp = self.ocp()
-    self._manager().save(
-      step, args=ocp.args.Composite(state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True
-    )
-    self.manager.wait_until_finished()
-    folder = self._folder(step)
-    write_json(os.path.join(folder, CHECKSUMS), _checksums(folder))
-
-  @staticmethod
-  def ocp() -> Any:
-    import orbax.checkpoint as ocp
-
-    return ocp
-
-  def _save_light(self, step: int, state: Any, meta: dict[str, Any]) -> None:
-    """state.npz, meta.json and sha256.json in a temporary folder renamed to `step`; older steps beyond KEEP removed."""
-    buf = io.BytesIO()
-    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
-    arrays: dict[str, Any] = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
-    np.savez(buf, **arrays)
-    files = {'state.npz': buf.getvalue(), 'meta.json': (json.dumps(meta, sort_keys=True) + '\n').encode()}
-    files[CHECKSUMS] = json.dumps({k: hashlib.sha256(v).hexdigest() for k, v in files.items()}).encode()
-    os.makedirs(self.directory, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=self.directory, prefix=f'.tmp-{step}-')
-    try:
-      for name, data in files.items():
-        with open(os.path.join(tmp, name), 'wb') as f:
-          f.write(data)
-      os.chmod(tmp, 0o777 & ~_UMASK)
-      os.replace(tmp, self._folder(step))
-    except BaseException:
-      shutil.rmtree(tmp, ignore_errors=True)
-      raise
-    for old in self.steps()[self.KEEP :]:
-      shutil.rmtree(self._folder(old), ignore_errors=True)
-
-  def read_meta(self, step: int) -> dict[str, Any] | None:
-    """The meta dict saved with `step` (plain JSON), or None when absent or unreadable (restore then
-    sets the damaged checkpoint aside)."""
-    name = 'meta.json' if self._is_light(step) else os.path.join('meta', 'metadata')
-    try:
-      meta = read_json(os.path.join(self._folder(step), name))
-    except CorruptFile:
-      return None
-    return meta if isinstance(meta, dict) else None
-
-  def _verify(self, step: int) -> None:
-    """Raise ValueError if a file of the checkpoint differs from its checksum at save time
-    (so nothing is read from damaged data; older checkpoints without sums are read as is)."""
-    folder = self._folder(step)
-    saved = read_json(os.path.join(folder, CHECKSUMS))
-    if saved is None:
-      if self._is_light(step):
-        raise ValueError(f'{CHECKSUMS} is missing')
-      return
-    now = _checksums(folder)
-    changed = sorted(set(saved) ^ set(now) | {f for f in set(saved) & set(now) if saved[f] != now[f]})
-    if changed:
-      raise ValueError(f'{len(changed)} file(s) differ from their checksums at save time, e.g. {changed[0]}')
-
-  def _restore_light(self, step: int, abstract: Any) -> tuple[Any, Any]:
-    folder = self._folder(step)
-    with np.load(os.path.join(folder, 'state.npz'), allow_pickle=False) as arrays:
-      paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
-      leaves = []
-      for path, a in paths:
-        x = arrays[jax.tree_util.keystr(path)]
-        if x.dtype != a.dtype and x.dtype.kind == 'V' and x.dtype.itemsize == np.dtype(a.dtype).itemsize:
-          x = x.view(a.dtype)  # NumPy stores extension dtypes (bfloat16) as raw bytes
-        leaves.append(x)
-    state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in leaves])
-    return state, read_json(os.path.join(folder, 'meta.json'))
-
-  def restore(self, step: int, abstract: Any) -> tuple[Any, dict[str, Any]] | None:
-    """(state, meta) of `step`, or None after setting a damaged checkpoint aside."""
-    try:
-      self._verify(step)
-      if self._is_light(step):
-        state, meta = self._restore_light(step, abstract)
-      else:
-        ocp = self.ocp()
-        restored = self._manager().restore(
-          step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore())
-        )
-        meta, state = restored['meta'], restored['state']
-      if not (
-        isinstance(meta, dict) and meta.get('step') == step and isinstance(meta.get('wall_time_s'), (int, float))
-      ):
-        raise ValueError('meta does not match the step')
-      got = jax.tree.map(lambda x: (x.shape, x.dtype), state)
-      if got != jax.tree.map(lambda x: (x.shape, x.dtype), abstract):
-        raise ValueError('arrays of the wrong shape')
-      return state, meta
-    except Exception as e:  # Orbax and NumPy raise many kinds on damage
-      path = self._folder(step)
-      self.discard(step, corrupt=True)
-      warn(
-        f'checkpoint {path} is damaged ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ""}); '
-        f'moved to {self.directory}.corrupt/'
-      )
-      return None
-
-  def discard(self, step: int, corrupt: bool = False) -> None:
-    """Remove the checkpoint of `step` (into checkpoints.corrupt/ when damaged)."""
-    path = self._folder(step)
-    if os.path.exists(path):
-      if corrupt:
-        aside = os.path.join(self.directory + '.corrupt', str(step))
-        i = 1
-        while os.path.exists(aside):
-          i += 1
-          aside = os.path.join(self.directory + '.corrupt', f'{step}-{i}')
-        os.makedirs(os.path.dirname(aside), exist_ok=True)
-        shutil.move(path, aside)
-      else:
-        shutil.rmtree(path)
-    self.close()  # an Orbax manager caches the steps it saw: reopened on next use
-
-  def close(self) -> None:
-    if self.manager is not None:
-      self.manager.close()
-      self.manager = None
 
 
 def cpu_name() -> str:

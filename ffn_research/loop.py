@@ -5,7 +5,7 @@ run's logs and checkpoints:
 
   metrics.jsonl, tensorboard/   one line per logged chunk; `eval/...` every train.eval_every
   checkpoints/                  every train.checkpoint_every steps and at the end (Orbax; a
-                                sweep's runs: io.Checkpointer's NumPy format)
+                                sweep's runs: checkpoints.Checkpointer's NumPy format)
                                 (the final one holds the trained parameters: `load_run`)
 
 `Lifecycle` is the one lifecycle of lone runs (`train_and_evaluate`) and a sweep's groups alike:
@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 import jax
 import ml_collections
 
+from ffn_research import checkpoints as checkpoints_lib
 from ffn_research import identity
 from ffn_research import io as io_lib
 from ffn_research import metrics as metrics_lib
@@ -47,7 +48,7 @@ from ffn_research import train
 from ffn_research import validation
 
 PyTree = Any
-Checkpoints = io_lib.Checkpointer | parallel.NoCheckpoints  # process 0's, or the others' stand-in
+Checkpoints = checkpoints_lib.Checkpointer | parallel.NoCheckpoints  # process 0's, or the others' stand-in
 
 
 # --------------------------------------------------------------------------- the loop
@@ -180,7 +181,7 @@ class GroupLoop:
     self.run_abstracts = programs_lib.run_abstract_states(programs.exp, configs)  # what checkpoints hold
     self.primary = parallel.is_primary()  # with several processes only process 0 reads and writes run_dirs
     self.ckpts: list[Checkpoints] = [
-      io_lib.Checkpointer(os.path.join(d, 'checkpoints'), light=light_checkpoints)
+      checkpoints_lib.Checkpointer(os.path.join(d, 'checkpoints'), light=light_checkpoints)
       if self.primary
       else parallel.NoCheckpoints(os.path.join(d, 'checkpoints'))
       for d in run_dirs
@@ -368,7 +369,7 @@ def train_group(
 ) -> list[dict[str, Any]]:
   """Train runs that share `programs` together; write each run's logs and checkpoints; return
   their summaries (a lone run is a group of one: programs.LonePrograms). `light_checkpoints`:
-  io.Checkpointer's NumPy format (a sweep's runs) instead of Orbax.
+  checkpoints.Checkpointer's NumPy format (a sweep's runs) instead of Orbax.
 
   wall_time_s of a group is its time divided by its size; compile_time_s is what this process
   spent compiling (None if nothing was compiled); checkpoint_time_s the time spent saving
@@ -561,7 +562,7 @@ def restore(run_dir: str, which: str = 'newest'):
   config = ml_collections.ConfigDict(raw)
   exp, init, abstract = restore_program(config)
   params = {}
-  ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
+  ckpt = checkpoints_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
   try:
     for step in sorted(ckpt.steps(), reverse=True):
       restored = ckpt.restore(step, abstract)

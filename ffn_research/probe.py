@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ffn_research.models import moe as moe_lib
+from ffn_research.models import routers as routers_lib
 
 
 def _block(model, layer: int):
@@ -63,7 +64,7 @@ def _compiled_load(model, tokens_BxT, layer, index_P):
   moe = model.blocks[layer].ffn
   x_BxPxD = _ffn_input(model, tokens_BxT, layer)[:, index_P]
   _, routing = moe.route(x_BxPxD.reshape(-1, x_BxPxD.shape[-1]))
-  return moe_lib.load_fraction(routing, moe.num_experts)
+  return routers_lib.load_fraction(routing, moe.num_experts)
 
 
 def ffn_input(model, tokens_BxT: jax.Array, layer: int = 0) -> np.ndarray:

@@ -18,6 +18,7 @@ from ffn_research import sweep
 from ffn_research.ablations import activation_sparsity as asp
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
+from ffn_research.ablations.present import activation_sparsity as asp_shown
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -204,14 +205,14 @@ def test_gelu_and_silu_notes_never_print_nan():
     **{asp.LR: asp.DESCRIPTIVE_LR, 'density_tau': 0.6, 'positive': 0.33, 'dead': 0.0}
   )
   relu = selection(steps=4000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
-  notes = asp.notes(_result(pd.concat([gated, relu])))
+  notes = asp_shown.notes(_result(pd.concat([gated, relu])))
   assert len(notes) == 5 and not any('nan' in n for n in notes)
   assert 'lower at the end in 8 of 8 seeds' in notes[2] and 'within 0.100-0.100 bits of the entropy floor' in notes[3]
   assert 'no 1000-step run: at 4000 steps (another budget, not paired)' in notes[0]
   relu_same = selection(steps=1000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
-  notes = asp.notes(_result(pd.concat([gated, relu_same])))
+  notes = asp_shown.notes(_result(pd.concat([gated, relu_same])))
   assert 'paired gelu - relu +0.400 [0.400, 0.400] (n = 8 seeds)' in notes[0] and 'nan' not in notes[1]
-  notes = asp.notes(_result(pd.concat([gated, relu.assign(**{asp.LR: 0.03})])))
+  notes = asp_shown.notes(_result(pd.concat([gated, relu.assign(**{asp.LR: 0.03})])))
   assert 'never ran at rate 0.01' in notes[0] and not any('nan' in n for n in notes)
   # every seed and one budget are the runner's checks now (tests/test_regime.py)
 
@@ -262,9 +263,9 @@ def test_smoke_through_entry_point(tmp_path):
 
 def test_fixed_rate_slopes_read_every_point_of_an_axis_at_one_rate():
   frame = pd.concat([selection(), selection(d_ff_exp=-0.5).assign(**{asp.LR: 3e-2})])
-  t = asp.fixed_rate_slopes(frame, 'full').set_index(['axis', 'rate'])
+  t = asp_shown.fixed_rate_slopes(frame, 'full').set_index(['axis', 'rate'])
   assert t.loc[('d_ff', 1e-2), 'slope'] == pytest.approx(-0.3) and t.loc[('d_ff', 3e-2), 'slope'] == pytest.approx(-0.5)
   assert t.loc[('d_model', 1e-2), 'slope'] == pytest.approx(-0.2) and t.loc[('d_ff', 1e-2), 'seeds'] == 8
   assert len(t) == 4  # two axes x two rates, one budget
   partial = frame[~((frame['point'] == 'relu: d_model 64, d_ff 256') & np.isclose(frame[asp.LR], 3e-2))]
-  assert ('d_model', 3e-2) not in asp.fixed_rate_slopes(partial, 'full').set_index(['axis', 'rate']).index
+  assert ('d_model', 3e-2) not in asp_shown.fixed_rate_slopes(partial, 'full').set_index(['axis', 'rate']).index

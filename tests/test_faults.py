@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from ffn_research import checkpoints as checkpoints_lib
 from ffn_research import configfile
 from ffn_research import io as io_lib
 from ffn_research import loop
@@ -121,7 +122,7 @@ def test_kill_after_final_checkpoint_before_summary_finishes_on_rerun(reference,
 def test_metrics_of_a_checkpoint_are_on_disk_before_it_counts(reference, tmp_path, monkeypatch):
   """Issue 11.2: a kill right after a checkpoint is saved left that step's metrics line unwritten."""
   workdir = str(tmp_path / 'run')
-  real_save = io_lib.Checkpointer.save
+  real_save = checkpoints_lib.Checkpointer.save
 
   def save_then_die(self, step, state, meta):
     real_save(self, step, state, meta)
@@ -129,10 +130,10 @@ def test_metrics_of_a_checkpoint_are_on_disk_before_it_counts(reference, tmp_pat
       assert [line['step'] for line in read_jsonl(os.path.join(workdir, 'metrics.jsonl'))] == [50, 100]
       raise KeyboardInterrupt  # a kill right after the save
 
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     loop.train_and_evaluate(tiny_config(), workdir)
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', real_save)
   loop.train_and_evaluate(tiny_config(), workdir)
   assert_same_run(workdir, reference)
 
@@ -143,7 +144,7 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
   base = tiny_config(**{'model.d_ff': 8, 'train.steps': 40, 'train.log_every': 10, 'train.checkpoint_every': 20})
   grid = sweep.values('train.seed', [0, 1, 2])
   ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
-  real_save = io_lib.Checkpointer.save
+  real_save = checkpoints_lib.Checkpointer.save
   saved = []
 
   def save_then_die(self, step, state, meta):
@@ -152,10 +153,10 @@ def test_sweep_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeypa
     if step == 20 and len(saved) == 3:  # every run of the group has its step-20 checkpoint
       raise KeyboardInterrupt
 
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', real_save)
   steps_run = []
   real_chunk = programs.GroupPrograms._chunk
   monkeypatch.setattr(
@@ -179,16 +180,16 @@ def test_kill_between_checkpoints_of_a_padded_group_resumes_bit_identically(tmp_
   grid = sweep.product(sweep.values('model.d_ff', [4, 16]), sweep.values('train.seed', [0]))
   ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
   assert {s['sweep_padded_d_ff'] for s in ref.values()} == {16}  # one program, padded
-  real_save = io_lib.Checkpointer.save
+  real_save = checkpoints_lib.Checkpointer.save
 
   def save_then_die(self, step, state, meta):
     real_save(self, step, state, meta)
     raise KeyboardInterrupt  # after the first run's first checkpoint
 
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', real_save)
   steps = {n: sweep._resume_step(str(tmp_path / 'run'), n) for n in ref}
   assert sorted(steps.values()) == [0, 10]
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)

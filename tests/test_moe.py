@@ -576,16 +576,16 @@ def test_load_balance_loss_is_alpha_under_uniform_routing(k):
   expert = (jnp.arange(T)[:, None] + jnp.arange(k)[None, :]) % e  # every expert gets T k / E
   probs = jnp.full((T, e), 1.0 / e)
   routing = routers_lib.Routing(expert, jnp.ones((T, k)) / k, jnp.ones((T, k), bool), probs)
-  load = moe_lib.load_fraction(routing, e)
+  load = routers_lib.load_fraction(routing, e)
   np.testing.assert_allclose(load, 1.0 / e, rtol=1e-6)  # f counts assignments / (T k)
-  np.testing.assert_allclose(moe_lib.load_balance(load, probs), 1.0, rtol=1e-6)
+  np.testing.assert_allclose(routers_lib.load_balance(load, probs), 1.0, rtol=1e-6)
 
 
 def test_load_fraction_counts_each_assignment_divided_by_k():
   m = make_moe(4, 3)
   _, routing = m.route(inputs())
   counts = np.bincount(np.asarray(routing.expert_TxJ).ravel(), minlength=4)
-  np.testing.assert_allclose(moe_lib.load_fraction(routing, 4), counts / (T * 3), rtol=1e-6)
+  np.testing.assert_allclose(routers_lib.load_fraction(routing, 4), counts / (T * 3), rtol=1e-6)
 
 
 def test_aux_losses_scaled_and_z_loss_formula():

@@ -17,6 +17,7 @@ from ffn_research import stats
 from ffn_research import validation
 from ffn_research.ablations import base
 from ffn_research.ablations import moe_topk
+from ffn_research.ablations.present import moe_topk as topk_shown
 from ffn_research.tasks import regression
 
 R, NR, INC, INV = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INCONCLUSIVE, stats.INVALID
@@ -246,7 +247,7 @@ def test_present_tables_figure_and_the_matched_active_note(tmp_path):
   note = shown.notes[0]
   assert note.startswith('Matched active parameters, with every regime check passed: top-2 loses to top-1')
   gated = [stats.gate(verdicts[0], []), stats.gate(verdicts[1], [stats.Check('x', False, 'failed')])]
-  assert 'the direction stays open' in moe_topk.matched_active_note(gated[1])
+  assert 'the direction stays open' in topk_shown.matched_active_note(gated[1])
 
 
 @pytest.mark.slow  # the real entry point at smoke scale: 5 arms, every one on the clustered task

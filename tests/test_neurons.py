@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from ffn_research import ablations
-from ffn_research import io as io_lib
+from ffn_research import checkpoints as checkpoints_lib
 from ffn_research import loop
 from ffn_research import probe
 from ffn_research import stats
@@ -301,7 +301,7 @@ def test_smoke_through_entry_point(tmp_path):
     config, models, _ = base.models_over_training(run_dir)
     exp = train.Experiment(config)
     init = jax.jit(exp.init)
-    ckpt = io_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
+    ckpt = checkpoints_lib.Checkpointer(os.path.join(run_dir, 'checkpoints'))
     step = max(ckpt.steps())
     own = exp.merge(ckpt.restore(step, jax.eval_shape(init, config.train.seed))[0]['params'])
     ckpt.close()

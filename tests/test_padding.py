@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ffn_research import checkpoints as checkpoints_lib
 from ffn_research import config as config_lib
-from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import models
 from ffn_research import programs
@@ -247,7 +247,7 @@ def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeyp
   base.train.steps, base.train.checkpoint_every = 40, 20
   grid = sweep.values('model.d_ff', [4, 8, 16])
   ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), pad_flops_factor=100.0, progress=False)
-  real_save, saved = io_lib.Checkpointer.save, []
+  real_save, saved = checkpoints_lib.Checkpointer.save, []
 
   def save_then_die(self, step, state, meta):
     real_save(self, step, state, meta)
@@ -255,11 +255,11 @@ def test_padded_group_resumes_bit_exactly_from_its_checkpoints(tmp_path, monkeyp
     if step == 20 and len(saved) == 3:
       raise KeyboardInterrupt
 
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), pad_flops_factor=100.0, progress=False)
   assert saved == [(4, 1), (8, 1), (16, 1)]
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', real_save)
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), pad_flops_factor=100.0, progress=False)
   for name, summary in ref.items():
     assert out[name]['eval_loss'] == summary['eval_loss'] and out[name]['sweep_padded_d_ff'] == 16

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from ffn_research import checkpoints as checkpoints_lib
 from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import sweep
@@ -81,7 +82,7 @@ def test_kill_of_a_large_group_between_its_runs_checkpoints_resumes_bit_exactly(
   start over, and every run ends as in the uninterrupted sweep, each step logged once."""
   base, grid = small_base(), seeds(40)
   ref = sweep.run_sweep(base, grid, str(tmp_path / 'ref'), progress=False)
-  real_save, saved = io_lib.Checkpointer.save, []
+  real_save, saved = checkpoints_lib.Checkpointer.save, []
 
   def save_then_die(self, step, state, meta):
     real_save(self, step, state, meta)
@@ -89,10 +90,10 @@ def test_kill_of_a_large_group_between_its_runs_checkpoints_resumes_bit_exactly(
     if len(saved) == 17:
       raise KeyboardInterrupt
 
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', save_then_die)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', save_then_die)
   with pytest.raises(KeyboardInterrupt):
     sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)
-  monkeypatch.setattr(io_lib.Checkpointer, 'save', real_save)
+  monkeypatch.setattr(checkpoints_lib.Checkpointer, 'save', real_save)
   steps = sorted(sweep._resume_step(str(tmp_path / 'run'), n) for n in ref)
   assert steps == [0] * 23 + [10] * 17
   out = sweep.run_sweep(base, grid, str(tmp_path / 'run'), progress=False)

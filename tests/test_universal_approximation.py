@@ -15,6 +15,7 @@ from ffn_research.ablations import base
 from ffn_research.ablations import checks
 from ffn_research.ablations import regime
 from ffn_research.ablations import universal_approximation as ua
+from ffn_research.ablations.present import universal_approximation as ua_shown
 
 R, NR, INV, INC = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INVALID, stats.INCONCLUSIVE
 GRID = 8193
@@ -72,7 +73,7 @@ def test_relu_basis_spans_piecewise_linear_functions():
 
 def test_collapse_detection():
   np.testing.assert_array_equal(ua.collapsed([0.5, 0.125, 0.1249, 1e-3, 1.2]), [True, True, False, False, True])
-  assert ua.COLLAPSE_ERROR == pytest.approx(float(ua.optimum(2)))  # the best one-kink (two-piece) error
+  assert ua.COLLAPSE_ERROR == pytest.approx(float(ua_shown.optimum(2)))  # the best one-kink (two-piece) error
   rows = pd.DataFrame(
     [
       {ua.N: n, ua.SEED: s, 'sup_error': e}
@@ -123,8 +124,8 @@ def test_loss_floor_ties_pick_the_smallest_rate_inside_the_grid():
 
 
 def _sel(
-  trained=lambda n: 12 * ua.optimum(n),
-  equal=lambda n: 1.3 * ua.optimum(n),
+  trained=lambda n: 12 * ua_shown.optimum(n),
+  equal=lambda n: 1.3 * ua_shown.optimum(n),
   random=lambda n: 0.5 * n**-1.5,
   seeds=5,
   widths=ua.WIDTHS['quick'],
@@ -232,7 +233,7 @@ def test_controls_constructions_and_bounded_intervals():
   sel.loc[sel['point'] == f'{ua.CONTROLS_ARM}: abs', 'sup_error'] = errors
   v = ua.rules(sel, 'quick')[2]
   assert stats.mean_ci(errors)[1] < 0 == v.ci[0] and v.raw_outcome == stats.INCONCLUSIVE
-  table = ua.control_table(sel)
+  table = ua_shown.control_table(sel)
   assert (table['CI lo'] >= 0).all()
 
 
@@ -251,7 +252,7 @@ def test_a_longer_budget_overturns_an_existence_refutation():
   assert [v.outcome for v in vs[:2]] == [INV, INV] and [v.raw_outcome for v in vs[:2]] == [NR, NR]
   assert 'still moves' in vs[0].detail and 'crosses the boundary 0.25' in vs[1].detail
   assert 'at 8000 steps' in vs[0].detail
-  vs = ua.rules(with_ladder(lambda n: 12 * ua.optimum(n)), 'quick')  # slope -2 at 4T: crosses -1.75
+  vs = ua.rules(with_ladder(lambda n: 12 * ua_shown.optimum(n)), 'quick')  # slope -2 at 4T: crosses -1.75
   assert vs[0].outcome == INV and 'crosses the boundary -1.75' in vs[0].detail
   # reproduced at T: reached, nothing to overturn
   vs = ua.rules(pd.concat([_sel(), _sel(trained=lambda n: 0.1 / n, steps=8000, arm=ua.LADDER)]), 'quick')
@@ -284,10 +285,10 @@ def test_rules_keep_their_family_when_runs_are_missing():
 
 
 def test_present_on_a_synthetic_result(tmp_path):
-  full, half = _sel(), _sel(trained=lambda n: 20 * ua.optimum(n), steps=1000)
+  full, half = _sel(), _sel(trained=lambda n: 20 * ua_shown.optimum(n), steps=1000)
   ladder = [  # the ladder arm at 4T and 2T (rates 1e-3, 1e-2, 3e-2 run); at 2T N=8 chose 1e-3, the lowest
-    _sel(trained=lambda n: 3 * ua.optimum(n) * n**-0.5, steps=8000, arm=ua.LADDER),
-    _sel(trained=lambda n: 5 * ua.optimum(n), steps=4000, arm=ua.LADDER),
+    _sel(trained=lambda n: 3 * ua_shown.optimum(n) * n**-0.5, steps=8000, arm=ua.LADDER),
+    _sel(trained=lambda n: 5 * ua_shown.optimum(n), steps=4000, arm=ua.LADDER),
   ]
   ladder[1].loc[ladder[1]['point'] == f'{ua.LADDER}: N=8', ua.LR] = 1e-3
   frame = pd.concat([half, full, *ladder, *(ladder[1].assign(**{ua.LR: r}) for r in (1e-3, 3e-2))])

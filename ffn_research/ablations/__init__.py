@@ -1,9 +1,9 @@
 """Ablations: one published or theoretical claim each, one module each, found by name.
 
-Any module in this package (other than the machinery: base, cap, checks, judge, regime, report, runner; and
-changes/, each study's design changes after results) that defines a module-level `ABLATION` is registered
-under `ABLATION.name`, which must equal the module name. Adding an ablation is adding one file (plus its test);
-nothing else to edit.
+Any module in this package (other than the machinery: base, cap, checks, judge, regime, report, runner;
+changes/, each study's design changes after results; present/, each study's tables and figures) that
+defines a module-level `ABLATION` is registered under `ABLATION.name`, which must equal the module name.
+Adding an ablation is adding its file, its present/ file and its test; nothing else to edit.
 """
 
 import importlib
@@ -11,7 +11,7 @@ import pkgutil
 
 # Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
 # imports the ablation's module (and with it jax, pandas, scipy).
-_MACHINERY = frozenset({'base', 'cap', 'changes', 'checks', 'judge', 'regime', 'report', 'runner'})
+_MACHINERY = frozenset({'base', 'cap', 'changes', 'checks', 'judge', 'present', 'regime', 'report', 'runner'})
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 
 

@@ -48,7 +48,6 @@ import dataclasses
 import math
 from typing import TypedDict
 
-import matplotlib.ticker
 import ml_collections
 import numpy as np
 import pandas as pd
@@ -174,7 +173,7 @@ def language_config(scale: str, activation: str = 'relu') -> ml_collections.Conf
   return c
 
 
-def _shape(d: int, f: int) -> str:
+def shape(d: int, f: int) -> str:
   return f'd_model {d}, d_ff {f}'
 
 
@@ -182,15 +181,15 @@ def relu_points(scale: str) -> dict[str, tuple[int, int]]:
   """ReLU point label ('relu: d_model D, d_ff F') -> (D, F): the d_ff axis, the d_model axis, the reference."""
   s = SETTINGS[scale]
   shapes = [(s['ref'][0], f) for f in s['d_ffs']] + [(d, 4 * d) for d in s['d_models']] + [s['ref']]
-  return {f'relu: {_shape(d, f)}': (d, f) for d, f in dict.fromkeys(shapes)}
+  return {f'relu: {shape(d, f)}': (d, f) for d, f in dict.fromkeys(shapes)}
 
 
 def axis_points(scale: str) -> dict[str, list[str]]:
   """The labels of each size axis: 'd_ff' at the reference d_model, 'd_model' at d_ff = 4 d_model."""
   s = SETTINGS[scale]
   return {
-    'd_ff': [f'relu: {_shape(s["ref"][0], f)}' for f in s['d_ffs']],
-    'd_model': [f'relu: {_shape(d, 4 * d)}' for d in s['d_models']],
+    'd_ff': [f'relu: {shape(s["ref"][0], f)}' for f in s['d_ffs']],
+    'd_model': [f'relu: {shape(d, 4 * d)}' for d in s['d_models']],
   }
 
 
@@ -286,7 +285,7 @@ def shape_checks(sel: pd.DataFrame, points: Sequence[str], scale: str) -> list[s
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """The three verdicts of the module docstring on one budget's runs at the chosen rates."""
   d_ref, f_ref = SETTINGS[scale]['ref']
-  ref = f'relu: {_shape(d_ref, f_ref)}'
+  ref = f'relu: {shape(d_ref, f_ref)}'
   relu = sel[sel['arm'] == 'relu']
   v = rules_lib.threshold(
     relu.loc[relu['point'] == ref, 'density'],
@@ -294,7 +293,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     direction='below',
     bounds=FRACTION,
     claim=f'a trained ReLU FFN is sparse: fraction of non-zero hidden activations on held-out sequences '
-    f'(mean over layers) below {LEVEL:.0%} at {_shape(d_ref, f_ref)}, learning rate tuned '
+    f'(mean over layers) below {LEVEL:.0%} at {shape(d_ref, f_ref)}, learning rate tuned '
     f'(Li et al.: {PAPER_T5:.1%} T5-Base, {PAPER_VIT:.1%} ViT-B/16)',
   )
   out = [stats.gate(dataclasses.replace(v, points=(ref,)), [*shape_checks(sel, [ref], scale), can_be_sparse(relu)])]
@@ -319,259 +318,6 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
 
 # --------------------------------------------------------------------------- presentation
-
-
-def density_table(full: pd.DataFrame) -> pd.DataFrame:
-  """Per point at T (its chosen rate): density at init / half / end (end: mean and 95% CI over seeds, per layer)."""
-  rows = []
-  for p, g in full.groupby('point', sort=False):
-    m, lo, hi = stats.mean_ci(g['density'], bounds=FRACTION)
-    rows.append(
-      {
-        'point': p,
-        'rate': float(g[LR].iloc[0]),
-        'steps': int(g[STEPS].iloc[0]),
-        'seeds': len(g),
-        'init': g['density_init'].mean(),
-        'half': g['density_half'].mean(),
-        'end': m,
-        'CI (end)': f'[{lo:.3g}, {hi:.3g}]',
-        'layer 0': g['density_l0'].mean(),
-        'layer 1': g['density_l1'].mean(),
-        f'|a| > {TAU:g}': g['density_tau'].mean(),
-        'pre-act > 0': g['positive'].mean(),
-        'dead units': g['dead'].mean(),
-        'excess bits': (g['eval_bits'] - g['floor_bits']).mean(),
-      }
-    )
-  return pd.DataFrame(rows)
-
-
-def grid_table(frame: pd.DataFrame, tuning: pd.DataFrame) -> pd.DataFrame:
-  """Per ReLU (point, rate, budget): finished seeds, mean held-out bits and density, and the rate chosen there."""
-  chosen = {(t['point'], t['steps']): t['rate'] for _, t in tuning.iterrows()}
-  relu = frame[(frame['arm'] == 'relu') & (frame['status'] == 'completed')]
-  return pd.DataFrame(
-    [
-      {
-        'point': p,
-        'rate': r,
-        'steps': s,
-        'seeds': len(g),
-        'eval bits': g['eval_bits'].mean(),
-        'density': g['density'].mean(),
-        'chosen': bool(np.isclose(chosen.get((p, s), math.nan), r)),
-      }
-      for (p, r, s), g in relu.groupby(['point', LR, STEPS], sort=True)
-    ]
-  )
-
-
-def fixed_rate_slopes(frame: pd.DataFrame, scale: str) -> pd.DataFrame:
-  """Per size axis, rate run at every point of the axis and budget: the verdicts' statistic (mean per-seed slope of
-  log density on log size, t CI) with every point read at that one rate (descriptive: the verdicts read each
-  point at its own tuned rate)."""
-  done = frame[(frame['arm'] == 'relu') & (frame['status'] == 'completed')]
-  rows = []
-  for x, points in axis_points(scale).items():
-    sub = done[done['point'].isin(points)]
-    for (r, t), g in sub.groupby([LR, STEPS], sort=True):
-      if g['point'].nunique() < len(points):
-        continue
-      slopes = per_seed_slopes(g, f'model.{x}')
-      m, lo, hi = stats.mean_ci(slopes)
-      rows.append(
-        {
-          'axis': x,
-          'rate': float(r),
-          'steps': int(t),
-          'seeds': len(slopes),
-          'slope': m,
-          'CI': f'[{lo:+.3f}, {hi:+.3f}]',
-          'held-out bits (mean over points)': g['eval_bits'].mean(),
-        }
-      )
-  return pd.DataFrame(rows)
-
-
-def gated_vs_relu(act: str, a: pd.DataFrame, relu_ref: pd.DataFrame) -> str:
-  """One note: `act` (its runs at T, `a`) against ReLU at the reference shape and the same rate (`relu_ref`: every
-  completed run there), paired by seed at the same budget; where ReLU has no run of that budget (its T grew with
-  the doublings, the descriptive arms' did not), ReLU at its nearest budget, named and not paired."""
-  head = f'descriptive (not a verdict; rate {DESCRIPTIVE_LR:g}, not tuned): {act.upper()}'
-  if not len(a):
-    return f'{head}: no run at T in this report'
-  steps = int(a[STEPS].max())
-  head += (
-    f' at the end of {steps} steps, |a| > {TAU:g}: {a["density_tau"].mean():.3f}; positive pre-activations '
-    f'{a["positive"].mean():.3f}'
-  )
-  r = relu_ref[relu_ref[STEPS] == steps]
-  if not len(r):
-    if not len(relu_ref):
-      return f'{head}; ReLU at the same shape never ran at rate {DESCRIPTIVE_LR:g}, so no comparison'
-    near = int(min(relu_ref[STEPS].unique(), key=lambda s: (abs(math.log(s / steps)), s)))
-    n = relu_ref[relu_ref[STEPS] == near]
-    return (
-      f'{head}; ReLU at the same shape and rate has no {steps}-step run: at {near} steps (another budget, not '
-      f'paired) |a| > {TAU:g} {n["density_tau"].mean():.3f}, non-zero {n["density"].mean():.3f}, positive '
-      f'pre-activations {n["positive"].mean():.3f}'
-    )
-  pair = (a.set_index(SEED)['density_tau'] - r.set_index(SEED)['density_tau']).dropna()
-  m, lo, hi = stats.mean_ci(pair)
-  ci = f' [{lo:.3f}, {hi:.3f}]' if math.isfinite(lo) and math.isfinite(hi) else ''
-  return (
-    f'{head} (ReLU at the same shape, rate and budget: |a| > {TAU:g} {r["density_tau"].mean():.3f}, non-zero '
-    f'{r["density"].mean():.3f}, positive pre-activations {r["positive"].mean():.3f}); paired {act} - relu '
-    f'{m:+.3f}{ci} (n = {len(pair)} seeds)'
-  )
-
-
-def notes(result: base.Result) -> list[str]:
-  """GELU/SiLU against ReLU at the reference, the same rate and budget (paired by seed); dead units."""
-  out, f = [], result.frame[result.frame['status'] == 'completed']
-  ref = f'relu: {_shape(*SETTINGS[result.scale]["ref"])}'
-  relu_ref = f[(f['point'] == ref) & np.isclose(f[LR].astype(float), DESCRIPTIVE_LR)]
-  for act in ('gelu', 'silu'):
-    out.append(gated_vs_relu(act, result.full[result.full['arm'] == act], relu_ref))
-  relu = result.full[result.full['arm'] == 'relu']
-  init, end = relu.groupby(SEED)['density_init'].mean(), relu.groupby(SEED)['density'].mean()
-  out.append(
-    'emergence (descriptive, not a verdict): ReLU density at initialisation '
-    f'{relu["density_init"].mean():.3f} -> {relu["density"].mean():.3f} at the end of T (mean over shapes and '
-    f'seeds); lower at the end in {int((end < init).sum())} of {len(init)} seeds'
-  )
-  excess = relu.groupby('point').apply(lambda g: (g['eval_bits'] - g['floor_bits']).mean(), include_groups=False)
-  if len(excess):
-    out.append(
-      'every chosen ReLU point ends within '
-      f'{excess.min():.3f}-{excess.max():.3f} bits of the entropy floor, so held-out bits barely tell rates '
-      'apart: a tie on them can move a slope (the fixed-rate slope table reads each axis at one rate)'
-    )
-  out.append(
-    'ReLU dead units (never non-zero on the probe set) at the chosen rates, end of T: '
-    f'{relu["dead"].mean():.3f} '
-    f'of the units on average over shapes and seeds (max {relu["dead"].max():.3f}); density among live units '
-    'is density / (1 - dead)'
-  )
-  return out
-
-
-def _size_panel(ax, relu: pd.DataFrame, x: str, points: Sequence[str], s: Settings, scale: str) -> None:
-  """Density at the end of T against one size axis, each size's chosen rate written beside it."""
-  sub = relu[relu['point'].isin(points)]
-  t = stats.summarize(sub, [f'model.{x}'], ['density'])
-  if len(t):
-    base.errorbar_ci(
-      ax,
-      t[f'model.{x}'],
-      t['density_mean'],
-      t['density_ci_lo'],
-      t['density_ci_hi'],
-      label='ReLU, trained (mean, 95% CI)',
-    )
-    ax.scatter(sub[f'model.{x}'], sub['density'], s=8, alpha=0.4)
-    for size, g in sub.groupby(f'model.{x}'):
-      ax.annotate(
-        f'lr {float(g[LR].iloc[0]):g}',
-        (size, g['density'].mean()),
-        textcoords='offset points',
-        xytext=(4, 6),
-        fontsize=7,
-      )
-  ax.axhline(PAPER_VIT, color='C2', ls=':', label=f'ViT-B/16 {PAPER_VIT:.1%} (Li et al.)')
-  ax.axhline(PAPER_T5, color='C3', ls=':', label=f'T5-Base {PAPER_T5:.1%} (Li et al.)')
-  ax.axhline(LEVEL, color='k', ls='--', label=f'rule 1 level {LEVEL:.0%}')
-  fixed = f'd_model {s["ref"][0]}' if x == 'd_ff' else 'd_ff = 4 d_model'
-  base.style_axes(
-    ax,
-    xlabel=x,
-    ylabel='fraction of non-zero activations',
-    title=f'{fixed} ({scale})',
-    xscale='log',
-    xbase=2,
-    yscale='log',
-  )
-  sizes = sorted(int(v) for v in sub[f'model.{x}'].unique())
-  ax.set_xticks(sizes, [str(v) for v in sizes])  # every size labelled (48 is no power of 2)
-  ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-
-
-def plot(result: base.Result, ctx: base.Context) -> base.Figure:
-  s = SETTINGS[ctx.scale]
-  fig, axes = base.figure(1, 3)
-  relu = result.full[result.full['arm'] == 'relu']
-  for ax, (x, points) in zip(axes[0, :2], axis_points(ctx.scale).items(), strict=True):  # axes[0, 2]: over training
-    _size_panel(ax, relu, x, points, s, ctx.scale)
-  ref = f'relu: {_shape(*s["ref"])}'
-  for i, p in enumerate((ref, 'gelu', 'silu')):
-    g = result.full[result.full['point'] == p]
-    if not len(g):
-      continue
-    steps = np.array([0, g[STEPS].iloc[0] / 2, g[STEPS].iloc[0]])
-    for layer in (0, 1):
-      axes[0, 2].plot(
-        steps,
-        [g[f'density_l{layer}{k}'].mean() for k in PHASES],
-        'o-' if layer == 0 else 's--',
-        color=f'C{i}',
-        label=f'{p.split(":")[0]} layer {layer}, lr {float(g[LR].iloc[0]):g}, {int(g[STEPS].iloc[0])} steps'
-        + (', > 0' if i == 0 else f', |a| > {TAU:g}'),
-      )
-  base.style_axes(
-    axes[0, 2],
-    xlabel='training step',
-    ylabel='density (mean over seeds)',
-    title=f'over training at {_shape(*s["ref"])}',
-    yscale='log',
-  )
-  return base.save_figure(
-    fig,
-    ctx.outdir,
-    'density_vs_size.png',
-    'left, middle: fraction of non-zero ReLU activations on held-out sequences of the synthetic language at the '
-    'end of T (mean over layers; mean and 95% CI over seeds, dots: seeds) vs d_ff and vs d_model, each shape at '
-    "its chosen learning rate (written beside it), with Li et al.'s T5-Base and ViT-B/16 figures and the rule-1 "
-    'level; right: density per layer at initialisation, half and end of each run, each line with its own rate, '
-    f'budget and threshold (ReLU: > 0; GELU/SiLU: |a| > {TAU:g})',
-  )
-
-
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  v = result.verdicts
-  rates = ', '.join(
-    f'{t["point"].removeprefix("relu: ")}: {t["rate"]:g}'
-    for _, t in result.tuning.iterrows()
-    if t['level'] == 'T' and t['point'].startswith('relu')
-  )
-  headline = (
-    f'trained ReLU density {v[0].statistic:.3f} (95% CI [{v[0].ci[0]:.3f}, {v[0].ci[1]:.3f}]) '
-    f'vs {LEVEL:.0%} ({v[0].outcome}); '
-    f'slope vs d_ff {v[1].statistic:+.3f} [{v[1].ci[0]:+.3f}, {v[1].ci[1]:+.3f}] ({v[1].outcome}); vs d_model '
-    f'{v[2].statistic:+.3f} [{v[2].ci[0]:+.3f}, {v[2].ci[1]:+.3f}] ({v[2].outcome}; it moves with the rate chosen '
-    f'at each size); rates chosen at T: {rates}'
-  )
-  tables = [
-    base.Table(
-      'FFN activation density per point at its own T (steps column: ReLU at the budget the loop reached, '
-      f'GELU/SiLU at their fixed one), at its chosen rate (GELU/SiLU: the descriptive rate, |a| > {TAU:g}): '
-      'mean over layers, mean over seeds at initialisation, half and end, 95% CI at '
-      'the end, per-layer means at the end',
-      density_table(result.full),
-    ),
-    base.Table(
-      'ReLU learning-rate x budget grid: held-out bits and density at the end of each run (mean over '
-      'seeds; chosen: the rate with the lowest mean held-out bits at that budget)',
-      grid_table(result.frame, result.tuning),
-    ),
-    base.Table(
-      'The slopes of verdicts 2 and 3 read with every point of the axis at one rate (descriptive; the verdicts '
-      'read each point at its own tuned rate): per rate run at every point and budget, mean per-seed slope of '
-      'log density on log size, Student-t 95% CI',
-      fixed_rate_slopes(result.frame, result.scale),
-    ),
-  ]
-  return base.Presentation(headline=headline, tables=tables, figures=[plot(result, ctx)], notes=notes(result))
 
 
 _TOY = (
@@ -615,6 +361,14 @@ CLAIMS = (
     rate=regime_lib.COMMON,
   ),
 )
+
+
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  """Tables, figures and headline: ablations/present/activation_sparsity.py (which reads this module)."""
+  from ffn_research.ablations.present import activation_sparsity as shown
+
+  return shown.present(result, ctx)
+
 
 ABLATION = base.Study(
   name='activation_sparsity',

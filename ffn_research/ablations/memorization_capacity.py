@@ -23,15 +23,9 @@ cross-entropy on the facts (`eval_loss`, the training objective). Random labels 
 1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the loss left (~1e-14 at
 Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N has the most bits
 in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.03, 0.1, 0.3} at E = 1,000
-and {0.01, 0.03, 0.1, 0.3} at E = 100, MoE {0.01, 0.03, 0.1} to start, 5 seeds, cap 3,600 run-seconds (the
-first full run of this design started one step lower, {0.01, 0.03, 0.1} and {0.003, 0.01,
-0.03}, and chose the top at every E = 1,000 and MoE point and at five of nine E = 100 points: history.md).
-Why these sizes (decided from the run before this design and a timing probe, before any run of this
-design): in that run bits per parameter rose 1.28 -> 1.49 -> 1.58 over d_ff 16, 32, 64 (slope 1.16), so
-d_ff 16 (d_ff = d_model) is dropped and 128 added to test where the curve settles; d_ff 256 (about 2,000
-run-seconds with its T/2 runs) and MoE experts of width 2-3 (top-2 at N = 2,048: about 1,500) do not fit
-the 60-minute cap on 2 CPU cores (one MoE step costs about 5x a dense step of the same width here); this
-ablation has no `large` scale for them yet.
+and {0.01, 0.03, 0.1, 0.3} at E = 100, MoE {0.01, 0.03, 0.1} to start, 5 seeds, cap 3,600 run-seconds. The sizes
+and grids, and why these (d_ff 16 dropped, 128 added; d_ff 256 and wider MoE experts over the cap on 2 CPU
+cores): history.md.
 
 Verdict rules (fixed before the run; Holm over all of them; in `rules` order: 1 and 2 are rule 1 at E = 1,000
 and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
@@ -58,9 +52,7 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
 (b): a peak at the largest N fails if it rises >= 5% over the next N; a peak at the smallest N fails unless
 its bits exceed (N/2) log2 V, all that a grid point below could hold.
 Rate edges: a verdict reads a size only at its peak N, so an N whose every fact stored (N log2 V bits) is below
-the size's peak bits at another N cannot be the peak at any rate, and its rate edge is not a failed check (`settled`;
-decided after the second run of this design, whose E = 1,000 points N = 512 at d_ff 64 and N = 1,024 at d_ff 128,
-each fitting (nearly) every fact, chose the top rate on the loss while no rate could make them the peak).
+the size's peak bits at another N cannot be the peak at any rate, and its rate edge is not a failed check (`settled`).
 History: docs/results/memorization_capacity/history.md.
 """
 
@@ -534,221 +526,15 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # --------------------------------------------------------------------------- tables and figures
 
 
-def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
-  """Per (top_k, E, size): the peak N, its rate, peak bits and bits per non-embedding / FFN / active / all params."""
-  rows = []
-  tops = pd.concat([peaks(g) for _, g in mem.groupby([K, E])]) if len(mem) else mem
-  for (k, e, size), g in tops.groupby([K, E, SIZE]):
-    row = {
-      K: k,
-      E: e,
-      'd_ff': int(g['model.d_ff'].iloc[0]),
-      'non-embedding params': size,
-      'active params': int(g['active'].iloc[0]),
-      'peak N': int(g[N].iloc[0]),
-      'rate': float(g['train.learning_rate'].iloc[0]),
-      'seeds': len(g),
-    }
-    for name, den in [
-      ('peak bits', 1),
-      ('bits/non-emb param', g[SIZE]),
-      ('bits/FFN param', g['num_ffn_params']),
-      ('bits/active param', g['active']),
-      ('bits/param (all)', g['num_params']),
-    ]:
-      m, lo, hi = stats.mean_ci(g['bits_stored'] / den)
-      row[name], row[f'{name} CI'] = m, f'[{lo:.4g}, {hi:.4g}]'
-    rows.append(row)
-  return pd.DataFrame(rows)
-
-
-def moe_table(mem: pd.DataFrame, s: Settings) -> pd.DataFrame:
-  """Per (top_k, MoE size): MoE and interpolated dense peak bits per total parameter and their ratio of means."""
-  rows, dense = [], peaks(family(mem, 0, s['moe_e']))
-  for k in MOE_TOP_KS:
-    pairs = moe_pairs(peaks(family(mem, k, s['moe_e'])), dense)
-    for size, p in pairs.groupby(SIZE):
-      r, lo, hi = rules_lib.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
-      rows.append(
-        {
-          K: k,
-          'total non-emb params': size,
-          'MoE bits/param': p['moe_bpp'].mean(),
-          'dense bits/param (interpolated)': p['dense_bpp'].mean(),
-          'MoE / dense': r,
-          'CI': f'[{lo:.3g}, {hi:.3g}]',
-        }
-      )
-  return pd.DataFrame(rows)
-
-
-def figures(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context) -> list[base.Figure]:
-  """Peak bits vs params and bits vs N per size (dense, per E); MoE vs dense per total and per active
-  parameter, and the random labels."""
-  return [bits_figure(mem, s, ctx), moe_and_random_labels_figure(mem, rl, s, ctx)]
-
-
-def batch_words(exposures: int, runs: pd.DataFrame) -> str:
-  """The runs' steps and batch in words: E exposures over T steps is a batch of E N / T ('full-batch' at T = E)."""
-  if 'train.steps' not in runs or runs.empty:
-    return 'batch E N / steps'
-  steps = int(runs['train.steps'].max())
-  if steps == exposures:
-    return f'{steps} full-batch steps'
-  return f'{steps} steps of batch ' + (f'{exposures / steps:g} N' if exposures > steps else f'N/{steps / exposures:g}')
-
-
-def bits_figure(mem: pd.DataFrame, s: Settings, ctx: base.Context) -> base.Figure:
-  """Per exposure count E (columns): peak bits vs parameters (top), bits vs N per size (bottom)."""
-  es = sorted(s['exposures'], reverse=True)
-  fig, axes = base.figure(2, len(es), size=(6.0, 4.5))
-  axes = np.asarray(axes).reshape(2, len(es))
-  for j, e in enumerate(es):
-    g = family(mem, 0, e)
-    top, ax = peaks(g), axes[0, j]
-    grid = np.geomspace(g[SIZE].min() / 1.5, g[SIZE].max() * 1.5, 20) if len(g) else np.array([1.0, 2.0])
-    for k, ls, label in [
-      (MORRIS_BITS, ':', 'Morris et al. 2025'),
-      (2.0, '-', 'Allen-Zhu & Li, 1,000 exp.'),
-      (1.0, '--', 'Allen-Zhu & Li, 100 exp.'),
-    ]:
-      ax.plot(grid, k * grid, 'k', ls=ls, lw=1, label=f'{k:g} bits/param ({label})')
-    ax.scatter(top[SIZE], top['bits_stored'], s=12, alpha=0.5, label='peak per seed')
-    t = stats.summarize(top, [SIZE], ['bits_stored'])
-    if len(t):
-      base.errorbar_ci(
-        ax, t[SIZE], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'], label='mean, 95% CI'
-      )
-    base.style_axes(
-      ax,
-      xlabel='non-embedding parameters',
-      ylabel='peak bits stored (over N)',
-      xscale='log',
-      xbase=2,
-      yscale='log',
-      title=f'{e} exposures per fact, {batch_words(e, g)} ({ctx.scale})',
-    )
-    for size, gs in g.groupby(SIZE):
-      t = stats.summarize(gs, [N], ['bits_stored'])
-      base.errorbar_ci(
-        axes[1, j], t[N], t['bits_stored_mean'], t['bits_stored_ci_lo'], t['bits_stored_ci_hi'], label=f'{size} params'
-      )
-    ns = np.array(sorted(g[N].unique()) or [1], float)
-    axes[1, j].plot(ns, ns * math.log2(s['values']), 'k:', lw=1, label='entropy N log2 V')
-    base.style_axes(
-      axes[1, j],
-      xlabel='facts N',
-      ylabel='bits stored (tuned rate, mean over seeds)',
-      xscale='log',
-      xbase=2,
-      yscale='log',
-      title=f'{e} exposures: bits vs N per size',
-    )
-  return base.save_figure(
-    fig,
-    ctx.outdir,
-    'bits_vs_params.png',
-    'top: peak bits over N vs non-embedding parameters (dots: seeds; bars: mean, 95% CI) with 2 '
-    'and 1 bits/param (Allen-Zhu & Li) and 3.6 (Morris et al.); bottom: bits stored vs N per size '
-    "at each point's tuned rate, with the entropy N log2 V",
-  )
-
-
-def moe_and_random_labels_figure(mem: pd.DataFrame, rl: pd.DataFrame, s: Settings, ctx: base.Context) -> base.Figure:
-  """Peak bits per total and per active parameter, dense and MoE; the random labels fitted vs N."""
-  fig, axes = base.figure(1, 3, size=(5.5, 4.2))
-  axes = axes.ravel()
-  arms = [('dense', peaks(family(mem, 0, s['moe_e'])))] + [
-    (f'MoE {MOE_EXPERTS} experts, top-{k}', peaks(family(mem, k, s['moe_e']))) for k in MOE_TOP_KS
-  ]
-  for ax, x in ((axes[0], SIZE), (axes[1], 'active')):
-    for name, t in arms:
-      m = stats.summarize(t.assign(bpp=t['bits_stored'] / t[x]), [x], ['bpp'])
-      if len(m):
-        base.errorbar_ci(ax, m[x], m['bpp_mean'], m['bpp_ci_lo'], m['bpp_ci_hi'], label=name)
-    ax.axhline(2.0, color='k', lw=1, label='2 bits/param (Allen-Zhu & Li)')
-    base.style_axes(
-      ax,
-      xlabel=f'{"total" if x == SIZE else "active"} non-embedding parameters',
-      xscale='log',
-      xbase=2,
-      ylabel='peak bits per parameter',
-      title=f'MoE vs dense, {s["moe_e"]} exposures, {batch_words(s["moe_e"], family(mem, 0, s["moe_e"]))}',
-    )
-  t = stats.summarize(rl, ['task.num_points'], ['fraction_fitted'])
-  base.errorbar_ci(
-    axes[2],
-    t['task.num_points'],
-    t['fraction_fitted_mean'],
-    t['fraction_fitted_ci_lo'],
-    t['fraction_fitted_ci_hi'],
-    label='trained ReLU FFN (mean, 95% CI)',
-  )
-  axes[2].axvline(RL_QUARTER, color='k', label='N = h d / 4 (Bubeck et al.)')
-  axes[2].axvline(RL_PARAMS, color='k', ls='--', label=f'N = {RL_PARAMS} parameters')
-  base.style_axes(
-    axes[2],
-    xlabel='N random labels',
-    ylabel='fraction fitted (|error| < 0.1)',
-    xscale='log',
-    xbase=2,
-    title=f'random labels, h = {RL_D_FF}, d = {RL_D_MODEL}',
-  )
-  return base.save_figure(
-    fig,
-    ctx.outdir,
-    'moe_and_random_labels.png',
-    'peak bits per total (left) and per active (middle) non-embedding parameter, dense and '
-    'MoE arms (mean over seeds, 95% CI); right: fraction of random labels fitted vs N',
-  )
+# Every change of design, statistic or rule made after a result of this study was seen (history.md, REVIEW.md §4,
+# git log). Verdict numbers: 1 = 2 bits at E = 1,000, 2 = 1 bit at E = 100, 3 = random labels, 4/5 = MoE top-1/2.
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  s, mem = SETTINGS[result.scale], memorization_rows(result.full)
-  rl, v = result.full[result.full['arm'] == 'random_labels'], result.verdicts
-  es = sorted(s['exposures'], reverse=True)
-  notes = [
-    f'peak bits per non-embedding parameter at {e} exposures = {x.statistic:.3g} = '
-    f"{x.statistic / MORRIS_BITS:.2f} x Morris et al. 2025's {MORRIS_BITS:g} (reference line, not a verdict); "
-    f'log-log slope {x.extra.get("slope", math.nan):.3g}'
-    for e, x in zip(es, v[: len(es)], strict=True)  # the capacity verdicts come first (rules)
-  ]
-  headline = (
-    f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '
-    f'[{v[0].ci[0]:.3g}, {v[0].ci[1]:.3g}]; claimed {CLAIMS[es[0]]:g}): {v[0].outcome}'
-    + ''.join(
-      f'; MoE top-{k} / dense per total parameter {x.statistic:.3g} (95% CI [{x.ci[0]:.3g}, {x.ci[1]:.3g}]; '
-      f'claimed >= {1 / MOE_FACTOR:.3g}): {x.outcome}'
-      for k, x in zip(MOE_TOP_KS, v[-len(MOE_TOP_KS) :], strict=True)
-    )
-  )
-  return base.Presentation(
-    headline=headline,
-    figures=figures(mem, rl, s, ctx),
-    notes=notes,
-    tables=[
-      base.Table(
-        'Peak over N of the bits stored, per arm, exposure count and size (mean over seeds, 95% CI)', peak_table(mem)
-      ),
-      base.Table(
-        "Bits stored per N at each point's tuned rate (mean over seeds, 95% CI)",
-        stats.summarize(mem, [K, E, SIZE, N], ['bits_stored', 'accuracy']),
-      ),
-      base.Table(
-        f'MoE arms ({MOE_EXPERTS} experts): peak bits per total parameter against the dense arm at the '
-        'same size, ratio of means over seeds (95% CI: t on the log ratio below 10 seeds, BCa from 10)',
-        moe_table(mem, s),
-      ),
-      base.Table(
-        'Random labels: fraction of N points fitted, mean and 95% CI',
-        stats.summarize(rl, ['task.num_points'], ['fraction_fitted', 'eval_loss']),
-      ),
-    ],
-  )
+  """Tables, figures and headline: ablations/present/memorization_capacity.py (which reads this module)."""
+  from ffn_research.ablations.present import memorization_capacity as shown
 
-
-# Every change of design, statistic or rule made after a result of this study was seen (history.md, REVIEW.md §4,
-# git log). Verdict numbers: 1 = 2 bits at E = 1,000, 2 = 1 bit at E = 100, 3 = random labels, 4/5 = MoE top-1/2.
+  return shown.present(result, ctx)
 
 
 ABLATION = base.Study(

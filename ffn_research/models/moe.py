@@ -204,27 +204,6 @@ def noncausal_reason(model_cfg) -> str | None:
 # --------------------------------------------------------------------------- module
 
 
-def load_fraction(routing: routers_lib.Routing, num_experts: int) -> jax.Array:
-  """f_i = assignments to expert i (before drops) / all assignments: sums to 1 (module docstring)."""
-  counts_E = (
-    jnp.zeros((num_experts,), jnp.float32)
-    .at[routing.expert_TxJ.reshape(-1)]
-    .add(routing.valid_TxJ.reshape(-1).astype(jnp.float32))
-  )
-  return counts_E / jnp.maximum(jnp.sum(counts_E), 1.0)
-
-
-def load_balance(load_E: jax.Array, probs_TxE: jax.Array) -> jax.Array:
-  """Switch balance term E sum_i f_i P_i (1 under uniform routing); gradient flows through P only."""
-  num_experts = load_E.shape[0]
-  return num_experts * jnp.sum(jax.lax.stop_gradient(load_E) * jnp.mean(probs_TxE, axis=0))
-
-
-def router_z(logits_TxE: jax.Array) -> jax.Array:
-  """ST-MoE z term: mean over tokens of logsumexp(logits)^2."""
-  return jnp.mean(jnp.square(jax.nn.logsumexp(logits_TxE, axis=-1)))
-
-
 def moe_param_count(
   d_model: int,
   d_expert: int,
@@ -551,7 +530,7 @@ class MoE(ffn_lib.Layer):
       'load_balance_loss': zero,
       'z_loss': zero,  # no balancing loss: not in the objective
       'load_balance': e * jnp.sum(jnp.square(load_E)),  # E sum_i f_i^2 (1 when uniform), logged only
-      'router_z': router_z(logits_GxMxS.reshape(g * m, s)),
+      'router_z': routers_lib.router_z(logits_GxMxS.reshape(g * m, s)),
       'load': load_E,
       'max_load_ratio': e * jnp.max(load_E),
       'dropped_fraction': zero,
@@ -571,9 +550,9 @@ class MoE(ffn_lib.Layer):
   def _aux(self, logits_TxE, routing: routers_lib.Routing, plan_: routers_lib.Plan):
     e = self.num_experts
     valid = routing.valid_TxJ
-    load_E = load_fraction(routing, e)
-    balance = load_balance(load_E, routing.probs_TxE)
-    z = router_z(logits_TxE)
+    load_E = routers_lib.load_fraction(routing, e)
+    balance = routers_lib.load_balance(load_E, routing.probs_TxE)
+    z = routers_lib.router_z(logits_TxE)
     p = routing.probs_TxE
     entropy = -jnp.mean(jnp.sum(jnp.where(p > 0, p * jnp.log(p), 0.0), axis=-1))
     return {

@@ -250,3 +250,24 @@ def plan_slots(
     kept_TxJ,
     Layout(window, block),
   )
+
+
+def load_fraction(routing: Routing, num_experts: int) -> jax.Array:
+  """f_i = assignments to expert i (before drops) / all assignments: sums to 1 (models/moe.py's docstring)."""
+  counts_E = (
+    jnp.zeros((num_experts,), jnp.float32)
+    .at[routing.expert_TxJ.reshape(-1)]
+    .add(routing.valid_TxJ.reshape(-1).astype(jnp.float32))
+  )
+  return counts_E / jnp.maximum(jnp.sum(counts_E), 1.0)
+
+
+def load_balance(load_E: jax.Array, probs_TxE: jax.Array) -> jax.Array:
+  """Switch balance term E sum_i f_i P_i (1 under uniform routing); gradient flows through P only."""
+  num_experts = load_E.shape[0]
+  return num_experts * jnp.sum(jax.lax.stop_gradient(load_E) * jnp.mean(probs_TxE, axis=0))
+
+
+def router_z(logits_TxE: jax.Array) -> jax.Array:
+  """ST-MoE z term: mean over tokens of logsumexp(logits)^2."""
+  return jnp.mean(jnp.square(jax.nn.logsumexp(logits_TxE, axis=-1)))

@@ -1,0 +1,145 @@
+"""Tables, figures and headline of ablations/expansion_ratio.py."""
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ffn_research import rules as rules_lib
+from ffn_research import stats
+from ffn_research.ablations import base
+from ffn_research.ablations import expansion_ratio as study
+
+
+def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
+  """Per shape: total and excess bits (mean, t CI) and the % change of the total loss relative to the best
+  shape of the spread (r in FLAT_RATIOS, by mean total loss: the verdict's reference; ratio of means and its CI),
+  from the runs at each shape's chosen rate and T (r = 0.5 and 16 run at their own, shorter T: 'steps')."""
+  rows = []
+  for n in study.SETTINGS[scale]['sizes']:
+    pts = [p for p in study.shapes(scale) if p['size'] == n]
+    loss = full[full['point'].isin([p['point'] for p in pts])].pivot_table(
+      index=study.SEED, columns='point', values=study.LOSS
+    )
+    flat = [p['point'] for p in pts if p['ratio'] in study.FLAT_RATIOS and p['point'] in loss]
+    best = loss[flat].mean().idxmin() if flat and loss[flat].notna().any().any() else None
+    for p in pts:
+      g = full[full['point'] == p['point']]
+      row = {
+        'N target': n,
+        'r': p['ratio'],
+        'd_model': p['d_model'],
+        'd_ff': p['d_ff'],
+        'd_ff/d_model': p['actual_ratio'],
+        'N achieved': p['non_embedding_params'],
+        'deviation %': 100 * p['deviation'],
+        'seeds': len(g),
+        'steps': int(g['train.steps'].iloc[0]) if len(g) else math.nan,
+        'rate': float(g['train.learning_rate'].iloc[0]) if len(g) else math.nan,
+      }
+      row['total bits'] = float(g[study.LOSS].mean()) if len(g) else math.nan
+      if p['point'] == best:
+        r = lo = hi = 1.0
+      elif best is not None and p['point'] in loss:
+        r, lo, hi = rules_lib.ratio_of_means(*loss[[p['point'], best]].dropna().to_numpy().T)
+      else:
+        r = lo = hi = math.nan
+      row['% vs best'], row['% vs best lo'], row['% vs best hi'] = 100 * (r - 1), 100 * (lo - 1), 100 * (hi - 1)
+      row['excess bits'], row['excess lo'], row['excess hi'] = (
+        stats.mean_ci(g[study.EXCESS]) if len(g) else (math.nan,) * 3
+      )
+      rows.append(row)
+  return pd.DataFrame(rows)
+
+
+def figure(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
+  """Per size: the shapes of the spread (r in FLAT_RATIOS, one budget) joined by a line; the other ratios as
+  open, unjoined markers: they ran at their own (shorter) T, so they are not on the spread's curve."""
+  fig, axes = base.figure(1, 2, size=(6.0, 4.6))
+  ax1, ax2 = axes[0]
+  for i, (n, t) in enumerate(table.groupby('N target')):
+    flat, other = t[t['r'].isin(study.FLAT_RATIOS)], t[~t['r'].isin(study.FLAT_RATIOS)]
+    steps = sorted({int(s) for s in flat['steps'] if np.isfinite(s)})
+    at = f'T = {", ".join(map(str, steps))}' if steps else 'T'
+    other_steps = sorted({int(s) for s in other['steps'] if np.isfinite(s)})
+    other_at = f'T = {", ".join(map(str, other_steps))}' if other_steps else 'their T'
+    for ax, (col, lo, hi), what in (
+      (ax1, ('% vs best', '% vs best lo', '% vs best hi'), 'mean ratio, 95% CI'),
+      (ax2, ('excess bits', 'excess lo', 'excess hi'), 'mean, 95% CI over seeds'),
+    ):
+      base.errorbar_ci(
+        ax, flat['d_ff/d_model'], flat[col], flat[lo], flat[hi], color=f'C{i}', label=f'N = {n:,}, {at} ({what})'
+      )
+      if len(other):
+        base.errorbar_ci(
+          ax,
+          other['d_ff/d_model'],
+          other[col],
+          other[lo],
+          other[hi],
+          fmt='o',
+          mfc='none',
+          color=f'C{i}',
+          label=f'N = {n:,}, r = {", ".join(f"{r:g}" for r in other["r"])} at {other_at} (not in the spread)',
+        )
+  ax1.axvspan(
+    min(study.FLAT_RATIOS),
+    max(study.FLAT_RATIOS),
+    color='0.9',
+    zorder=0,
+    label=f'ratios of the spread {list(study.FLAT_RATIOS)}',
+  )
+  ax1.axhline(study.FLAT_LEVEL, color='k', ls='--', lw=0.8, label=f'{study.FLAT_LEVEL:g}% (the rule)')
+  base.style_axes(
+    ax1,
+    xlabel='d_ff / d_model',
+    ylabel='% change of the total loss vs the best shape of the spread',
+    xscale='log',
+    xbase=2,
+    title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale})',
+  )
+  base.style_axes(
+    ax2,
+    xlabel='d_ff / d_model',
+    ylabel='excess bits per token over the entropy floor',
+    xscale='log',
+    xbase=2,
+    yscale='log' if (table['excess bits'] > 0).any() else None,
+    title='the same runs: loss above the exact floor',
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'loss_vs_ratio.png',
+    "left: % change of each shape's total loss (bits per token, at its tuned rate) relative to the best shape "
+    f'of the spread (r in {list(study.FLAT_RATIOS)}) of its size, vs d_ff/d_model, with the 5% rule; right: '
+    'excess bits '
+    'over the exact entropy floor, the part of the loss shapes can change. Joined: the shapes of the spread, at '
+    'one budget; open and not joined: r = 0.5 and 16, measured only at their own (shorter) T, not in the spread',
+  )
+
+
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  table = relative_loss(result.full, ctx.scale)
+  shown = [r for r in study.SETTINGS[ctx.scale]['ratios'] if r not in study.FLAT_RATIOS]
+  heads = [
+    f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])'
+    for n, v in zip(study.SETTINGS[ctx.scale]['sizes'], result.verdicts, strict=True)
+  ]
+  return base.Presentation(
+    headline='; '.join(heads) + f' of the total loss over d_ff/d_model {list(study.FLAT_RATIOS)}',
+    tables=[base.Table("Shapes, achieved non-embedding parameters, and loss at each shape's T and tuned rate", table)],
+    figures=[figure(table, ctx)],
+    notes=(
+      [
+        f"ratios {shown} are shown, not in the spread, at their own T (the table's steps; the runner doubles T only "
+        'for the points a verdict reads); their rates are tuned but not checked'
+      ]
+      if shown
+      else []
+    )
+    + [
+      'The spread is of the total loss, which includes the entropy floor no shape can change; its premise asks '
+      f"that the best shape's reducible share (excess / total bits) be at least {study.MIN_REDUCIBLE_SHARE:g}."
+    ],
+  )

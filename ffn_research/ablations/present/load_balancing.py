@@ -1,0 +1,149 @@
+"""Tables, figures and headline of ablations/load_balancing.py."""
+
+import numpy as np
+import pandas as pd
+
+from ffn_research import stats
+from ffn_research.ablations import base
+from ffn_research.ablations import load_balancing as study
+
+
+def summarize(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
+  """stats.summarize with each metric's CI inside its range (BOUNDS): n, and mean, ci_lo, ci_hi per metric."""
+  rows = []
+  for keys, g in df.groupby(by, sort=True):
+    row = {**dict(zip(by, keys, strict=True)), 'n': len(g)}
+    for m in metrics:
+      row[f'{m}_mean'], row[f'{m}_ci_lo'], row[f'{m}_ci_hi'] = stats.mean_ci(g[m], bounds=study.BOUNDS.get(m))
+    rows.append(row)
+  return pd.DataFrame(rows)
+
+
+def load_table(sel: pd.DataFrame) -> pd.DataFrame:
+  """Per collapse point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
+  rows = sel[~sel['arm'].astype(str).str.startswith(study.UNSTABLE)]
+  keys = [k for k in ('load_start', 'load_final', 'load_change', 'eval_loss') if k in rows]
+  return summarize(rows, ['point', study.LR, study.STEPS], keys) if len(rows) else pd.DataFrame()
+
+
+def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
+  """Per z-loss arm rate, point and budget: unstable fraction and largest RMS router logsumexp."""
+  z = study.with_unstable(frame.dropna(subset=['point']))
+  if not len(z):
+    return pd.DataFrame()
+  z['z-loss'] = np.where(z['point'].str.endswith(': z_loss'), study.Z_COEF, 0.0)
+  return summarize(z, [study.LR, study.STEPS, 'z-loss'], [k for k in ('unstable', 'max_lse') if k in z])
+
+
+def figure(result: base.Result, ctx: base.Context) -> base.Figure:
+  fig, axes = base.figure(1, 3)
+  t = load_table(result.full)
+  for i, (_, r) in enumerate(t.iterrows()):
+    base.errorbar_ci(
+      axes[0, 0],
+      [i],
+      [r['load_change_mean']],
+      [r['load_change_ci_lo']],
+      [r['load_change_ci_hi']],
+      color=study.COLORS.get(r['point'], 'k'),
+      label=f'{r["point"]} (lr {r[study.LR]:g})',
+    )
+  axes[0, 0].set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
+  axes[0, 0].axhline(0, color='k', ls='--', lw=1)
+  axes[0, 0].axhline(study.COLLAPSE_RISE, color='r', ls=':', lw=1, label=f'collapse: +{study.COLLAPSE_RISE:g} (rule 1)')
+  base.style_axes(
+    axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0', title='load change (mean, 95% CI)', fontsize=6
+  )
+  runs = result.frame[result.frame['arm'] == 'trained'].dropna(subset=['point', 'eval_loss'])
+  tuned = summarize(runs, ['point', study.STEPS, study.LR], ['eval_loss']) if len(runs) else pd.DataFrame()
+  for p, g in tuned.groupby('point', sort=False) if len(tuned) else ():
+    for steps, h in g.groupby(study.STEPS):
+      axes[0, 1].plot(
+        h[study.LR],
+        h['eval_loss_mean'],
+        'o-' if steps == g[study.STEPS].max() else 'o--',
+        color=study.COLORS.get(p, 'k'),
+        ms=3,
+        label=f'{p}, {steps} steps',
+      )
+  base.style_axes(
+    axes[0, 1],
+    xlabel='learning rate',
+    ylabel='held-out MSE (mean over seeds, log scale)',
+    xscale='log',
+    yscale='log',
+    title='tuning of the trained points',
+    fontsize=5,
+  )
+  u = unstable_table(result.frame)
+  for j, (z, g) in enumerate(u.groupby('z-loss') if len(u) else ()):
+    for steps, h in g.groupby(study.STEPS):
+      axes[0, 2].plot(
+        h[study.LR],
+        h['unstable_mean'],
+        'o-' if steps == g[study.STEPS].max() else 'o--',
+        color=f'C{j + 4}',
+        label=f'z-loss {z:g}, {steps} steps',
+      )
+  axes[0, 2].axhline(study.PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
+  base.style_axes(
+    axes[0, 2],
+    xlabel='learning rate (no clipping)',
+    ylabel='unstable fraction of seeds',
+    xscale='log',
+    title='induced instability',
+    fontsize=5,
+  )
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'load_change.png',
+    'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
+    f'chosen rate and T (mean, 95% CI; red: the collapse level +{study.COLLAPSE_RISE:g}); middle: '
+    'held-out MSE per learning rate of the trained points at each budget (solid: the longest), log scale, the '
+    'tuning; right: unstable fraction per learning rate with and without the z-loss; one colour per point '
+    'in the left and middle panels',
+  )
+
+
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  v = result.verdicts
+  rates = ', '.join(
+    f'{p} {r:g}'
+    for p, r in result.tuning[result.tuning['level'] == 'T'][['point', 'rate']].values
+    if not str(p).startswith(study.UNSTABLE)
+  )
+  headline = (
+    f'max/mean load change from step 0, no balancing minus frozen router: {v[0].statistic:+.3f} '
+    f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] (collapse: > +{study.COLLAPSE_RISE:g}); Switch minus none '
+    f'{v[1].statistic:+.3f}, bias minus none {v[3].statistic:+.3f} (rates at T: {rates}); unstable '
+    f'fraction z-loss minus none {v[2].statistic:+.2f} at the test rate {study.test_rate(result.full):g}'
+  )
+  frame = result.frame.dropna(subset=['point'])
+  failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
+  notes = (
+    [
+      f'runs not completed: {failed} (the z-loss arms count them as unstable; elsewhere a rate with one is '
+      'not eligible)'
+    ]
+    if failed
+    else []
+  )
+  return base.Presentation(
+    headline=headline,
+    checks=study.measurement(frame),
+    tables=[
+      base.Table(
+        'collapse points at their chosen rate and T: max/mean load on the held-out inputs at step '
+        '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
+        load_table(result.full),
+      ),
+      base.Table(
+        'z-loss arms: unstable fraction and largest RMS router logsumexp per rate, budget and '
+        'z-loss (mean and 95% CI over seeds)',
+        unstable_table(frame),
+      ),
+    ],
+    figures=[figure(result, ctx)],
+    notes=notes,
+  )
