@@ -434,6 +434,25 @@ def test_judge_only_trains_nothing_and_buys_no_extension(tmp_path):
   assert [v['statistic'] for v in again['verdicts']] == [v['statistic'] for v in first['verdicts']]
 
 
+def test_judge_only_states_the_cap_with_the_reference_step_the_runs_recorded(tmp_path):
+  """A report judged again on a busy machine converts the cap with the step the running invocation timed (recorded
+  in regime.json), and says so; a workdir that recorded none is timed when judged, and says that."""
+  first = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)
+  assert first['regime']['reference_step_from'] == 'timed by this invocation'
+  path = tmp_path / 'tiny' / runner.RECORD
+  rec = json.loads(path.read_text())
+  assert rec[runner.STEP_KEY] == first['regime']['reference_step_s']
+  path.write_text(json.dumps({**rec, runner.STEP_KEY: 5e-4}))  # as if the runs had been timed on a slower machine
+  again = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
+  reg = again['regime']
+  assert reg['reference_step_s'] == 5e-4 and reg['speed'] == pytest.approx(5e-4 / regime.REFERENCE_STEP_S)
+  assert json.loads(path.read_text())[runner.STEP_KEY] == 5e-4  # judging records nothing of its own
+  assert 'reference step 0.500 ms timed by the last invocation that ran runs' in report_lib.regime_markdown(reg)[2]
+  path.write_text(json.dumps({k: v for k, v in rec.items() if k != runner.STEP_KEY}))
+  untimed = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
+  assert untimed['regime']['reference_step_from'] == 'timed when judged (the runs recorded none)'
+
+
 def test_loop_cap_gives_invalid_with_the_cost_of_the_next_step(tmp_path):
   report = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False)
   reg = report['regime']

@@ -17,7 +17,8 @@ class Cap:
 
   ref_s: float
   speed: float
-  step_s: float  # this invocation's reference step, seconds
+  step_s: float  # the reference step, seconds: this invocation's, or (judging only) the one the runs recorded
+  source: str = 'timed by this invocation'
 
   @property
   def run_s(self) -> float:
@@ -56,6 +57,11 @@ def reference_step_s() -> float:
   return min(times) / 200  # the least disturbed call: another process on the cores only slows a call down
 
 
-def machine_cap(regime) -> Cap:
+def machine_cap(regime, recorded_step_s: float | None = None) -> Cap:
+  """The regime's cap here; `recorded_step_s` (judging runs already made): the step the invocation that ran them
+  timed, so a report re-judged on a busy machine states the cap the runs had."""
+  if recorded_step_s:
+    source = 'timed by the last invocation that ran runs'
+    return Cap(float(regime.cap), recorded_step_s / regime_lib.REFERENCE_STEP_S, recorded_step_s, source)
   step = reference_step_s()
   return Cap(float(regime.cap), step / regime_lib.REFERENCE_STEP_S, step)

@@ -172,12 +172,19 @@ def _seeds_text(n: int, offset: int) -> str:
   return f'{n} seeds' if not offset else f'{n} seeds ({offset} ... {offset + n - 1}: --seed_offset={offset})'
 
 
+def _step_source(r: dict[str, Any]) -> str:
+  """Where a report's reference step came from, when it is not the invocation that wrote the report."""
+  source = r.get('reference_step_from', 'timed by this invocation')
+  return '' if source == 'timed by this invocation' else f' {source}'
+
+
 def regime_markdown(r: dict[str, Any]) -> list[str]:
   """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
   pol = r['policy']
   cap = (
     f'cap {r["cap_ref_s"]:.0f} reference-seconds = {r["cap_s"]:.0f} run-seconds on this machine (reference step '
-    f'{r["reference_step_s"] * 1e3:.3f} ms, {r["speed"]:.2f} x the reference machine). Spent {r["spent_s"]:.0f} '
+    f'{r["reference_step_s"] * 1e3:.3f} ms{_step_source(r)}, {r["speed"]:.2f} x the reference machine). Spent '
+    f'{r["spent_s"]:.0f} '
     f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds)'
     + (' — over the cap: the last pass cost more than its estimate' if r['spent_s'] > r['cap_s'] else '')
     if 'cap_ref_s' in r

@@ -57,6 +57,8 @@ def outdir_name(name: str, seed_offset: int = 0) -> str:
 # --------------------------------------------------------------------------- the regime loop
 
 RECORD = 'regime.json'
+STEP_KEY = 'reference_step_s'  # in RECORD: the reference step the last invocation that ran the loop timed (a judging
+# invocation converts the cap with it, not with its own)
 
 
 def _check_scale(study: base.Study, scale: str) -> None:
@@ -263,6 +265,7 @@ def _regime_record(
     'cap_ref_s': cap.ref_s,
     'cap_s': cap.run_s,
     'reference_step_s': cap.step_s,
+    'reference_step_from': cap.source,
     'speed': cap.speed,
     'spent_ref_s': spent / cap.speed,
     'spent_s': spent,
@@ -399,14 +402,18 @@ def run_study(
   outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
   os.makedirs(outdir, exist_ok=True)
   env, start = report_lib.environment(), time.time()
-  cap = cap_lib.machine_cap(regime)
-  env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
-  base.log(
-    f'{study.name}: reference step {cap.step_s * 1e3:.3f} ms here ({cap.speed:.2f} x the reference machine): cap '
-    + cap.text()
-  )
   points = _points(study.arms(scale))
   rec = _load_record(outdir, study, scale, points)
+  cap = cap_lib.machine_cap(regime, rec.get(STEP_KEY) if judge_only else None)
+  if judge_only and not rec.get(STEP_KEY):
+    cap = dataclasses.replace(cap, source='timed when judged (the runs recorded none)')
+  if not judge_only:
+    rec[STEP_KEY] = cap.step_s
+  env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
+  base.log(
+    f'{study.name}: reference step {cap.step_s * 1e3:.3f} ms, {cap.source} ({cap.speed:.2f} x the reference '
+    'machine): cap ' + cap.text()
+  )
   clock = [start]
 
   def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
