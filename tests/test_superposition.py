@@ -108,9 +108,42 @@ def test_feature_counts_on_hand_made_weights():
   b1 = np.array([0.0, -0.5])
   # gain_i = relu(W1[i] + b1) . W2[:, i] - relu(b1) . W2[:, i]
   np.testing.assert_allclose(sp.ffn_gain(w.T, b1, w), [1.0, 0.1 * 0.6, 0.09, 0.16])
-  f = sp.ffn_stats(w.T, b1, w)
+  f = sp.ffn_stats(w.T, b1, w, np.zeros(4))
   assert f['represented'] == 2 and f['represented_gain'] == 1
   assert f['dims_per_feature'] == pytest.approx(2 / (1 + 0.36 + 0.09 + 0.25))
+
+
+def test_readout_count_reads_each_feature_in_isolation():
+  """For the toy with b = 0, output i at v e_i is ||W_i||^2 v: the relative RMS error is |1 - ||W_i||^2|, so the
+  readout level 0.5 is ||W_i|| > 0.71; the output-ReLU FFN with W1 = W^T, W2 = W (entries >= 0) reads the same."""
+  w = np.array([[1.0, 0.0, 0.3, 0.4], [0.0, 0.6, 0.0, 0.3]])  # column norms 1, 0.6, 0.3, 0.5
+  err = sp.readout_error(sp.tied_forward(w, np.zeros(4)), 4)
+  np.testing.assert_allclose(err, [0.0, 0.64, 0.91, 0.75], atol=1e-12)
+  np.testing.assert_allclose(sp.readout_error(sp.relu_out_forward(w.T, np.zeros(2), w, np.zeros(4)), 4), err)
+  assert sp.readout_count(sp.tied_forward(w, np.zeros(4)), 4) == 1
+  # A bias lifts the output, not the response: the same errors. A constant output at the features' mean (0.5) is
+  # not a readout (error 1), though it is within 0.447 of v in RMS, which a raw-output criterion would count.
+  np.testing.assert_allclose(sp.readout_error(sp.tied_forward(w, np.full(4, 0.3)), 4), err, atol=1e-12)
+  assert sp.readout_error(lambda x: np.full_like(x, 0.5), 4) == pytest.approx(np.ones(4))
+  v = np.array(sp.READ_VALUES)
+  assert np.sqrt(np.sum((0.5 - v) ** 2) / np.sum(v**2)) == pytest.approx(0.447, abs=1e-3)
+  # The output ReLU clips a negative pre-activation to 0: no response, error 1.
+  assert sp.readout_error(sp.tied_forward(w, np.full(4, -5.0)), 4) == pytest.approx(np.ones(4))
+
+
+def test_ffn_relu_out_is_the_ffn_with_a_relu_on_its_output():
+  c = _config(arch='ffn_relu_out')
+  validation.validate(c)
+  task = tasks.build_task(c)
+  model = models.build_model(c, task, nnx.Rngs(params=jax.random.PRNGKey(0)))
+  counts = models.model_counts(c, task)
+  assert counts['num_params'] == 2 * 20 * 5 + 5 + 20 == ffn_lib.param_tree_size(model)
+  f = model.ffn
+  f.b1[...], f.b2[...] = jnp.full((5,), 0.1), jnp.full((20,), -0.05)
+  x = np.asarray(jax.random.uniform(jax.random.PRNGKey(3), (7, 20)))
+  want = sp.relu_out_forward(*(np.asarray(t[...]) for t in (f.w1, f.b1, f.w2, f.b2)))(x)
+  np.testing.assert_allclose(np.asarray(model.apply(jnp.asarray(x))[0]), want, rtol=1e-5, atol=1e-6)
+  assert (want == 0).any() and (want > 0).any()
 
 
 def _sel(tied_sparse, ffn_sparse, dense=5, seeds=12, scale='full', drop=()):
@@ -141,6 +174,7 @@ def _sel(tied_sparse, ffn_sparse, dense=5, seeds=12, scale='full', drop=()):
             'represented': count,
             'dims_per_feature': 5 / max(count, 1),
             'represented_gain': count,
+            'represented_readout': count,
             'eval_loss': 0.01,
           }
         )
@@ -155,10 +189,14 @@ def test_rules_paired_sparse_minus_dense():
   assert out[0].points == ('tied: 1-S=1', 'tied: 1-S=0.03', 'tied: 1-S=0.01', 'tied: 1-S=0.003')
   assert out[1].points[0] == 'ffn: 1-S=1' and len(out[1].points) == 4
   assert [c.passed for c in out[0].checks] == [True] * 2  # premise, not collapsed
-  for v in out:  # each verdict carries its computed positive control: the dense premise, per seed
-    assert [c.name for c in v.premises] == [
+  for v in out:  # each verdict carries its computed premise: the dense premise, per seed
+    assert v.premises[0].name == (
       f'premise: {v.points[0].split(":")[0]}: dense inputs give about m = 5 features, in every seed'
-    ]
+    )
+  control = out[1].premises[1]  # the FFN's positive control: the toy reproduced on the same selection
+  assert (
+    control.passed and control.detail == 'the toy: sparse - dense +5.5 [+5.17, +5.83], reproduced'
+  )  # diffs 5, 6 alternating: sd 0.522, t(11) 2.201
   # A sparse count above m (5.5) with no sparse - dense effect is not superposition (the old rule said yes).
   v = sp.rules(_sel(10, 5, dense=[5, 6] * 6), 'full')[1]
   assert v.outcome == stats.NOT_REPRODUCED and v.statistic == 0 and v.p_value < 1e-6
@@ -192,9 +230,24 @@ def test_gates_premise_collapse_coverage():
   assert [c.passed for c in cov] == [True, False] and cov[1].detail == 'ffn: 1-S=0.01: 11/12'
   # An all-zero tie decides nothing (rules_lib.paired), whatever the other gates say.
   sel = _sel(10, 5)
-  sel.loc[sel['arm'] == 'ffn', 'represented'] = 0
+  sel.loc[sel['arm'] == 'ffn', 'represented_readout'] = 0
   v = sp.rules(sel, 'full')[1]
   assert v.outcome == stats.INVALID and 'tie of zeros' in v.detail and 'dense inputs give' in v.detail
+
+
+def test_an_ffn_refutation_needs_the_toy_reproduced_on_the_same_selection():
+  """A not reproduced for the FFN stands only where the toy shows the task and training produce superposition;
+  without it the verdict is invalid with the toy's numbers; a reproduced FFN does not need it."""
+  assert sp.rules(_sel(tied_sparse=10, ffn_sparse=5), 'full')[1].outcome == stats.NOT_REPRODUCED
+  v = sp.rules(_sel(tied_sparse=5, ffn_sparse=5), 'full')[1]  # the toy does not superpose either
+  assert v.outcome == stats.INVALID and v.raw_outcome == stats.NOT_REPRODUCED
+  assert 'the toy: sparse - dense +0.5' in v.detail and 'needed for a not reproduced' in v.detail
+  fine = sp.rules(_sel(tied_sparse=5, ffn_sparse=10), 'full')[1]
+  assert fine.outcome == stats.REPRODUCED and 'not needed here' in fine.premises[1].detail
+  # The FFN is judged on its functional count: a weight-norm count of 12 at density 1 does not touch it.
+  sel = _sel(10, 10)
+  sel.loc[(sel['arm'] == 'ffn') & (sel['task.feature_sparsity'] == 0), 'represented'] = 12
+  assert sp.rules(sel, 'full')[1].outcome == stats.REPRODUCED
 
 
 def test_present_on_a_synthetic_result(tmp_path):
@@ -212,8 +265,8 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
   vs = sp.rules(_sel(10, 5), 'full')
   claims = sp.ABLATION.claims
   assert len(claims) == len(vs) == 2 and [c.kind for c in claims] == [stats.SIGN, stats.SIGN]
-  assert all(c.scope and c.premise for c in claims) and 'no output ReLU' in claims[1].scope
-  assert all(len(v.premises) == 1 for v in vs)
+  assert all(c.scope and c.premise for c in claims) and 'with an output ReLU' in claims[1].scope
+  assert [len(v.premises) for v in vs] == [1, 2]  # the FFN's dense premise and its positive control (the toy)
   assert [c.verdicts for c in sp.ABLATION.changes if c.to_positive] == [(1,)]
   assert all(set(c.verdicts) <= {1, 2} for c in sp.ABLATION.changes)
 

@@ -7,19 +7,21 @@ most important features get orthogonal directions, the rest none. Sparse inputs:
 get a direction (superposition). Feature i is *represented* when ||W_i|| > 0.5 (W_i the column of W for
 feature i); dimensions per feature = m / ||W||_F^2.
 
-Setup: arms `tied` (the toy, I_i = 0.7^i) and `ffn` (the repo's FFN, models.build_ffn: ReLU(x W1 + b1)
-W2 + b2 with biases, d_ff = m, same task); their points are the densities 1 - S (all of an arm's
-densities, rates and seeds train in one program per budget: the sparsity and the rate are traced).
+Setup: arms `tied` (the toy, I_i = 0.7^i) and `ffn` (the repo's FFN with a ReLU on its output, model.arch
+'ffn_relu_out': ReLU(ReLU(x W1 + b1) W2 + b2) with biases, d_ff = m, same task: the toy untied); their points
+are the densities 1 - S (all of an arm's densities, rates and seeds train in one program per budget: the
+sparsity and the rate are traced).
 Adam, cosine schedule (warm-up 5% of the steps), batch 1,024 (256 at smoke), fresh inputs every step.
 The learning rate is tuned per point on the mean held-out loss over seeds (the runner; one grid), so
 every density is read near its own optimum rather than at the paper's fixed 1e-3.
 
-Measurement (`collect`, from a run's final weights): for the toy, the represented count and m /
-||W||_F^2. For the FFN, feature i has an input row W1[i, :] and an output column W2[:, i]; it counts
-as represented when sqrt(||W1[i, :]|| ||W2[:, i]||) > 0.5, which is ||W_i|| when W1 = W^T and W2 = W,
-and is unchanged by the rescaling W1 -> c W1, W2 -> W2 / c that leaves a ReLU FFN's function
-unchanged. A cross-check (shown, not a verdict): features whose isolated gain (output i at x = e_i
-minus output i at x = 0) exceeds 0.5.
+Measurement (`collect`, from a run's final weights): for the toy, the represented count (||W_i|| > 0.5, the
+paper's) and m / ||W||_F^2. For the FFN, a functional count: feature i is represented when the model reads it
+out in isolation: the relative RMS error of output i's response y_i(v e_i) - y_i(0) to v, over inputs x = v e_i
+with v in READ_VALUES, is below READ_ERROR = 0.5 (a constant output, a bias at the feature's mean, has error 1;
+for the toy that is ||W_i||^2 > 0.5, ||W_i|| > 0.71: stricter than the paper's norm).
+Shown beside it, not judged: the weight-norm strength sqrt(||W1[i, :]|| ||W2[:, i]||) > 0.5 (||W_i|| when W1 =
+W^T, W2 = W), the isolated gain (output i at e_i minus at 0) > 0.5, and the toy's readout count.
 
 Statistic, per arm: per seed, the mean represented count over the densities 1 - S <= SPARSE_MAX_DENSITY
 minus the same seed's count at 1 - S = 1 (paired: seed s draws the same initial weights at every
@@ -32,14 +34,14 @@ the budget ladder T/4, T/2, T by the runner):
   1. the toy: the rule above. Premise (a positive control, stats.PREMISE): the dense premise checked per
      seed, every seed's count at 1 - S = 1 within m +- DENSE_TOLERANCE (no superposition without sparsity;
      more steps may fix it).
-  2. the FFN (d_ff = m, biases, no output ReLU): the same rule and the same per-seed premise, so that a single
-     seed far from m (one seed of an earlier run counts 12 features at 1 - S = 1 by the weight-norm
-     criterion) makes the verdict invalid instead of being averaged away.
+  2. the FFN with an output ReLU (d_ff = m, biases): the same rule on the functional count, and the same
+     per-seed dense premise on it (a negative control: the count is not inflated at density 1). Its positive
+     control, needed for a `not reproduced`: the toy, on the same task, densities, budget and rate policy,
+     has its sparse - dense CI above MARGIN (the task and training can produce superposition).
 Gates of both besides the premise: not collapsed (the sparse models' mean count more than half a feature above
 0). The runner checks every point of the verdict has every seed; it adds its own: each point's rate inside its
 grid, the ladder judged by the kind, rate ties, leave-one-seed-out, Holm.
-What the FFN arm cannot say (issue 47 redesign): its output is linear, while Elhage et al.'s mechanism needs the
-output ReLU the toy has, and "represented" is a weight-norm criterion, not a functional one.
+Until 2026-11-27 the FFN arm had a linear output and the weight-norm count (issue 47 redesigned it: history.md).
 History: docs/results/superposition/history.md.
 """
 
@@ -61,6 +63,8 @@ from ffn_research.config import default_config
 N_FEATURES, M_HIDDEN = 20, 5  # the paper's first figure
 IMPORTANCE_DECAY = 0.7  # I_i = 0.7^i (the paper's)
 NORM_LEVEL = 0.5  # represented: ||W_i|| > 0.5 (the paper's)
+READ_VALUES = (0.25, 0.5, 0.75, 1.0)  # the FFN's functional count: isolated inputs v e_i
+READ_ERROR = 0.5  # ... feature i represented when output i's relative RMS error over them is below this
 SPARSE_MAX_DENSITY = 0.03  # the verdicts read densities 1 - S <= this against 1 - S = 1
 MARGIN = 1.0  # rule: sparse - dense > 1 feature (at least one feature more)
 DENSE_TOLERANCE = 1.0  # premise: mean dense count within m +- 1
@@ -90,8 +94,9 @@ REGIMES = {
 # Arm -> (model.arch, label).
 ARMS = {
   'tied': ('tied_relu', f'toy ReLU(W^T W x + b), I = {IMPORTANCE_DECAY}^i'),
-  'ffn': ('ffn', f'FFN ReLU(x W1 + b1) W2 + b2, d_ff = m, I = {IMPORTANCE_DECAY}^i'),
+  'ffn': ('ffn_relu_out', f'FFN ReLU(ReLU(x W1 + b1) W2 + b2), d_ff = m, I = {IMPORTANCE_DECAY}^i'),
 }
+MEASURE = {'tied': 'represented', 'ffn': 'represented_readout'}  # the count each arm's verdict reads
 
 
 # --------------------------------------------------------------------------- measurements (pure)
@@ -117,13 +122,41 @@ def ffn_gain(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray) -> np.nda
   return np.einsum('im,mi->i', h_NxM, w2_MxN)
 
 
-def ffn_stats(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray, level: float = NORM_LEVEL) -> dict[str, float]:
-  """The FFN counterpart of tied_stats, plus the gain-based count (cross-check)."""
+def readout_error(forward, n: int, values=READ_VALUES) -> np.ndarray:
+  """Per feature i, the relative RMS error of its readout over the isolated inputs v e_i (v in `values`), the readout
+  being output i's response to the feature, y_i(v e_i) - y_i(0): sqrt(sum_v (response - v)^2 / sum_v v^2). A
+  constant output (a bias at the feature's mean) responds with 0: error 1. `forward`: (B, n) -> (B, n)."""
+  v_V = np.asarray(values, float)
+  x_BxN = np.kron(np.eye(n), v_V[:, None])  # row i * V + j: v_j e_i
+  y_NxV = forward(x_BxN)[np.arange(n * len(v_V)), np.repeat(np.arange(n), len(v_V))].reshape(n, len(v_V))
+  r_NxV = y_NxV - forward(np.zeros((1, n)))[0][:, None]
+  return np.sqrt(np.sum(np.square(r_NxV - v_V), axis=1) / np.sum(np.square(v_V)))
+
+
+def tied_forward(w_MxN: np.ndarray, b_N: np.ndarray):
+  return lambda x_BxN: np.maximum(x_BxN @ w_MxN.T @ w_MxN + b_N, 0.0)
+
+
+def relu_out_forward(w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray, b2_N: np.ndarray):
+  return lambda x_BxN: np.maximum(np.maximum(x_BxN @ w1_NxM + b1_M, 0.0) @ w2_MxN + b2_N, 0.0)
+
+
+def readout_count(forward, n: int) -> int:
+  """Features the model reads out in isolation: relative RMS error below READ_ERROR (module docstring)."""
+  return int(np.sum(readout_error(forward, n) < READ_ERROR))
+
+
+def ffn_stats(
+  w1_NxM: np.ndarray, b1_M: np.ndarray, w2_MxN: np.ndarray, b2_N: np.ndarray, level: float = NORM_LEVEL
+) -> dict[str, float]:
+  """The FFN (output ReLU) counterpart of tied_stats: the functional count it is judged on, and the weight-norm and
+  gain counts (shown)."""
   strength_N = ffn_strength(w1_NxM, w2_MxN)
   return {
     'represented': int(np.sum(strength_N > level)),
     'dims_per_feature': w1_NxM.shape[1] / float(np.sum(np.square(strength_N))),
     'represented_gain': int(np.sum(ffn_gain(w1_NxM, b1_M, w2_MxN) > level)),
+    'represented_readout': readout_count(relu_out_forward(w1_NxM, b1_M, w2_MxN, b2_N), w1_NxM.shape[0]),
   }
 
 
@@ -133,8 +166,10 @@ def collect(run_dir: str, row) -> dict[str, Any]:
   run = loop.load_run(run_dir)
   p = run.model
   if run.config.model.arch == 'tied_relu':
-    return tied_stats(np.asarray(p.w[...]))
-  return ffn_stats(np.asarray(p.w1[...]), np.asarray(p.b1[...]), np.asarray(p.w2[...]))
+    w, b = np.asarray(p.w[...]), np.asarray(p.b[...])
+    return {**tied_stats(w), 'represented_readout': readout_count(tied_forward(w, b), w.shape[1])}
+  f = p.ffn
+  return ffn_stats(np.asarray(f.w1[...]), np.asarray(f.b1[...]), np.asarray(f.w2[...]), np.asarray(f.b2[...]))
 
 
 # --------------------------------------------------------------------------- arms
@@ -176,12 +211,12 @@ def with_density(frame: pd.DataFrame) -> pd.DataFrame:
   return frame.assign(**{DENSITY: (1.0 - frame['task.feature_sparsity'].astype(float)).round(6)})
 
 
-def dense_premise(dense: pd.DataFrame, arm: str, labels: tuple[str, ...]) -> stats.Check:
-  """The dense premise, per seed: every seed's represented count at 1 - S = 1 lies within m +- DENSE_TOLERANCE (no
-  superposition without sparsity). A positive control (stats.PREMISE); more steps may fix it."""
+def dense_premise(dense: pd.DataFrame, arm: str, labels: tuple[str, ...], measure: str = 'represented') -> stats.Check:
+  """The dense premise, per seed: every seed's count (`measure`) at 1 - S = 1 lies within m +- DENSE_TOLERANCE (no
+  superposition without sparsity). A premise (stats.PREMISE); more steps may fix it."""
   lo, hi = M_HIDDEN - DENSE_TOLERANCE, M_HIDDEN + DENSE_TOLERANCE
   d = dense.sort_values(SEED)
-  counts = d['represented'].astype(float).to_numpy()
+  counts = d[measure].astype(float).to_numpy()
   gain = d['represented_gain'].astype(float).to_numpy() if 'represented_gain' in d else np.full(len(d), math.nan)
   bad = [
     f'seed {s}: {c:g}' + (f' (gain count {x:g})' if math.isfinite(x) else '')
@@ -203,26 +238,50 @@ def dense_premise(dense: pd.DataFrame, arm: str, labels: tuple[str, ...]) -> sta
   )
 
 
-def arm_verdict(sel: pd.DataFrame, arm: str, scale: str, claim: str) -> stats.Verdict:
-  """The rule of the module docstring for one arm, gated on the dense premise and collapse (the runner checks
-  every seed)."""
+def arm_verdict(
+  sel: pd.DataFrame, arm: str, scale: str, claim: str, control: stats.Verdict | None = None
+) -> stats.Verdict:
+  """The rule of the module docstring for one arm on its count (MEASURE), gated on the dense premise and collapse
+  (the runner checks every seed); `control`: the toy's verdict, which a `not reproduced` needs reproduced."""
   dens = [d for d in SETTINGS[scale]['densities'] if d >= 1.0 or d <= SPARSE_MAX_DENSITY]
   labels = tuple(f'{arm}: {point_label(d)}' for d in dens)
   g = with_density(sel[sel['point'].isin(labels)])
-  dense = g[g[DENSITY] >= 1.0].set_index(SEED)['represented'].astype(float)
-  sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY].groupby(SEED)['represented'].mean()
+  measure = MEASURE[arm]
+  dense = g[g[DENSITY] >= 1.0].set_index(SEED)[measure].astype(float)
+  sparse = g[g[DENSITY] <= SPARSE_MAX_DENSITY].groupby(SEED)[measure].mean()
   both = sorted(set(dense.index) & set(sparse.index))
   v = rules_lib.paired(
     sparse.reindex(both).to_numpy(), dense.reindex(both).to_numpy(), expect='greater', margin=MARGIN, claim=claim
   )
-  premise = dense_premise(g[g[DENSITY] >= 1.0], arm, labels)
-  collapsed = stats.range_check(
-    f'{arm}: sparse models not collapsed (features represented at 1 - S <= {SPARSE_MAX_DENSITY:g})',
-    sparse,
-    floor=0.0,
-    margin=COLLAPSE_MARGIN,
+  gates = [dense_premise(g[g[DENSITY] >= 1.0], arm, labels, measure)]
+  if control is not None:
+    gates.append(superposition_control(v, control, labels))
+  gates.append(
+    stats.range_check(
+      f'{arm}: sparse models not collapsed (features represented at 1 - S <= {SPARSE_MAX_DENSITY:g})',
+      sparse,
+      floor=0.0,
+      margin=COLLAPSE_MARGIN,
+    )
   )
-  return dataclasses.replace(stats.gate(v, [premise, collapsed]), points=labels)
+  return dataclasses.replace(stats.gate(v, gates), points=labels)
+
+
+def superposition_control(v: stats.Verdict, toy: stats.Verdict, labels: tuple[str, ...]) -> stats.Check:
+  """The FFN's positive control: the task and training produce superposition (the toy's rule reproduced, same
+  densities, budget and rate policy). Needed for a `not reproduced` only; its numbers are shown whatever it gates."""
+  shown = f'the toy: sparse - dense {toy.statistic:+.3g} [{toy.ci[0]:+.3g}, {toy.ci[1]:+.3g}], {toy.outcome}'
+  needed = v.raw_outcome == stats.NOT_REPRODUCED
+  ok = toy.outcome == stats.REPRODUCED or not needed
+  why = '' if toy.outcome == stats.REPRODUCED else ('; needed for a not reproduced' if needed else '; not needed here')
+  return stats.as_premise(
+    stats.Check(
+      'ffn: the task and training produce superposition (the toy on the same densities, budget and rates)',
+      ok,
+      shown + why,
+      points=labels,
+    )
+  )
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -230,17 +289,19 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     f'sparse inputs (1 - S <= {SPARSE_MAX_DENSITY:g}) make {{}} represent more than {MARGIN:g} feature(s) more '
     f'than dense inputs (per seed, mean over those densities minus 1 - S = 1; n = {N_FEATURES}, m = {M_HIDDEN})'
   )
-  return [
-    arm_verdict(
-      sel, 'tied', scale, head.format(f'the toy ReLU(W^T W x + b) (I = {IMPORTANCE_DECAY}^i, ||W_i|| > {NORM_LEVEL})')
+  toy = arm_verdict(
+    sel, 'tied', scale, head.format(f'the toy ReLU(W^T W x + b) (I = {IMPORTANCE_DECAY}^i, ||W_i|| > {NORM_LEVEL})')
+  )
+  ffn = arm_verdict(
+    sel,
+    'ffn',
+    scale,
+    head.format(
+      f'an FFN with an output ReLU (d_ff = m, biases; read out in isolation, relative RMS error < {READ_ERROR:g})'
     ),
-    arm_verdict(
-      sel,
-      'ffn',
-      scale,
-      head.format(f'an FFN hidden layer (ReLU, d_ff = m, biases; sqrt(||W1[i,:]|| ||W2[:,i]||) > {NORM_LEVEL})'),
-    ),
-  ]
+    control=toy,
+  )
+  return [toy, ffn]
 
 
 # --------------------------------------------------------------------------- report
@@ -268,7 +329,8 @@ ABLATION = base.Study(
   setup=(
     f'Task `sparse_features` (n = {N_FEATURES}; each feature 0 with probability S else U[0, 1], fresh '
     f'batches; loss sum_i I_i (y_i - x_i)^2, I_i = {IMPORTANCE_DECAY}^i). Models: `tied_relu` (W: {M_HIDDEN} x '
-    f'{N_FEATURES}, bias b) and the FFN (d_ff = {M_HIDDEN}, ReLU, biases b1 and b2). Adam, warm-up 5%, cosine '
+    f'{N_FEATURES}, bias b) and the FFN with an output ReLU, ReLU(ReLU(x W1 + b1) W2 + b2) (d_ff = {M_HIDDEN}, '
+    'biases; model.arch ffn_relu_out, the toy untied). Adam, warm-up 5%, cosine '
     'decay, batch 1,024 (256 at smoke), xavier_uniform init; the learning rate tuned per density on the mean '
     'held-out loss; the paper used Adam 1e-3 for 10k steps at batch 1,024.'
   ),
@@ -296,18 +358,22 @@ ABLATION = base.Study(
     base.Claim(
       kind=stats.SIGN,
       scope=(
-        f"The repo's FFN ReLU(x W1 + b1) W2 + b2 with d_ff = m = {M_HIDDEN}, untied weights and a linear output "
-        "(no output ReLU, which Elhage et al.'s mechanism needs: the paper's claim is about the toy, this arm asks "
-        'it of an FFN hidden layer), on the same task, rates and seeds (T = 2,000 steps at full scale, doubled by '
-        'the regime per point: the ladder and regime tables give each point\'s); "represented" is the weight-norm '
-        f'criterion sqrt(||W1[i,:]|| ||W2[:,i]||) > {NORM_LEVEL}, not a functional one (the gain count is a shown '
-        'cross-check, not used). The dense premise is a negative control (the count is not inflated at density 1); '
-        'no arm shows that this FFN can superpose at all, so a "not reproduced" here would still be unsupported.'
+        f"The repo's FFN with an output ReLU, ReLU(ReLU(x W1 + b1) W2 + b2), d_ff = m = {M_HIDDEN}, untied weights "
+        "and biases (the toy untied: the paper's claim is about the toy, this arm asks it of an FFN hidden layer "
+        'with the output nonlinearity its mechanism needs), on the same task, rates and seeds (T = 2,000 steps at '
+        "full scale, doubled by the regime per point: the ladder and regime tables give each point's); "
+        '"represented" is functional: the model reads feature i out in isolation (inputs v e_i, v in '
+        f'{{{", ".join(f"{v:g}" for v in READ_VALUES)}}}) with relative RMS error < {READ_ERROR:g}, stricter than '
+        "the paper's norm (for the toy: ||W_i|| > 0.71); the weight-norm and gain counts are shown, not judged. The "
+        'dense premise is a negative control (the count is not inflated at density 1); a "not reproduced" also '
+        "needs the toy's verdict reproduced on the same task and budget (the task and training can produce "
+        'superposition).'
       ),
       premise=(
         f'dense inputs give no superposition: at 1 - S = 1 every seed represents m +- {DENSE_TOLERANCE:g} = '
         f'{M_HIDDEN - DENSE_TOLERANCE:g} to {M_HIDDEN + DENSE_TOLERANCE:g} features by the same criterion (checked '
-        'per seed: one seed far from m is a weight-norm artefact, not superposition, and must not be averaged away)'
+        "per seed); and, for a not reproduced, the positive control: the toy's sparse - dense CI above "
+        f'{MARGIN:g} feature on the same task, densities and budget'
       ),
     ),
   ),

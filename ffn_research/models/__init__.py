@@ -134,6 +134,10 @@ def _no_embeddings(model_cfg):
   )
 
 
+def _relu_out_build(config, task, rngs, expert_mesh, d_ff_true):
+  return toy.OutputReLU(_ffn_build(config, task, rngs, expert_mesh, d_ff_true))
+
+
 def _tied_build(config, task, rngs, expert_mesh, d_ff_true):
   del expert_mesh
   m = config.model
@@ -182,12 +186,14 @@ def _sequence(cls) -> Arch:
 
 
 # model.arch -> Arch. 'ffn' is the bare FFN used for regression tasks; 'tied_relu' is Elhage et al. 2022's toy
-# model of superposition ReLU(W^T W x + b) (models/toy.py), also for regression tasks; the sequence models take
+# model of superposition ReLU(W^T W x + b) (models/toy.py), also for regression tasks, and 'ffn_relu_out' its untied
+# form, the bare FFN with a ReLU on its output; the sequence models take
 # tokens: 'transformer' (pre-norm decoder: attention + FFN blocks), 'ffn_stack' (FFN blocks only, over a causal
 # mean of embeddings).
 ARCHS: dict[str, Arch] = {
   'ffn': Arch(_ffn_build, _ffn_counts, _no_embeddings),
   'tied_relu': Arch(_tied_build, _tied_counts, _tied_validate),
+  'ffn_relu_out': Arch(_relu_out_build, _ffn_counts, _no_embeddings),
   'transformer': _sequence(transformer.Transformer),
   'ffn_stack': _sequence(transformer.FFNStack),
 }

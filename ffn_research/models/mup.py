@@ -92,7 +92,7 @@ def is_mup(model_cfg: ml_collections.ConfigDict) -> bool:
 
 def d_model_is_width(model_cfg: ml_collections.ConfigDict) -> bool:
   """d_model grows with the model in the sequence models; the bare FFN's is the task's input size."""
-  return model_cfg.arch != 'ffn'
+  return model_cfg.arch not in ('ffn', 'ffn_relu_out')
 
 
 def validate(model_cfg: ml_collections.ConfigDict) -> None:

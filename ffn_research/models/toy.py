@@ -1,7 +1,8 @@
 """Elhage et al. 2022's toy model of superposition (docs/references.md#elhage-et-al-2022):
 ``x -> ReLU(W^T W x + b)``, n input features squeezed through m hidden dimensions by one
 matrix W (m, n) used twice (tied), with a ReLU on the output. Config: model.arch='tied_relu',
-model.d_model = n, model.d_ff = m, model.use_bias = b.
+model.d_model = n, model.d_ff = m, model.use_bias = b. Its untied form with the repo's FFN,
+``ReLU(ReLU(x W1 + b1) W2 + b2)``, is model.arch='ffn_relu_out' (`OutputReLU`).
 """
 
 from flax import nnx
@@ -51,3 +52,21 @@ class TiedReLU(ffn_lib.Layer):
   @property
   def num_params(self) -> int:
     return tied_relu_param_count(self.n, self.m, self.use_bias)
+
+
+class OutputReLU(ffn_lib.Layer):
+  """``ReLU(ffn(x))``: a bare FFN with a ReLU on its output (the filter of interference Elhage et al.'s mechanism
+  needs); its parameters are the FFN's, under `ffn`."""
+
+  def __init__(self, inner: ffn_lib.Layer):
+    self.ffn = inner
+
+  def __call__(self, x: jax.Array, *, rng: jax.Array | None = None) -> jax.Array:
+    return jax.nn.relu(self.ffn(x, rng=rng))
+
+  def apply(self, x: jax.Array, *, rng: jax.Array | None = None):
+    y, aux = self.ffn.apply(x, rng=rng)
+    return jax.nn.relu(y), aux
+
+  def after_step(self, aux) -> None:
+    self.ffn.after_step(aux)

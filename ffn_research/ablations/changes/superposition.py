@@ -60,4 +60,17 @@ CHANGES = (
     outcome='the same outcomes and numbers',
     verdicts=(2,),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      "issue 47's redesign of the FFN arm, after its verdict was invalid on the per-seed dense premise (one seed "
+      'counting 12 features by the weight-norm criterion): the FFN gains an output ReLU (model.arch ffn_relu_out, '
+      "the toy untied; Elhage et al.'s mechanism needs it), its count becomes functional (feature i read out in "
+      'isolation with relative RMS error < 0.5; the weight-norm count shown, not judged), and a not reproduced '
+      "needs the toy's verdict reproduced at the same budget (positive control); the toy arm unchanged"
+    ),
+    outcome='FFN: invalid (dense premise failed per seed) -> the outcome of the first run of this design',
+    verdicts=(2,),
+  ),
 )

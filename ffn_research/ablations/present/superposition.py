@@ -7,11 +7,19 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import superposition as study
 
+SHOWN = {
+  'represented': f'norm count (> {study.NORM_LEVEL})',
+  'represented_readout': f'readout count (error < {study.READ_ERROR:g})',
+  'represented_gain': 'gain count (> 0.5)',
+}
+
 
 def density_table(full: pd.DataFrame) -> pd.DataFrame:
+  """Per arm and density, the arm's verdict count (MEASURE) with its CI, and the other counts' means (shown)."""
   rows = []
   for (arm, d), g in study.with_density(full).groupby(['arm', study.DENSITY], sort=False):
-    m, lo, hi = stats.mean_ci(g['represented'])
+    count = study.MEASURE[arm]
+    m, lo, hi = stats.mean_ci(g[count])
     row = {
       'arm': arm,
       '1 - S': d,
@@ -21,13 +29,14 @@ def density_table(full: pd.DataFrame) -> pd.DataFrame:
       'represented mean': m,
       'CI lo': lo,
       'CI hi': hi,
-      'min': int(g['represented'].min()),
-      'max': int(g['represented'].max()),
+      'min': int(g[count].min()),
+      'max': int(g[count].max()),
       'dims/feature': float(g['dims_per_feature'].mean()),
       'eval loss': float(g['eval_loss'].mean()),
     }
-    if 'represented_gain' in g and g['represented_gain'].notna().any():
-      row['represented (gain > 0.5)'] = float(g['represented_gain'].mean())
+    for col, label in SHOWN.items():  # the counts an arm is not judged on
+      if col != count and col in g and g[col].notna().any():
+        row[label] = float(g[col].mean())
     rows.append(row)
   if not rows:
     return pd.DataFrame(columns=['arm', '1 - S'])
@@ -60,7 +69,7 @@ def figure(full: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.F
       continue
     base.errorbar_ci(ax0, t['1 - S'], t['represented mean'], t['CI lo'], t['CI hi'], color=f'C{i}', label=label)
     g = full[full['arm'] == arm]
-    ax0.scatter(g[study.DENSITY] * (1 + 0.04 * (i - 0.5)), g['represented'], s=8, color=f'C{i}', alpha=0.3)
+    ax0.scatter(g[study.DENSITY] * (1 + 0.04 * (i - 0.5)), g[study.MEASURE[arm]], s=8, color=f'C{i}', alpha=0.3)
     ax1.plot(t['1 - S'], t['dims/feature'], 'o-', color=f'C{i}', label=label)
   ax0.axhline(study.M_HIDDEN, color='k', ls='--', label=f'm = {study.M_HIDDEN} (no superposition)')
   ax0.axvline(
@@ -70,7 +79,7 @@ def figure(full: pd.DataFrame, table: pd.DataFrame, ctx: base.Context) -> base.F
   for ax, ylabel, title in (
     (
       ax0,
-      f'features represented (norm > {study.NORM_LEVEL}; FFN: geometric mean of its two norms)',
+      f'features represented (toy: norm > {study.NORM_LEVEL}; FFN: read out, error < {study.READ_ERROR:g})',
       f'n = {study.N_FEATURES} features, m = {study.M_HIDDEN} dims ({ctx.scale})',
     ),
     (ax1, 'dimensions per feature', 'dimensions per feature (mean over seeds)'),
@@ -93,8 +102,9 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   arms_run = [a for a in study.ARMS if a in set(table['arm'])]
   notes = [sharpest_step(table, a) for a in arms_run]
   notes.append(
-    'dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||; '
-    "the FFN's gain count (output i at e_i minus at 0 above 0.5) is a cross-check, not a verdict"
+    'dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||. Counts not judged, '
+    "shown: the toy's readout count, the FFN's weight-norm count (sqrt(||W1[i,:]|| ||W2[:,i]||) > 0.5) and gain "
+    'count (output i at e_i minus at 0 above 0.5)'
   )
   v_toy, v_ffn = result.verdicts
   dense = table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table) else pd.Series(dtype=float)
