@@ -77,4 +77,16 @@ CHANGES = (
     'reducible share 2.4% at N = 38,000 and 3.4% at 76,000, both under 5%)',
     verdicts=(1, 2),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      "wording only, after the 18:42 republication: each verdict's scope quoted the superseded report's budget "
+      '(6,400 and 3,200 steps) and entropy-floor share (97.6%, 96.6%); it now points to the ladder line and the '
+      "premise check, which give the run's own, and says the budget may fall short of convergence; no rule, "
+      'threshold or run changed'
+    ),
+    outcome='the same outcomes and numbers',
+    verdicts=(1, 2),
+  ),
 )
