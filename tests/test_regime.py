@@ -228,15 +228,20 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   # an existence claim reached at T: one rate reaching it shows "can reach"; a tied rate that does not undoes nothing
   reached = checks.rate_tie([('a at T', 1e-1, _verdict(1.5), v)], reached=True)
   assert reached.passed and 'undoes nothing' in reached.detail and 'a at T at tied rate 0.1: 1.5' in reached.detail
-  # a tie at a lower rung whose tied rate makes the ladder stable moved it: inconclusive, no doubling bought for it
+  # a tie whose tied rate makes the ladder stable does not withhold the doubling the unsettled ladder needs (the
+  # budget is its remedy; expansion_ratio's run stopped after one pass when it did); if no doubling is left, the
+  # failure is inconclusive, not invalid
   st = state()
   moved = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(0.5))])
   assert (
     not moved.passed
     and moved.demote == stats.INCONCLUSIVE
-    and moved.remedy == ''
+    and moved.remedy == stats.DOUBLE_STEPS
     and 'a tied rate at T/2 makes the ladder stable' in moved.detail
   )
+  spent = {p: dataclasses.replace(s, doublings=POLICY.max_doublings) for p, s in st.items()}
+  last = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), spent, POLICY, ties=[('T/2', _verdict(0.5))])
+  assert last.remedy == '' and last.demote == stats.INCONCLUSIVE and 'no doubling left' in last.detail
   # a tie with which the ladder fails too: the budget has not settled, so T doubles (the tie is named)
   unsettled = checks.stability(stats.MAGNITUDE, _ladder(0.5, 1.5, 0.5), st, POLICY, ties=[('T/2', _verdict(1.4))])
   assert not unsettled.passed and unsettled.remedy == stats.DOUBLE_STEPS

@@ -137,12 +137,11 @@ def stability(
     boundary: a best effort that crossed it means the ladder goes on.
 
   A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
-  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one that a tie moved:
-  `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen one) of
-  which one, put in its rung, makes the ladder stable (a tie is read at its rates, never
-  bought with steps: no remedy). A tie with which the ladder fails as well does not stop it: the budget, not the tie,
-  is what has not settled. Otherwise the remedy: double T for the verdict's points (the T and T/2 runs become T/2
-  and T/4)."""
+  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where a tie could
+  settle it: `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen
+  one) of which one, put in its rung, makes the ladder stable. Either way the remedy is the budget: double T for the
+  verdict's points (the T and T/2 runs become T/2 and T/4) while doublings are left; ties themselves are judged by
+  `rate_tie`, never bought with steps."""
   v = rungs[-1]
   raw = v.raw_outcome
   steps = sorted({state[p].steps for p in v.points if p in state})
@@ -157,14 +156,10 @@ def stability(
     held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
     return stats.Check(name, True, how, demote=demote, applies=held)
   settling = sorted({lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '')[0]})
-  if settling:  # a tied rate settles the ladder: the tie, not the budget, moved it; more steps never buy it
-    return stats.Check(
-      name,
-      False,
-      how + f'; a tied rate at {", ".join(settling)} makes the ladder stable: a tie moved it, not the budget',
-      demote=stats.INCONCLUSIVE,
-    )
-  if ties:
+  if settling:  # the budget is still the remedy; if none is left, the tie makes the failure noise, not a refutation
+    how += f'; a tied rate at {", ".join(settling)} makes the ladder stable: without a settled ladder, inconclusive'
+    demote = stats.INCONCLUSIVE
+  elif ties:
     how += f'; rate ties at {", ".join(sorted({lv for lv, _ in ties}))}: none of them makes the ladder stable'
   left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   return stats.Check(

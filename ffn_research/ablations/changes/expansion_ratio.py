@@ -89,4 +89,16 @@ CHANGES = (
     outcome='the same outcomes and numbers',
     verdicts=(1, 2),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      "the runner's stability rule (machinery, all studies), after expansion_ratio's republished run of 18:42: a "
+      'rate tie whose tied rate makes the ladder stable no longer withholds the doubling an unsettled ladder needs '
+      '(it only makes a stability failure left at the end inconclusive rather than invalid); that run had stopped '
+      'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
+    ),
+    outcome='both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> the outcome of the same run resumed under the new rule (its doublings)',
+    verdicts=(1, 2),
+  ),
 )

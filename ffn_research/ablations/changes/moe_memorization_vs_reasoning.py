@@ -84,4 +84,19 @@ CHANGES = (
     'invalid; (1), (4) invalid with a second failed premise; (3), (5) unchanged',
     verdicts=(1, 2, 4, 6),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      "the runner's stability rule (machinery, all studies), after expansion_ratio's republished run of 18:42: a "
+      'rate tie whose tied rate makes the ladder stable no longer withholds the doubling an unsettled ladder needs '
+      '(it only makes a stability failure left at the end inconclusive rather than invalid); that run had stopped '
+      'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
+    ),
+    outcome=(
+      'none: the two verdicts where the clause fired (1 and 4) are invalid on their premises, and the loop was '
+      "stopped by the cap; only the stability check's wording and remedy change"
+    ),
+    verdicts=(),
+  ),
 )
