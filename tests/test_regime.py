@@ -254,6 +254,33 @@ def test_a_rate_tie_is_detected_and_read_at_both_rates():
   assert checks.tied_rates('a', far, st['a'], POLICY) == []
 
 
+def test_a_rate_worse_on_every_seed_is_no_tie_however_wide_its_interval():
+  """expansion_ratio's 38k r = 8 at T: 0.06 against the chosen 0.02, worse on every seed by 0.04-1.4 bits, with two
+  stuck seeds widening the paired CI of the log difference to [-0.10, +0.70]: not a tie. Mixed signs still are."""
+  chosen, stuck = [1.465, 1.505, 1.466, 1.469], [1.775, 2.874, 1.99, 1.555]
+  table = {1e-3: [3.0] * 4, 1e-2: chosen, 1e-1: stuck}
+  f = frame(lambda p, r, t, s: table[r][s], steps=(100,))
+  d = np.log(np.array(stuck) / np.array(chosen))
+  _, lo, hi = stats.mean_ci(d)
+  assert lo < 0 < hi and (d > 0).all()  # the old test alone called it tied
+  assert checks.tied_rates('a', f, state()['a'], POLICY, steps=100) == []
+  table[1e-1] = [1.40, 2.874, 1.99, 1.43]  # better on two seeds: within the noise, a tie
+  f = frame(lambda p, r, t, s: table[r][s], steps=(100,))
+  assert checks.tied_rates('a', f, state()['a'], POLICY, steps=100) == [pytest.approx(1e-1)]
+
+
+def test_a_tied_rung_never_lends_its_own_interval_as_the_noise_allowance():
+  """A magnitude ladder 0.50, 0.52, 0.60 at the chosen rates: the changes grow (0.02, 0.08) beyond the noise of the
+  chosen CI at T. A tie at T with the same value but a CI 2 wide would call 0.08 noise and settle it; the allowance
+  comes from the chosen rates' CI, so it does not, and the failure stays invalid (the budget is its remedy)."""
+  ladder = _ladder(0.5, 0.52, 0.6)
+  wide = rules_lib.threshold([-0.4, 0.6, 1.6], level=1.0, direction='below', claim='c')
+  assert wide.ci[1] - wide.ci[0] > 2 and wide.statistic == pytest.approx(0.6)
+  c = checks.stability(stats.MAGNITUDE, ladder, state(), POLICY, ties=[('T', wide)])
+  assert not c.passed and c.demote == stats.INVALID and 'none of them makes the ladder stable' in c.detail
+  assert checks._settles(wide, [0.5, 0.52, 0.6])[0] and not checks._settles(wide, [0.5, 0.52, 0.6], ladder[-1].ci)[0]
+
+
 def test_one_outlying_seed_makes_a_verdict_inconclusive():
   """Five seeds decide 'mean below 1'; a sixth, outlying seed widens the CI past 1. Read the other way: the verdict
   of the six is decided only if seed 5 is left out, so no single seed may decide it."""

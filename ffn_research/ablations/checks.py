@@ -99,11 +99,13 @@ def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Seq
   )
 
 
-def _settles(v: stats.Verdict, values: Sequence[float]) -> tuple[bool, str]:
+def _settles(v: stats.Verdict, values: Sequence[float], ci: tuple[float, float] | None = None) -> tuple[bool, str]:
   """The magnitude rule on a ladder's statistics: the changes shrink (one within half the CI half-width at T counts
-  as settled) and the last is under half the distance to the nearest boundary; (passed, its words)."""
+  as settled; `ci`: the chosen rates' CI at T where a tied rung stands in, never the tied rung's own) and the last is
+  under half the distance to the nearest boundary; (passed, its words)."""
   changes = [abs(b - a) for a, b in itertools.pairwise(values)]
-  noise = (v.ci[1] - v.ci[0]) / 4 if all(map(math.isfinite, v.ci)) else 0.0
+  lo, hi = v.ci if ci is None else ci
+  noise = (hi - lo) / 4 if math.isfinite(lo) and math.isfinite(hi) else 0.0
   shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
   tol = _boundary_distance(v) / 2
   last = (
@@ -155,7 +157,9 @@ def stability(
   if passed:
     held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
     return stats.Check(name, True, how, demote=demote, applies=held)
-  settling = sorted({lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '')[0]})
+  settling = sorted(
+    {lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '', v.ci)[0]}
+  )
   if settling:  # the budget is still the remedy; if none is left, the tie makes the failure noise, not a refutation
     how += f'; a tied rate at {", ".join(settling)} makes the ladder stable: without a settled ladder, inconclusive'
     demote = stats.INCONCLUSIVE
@@ -176,8 +180,10 @@ def _put(rungs: Sequence[stats.Verdict], levels: Sequence[str], level: str, v: s
   return [v if lv == level else r for lv, r in zip(levels, rungs, strict=True)]
 
 
-def _by_kind(kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], others, how: str) -> tuple[bool, str]:
-  """(stable, how) of `stability`'s rule for the claim's kind, before ties and remedies."""
+def _by_kind(
+  kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], others, how: str, ci=None
+) -> tuple[bool, str]:
+  """(stable, how) of `stability`'s rule for the claim's kind, before ties and remedies (`ci`: as for `_settles`)."""
   v = rungs[-1]
   raw, values = v.raw_outcome, [r.statistic for r in rungs]
   if not all(map(math.isfinite, values)):
@@ -191,7 +197,7 @@ def _by_kind(kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], o
     )
   if kind == stats.EXISTENCE and raw == stats.REPRODUCED:
     return True, f'{how}: reached at T'
-  passed, why = _settles(v, values)
+  passed, why = _settles(v, values, ci)
   how += why
   if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
     seen = [*zip(levels, rungs, strict=True), *others]
@@ -202,9 +208,10 @@ def _by_kind(kind: str, rungs: Sequence[stats.Verdict], levels: Sequence[str], o
 
 
 def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, steps: int | None = None) -> list[float]:
-  """The rates of `point` at `steps` (default T) within the tuning noise of the chosen one: every seed finite, and the
+  """The rates of `point` at `steps` (default T) within the tuning noise of the chosen one: every seed finite, the
   Student-t 95% CI of the mean paired (by seed) difference of `regime.metric` (of its log where it is positive at
-  every rate: raw MSEs are heavy-tailed) from the chosen rate's contains 0."""
+  every rate: raw MSEs are heavy-tailed) from the chosen rate's contains 0, and the rate is not worse on every seed
+  (a rate with a few stuck seeds has a wide CI however much worse it is everywhere)."""
   at = frame[(frame['point'] == point) & (frame[STEPS] == (s.steps if steps is None else steps))]
   best = choose(rate_stats(at, regime.metric), regime.mode)
   if best is None:
@@ -222,7 +229,8 @@ def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, s
     if len(d) < 2:
       continue
     _, lo, hi = stats.mean_ci(d)
-    if np.allclose(d, 0) or lo <= 0 <= hi:
+    worse_everywhere = bool((d > 0).all() if regime.mode == 'min' else (d < 0).all())
+    if np.allclose(d, 0) or (lo <= 0 <= hi and not worse_everywhere):
       out.append(r.rate)
   return out
 
@@ -261,7 +269,7 @@ def rate_tie(
       level = where.rsplit(' at ', 1)[1]
       if level == LEVELS[-1] and a.outcome != c.outcome:
         return True
-      return _by_kind(kind, _put(ladder, LEVELS, level, a), LEVELS, others, '')[0] != steady
+      return _by_kind(kind, _put(ladder, LEVELS, level, a), LEVELS, others, '', ladder[-1].ci)[0] != steady
 
     differ = [w for w, _, a, c in alternatives if decides(w, a, c)]
     if not differ and any(a.outcome != c.outcome for _, _, a, c in alternatives):

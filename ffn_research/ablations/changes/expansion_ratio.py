@@ -98,7 +98,10 @@ CHANGES = (
       '(it only makes a stability failure left at the end inconclusive rather than invalid); that run had stopped '
       'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
     ),
-    outcome='both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> the outcome of the same run resumed under the new rule (its doublings)',
+    outcome=(
+      'both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> the outcome '
+      'of the same run resumed under the new rule (its doublings)'
+    ),
     verdicts=(1, 2),
   ),
 )
