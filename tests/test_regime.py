@@ -799,6 +799,35 @@ def test_checks_with_nothing_to_check_print_n_a():
   assert any(line.startswith('    - n/a no single seed decides it') for line in lines)
 
 
+def test_the_pass_table_names_each_pass_commit_and_the_runs_no_recorded_pass_ran():
+  r = {
+    'policy': dataclasses.asdict(POLICY),
+    'cap_s': 10.0,
+    'spent_s': 1.0,
+    'stopped': 'every check passed',
+    'iterations': [
+      {
+        'iteration': 0,
+        'commit': '53ce2d5',
+        'runs_planned': 900,
+        'runs_run': 475,
+        'wall_s': 897.0,
+        'failed': [],
+        'actions': [],
+      },
+    ],
+    'next': None,
+    'points': [],
+  }
+  lines = report_lib.regime_markdown(r)
+  assert '| 0 | 53ce2d5 | 900 | 475 | 897 | – | – |' in lines
+  assert any(
+    line.startswith('The passes above ran 475 of the 900 runs the last one read; the other 425') for line in lines
+  )
+  r['iterations'][0]['runs_run'] = 900
+  assert not any(line.startswith('The passes above ran') for line in report_lib.regime_markdown(r))
+
+
 def test_the_regime_table_names_the_rates_a_doubling_dropped():
   r = {
     'policy': dataclasses.asdict(POLICY),

@@ -200,8 +200,8 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
     f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
     f'{cap}. Stopped: {r["stopped"]}.',
     '',
-    '| pass | runs planned | runs run | wall (s) | failed checks | then |',
-    '|---|---|---|---|---|---|',
+    '| pass | commit | runs planned | runs run | wall (s) | failed checks | then |',
+    '|---|---|---|---|---|---|---|',
   ]
   for it in r['iterations']:
     failed = '; '.join(it['failed']) or '–'
@@ -212,9 +212,20 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
       '; '.join(it['actions']) or '–'
     )
     lines.append(
-      f'| {it["iteration"]} | {it["runs_planned"]} | {it["runs_run"]} | {it["wall_s"]:.0f} | '
-      f'{failed.replace("|", "/")} | {then.replace("|", "/")} |'
+      f'| {it["iteration"]} | {it.get("commit") or "–"} | {it["runs_planned"]} | {it["runs_run"]} | '
+      f'{it["wall_s"]:.0f} | {failed.replace("|", "/")} | {then.replace("|", "/")} |'
     )
+  ran, planned = (
+    sum(it['runs_run'] for it in r['iterations']),
+    max((it['runs_planned'] for it in r['iterations']), default=0),
+  )
+  if ran < planned:
+    lines += [
+      '',
+      f'The passes above ran {ran} of the {planned} runs the last one read; the other {planned - ran} were finished '
+      'on disk before them (an invocation stopped before its pass ended, or an earlier run of the same configs); '
+      'the wall time of every invocation is in the total.',
+    ]
   if r.get('next'):
     n = r['next']
     lines += [

@@ -336,6 +336,7 @@ def _regime_loop(
     ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done, cap.run_s)
     entry = {
       'iteration': len(rec['iterations']),
+      'commit': report_lib.git_commit(),
       'runs_planned': int(len(frame)),
       'runs_run': int(ran),
       'wall_s': time.time() - it_start,

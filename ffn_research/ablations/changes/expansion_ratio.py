@@ -73,8 +73,9 @@ CHANGES = (
     '42bf48d',
     'issue 45: stability from T/2 to T -> the ladder T/4, T/2, T judged as a magnitude; BCa from 5 seeds -> a t '
     "interval of the log ratio below 10 seeds; a premise computed (the best shape's reducible share at least 5%)",
-    'expected from the published runs (the republication decides): both invalid (stability) -> invalid (premise: '
-    'reducible share 2.4% at N = 38,000 and 3.4% at 76,000, both under 5%)',
+    'from the published runs: both invalid (stability) -> invalid (premise: reducible share 2.4% at N = 38,000 '
+    'and 3.4% at 76,000, both under 5%); the republication (a fresh run, 2026-11-27 18:42, T = 800): both '
+    'inconclusive, premises passing (13.3%, 11.5%: the models far from converged)',
     verdicts=(1, 2),
   ),
   base.DesignChange(
@@ -101,6 +102,22 @@ CHANGES = (
     outcome=(
       'both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> the outcome '
       'of the same run resumed under the new rule (its doublings)'
+    ),
+    verdicts=(1, 2),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      'after a cold review of the 18:42 republication: a rate worse than the chosen one on every seed is no longer '
+      "tied (the machinery, all studies: 38k r = 8's tied 0.06 was worse on all 5 seeds by 0.04-1.4 bits, two of "
+      "them stuck), a tied rung never lends its own CI as the ladder's noise allowance; the scope names the task's "
+      'confound (attention-light chain, attention share falling with r, loss monotone in r); the figure shades the '
+      'achieved ratios and says at which T the ratios outside the spread ran'
+    ),
+    outcome=(
+      'on the 18:42 runs no outcome of the six other re-judgeable reports changes (re-judged); this study is '
+      'resumed under the new rules: the outcome of that run'
     ),
     verdicts=(1, 2),
   ),
