@@ -29,8 +29,8 @@ def dense_size(d_ff: int) -> int:
   return 2 * (2 * D * d_ff + d_ff + D) + 3 * D
 
 
-def moe_size(d_e: int) -> int:
-  return 2 * (D * mc.MOE_EXPERTS + mc.MOE_EXPERTS * (2 * D * d_e + d_e + D)) + 3 * D
+def moe_size(experts: int, d_e: int) -> int:
+  return 2 * (D * experts + experts * (2 * D * d_e + d_e + D)) + 3 * D
 
 
 def test_bits_of_a_known_fit():
@@ -42,8 +42,9 @@ def test_bits_of_a_known_fit():
   assert float(sequence.bits_stored(jnp.full(10, math.log(256.0)), 256)) == pytest.approx(0.0, abs=1e-3)
 
 
-def _row(arm, point, size, seed, bits, d_ff, active=None):
+def _row(arm, point, size, seed, bits, d_ff, active=None, experts=0):
   return {
+    mc.EXPERTS: experts,
     'arm': arm,
     'point': f'{arm}: {point}',
     mc.SEED: seed,
@@ -58,22 +59,23 @@ def _row(arm, point, size, seed, bits, d_ff, active=None):
   }
 
 
-def moe_active(d_e: int, top_k: int) -> int:
-  return 2 * (D * mc.MOE_EXPERTS + top_k * (2 * D * d_e + d_e + D))
+def moe_active(experts: int, d_e: int, top_k: int) -> int:
+  return 2 * (D * experts + top_k * (2 * D * d_e + d_e + D))
 
 
-# An MoE arm that can express the comparison (synthetic counts): experts 8 wide, the router 256 of 4,304 total
-# non-embedding parameters (6%), at the dense d_ff 64 size.
-EXPRESSIBLE = dict(width=8, size=4304, router=256)
+# Overrides of the redesigned arm's true shape (experts 8 wide, the router 2 D E of 2,416 and 7,152 total
+# non-embedding parameters, 5%), to fail premise (d) one condition at a time.
+EXPRESSIBLE: dict = {}
 
 
-def _moe_shape(k, expressible):
-  """(width, total non-embedding size, active FFN parameters) of the MoE rows: the published arm's (experts 1 wide,
-  2,128 parameters, the router 512) or EXPRESSIBLE's."""
+def _moe_shape(k, experts, expressible):
+  """(width, total non-embedding size, active FFN parameters, experts) of the MoE rows: the arm before issue 46
+  (16 experts 1 wide, 2,128 parameters, the router 512), or the redesigned arm's with EXPRESSIBLE's overrides."""
   if not expressible:
-    return 1, moe_size(1), moe_active(1, k)
-  w, size, router = EXPRESSIBLE['width'], EXPRESSIBLE['size'], EXPRESSIBLE['router']
-  return w, size, router + k * (size - 3 * D - router) // mc.MOE_EXPERTS
+    return 1, moe_size(16, 1), moe_active(16, 1, k), 16
+  w = EXPRESSIBLE.get('width', S['moe_width'])
+  size, router = EXPRESSIBLE.get('size', moe_size(experts, w)), EXPRESSIBLE.get('router', 2 * D * experts)
+  return w, size, router + k * (size - 3 * D - router) // experts, experts
 
 
 def _sel(
@@ -108,14 +110,14 @@ def _sel(
           )
           for s in range(seeds)
         ]
-  for k, ns in S['moe_facts'].items():
-    for n in ns:
-      for _ in S['moe_d_es']:
-        w, size, active = _moe_shape(k, expressible)
+  for k in mc.MOE_TOP_KS:
+    for x, ns in S['moe_facts'].items():
+      w, size, active, experts = _moe_shape(k, x, expressible)
+      for n in ns:
         rows += [
           _row(
             mc.arm_name(S['moe_e'], n, k),
-            f'd_e={w}',
+            mc.moe_label(x),
             size,
             s,
             moe[k - 1]
@@ -125,6 +127,7 @@ def _sel(
             * (1 + noise * rng.normal()),
             w,
             active=active,
+            experts=experts,
           )
           for s in range(seeds)
         ]
@@ -154,7 +157,7 @@ def test_rules_known_answers_and_points():
   dense_1000 = {p for p in labels if p.startswith('e1000_')}
   assert set(vs[0].points) == dense_1000 and set(vs[1].points) == {p for p in labels if p.startswith('e100_')}
   assert vs[2].points == ('random_labels: N=256', 'random_labels: N=2048')
-  assert set(vs[3].points) == {p for p in labels if p.startswith('moe16_k1_')} | dense_1000
+  assert set(vs[3].points) == {p for p in labels if p.startswith('moe_k1_')} | dense_1000
   assert all(set(v.points) <= labels for v in vs)
   assert [c.name for c in vs[0].checks] == [
     'premise: 1000 exposures: bits proportional to params',
@@ -233,17 +236,19 @@ def test_moe_premise_fails_on_the_published_arm_and_passes_an_expressible_one():
     )
     assert 'FAILS: MoE sizes 2128 against the dense range [2192, 8528] (2128 outside' in premise.detail
     assert 'issue 46' in premise.detail
-  assert [658, 756] == [3 * D + moe_active(1, k) for k in mc.MOE_TOP_KS]
-  ok = mc.rules(_sel(moe=(0.3, 0.6)), 'full')[3:]
+  assert [658, 756] == [3 * D + moe_active(16, 1, k) for k in mc.MOE_TOP_KS]
+  ok = mc.rules(_sel(moe=(0.3, 0.6)), 'full')[3:]  # the redesigned arm: 4 and 12 experts 8 wide
   assert [v.outcome for v in ok] == [NR, NR] and all(v.premises[0].passed for v in ok)
-  assert 'router 256 of 4304 total (6%)' in ok[0].premises[0].detail
+  assert 'router 128 of 2416 total (5%)' in ok[0].premises[0].detail
+  assert '384 of 7152 total (5%)' in ok[0].premises[0].detail
+  assert 'MoE sizes 2416, 7152 against the dense range [2192, 8528]' in ok[0].premises[0].detail
   # each condition alone fails it: too narrow, a router too large, a size outside the dense range
-  for change in ({'width': 4}, {'router': 512}, {'size': 9000}):
+  for change in ({'width': 4}, {'router': 1024}, {'size': 9000}):
     EXPRESSIBLE.update(change)
     try:
       assert mc.rules(_sel(), 'full')[3].outcome == INV, change
     finally:
-      EXPRESSIBLE.update(width=8, size=4304, router=256)
+      EXPRESSIBLE.clear()
 
 
 def test_claims_declare_kind_scope_and_premise_per_verdict():
@@ -251,7 +256,7 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
   assert len(claims) == len(vs) == 5
   assert [c.kind for c in claims] == [stats.MAGNITUDE, stats.MAGNITUDE, stats.EXISTENCE] + [stats.MAGNITUDE] * 2
   assert all(c.scope and c.premise for c in claims) and all(v.premises for v in vs)
-  assert 'full-batch' in claims[0].scope and 'one unit wide' in claims[3].scope
+  assert 'batch N/8' in claims[0].scope and '8 units wide' in claims[3].scope
   for scale in ('smoke', 'quick'):  # every scale gives every declared verdict
     assert set(mc.SETTINGS[scale]['exposures']) == set(mc.CLAIMS)
   # verdict 2's two null -> positive changes (the over-cap partial extension; the tie rule read through the ladder)
@@ -261,10 +266,13 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
 
 def test_moe_pairs_interpolate_the_dense_arm_per_seed():
   dense_top = pd.DataFrame({mc.SEED: 0, mc.SIZE: [1000, 4000], 'bits_stored': [1000.0, 16000.0]})  # 1 and 4 bits/param
-  moe_top = pd.DataFrame({mc.SEED: 0, mc.SIZE: [500, 2000, 8000], 'bits_stored': [500.0, 2000.0, 8000.0]})
+  moe_top = pd.DataFrame(
+    {mc.SEED: 0, mc.SIZE: [500, 2000, 8000], 'active': [250, 500, 1000], 'bits_stored': [500.0, 2000.0, 8000.0]}
+  )
   r = mc.moe_pairs(moe_top, dense_top)
   np.testing.assert_allclose(r['dense_bpp'], [1.0, 2.0, 4.0])  # clamped, log-log midpoint, clamped
   np.testing.assert_allclose(r['moe_bpp'], [1.0, 1.0, 1.0])
+  np.testing.assert_allclose(r['moe_bpa'], [2.0, 4.0, 8.0])  # per active parameter (shown, not judged)
   assert mc.moe_pairs(moe_top.assign(**{mc.SEED: 1}), dense_top).empty  # no dense run of that seed: no pair
 
 
@@ -294,11 +302,13 @@ def test_present_on_a_synthetic_result(tmp_path):
   shown = mc.present(base.Result(sel, pd.DataFrame(), sel, sel, vs, 'full'), base.Context(str(tmp_path), 'full'))
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures) and len(shown.figures) == 2
   peaks = shown.tables[0].frame
-  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_d_es'])
+  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_facts'])
   dense = peaks[(peaks[mc.K] == 0) & (peaks[mc.E] == 1000)].set_index('d_ff')
   assert list(dense['peak N']) == [1024, 1024, 2048] and set(dense['seeds']) == {5}
   np.testing.assert_allclose(dense['bits/non-emb param'], 2.0, rtol=0.02)
-  assert list(shown.tables[2].frame[mc.K]) == [1, 2] and 'MoE top-2' in shown.headline
+  moe = shown.tables[2].frame  # per top-k and MoE size
+  assert list(moe[mc.K]) == [1, 1, 2, 2] and list(moe['total non-emb params']) == [2416, 7152] * 2
+  assert 'MoE top-2' in shown.headline
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
@@ -318,7 +328,10 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
       top_k, e, n = (int(x or 0) for x in mc._ARM.match(arm.name).groups())
       assert c.model.freeze_embeddings and c.task.num_facts == n and c.train.steps * c.train.batch_size == e * n
       assert steps == s['exposures'][e] and len(sweep.group_runs(runs)) == (len(runs) if top_k else 1)
-      assert c.model.moe.num_experts == (mc.MOE_EXPERTS if top_k else 0) and (not top_k or c.model.moe.top_k == top_k)
+      experts = {o.get(mc.EXPERTS) for o in arm.points.values()}
+      assert experts <= set(s['moe_facts']) if top_k else experts == {None}
+      assert (c.model.moe.num_experts in s['moe_facts']) if top_k else c.model.moe.num_experts == 0
+      assert not top_k or (c.model.moe.top_k == top_k and c.model.d_ff == s['moe_width'])
       assert arm.rates == (mc.MOE_RATES[scale] if top_k else mc.E_RATES.get(scale, {}).get(e))
   assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']  # the random-label arm can fail
   rl = sweep.expand(arms[-1].base, [arms[-1].points[f'N={mc.RL_QUARTER}']])[0].config
@@ -329,12 +342,14 @@ def test_parameter_counts_match_the_formulas():
   for arm in mc.arms('full')[:-1]:
     for run in sweep.expand(arm.base, list(arm.points.values())):
       c = models.model_counts(run.config, tasks.build_task(run.config))
-      w, top_k = run.config.model.d_ff, run.config.model.moe.top_k if run.config.model.moe.num_experts else 0
-      assert c['num_trainable_params'] == (moe_size(w) if top_k else dense_size(w))
+      m = run.config.model
+      w, x, top_k = m.d_ff, m.moe.num_experts, m.moe.top_k if m.moe.num_experts else 0
+      assert c['num_trainable_params'] == (moe_size(x, w) if top_k else dense_size(w))
       if top_k:
-        assert c['num_active_ffn_params'] == 2 * (D * mc.MOE_EXPERTS + top_k * (2 * D * w + w + D))
-  assert [moe_size(w) for w in S['moe_d_es']] == [2128]
-  assert [dense_size(f) for f in S['d_ffs']] == [2192, 4304, 8528]  # the MoE size is 3% below the smallest
+        assert c['num_active_ffn_params'] == moe_active(x, w, top_k)
+  assert [moe_size(x, S['moe_width']) for x in S['moe_facts']] == [2416, 7152]  # inside the dense range:
+  assert [dense_size(f) for f in S['d_ffs']] == [2192, 4304, 8528]
+  assert moe_size(16, 1) == 2128  # the arm before issue 46: 3% below it
 
 
 @pytest.mark.slow

@@ -14,17 +14,18 @@ bits stored = N log2 V minus the total cross-entropy on the facts in bits (tasks
 random embeddings, so the facts live only in the FFN blocks and 3 norm scales: bits per non-embedding
 (= trainable) parameter. d_model 16, d_ff 32, 64, 128 (2,192, 4,304, 8,528 parameters; full scale). E
 exposures per fact at a fixed step budget per E, batch = E N / steps (the T/2 runs keep E and double the
-batch). One arm per (E, N); its points are the sizes whose peak that N helps bracket. MoE arms (full: 1,000
-exposures): each FFN 16 ReLU experts of width 1 (Switch softmax-then-top-k router, k = 1, 2, dropless,
-default load-balance and z losses; 2,128 total non-embedding parameters, at the dense range's lower end: the
-dense figure there is d_ff 32's, 2,192), with a lower rate grid (an earlier run chose its bottom, 0.03,
-at every size). The regime policy tunes the rate per point on the mean over seeds of the final
-cross-entropy on the facts (`eval_loss`, the training objective). Random labels (bare FFN d = 16, h = 64,
-1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the loss left (~1e-14 at
-Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N has the most bits
-in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.03, 0.1, 0.3} at E = 1,000
-and {0.01, 0.03, 0.1, 0.3} at E = 100, MoE {0.01, 0.03, 0.1} to start, 5 seeds, cap 3,600 run-seconds. The sizes
-and grids, and why these (d_ff 16 dropped, 128 added; d_ff 256 and wider MoE experts over the cap on 2 CPU
+batch; full: E = 1,000 is 8,000 steps of batch N/8, so "exposures" are passes over the facts in minibatches, not
+full-batch steps). One arm per (E, N); its points are the sizes whose peak that N helps bracket. MoE arms (full:
+1,000 exposures, the dense arm's batches): each FFN 4 or 12 ReLU experts 8 units wide (Switch
+softmax-then-top-k router, k = 1, 2, dropless, default load-balance and z losses; 2,416 and 7,152 total
+non-embedding parameters, inside the dense range, the router 5% of them), one arm per (k, N) with the sizes
+whose peak that N brackets as points, with their own rate grid. The regime policy tunes the rate per point on
+the mean over seeds of the final cross-entropy on the facts (`eval_loss`, the training objective). Random labels
+(bare FFN d = 16, h = 64, 1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the
+loss left (~1e-14 at Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N
+has the most bits in the mean over seeds; every seed is read at that N. Full scale: dense rates {0.03, 0.1, 0.3}
+at E = 1,000 and {0.01, 0.03, 0.1, 0.3} at E = 100, MoE {0.01, 0.03, 0.1} to start, 5 seeds, cap FULL_CAP =
+7,200 reference-seconds. The sizes and grids, and why these (d_ff 16 dropped, 128 added; d_ff 256 over the cap on 2 CPU
 cores): history.md.
 
 Verdict rules (fixed before the run; Holm over all of them; in `rules` order: 1 and 2 are rule 1 at E = 1,000
@@ -45,10 +46,9 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
      inverted; reproduced if the CI lies above 1 / 1.3, not reproduced if below. Premise (d) the MoE arm can
      express the comparison, computed from its runs: experts at least MOE_MIN_WIDTH = 8 units wide, the router
      under MOE_MAX_ROUTER = 10% of the MoE's total non-embedding parameters, and every MoE size inside the dense
-     arm's size range (no clamped extrapolation). The published arm (experts 1 wide, the router 512 of 2,128
-     total and of 658 active parameters, 2,128 below the dense 2,192) fails it: issue 46 redesigns it. Gated
-     also on (b) for the MoE arm and the dense arm at its E; no slope check: the comparison is at matched
-     size, and 3 MoE sizes over 2x cannot give a narrow slope CI.
+     arm's size range (no clamped extrapolation); the arm before issue 46 (16 experts 1 wide, the router 512 of
+     2,128 total parameters, below the dense range) failed it. Gated also on (b) for the MoE arm and the dense
+     arm at its E; no slope check: the comparison is at matched size, and 2 MoE sizes cannot give a slope CI.
 (b): a peak at the largest N fails if it rises >= 5% over the next N; a peak at the smallest N fails unless
 its bits exceed (N/2) log2 V, all that a grid point below could hold.
 Rate edges: a verdict reads a size only at its peak N, so an N whose every fact stored (N log2 V bits) is below
@@ -81,14 +81,14 @@ class Settings(TypedDict):
   exposures: dict[int, int]  # exposure count E -> steps
   d_ffs: dict[int, tuple[int, ...]]  # d_ff -> its N grid
   moe_e: int
-  moe_d_es: tuple[int, ...]  # expert widths
-  moe_facts: dict[int, tuple[int, ...]]  # top_k -> N grid
+  moe_width: int  # each expert's width (d_ff of an expert)
+  moe_facts: dict[int, tuple[int, ...]]  # number of experts (an MoE size) -> its N grid
   rl_points: tuple[int, ...]
   rl_steps: int
 
 
 # Per scale: steps per exposure count E (T; the regime's steps is their common divisor), d_ff -> its N grid,
-# the MoE arms' E, expert widths and N grid per k, the random labels' N grid and steps.
+# the MoE arms' E, expert width and N grid per number of experts, the random labels' N grid and steps.
 SETTINGS: dict[str, Settings] = {
   'smoke': dict(
     d_model=8,
@@ -97,8 +97,8 @@ SETTINGS: dict[str, Settings] = {
     exposures={1000: 20, 100: 20},  # both claimed E: the study declares one verdict per E at every scale
     d_ffs={8: (64, 128), 16: (64, 128), 32: (64, 128)},
     moe_e=100,
-    moe_d_es=(1,),
-    moe_facts={1: (128,), 2: (128,)},
+    moe_width=8,
+    moe_facts={2: (128,), 4: (128,)},
     rl_points=(256, 2048),
     rl_steps=100,
   ),
@@ -106,11 +106,11 @@ SETTINGS: dict[str, Settings] = {
     d_model=16,
     relations=16,
     values=256,
-    exposures={1000: 1000, 100: 400},
+    exposures={1000: 4000, 100: 400},  # E = 1,000 at batch N/4
     d_ffs={16: (256, 512), 32: (512, 1024), 64: (512, 1024, 2048)},
     moe_e=100,
-    moe_d_es=(2,),
-    moe_facts={1: (256, 512, 1024), 2: (256, 512, 1024)},
+    moe_width=8,
+    moe_facts={4: (256, 512, 1024), 8: (512, 1024, 2048)},
     rl_points=(256, 1024, 2048),
     rl_steps=2000,
   ),
@@ -118,11 +118,11 @@ SETTINGS: dict[str, Settings] = {
     d_model=16,
     relations=16,
     values=256,
-    exposures={1000: 1000, 100: 400},
+    exposures={1000: 8000, 100: 400},  # E = 1,000 at batch N/8: exposures, not full-batch steps
     d_ffs={32: (512, 1024, 2048), 64: (512, 1024, 2048), 128: (1024, 2048, 4096)},
     moe_e=1000,
-    moe_d_es=(1,),
-    moe_facts={1: (256, 512, 1024), 2: (256, 512, 1024)},
+    moe_width=8,
+    moe_facts={4: (256, 512, 1024), 12: (1024, 2048, 4096)},  # 2,416 and 7,152 parameters: inside the dense range
     rl_points=(128, 256, 512, 1024, 2048),
     rl_steps=4000,
   ),
@@ -135,7 +135,12 @@ MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
 BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]
 SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3  # check (a)
 PEAK_RISE = 0.05  # check (b)
-MOE_EXPERTS, MOE_TOP_KS = 16, (1, 2)
+MOE_TOP_KS = (1, 2)
+# Full cap in reference-seconds, fixed before the first run of issue 46's design: the published run's step rates
+# put the E = 1,000 dense arm at 8,000 steps of N/8 near its old cost (~2,300 run-seconds: a step of N/8 ran 8.5x
+# faster than one of N) and the MoE arms (2 sizes, 6 N, top-1 and top-2) at 2,000-4,000; two hours, above issue
+# 46's 60-minute guide, rather than a cap that stops the run before its ladders.
+FULL_CAP = 7200.0
 MOE_FACTOR = 1.3  # rule 3: MoE keeps at least 1 / 1.3 of dense bits per total parameter
 MOE_MIN_WIDTH = 8  # premise (d): experts at least this wide
 MOE_MAX_ROUTER = 0.10  # premise (d): the router under this share of the MoE's total non-embedding parameters
@@ -144,11 +149,16 @@ RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
 RL_FIT_LEVEL = 0.9
 SEED, E, N, K, SIZE = regime_lib.SEED, 'exposures', 'facts', 'top_k', 'num_trainable_params'
-_ARM = re.compile(rf'(?:moe{MOE_EXPERTS}_k(\d+)_)?e(\d+)_n(\d+)$')
+_ARM = re.compile(r'(?:moe_k(\d+)_)?e(\d+)_n(\d+)$')
+EXPERTS = 'model.moe.num_experts'
 
 
 def arm_name(exposures: int, facts: int, top_k: int = 0) -> str:
-  return f'moe{MOE_EXPERTS}_k{top_k}_e{exposures}_n{facts}' if top_k else f'e{exposures}_n{facts}'
+  return f'moe_k{top_k}_e{exposures}_n{facts}' if top_k else f'e{exposures}_n{facts}'
+
+
+def moe_label(experts: int) -> str:
+  return f'experts={experts}'
 
 
 def dense_label(e: int, n: int, d_ff: int) -> str:
@@ -170,8 +180,7 @@ def _memorization_base(s: Settings, facts: int):
 def _moe_base(s: Settings, facts: int, top_k: int):
   c = _memorization_base(s, facts)
   e = c.model.moe
-  e.num_experts, e.top_k, e.router, e.capacity_factor = MOE_EXPERTS, top_k, 'softmax_topk', 0.0
-  e.dispatch = 'ragged'  # same numbers as sort; cheaper on CPU for 16 experts of width <= 3 (a dense masked product)
+  e.num_experts, e.top_k, e.router, e.capacity_factor = max(s['moe_facts']), top_k, 'softmax_topk', 0.0
   return c
 
 
@@ -207,17 +216,17 @@ def arms(scale: str) -> list[base.Arm]:
         )
       )
   moe_steps = s['exposures'][s['moe_e']] // unit
-  for k, ns in s['moe_facts'].items():
+  for k in MOE_TOP_KS:
     out += [
       base.Arm(
         arm_name(s['moe_e'], n, k),
         _moe_base(s, n, k),
-        {f'd_e={w}': {'model.d_ff': w} for w in s['moe_d_es']},
+        {moe_label(x): {EXPERTS: x, 'model.d_ff': s['moe_width']} for x, ns in s['moe_facts'].items() if n in ns},
         budget=_exposure_budget(s['moe_e'], n),
         rates=rates,
         steps_factor=moe_steps,
       )
-      for n in ns
+      for n in sorted({n for ns in s['moe_facts'].values() for n in ns})
     ]
   out.append(
     base.Arm(
@@ -391,8 +400,9 @@ def random_labels_verdict(sel: pd.DataFrame, s: Settings) -> stats.Verdict:
 
 
 def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
-  """Per (seed, MoE size): MoE peak bits per total non-embedding parameter and the same seed's dense figure at
-  that size, interpolated log-log between the dense sizes (clamped to the nearest one outside their range)."""
+  """Per (seed, MoE size): MoE peak bits per total and per active non-embedding parameter and the same seed's dense
+  figure at that size, interpolated log-log between the dense sizes (clamped to the nearest one outside their
+  range)."""
   rows = []
   for seed, g in moe_top.groupby(SEED):
     d = dense_top[dense_top[SEED] == seed].sort_values(SIZE)
@@ -405,11 +415,13 @@ def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
         {
           SEED: seed,
           SIZE: int(r[SIZE]),
+          'active': int(r['active']),
           'moe_bpp': r['bits_stored'] / r[SIZE],
+          'moe_bpa': r['bits_stored'] / r['active'],
           'dense_bpp': math.exp(np.interp(math.log(r[SIZE]), x, y)),
         }
       )
-  return pd.DataFrame(rows, columns=[SEED, SIZE, 'moe_bpp', 'dense_bpp'])
+  return pd.DataFrame(rows, columns=[SEED, SIZE, 'active', 'moe_bpp', 'moe_bpa', 'dense_bpp'])
 
 
 def ratio_p(a, b, edge: float) -> float:
@@ -431,9 +443,9 @@ def ratio_p(a, b, edge: float) -> float:
 
 def router_params(moe: pd.DataFrame, top_k: int) -> pd.Series:
   """Per MoE run, its router's parameters from its counts: the FFN's total minus active parameters are the E - k
-  experts not used per token, so one expert has (total - active) / (E - k) and the router what remains of the
-  active count after k experts."""
-  expert = (moe['num_ffn_params'] - moe['num_active_ffn_params']) / (MOE_EXPERTS - top_k)
+  experts not used per token (E: the run's `model.moe.num_experts`), so one expert has (total - active) / (E - k)
+  and the router what remains of the active count after k experts."""
+  expert = (moe['num_ffn_params'] - moe['num_active_ffn_params']) / (moe[EXPERTS].astype(float) - top_k)
   return moe['num_active_ffn_params'] - top_k * expert
 
 
@@ -484,8 +496,8 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
   r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
   p = ratio_p(pairs['moe_bpp'], pairs['dense_bpp'], floor) if math.isfinite(lo) else None
   v = stats.Verdict(
-    f'an MoE of {MOE_EXPERTS} experts (top-{top_k}) stores at least 1/{MOE_FACTOR:g} = {floor:.0%} of the dense peak '
-    f'bits per total non-embedding parameter ({e} exposures)',
+    f'an MoE ({"/".join(map(str, s["moe_facts"]))} experts {s["moe_width"]} wide, top-{top_k}) stores at least '
+    f'1/{MOE_FACTOR:g} = {floor:.0%} of the dense peak bits per total non-embedding parameter ({e} exposures)',
     stats.decide((lo, hi), floor, math.inf),
     r,
     (lo, hi),
@@ -500,7 +512,7 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
     else 'no CI: < 3 paired seeds, or a degenerate sample (no bits stored)',
     p_value=p,
     boundaries=(floor,),
-    points=tuple(f'{arm_name(e, n, top_k)}: d_e={w}' for n in s['moe_facts'][top_k] for w in s['moe_d_es'])
+    points=tuple(f'{arm_name(e, n, top_k)}: {moe_label(x)}' for x, ns in s['moe_facts'].items() for n in ns)
     + tuple(dense_label(e, n, f) for f, ns in s['d_ffs'].items() for n in ns),
     settled={**settled(moe, s['values']), **settled(dense, s['values'])},
   )
@@ -554,7 +566,7 @@ ABLATION = base.Study(
     scale: base.Regime(
       rates=RATES[scale], steps=steps_unit(SETTINGS[scale]), seeds=seeds, cap=cap, metric='eval_loss', mode='min'
     )
-    for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, 3600.0))
+    for scale, seeds, cap in (('smoke', 3, 70.0), ('quick', 3, 600.0), ('full', 5, FULL_CAP))
   },
   arms=arms,
   rules=rules,
@@ -563,11 +575,12 @@ ABLATION = base.Study(
     'Task `memorization` (N facts (subject, relation) -> object, V = 256 objects, train = test); `ffn_stack` '
     'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; one arm per (E, N) '
     'with the sizes it brackets as points; Adam, warmup, cosine decay; fixed steps per exposure count (full: '
-    "1,000 at E = 1,000, 400 at E = 100; the regime's T is their common unit, each arm a multiple of it), batch "
-    '= E N / steps: at E = 1,000 the T run is full-batch (1,000 steps of batch N; T/2 and T/4 keep E with batch '
-    '2N and 4N), at E = 100 its batch is N/4 at 400 steps and halves with each doubling of T. MoE: 16 ReLU '
-    'experts of width 1 per FFN, top-1 and top-2 (the router is 512 of their 2,128 total non-embedding '
-    'parameters). Random labels: bare FFN d 16, h 64, Adam 1e-2, not tuned.'
+    "8,000 at E = 1,000, 400 at E = 100; the regime's T is their common unit, each arm a multiple of it), batch "
+    '= E N / steps: at E = 1,000 the T run has batch N/8 (T/2 and T/4 keep E with batch N/4 and N/2), at E = 100 '
+    'its batch is N/4 at 400 steps and halves with each doubling of T. MoE: each FFN 4 or 12 ReLU experts 8 units '
+    'wide (2,416 and 7,152 total non-embedding parameters, inside the dense range; the router 5% of them), top-1 '
+    "and top-2, at E = 1,000 with the dense arm's batches. Random labels: bare FFN d 16, h 64, Adam 1e-2, not "
+    'tuned.'
   ),
   claims=(
     base.Claim(
@@ -575,7 +588,7 @@ ABLATION = base.Study(
       scope=(
         'Dense `ffn_stack` (2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16) at d_ff 32, '
         '64, 128 (2,192-8,528 trainable parameters, a 4x range) on N random facts over V = 256 objects, 1,000 '
-        'exposures per fact as 1,000 full-batch steps (batch N; the T/2 and T/4 rungs keep E at batch 2N and 4N), '
+        'exposures per fact as 8,000 minibatch steps (batch N/8; the T/2 and T/4 rungs keep E at batch N/4 and N/2), '
         'the peak over N in {512, ..., 4,096} per size at its tuned rate, 5 seeds (full scale); bits per trainable '
         '(non-embedding) parameter of a 2-block toy, not per parameter of a language model with learned embeddings '
         'trained on biographies as in Allen-Zhu & Li.'
@@ -614,12 +627,13 @@ ABLATION = base.Study(
       base.Claim(
         kind=stats.MAGNITUDE,
         scope=(
-          f'Each FFN of the same `ffn_stack` as {MOE_EXPERTS} ReLU experts one unit wide, top-{k} (Switch '
-          'softmax-then-top-k router, dropless, load-balance and z losses), 2,128 total non-embedding parameters of '
-          f'which the router is 512 (active: {658 if k == 1 else 756}), at 1,000 full-batch exposures (batch N), '
-          'peak over N in {256, 512, 1,024}, 5 seeds (full scale), against the dense arm per total parameter, whose '
-          'figure at 2,128 is clamped to its smallest size (2,192): one MoE size, not 32 experts of a trained '
-          'language model as in Allen-Zhu & Li.'
+          'Each FFN of the same `ffn_stack` as 4 or 12 ReLU experts 8 units wide, top-'
+          f'{k} (Switch softmax-then-top-k router, dropless, load-balance and z losses): 2,416 and 7,152 total '
+          'non-embedding parameters, the router about 5% of them, inside the dense range [2,192, 8,528] where the '
+          "dense figure is interpolated, at 1,000 exposures per fact with the dense arm's batches (N/8 at T), the "
+          'peak over N per size (4 experts: N in {256, 512, 1,024}; 12: {1,024, 2,048, 4,096}), 5 seeds (full '
+          'scale); per total parameter (per active parameter in the table, not judged); two MoE sizes, not 32 '
+          'experts of a trained language model as in Allen-Zhu & Li.'
         ),
         premise=(
           f'the MoE arm can express the comparison: experts at least {MOE_MIN_WIDTH} units wide, the router under '

@@ -186,4 +186,20 @@ CHANGES = (
     verdicts=(2,),
     to_positive=(2,),
   ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      "issue 46's redesign, after the MoE verdicts were invalid on premise (d) and a review read 1,000 full-batch "
+      'steps as "1,000 exposures" only loosely: the E = 1,000 arms train 8,000 steps of batch N/8 (was 1,000 of '
+      'batch N); the MoE arm is 4 or 12 experts 8 units wide (2,416 and 7,152 parameters, inside the dense range, '
+      "the router 5%; was 16 experts 1 wide, 2,128 parameters, the router 24%), with the dense arm's batches and "
+      'a table per active parameter; the full cap 3,600 -> 7,200 reference-seconds for the longer runs'
+    ),
+    outcome=(
+      'E = 1,000: inconclusive 1.57 [1.49, 1.65]; MoE top-1 and top-2: invalid (premise (d)) -> the outcomes of the '
+      'first run of this design'
+    ),
+    verdicts=(1, 4, 5),
+  ),
 )

@@ -50,7 +50,9 @@ def moe_table(mem: pd.DataFrame, s: study.Settings) -> pd.DataFrame:
         {
           study.K: k,
           'total non-emb params': size,
+          'active non-emb params': int(p['active'].mean()),
           'MoE bits/param': p['moe_bpp'].mean(),
+          'MoE bits/active param (not judged)': p['moe_bpa'].mean(),
           'dense bits/param (interpolated)': p['dense_bpp'].mean(),
           'MoE / dense': r,
           'CI': f'[{lo:.3g}, {hi:.3g}]',
@@ -143,7 +145,7 @@ def moe_and_random_labels_figure(
   fig, axes = base.figure(1, 3, size=(5.5, 4.2))
   axes = axes.ravel()
   arms = [('dense', study.peaks(study.family(mem, 0, s['moe_e'])))] + [
-    (f'MoE {study.MOE_EXPERTS} experts, top-{k}', study.peaks(study.family(mem, k, s['moe_e'])))
+    (f'MoE, experts {s["moe_width"]} wide, top-{k}', study.peaks(study.family(mem, k, s['moe_e'])))
     for k in study.MOE_TOP_KS
   ]
   for ax, x in ((axes[0], study.SIZE), (axes[1], 'active')):
@@ -221,8 +223,9 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
         stats.summarize(mem, [study.K, study.E, study.SIZE, study.N], ['bits_stored', 'accuracy']),
       ),
       base.Table(
-        f'MoE arms ({study.MOE_EXPERTS} experts): peak bits per total parameter against the dense arm at the '
-        'same size, ratio of means over seeds (95% CI: t on the log ratio below 10 seeds, BCa from 10)',
+        f'MoE arms ({"/".join(map(str, s["moe_facts"]))} experts {s["moe_width"]} wide): peak bits per total '
+        'parameter against the dense arm at the same size, ratio of means over seeds (95% CI: t on the log ratio '
+        'below 10 seeds, BCa from 10)',
         moe_table(mem, s),
       ),
       base.Table(
