@@ -98,7 +98,7 @@ SETTINGS: dict[str, Settings] = {
     d_ffs={8: (64, 128), 16: (64, 128), 32: (64, 128)},
     moe_e=100,
     moe_width=8,
-    moe_facts={2: (128,), 4: (128,)},
+    moe_facts={4: (128,), 8: (128,)},
     rl_points=(256, 2048),
     rl_steps=100,
   ),
