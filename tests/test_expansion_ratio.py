@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from ffn_research import ablations
 from ffn_research import models
 from ffn_research import rules as rules_lib
 from ffn_research import stats
@@ -157,7 +158,7 @@ def test_present_table_and_figure(tmp_path):
   sel = _sel(STEEP)
   verdicts = er.rules(sel, 'full')
   result = base.Result(sel, pd.DataFrame(), sel, sel, verdicts, 'full')
-  shown = er.present(result, base.Context(outdir=str(tmp_path), scale='full'))
+  shown = ablations.get('expansion_ratio').present(result, base.Context(outdir=str(tmp_path), scale='full'))
   t = shown.tables[0].frame
   assert len(t) == 12 and (tmp_path / 'loss_vs_ratio.png').stat().st_size > 0
   row = t[(t['N target'] == 38_000) & (t['r'] == 16)].iloc[0]

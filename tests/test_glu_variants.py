@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import models
 from ffn_research import stats
 from ffn_research import sweep
@@ -262,7 +263,7 @@ def test_present_tables_figure_and_headline(tmp_path):
   sel = selection(noise=0.002)
   verdicts = stats.holm(gv.rules(sel, 'full'))
   result = base.Result(sel, pd.DataFrame(), sel, sel.assign(**{gv.STEPS: 500}), verdicts, 'full')
-  shown = gv.present(result, base.Context(str(tmp_path), 'full'))
+  shown = ablations.get('glu_variants').present(result, base.Context(str(tmp_path), 'full'))
   assert (tmp_path / 'glu_variants.png').exists() and len(shown.figures) == 1
   t1 = shown.tables[0].frame
   assert list(t1['FFN']) == list(gv.PAPER_65K) and 'language (T = 1000)' in t1 and 'teacher_student rate' in t1

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from scipy.cluster.vq import kmeans2
 
+from ffn_research import ablations
 from ffn_research import config as config_lib
 from ffn_research import rules as rules_lib
 from ffn_research import stats
@@ -309,7 +310,7 @@ def test_present_on_a_synthetic_result(tmp_path):
   )
   verdicts = lb.rules(sel, 'smoke')
   result = base.Result(sel, tuning, sel, sel, verdicts, 'smoke')
-  out = lb.present(result, base.Context(str(tmp_path), 'smoke'))
+  out = ablations.get('load_balancing').present(result, base.Context(str(tmp_path), 'smoke'))
   assert [c.passed for c in out.checks] == [True, True] and '+1.5' in out.headline
   assert len(out.tables[0].frame) == 4 and len(out.tables[1].frame) == 2 * len(LRS)
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import models
 from ffn_research import rules as rules_lib
 from ffn_research import stats
@@ -299,7 +300,9 @@ def test_ratio_p_inverts_the_bootstrap_ci():
 def test_present_on_a_synthetic_result(tmp_path):
   sel = _sel()
   vs = stats.holm(mc.rules(sel, 'full'))
-  shown = mc.present(base.Result(sel, pd.DataFrame(), sel, sel, vs, 'full'), base.Context(str(tmp_path), 'full'))
+  shown = ablations.get('memorization_capacity').present(
+    base.Result(sel, pd.DataFrame(), sel, sel, vs, 'full'), base.Context(str(tmp_path), 'full')
+  )
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures) and len(shown.figures) == 2
   peaks = shown.tables[0].frame
   assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_facts'])

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import models
 from ffn_research import rules as rules_lib
 from ffn_research import stats
@@ -279,7 +280,7 @@ def test_present_on_a_synthetic_result(tmp_path):
   sel = _sel()
   tuning = pd.DataFrame([{'point': p, 'level': lv, 'rate': 0.01} for p in sel['point'].unique() for lv in ('T', 'T/2')])
   result = base.Result(sel, tuning, sel, sel, mr.rules(sel, SCALE), SCALE)
-  out = mr.present(result, base.Context(str(tmp_path), SCALE))
+  out = ablations.get('moe_memorization_vs_reasoning').present(result, base.Context(str(tmp_path), SCALE))
   assert out.headline.startswith('top1 memorization: G 0.9') and len(out.tables[0].frame) == 8
   assert len(out.tables[1].frame) == 5 and len(out.tables[2].frame) == 4
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import config as config_lib
 from ffn_research import stats
 from ffn_research import validation
@@ -237,7 +238,7 @@ def test_present_tables_figure_and_the_matched_active_note(tmp_path):
   verdicts = stats.holm(moe_topk.rules(sel, 'full'))
   frame = pd.concat([sel, sel.assign(**{'train.learning_rate': 0.3, 'score': sel['score'] + 0.2})])
   result = base.Result(frame, pd.DataFrame(), sel, sel, verdicts, 'full')
-  shown = moe_topk.present(result, base.Context(str(tmp_path), 'full'))
+  shown = ablations.get('moe_topk').present(result, base.Context(str(tmp_path), 'full'))
   assert (tmp_path / 'moe_topk.png').exists()
   table = shown.tables[0].frame
   routers = table[table['point'].str.startswith('routers: ')]

@@ -432,3 +432,18 @@ def test_all_writes_index(smoke_dir):
   for name in ablations.names():
     report = json.loads((smoke_dir / name / 'report.json').read_text())
     assert report_lib.index_line(name, report) in lines
+
+
+def test_the_registry_attaches_each_study_its_presentation_and_a_study_without_one_does_not_run(tmp_path):
+  """Each study's tables and figures live in ablations/present/NAME.py, which imports the study (never the
+  reverse: no import cycle); ablations.get attaches them. A Study built by hand without `present` stops in one line
+  before training anything."""
+  for name in ablations.names():
+    study = ablations.get(name)
+    assert study.present is not None and study.present.__module__ == f'ffn_research.ablations.present.{name}'
+    with open(os.path.join(os.path.dirname(ablations.__file__), f'{name}.py'), encoding='utf-8') as f:
+      assert 'ablations.present' not in f.read()
+  bare = dataclasses.replace(ablations.get('superposition'), present=None)
+  with pytest.raises(base.ReproduceError, match='has no presentation') as e:
+    runner.run_study(bare, str(tmp_path), 'smoke', progress=False)
+  assert '\n' not in str(e.value) and not any(tmp_path.iterdir())

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import models
 from ffn_research import stats
 from ffn_research import sweep
@@ -253,7 +254,7 @@ def test_an_ffn_refutation_needs_the_toy_reproduced_on_the_same_selection():
 def test_present_on_a_synthetic_result(tmp_path):
   sel = _sel(10, 5)
   result = base.Result(sel, pd.DataFrame(), sel, sel, sp.rules(sel, 'full'), 'full')
-  shown = sp.present(result, base.Context(outdir=str(tmp_path), scale='full'))
+  shown = ablations.get('superposition').present(result, base.Context(outdir=str(tmp_path), scale='full'))
   t = shown.tables[0].frame
   assert len(t) == 12 and (tmp_path / 'features_vs_sparsity.png').stat().st_size > 1000
   assert t[(t['arm'] == 'tied') & (t['1 - S'] == 0.01)]['represented mean'].iloc[0] == pytest.approx(10.5)

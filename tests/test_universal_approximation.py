@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import ablations
 from ffn_research import stats
 from ffn_research import sweep
 from ffn_research import train
@@ -297,7 +298,9 @@ def test_present_on_a_synthetic_result(tmp_path):
   assert [v.statistic for v in vs] == [
     v.statistic for v in stats.holm(ua.rules(_sel(), 'quick'))
   ]  # no verdict reads it
-  shown = ua.present(base.Result(frame, pd.DataFrame(), full, half, vs, 'quick'), base.Context(str(tmp_path), 'quick'))
+  shown = ablations.get('universal_approximation').present(
+    base.Result(frame, pd.DataFrame(), full, half, vs, 'quick'), base.Context(str(tmp_path), 'quick')
+  )
   assert [f.file for f in shown.figures] == ['sup_error_vs_width.png']
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures)
   budgets = shown.tables[0].frame

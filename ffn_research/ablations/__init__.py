@@ -1,11 +1,12 @@
 """Ablations: one published or theoretical claim each, one module each, found by name.
 
 Any module in this package (other than the machinery: base, cap, checks, judge, regime, report, runner;
-changes/, each study's design changes after results; present/, each study's tables and figures) that
-defines a module-level `ABLATION` is registered under `ABLATION.name`, which must equal the module name.
-Adding an ablation is adding its file, its present/ file and its test; nothing else to edit.
+changes/, each study's design changes after results; present/, each study's tables and figures, attached by
+`get`) that defines a module-level `ABLATION` is registered under `ABLATION.name`, which must equal the module
+name. Adding an ablation is adding its file, its present/ file and its test; nothing else to edit.
 """
 
+import dataclasses
 import importlib
 import pkgutil
 
@@ -43,4 +44,7 @@ def get(name: str):
     raise UnknownAblation(str(e)) from None
   if not isinstance(ablation, base.Study) or ablation.name != name:
     raise UnknownAblation(f'ffn_research/ablations/{name}.py must define ABLATION = base.Study(name={name!r}, ...)')
+  if ablation.present is None:  # its tables and figures: present/NAME.py, which imports the study (never the reverse)
+    shown = importlib.import_module(f'{__name__}.present.{name}')
+    ablation = dataclasses.replace(ablation, present=shown.present)
   return ablation

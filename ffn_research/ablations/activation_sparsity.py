@@ -363,13 +363,6 @@ CLAIMS = (
 )
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/activation_sparsity.py (which reads this module)."""
-  from ffn_research.ablations.present import activation_sparsity as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='activation_sparsity',
   claim=(
@@ -386,7 +379,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   setup=(
     'The `language` task (order-2 sparse Markov chain, V 16, 8 candidates, 4 next tokens, Dirichlet 0.5; '

@@ -148,8 +148,9 @@ class Study:
   arms: Callable[[str], Sequence[Arm]]  # scale -> arms
   rules: Callable[[pd.DataFrame, str], list[stats.Verdict]]  # (runs at one budget's chosen rates, scale) ->
   # verdicts, each naming its `points`
-  present: Callable[[Result, 'Context'], Presentation]  # tables, figure(s), headline
   collect: Callable[[str, Mapping[str, Any]], dict[str, Any]] | None = None  # (run dir, results row) -> values
+  # tables, figure(s), headline; None: the registry (ablations.get) attaches ablations/present/NAME.py's `present`
+  present: Callable[[Result, 'Context'], Presentation] | None = None
   setup: str = ''  # task/model in words, for the report
   claims: Sequence[Claim] = ()  # one per verdict of `rules`, in its order: kind, scope, premise
   changes: Sequence[DesignChange] = ()  # every change made after a result of this study was seen

@@ -337,13 +337,6 @@ CLAIMS = (
 )
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/expansion_ratio.py (which reads this module)."""
-  from ffn_research.ablations.present import expansion_ratio as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='expansion_ratio',
   claim=(
@@ -364,7 +357,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   claims=CLAIMS,
   changes=CHANGES,
 )

@@ -434,13 +434,6 @@ CLAIMS = (
 )
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/glu_variants.py (which reads this module)."""
-  from ffn_research.ablations.present import glu_variants as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='glu_variants',
   claim=(
@@ -466,6 +459,5 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
 )

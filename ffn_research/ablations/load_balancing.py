@@ -396,13 +396,6 @@ def _claims() -> tuple[base.Claim, ...]:
   )
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/load_balancing.py (which reads this module)."""
-  from ffn_research.ablations.present import load_balancing as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='load_balancing',
   claim=(
@@ -428,7 +421,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   claims=_claims(),
   changes=CHANGES,

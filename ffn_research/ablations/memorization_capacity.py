@@ -542,13 +542,6 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # git log). Verdict numbers: 1 = 2 bits at E = 1,000, 2 = 1 bit at E = 100, 3 = random labels, 4/5 = MoE top-1/2.
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/memorization_capacity.py (which reads this module)."""
-  from ffn_research.ablations.present import memorization_capacity as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='memorization_capacity',
   claim=(
@@ -570,7 +563,6 @@ ABLATION = base.Study(
   },
   arms=arms,
   rules=rules,
-  present=present,
   setup=(
     'Task `memorization` (N facts (subject, relation) -> object, V = 256 objects, train = test); `ffn_stack` '
     'with 2 residual ReLU FFN blocks, frozen random tied embeddings, d_model 16, d_ff swept; one arm per (E, N) '

@@ -456,13 +456,6 @@ def _claims() -> tuple[base.Claim, ...]:
   return (*overall, *per_task)
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/moe_memorization_vs_reasoning.py (which reads this module)."""
-  from ffn_research.ablations.present import moe_memorization_vs_reasoning as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='moe_memorization_vs_reasoning',
   claim=(
@@ -488,7 +481,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   claims=_claims(),
   changes=CHANGES,

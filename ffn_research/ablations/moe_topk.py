@@ -471,13 +471,6 @@ def _claims() -> tuple[base.Claim, ...]:
   )
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/moe_topk.py (which reads this module)."""
-  from ffn_research.ablations.present import moe_topk as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='moe_topk',
   claim=(
@@ -501,7 +494,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   claims=_claims(),
   changes=CHANGES,

@@ -427,13 +427,6 @@ _REF_PREMISE = (
 # git log). Verdicts: 1 rate, 2 decay, 3 budget, 4 layer, 5 keys layer 0, 6 keys layer 1, 7 values layer 1.
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/neurons.py (which reads this module)."""
-  from ffn_research.ablations.present import neurons as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='neurons',
   claim=(
@@ -456,7 +449,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   setup=(
     'The `language` task (order-2 sparse Markov chain, V 16, sequences of 32) on a 2-layer pre-norm '

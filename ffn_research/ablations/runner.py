@@ -398,6 +398,11 @@ def run_study(
   report.json. seed_offset K runs seeds K ... K+n-1 instead of 0 ... n-1, in workdir/NAME.seed_offsetK
   (outdir_name). judge_only: judge the runs on disk and write the report, training nothing (every planned run
   must be finished) and buying no extension (a wording fix lands without new runs, whatever the cap reads)."""
+  if study.present is None:
+    raise base.ReproduceError(
+      f'study {study.name} has no presentation: ablations.get attaches ablations/present/{study.name}.py; a Study '
+      'built by hand passes present='
+    )
   _check_scale(study, scale)
   regime = study.regimes[scale]
   outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))

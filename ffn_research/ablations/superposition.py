@@ -307,13 +307,6 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # --------------------------------------------------------------------------- report
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/superposition.py (which reads this module)."""
-  from ffn_research.ablations.present import superposition as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='superposition',
   claim=(
@@ -337,7 +330,6 @@ ABLATION = base.Study(
   regimes=REGIMES,
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   claims=(
     base.Claim(

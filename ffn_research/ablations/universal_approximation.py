@@ -434,13 +434,6 @@ CLAIMS = (
 )
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  """Tables, figures and headline: ablations/present/universal_approximation.py (which reads this module)."""
-  from ffn_research.ablations.present import universal_approximation as shown
-
-  return shown.present(result, ctx)
-
-
 ABLATION = base.Study(
   name='universal_approximation',
   claim=(
@@ -461,7 +454,6 @@ ABLATION = base.Study(
   },
   arms=arms,
   rules=rules,
-  present=present,
   collect=collect,
   setup=(
     f'Task `function` (x^2 on [-1, 1], {NUM_TRAIN:,} training points, sup error on an {GRID_SIZE:,}-point grid); '
