@@ -64,15 +64,21 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='f48fcac',
     change="issue 46's redesign, after the republication (verdicts 1-3 invalid: on the iid task 8x the total "
     'parameters bought -0.042 in ln(1 - R^2), the premise needs <= -0.1): every top-k and granularity arm moved '
     'to the clustered task, where the router arms showed routing matters; granularity from 8 experts of width 32 '
     '(was 4 of 64) so that G = 2 is top-2 at matched active and total; a sixth verdict, top-2 vs top-1 at matched '
     'active and total; the premise of 1-3 and 6 is top-1 beating dense of its active width by 0.1 on that task '
     '(with a doubling as remedy); top-1 is the learned router arm for every comparison (the iid arms and their '
-    'dense references dropped). Set before any run of this design',
-    outcome='no run of this design yet: the next full run gives its outcomes',
+    "dense references dropped). Set before any run of this design, but not before its premise's numbers: the "
+    'clustered router arms of 2026-11-26 had shown learned top-1 well below dense d_ff 32 (premise -0.506 then), '
+    'so the premise was known to pass when it was chosen',
+    outcome='the first run of this design (2026-11-27 19:15, ff5ec8d): fixed total invalid -> reproduced -0.164 '
+    '[-0.217, -0.111]; matched active invalid -> inconclusive -0.047 [-0.116, +0.022]; granularity invalid (published '
+    'before issue 45 as not reproduced) -> reproduced -0.128 [-0.203, -0.054]; the new verdict 6 reproduced -0.101 '
+    "[-0.159, -0.043] (the same runs as verdict 3's G = 2 leg); 4-5 reproduced -> reproduced",
     verdicts=(1, 2, 3, 6),
+    to_positive=(1, 3),
   ),
 )
