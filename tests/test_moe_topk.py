@@ -85,6 +85,9 @@ def test_mutual_information_known_tables():
 
 ROUTING_MATTERS = {  # both premises pass: dense of the active width worse by more than the margin, frozen worse
   'cluster_dense: d_ff=32': 1.0,
+  'cluster_dense: d_ff=16': 1.0,  # and at every other shape a verdict reads (the `sizes` arm's top-1 against these)
+  'cluster_dense: d_ff=8': 1.0,
+  'cluster_dense: d_ff=4': 1.0,
   'routers: frozen': 0.5,
   'routers: hash': 1.0,
 }
@@ -140,10 +143,14 @@ def test_verdicts_come_out_as_the_rules_say_with_their_points():
   assert vs[0].statistic == pytest.approx(-0.3, abs=0.01) and vs[1].statistic == pytest.approx(0.2, abs=0.01)
   assert vs[5].statistic == pytest.approx(0.15, abs=0.01)  # top-2 at matched active and total: G = 2 vs top-1
   assert vs[0].points == ('fixed_total: k=2', TOP1, DENSE)  # top-1 is the learned router arm's runs
-  assert vs[1].points == ('matched_active: k=2', TOP1, DENSE)
-  assert vs[2].points == (*(f'granularity: G={g}' for g in (2, 4, 8)), TOP1, DENSE) and vs[2].boundaries == (0.0,)
+  shape = lambda e, w: (f'sizes: E={e},w={w}', f'cluster_dense: d_ff={w}')  # top-1 at a shape, its dense
+  assert vs[1].points == ('matched_active: k=2', TOP1, DENSE, *shape(8, 16))
+  gran = (*(f'granularity: G={g}' for g in (2, 4, 8)), TOP1, DENSE, *shape(16, 16), *shape(32, 8), *shape(64, 4))
+  assert vs[2].points == gran and vs[2].boundaries == (0.0,)
   assert vs[3].points == ('routers: learned', 'routers: stop_grad', 'routers: frozen', DENSE)
-  assert vs[5].points == ('granularity: G=2', TOP1, DENSE)
+  assert vs[5].points == ('granularity: G=2', TOP1, DENSE, *shape(16, 16))
+  margins = vs[2].premises[0].detail  # the premise's margin at every shape the verdict reads
+  assert [f'top-1 of {e} x {w}' in margins for e, w in ((8, 32), (16, 16), (32, 8), (64, 4))] == [True] * 4
   assert all(c.passed for v in vs for c in v.checks)
   assert {a.name for a in moe_topk.arms('full')} == {
     'fixed_total',
@@ -151,6 +158,7 @@ def test_verdicts_come_out_as_the_rules_say_with_their_points():
     'granularity',
     'routers',
     'cluster_dense',
+    'sizes',
   }
   assert all(a.base.task.cluster_teachers for a in moe_topk.arms('full'))  # every arm on the clustered task
 
@@ -165,7 +173,8 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
     vs = moe_topk.rules(sel, 'full')
     assert len(vs) == len(claims) and all(len(v.premises) == 1 for v in vs)
   names = [v.premises[0].name for v in moe_topk.rules(selection(ROUTING_MATTERS), 'full')]
-  margin, clustered = 'premise: routing matters by the margin', 'premise: routing matters on the clustered task'
+  margin = 'premise: routing matters by the margin at every MoE shape read'
+  clustered = 'premise: routing matters on the clustered task'
   assert names == [margin] * 3 + [clustered] * 2 + [margin]
 
 
@@ -177,10 +186,16 @@ def test_topk_premise_top1_must_beat_dense_of_its_active_width_by_the_margin():
   assert vs[0].raw_outcome == R and 'routing matters by the margin' in vs[0].detail
   (c,) = vs[2].premises
   assert not c.passed and c.remedy == stats.DOUBLE_STEPS and c.points == vs[2].points  # a router may need longer
-  assert 'CI [' in c.detail and '-0.04' in c.detail
+  assert 'FAILS: top-1 of 8 x 32' in c.detail and '-0.04' in c.detail
   shift[DENSE] = 0.15  # beats dense by more than the margin
   vs = moe_topk.rules(selection(shift), 'full')
   assert vs[0].outcome == R and all(v.premises[0].passed for v in vs)
+  shift['cluster_dense: d_ff=8'] = 0.04  # routing buys too little at 32 x 8 only: granularity alone is invalid
+  vs = moe_topk.rules(selection(shift), 'full')
+  assert [v.outcome == INV for v in vs] == [False, False, True, False, False, False]
+  (c,) = vs[2].premises
+  assert 'FAILS: top-1 of 32 x 8' in c.detail and 'FAILS: top-1 of 16 x 16' not in c.detail
+  assert c.remedy == stats.DOUBLE_STEPS
   shift['routers: weight_1'] = -0.2  # the weight-1 router wins
   assert outcomes(selection(shift))[4] == NR
 

@@ -58,10 +58,13 @@ T/2, T) and carries a computed premise (a check with role stats.PREMISE):
      as rule 1 (expert parameters equal, the router's doubled).
 Gates: every point a verdict reads has 1 - R^2 more than 0.01 from 0 and from 1. Premises (positive
 controls; a failed one makes the verdict `invalid`, never `not reproduced`):
-  * 1-3 and 6, routing matters by a stated margin: top-1 of 8 experts of width 32 (8x the total parameters
-    of the dense FFN of its active width) beats dense d_ff 32 by more than ROUTING_MARGIN = 0.1: the paired CI
-    of mean(score(learned) - score(dense d_ff=32)) lies below -0.1 (remedy: double T, a router may need longer).
-    Where 8x the total buys less, the task cannot show what k or G change in routing.
+  * 1-3 and 6, routing matters by a stated margin at every MoE shape the verdict reads (`verdict_sizes`: 8 x 32
+    for all; 8 x 16 for rule 2; 16 x 16, 32 x 8, 64 x 4 for rule 3; 16 x 16 for rule 6): at each shape, top-1
+    beats the dense FFN of its active width (d_ff = the expert width) by more than ROUTING_MARGIN = 0.1, the
+    paired CI of the score difference below -0.1 (remedy: double T, a router may need longer). The `sizes` arm
+    and the dense references of widths 16, 8, 4 exist for this premise (added after a cold review of the first
+    run of this design, which computed it at 8 x 32 only). Where routing buys less than the margin at a shape,
+    the task cannot show what k or G change there.
   * 4-5, routing matters on the clustered task: the paired CI of mean(score(learned) - score(dense of
     expert width)) or of mean(score(learned) - score(frozen)) lies below 0 (a failed premise doubles T: a
     router may need longer to learn).
@@ -89,6 +92,40 @@ SEED = regime_lib.SEED
 RANGE_MARGIN = 0.01  # 1 - R^2 must keep this far from 0 (exact fit) and 1 (the mean)
 ROUTING_MARGIN = 0.1  # premise of 1-3, 6: top-1 (8x the total) beats dense of its active width by this, ln(1 - R^2)
 TOP1, DENSE_ACTIVE = 'routers: learned', f'cluster_dense: d_ff={TOTAL_WIDTH}'  # k = G = 1, and its dense reference
+
+
+def top1_point(experts: int, width: int) -> str:
+  """The top-1 MoE of `experts` x `width` (the router arm `learned` at 8 x 32; the `sizes` arm elsewhere)."""
+  return TOP1 if (experts, width) == (TOTAL_EXPERTS, TOTAL_WIDTH) else f'sizes: E={experts},w={width}'
+
+
+def dense_point(width: int) -> str:
+  return f'cluster_dense: d_ff={width}'
+
+
+def verdict_sizes(scale: str) -> dict[int, tuple[tuple[int, int], ...]]:
+  """Per top-k / granularity verdict (1-based), the MoE shapes (experts, width) it reads: the routing premise must
+  hold at each (issue 46: the margin at every size used)."""
+  gs = [g for g in POINTS[scale]['granularities'] if g > 1]
+  base_ = (TOTAL_EXPERTS, TOTAL_WIDTH)
+  return {
+    1: (base_,),
+    2: (base_, (TOTAL_EXPERTS, TOTAL_WIDTH // 2)),
+    3: (base_, *((g * TOTAL_EXPERTS, TOTAL_WIDTH // g) for g in gs)),
+    6: (base_, (2 * TOTAL_EXPERTS, TOTAL_WIDTH // 2)),
+  }
+
+
+def premise_points(shapes) -> tuple[str, ...]:
+  """The points the routing premise reads at these shapes: each top-1 MoE and its dense reference."""
+  return tuple(dict.fromkeys(p for e, w in shapes for p in (top1_point(e, w), dense_point(w))))
+
+
+def premise_shapes(scale: str) -> list[tuple[int, int]]:
+  """Every MoE shape a top-k or granularity verdict reads, once, in order."""
+  return list(dict.fromkeys(x for shapes in verdict_sizes(scale).values() for x in shapes))
+
+
 POINTS: dict[str, dict[str, tuple[int, ...]]] = {  # per scale: the top-k and granularity grids
   'smoke': dict(top_ks=(1, 2), granularities=(1, 2)),
   'quick': dict(top_ks=(1, 2, 4, 8), granularities=(1, 2, 4, 8)),
@@ -183,8 +220,12 @@ def arms(scale: str) -> list[base.Arm]:
   s = POINTS[scale]
   clustered = base_config(clustered=True)
   rates = None if scale == 'smoke' else CLUSTER_RATES
-  dense = {
-    f'd_ff={w}': {'model.moe.num_experts': 0, 'model.d_ff': w} for w in (TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH)
+  widths = dict.fromkeys([TOTAL_WIDTH, TOTAL_EXPERTS * TOTAL_WIDTH, *(w for _, w in premise_shapes(scale))])
+  dense = {f'd_ff={w}': {'model.moe.num_experts': 0, 'model.d_ff': w} for w in widths}
+  sizes = {
+    top1_point(e, w).removeprefix('sizes: '): {'model.moe.num_experts': e, 'model.d_ff': w}
+    for e, w in premise_shapes(scale)
+    if top1_point(e, w) != TOP1
   }
   return [
     base.Arm('fixed_total', clustered, {f'k={k}': {'model.moe.top_k': k} for k in s['top_ks'] if k > 1}, rates=rates),
@@ -202,6 +243,7 @@ def arms(scale: str) -> list[base.Arm]:
     ),
     base.Arm('routers', clustered, {a: dict(zip(ARM_KEYS, v, strict=True)) for a, v in ARMS.items()}, rates=rates),
     base.Arm('cluster_dense', clustered, dense, rates=rates),
+    base.Arm('sizes', clustered, sizes, rates=rates),  # top-1 at every other shape a verdict reads: its premise
   ]
 
 
@@ -247,32 +289,38 @@ def in_range(sel: pd.DataFrame, points) -> stats.Check:
 
 def compare(sel: pd.DataFrame, a: str, b: str, claim: str, premise: stats.Check, also=()) -> stats.Verdict:
   """Paired score(a) - score(b) < 0, gated on the range of every point read and on the verdict's premise."""
-  points = (a, b, *also)
+  points = tuple(dict.fromkeys((a, b, *also)))
   w = by_seed(sel, a, b)
   v = rules_lib.paired(w[a], w[b], expect='less', claim=claim)
   checks = [in_range(sel, points), dataclasses.replace(premise, points=points)]
   return dataclasses.replace(stats.gate(v, checks), points=points)
 
 
-def topk_premise(sel: pd.DataFrame) -> stats.Check:
-  """Premise of verdicts 1-3 and 6: routing matters by ROUTING_MARGIN. Top-1 of TOTAL_EXPERTS experts of width
-  TOTAL_WIDTH (8x the total parameters) beats the dense FFN of its active width: paired CI of the score
-  difference below -ROUTING_MARGIN. Remedy: double T for the two points (a router may need longer)."""
-  w = by_seed(sel, TOP1, DENSE_ACTIVE)
-  v = rules_lib.paired(w[TOP1], w[DENSE_ACTIVE], expect='less', margin=ROUTING_MARGIN, claim='')
-  total, _ = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1)
-  check = stats.premise_check(
-    'premise: routing matters by the margin',
-    v.statistic,
-    v.ci,
-    -math.inf,
-    -ROUTING_MARGIN,
-    what=f'score(top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH}, {total:,} parameters) - score(dense d_ff '
-    f'{TOTAL_WIDTH}, {expert_params(TOTAL_WIDTH):,}), ln(1 - R^2), paired over {v.n} seeds',
+def topk_premise(sel: pd.DataFrame, shapes=((TOTAL_EXPERTS, TOTAL_WIDTH),)) -> stats.Check:
+  """Premise of verdicts 1-3 and 6: routing matters by ROUTING_MARGIN at every MoE shape the verdict reads. At each
+  (experts, width), top-1 beats the dense FFN of its active width (d_ff = width): paired CI of the score difference
+  below -ROUTING_MARGIN; the detail gives each margin. Remedy: double T for the failing pairs (a router may need
+  longer)."""
+  parts, failing = [], []
+  for e, width in shapes:
+    moe, dense = top1_point(e, width), dense_point(width)
+    w = by_seed(sel, moe, dense)
+    v = rules_lib.paired(w[moe], w[dense], expect='less', margin=ROUTING_MARGIN, claim='')
+    ok = bool(math.isfinite(v.ci[1]) and v.ci[1] <= -ROUTING_MARGIN)
+    total, _ = moe_params(e, width, 1)
+    parts.append(
+      f'{"" if ok else "FAILS: "}top-1 of {e} x {width} ({total:,} parameters) - dense d_ff {width} '
+      f'({expert_params(width):,}): {v.statistic:+.3g} [{v.ci[0]:+.3g}, {v.ci[1]:+.3g}], n = {v.n}'
+    )
+    failing += [] if ok else [moe, dense]
+  check = stats.as_premise(
+    stats.Check(
+      'premise: routing matters by the margin at every MoE shape read',
+      not failing,
+      '; '.join(parts) + f' (ln 1 - R^2, paired by seed; each CI must lie <= -{ROUTING_MARGIN:g})',
+    )
   )
-  if check.passed:
-    return check
-  return dataclasses.replace(check, remedy=stats.DOUBLE_STEPS, points=(TOP1, DENSE_ACTIVE))
+  return check if not failing else dataclasses.replace(check, remedy=stats.DOUBLE_STEPS, points=tuple(failing))
 
 
 def routing_premise(sel: pd.DataFrame) -> stats.Check:
@@ -349,7 +397,10 @@ def _granularity(sel: pd.DataFrame, scale: str, topk: stats.Check) -> stats.Verd
       'G > 1 beats G = 1'
     ),
   )
-  gran_points = (*[f'granularity: G={g}' for g in POINTS[scale]['granularities'] if g > 1], TOP1, DENSE_ACTIVE)
+  gran_points = (
+    *[f'granularity: G={g}' for g in POINTS[scale]['granularities'] if g > 1],
+    *premise_points(verdict_sizes(scale)[3]),
+  )
   return dataclasses.replace(
     stats.gate(v3, [in_range(sel, gran_points), dataclasses.replace(topk, points=gran_points)]), points=gran_points
   )
@@ -358,7 +409,8 @@ def _granularity(sel: pd.DataFrame, scale: str, topk: stats.Check) -> stats.Verd
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   """The six verdicts of the module docstring, every point at its chosen rate."""
   premise, refs = routing_premise(sel), ('routers: frozen', DENSE_ACTIVE)
-  topk = topk_premise(sel)
+  sizes = verdict_sizes(scale)
+  topk = {i: topk_premise(sel, sizes[i]) for i in sizes}
   (half_total, _), (full_total, _) = (
     moe_params(TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2),
     moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1),
@@ -370,8 +422,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       TOP1,
       f'at fixed total parameters ({TOTAL_EXPERTS} experts of '
       f'width {TOTAL_WIDTH}; top-2 has twice the active expert parameters), top-2 beats top-1',
-      topk,
-      (DENSE_ACTIVE,),
+      topk[1],
+      premise_points(sizes[1]),
     ),
     compare(
       sel,
@@ -380,10 +432,10 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       f'at matched active parameters ({TOTAL_EXPERTS} experts, top-2 of width {TOTAL_WIDTH // 2} against top-1 of '
       f'width {TOTAL_WIDTH}; top-2 has about half the total parameters, {half_total:,} against {full_total:,}), '
       'top-2 beats top-1',
-      topk,
-      (DENSE_ACTIVE,),
+      topk[2],
+      premise_points(sizes[2]),
     ),
-    _granularity(sel, scale, topk),
+    _granularity(sel, scale, topk[3]),
     compare(
       sel,
       'routers: learned',
@@ -408,8 +460,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       TOP1,
       f'at matched active and total expert parameters (top-2 of {2 * TOTAL_EXPERTS} experts of width '
       f'{TOTAL_WIDTH // 2} against top-1 of {TOTAL_EXPERTS} of width {TOTAL_WIDTH}), top-2 beats top-1',
-      topk,
-      (DENSE_ACTIVE,),
+      topk[6],
+      premise_points(sizes[6]),
     ),
   ]
 
@@ -432,10 +484,10 @@ def _claims() -> tuple[base.Claim, ...]:
     'held-out error sits above train (the table gives the ratio; the cited papers train in one pass)'
   )
   topk_words = (
-    f'routing matters by a stated margin: top-1 of {TOTAL_EXPERTS} experts of width {TOTAL_WIDTH} '
-    f'({TOTAL_EXPERTS}x the total parameters) beats the dense FFN of its active width (d_ff {TOTAL_WIDTH}) by more '
-    f'than {ROUTING_MARGIN:g} in ln(1 - R^2) (paired CI of the difference below -{ROUTING_MARGIN:g}), at the same '
-    'budget and tuned rates'
+    'routing matters by a stated margin at every MoE shape the verdict reads: at each (experts x width), top-1 '
+    f'beats the dense FFN of its active width (d_ff = the expert width) by more than {ROUTING_MARGIN:g} in '
+    f'ln(1 - R^2) (paired CI of the difference below -{ROUTING_MARGIN:g}), at the same budget and tuned rates; '
+    'the detail gives every margin'
   )
   routing_words = (
     f'routing matters on the clustered task: the learned router beats the dense FFN of its expert width (d_ff '
