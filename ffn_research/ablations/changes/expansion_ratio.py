@@ -100,8 +100,9 @@ CHANGES = (
       'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
     ),
     outcome=(
-      'both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> the outcome '
-      'of the same run resumed under the new rule (its doublings)'
+      'both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> resumed '
+      '(19:42): both points doubled to T = 3,200, spreads 3.89% and 2.70% (the rule alone reproduced), both '
+      'invalid on the premise (reducible share 4.17% and 3.42%, under 5%)'
     ),
     verdicts=(1, 2),
   ),
@@ -116,8 +117,8 @@ CHANGES = (
       'achieved ratios and says at which T the ratios outside the spread ran'
     ),
     outcome=(
-      'on the 18:42 runs no outcome of the six other re-judgeable reports changes (re-judged); this study is '
-      'resumed under the new rules: the outcome of that run'
+      'no outcome of the six other re-judgeable reports changes (re-judged on their runs); this study, resumed '
+      'under the new rules, doubled to T = 3,200 and is invalid on its premise (the row above)'
     ),
     verdicts=(1, 2),
   ),
