@@ -347,7 +347,8 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   assert '**changed after results** (2026-11-20 **(null -> positive)**): grid widened' in strong
   assert '1 other design change(s) after results moved it' in weak  # verdict 3 moved, not to positive
   assert (
-    '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**; '
+    '**invalid: a check the verdict rests on failed, so this setup cannot decide the claim (no extension remedies '
+    'it)**; '
     'failed: premise: dense slope >= 0.8: slope 0.35' in md
   )
   assert '- PASS trained to a plateau: change 0.001' in md and '- **FAIL** premise: dense slope >= 0.8' in md

@@ -37,7 +37,8 @@ Premise (role `stats.PREMISE`): the measured quantity can move. The spread is of
 of which is the chain's entropy floor, which no shape can change: spread = (E_worst - E_best) / L_best
 for the excess bits E. So the best shape's reducible share E_best / L_best (per seed; mean with a CI
 bounded to (0, 1)) must be at least MIN_REDUCIBLE_SHARE = FLAT_LEVEL / 100: a shape with twice the best
-shape's excess then crosses the 5% boundary (Kaplan et al.'s reducible share is about half). Below it,
+shape's excess then crosses the 5% boundary (issue 47 asks for a language whose reducible share is about half
+the loss; Kaplan et al.'s L(N) has no floor term to compare with). Below it,
 "spread < 5%" can hardly fail and the verdict is `invalid` (no remedy: more steps shrink the share).
 Gates (stats.gate; the runner adds every seed at its chosen rate): not pinned: each flat shape's
 mean excess bits lies more than RANGE_MARGIN bits above the floor (0) and below the bigram excess (a

@@ -136,8 +136,11 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   ]
   gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
   if gated:  # gate's detail names each failed check that set the outcome, with its numbers: said once, here
+    invalidating = [c for c in v.failed_checks if c.demote == verdict_lib.INVALID]
+    fixable = any(c.remedy for c in invalidating)
+    as_run, never = (', as run,', '') if fixable else ('', ' (no extension remedies it)')
     why = (
-      '**invalid: a check the verdict rests on failed, so this setup, as run, cannot decide the claim**'
+      f'**invalid: a check the verdict rests on failed, so this setup{as_run} cannot decide the claim{never}**'
       if v.outcome == verdict_lib.INVALID
       else f'**{v.outcome}** (the rule alone gave {v.raw_outcome})'
     )
@@ -215,16 +218,13 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
       f'| {it["iteration"]} | {it.get("commit") or "–"} | {it["runs_planned"]} | {it["runs_run"]} | '
       f'{it["wall_s"]:.0f} | {failed.replace("|", "/")} | {then.replace("|", "/")} |'
     )
-  ran, planned = (
-    sum(it['runs_run'] for it in r['iterations']),
-    max((it['runs_planned'] for it in r['iterations']), default=0),
-  )
-  if ran < planned:
+  first = next((it for it in r['iterations'] if not it.get('earlier')), None)
+  if first and first['runs_run'] < first['runs_planned']:
     lines += [
       '',
-      f'The passes above ran {ran} of the {planned} runs the last one read; the other {planned - ran} were finished '
-      'on disk before them (an invocation stopped before its pass ended, or an earlier run of the same configs); '
-      'the wall time of every invocation is in the total.',
+      f'{first["runs_planned"] - first["runs_run"]} of the {first["runs_planned"]} runs pass {first["iteration"]} '
+      'planned were finished on disk before it began (an invocation stopped before its pass ended, or an earlier '
+      'run of the same configs); the wall time of every invocation is in the total.',
     ]
   if r.get('next'):
     n = r['next']

@@ -235,7 +235,11 @@ def _stop_reason(
   if not failed:
     return 'every check of every verdict passed', None
   if not actions:
-    return 'more compute cannot help: every verdict with a failed check has one with no remedy left', None
+    return (
+      'no extension remedies what failed: every verdict with a failed check has one that more steps or rates cannot '
+      'fix (a premise more steps do not change, or no doubling or rate extension left)',
+      None,
+    )
   if spent + cost > cap.run_s or judge_only:
     why = (
       f'judge only (--judge_only): the next extension (~{cost:.0f} run-seconds) was not run'

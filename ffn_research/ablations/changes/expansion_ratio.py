@@ -80,7 +80,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='43f1e1c',
     change=(
       "wording only, after the 18:42 republication: each verdict's scope quoted the superseded report's budget "
       '(6,400 and 3,200 steps) and entropy-floor share (97.6%, 96.6%); it now points to the ladder line and the '
@@ -92,7 +92,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='fbc31ef',
     change=(
       "the runner's stability rule (machinery, all studies), after expansion_ratio's republished run of 18:42: a "
       'rate tie whose tied rate makes the ladder stable no longer withholds the doubling an unsettled ladder needs '
@@ -108,7 +108,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='cddebcd, c13492b',
     change=(
       'after a cold review of the 18:42 republication: a rate worse than the chosen one on every seed is no longer '
       "tied (the machinery, all studies: 38k r = 8's tied 0.06 was worse on all 5 seeds by 0.04-1.4 bits, two of "

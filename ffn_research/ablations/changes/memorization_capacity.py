@@ -188,7 +188,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='3c4b2cd',
     change=(
       "issue 46's redesign, after the MoE verdicts were invalid on premise (d) and a review read 1,000 full-batch "
       'steps as "1,000 exposures" only loosely: the E = 1,000 arms train 8,000 steps of batch N/8 (was 1,000 of '

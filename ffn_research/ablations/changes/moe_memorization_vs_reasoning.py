@@ -86,7 +86,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='fbc31ef',
     change=(
       "the runner's stability rule (machinery, all studies), after expansion_ratio's republished run of 18:42: a "
       'rate tie whose tied rate makes the ladder stable no longer withholds the doubling an unsettled ladder needs '

@@ -83,7 +83,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='acaae36',
     change=(
       'after a cold review of the first run of the redesign (the routing premise computed at 8 x 32 only, while '
       'verdicts 2, 3 and 6 read 8 x 16, 16 x 16, 32 x 8 and 64 x 4): the premise of 1-3 and 6 holds at every MoE '

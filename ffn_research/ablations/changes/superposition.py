@@ -62,7 +62,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='ff5ec8d',
     change=(
       "issue 47's redesign of the FFN arm, after its verdict was invalid on the per-seed dense premise (one seed "
       'counting 12 features by the weight-norm criterion): the FFN gains an output ReLU (model.arch ffn_relu_out, '

@@ -11,18 +11,26 @@ from ffn_research.ablations import base
 from ffn_research.ablations import expansion_ratio as study
 
 
-def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
+def _at_steps(full: pd.DataFrame, ladder, points, steps: int) -> pd.DataFrame:
+  """Seeds x points of the total loss of `points` at `steps`, each at its chosen rate for that budget (a rung of the
+  ladder, or T), so that a shape is compared with the spread's best at its own budget."""
+  frames = [full, *(ladder or {}).values()]
+  at = pd.concat([f[f['point'].isin(points) & (f['train.steps'] == steps)] for f in frames if len(f)])
+  if at.empty:
+    return pd.DataFrame(columns=list(points))
+  at = at.drop_duplicates(['point', study.SEED])
+  return at.pivot_table(index=study.SEED, columns='point', values=study.LOSS)
+
+
+def relative_loss(full: pd.DataFrame, scale: str, ladder=None) -> pd.DataFrame:
   """Per shape: total and excess bits (mean, t CI) and the % change of the total loss relative to the best
-  shape of the spread (r in FLAT_RATIOS, by mean total loss: the verdict's reference; ratio of means and its CI),
-  from the runs at each shape's chosen rate and T (r = 0.5 and 16 run at their own, shorter T: 'steps')."""
+  shape of the spread (r in FLAT_RATIOS, by mean total loss) at the same budget (ratio of means and its CI): at T
+  for the spread's shapes (the verdict's reference), at their own steps for r = 0.5 and 16 (the spread's shapes
+  read at that rung of their ladder, `ladder`)."""
   rows = []
   for n in study.SETTINGS[scale]['sizes']:
     pts = [p for p in study.shapes(scale) if p['size'] == n]
-    loss = full[full['point'].isin([p['point'] for p in pts])].pivot_table(
-      index=study.SEED, columns='point', values=study.LOSS
-    )
-    flat = [p['point'] for p in pts if p['ratio'] in study.FLAT_RATIOS and p['point'] in loss]
-    best = loss[flat].mean().idxmin() if flat and loss[flat].notna().any().any() else None
+    flat = [p['point'] for p in pts if p['ratio'] in study.FLAT_RATIOS]
     for p in pts:
       g = full[full['point'] == p['point']]
       row = {
@@ -38,12 +46,16 @@ def relative_loss(full: pd.DataFrame, scale: str) -> pd.DataFrame:
         'rate': float(g['train.learning_rate'].iloc[0]) if len(g) else math.nan,
       }
       row['total bits'] = float(g[study.LOSS].mean()) if len(g) else math.nan
+      loss = _at_steps(full, ladder, [*flat, p['point']], row['steps']) if len(g) else pd.DataFrame()
+      ref = [q for q in flat if q in loss and loss[q].notna().any()]
+      best = loss[ref].mean().idxmin() if ref else None
       if p['point'] == best:
         r = lo = hi = 1.0
       elif best is not None and p['point'] in loss:
         r, lo, hi = rules_lib.ratio_of_means(*loss[[p['point'], best]].dropna().to_numpy().T)
       else:
         r = lo = hi = math.nan
+      row['best at the same steps'] = best or '–'
       row['% vs best'], row['% vs best lo'], row['% vs best hi'] = 100 * (r - 1), 100 * (lo - 1), 100 * (hi - 1)
       row['excess bits'], row['excess lo'], row['excess hi'] = (
         stats.mean_ci(g[study.EXCESS]) if len(g) else (math.nan,) * 3
@@ -114,9 +126,10 @@ def figure(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
     ctx.outdir,
     'loss_vs_ratio.png',
     "left: % change of each shape's total loss (bits per token, at its tuned rate) relative to the best shape "
-    f'of the spread (r in {list(study.FLAT_RATIOS)}) of its size, vs d_ff/d_model, with the 5% rule; right: '
-    'excess bits over the exact entropy floor, the part of the loss shapes can change. Joined: the shapes of the '
-    f'spread, at one budget; open and not joined: the other ratios, not in the spread ({others_budget(table)})',
+    f'of the spread (r in {list(study.FLAT_RATIOS)}) of its size at the same number of steps, vs d_ff/d_model, '
+    'with the 5% rule; right: excess bits over the exact entropy floor, the part of the loss shapes can change. '
+    'Joined: the shapes of the spread, at one budget; open and not joined: the other ratios, not in the spread '
+    f'({others_budget(table)})',
   )
 
 
@@ -132,15 +145,21 @@ def others_budget(table: pd.DataFrame) -> str:
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  table = relative_loss(result.full, ctx.scale)
+  table = relative_loss(result.full, ctx.scale, result.ladder)
   shown = [r for r in study.SETTINGS[ctx.scale]['ratios'] if r not in study.FLAT_RATIOS]
   heads = [
-    f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}])'
+    f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}]), {v.outcome}'
     for n, v in zip(study.SETTINGS[ctx.scale]['sizes'], result.verdicts, strict=True)
   ]
   return base.Presentation(
     headline='; '.join(heads) + f' of the total loss over d_ff/d_model {list(study.FLAT_RATIOS)}',
-    tables=[base.Table("Shapes, achieved non-embedding parameters, and loss at each shape's T and tuned rate", table)],
+    tables=[
+      base.Table(
+        "Shapes, achieved non-embedding parameters, and loss at each shape's T and tuned rate; % against the "
+        "spread's best shape at the same number of steps",
+        table,
+      )
+    ],
     figures=[figure(table, ctx)],
     notes=(
       [
