@@ -259,11 +259,14 @@ def reducible_premise(loss: pd.DataFrame, g: pd.DataFrame, n: int) -> stats.Chec
     what=f'excess / total bits of the best shape {best} (mean over {len(share)} seeds)',
   )
   need = 1 + FLAT_LEVEL / (100 * m) if m > 0 else math.inf
+  excess = g.groupby('point')[EXCESS].mean().reindex(list(means.index)) if len(g) else pd.Series(dtype=float)
+  worst = means.idxmax() if means.notna().any() else None
+  measured = excess[worst] / excess[best] if worst is not None and best is not None and excess[best] > 0 else math.nan
   return dataclasses.replace(
     check,
     detail=check.detail
     + f'; the entropy floor is {100 * (1 - m):.1f}% of its loss, so the {FLAT_LEVEL:g}% boundary needs the worst '
-    f"shape at {need:.3g}x the best shape's excess bits",
+    f"shape at {need:.3g}x the best shape's excess bits (measured: {measured:.3g}x, {worst})",
   )
 
 
