@@ -137,7 +137,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
   if gated:  # gate's detail names each failed check that set the outcome, with its numbers: said once, here
     invalidating = [c for c in v.failed_checks if c.demote == verdict_lib.INVALID]
-    fixable = any(c.remedy for c in invalidating)
+    fixable = all(c.remedy for c in invalidating)  # one check no extension remedies leaves it undecidable
     as_run, never = (', as run,', '') if fixable else ('', ' (no extension remedies it)')
     why = (
       f'**invalid: a check the verdict rests on failed, so this setup{as_run} cannot decide the claim{never}**'
