@@ -194,7 +194,7 @@ def test_rules_paired_sparse_minus_dense():
     assert v.premises[0].name == (
       f'premise: {v.points[0].split(":")[0]}: dense inputs give about m = 5 features, in every seed'
     )
-  control = out[1].premises[1]  # the FFN's positive control: the toy reproduced on the same selection
+  control = out[1].premises[2]  # the FFN's positive control: the toy reproduced on the same selection
   assert (
     control.passed and control.detail == 'the toy: sparse - dense +5.5 [+5.17, +5.83], reproduced'
   )  # diffs 5, 6 alternating: sd 0.522, t(11) 2.201
@@ -244,11 +244,26 @@ def test_an_ffn_refutation_needs_the_toy_reproduced_on_the_same_selection():
   assert v.outcome == stats.INVALID and v.raw_outcome == stats.NOT_REPRODUCED
   assert 'the toy: sparse - dense +0.5' in v.detail and 'needed for a not reproduced' in v.detail
   fine = sp.rules(_sel(tied_sparse=5, ffn_sparse=10), 'full')[1]
-  assert fine.outcome == stats.REPRODUCED and 'not needed here' in fine.premises[1].detail
+  assert fine.outcome == stats.REPRODUCED and 'not needed here' in fine.premises[2].detail
   # The FFN is judged on its functional count: a weight-norm count of 12 at density 1 does not touch it.
   sel = _sel(10, 10)
   sel.loc[(sel['arm'] == 'ffn') & (sel['task.feature_sparsity'] == 0), 'represented'] = 12
   assert sp.rules(sel, 'full')[1].outcome == stats.REPRODUCED
+
+
+def test_an_ffn_that_did_not_train_is_invalid_whatever_it_counts():
+  """The FFN can express the toy exactly, so a held-out loss above 1.1x the toy's at a density it reads means it did
+  not train (a dead unit): invalid, with the ratio per density, and no remedy."""
+  sel = _sel(tied_sparse=10, ffn_sparse=10)
+  assert sp.rules(sel, 'full')[1].outcome == stats.REPRODUCED  # eval_loss equal in both arms: 1x
+  dense_ffn = (sel['arm'] == 'ffn') & (sel['task.feature_sparsity'] == 0)
+  sel.loc[dense_ffn, 'eval_loss'] = 0.0132  # 1.32x the toy's 0.01 at density 1
+  v = sp.rules(sel, 'full')[1]
+  learned = [c for c in v.premises if c.name.startswith('premise: ffn: trained')][0]
+  assert v.outcome == stats.INVALID and not learned.passed and learned.remedy == ''
+  assert (
+    'FAILS: 1 - S = 1: 0.0132 vs 0.01 (1.32x)' in learned.detail and '1 - S = 0.03: 0.01 vs 0.01 (1x)' in learned.detail
+  )
 
 
 def test_present_on_a_synthetic_result(tmp_path):
@@ -267,7 +282,7 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
   claims = sp.ABLATION.claims
   assert len(claims) == len(vs) == 2 and [c.kind for c in claims] == [stats.SIGN, stats.SIGN]
   assert all(c.scope and c.premise for c in claims) and 'with an output ReLU' in claims[1].scope
-  assert [len(v.premises) for v in vs] == [1, 2]  # the FFN's dense premise and its positive control (the toy)
+  assert [len(v.premises) for v in vs] == [1, 3]  # the FFN's dense premise, that it trained, its positive control
   assert [c.verdicts for c in sp.ABLATION.changes if c.to_positive] == [(1,)]
   assert all(set(c.verdicts) <= {1, 2} for c in sp.ABLATION.changes)
 

@@ -70,7 +70,25 @@ CHANGES = (
       'isolation with relative RMS error < 0.5; the weight-norm count shown, not judged), and a not reproduced '
       "needs the toy's verdict reproduced at the same budget (positive control); the toy arm unchanged"
     ),
-    outcome='FFN: invalid (dense premise failed per seed) -> the outcome of the first run of this design',
+    outcome=(
+      'FFN: invalid (dense premise failed per seed: one seed counted 12) -> invalid in the first run of this design '
+      '(2026-11-27 20:12): the rule alone +4.00 [+3.32, +4.68], the dense premise failing on one seed of twelve '
+      '(3 features read out at density 1)'
+    ),
+    verdicts=(2,),
+  ),
+  base.DesignChange(
+    date='2026-11-27',
+    commit='',
+    change=(
+      "after a cold review of that run (the FFN's dense count was 5 minus its dead hidden units in every seed; 8 of "
+      '12 dense seeds ended at a held-out loss of 0.066-0.395 against the 0.046 the toy, which the FFN can express '
+      "exactly, reaches): a premise that the FFN trained, its mean held-out loss within 1.1x the toy's at every "
+      'density read (no remedy: a dead unit stays dead); the control named for what it is (each arm at its own '
+      'tuned rate and budget); the scope qualifies the readout threshold (b = 0) and says the grids differ'
+    ),
+    outcome='FFN: invalid (dense premise) -> invalid (the FFN did not train to a solution it can express, and the '
+    'dense premise); no outcome moves',
     verdicts=(2,),
   ),
 )
