@@ -30,7 +30,7 @@ def configs(arm, scale):
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
 def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
   arms = {arm.name: arm for arm in moe_topk.arms(scale)}
-  assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'routers', 'cluster_dense']
+  assert list(arms) == ['fixed_total', 'matched_active', 'granularity', 'routers', 'cluster_dense', 'sizes']
   runs = {name: configs(arm, scale) for name, arm in arms.items()}
   for name, cs in runs.items():  # every arm on the clustered task, on its own grid (not at smoke), tuned per point
     assert arms[name].tuned and arms[name].rates == (moe_topk.CLUSTER_RATES if scale != 'smoke' else None)
@@ -57,6 +57,10 @@ def test_arms_avoid_the_k1_trap_and_isolate_what_they_claim(scale):
   assert got == set(moe_topk.ARMS.values())
   for c in runs['routers']:
     assert c.model.moe.top_k == 1 and c.model.moe.num_experts == moe_topk.CLUSTERS
+  # the routing premise's other shapes: top-1 at each (experts, width) a verdict reads besides 8 x 32
+  shapes = {(c.model.moe.num_experts, c.model.d_ff) for c in runs['sizes']}
+  assert shapes == set(moe_topk.premise_shapes(scale)) - {(moe_topk.TOTAL_EXPERTS, moe_topk.TOTAL_WIDTH)}
+  assert all(c.model.moe.top_k == 1 for c in runs['sizes'])
   learned = next(
     c
     for c in runs['routers']
