@@ -389,6 +389,16 @@ def _check_all_finished(study: base.Study, outdir: str, points, rec, seeds: int,
     )
 
 
+def _presentation(study: base.Study):
+  """The study's `present`, or one line saying it has none (before anything trains)."""
+  if study.present is None:
+    raise base.ReproduceError(
+      f'study {study.name} has no presentation: ablations.get attaches ablations/present/{study.name}.py; a Study '
+      'built by hand passes present='
+    )
+  return study.present
+
+
 def run_study(
   study: base.Study,
   workdir: str,
@@ -402,12 +412,8 @@ def run_study(
   report.json. seed_offset K runs seeds K ... K+n-1 instead of 0 ... n-1, in workdir/NAME.seed_offsetK
   (outdir_name). judge_only: judge the runs on disk and write the report, training nothing (every planned run
   must be finished) and buying no extension (a wording fix lands without new runs, whatever the cap reads)."""
-  if study.present is None:
-    raise base.ReproduceError(
-      f'study {study.name} has no presentation: ablations.get attaches ablations/present/{study.name}.py; a Study '
-      'built by hand passes present='
-    )
   _check_scale(study, scale)
+  present = _presentation(study)
   regime = study.regimes[scale]
   outdir = os.path.join(workdir, outdir_name(study.name, seed_offset))
   os.makedirs(outdir, exist_ok=True)
@@ -441,7 +447,7 @@ def run_study(
   frame = end.frame
   lad = end.ladder
   result = base.Result(frame, end.tuning, lad[regime_lib.FULL], lad[regime_lib.HALF], verdicts, scale, lad)
-  shown = study.present(result, base.Context(outdir=outdir, scale=scale))
+  shown = present(result, base.Context(outdir=outdir, scale=scale))
   regime_rec = {
     **_regime_record(regime, cap, end.spent, end.stopped, rec['iterations'], end.nxt, end.state, end.tuning),
     'seed_offset': seed_offset,
