@@ -248,9 +248,9 @@ def rate_tie(
   stable; a lower rung's own outcome is not the verdict (a magnitude claim is judged at T on the ladder's values).
   Without a ladder: when it changes its budget's outcome. With the verdict invalid at T at the chosen and at every
   tied rate there (a premise or a rate check failed), no tie can change it: n/a. A tie is noise in the tuning, not a
-  budget: a failure
-  demotes to inconclusive and names the statistic at every tied rate. `reached`: an existence claim reproduced at
-  T, which one rate reaching shows; a tied rate that does not reach it undoes nothing (the statistics are named)."""
+  budget: a failure demotes to inconclusive and names the statistic at every tied rate. `reached`: an existence
+  claim reproduced at T, which one rate reaching shows; a tied rate that does not reach it undoes nothing (the
+  statistics are named)."""
   name = 'no learning-rate tie decides it'
   if not alternatives:
     return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
