@@ -181,28 +181,10 @@ def _step_source(r: dict[str, Any]) -> str:
   return '' if source == 'timed by this invocation' else f' {source}'
 
 
-def regime_markdown(r: dict[str, Any]) -> list[str]:
-  """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
-  pol = r['policy']
-  cap = (
-    f'cap {r["cap_ref_s"]:.0f} reference-seconds = {r["cap_s"]:.0f} run-seconds on this machine (reference step '
-    f'{r["reference_step_s"] * 1e3:.3f} ms{_step_source(r)}, {r["speed"]:.2f} x the reference machine). Spent '
-    f'{r["spent_s"]:.0f} '
-    f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds)'
-    + (' — over the cap: the last pass cost more than its estimate' if r['spent_s'] > r['cap_s'] else '')
-    if 'cap_ref_s' in r
-    else f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds'
-  )
+def _pass_table(r: dict[str, Any]) -> list[str]:
+  """The regime's passes, one row each (its commit, runs, wall time, failed checks, what it extended), and the runs
+  finished on disk before the first recorded pass."""
   lines = [
-    '## Regime',
-    '',
-    f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
-    f"to start (an arm may declare its own grid and a multiple of T: the table below has each point's), "
-    f'T = {pol["steps"]} steps (and the ladder below it), {_seeds_text(pol["seeds"], r.get("seed_offset", 0))}; '
-    f'up to {pol["max_extensions"]} '
-    f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
-    f'{cap}. Stopped: {r["stopped"]}.',
-    '',
     '| pass | commit | runs planned | runs run | wall (s) | failed checks | then |',
     '|---|---|---|---|---|---|---|',
   ]
@@ -226,6 +208,33 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
       'planned were finished on disk before it began (an invocation stopped before its pass ended, or an earlier '
       'run of the same configs); the wall time of every invocation is in the total.',
     ]
+  return lines
+
+
+def regime_markdown(r: dict[str, Any]) -> list[str]:
+  """report.json's "regime" as a short section: the loop's iterations, where each point ended, the cost."""
+  pol = r['policy']
+  cap = (
+    f'cap {r["cap_ref_s"]:.0f} reference-seconds = {r["cap_s"]:.0f} run-seconds on this machine (reference step '
+    f'{r["reference_step_s"] * 1e3:.3f} ms{_step_source(r)}, {r["speed"]:.2f} x the reference machine). Spent '
+    f'{r["spent_s"]:.0f} '
+    f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds)'
+    + (' — over the cap: the last pass cost more than its estimate' if r['spent_s'] > r['cap_s'] else '')
+    if 'cap_ref_s' in r
+    else f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds'
+  )
+  lines = [
+    '## Regime',
+    '',
+    f'Policy (docs/reproduce.md#the-regime-policy): rates {{{", ".join(f"{x:g}" for x in pol["rates"])}}} '
+    f"to start (an arm may declare its own grid and a multiple of T: the table below has each point's), "
+    f'T = {pol["steps"]} steps (and the ladder below it), {_seeds_text(pol["seeds"], r.get("seed_offset", 0))}; '
+    f'up to {pol["max_extensions"]} '
+    f'rate extensions (x{pol["factor"]:g}) per direction and {pol["max_doublings"]} doublings of T per point; '
+    f'{cap}. Stopped: {r["stopped"]}.',
+    '',
+  ]
+  lines += _pass_table(r)
   if r.get('next'):
     n = r['next']
     lines += [

@@ -1,6 +1,7 @@
 """Design changes made after a result of this study was seen (the report lists them)."""
 
 from ffn_research.ablations import base
+from ffn_research.ablations.changes import TIE_NO_LONGER_WITHHOLDS_DOUBLING
 
 _RUN_DURING = 'made during the full run of 2026-11-23 (21:28-23:20 UTC), whose partial results may have been seen'
 CHANGES = (
@@ -93,12 +94,7 @@ CHANGES = (
   base.DesignChange(
     date='2026-11-27',
     commit='fbc31ef',
-    change=(
-      "the runner's stability rule (machinery, all studies), after expansion_ratio's republished run of 18:42: a "
-      'rate tie whose tied rate makes the ladder stable no longer withholds the doubling an unsettled ladder needs '
-      '(it only makes a stability failure left at the end inconclusive rather than invalid); that run had stopped '
-      'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
-    ),
+    change=TIE_NO_LONGER_WITHHOLDS_DOUBLING,
     outcome=(
       'both inconclusive at T = 800, the loop stopped after one pass (1,378 of 7,126 run-seconds) -> resumed '
       '(19:42): both points doubled to T = 3,200, spreads 3.89% and 2.70% (the rule alone reproduced), both '

@@ -1,6 +1,7 @@
 """Design changes made after a result of this study was seen (the report lists them)."""
 
 from ffn_research.ablations import base
+from ffn_research.ablations.changes import TIE_NO_LONGER_WITHHOLDS_DOUBLING
 
 CHANGES = (
   base.DesignChange(
@@ -87,12 +88,7 @@ CHANGES = (
   base.DesignChange(
     date='2026-11-27',
     commit='fbc31ef',
-    change=(
-      "the runner's stability rule (machinery, all studies), after expansion_ratio's republished run of 18:42: a "
-      'rate tie whose tied rate makes the ladder stable no longer withholds the doubling an unsettled ladder needs '
-      '(it only makes a stability failure left at the end inconclusive rather than invalid); that run had stopped '
-      'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
-    ),
+    change=TIE_NO_LONGER_WITHHOLDS_DOUBLING,
     outcome=(
       'none: the two verdicts where the clause fired (1 and 4) are invalid on their premises, and the loop was '
       "stopped by the cap; only the stability check's wording and remedy change"
