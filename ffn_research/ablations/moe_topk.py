@@ -469,13 +469,11 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # --------------------------------------------------------------------------- tables, figure, report
 
 
-def _claims() -> tuple[base.Claim, ...]:
-  """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
+def _task_words() -> str:
+  """The setting every top-k, granularity and router verdict shares, for their scopes: task, model, budget, regime."""
   full = REGIMES['full']
-  k1, k2 = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1), moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 2)
-  k2_half = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2)
-  g2, g8 = moe_params(2 * TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2), moe_params(8 * TOTAL_EXPERTS, TOTAL_WIDTH // 8, 8)
-  task = (
+  k1 = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1)
+  return (
     f'clustered task ({CLUSTERS} Zipf(1)-weighted Gaussian clusters of spread {CLUSTER_STD:.1f} in {D_MODEL}-d, a '
     f'ReLU teacher of width {CLUSTER_TEACHER_WIDTH} per cluster), bare dropless MoE FFN of ReLU experts, '
     f'softmax_topk not renormalised, T = {full.steps:,} steps at full scale, {full.seeds} seeds, each point at its '
@@ -483,6 +481,14 @@ def _claims() -> tuple[base.Claim, ...]:
     f'active); {NUM_TRAIN:,} training points seen {full.steps * BATCH // NUM_TRAIN} times at T (batch {BATCH}), so '
     'held-out error sits above train (the table gives the ratio; the cited papers train in one pass)'
   )
+
+
+def _claims() -> tuple[base.Claim, ...]:
+  """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
+  k1, k2 = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 1), moe_params(TOTAL_EXPERTS, TOTAL_WIDTH, 2)
+  k2_half = moe_params(TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2)
+  g2, g8 = moe_params(2 * TOTAL_EXPERTS, TOTAL_WIDTH // 2, 2), moe_params(8 * TOTAL_EXPERTS, TOTAL_WIDTH // 8, 8)
+  task = _task_words()
   topk_words = (
     'routing matters by a stated margin at every MoE shape the verdict reads: at each (experts x width), top-1 '
     f'beats the dense FFN of its active width (d_ff = the expert width) by more than {ROUTING_MARGIN:g} in '
