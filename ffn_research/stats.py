@@ -14,7 +14,11 @@ that), and a tight CI that misses the claim gives `not reproduced`. A rule recor
 region (`Verdict.boundaries`): the regime policy (ablations/regime.py) reads them to judge whether
 the statistic is stable on its budget ladder.
 
-A fourth outcome, `invalid`, means "this setup cannot test the claim" (it is not "not
+A measurement (`measure`: a number the codebase reports, with no published region to decide it against) is
+`measured` when its CI is finite, else inconclusive; it is never a rejection (Holm leaves it alone) and it stands
+only on the same checks as any verdict (premise, the ladder by the measurement kind, ties, one seed).
+
+A fifth outcome, `invalid`, means "this setup cannot test the claim" (it is not "not
 reproduced"). A verdict rests on checks (`Check`): its premise (role PREMISE, `premise_check` /
 `as_premise`: a positive control showing the setup can produce the effect), the regime's
 (ablations/regime.py: learning rate inside its grid, stable on the budget ladder by the claim's
@@ -54,14 +58,16 @@ REPRODUCED = 'reproduced'
 NOT_REPRODUCED = 'not reproduced'
 INCONCLUSIVE = 'inconclusive'
 INVALID = 'invalid'  # the setup cannot test the claim (a regime check failed)
-OUTCOMES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, INVALID)
+MEASURED = 'measured'  # a measurement claim's number, settled on its ladder (no region to decide against)
+OUTCOMES = (REPRODUCED, NOT_REPRODUCED, MEASURED, INCONCLUSIVE, INVALID)
 DECISIVE = (REPRODUCED, NOT_REPRODUCED)
+ANSWERED = (*DECISIVE, MEASURED)  # what a check that only demotes (noise) turns into inconclusive
 CONFIDENCE = 0.95
 ALPHA = 0.05  # familywise error rate of the Holm correction
 DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE = 'double_steps', 'lower_rate', 'higher_rate'
 REMEDIES = (DOUBLE_STEPS, LOWER_RATE, HIGHER_RATE)  # a failed check's `remedy` (ablations/regime.py applies it)
-SIGN, MAGNITUDE, EXISTENCE = 'sign', 'magnitude', 'existence'  # a claim's kind: how its budget ladder is judged
-KINDS = (SIGN, MAGNITUDE, EXISTENCE)
+SIGN, MAGNITUDE, EXISTENCE, MEASUREMENT = 'sign', 'magnitude', 'existence', 'measurement'  # a claim's kind: how
+KINDS = (SIGN, MAGNITUDE, EXISTENCE, MEASUREMENT)  # its budget ladder is judged (ablations/checks.stability)
 PREMISE = 'premise'  # Check.role of a positive control: the setup can show the claimed effect
 BCA_MIN_SEEDS = 10  # below this, bootstrap intervals are replaced by t on a transformed scale
 
@@ -267,6 +273,24 @@ def underpowered(
   )
 
 
+def measure(claim, statistic, ci, test, n, detail='', extra: Mapping[str, float] | None = None) -> Verdict:
+  """A measurement's verdict: `measured` with its CI where the CI is finite, else inconclusive (no boundaries:
+  the ladder judges it by the measurement kind)."""
+  lo, hi = float(ci[0]), float(ci[1])
+  ok = math.isfinite(statistic) and math.isfinite(lo) and math.isfinite(hi)
+  return Verdict(
+    claim,
+    MEASURED if ok else INCONCLUSIVE,
+    float(statistic),
+    (lo, hi),
+    test,
+    'measured: a finite 95% CI (no region to decide against)',
+    int(n),
+    detail if ok else f'underpowered: no finite CI{f" — {detail}" if detail else ""}',
+    extra=dict(extra or {}),
+  )
+
+
 # --------------------------------------------------------------------------- regime checks and `invalid`
 
 
@@ -291,7 +315,7 @@ def gate(v: Verdict, checks: Sequence[Check]) -> Verdict:
   failed = [c for c in checks if not c.passed]
   v = dataclasses.replace(v, rule_outcome=raw, detail=detail, checks=checks)
   invalidating = [c for c in failed if c.demote == INVALID]
-  outcome = INVALID if invalidating else INCONCLUSIVE if failed and raw in DECISIVE else raw
+  outcome = INVALID if invalidating else INCONCLUSIVE if failed and raw in ANSWERED else raw
   if outcome == raw:
     return dataclasses.replace(v, outcome=raw)
   why = _invalid_prefix(invalidating or failed, raw, outcome)

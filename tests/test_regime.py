@@ -297,6 +297,38 @@ def test_one_outlying_seed_makes_a_verdict_inconclusive():
   assert checks.one_seed(rule(steady), [(s, rule(np.delete(steady, s))) for s in range(6)]).passed
 
 
+def _measured(x, half=0.1, points=('a',)):
+  return dataclasses.replace(stats.measure('m', x, (x - half, x + half), 't', 5), points=points)
+
+
+def test_a_measurement_is_measured_settles_within_its_noise_and_is_demoted_by_noise_checks():
+  """A measurement has no region: `measured` with a finite CI; its ladder settles when the changes shrink and the last
+  is under the CI's half-width at T (0.1 here); a tie or a seed that moves it outside its CI makes it inconclusive, a
+  failed premise invalid; Holm never touches it."""
+  assert _measured(1.0).outcome == stats.MEASURED and _measured(1.0).boundaries == ()
+  nan = stats.measure('m', 1.0, (math.nan, math.nan), 't', 1)
+  assert nan.outcome == stats.INCONCLUSIVE and 'no finite CI' in nan.detail
+  st = state()
+  ok = checks.stability(stats.MEASUREMENT, [_measured(1.0), _measured(1.5), _measured(1.55)], st, POLICY)
+  assert ok.passed and 'the last < the CI half-width at T (0.1)' in ok.detail, ok.detail
+  late = checks.stability(stats.MEASUREMENT, [_measured(1.0), _measured(1.3), _measured(1.45)], st, POLICY)
+  assert not late.passed and late.remedy == stats.DOUBLE_STEPS and late.demote == stats.INVALID, late.detail
+  assert stats.gate(_measured(1.45), [late]).outcome == stats.INVALID
+  c = _measured(1.0)
+  tie = checks.rate_tie(
+    [('a at T', 1e-1, _measured(1.3), c)], kind=stats.MEASUREMENT, ladder=[_measured(1.0), _measured(1.0), c]
+  )
+  assert not tie.passed and stats.gate(c, [tie]).outcome == stats.INCONCLUSIVE, tie.detail
+  near = checks.rate_tie(
+    [('a at T', 1e-1, _measured(1.04), c)], kind=stats.MEASUREMENT, ladder=[_measured(1.0), _measured(1.0), c]
+  )
+  assert near.passed, near.detail
+  seed = checks.one_seed(c, [(0, _measured(1.02)), (1, _measured(1.2))])
+  assert not seed.passed and 'without seed 1: 1.2' in seed.detail and seed.demote == stats.INCONCLUSIVE
+  assert checks.one_seed(c, [(0, _measured(1.02)), (1, _measured(0.95))]).passed
+  assert stats.holm([c, _measured(2.0)])[0].outcome == stats.MEASURED
+
+
 def test_coverage_and_one_budget_checks():
   v = _verdict(0.5, points=('a', 'b'))
   f = frame(valley(1e-2), points=('a', 'b'), status=lambda p, r, s: 'diverged' if p == 'b' and s == 0 else 'completed')

@@ -33,7 +33,7 @@ def _v(outcome=R, p=None, claim='c'):
 
 
 def test_invalid_is_an_outcome_and_check_moved():
-  assert verdict.OUTCOMES == (R, NR, INC, INV) and INV == 'invalid'
+  assert verdict.OUTCOMES == (R, NR, verdict.MEASURED, INC, INV) and INV == 'invalid'
   assert base.Check is verdict.Check
 
 

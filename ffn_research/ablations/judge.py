@@ -79,7 +79,7 @@ def judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, r
     return tuple(_rules(study, _with_point_at(sels[level], frame, point, steps, rate, level), scale))
 
   drops = []
-  if any(v.outcome in verdict_lib.DECISIVE for v in at_t):
+  if any(v.outcome in verdict_lib.ANSWERED for v in at_t):
     drops = [
       (s, _rules(study, full[full[regime_lib.SEED] != s], scale)) for s in sorted(full[regime_lib.SEED].unique())
     ]
@@ -196,7 +196,7 @@ def _common_reading(study, i, v, frame, sels, state, regime, scale) -> _Reading:
       (f'the shared rate {r:g}', _rules(study, at(2, r), scale)[i]) for r in ps.rates if r != rates[regime_lib.FULL]
     ]
   drops = []
-  if ladder[-1].outcome in verdict_lib.DECISIVE:
+  if ladder[-1].outcome in verdict_lib.ANSWERED:
     drops = [
       (s, _rules(study, full[full[regime_lib.SEED] != s], scale)[i]) for s in sorted(full[regime_lib.SEED].unique())
     ]
