@@ -111,9 +111,10 @@ def _settles(
   noise = (hi - lo) / 4 if math.isfinite(lo) and math.isfinite(hi) else 0.0
   shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
   if kind == stats.MEASUREMENT:
-    tol = 2 * noise if noise > 0 else math.nan  # nan: no CI, never settled
-    last = f'; the last {"<" if changes[-1] < tol else ">="} the CI half-width at T ({tol:.3g})'
-    return shrink and changes[-1] < tol, f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + (
+    tol = 2 * noise if noise > 0 else math.nan  # nan: no CI, never settled, unless it never moved
+    done = changes[-1] < tol or changes[-1] == 0
+    last = f'; the last {"<" if done else ">="} the CI half-width at T ({tol:.3g})'
+    return shrink and done, f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + (
       'shrink' if shrink else 'do not shrink'
     ) + last
   tol = _boundary_distance(v) / 2

@@ -69,6 +69,13 @@ from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.memorization_capacity import CHANGES
+from ffn_research.ablations.storage import PEAK_RISE  # noqa: F401
+from ffn_research.ablations.storage import SIZE
+from ffn_research.ablations.storage import N  # noqa: F401  (the measurement's home: ablations/storage.py)
+from ffn_research.ablations.storage import bits_of_fit  # noqa: F401
+from ffn_research.ablations.storage import peak_inside_check
+from ffn_research.ablations.storage import peaks
+from ffn_research.ablations.storage import settled
 from ffn_research.config import default_config
 
 
@@ -134,7 +141,6 @@ CLAIMS = {1000: 2.0, 100: 1.0}  # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
 BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]
 SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3  # check (a)
-PEAK_RISE = 0.05  # check (b)
 MOE_TOP_KS = (1, 2)
 # Full cap in reference-seconds, fixed before the first run of issue 46's design: the published run's step rates
 # put the E = 1,000 dense arm at 8,000 steps of N/8 near its old cost (~2,300 run-seconds: a step of N/8 ran 8.5x
@@ -148,7 +154,7 @@ RL_D_MODEL, RL_D_FF = 16, 64  # random labels: h d / 4 = 256
 RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
 RL_FIT_LEVEL = 0.9
-SEED, E, N, K, SIZE = regime_lib.SEED, 'exposures', 'facts', 'top_k', 'num_trainable_params'
+SEED, E, K = regime_lib.SEED, 'exposures', 'top_k'
 _ARM = re.compile(r'(?:moe_k(\d+)_)?e(\d+)_n(\d+)$')
 EXPERTS = 'model.moe.num_experts'
 
@@ -243,11 +249,6 @@ def arms(scale: str) -> list[base.Arm]:
 # --------------------------------------------------------------------------- measurements (pure)
 
 
-def bits_of_fit(cross_entropy_bits: float, facts: int, values: int) -> float:
-  """Bits stored by a fit with this total cross-entropy (bits) on N facts over V values (floored at 0)."""
-  return max(0.0, facts * math.log2(values) - cross_entropy_bits)
-
-
 def memorization_rows(sel: pd.DataFrame) -> pd.DataFrame:
   """The memorization runs of a selection with their top_k (0 = dense), E and N read from the arm's name."""
   keys = sel['arm'].str.extract(_ARM)
@@ -257,45 +258,6 @@ def memorization_rows(sel: pd.DataFrame) -> pd.DataFrame:
   mem[SIZE] = mem[SIZE].astype(int)
   mem['active'] = mem[SIZE] - mem['num_ffn_params'] + mem['num_active_ffn_params']
   return mem
-
-
-def peaks(mem: pd.DataFrame) -> pd.DataFrame:
-  """Every seed at the peak N per size: the N with the most bits in the mean over seeds."""
-  means = mem.groupby([SIZE, N], as_index=False)['bits_stored'].mean()
-  top = means.loc[means.groupby(SIZE)['bits_stored'].idxmax(), [SIZE, N]]
-  return mem.merge(top, on=[SIZE, N])
-
-
-def settled(mem: pd.DataFrame, values: int) -> dict[str, str]:
-  """{point: why}: per size, the N whose every fact stored (N log2 V bits) is below the size's peak bits at another
-  N cannot be the peak at any rate (the peak can only rise with more rates: tuning maximises its mean bits)."""
-  out = {}
-  for size, g in mem.groupby(SIZE):
-    m = g.groupby(N)['bits_stored'].mean()
-    for n, pts in g.groupby(N)['point']:
-      if n * math.log2(values) < m.max():
-        why = f'N log2 V = {n * math.log2(values):.0f} bits < {m.max():.0f} at N = {m.idxmax()} ({size} params)'
-        out.update(dict.fromkeys(pts.unique(), f'N = {n} cannot be the peak at any rate: {why}'))
-  return out
-
-
-def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check:
-  """Check (b): per size, the N with most bits (mean over seeds) is bracketed by the N grid (module docstring)."""
-  bad, where = [], []
-  for size, g in mem.groupby(SIZE):
-    m = g.groupby(N)['bits_stored'].mean().sort_index()
-    peak = m.idxmax()
-    where.append(f'{size} params: peak at N = {peak}')
-    if peak == m.index[-1] and len(m) > 1 and m.iloc[-1] >= (1 + PEAK_RISE) * m.iloc[-2]:
-      bad.append(f'{size} params still rise {m.iloc[-1] / m.iloc[-2] - 1:.1%} at the largest N = {peak}')
-    if peak == m.index[0] and m.iloc[0] <= peak / 2 * math.log2(values):
-      bad.append(f'{size} params peak at the smallest N = {peak} with {m.iloc[0]:.0f} bits <= {peak // 2} log2 V')
-  return stats.Check(
-    f'{label}: peak inside the N grid',
-    not bad and bool(where),
-    '; '.join(bad or where) + f' (a peak at the largest N must rise < {PEAK_RISE:.0%} over the '
-    'next; at the smallest N it must exceed what N/2 facts can hold)',
-  )
 
 
 def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Check, stats.Verdict]:
