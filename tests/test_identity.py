@@ -79,3 +79,25 @@ def test_ffn_kinds_answer_what_the_programs_ask():
   assert programs.pads_d_ff(dense.model) and not programs.pads_d_ff(moe_.model)
   assert not programs.pads_d_ff(_config(**{'model.dropout_rate': 0.1}).model)  # a dense kind pads, dropout not
   assert [models.ffn_kind(c.model).flat_optimizer for c in (dense, moe_, soft)] == [True, False, False]
+
+
+def test_each_ffn_kind_validates_what_it_reads_and_a_dense_ffn_ignores_the_routed_settings():
+  """A dense FFN reads none of the routed MoE's settings (top-k above the experts, a mup granularity that does not
+  divide the base width): only the section's types are checked; the MoE kind checks them, μP rule included."""
+  import pytest
+
+  from ffn_research import models
+  from ffn_research.config import ConfigError
+  from ffn_research.models import moe
+
+  odd = {'model.moe.top_k': 8, 'model.moe.granularity': 3, 'model.d_ff': 96}
+  models.validate(_config(**odd).model)  # dense: nothing it reads is wrong
+  assert models.ffn_kind(_config(**{'model.moe.num_experts': 4}).model).validate is moe.validate_routed
+  with pytest.raises(ConfigError, match=r'model.moe.top_k=8 must be <= model.moe.num_experts=4'):
+    models.validate(_config(**odd, **{'model.moe.num_experts': 4}).model)
+  mup = {'model.parametrization': 'mup', 'model.mup_base_d_ff': 64, 'model.moe.granularity': 3, 'model.d_ff': 96}
+  with pytest.raises(ConfigError, match=r'granularity=3 must divide the effective base d_ff 64'):
+    models.validate(_config(**mup, **{'model.moe.num_experts': 4}).model)
+  models.validate(_config(**mup).model)  # the same μP settings on a dense FFN: nothing to divide
+  with pytest.raises(ConfigError, match=r'model.moe.top_k'):  # the section's types, whatever the kind
+    models.validate(_config(**{'model.moe.top_k': 0}).model)

@@ -55,8 +55,9 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   config_lib.one_of('model.arch', model_cfg.arch, ARCHS)
   ffn_lib.validate(model_cfg)
   ARCHS[model_cfg.arch].validate(model_cfg)
-  moe_lib.validate(model_cfg)
+  moe_lib.validate_section(model_cfg)
   mup.validate(model_cfg)
+  ffn_kind(model_cfg).validate(model_cfg)  # what its kind reads (its μP rules included)
 
 
 def validate_expert_split(model_cfg: ml_collections.ConfigDict, expert: int) -> None:

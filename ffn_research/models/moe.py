@@ -72,8 +72,9 @@ class FrozenWeight(nnx.Variable):
   and no optimizer state; counted in num_params like any weight of the model."""
 
 
-def validate(model_cfg) -> None:
-  """ConfigError for the model.moe section (routers, dispatches, balancing, granularity)."""
+def validate_section(model_cfg) -> None:
+  """ConfigError for a malformed model.moe section, whatever FFN kind the config selects (the keys' types and
+  ranges; `sublayer.ffn_kind` reads num_experts and router)."""
   check = config_lib.check
   e = model_cfg.moe
   config_lib.non_negative_int('model.moe.num_experts', e.num_experts)
@@ -98,8 +99,13 @@ def validate(model_cfg) -> None:
     f'model.moe.slots_per_expert={e.slots_per_expert} applies only to router=soft '
     f'(model.moe.router={e.router!r}); leave it at 1',
   )
-  if e.num_experts == 0:
-    return
+
+
+def validate_routed(model_cfg) -> None:
+  """ConfigError for what an MoE (routed or Soft) reads of the model section: top-k, granularity, causality, its
+  router's settings, and under mup that the base expert width divides by the granularity."""
+  check = config_lib.check
+  e = model_cfg.moe
   check(
     e.top_k <= e.num_experts or e.router in routers_lib.SLOT_ROUTERS,
     f'model.moe.top_k={e.top_k} must be <= model.moe.num_experts={e.num_experts}',
@@ -121,6 +127,12 @@ def validate(model_cfg) -> None:
   for key in ('freeze_router', 'stop_combine_grad'):
     check(isinstance(e[key], bool), f'model.moe.{key}={e[key]!r} must be True or False')
   _validate_router(e)
+  if mup.is_mup(model_cfg):
+    check(
+      mup.base_width(model_cfg) % e.granularity == 0,
+      f'model.moe.granularity={e.granularity} must divide the effective base d_ff {mup.base_width(model_cfg)} '
+      '(mup: model.mup_base_d_ff; the base expert width is its 1/granularity)',
+    )
 
 
 def _validate_router(e) -> None:

@@ -107,11 +107,6 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
     m.arch != 'tied_relu',
     "model.parametrization=mup is not built for model.arch='tied_relu' (one matrix is its input and output weight)",
   )
-  config_lib.check(
-    m.moe.num_experts == 0 or base_width(m) % m.moe.granularity == 0,
-    f'model.moe.granularity={m.moe.granularity} must divide the effective base d_ff {base_width(m)} '
-    '(mup: model.mup_base_d_ff; the base expert width is its 1/granularity)',
-  )
   if not d_model_is_width(m):
     return
   config_lib.check(

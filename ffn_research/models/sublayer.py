@@ -176,6 +176,8 @@ class FFNKind:
   flat_optimizer: bool  # its weights may be one flat vector for the optimizer (train.Experiment._flat)
   unread: tuple[str, ...] = ()  # config prefixes it reads none of: a resumed run may change them
   experts: Callable[[ml_collections.ConfigDict], int] = lambda model_cfg: 0  # experts a mesh may split (0: none)
+  validate: Callable[[ml_collections.ConfigDict], None] = lambda model_cfg: None  # ConfigError for what it reads
+  # of the model section beyond the zoo's keys (its μP rules included); models.validate calls it
 
 
 def _routed_experts(model_cfg: ml_collections.ConfigDict) -> int:
@@ -184,9 +186,23 @@ def _routed_experts(model_cfg: ml_collections.ConfigDict) -> int:
 
 KINDS: dict[str, FFNKind] = {
   'dense': FFNKind('dense', _build_dense, _dense_counts, pads=True, flat_optimizer=True, unread=('model.moe.',)),
-  'moe': FFNKind('moe', _build_moe, _moe_counts, pads=False, flat_optimizer=False, experts=_routed_experts),
+  'moe': FFNKind(
+    'moe',
+    _build_moe,
+    _moe_counts,
+    pads=False,
+    flat_optimizer=False,
+    experts=_routed_experts,
+    validate=moe_lib.validate_routed,
+  ),
   'soft_moe': FFNKind(
-    'soft_moe', _build_moe, _soft_moe_counts, pads=False, flat_optimizer=False, experts=_routed_experts
+    'soft_moe',
+    _build_moe,
+    _soft_moe_counts,
+    pads=False,
+    flat_optimizer=False,
+    experts=_routed_experts,
+    validate=moe_lib.validate_routed,
   ),
 }
 
