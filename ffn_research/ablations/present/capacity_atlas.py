@@ -137,9 +137,11 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   table = atlas_table(result.verdicts)
   store, errors = storage_table(result.full), error_table(result.full)
   shown = [
-    f'{r.cell} {r.value:.3g} [{r["CI lo"]:.3g}, {r["CI hi"]:.3g}]' for _, r in table.iterrows() if 'bits' in r.measured
+    f'{r.cell} {r.value:.3g} [{r["CI lo"]:.3g}, {r["CI hi"]:.3g}]'
+    for _, r in table.iterrows()
+    if 'per trainable' in r.measured
   ]
-  headline = 'bits per trainable parameter at saturation: ' + '; '.join(shown[:5])
+  headline = 'bits per trainable parameter at saturation: ' + '; '.join(shown)
   return base.Presentation(
     headline=headline,
     tables=[
