@@ -108,6 +108,7 @@ def default_config() -> ml_collections.ConfigDict:
   # Sequence tasks (tasks/sequence.py):
   t.vocab_size = 256  # object values (memorization); keys, and as many values (associative_recall); tokens (language)
   t.num_facts = 1024  # facts (subject, relation) -> object (memorization)
+  t.object_softmax = False  # memorization: True scores the object over the V object tokens only (not every token)
   t.num_relations = 4  # relations per subject (memorization); edge labels per node (multi_hop)
   t.num_pairs = 8  # key-value pairs in context (associative_recall)
   t.num_queries = 8  # queried keys per sequence, <= num_pairs (associative_recall)

@@ -15,8 +15,9 @@ region (`Verdict.boundaries`): the regime policy (ablations/regime.py) reads the
 the statistic is stable on its budget ladder.
 
 A measurement (`measure`: a number the codebase reports, with no published region to decide it against) is
-`measured` when its CI is finite, else inconclusive; it is never a rejection (Holm leaves it alone) and it stands
-only on the same checks as any verdict (premise, the ladder by the measurement kind, ties, one seed).
+`measured` when its CI is finite and at most its declared width, else inconclusive; it is never a rejection (Holm
+leaves it alone) and it stands only on the same checks as any verdict (premise, the ladder by the measurement kind
+against its declared settling margin, ties).
 
 A fifth outcome, `invalid`, means "this setup cannot test the claim" (it is not "not
 reproduced"). A verdict rests on checks (`Check`): its premise (role PREMISE, `premise_check` /
@@ -273,21 +274,50 @@ def underpowered(
   )
 
 
-def measure(claim, statistic, ci, test, n, detail='', extra: Mapping[str, float] | None = None) -> Verdict:
-  """A measurement's verdict: `measured` with its CI where the CI is finite, else inconclusive (no boundaries:
-  the ladder judges it by the measurement kind)."""
+def measure(
+  claim,
+  statistic,
+  ci,
+  test,
+  n,
+  *,
+  settle: float,
+  max_width: float,
+  relative: bool = False,
+  detail='',
+  extra: Mapping[str, float] | None = None,
+) -> Verdict:
+  """A measurement's verdict, its margins fixed before the run: `measured` where its CI is finite, not degenerate
+  and at most `max_width` wide; else inconclusive (an imprecise number is not a measurement). `settle`: the largest
+  change of the statistic between the last two budgets of its ladder that counts as settled
+  (ablations/checks.stability). With `relative` both are fractions of |statistic|. No boundaries: nothing is decided
+  against a region."""
   lo, hi = float(ci[0]), float(ci[1])
-  ok = math.isfinite(statistic) and math.isfinite(lo) and math.isfinite(hi)
+  scale = abs(float(statistic)) if relative else 1.0
+  width = (hi - lo) / scale if scale > 0 else math.inf
+  finite = math.isfinite(statistic) and math.isfinite(lo) and math.isfinite(hi) and hi > lo
+  unit = ' of the value' if relative else ''
+  why = (
+    'no finite, non-degenerate CI'
+    if not finite
+    else f'the CI is {width:.3g}{unit} wide, more than the {max_width:g}{unit} a measurement may be'
+    if width > max_width
+    else ''
+  )
+  rule = (
+    f'measured: a finite 95% CI at most {max_width:g}{unit} wide (no region to decide against); settled on the ladder '
+    f'when the last change is under {settle:g}{unit}'
+  )
   return Verdict(
     claim,
-    MEASURED if ok else INCONCLUSIVE,
+    INCONCLUSIVE if why else MEASURED,
     float(statistic),
     (lo, hi),
     test,
-    'measured: a finite 95% CI (no region to decide against)',
+    rule,
     int(n),
-    detail if ok else f'underpowered: no finite CI{f" — {detail}" if detail else ""}',
-    extra=dict(extra or {}),
+    f'imprecise: {why}{f" — {detail}" if detail else ""}' if why else detail,
+    extra={**dict(extra or {}), 'settle': settle * scale, 'max_width': max_width * scale},
   )
 
 

@@ -178,6 +178,27 @@ def test_memorization_evaluate_on_an_oracle():
   assert metrics.per_param({'eval_loss': 1.0}, counts) == {}
 
 
+def _evaluate_with(task, data, logits_fn):
+  return jax.jit(lambda d: task.evaluate(lambda x: logits_fn(x, task.vocab_size), d))(data)
+
+
+def test_memorization_object_softmax_scores_the_answer_over_the_objects_only():
+  """With task.object_softmax the answer's cross-entropy is over the V objects: uniform logits cost log V nats per
+  fact (bits stored 0), not log(V + S + R); logits on subject tokens change nothing; the loss's gradient is finite."""
+  flat = lambda x, vocab: jnp.zeros((*x.shape, vocab))
+  loud = lambda x, vocab: jnp.zeros((*x.shape, vocab)).at[..., 5:].set(30.0)  # mass on subjects and relations
+  kw = dict(num_facts=12, num_relations=3, vocab_size=5)
+  task, data = data_for('memorization', **kw)
+  np.testing.assert_allclose(_evaluate_with(task, data, flat)['eval_loss'], math.log(5 + 4 + 3), rtol=1e-6)
+  task, data = data_for('memorization', object_softmax=True, **kw)
+  m = _evaluate_with(task, data, flat)
+  np.testing.assert_allclose(m['eval_loss'], math.log(5), rtol=1e-6)
+  assert float(m['bits_stored']) == pytest.approx(0.0, abs=1e-4)
+  np.testing.assert_allclose(_evaluate_with(task, data, loud)['eval_loss'], math.log(5), rtol=1e-6)
+  grad = jax.grad(lambda z: task.loss(z, data)[0])(jnp.zeros((12, 2, task.vocab_size)))
+  assert bool(jnp.all(jnp.isfinite(grad))) and float(jnp.abs(grad[..., 5:]).max()) == 0.0
+
+
 def task_counts(task):
   return models.model_counts(task.config, task)
 

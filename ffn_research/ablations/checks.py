@@ -104,16 +104,17 @@ def _settles(
 ) -> tuple[bool, str]:
   """The magnitude rule on a ladder's statistics: the changes shrink (one within half the CI half-width at T counts
   as settled; `ci`: the chosen rates' CI at T where a tied rung stands in, never the tied rung's own) and the last is
-  under half the distance to the nearest boundary, or, for a measurement (no boundary), under the CI's half-width at
-  T (more budget moved the number less than its own noise); (passed, its words)."""
+  under half the distance to the nearest boundary, or, for a measurement (no boundary), under its settling margin
+  (`stats.measure`'s `settle`, fixed before the run: a noisier number does not settle more easily); (passed, its
+  words)."""
   changes = [abs(b - a) for a, b in itertools.pairwise(values)]
   lo, hi = v.ci if ci is None else ci
   noise = (hi - lo) / 4 if math.isfinite(lo) and math.isfinite(hi) else 0.0
   shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
-  if kind == stats.MEASUREMENT:
-    tol = 2 * noise if noise > 0 else math.nan  # nan: no CI, never settled, unless it never moved
-    done = changes[-1] < tol or changes[-1] == 0
-    last = f'; the last {"<" if done else ">="} the CI half-width at T ({tol:.3g})'
+  if kind == stats.MEASUREMENT:  # a fixed margin declared before the run (stats.measure), never the noise
+    tol = float(v.extra.get('settle', math.nan))
+    done = changes[-1] < tol
+    last = f'; the last {"<" if done else ">="} the settling margin ({tol:.3g})'
     return shrink and done, f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + (
       'shrink' if shrink else 'do not shrink'
     ) + last
@@ -147,8 +148,8 @@ def stability(
   - existence ("can reach"): reached at T is stable; otherwise the magnitude rule and, for `not reproduced`, no
     budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
     boundary: a best effort that crossed it means the ladder goes on.
-  - measurement (a number the codebase reports, `stats.measure`): the changes shrink and the last is under the CI's
-    half-width at T.
+  - measurement (a number the codebase reports, `stats.measure`): the changes shrink and the last is under the
+    settling margin the study declared.
 
   A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
   statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where a tie could
@@ -300,17 +301,12 @@ def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> st
   """No single seed decides the verdict: leaving out any one seed (`drops`: (seed, the rule without it)), the
   statistic's interval, read at the full sample's width (its half-widths scaled by t(n - 1) / t(n - 2), so that
   losing a degree of freedom alone does not undecide it), still lies on the side of every boundary it lay on, and
-  the rule does not give the opposite decided outcome; a measurement's number stays inside its CI. A failure demotes
-  a decided or measured verdict to inconclusive and names the seed."""
+  the rule does not give the opposite decided outcome (a measurement: n/a, see below). A failure demotes a decided
+  verdict to inconclusive and names the seed."""
   name = 'no single seed decides it'
-  if v.outcome == stats.MEASURED:
-    out = [(s, a) for s, a in drops if not v.ci[0] <= a.statistic <= v.ci[1]]
-    how = '; '.join(
-      f'without seed {s}: {a.statistic:.4g}, outside the CI [{v.ci[0]:.4g}, {v.ci[1]:.4g}]' for s, a in out
-    )
-    return stats.Check(
-      name, not out, how or f'within the CI with any one of {len(drops)} seeds left out', demote=stats.INCONCLUSIVE
-    )
+  if v.outcome == stats.MEASURED:  # a mean over seeds moves by at most s/sqrt(n) without one: inside its t CI
+    why = 'a measurement is a mean over seeds: leaving one out cannot move it outside its CI; the precision bar of '
+    return stats.Check(name, True, why + 'stats.measure stands in', demote=stats.INCONCLUSIVE, applies=False)
   if v.outcome not in stats.DECISIVE:
     return stats.Check(
       name, True, f'{v.outcome}: nothing decided for one seed to decide', demote=stats.INCONCLUSIVE, applies=False

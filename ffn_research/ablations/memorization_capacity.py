@@ -71,10 +71,13 @@ from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.memorization_capacity import CHANGES
 from ffn_research.ablations.storage import PEAK_RISE  # noqa: F401
 from ffn_research.ablations.storage import SIZE
+from ffn_research.ablations.storage import SLOPE_MARGIN  # noqa: F401
+from ffn_research.ablations.storage import SLOPE_MAX_WIDTH  # noqa: F401
 from ffn_research.ablations.storage import N  # noqa: F401  (the measurement's home: ablations/storage.py)
 from ffn_research.ablations.storage import bits_of_fit  # noqa: F401
 from ffn_research.ablations.storage import peak_inside_check
 from ffn_research.ablations.storage import peaks
+from ffn_research.ablations.storage import proportional_check
 from ffn_research.ablations.storage import settled
 from ffn_research.config import default_config
 
@@ -140,7 +143,6 @@ MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0
 CLAIMS = {1000: 2.0, 100: 1.0}  # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
 BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]
-SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3  # check (a)
 MOE_TOP_KS = (1, 2)
 # Full cap in reference-seconds, fixed before the first run of issue 46's design: the published run's step rates
 # put the E = 1,000 dense arm at 8,000 steps of N/8 near its old cost (~2,300 run-seconds: a step of N/8 ran 8.5x
@@ -258,24 +260,6 @@ def memorization_rows(sel: pd.DataFrame) -> pd.DataFrame:
   mem[SIZE] = mem[SIZE].astype(int)
   mem['active'] = mem[SIZE] - mem['num_ffn_params'] + mem['num_active_ffn_params']
   return mem
-
-
-def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Check, stats.Verdict]:
-  """Check (a): the per-seed log-log slope of peak bits on params contains 1 (or lies in 1 ± 0.1), narrowly."""
-  slope = rules_lib.slope_per_seed(
-    top, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=SLOPE_MARGIN, claim='slope'
-  )
-  lo, hi = slope.ci
-  ok = bool((lo <= 1 <= hi or (1 - SLOPE_MARGIN <= lo and hi <= 1 + SLOPE_MARGIN)) and hi - lo <= SLOPE_MAX_WIDTH)
-  return stats.Check(
-    f'{label}: bits proportional to params',
-    ok,
-    f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{lo:.3g}, {hi:.3g}], per '
-    f'seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}, and be narrower than '
-    f'{SLOPE_MAX_WIDTH:g}',
-    remedy=stats.DOUBLE_STEPS,
-    points=tuple(points),
-  ), slope
 
 
 # --------------------------------------------------------------------------- verdicts (pure in the selection)

@@ -8,10 +8,13 @@ import math
 
 import pandas as pd
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 
 SIZE, N = 'num_trainable_params', 'facts'
 PEAK_RISE = 0.05  # peak_inside_check: a peak at the largest N must rise less than this over the next N
+SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3  # proportional_check: the slope's CI contains 1 or lies in 1 +- 0.1, narrowly
+SEED = 'train.seed'
 
 
 def bits_of_fit(cross_entropy_bits: float, facts: int, values: int) -> float:
@@ -56,3 +59,21 @@ def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check
     '; '.join(bad or where) + f' (a peak at the largest N must rise < {PEAK_RISE:.0%} over the '
     'next; at the smallest N it must exceed what N/2 facts can hold)',
   )
+
+
+def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Check, stats.Verdict]:
+  """Check (a): the per-seed log-log slope of peak bits on params contains 1 (or lies in 1 ± 0.1), narrowly."""
+  slope = rules_lib.slope_per_seed(
+    top, x=SIZE, y='bits_stored', seed=SEED, claimed=1.0, margin=SLOPE_MARGIN, claim='slope'
+  )
+  lo, hi = slope.ci
+  ok = bool((lo <= 1 <= hi or (1 - SLOPE_MARGIN <= lo and hi <= 1 + SLOPE_MARGIN)) and hi - lo <= SLOPE_MAX_WIDTH)
+  return stats.Check(
+    f'{label}: bits proportional to params',
+    ok,
+    f'log-log slope of peak bits on params {slope.statistic:.3g} (95% CI [{lo:.3g}, {hi:.3g}], per '
+    f'seed); the CI must contain 1 or lie inside 1 ± {SLOPE_MARGIN:g}, and be narrower than '
+    f'{SLOPE_MAX_WIDTH:g}',
+    remedy=stats.DOUBLE_STEPS,
+    points=tuple(points),
+  ), slope

@@ -119,7 +119,10 @@ class MemorizationTask(_SequenceTask):
   Tokens: objects [0, V), subjects [V, V + S), relations [V + S, V + S + R) with
   S = N / R subjects, every (subject, relation) one fact, objects uniform over V
   = task.vocab_size. A sequence is [subject, relation]; the answer is predicted
-  at the relation position.
+  at the relation position. With task.object_softmax the answer's softmax runs over
+  the V objects only (the other tokens' logits masked in training and evaluation):
+  a model then spends nothing on keeping mass off the S + R tokens, whose number
+  grows with N.
   """
 
   seq_len = 2
@@ -134,6 +137,9 @@ class MemorizationTask(_SequenceTask):
     config_lib.check(
       t.num_facts % t.num_relations == 0,
       f'task.num_facts={t.num_facts} must be divisible by task.num_relations={t.num_relations}',
+    )
+    config_lib.check(
+      isinstance(t.object_softmax, bool), f'task.object_softmax={t.object_softmax!r} must be True or False'
     )
 
   def __init__(self, config):
@@ -157,9 +163,19 @@ class MemorizationTask(_SequenceTask):
   def sample_batch(self, data, rng):
     return self.sample_rows(data, rng)
 
+  def _objects_only(self, logits_BxPxV: jax.Array) -> jax.Array:
+    """The logits with every non-object token masked when task.object_softmax (else unchanged)."""
+    if not self.config.task.object_softmax:
+      return logits_BxPxV
+    is_object_V = jnp.arange(logits_BxPxV.shape[-1]) < self.config.task.vocab_size
+    return jnp.where(is_object_V, logits_BxPxV, -jnp.inf)
+
+  def loss(self, logits_BxPxV, batch):
+    return super().loss(self._objects_only(logits_BxPxV), batch)
+
   def evaluate(self, apply_fn, data):
     t, tr = self.config.task, self.config.train
-    ce_NxT, correct_NxT = scores_in_chunks(apply_fn, data['inputs'], data['targets'])
+    ce_NxT, correct_NxT = scores_in_chunks(lambda x: self._objects_only(apply_fn(x)), data['inputs'], data['targets'])
     accuracy = jnp.mean(correct_NxT[:, 1])
     return {
       'eval_loss': jnp.mean(ce_NxT[:, 1]),

@@ -27,6 +27,7 @@ def atlas_table(verdicts) -> pd.DataFrame:
         'CI hi': v.ci[1],
         'outcome': v.outcome,
         'seeds': v.n,
+        'on active P': v.extra.get('exponent_per_active', float('nan')),
       }
     )
   return pd.DataFrame(rows)
@@ -151,7 +152,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     ],
     figures=[figure(store, errors, ctx)],
     notes=[
-      'MoE approximation: the exponent on trainable parameters equals the one on active parameters up to the '
-      'router (a fixed share of the experts is active at every width), so only the total is judged.'
+      'MoE: storage per active parameter is P / active times the per-P number (the table gives both); the teacher '
+      "exponent is judged on total P, the one on active P (the router's share falls with width) is the atlas "
+      "table's last column."
     ],
   )
