@@ -488,8 +488,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # git log). Verdict numbers: 1 = 2 bits at E = 1,000, 2 = 1 bit at E = 100, 3 = random labels, 4/5 = MoE top-1/2.
 
 
-# A limit found after the redesign's run began (a design review of capacity_atlas, 2026-11-27): said in every
-# memorization scope, not a change to the runs.
+# A limit a design review of capacity_atlas found after this redesign's run began: said in every memorization
+# scope, not a change to the runs.
 _SOFTMAX = (
   ' The object is scored over every token (V objects + N/16 subjects + 16 relations), so a larger N also pays to '
   'keep mass off more distractors in the 16-d frozen embedding space, which can lower bits at large N (the peak '

@@ -316,8 +316,7 @@ def reasoning_checks(sel: pd.DataFrame, scale: str, router: str) -> list[stats.C
 
 def _reasoning_gap(den: pd.Series) -> stats.Check:
   """Premise: width buys held-out accuracy on this task, in every reading of the seeds: the t CI's lower end of the
-  per-seed gap (dense-total - dense-active) at least HOP_GAP (was the mean; changed after a cold review found the
-  2026-11-27 republication's mean, 0.139, resting on one seed: CI [0.068, 0.211])."""
+  per-seed gap (dense-total - dense-active) at least HOP_GAP (its history: changes/moe_memorization_vs_reasoning.py)."""
   m, lo, hi = stats.mean_ci(den)
   check = stats.premise_check(
     'premise (reasoning): dense-total beats dense-active on held-out compositions (accuracy gap)',

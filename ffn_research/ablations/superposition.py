@@ -41,7 +41,6 @@ the budget ladder T/4, T/2, T by the runner):
 Gates of both besides the premise: not collapsed (the sparse models' mean count more than half a feature above
 0). The runner checks every point of the verdict has every seed; it adds its own: each point's rate inside its
 grid, the ladder judged by the kind, rate ties, leave-one-seed-out, Holm.
-Until 2026-11-27 the FFN arm had a linear output and the weight-norm count (issue 47 redesigned it: history.md).
 History: docs/results/superposition/history.md.
 """
 
