@@ -305,3 +305,18 @@ def test_arms_validate_in_one_program_per_arm_and_budget(scale):
     )
     assert len(sweep.group_runs(runs)) == 1  # densities, rates and seeds traced: one program
   assert regime.seeds >= (12 if scale == 'full' else 3)
+
+
+def test_dead_units_are_exactly_those_zero_on_the_whole_feature_box():
+  """A unit of ReLU(x W + b), x in [0, 1]^n, is dead when b + sum of its positive weights <= 0: checked against a
+  dense sampling of the box's corners (where a linear function's maximum lies)."""
+  rng = np.random.default_rng(0)
+  w, b = rng.normal(size=(6, 8)), rng.normal(size=8) - 1.0
+  corners = np.array(np.meshgrid(*[[0.0, 1.0]] * 6)).reshape(6, -1).T  # all 64 corners
+  expected = np.maximum(corners @ w + b, 0.0).max(axis=0) == 0
+  np.testing.assert_array_equal(sp.dead_units(w, b), expected)
+  assert 0 < expected.sum() < 8  # some dead, some alive: the check can fail both ways
+  top = np.full(6, 2.0)  # a larger box: the largest pre-activation doubles its positive part
+  np.testing.assert_array_equal(sp.dead_units(w, b, top), (np.maximum(2 * corners @ w + b, 0.0).max(axis=0) == 0))
+  f = sp.ffn_stats(np.abs(w), b, np.abs(w.T), np.zeros(6))
+  assert f['dead_hidden'] == int(sp.dead_units(np.abs(w), b).sum())

@@ -34,6 +34,9 @@ def density_table(full: pd.DataFrame) -> pd.DataFrame:
       'dims/feature': float(g['dims_per_feature'].mean()),
       'eval loss': float(g['eval_loss'].mean()),
     }
+    for col, label in (('dead_hidden', 'dead hidden'), ('dead_outputs', 'dead outputs')):  # units 0 on every input
+      if col in g and g[col].notna().any():
+        row[label] = float(g[col].mean())
     for col, label in SHOWN.items():  # the counts an arm is not judged on
       if col != count and col in g and g[col].notna().any():
         row[label] = float(g[col].mean())
