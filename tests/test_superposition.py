@@ -307,16 +307,16 @@ def test_arms_validate_in_one_program_per_arm_and_budget(scale):
   assert regime.seeds >= (12 if scale == 'full' else 3)
 
 
-def test_dead_units_are_exactly_those_zero_on_the_whole_feature_box():
-  """A unit of ReLU(x W + b), x in [0, 1]^n, is dead when b + sum of its positive weights <= 0: checked against a
-  dense sampling of the box's corners (where a linear function's maximum lies)."""
-  rng = np.random.default_rng(0)
-  w, b = rng.normal(size=(6, 8)), rng.normal(size=8) - 1.0
-  corners = np.array(np.meshgrid(*[[0.0, 1.0]] * 6)).reshape(6, -1).T  # all 64 corners
-  expected = np.maximum(corners @ w + b, 0.0).max(axis=0) == 0
-  np.testing.assert_array_equal(sp.dead_units(w, b), expected)
-  assert 0 < expected.sum() < 8  # some dead, some alive: the check can fail both ways
-  top = np.full(6, 2.0)  # a larger box: the largest pre-activation doubles its positive part
-  np.testing.assert_array_equal(sp.dead_units(w, b, top), (np.maximum(2 * corners @ w + b, 0.0).max(axis=0) == 0))
-  f = sp.ffn_stats(np.abs(w), b, np.abs(w.T), np.zeros(6))
-  assert f['dead_hidden'] == int(sp.dead_units(np.abs(w), b).sum())
+def test_dead_units_are_those_no_input_of_the_task_moves():
+  """A unit is dead when its pre-activation is <= 0 on every sampled input; the sample follows the task's draw
+  (density 1 - S of U[0, 1] features, else 0)."""
+  x = sp.feature_sample(0.1, n=20, samples=20000)
+  assert x.shape == (20000, 20) and (x >= 0).all() and (x <= 1).all()
+  assert abs((x > 0).mean() - 0.1) < 4 * math.sqrt(0.1 * 0.9 / x.size)  # 4 binomial sigmas
+  np.testing.assert_array_equal(sp.feature_sample(0.1, n=20, samples=100), sp.feature_sample(0.1, n=20, samples=100))
+  pre = np.array([[-1.0, 0.5, 0.0], [-0.2, -3.0, -1e-9]])
+  assert sp.dead(pre) == 2  # columns 0 and 2 never positive; column 1 fires once
+  w = np.zeros((20, 3))
+  w[0, 0], w[1, 1] = 1.0, -1.0
+  b = np.array([-0.5, 0.1, -0.1])  # unit 0 fires when feature 0 > 0.5; unit 1 at x_1 < 0.1; unit 2 never
+  assert sp.dead(sp.feature_sample(1.0, n=20) @ w + b) == 1

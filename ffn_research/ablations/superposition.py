@@ -146,12 +146,21 @@ def readout_count(forward, n: int) -> int:
   return int(np.sum(readout_error(forward, n) < READ_ERROR))
 
 
-def dead_units(w_NxM: np.ndarray, b_M: np.ndarray, top_N: np.ndarray | None = None) -> np.ndarray:
-  """Per unit m of ReLU(x W + b) with x in the box [0, top]^N (top = 1: the features' range): whether it is 0 on the
-  whole box, i.e. its largest pre-activation, b_m + sum_i top_i max(W[i, m], 0), is <= 0 (exact: a unit dead here
-  gets no gradient from any input the task draws)."""
-  top_N = np.ones(w_NxM.shape[0]) if top_N is None else top_N
-  return b_M + top_N @ np.maximum(w_NxM, 0.0) <= 0
+DEAD_SAMPLES = 4096  # inputs drawn at a run's own density to count its dead units
+
+
+def feature_sample(density: float, n: int = N_FEATURES, samples: int = DEAD_SAMPLES) -> np.ndarray:
+  """(samples, n) inputs as the task draws them: each feature U[0, 1] with probability `density`, else 0 (a fixed
+  NumPy seed: the same inputs for every run at that density)."""
+  rng = np.random.default_rng(0)
+  on = rng.random((samples, n)) < density
+  return np.where(on, rng.random((samples, n)), 0.0)
+
+
+def dead(pre_BxM: np.ndarray) -> int:
+  """Units whose pre-activation is <= 0 on every input of the batch: a ReLU unit that no input of the task's
+  distribution moves (no gradient reaches it)."""
+  return int(np.sum(pre_BxM.max(axis=0) <= 0))
 
 
 def ffn_stats(
@@ -165,9 +174,6 @@ def ffn_stats(
     'dims_per_feature': w1_NxM.shape[1] / float(np.sum(np.square(strength_N))),
     'represented_gain': int(np.sum(ffn_gain(w1_NxM, b1_M, w2_MxN) > level)),
     'represented_readout': readout_count(relu_out_forward(w1_NxM, b1_M, w2_MxN, b2_N), w1_NxM.shape[0]),
-    'dead_hidden': int(dead_units(w1_NxM, b1_M).sum()),
-    # an output is surely dead when even every hidden unit at its own largest value leaves it <= 0 (a bound)
-    'dead_outputs': int(dead_units(w2_MxN, b2_N, np.maximum(b1_M + np.maximum(w1_NxM, 0.0).sum(0), 0.0)).sum()),
   }
 
 
@@ -178,13 +184,21 @@ def collect(run_dir: str, row) -> dict[str, Any]:
   p = run.model
   if run.config.model.arch == 'tied_relu':
     w, b = np.asarray(p.w[...]), np.asarray(p.b[...])
+    x_BxN = feature_sample(1.0 - run.config.task.feature_sparsity, w.shape[1])
     return {
       **tied_stats(w),
       'represented_readout': readout_count(tied_forward(w, b), w.shape[1]),
-      'dead_outputs': int(dead_units(w.T @ w, b).sum()),  # ReLU(x W^T W + b) on the box
+      'dead_outputs': dead(x_BxN @ w.T @ w + b),
     }
   f = p.ffn
-  return ffn_stats(np.asarray(f.w1[...]), np.asarray(f.b1[...]), np.asarray(f.w2[...]), np.asarray(f.b2[...]))
+  w1, b1, w2, b2 = (np.asarray(a[...]) for a in (f.w1, f.b1, f.w2, f.b2))
+  x_BxN = feature_sample(1.0 - run.config.task.feature_sparsity, w1.shape[0])
+  h_BxM = x_BxN @ w1 + b1
+  return {
+    **ffn_stats(w1, b1, w2, b2),
+    'dead_hidden': dead(h_BxM),
+    'dead_outputs': dead(np.maximum(h_BxM, 0.0) @ w2 + b2),
+  }
 
 
 # --------------------------------------------------------------------------- arms

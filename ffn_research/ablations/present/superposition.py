@@ -107,7 +107,9 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   notes.append(
     'dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||. Counts not judged, '
     "shown: the toy's readout count, the FFN's weight-norm count (sqrt(||W1[i,:]|| ||W2[:,i]||) > 0.5) and gain "
-    'count (output i at e_i minus at 0 above 0.5)'
+    'count (output i at e_i minus at 0 above 0.5). Dead hidden / dead outputs: units whose pre-activation is <= 0 '
+    f"on all of {study.DEAD_SAMPLES:,} inputs drawn at the run's own density (mean over seeds; no gradient reaches "
+    'them)'
   )
   v_toy, v_ffn = result.verdicts
   dense = table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table) else pd.Series(dtype=float)
