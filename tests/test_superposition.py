@@ -310,6 +310,7 @@ def test_arms_validate_in_one_program_per_arm_and_budget(scale):
 def test_dead_units_are_those_no_input_of_the_task_moves():
   """A unit is dead when its pre-activation is <= 0 on every sampled input; the sample follows the task's draw
   (density 1 - S of U[0, 1] features, else 0)."""
+  assert sp.dead_samples(1.0) == 4096 and sp.dead_samples(0.003) == 333334  # each feature on ~1,000 times
   x = sp.feature_sample(0.1, n=20, samples=20000)
   assert x.shape == (20000, 20) and (x >= 0).all() and (x <= 1).all()
   assert abs((x > 0).mean() - 0.1) < 4 * math.sqrt(0.1 * 0.9 / x.size)  # 4 binomial sigmas

@@ -146,20 +146,27 @@ def readout_count(forward, n: int) -> int:
   return int(np.sum(readout_error(forward, n) < READ_ERROR))
 
 
-DEAD_SAMPLES = 4096  # inputs drawn at a run's own density to count its dead units
+DEAD_FIRINGS = 1000  # inputs per feature drawn with it on, at least, to count a run's dead units
+DEAD_MIN_SAMPLES = 4096
 
 
-def feature_sample(density: float, n: int = N_FEATURES, samples: int = DEAD_SAMPLES) -> np.ndarray:
-  """(samples, n) inputs as the task draws them: each feature U[0, 1] with probability `density`, else 0 (a fixed
-  NumPy seed: the same inputs for every run at that density)."""
+def dead_samples(density: float) -> int:
+  """Inputs drawn to count dead units at `density`: each feature on about DEAD_FIRINGS times (333,334 at 0.003)."""
+  return max(DEAD_MIN_SAMPLES, math.ceil(DEAD_FIRINGS / density))
+
+
+def feature_sample(density: float, n: int = N_FEATURES, samples: int | None = None) -> np.ndarray:
+  """(samples, n) float32 inputs as the task draws them: each feature U[0, 1] with probability `density`, else 0
+  (a fixed NumPy seed: the same inputs for every run at that density); `samples` defaults to dead_samples."""
   rng = np.random.default_rng(0)
-  on = rng.random((samples, n)) < density
-  return np.where(on, rng.random((samples, n)), 0.0)
+  shape = (dead_samples(density) if samples is None else samples, n)
+  on = rng.random(shape, dtype=np.float32) < density
+  return np.where(on, rng.random(shape, dtype=np.float32), np.float32(0.0))
 
 
 def dead(pre_BxM: np.ndarray) -> int:
-  """Units whose pre-activation is <= 0 on every input of the batch: a ReLU unit that no input of the task's
-  distribution moves (no gradient reaches it)."""
+  """Units whose pre-activation is <= 0 on every input of the sample: active on none of them (a unit active on
+  fewer than about 1 in the sample's size is counted dead)."""
   return int(np.sum(pre_BxM.max(axis=0) <= 0))
 
 

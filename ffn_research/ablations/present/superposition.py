@@ -34,16 +34,19 @@ def density_table(full: pd.DataFrame) -> pd.DataFrame:
       'dims/feature': float(g['dims_per_feature'].mean()),
       'eval loss': float(g['eval_loss'].mean()),
     }
-    for col, label in (('dead_hidden', 'dead hidden'), ('dead_outputs', 'dead outputs')):  # units 0 on every input
-      if col in g and g[col].notna().any():
-        row[label] = float(g[col].mean())
     for col, label in SHOWN.items():  # the counts an arm is not judged on
       if col != count and col in g and g[col].notna().any():
+        row[label] = float(g[col].mean())
+    for col, label in (('dead_hidden', 'dead hidden'), ('dead_outputs', 'dead outputs')):  # active on no sample
+      if col in g and g[col].notna().any():
         row[label] = float(g[col].mean())
     rows.append(row)
   if not rows:
     return pd.DataFrame(columns=['arm', '1 - S'])
-  return pd.DataFrame(rows).sort_values(['arm', '1 - S'], ascending=[True, False]).reset_index(drop=True)
+  frame = pd.DataFrame(rows)
+  extra = [c for c in (*SHOWN.values(), 'dead hidden', 'dead outputs') if c in frame]  # one order for every arm
+  frame = frame[[c for c in frame if c not in extra] + extra]
+  return frame.sort_values(['arm', '1 - S'], ascending=[True, False]).reset_index(drop=True)
 
 
 def sharpest_step(table: pd.DataFrame, arm: str) -> str:
@@ -107,9 +110,11 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   notes.append(
     'dims/feature = m / ||W||_F^2 (toy); for the FFN m / sum_i ||W1[i,:]|| ||W2[:,i]||. Counts not judged, '
     "shown: the toy's readout count, the FFN's weight-norm count (sqrt(||W1[i,:]|| ||W2[:,i]||) > 0.5) and gain "
-    'count (output i at e_i minus at 0 above 0.5). Dead hidden / dead outputs: units whose pre-activation is <= 0 '
-    f"on all of {study.DEAD_SAMPLES:,} inputs drawn at the run's own density (mean over seeds; no gradient reaches "
-    'them)'
+    'count (output i at e_i minus at 0 above 0.5). Dead hidden / dead outputs (mean over seeds): units active on '
+    "none of the inputs drawn at the run's own density, max(4,096, 1,000 / (1 - S)) of them (each feature on about "
+    '1,000 times; a unit active less often than that is counted dead). A dead output is always an unrepresented '
+    "feature here; at dense inputs it costs loss, at sparse ones it may be the optimum's own choice (the toy's "
+    'least important features at 1 - S = 0.01)'
   )
   v_toy, v_ffn = result.verdicts
   dense = table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table) else pd.Series(dtype=float)
