@@ -191,7 +191,8 @@ def collect(run_dir: str, row) -> dict[str, Any]:
   p = run.model
   if run.config.model.arch == 'tied_relu':
     w, b = np.asarray(p.w[...]), np.asarray(p.b[...])
-    x_BxN = feature_sample(1.0 - run.config.task.feature_sparsity, w.shape[1])
+    density = 1.0 - run.config.task.feature_sparsity
+    x_BxN = feature_sample(density, w.shape[1], dead_samples(density))
     return {
       **tied_stats(w),
       'represented_readout': readout_count(tied_forward(w, b), w.shape[1]),
@@ -199,7 +200,8 @@ def collect(run_dir: str, row) -> dict[str, Any]:
     }
   f = p.ffn
   w1, b1, w2, b2 = (np.asarray(a[...]) for a in (f.w1, f.b1, f.w2, f.b2))
-  x_BxN = feature_sample(1.0 - run.config.task.feature_sparsity, w1.shape[0])
+  density = 1.0 - run.config.task.feature_sparsity
+  x_BxN = feature_sample(density, w1.shape[0], dead_samples(density))
   h_BxM = x_BxN @ w1 + b1
   return {
     **ffn_stats(w1, b1, w2, b2),
