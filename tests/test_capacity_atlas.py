@@ -84,6 +84,10 @@ def test_cells_span_8x_in_parameters_with_experts_at_least_8_wide_and_facts_from
   assert not any(a.name.startswith('sin_moe') for a in arms)  # a scalar input routes to at most 2k experts
   assert moe.base.model.moe.num_experts == 8 and moe.base.model.moe.top_k == 2
   assert moe.base.model.moe.capacity_factor == 0.0 and moe.base.model.moe.router == 'softmax_topk'
+  large = atlas.SETTINGS['large']  # the GPU scale: the dense parameter range covers the MoE's
+  dense_p = [atlas.trainable_params(large, 'relu', w) for w in large['dense']]
+  moe_p = [atlas.trainable_params(large, 'moe_top2', w) for w in large['moe']]
+  assert dense_p[0] <= moe_p[0] and moe_p[-1] <= 1.05 * dense_p[-1] and len(atlas.arms('large')) > len(arms)
   swiglu = next(a for a in arms if a.name == 'teacher_swiglu')
   assert swiglu.base.model.match_params and swiglu.base.model.d_model == 4
 

@@ -105,6 +105,17 @@ SETTINGS: dict[str, Settings] = {
     approx=(8, 16, 32, 64),
     teacher_d=4,
   ),
+  # For a GPU: dense widths up to 640 so that the dense parameter range (1.1k-42k) covers the MoE's (4.8k-43k), one
+  # more approximation width, 5 seeds.
+  'large': dict(
+    d_model=16,
+    values=256,
+    relations=16,
+    dense=(16, 32, 64, 160, 320, 640),
+    moe=(8, 16, 32, 80),
+    approx=(8, 16, 32, 64, 128),
+    teacher_d=4,
+  ),
 }
 STORE_FACTOR, APPROX_FACTOR = 10, 5  # T of the storage and approximation arms = regime.steps x this (full: 8,000
 # storage steps at batch N/8 = 1,000 exposures per fact, the exposures of Allen-Zhu & Li's 2-bit regime)
@@ -114,6 +125,7 @@ REGIMES = {
   'smoke': base.Regime(rates=APPROX_RATES, steps=8, seeds=2, cap=120),
   'quick': base.Regime(rates=APPROX_RATES, steps=200, seeds=3, cap=1800),
   'full': base.Regime(rates=APPROX_RATES, steps=800, seeds=3, cap=7200),
+  'large': base.Regime(rates=APPROX_RATES, steps=800, seeds=5, cap=28800),
 }
 _STORE = re.compile(r'store_(\w+?)_w(\d+)$')
 _APPROX = re.compile(r'(sin|teacher)_(\w+)$')
