@@ -503,6 +503,10 @@ def test_judge_only_trains_nothing_and_buys_no_extension(tmp_path):
   assert again['regime']['stopped'].startswith('judge only (--judge_only): the next extension')
   assert again['regime']['next']['why'] == 'judge only' and again['regime']['next']['runs'] > 0
   assert [v['statistic'] for v in again['verdicts']] == [v['statistic'] for v in first['verdicts']]
+  # judged again under the cap that stopped it: the report says the cap stopped it (it did), not that it judged
+  capped = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
+  assert capped['regime']['stopped'].startswith('the cap: the next extension')
+  assert capped['regime']['next']['why'] == 'over the cap' and capped['regime']['stopped'] == first['regime']['stopped']
 
 
 def test_judge_only_states_the_cap_with_the_reference_step_the_runs_recorded(tmp_path):

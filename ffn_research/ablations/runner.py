@@ -240,16 +240,17 @@ def _stop_reason(
       'fix (a premise more steps do not change, or no doubling or rate extension left)',
       None,
     )
-  if spent + cost > cap.run_s or judge_only:
-    why = (
-      f'judge only (--judge_only): the next extension (~{cost:.0f} run-seconds) was not run'
-      if judge_only
-      else f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {cap.text()}'
+  over = spent + cost > cap.run_s
+  if over or judge_only:
+    why = (  # the cap's reason wins: a judging invocation of a loop the cap stopped says so, not that it judged
+      f'the cap: the next extension (~{cost:.0f} run-seconds) would pass {cap.text()}'
+      if over
+      else f'judge only (--judge_only): the next extension (~{cost:.0f} run-seconds) was not run'
     )
     return (
       why,
       {
-        'why': 'judge only' if judge_only else 'over the cap',
+        'why': 'over the cap' if over else 'judge only',
         'actions': actions,
         'runs': sum(map(len, added.values())) * seeds,
         'cost_s': cost,
