@@ -48,8 +48,10 @@ from typing import Any, TypedDict
 import numpy as np
 import pandas as pd
 
+from ffn_research import models
 from ffn_research import rules as rules_lib
 from ffn_research import stats
+from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations import storage
@@ -167,9 +169,6 @@ def _store_base(s: Settings, kind: str, width: int):
 
 def trainable_params(s: Settings, kind: str, width: int) -> int:
   """P of a storage cell (the model's trainable parameters: FFN blocks and norm scales)."""
-  from ffn_research import models
-  from ffn_research import tasks
-
   c = _store_base(s, kind, width)
   return int(models.model_counts(c, tasks.build_task(c))['num_trainable_params'])
 
