@@ -99,7 +99,9 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
       if v.get('scope'):
         lines.append(f'  - scope: {v["scope"]}')
       lines += [
-        f'  - {report_lib.change_line(c, i)}' for c in report_lib.changed_by(changes, i) if report_lib.positive(c, i)
+        f'  - {report_lib.change_line(c, i, v["outcome"])}'
+        for c in report_lib.changed_by(changes, i)
+        if report_lib.positive(c, i)
       ]
       if v['outcome'] != v.get('rule_outcome', v['outcome']) or v['outcome'] == verdict_lib.INVALID:
         lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in report_lib.failed_checks(v)]

@@ -882,3 +882,23 @@ def test_the_regime_table_names_the_rates_a_doubling_dropped():
     'points': [{'point': 'a', 'rates': [0.01, 0.03], 'steps': 16, 'dropped': [0.003], 'rate_T': 0.01}],
   }
   assert '| a | 0.01, 0.03 | 0.003 | 16 | 0.01 |' in report_lib.regime_markdown(r)
+
+
+def test_a_cap_stopped_loop_names_the_next_cost_on_every_verdict_compute_could_fix_and_old_positives_say_so():
+  """The cost of the extension the cap refused is in the detail of every invalid verdict and of every inconclusive
+  one whose failed check has a remedy (memorization_capacity's E = 100 verdict read 'inconclusive' with no reason
+  beside it); a change that once turned a verdict positive says it is not in effect when the verdict is not
+  reproduced now."""
+  v = _ladder(1.3, 1.2, 1.1)[-1]
+  unsettled = stats.gate(v, [stats.Check('stable', False, 'd', remedy=stats.DOUBLE_STEPS, demote=stats.INCONCLUSIVE)])
+  noise = stats.gate(v, [stats.Check('tie', False, 'd', demote=stats.INCONCLUSIVE)])
+  bad = stats.gate(v, [stats.Check('premise', False, 'd', role=stats.PREMISE)])
+  assert unsettled.outcome == noise.outcome == stats.INCONCLUSIVE and bad.outcome == stats.INVALID
+  end = runner._LoopEnd(pd.DataFrame(), pd.DataFrame(), {}, [unsettled, noise, bad], {}, 'cap', {'x': 1}, 250.0, 900.0)
+  cap = cap_lib.Cap(ref_s=1000.0, speed=1.0, step_s=regime.REFERENCE_STEP_S)
+  out = runner._final_verdicts(end, cap)
+  named = ['the next extension would have cost ~250 run-seconds' in x.detail for x in out]
+  assert named == [True, False, True]
+  change = {'date': 'd', 'change': 'c', 'outcome': 'o', 'verdicts': [2], 'to_positive': [2]}
+  assert '(null -> positive)**' in report_lib.change_line(change, 2)
+  assert "not in effect: this report's verdict is inconclusive" in report_lib.change_line(change, 2, 'inconclusive')

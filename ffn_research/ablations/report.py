@@ -101,8 +101,13 @@ def positive(c: Mapping[str, Any], i: int | None = None) -> bool:
   return bool(to) if i is None else i in to
 
 
-def change_line(c: Mapping[str, Any], i: int) -> str:
-  flag = ' **(null -> positive)**' if positive(c, i) else ''
+def change_line(c: Mapping[str, Any], i: int, outcome: str = verdict_lib.REPRODUCED) -> str:
+  """The change's line under verdict i; `outcome`: the verdict's outcome now (a change that once turned it positive
+  says so, and that the positive is not this report's when the verdict is no longer reproduced)."""
+  flag = ''
+  if positive(c, i):
+    now = '' if outcome == verdict_lib.REPRODUCED else f"; not in effect: this report's verdict is {outcome}"
+    flag = f' **(null -> positive when made{now})**' if now else ' **(null -> positive)**'
   return f'**changed after results** ({c["date"]}{flag}): {c["change"]} ({c["outcome"]})'
 
 
@@ -119,7 +124,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   p = _p_text(v)
   out = [f'- **{v.outcome}** — {v.claim}']
   flagged = [c for c in changes if positive(c, i)]
-  out += [f'  - {change_line(c, i)}' for c in flagged]
+  out += [f'  - {change_line(c, i, v.outcome)}' for c in flagged]
   if len(changes) > len(flagged):
     out.append(f'  - {len(changes) - len(flagged)} other design change(s) after results moved it: see below')
   if v.scope:

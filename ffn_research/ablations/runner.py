@@ -368,7 +368,8 @@ def _regime_loop(
 
 
 def _final_verdicts(end: _LoopEnd, cap: cap_lib.Cap) -> list[verdict_lib.Verdict]:
-  """Holm over the family; an invalid verdict of a loop the cap stopped names the next extension's cost."""
+  """Holm over the family; an invalid verdict of a loop the cap stopped, or an inconclusive one with a failed check
+  more compute could fix, names the next extension's cost."""
   verdicts = verdict_lib.holm(end.verdicts)
   if not end.nxt:
     return verdicts
@@ -376,7 +377,11 @@ def _final_verdicts(end: _LoopEnd, cap: cap_lib.Cap) -> list[verdict_lib.Verdict
     f' — the next extension would have cost ~{end.cost:.0f} run-seconds (~{end.cost / cap.speed:.0f} '
     f'reference-seconds; cap {cap.text()}, spent {end.spent:.0f} run-seconds)'
   )
-  return [v if v.outcome != verdict_lib.INVALID else dataclasses.replace(v, detail=v.detail + cost) for v in verdicts]
+  stopped = lambda v: (
+    v.outcome == verdict_lib.INVALID
+    or (v.outcome == verdict_lib.INCONCLUSIVE and any(c.remedy for c in v.failed_checks))
+  )
+  return [dataclasses.replace(v, detail=v.detail + cost) if stopped(v) else v for v in verdicts]
 
 
 def _check_all_finished(study: base.Study, outdir: str, points, rec, seeds: int, seed_offset: int) -> None:
