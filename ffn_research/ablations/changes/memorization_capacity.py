@@ -198,10 +198,13 @@ CHANGES = (
     ),
     outcome=(
       'E = 1,000: inconclusive 1.57 [1.49, 1.65] at 1,000 full-batch steps -> invalid 1.72 [1.68, 1.77] at 8,000 '
-      'steps of N/8 (the rule alone: reproduced; its rate, 0.03, at the bottom of the grid); MoE top-1: invalid '
-      '(premise (d)) -> invalid 0.516 [0.486, 0.548] (premise (d) passes; the rule alone: not reproduced; rates at '
-      'the bottom of the grid); MoE top-2: invalid (premise (d)) -> invalid 0.788 [0.751, 0.826] (the rule alone: '
-      'inconclusive; the 4-expert peak not bracketed, rates at the bottom of the grid). Its first run (fresh workdir, '
+      'steps of N/8 (the rule alone: reproduced; with the tie check, inconclusive: two tied rates at T/2 unsettle its '
+      'ladder; invalid: the rate, 0.03, is the bottom of the grid at 8 of 9 points, and a lower rate may raise it); '
+      'MoE top-1: invalid (premise (d)) -> invalid 0.516 [0.486, 0.548] (premise (d) passes; the rule alone: not '
+      'reproduced, but no evidence either way: its rates sit at the bottom of the grid, where one step down in rate '
+      'raised the bits by 16-127% per point); MoE top-2: invalid (premise (d)) -> invalid 0.788 [0.751, 0.826] (the '
+      'rule alone: inconclusive; the 4-expert peak not bracketed, rates at the bottom of the grid). Its first run '
+      '(fresh workdir, '
       '2026-11-27 20:23-23:00 UTC) spent the whole cap in pass 0 (6,976 run-seconds against 6,732), so no '
       'extension ran (the next: 0.01 below the dense grid, 0.0033 below the MoE grid and E = 100 doubled to 800 '
       'steps, ~2,519 run-seconds); and '

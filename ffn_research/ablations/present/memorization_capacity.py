@@ -9,6 +9,7 @@ from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import memorization_capacity as study
+from ffn_research.ablations import regime as regime_lib
 
 
 def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
@@ -190,6 +191,30 @@ def moe_and_random_labels_figure(
   )
 
 
+def edge_note(result: base.Result) -> str:
+  """Per point whose rate at T is the smallest of its grid (a failed rate check), the mean bits stored at that rate
+  and at the next one up: how far the number still moves with the rate (the next extension goes one step below)."""
+  if 'level' not in result.tuning or regime_lib.STEPS not in result.frame:
+    return ''
+  t = result.tuning[result.tuning['level'] == regime_lib.FULL]
+  rows = []
+  for _, r in t.iterrows():
+    at = result.frame[(result.frame['point'] == r['point']) & (result.frame[regime_lib.STEPS] == r['steps'])]
+    if 'bits_stored' not in at or at.empty:
+      continue
+    by_rate = at.groupby(regime_lib.LR)['bits_stored'].mean().sort_index()
+    if len(by_rate) < 2 or not np.isclose(r['rate'], by_rate.index[0]):
+      continue
+    low, up = by_rate.iloc[0], by_rate.iloc[1]
+    rows.append(f'{r["point"]}: {low:.0f} bits at {by_rate.index[0]:g} vs {up:.0f} at {by_rate.index[1]:g}')
+  if not rows:
+    return ''
+  return (
+    "Rates at the bottom of their grid at T (the verdicts reading them are invalid: the statistic is the rule's "
+    'alone, and a lower rate may still raise it): ' + '; '.join(rows)
+  )
+
+
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   s, mem = study.SETTINGS[result.scale], study.memorization_rows(result.full)
   rl, v = result.full[result.full['arm'] == 'random_labels'], result.verdicts
@@ -199,11 +224,18 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     f"{x.statistic / study.MORRIS_BITS:.2f} x Morris et al. 2025's {study.MORRIS_BITS:g} "
     '(reference line, not a verdict); '
     f'log-log slope {x.extra.get("slope", math.nan):.3g}'
+    + (f' — {x.outcome}: the rule alone' if x.outcome != stats.REPRODUCED else '')
     for e, x in zip(es, v[: len(es)], strict=True)  # the capacity verdicts come first (rules)
   ]
+  notes += [n for n in [edge_note(result)] if n]
+  notes.append(
+    'MoE verdicts: the statistic averages the two MoE sizes; their bits per total parameter are in the first table '
+    '(the dense figure they are compared with is interpolated at each size)'
+  )
   headline = (
     f'{v[0].statistic:.3g} peak bits per non-embedding parameter at {es[0]} exposures (95% CI '
     f'[{v[0].ci[0]:.3g}, {v[0].ci[1]:.3g}]; claimed {study.CLAIMS[es[0]]:g}): {v[0].outcome}'
+    + (" (the statistic is the rule's alone)" if v[0].outcome == stats.INVALID else '')
     + ''.join(
       f'; MoE top-{k} / dense per total parameter {x.statistic:.3g} (95% CI [{x.ci[0]:.3g}, {x.ci[1]:.3g}]; '
       f'claimed >= {1 / study.MOE_FACTOR:.3g}): {x.outcome}'
