@@ -19,6 +19,7 @@ from ffn_research import sweep
 from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import memorization_capacity as mc
+from ffn_research.ablations import report as report_lib
 from ffn_research.tasks import sequence
 
 R, NR, INV, INC = stats.REPRODUCED, stats.NOT_REPRODUCED, stats.INVALID, stats.INCONCLUSIVE
@@ -376,3 +377,13 @@ def test_smoke_through_the_entry_point(tmp_path):
   report = (out / 'report.md').read_text()
   assert 'peak bits per non-embedding parameter' in report and '## Regime' in report
   assert (out / 'bits_vs_params.png').exists() and (out / 'moe_and_random_labels.png').exists()
+
+
+def test_the_report_lists_the_batch_size_its_budgets_set_as_swept_not_fixed():
+  """An exposure arm's budget sets the batch (E N / steps): the Setup shows the values the runs used, not the base
+  config's batch (a review found `train.batch_size=256` printed for runs at 64-1,024)."""
+  arm = next(a for a in mc.arms('full') if a.name == 'e1000_n1024')
+  assert 'train.batch_size' in report_lib.varied_keys(arm)
+  assert 'train.batch_size' not in report_lib.fixed_settings(arm.base, report_lib.varied_keys(arm))
+  frame = pd.DataFrame({'train.batch_size': [512, 256, 128], 'train.learning_rate': 0.1, 'train.steps': [1, 2, 4]})
+  assert report_lib.swept_values(frame, arm)['train.batch_size'] == [128, 256, 512]

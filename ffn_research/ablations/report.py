@@ -391,8 +391,17 @@ def fixed_settings(config, swept: Sequence[str] = ()) -> dict[str, Any]:
   return out
 
 
+def varied_keys(arm: base.Arm) -> list[str]:
+  """The config keys the arm's points or its budgets set (a budget may set more than the steps: a batch size)."""
+  budget = arm.budget(4) if arm.budget else base.budget(4)
+  return list(dict.fromkeys([k for o in arm.points.values() for k in o] + [k for k in budget if k in _BUDGET_SHOWN]))
+
+
+_BUDGET_SHOWN = ('train.batch_size', 'train.warmup_steps')  # budget keys a reader needs (not logging, checkpoints)
+
+
 def swept_values(frame: pd.DataFrame, arm: base.Arm) -> dict[str, list[Any]]:
-  keys = list(dict.fromkeys(k for o in arm.points.values() for k in o)) + [regime_lib.LR, regime_lib.STEPS]
+  keys = varied_keys(arm) + [regime_lib.LR, regime_lib.STEPS]
   return {k: sorted({v for v in frame[k].dropna().tolist()}, key=str) for k in keys if k in frame}
 
 

@@ -475,7 +475,7 @@ def _sweeps(points, frame: pd.DataFrame, seeds: int) -> list[dict[str, Any]]:
       'name': a.name,
       'runs': int((frame['arm'] == a.name).sum()),
       'seeds': seeds,
-      'fixed': report_lib.fixed_settings(a.base, [k for o in a.points.values() for k in o]),
+      'fixed': report_lib.fixed_settings(a.base, report_lib.varied_keys(a)),
       'swept': report_lib.swept_values(frame[frame['arm'] == a.name], a),
     }
     for a in arms.values()
