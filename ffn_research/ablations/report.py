@@ -402,7 +402,16 @@ _BUDGET_SHOWN = ('train.batch_size', 'train.warmup_steps')  # budget keys a read
 
 def swept_values(frame: pd.DataFrame, arm: base.Arm) -> dict[str, list[Any]]:
   keys = varied_keys(arm) + [regime_lib.LR, regime_lib.STEPS]
-  return {k: sorted({v for v in frame[k].dropna().tolist()}, key=str) for k in keys if k in frame}
+  return {k: _values(frame[k]) for k in keys if k in frame}
+
+
+def _values(column: pd.Series) -> list[Any]:
+  """A column's distinct values, sorted: numbers numerically (whole floats as ints: a column with NaN is float),
+  anything else as text."""
+  values = set(column.dropna().tolist())
+  if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    return sorted(int(v) if float(v).is_integer() else v for v in values)
+  return sorted(values, key=str)
 
 
 def assemble(

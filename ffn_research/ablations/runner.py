@@ -381,7 +381,9 @@ def _final_verdicts(end: _LoopEnd, cap: cap_lib.Cap) -> list[verdict_lib.Verdict
     v.outcome == verdict_lib.INVALID
     or (v.outcome == verdict_lib.INCONCLUSIVE and any(c.remedy for c in v.failed_checks))
   )
-  return [dataclasses.replace(v, detail=v.detail + cost) if stopped(v) else v for v in verdicts]
+  return [
+    dataclasses.replace(v, detail=(v.detail + cost) if v.detail else cost[3:]) if stopped(v) else v for v in verdicts
+  ]
 
 
 def _check_all_finished(study: base.Study, outdir: str, points, rec, seeds: int, seed_offset: int) -> None:

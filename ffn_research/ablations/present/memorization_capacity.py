@@ -224,7 +224,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     f"{x.statistic / study.MORRIS_BITS:.2f} x Morris et al. 2025's {study.MORRIS_BITS:g} "
     '(reference line, not a verdict); '
     f'log-log slope {x.extra.get("slope", math.nan):.3g}'
-    + (f' — {x.outcome}: the rule alone' if x.outcome != stats.REPRODUCED else '')
+    + (f' — {x.outcome}' if x.outcome != stats.REPRODUCED else '')
+    + (": the rule's statistic alone" if x.outcome == stats.INVALID else '')
     for e, x in zip(es, v[: len(es)], strict=True)  # the capacity verdicts come first (rules)
   ]
   notes += [n for n in [edge_note(result)] if n]
