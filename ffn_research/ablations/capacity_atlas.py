@@ -48,6 +48,7 @@ from typing import Any, TypedDict
 import numpy as np
 import pandas as pd
 
+from ffn_research import config as config_lib
 from ffn_research import models
 from ffn_research import rules as rules_lib
 from ffn_research import stats
@@ -147,16 +148,6 @@ def _kind_overrides(kind: str, width: int) -> dict[str, Any]:
   return out
 
 
-def _apply(c, overrides: dict):
-  for key, value in overrides.items():
-    node = c
-    *path, last = key.split('.')
-    for p in path:
-      node = node[p]
-    node[last] = value
-  return c
-
-
 def _store_base(s: Settings, kind: str, width: int):
   c = default_config()
   m, t = c.model, c.task
@@ -164,7 +155,7 @@ def _store_base(s: Settings, kind: str, width: int):
   m.d_model = s['d_model']
   t.name, t.num_relations, t.vocab_size = 'memorization', s['relations'], s['values']
   t.object_softmax = True  # the answer scored over the V objects: no capacity spent on the S + R other tokens
-  return _apply(c, _kind_overrides(kind, width))
+  return config_lib.set_paths(c, _kind_overrides(kind, width))
 
 
 def trainable_params(s: Settings, kind: str, width: int) -> int:
@@ -189,7 +180,7 @@ def _approx_base(s: Settings, target: str, kind: str, width: int):
   else:
     t.name, t.teacher_d_ff, t.teacher_activation, t.num_train = 'teacher_student', 32, 'tanh', NUM_TRAIN
     c.model.d_model = s['teacher_d']
-  return _apply(c, _kind_overrides(kind, width))
+  return config_lib.set_paths(c, _kind_overrides(kind, width))
 
 
 def arms(scale: str) -> list[base.Arm]:

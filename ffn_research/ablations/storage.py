@@ -10,11 +10,11 @@ import pandas as pd
 
 from ffn_research import rules as rules_lib
 from ffn_research import stats
+from ffn_research.ablations.regime import SEED
 
 SIZE, N = 'num_trainable_params', 'facts'
 PEAK_RISE = 0.05  # peak_inside_check: a peak at the largest N must rise less than this over the next N
 SLOPE_MARGIN, SLOPE_MAX_WIDTH = 0.1, 0.3  # proportional_check: the slope's CI contains 1 or lies in 1 +- 0.1, narrowly
-SEED = 'train.seed'
 
 
 def bits_of_fit(cross_entropy_bits: float, facts: int, values: int) -> float:

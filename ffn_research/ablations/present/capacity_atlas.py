@@ -33,13 +33,19 @@ def atlas_table(verdicts) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
+def _mean_ci(values: pd.Series, name: str) -> dict[str, float]:
+  """{name: the mean over seeds, 'CI lo', 'CI hi': its 95% t interval}."""
+  m, lo, hi = stats.mean_ci(values)
+  return {name: m, 'CI lo': lo, 'CI hi': hi}
+
+
 def storage_table(full: pd.DataFrame) -> pd.DataFrame:
   """Per kind and width at the peak N: trainable and active parameters, peak bits (mean, CI) and bits / P."""
   rows = study.storage_rows(full)
   out = []
   for (kind, w), cell in rows.groupby(['kind', 'width'], sort=False):
     top = storage.peaks(cell)
-    m, lo, hi = stats.mean_ci(top['bits_stored'])
+    bits = _mean_ci(top['bits_stored'], 'bits')
     p, active = int(top[study.SIZE].iloc[0]), int(top['active'].iloc[0])
     out.append(
       {
@@ -49,11 +55,9 @@ def storage_table(full: pd.DataFrame) -> pd.DataFrame:
         'active P': active,
         'peak N': int(top[study.N].iloc[0]),
         'steps': int(top[study.STEPS].iloc[0]),
-        'bits': m,
-        'CI lo': lo,
-        'CI hi': hi,
-        'bits / P': m / p,
-        'bits / active P': m / active,
+        **bits,
+        'bits / P': bits['bits'] / p,
+        'bits / active P': bits['bits'] / active,
       }
     )
   return pd.DataFrame(out)
@@ -65,7 +69,6 @@ def error_table(full: pd.DataFrame) -> pd.DataFrame:
   for target in study.TARGETS:
     rows = study.approx_rows(full, target)
     for (kind, w), g in rows.groupby(['kind', 'width'], sort=False):
-      m, lo, hi = stats.mean_ci(g['error'])
       out.append(
         {
           'target': target,
@@ -73,9 +76,7 @@ def error_table(full: pd.DataFrame) -> pd.DataFrame:
           'width': w,
           'P': int(g[study.SIZE].iloc[0]),
           'steps': int(g[study.STEPS].iloc[0]),
-          'error': m,
-          'CI lo': lo,
-          'CI hi': hi,
+          **_mean_ci(g['error'], 'error'),
           'MSE / variance': float(g['relative_mse'].mean()),
         }
       )
