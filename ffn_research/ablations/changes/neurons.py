@@ -18,7 +18,7 @@ CHANGES = (
       '+0.034 reproduced -> 2026-11-24 09:35: verdicts 1-4 invalid (kills premise), keys layer 0 reproduced '
       '(+0.072), keys layer 1 inconclusive, values layer 1 reproduced (+0.100)'
     ),
-    verdicts=(1, 2, 3, 4, 5, 6, 7),
+    verdicts=(1, 2, 3, 4, 5),
   ),
   base.DesignChange(
     date='2026-11-24',
@@ -28,7 +28,7 @@ CHANGES = (
       'rate 1e-1 added to the dead-unit grid'
     ),
     outcome='verdicts 1-4 invalid -> invalid (full run: kills +0.020 [-0.004, 0.045] at 1e-1 without decay)',
-    verdicts=(1, 2, 3, 4),
+    verdicts=(1, 2),
   ),
   base.DesignChange(
     date='2026-11-26',
@@ -52,7 +52,7 @@ CHANGES = (
       'verdicts 2-4 invalid (kills premise) -> not reproduced: decay -0.058 [-0.075, -0.041], budget -0.029 '
       '[-0.039, -0.019], layer 0 - 1 -0.059 [-0.078, -0.041]'
     ),
-    verdicts=(2, 3, 4),
+    verdicts=(2,),
   ),
   base.DesignChange(
     date='2026-11-26',
@@ -66,7 +66,7 @@ CHANGES = (
       'keys layer 0 reproduced (+0.072, n = 5) -> reproduced (+0.067 [+0.038, +0.096], n = 10); keys layer 1 '
       'inconclusive (+0.006) -> invalid (+0.017, stability); values layer 1 reproduced -> reproduced (+0.111)'
     ),
-    verdicts=(5, 6, 7),
+    verdicts=(3, 4, 5),
   ),
   base.DesignChange(
     date='2026-11-26',
@@ -77,7 +77,7 @@ CHANGES = (
       'from the same runs'
     ),
     outcome='keys layer 1 invalid (drift 0.0027 >= 0.0015) -> inconclusive, +0.0170 [+0.0043, +0.0297]',
-    verdicts=(6,),
+    verdicts=(4,),
   ),
   base.DesignChange(
     date='2026-11-27',
@@ -96,7 +96,7 @@ CHANGES = (
       '1): with 0.1, every cell at T of the republished run passes (lowest gap 0.228, lr 1 without decay), so 1, 2 '
       'and 4 would have been decided; 3 also reads a T/4 cell at 0.081'
     ),
-    verdicts=(1, 2, 3, 4, 5, 6, 7),
+    verdicts=(1, 2, 3, 4, 5),
   ),
   base.DesignChange(
     date='2026-11-27',
@@ -110,6 +110,29 @@ CHANGES = (
       'changed'
     ),
     outcome='the same outcomes and numbers',
-    verdicts=(1, 2, 3, 4, 5, 6, 7),
+    verdicts=(1, 2, 3, 4, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-28',
+    commit='',
+    change=(
+      'issue 47 item 1, after the cold review of the 2026-11-27 republication (every dead-unit verdict invalid: the '
+      'cells at rates 0.3 and 1 did not learn): FFNs with biases b1, b2 (was bias-free; OPT has them), every arm at '
+      'T = 3,200 steps (was 800; the short arms at 200), the dead-unit grid at rates 1e-3, 3e-3, 1e-2, 3e-2, 1e-1 '
+      'without decay (was 1e-3, 1e-2, 3e-2, 0.1, 0.3, 1 x decay 0 / 0.1: 0.3 and 1 are dropped because the '
+      "published run did not learn there), the learned premise's remedy doubles the grid's steps (was: none), the "
+      'weight-decay and training-length verdicts dropped (no source states a direction for either: they were our '
+      'hypotheses), the layer verdict invalid when the rule alone refutes it (no positive control for a layer effect '
+      'exists in this toy). The verdicts are renumbered: 1 rate, 2 layer, 3-4 keys, 5 values (was 1 rate, 2 decay, '
+      "3 budget, 4 layer, 5-7 keys and values); the verdict numbers in the column of the entries above are today's, "
+      'their texts keep the numbers of the design they changed'
+    ),
+    outcome=(
+      'before: 1 rate invalid (+0.079 [+0.064, +0.094] per decade, the rule alone reproduced; premise learned '
+      'failed), 2 decay and 3 budget invalid (dropped), 4 layer invalid (-0.073 [-0.087, -0.059], the rule alone not '
+      'reproduced), keys layer 0 reproduced (+0.076), keys layer 1 inconclusive (+0.025), values reproduced '
+      '(+0.095) -> after: the first full run of the redesign (this report)'
+    ),
+    verdicts=(1, 2, 3, 4, 5),
   ),
 )

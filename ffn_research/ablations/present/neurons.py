@@ -37,12 +37,11 @@ def dead_table(full: pd.DataFrame) -> pd.DataFrame:
 
 
 def kv_table(full: pd.DataFrame) -> pd.DataFrame:
-  """Per point at T (the long cells and the reference) and layer: key/value figures, means over seeds."""
+  """Per point at T and layer: key/value figures, means over seeds."""
   return pd.DataFrame(
     [
       {'point': p, 'layer': layer, **{k: g.get(f'{k}_l{layer}', g.get(k)).mean() for k in study.KV_COLS}}
       for p, g in full.groupby('point', sort=False)
-      if '_short' not in p
       for layer in (0, 1)
     ]
   ).round(4)
@@ -50,18 +49,17 @@ def kv_table(full: pd.DataFrame) -> pd.DataFrame:
 
 def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   fig, axes = base.figure(1, 3, size=(5.3, 4.4))
-  grid = result.full[result.full['point'] != study.REF].assign(short=lambda f: f['point'].str.contains('_short'))
-  grid = grid.assign(wd=grid['point'].str.split('wd ').str[-1].astype(float))
+  grid = result.full[result.full['point'] != study.REF]
   for layer in (0, 1):
-    for i, ((_short, wd), g) in enumerate(grid.groupby(['short', 'wd'], sort=True)):
+    for i, (steps, g) in enumerate(grid.groupby(study.STEPS, sort=True)):
       t = stats.summarize(g, [study.LR], [f'dead_l{layer}'])
       base.errorbar_ci(
         axes[0, layer],
-        t[study.LR] * (1 + 0.04 * (i - 1.5)),
+        t[study.LR] * (1 + 0.04 * (i - 0.5)),
         *(t[f'dead_l{layer}_{k}'] for k in ('mean', 'ci_lo', 'ci_hi')),
-        color=f'C{i // 2}',
-        fmt='o--' if wd else 'o-',
-        label=f'{int(g[study.STEPS].iloc[0])} steps, wd {wd:g}',
+        color=f'C{i}',
+        fmt='o-',
+        label=f'{int(steps)} steps',
       )
     base.style_axes(
       axes[0, layer],
@@ -102,8 +100,8 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
     ctx.outdir,
     'neurons.png',
     'left, middle: fraction of the FFN units never non-zero on the held-out sequences at the '
-    'end of training, per layer, vs the peak learning rate, per budget (colour) and weight decay '
-    '(dashed: 0.1); mean and 95% CI over seeds. Right, the reference (tuned rate, no decay): '
+    'end of training, per layer, vs the peak learning rate (AdamW, no decay), per budget (colour); mean and 95% CI '
+    'over seeds. Right, the reference (tuned rate): '
     f"share of a live unit's top-{study.TOP_K} positions sharing their modal bigram (trained keys, "
     'keys with shuffled input weights, random positions) and whose next token is the token the '
     "unit's value row promotes (own vs permuted value rows); mean ± sd over seeds",
@@ -112,19 +110,19 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
 
 def notes(result: base.Result) -> list[str]:
   """Where the dead units are, whether training made them, and which rates trained at all."""
-  f = result.full[~result.full['point'].str.contains('_short') & (result.full['point'] != study.REF)]
+  f = result.full[result.full['point'] != study.REF]
   bits = f.groupby(study.LR)['eval_bits'].mean()
   return [
-    f'dead fraction at T (mean over layers, cells and seeds): initialisation {f["dead_init"].mean():.4f}, half '
+    f'dead fraction at T (mean over layers, rates and seeds): initialisation {f["dead_init"].mean():.4f}, half '
     f'{f["dead_half"].mean():.4f}, end {f["dead"].mean():.4f}; largest single run {f["dead"].max():.4f}',
-    'held-out bits at T per learning rate (mean over decay and seeds; unigram entropy '
+    'held-out bits at T per learning rate (mean over seeds; unigram entropy '
     f'{f["unigram_bits"].mean():.3f}): ' + ', '.join(f'{lr:g}: {b:.3f}' for lr, b in bits.items()),
-    'weight decay applies to every parameter (optax.adamw, no mask); units also revive: the dead fraction fell '
-    f'from half to end in {int((f["dead"] < f["dead_half"]).sum())} of {len(f)} runs at T (and rose in '
-    f'{int((f["dead"] > f["dead_half"]).sum())}), so death is not irreversible here',
+    'units also revive: the dead fraction fell from half to end in '
+    f'{int((f["dead"] < f["dead_half"]).sum())} of {len(f)} runs at T (and rose in '
+    f'{int((f["dead"] > f["dead_half"]).sum())})',
     'toy scope: 2 layers, d_ff 128, a 16-token order-2 Markov language: "early vs late" is layer 0 vs layer 1; '
-    'Voita et al. measured OPT (125m-66b, ReLU with biases) on a large corpus, so no level is tested; dead means '
-    'never non-zero on the held-out probe set (256 sequences x 32 positions)',
+    'Voita et al. measured OPT (125m-66b) on a large corpus, so no level is tested; dead means never non-zero '
+    '(bias included) on the held-out probe set (256 sequences x 32 positions)',
     'the shuffled-key baseline is the comparison for the key verdicts: the FFN input carries the current token '
     'and, through attention, the previous one, so any key, also a random one, concentrates on bigrams above '
     'chance; the verdicts ask whether trained keys do so more',
@@ -136,9 +134,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   o = [x.outcome for x in v]
   headline = (
     f'dead-fraction slope per decade of lr {v[0].statistic:+.3f} [{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] ({o[0]}); '
-    f'wd {v[1].statistic:+.3f} ({o[1]}); steps {v[2].statistic:+.3f} ({o[2]}); layer 0 - 1 {v[3].statistic:+.3f} '
-    f'({o[3]}); n-gram keys minus shuffled L0 {v[4].statistic:+.3f} ({o[4]}), L1 {v[5].statistic:+.3f} ({o[5]}); '
-    f'values minus permuted L1 {v[6].statistic:+.3f} ({o[6]})'
+    f'layer 0 - 1 {v[1].statistic:+.3f} ({o[1]}); n-gram keys minus shuffled L0 {v[2].statistic:+.3f} ({o[2]}), '
+    f'L1 {v[3].statistic:+.3f} ({o[3]}); values minus permuted L1 {v[4].statistic:+.3f} ({o[4]})'
   )
   tables = [
     base.Table(
