@@ -25,7 +25,8 @@ def default_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
 
   c.model = m = ml_collections.ConfigDict()
-  m.arch = 'ffn'  # 'ffn': the bare FFN (regression); 'tied_relu': ReLU(W^T W x + b); 'ffn_relu_out': ReLU(FFN(x))
+  m.arch = 'ffn'  # 'ffn': the bare FFN (regression); 'tied_relu': ReLU(W^T W x + b); 'ffn_relu_out': ReLU(FFN(x));
+  # 'kinks': the bare 1-d ReLU FFN parametrised by its kink positions (models/toy.py)
   m.d_model = 1  # input/output features of the FFN (1 for 1-D functions)
   m.d_ff = 64  # hidden width (before match_params scaling)
   m.activation = 'relu'  # plain or gated name, see models/activations.py

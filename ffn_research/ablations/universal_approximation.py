@@ -9,17 +9,19 @@ Dexter 2020 and Hanin & Rolnick 2019 report trained nets falling short).
 Setup. Task `function` (x^2 on [-1, 1]), NUM_TRAIN = 16,384 training points drawn uniformly by the
 run's seed (the task default 1,024 fails the data premise below), sup error on the task's 8,193-point
 grid; bare FFN, d_model 1, Adam with warmup and cosine decay, batch 256 (configs/regression.py).
-Arms: `relu_width` (points N = 2 ... 512 ReLU units) and `controls` (points `abs`: |x| with 2 ReLU units,
-exact; `bilinear`: x^2 with 1 bilinear unit, exact; `swiglu`: x^2 with 1 swiglu unit, approximate). The
+Arms: `relu_width` (points N = 2 ... 512 ReLU units), `kinks` (the same widths, model.arch='kinks': the width-N ReLU
+FFN parametrised by its kink positions, each trained directly, its units facing alternately right and left;
+models/toy.py) and `controls` (points `abs`: |x| with 2 ReLU units, exact; `bilinear`: x^2 with 1 bilinear unit,
+exact; `swiglu`: x^2 with 1 swiglu unit, approximate). The
 regime policy (ablations/regime.py) tunes the rate per point on the mean over seeds of the final training
 loss (`tuning_loss`; losses below LOSS_FLOOR = 1e-13, float32 rounding of values near 1, tie and the
 smallest tied rate wins: an exact control reaches ~1e-15 at several rates), never on the sup error; it
 extends the rate grid beyond an edge and doubles the budget T until each verdict's statistic is stable.
 Full scale: rates 1e-4 ... 1e-1 (half-decades) to start, T = 10,000 steps, 5 seeds, up to four doublings of
-T (160,000 steps: the slope was still steepening at 40,000) within 3,600 run-seconds. At quick and full a
-ladder arm (`relu_width_4x`: the same widths at 4T and 2T, rates from 1e-5, tuned by the runner but never
-extended) gives the report's slope at 2T and 4T beside T/4, T/2 and T; its 4T statistic gates a `not reproduced`
-of verdicts 1 and 2 (`longer_budget_check`, since issue 45) and is otherwise descriptive.
+T (160,000 steps: the slope was still steepening at 40,000) within 3,600 run-seconds. An existence claim's
+`not reproduced` stands only on a ladder that has settled (ablations/checks.stability): an unsettled one doubles T
+for the verdict's points while doublings and the cap allow, so a refutation comes from a converged best effort or
+not at all.
 
 Definitions (fixed before the run):
   collapsed   sup error >= COLLAPSE_ERROR = 1/8, the best error of any function with one kink (two
@@ -39,19 +41,20 @@ ladder T/4, T/2, T) and its premise (a positive control computed from the same s
   2. per seed, slope of the trained nets minus slope of the `random` baseline on the same N; claim
      "training falls at least as fast as least squares on random fixed kinks": mean below +0.25. Kind:
      existence (what training can find). Premise: the data premise below.
+  6. as 1, on the `kinks` arm: the sup error of width-N ReLU FFNs trained with their kink positions as parameters
+     falls as N^-2. Kind: existence (a best effort at the same function class). Premises: the data premise (on the
+     arm's own rows) and `kinks_construction_check`: the arm can express the equal-piece interpolant of x^2, whose
+     sup error 1/(N + 1)^2 falls with slope -2 over the fitted N (an explicit construction, tests/test_kinks.py).
   3.-5. controls: mean sup error over seeds below 1e-2 (|x|, bilinear, swiglu), each at its own rate; the t CI
      intersected with [0, inf) (an error is >= 0: bounds (0, inf)). Kind: existence (training can reach a
      representation the arm has). Premise: the arm can express the target below 1e-2 (`construction_check`: an explicit
      construction through the arm's units, |x| = ReLU(x) + ReLU(-x), x^2 = (x)(x), x^2 ~ (2/a) x silu(a x) with
      sup error tanh(a/2), evaluated on the grid); for |x| and swiglu also that training works at this budget
      (`optimiser_check`: the bilinear control's mean sup error, t CI within [0, inf), below 1e-2 in the same selection).
-Verdicts 1 and 2 are gated on: at most MAX_COLLAPSED = 20% of the runs collapsed at every fitted N; no
+Verdicts 1, 2 and 6 are gated on: at most MAX_COLLAPSED = 20% of the runs collapsed at every fitted N; no
 run they read below the proven grid lower bound (`grid_lower_bound`; a run below it is a bug in the
 metric); the data premise (role PREMISE): the `equal` baseline's per-seed slope has its CI inside
-[-2.25, -1.75] (the training points pin x^2 finely enough that a fit to them can show N^-2); and, for an
-existence claim, `longer_budget_check`: a `not reproduced` at T also needs the study's longest budget (the ladder
-arm at 4T, where it ran) not to cross the rule's boundary nor to move the statistic by half its distance to it
-(the runner's ladder stops at T; the 4T arm showed the slope still steepening and the difference crossing +0.25).
+[-2.25, -1.75] (the training points pin x^2 finely enough that a fit to them can show N^-2).
 History of this ablation: docs/results/universal_approximation/history.md.
 """
 
@@ -89,10 +92,8 @@ MAX_COLLAPSED = 0.2  # at most this fraction of runs collapsed at every fitted N
 CONTROL_LEVEL = 1e-2  # controls: exact representations should train below this sup error
 LOSS_FLOOR = 1e-13  # tuning: final losses below this tie (float32 rounding, (3 ulps at 1)^2, not fit)
 SEED, N, LR, STEPS = regime_lib.SEED, 'N', regime_lib.LR, regime_lib.STEPS
-RELU, CONTROLS_ARM, LADDER = 'relu_width', 'controls', 'relu_width_4x'
-LADDER_FACTOR = 4  # the ladder arm: relu_width's points at 4T (and 2T), rates tuned by the runner, never extended
-LADDER_RATES = (1e-5, 3e-5, *RATES)  # the best rate falls as the budget grows (1e-4 won at 40,000 steps before)
-LADDER_SCALES = ('quick', 'full')
+RELU, KINKS, CONTROLS_ARM = 'relu_width', 'kinks', 'controls'
+WIDTH_ARMS = (RELU, KINKS)  # the arms whose points are the widths N
 CONTROLS = {
   'abs': ('|x|, 2 ReLU units (exact)', {'task.function': 'abs', 'model.d_ff': 2}),
   'bilinear': ('x^2, 1 bilinear unit (exact)', {'model.activation': 'bilinear', 'model.d_ff': 1}),
@@ -171,12 +172,19 @@ def _base():
   return config
 
 
+def _kinks_base():
+  config = _base()
+  config.model.arch = 'kinks'
+  return config
+
+
 def arms(scale: str) -> list[base.Arm]:
   widths = {f'N={n}': {'model.d_ff': n} for n in WIDTHS[scale]}
-  out = [base.Arm(RELU, _base(), widths), base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()})]
-  if scale in LADDER_SCALES:  # the slope per budget at 2T and 4T; 4T gates a not reproduced of verdicts 1-2
-    out.append(base.Arm(LADDER, _base(), widths, rates=LADDER_RATES, steps_factor=LADDER_FACTOR))
-  return out
+  return [
+    base.Arm(RELU, _base(), widths),
+    base.Arm(CONTROLS_ARM, _base(), {k: o for k, (_, o) in CONTROLS.items()}),
+    base.Arm(KINKS, _kinks_base(), widths),
+  ]
 
 
 @functools.lru_cache(maxsize=16)
@@ -196,7 +204,7 @@ def _baselines(task_json: str, seed: int, n: int) -> tuple[float, float]:
 def collect(run_dir: str, row) -> dict[str, float]:
   """The tuning loss (final training loss, floored at LOSS_FLOOR); for ReLU runs the seed's baselines at N."""
   out = {'tuning_loss': max(float(row['final_loss']), LOSS_FLOOR)}
-  if row['arm'] in (RELU, LADDER):
+  if row['arm'] in WIDTH_ARMS:
     task = io_lib.read_json(os.path.join(run_dir, 'config.json'))['task']
     out['lstsq_equal'], out['lstsq_random'] = _baselines(
       json.dumps(task, sort_keys=True), int(row[SEED]), int(row['model.d_ff'])
@@ -291,40 +299,32 @@ def difference_verdict(relu: pd.DataFrame) -> stats.Verdict:
   )
 
 
-def longer_budget_check(v: stats.Verdict, longer: stats.Verdict | None, steps: int, longer_steps: int) -> stats.Check:
-  """An existence claim's `not reproduced` at T (`v`, ungated) also needs the study's longest budget (`longer`: the
-  same rule on the ladder arm, `longer_steps` > `steps`) not to cross the rule's boundary nor to move the statistic
-  by half its distance to the nearest boundary: the runner's ladder ends at T, and a best effort that is still
-  moving or already across is no refutation of "can". No remedy: the ladder arm is never extended."""
-  name = 'existence: the longest budget of the study (ladder arm) does not overturn a not reproduced'
-  if longer is None or not (math.isfinite(longer.statistic) and math.isfinite(v.statistic)):
-    return stats.Check(name, True, 'no ladder-arm statistic in this selection (smoke scale, or too few runs)')
-  if longer_steps <= steps:
-    return stats.Check(name, True, f'the ladder arm ({longer_steps} steps) is not longer than T ({steps} steps)')
-  at = (
-    f'{v.statistic:.4g} ({v.raw_outcome}) at T = {steps} steps; {longer.statistic:.4g} (95% CI '
-    f'[{longer.ci[0]:.4g}, {longer.ci[1]:.4g}], {longer.outcome}) at {longer_steps} steps (the ladder arm, its '
-    'rates tuned there)'
-  )
-  if v.raw_outcome != stats.NOT_REPRODUCED:
-    return stats.Check(name, True, f'{at}; nothing refuted at T for a longer budget to overturn')
-  bounds = [b for b in v.boundaries if math.isfinite(b)]
-  crossed = [b for b in bounds if (longer.statistic - b) * (v.statistic - b) < 0]
-  tol = min(abs(v.statistic - b) for b in bounds) / 2 if bounds else math.inf
-  move = abs(longer.statistic - v.statistic)
-  fixed = (
-    '; the ladder arm is fixed at its budgets (the loop never extends it): invalid as run, not a refutation (a '
-    'longer budget or directly optimised kinks: issue 47)'
-  )
-  if crossed:
-    return stats.Check(name, False, f'{at}: the longer budget crosses the boundary {crossed[0]:g}{fixed}')
-  if move >= tol:
-    return stats.Check(
-      name,
-      False,
-      f'{at}: the statistic still moves ({move:.3g} >= half the distance to the nearest boundary, {tol:.3g})' + fixed,
+def kinks_construction_check(widths) -> stats.Check:
+  """Premise of verdict 6: the `kinks` arm can express an error falling as N^-2: at every fitted N the equal-piece
+  interpolant of x^2 (kinks at -1 + 2j/(N + 1), each unit's output weight 2h, h = 2/(N + 1): tests/test_kinks.py)
+  has sup error h^2/4 = 1/(N + 1)^2 on the grid, and the log-log slope of those errors over the fitted N lies within
+  the claim's margin of -2. Evaluated here in float64 through the same formula as the arm, independent of the runs."""
+  ns = np.array([n for n in widths if n >= MIN_FIT_WIDTH], float)
+  grid = np.linspace(-1.0, 1.0, GRID_SIZE)
+  errors = []
+  for n in ns.astype(int):
+    h = 2.0 / (n + 1)
+    t = -1.0 + h * np.arange(1, n + 1)
+    s = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    c = 1.0 - 2 * h * np.sum((t + 1.0)[s < 0])
+    f = np.maximum(s[None] * (grid[:, None] - t[None]), 0.0) @ np.full(n, 2 * h) + c
+    errors.append(float(np.max(np.abs(f - grid**2))))
+  slope = float(np.polyfit(np.log(ns), np.log(errors), 1)[0]) if len(ns) >= 2 else math.nan
+  ok = bool(abs(slope - CLAIMED_SLOPE) < SLOPE_MARGIN)
+  return stats.as_premise(
+    stats.Check(
+      'the kinks arm can express an error falling as N^-2 (the equal-piece interpolant through its units)',
+      ok,
+      f'sup error of the construction on the {GRID_SIZE:,}-point grid at N = {", ".join(str(int(n)) for n in ns)}: '
+      f'{", ".join(f"{e:.3g}" for e in errors)}; log-log slope {slope:.3f}, must lie within {SLOPE_MARGIN:g} of '
+      f'{CLAIMED_SLOPE:g}',
     )
-  return stats.Check(name, True, f'{at}: moves {move:.3g} < half the distance to the nearest boundary ({tol:.3g})')
+  )
 
 
 def construction_check(key: str) -> stats.Check:
@@ -358,18 +358,18 @@ def optimiser_check(sel: pd.DataFrame) -> stats.Check:
   )
 
 
+def width_checks(rows: pd.DataFrame) -> list[stats.Check]:
+  """The checks of a verdict on a width arm's rows: collapse, the lower bound, the data premise."""
+  return [collapse_check(rows), lower_bound_check(rows[rows[N] >= MIN_FIT_WIDTH]), data_premise(rows)]
+
+
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
-  relu = relu_rows(sel)
-  longer = relu_rows(sel, LADDER)
-  points = tuple(f'{RELU}: N={n}' for n in WIDTHS[scale] if n >= MIN_FIT_WIDTH)
-  checks = [collapse_check(relu), lower_bound_check(relu[relu[N] >= MIN_FIT_WIDTH]), data_premise(relu)]
-  steps = int(relu[STEPS].max()) if len(relu) else 0
-  longer_steps = int(longer[STEPS].max()) if len(longer) else 0
-  out = []
-  for rule in (slope_verdict, difference_verdict):
-    v = rule(relu)
-    extra = longer_budget_check(v, rule(longer) if len(longer) else None, steps, longer_steps)
-    out.append(dataclasses.replace(stats.gate(v, [*checks, extra]), points=points))
+  relu, kinks = relu_rows(sel), relu_rows(sel, KINKS)
+  points = {arm: tuple(f'{arm}: N={n}' for n in WIDTHS[scale] if n >= MIN_FIT_WIDTH) for arm in WIDTH_ARMS}
+  out = [
+    dataclasses.replace(stats.gate(rule(relu), width_checks(relu)), points=points[RELU])
+    for rule in (slope_verdict, difference_verdict)
+  ]
   for key, (label, _) in CONTROLS.items():
     point = f'{CONTROLS_ARM}: {key}'
     v = rules_lib.threshold(
@@ -381,6 +381,13 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     )
     premises = [construction_check(key)] + ([optimiser_check(sel)] if key != 'bilinear' else [])
     out.append(dataclasses.replace(stats.gate(v, premises), points=(point,)))
+  v = dataclasses.replace(
+    slope_verdict(kinks),
+    claim=f'sup error of width-N ReLU FFNs trained with their kink positions as parameters falls as N^-2 (log-log '
+    f'slope -2, per seed over N >= {MIN_FIT_WIDTH}, collapsed runs excluded)',
+  )
+  checks = [*width_checks(kinks), kinks_construction_check(WIDTHS[scale])]
+  out.append(dataclasses.replace(stats.gate(v, checks), points=points[KINKS]))
   return out
 
 
@@ -391,8 +398,17 @@ _RELU_SCOPE = (
   'a bare one-hidden-layer ReLU FFN on 1-D x^2 over [-1, 1] (16,384 uniform training points, sup error on an '
   '8,193-point grid), widths N = 8 ... 512 fitted (N = 2, 4 drawn, not fitted; collapsed runs excluded), Adam '
   'with cosine decay at batch 256, the rate tuned per N on the final training loss (never on the sup error), 5 '
-  'seeds, judged at T = 10,000 steps at full (a not reproduced also read against the ladder arm at 40,000 steps); '
-  'no longer budget and no direct optimisation of the kinks was tried'
+  'seeds, from T = 10,000 steps at full, doubled by the loop while the ladder T/4, T/2, T has not settled (up to '
+  '160,000; the ladder line gives the T reached), so that a not reproduced rests on a converged best effort; the '
+  'same function class with its kinks optimised directly is verdict 6'
+)
+_KINKS_SCOPE = (
+  'the same task, widths, optimiser, rate policy, seeds and budget ladder as verdict 1, on a width-N ReLU FFN '
+  'parametrised by its kinks (y = sum_j v_j ReLU(s_j (x - t_j)) + c, s_j = +1, -1 alternately and fixed; t_j '
+  "trained directly, started uniform on [-1, 1]; 2N + 1 trained parameters against the plain FFN's 3N + 1): the "
+  'functions of a plain width-N ReLU FFN whose units face alternately right and left, which include the '
+  'equal-piece interpolant; an answer to whether gradient descent can find kinks that give N^-2 when they are its '
+  'parameters, not to whether the plain parametrisation does (verdict 1)'
 )
 DATA_PREMISE = (
   'the training points pin x^2 finely enough for N^-2 to show: least squares at N equal fixed kinks on each '
@@ -431,6 +447,12 @@ CLAIMS = (
     premise=f'the arm can express x^2 below 0.01 ((2/a) x silu(a x) with a = {SWIGLU_GATE:g} on the grid: error '
     'tanh(a/2)), and training reaches an exact representation at this budget (the bilinear control below 0.01)',
   ),
+  base.Claim(
+    kind=stats.EXISTENCE,
+    scope=f'{_KINKS_SCOPE}.',
+    premise=DATA_PREMISE + '; and the arm can express an error falling as N^-2: the equal-piece interpolant through '
+    'its units has sup error 1/(N + 1)^2 at every fitted N (slope -2)',
+  ),
 )
 
 
@@ -457,7 +479,8 @@ ABLATION = base.Study(
   collect=collect,
   setup=(
     f'Task `function` (x^2 on [-1, 1], {NUM_TRAIN:,} training points, sup error on an {GRID_SIZE:,}-point grid); '
-    'bare FFN, d_model 1, ReLU (controls: |x| with 2 ReLU units, x^2 with 1 bilinear or 1 swiglu unit), Adam '
+    'bare FFN, d_model 1, ReLU, and the same FFN parametrised by its kink positions (controls: |x| with 2 ReLU '
+    'units, x^2 with 1 bilinear or 1 swiglu unit), Adam '
     'with warmup 100 and cosine decay, batch 256 (configs/regression.py except the training-set size); the rate '
     'tuned per point on the mean final training loss over seeds (floored at 1e-13).'
   ),

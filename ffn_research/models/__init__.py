@@ -173,6 +173,40 @@ def _tied_validate(model_cfg):
   )
 
 
+def _kinks_build(config, task, rngs, expert_mesh, d_ff_true):
+  del expert_mesh, task
+  m = config.model
+  return toy.Kinks(m.d_ff, init=m.init, d_ff_true=d_ff_true, rngs=rngs)
+
+
+def _kinks_counts(config, task):
+  m = config.model
+  n = toy.kinks_param_count(m.d_ff)
+  return {
+    'num_params': n,
+    'num_active_params': n,
+    'num_ffn_params': n,
+    'num_active_ffn_params': n,
+    'd_ff_effective': m.d_ff,
+    'd_ff_active': m.d_ff,
+    'flops_per_token': 2 * 2 * m.d_ff,  # the kink units' multiply-add, and the output's
+  }
+
+
+def _kinks_validate(model_cfg):
+  m = model_cfg
+  _no_embeddings(m)
+  config_lib.check(
+    m.d_model == 1 and m.activation == 'relu' and m.moe.num_experts == 0 and m.d_ff >= 2,
+    'model.arch=kinks is a 1-d ReLU FFN parametrised by its kinks: it needs model.d_model=1, model.activation=relu, '
+    f'model.moe.num_experts=0 and model.d_ff >= 2 (got {m.d_model}, {m.activation!r}, {m.moe.num_experts}, {m.d_ff})',
+  )
+  config_lib.check(
+    m.dropout_rate == 0 and not m.match_params and m.parametrization == 'standard',
+    'model.arch=kinks needs model.dropout_rate=0, model.match_params=False and model.parametrization=standard',
+  )
+
+
 def _sequence(cls) -> Arch:
   def build(config, task, rngs, expert_mesh, d_ff_true):
     return cls(config.model, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh, d_ff_true=d_ff_true)
@@ -190,11 +224,12 @@ def _sequence(cls) -> Arch:
 # model of superposition ReLU(W^T W x + b) (models/toy.py), also for regression tasks, and 'ffn_relu_out' its untied
 # form, the bare FFN with a ReLU on its output; the sequence models take
 # tokens: 'transformer' (pre-norm decoder: attention + FFN blocks), 'ffn_stack' (FFN blocks only, over a causal
-# mean of embeddings).
+# mean of embeddings); 'kinks' is the bare ReLU FFN on a 1-d input parametrised by its kink positions (models/toy.py).
 ARCHS: dict[str, Arch] = {
   'ffn': Arch(_ffn_build, _ffn_counts, _no_embeddings),
   'tied_relu': Arch(_tied_build, _tied_counts, _tied_validate),
   'ffn_relu_out': Arch(_relu_out_build, _ffn_counts, _no_embeddings),
+  'kinks': Arch(_kinks_build, _kinks_counts, _kinks_validate),
   'transformer': _sequence(transformer.Transformer),
   'ffn_stack': _sequence(transformer.FFNStack),
 }

@@ -118,4 +118,21 @@ CHANGES = (
     outcome='the same outcomes and numbers',
     verdicts=(1, 2, 3, 5),
   ),
+  base.DesignChange(
+    date='2026-11-28',
+    commit='',
+    change=(
+      'issue 47 item 6, after the published run (verdicts 1-2 invalid: the slope still steepening, -0.96 at T = '
+      '10,000 and -1.40 at 40,000 in the fixed ladder arm): the ladder arm `relu_width_4x` and its check '
+      '(`longer_budget_check`) dropped, so an unsettled existence ladder doubles T of relu_width itself (the '
+      "machinery's existence rule: a not reproduced stands only on a settled ladder); a `kinks` arm (the same "
+      'widths, the width-N ReLU FFN parametrised by its kink positions, model.arch=kinks) and a sixth verdict on '
+      'it, with the premise that the arm can express the equal-piece interpolant (slope -2)'
+    ),
+    outcome=(
+      'before: 1 invalid (-0.959 [-1.108, -0.810]; 4T -1.399), 2 invalid (+0.526 [+0.382, +0.670]; 4T +0.086) -> '
+      'after: the first full run of the redesign (this report)'
+    ),
+    verdicts=(1, 2, 6),
+  ),
 )

@@ -29,14 +29,15 @@ def _geo(values) -> tuple[float, float, float]:
 
 
 def width_table(relu: pd.DataFrame) -> pd.DataFrame:
-  """Per budget and N: runs, collapsed, geometric mean sup error of the rest (95% CI), the optimum of a width-N layer
-  (N + 1 pieces), the grid lower bound, the baselines."""
+  """Per arm, budget and N: runs, collapsed, geometric mean sup error of the rest (95% CI), the optimum of a width-N
+  layer (N + 1 pieces), the grid lower bound, the baselines."""
   rows = []
-  for (steps, n), g in relu.groupby([study.STEPS, study.N]):
+  for (arm, steps, n), g in relu.groupby(['arm', study.STEPS, study.N], sort=False):
     ok = g[~study.collapsed(g['sup_error'])]
     geo, lo, hi = _geo(ok['sup_error'])
     rows.append(
       {
+        'arm': arm,
         'steps': int(steps),
         study.N: int(n),
         'rate': float(g[study.LR].iloc[0]),
@@ -53,56 +54,43 @@ def width_table(relu: pd.DataFrame) -> pd.DataFrame:
         'trained / optimum': geo / float(width_optimum(n)),
       }
     )
-  return pd.DataFrame(rows)
-
-
-def edge_widths(sel: pd.DataFrame, frame: pd.DataFrame) -> str:
-  """The N whose chosen rate is the lowest or highest rate run at that point ('' if none)."""
-  out = []
-  for p, g in sel.groupby('point', sort=False):
-    run = frame.loc[frame['point'] == p, study.LR]
-    rate = float(g[study.LR].iloc[0])
-    if len(run) and rate in (float(run.min()), float(run.max())):
-      out.append(f'{int(g[study.N].iloc[0])} ({rate:g})')
-  return ', '.join(out)
+  return pd.DataFrame(rows).sort_values(['arm', 'steps', study.N], kind='stable') if rows else pd.DataFrame(rows)
 
 
 def budget_table(result: base.Result) -> pd.DataFrame:
-  """The slope and the slope difference to the random-kink baseline at each budget, per seed over the fitted N at
-  each point's own rate: T/4, T/2 and T (the verdicts' ladder), 2T and 4T (the ladder arm, where it ran; 4T gates a
-  not reproduced): where the statistic settles as the steps double."""
+  """Per width arm the slope (and, for plain training, its difference to the random-kink baseline) at each rung of
+  the verdicts' ladder, T/4, T/2 and T, per seed over the fitted N at each point's own rate: where the statistic
+  settles as the steps double."""
   rows = []
   quarter = result.ladder.get(regime_lib.QUARTER)
-  for level, sel, arm in (
-    *([(regime_lib.QUARTER, quarter, study.RELU)] if quarter is not None else []),
-    (regime_lib.HALF, result.half, study.RELU),
-    (regime_lib.FULL, result.full, study.RELU),
-    (f'{study.LADDER_FACTOR // 2}T (ladder)', result.half, study.LADDER),
-    (f'{study.LADDER_FACTOR}T (ladder)', result.full, study.LADDER),
-  ):
-    relu = study.relu_rows(sel, arm)
-    if not len(relu):
-      continue
-    fit = study.fitted(relu)
-    v = study.slope_verdict(relu)
-    d = stats.mean_ci(study.seed_slopes(fit, 'sup_error') - study.seed_slopes(fit, 'lstsq_random'))
-    rows.append(
-      {
-        'budget': level,
-        'steps': ', '.join(str(int(s)) for s in sorted(set(fit[study.STEPS]))),
-        'slope': v.statistic,
-        'slope CI lo': v.ci[0],
-        'slope CI hi': v.ci[1],
-        'slope - random-kink slope': d[0],
-        'diff CI lo': d[1],
-        'diff CI hi': d[2],
-        'equal-kink slope': study.seed_slopes(fit, 'lstsq_equal').mean(),
-        'optimum slope': study.CLAIMED_SLOPE,
-        'N with the rate at a grid edge': (edge_widths(relu, study.relu_rows(result.frame, arm)) or '-')
-        if arm == study.LADDER
-        else 'checked by the runner',
-      }
-    )
+  rungs = [
+    *([(regime_lib.QUARTER, quarter)] if quarter is not None else []),
+    (regime_lib.HALF, result.half),
+    (regime_lib.FULL, result.full),
+  ]
+  for arm in study.WIDTH_ARMS:
+    for level, sel in rungs:
+      relu = study.relu_rows(sel, arm)
+      if not len(relu):
+        continue
+      fit = study.fitted(relu)
+      v = study.slope_verdict(relu)
+      d = stats.mean_ci(study.seed_slopes(fit, 'sup_error') - study.seed_slopes(fit, 'lstsq_random'))
+      rows.append(
+        {
+          'arm': arm,
+          'budget': level,
+          'steps': ', '.join(str(int(s)) for s in sorted(set(fit[study.STEPS]))),
+          'slope': v.statistic,
+          'slope CI lo': v.ci[0],
+          'slope CI hi': v.ci[1],
+          'slope - random-kink slope': d[0],
+          'diff CI lo': d[1],
+          'diff CI hi': d[2],
+          'equal-kink slope': study.seed_slopes(fit, 'lstsq_equal').mean(),
+          'optimum slope': study.CLAIMED_SLOPE,
+        }
+      )
   return pd.DataFrame(rows)
 
 
@@ -140,8 +128,13 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
   top = widths[widths['steps'] == widths.groupby(study.N)['steps'].transform('max')]
   ax.plot(top[study.N], top['lstsq equal kinks'], 's--', color='C2', label='least squares, N equal kinks (geo. mean)')
   ax.plot(top[study.N], top['lstsq random kinks'], 'v--', color='C3', label='least squares, N random kinks (geo. mean)')
-  for i, (level, sel) in enumerate(((regime_lib.FULL, result.full), (regime_lib.HALF, result.half))):
-    g = study.relu_rows(sel)
+  series = [
+    (study.RELU, regime_lib.FULL, result.full, 'trained ReLU'),
+    (study.RELU, regime_lib.HALF, result.half, 'trained ReLU'),
+    (study.KINKS, regime_lib.FULL, result.full, 'kinks trained directly'),
+  ]
+  for i, (arm, level, sel, what) in enumerate(series):
+    g = study.relu_rows(sel, arm)
     bad = study.collapsed(g['sup_error'])
     ax.scatter(g[study.N][~bad], g['sup_error'][~bad], s=10, color=f'C{i}', alpha=0.4)
     ax.scatter(g[study.N][bad], g['sup_error'][bad], s=25, color=f'C{i}', marker='x', alpha=0.6)
@@ -157,7 +150,7 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
         t['CI lo'],
         t['CI hi'],
         color=f'C{i}',
-        label=f'trained ReLU at {level} (geo. mean, 95% CI; dots: seeds, x: collapsed)',
+        label=f'{what} at {level} (geo. mean, 95% CI; dots: seeds, x: collapsed)',
       )
   v = result.verdicts[0]
   if math.isfinite(v.statistic) and 'intercept' in v.extra:
@@ -175,7 +168,7 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
     xscale='log',
     xbase=2,
     yscale='log',
-    title=f'x^2 on [-1, 1]: trained ReLU FFN ({ctx.scale})',
+    title=f'x^2 on [-1, 1]: trained width-N ReLU FFNs ({ctx.scale})',
   )
   gap.axhline(1.0, color='k', lw=0.8)
   base.style_axes(
@@ -191,34 +184,40 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
     fig,
     ctx.outdir,
     'sup_error_vs_width.png',
-    'left: sup error vs width N (log-log) at T and '
-    'T/2: trained nets (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum of a width-N '
-    'layer 1/(2(N+1)^2) (N kinks, N+1 equal pieces), the proven grid lower bound, least squares at N equal / '
-    'random fixed kinks, the fit at T; right: trained error over the random-kink baseline (solid) and over the '
-    'optimum 1/(2(N+1)^2) (dotted)',
+    'left: sup error vs width N (log-log): the plain ReLU FFN at T and T/2 and the FFN parametrised by its kinks at '
+    'T (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum of a width-N layer 1/(2(N+1)^2) (N '
+    'kinks, N+1 equal pieces), the proven grid lower bound, least squares at N equal / random fixed kinks, the '
+    "plain FFN's fit at T; right: trained error over the random-kink baseline (solid) and over the optimum "
+    '1/(2(N+1)^2) (dotted), per series',
   )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  widths = width_table(pd.concat([study.relu_rows(result.half), study.relu_rows(result.full)]))
+  widths = width_table(
+    pd.concat([study.relu_rows(sel, arm) for arm in study.WIDTH_ARMS for sel in (result.half, result.full)])
+  )
   v = result.verdicts
   headline = (
     f'per-seed slope {v[0].statistic:.2f} (95% CI [{v[0].ci[0]:.2f}, {v[0].ci[1]:.2f}]) over N >= '
     f'{study.MIN_FIT_WIDTH} at T ({v[0].extra.get("statistic_half", math.nan):.2f} at T/2) against the claimed -2 '
     f'({v[0].outcome}); slope difference to least squares at random fixed kinks {v[1].statistic:+.2f} '
-    f'({v[1].outcome})'
+    f'({v[1].outcome}); with the kinks as parameters {v[5].statistic:.2f} ([{v[5].ci[0]:.2f}, {v[5].ci[1]:.2f}], '
+    f'{v[5].outcome})'
   )
-  if len(widths):
-    last = widths[widths['steps'] == widths['steps'].max()].iloc[-1]
+  plain = widths[widths['arm'] == study.RELU] if len(widths) else widths
+  if len(plain):
+    last = plain[plain['steps'] == plain['steps'].max()].iloc[-1]
     headline += (
-      f'; at N = {int(last[study.N])} the trained error is {last["trained / lstsq random"]:.3g}x that baseline '
-      f'and {last["trained / optimum"]:.3g}x the optimum 1/(2(N+1)^2)'
+      f"; at N = {int(last[study.N])} the plain FFN's error is {last['trained / lstsq random']:.3g}x that "
+      f'baseline and {last["trained / optimum"]:.3g}x the optimum 1/(2(N+1)^2)'
     )
-  relu_all = study.relu_rows(result.frame[result.frame['status'] == 'completed'])
+  done = result.frame[result.frame['status'] == 'completed']
+  relu_all = pd.concat([study.relu_rows(done, arm) for arm in study.WIDTH_ARMS])
   bad = relu_all[study.collapsed(relu_all['sup_error'])]
   notes = [
-    f'{len(bad)} of {len(relu_all)} ReLU runs (every rate and budget) collapsed (sup error >= '
-    f'{study.COLLAPSE_ERROR:g})' + ''.join(f'; N={n}: {c}' for n, c in bad.groupby(study.N).size().items()),
+    f'{len(bad)} of {len(relu_all)} runs of the width arms (every rate and budget) collapsed (sup error >= '
+    f'{study.COLLAPSE_ERROR:g})'
+    + ''.join(f'; {arm} N={n}: {c}' for (arm, n), c in bad.groupby(['arm', study.N]).size().items()),
     'the optimum line counts N + 1 pieces, 1/(2(N+1)^2), the most a width-N layer can make (N kinks); the proven '
     'grid lower bound lies just below it (grid terms) and no run may beat it, which is checked',
   ]
@@ -226,16 +225,17 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     headline=headline,
     figures=[figure(result, widths, ctx)],
     notes=notes,
-    checks=[dataclasses.replace(study.lower_bound_check(relu_all), name='lower bound never beaten (every ReLU run)')],
+    checks=[
+      dataclasses.replace(study.lower_bound_check(relu_all), name='lower bound never beaten (every width-arm run)')
+    ],
     tables=[
       base.Table(
-        f"Slope per budget: per seed over N >= {study.MIN_FIT_WIDTH} at each point's tuned rate (mean, "
-        "95% CI), against the equal-piece optimum's -2; T/4, T/2, T: the verdicts' ladder; 2T and 4T: the ladder "
-        'arm (4T gates a not reproduced of verdicts 1-2; its rates are not extended, so an N whose rate sits at a '
-        'grid edge is named)',
+        f"Slope per arm and budget: per seed over N >= {study.MIN_FIT_WIDTH} at each point's tuned rate (mean, "
+        "95% CI), against the equal-piece optimum's -2, at the rungs T/4, T/2, T of the verdicts' ladder (T: the "
+        'budget the loop reached)',
         budget_table(result),
       ),
-      base.Table('ReLU per budget and width N (geometric means over non-collapsed seeds, 95% CI)', widths),
+      base.Table('Per arm, budget and width N (geometric means over non-collapsed seeds, 95% CI)', widths),
       base.Table(
         'Controls at T (mean over seeds, 95% t CI within [0, inf): an error is >= 0)', control_table(result.full)
       ),
