@@ -223,6 +223,8 @@ def _failed(v):
 def test_gates_make_verdicts_invalid():
   v = neurons.rules(selection(lambda *a: 0.0), 'full')  # nothing dies anywhere: the premise of 1-2 fails
   assert [x.outcome for x in v[:2]] == [stats.INVALID] * 2 and all('kills' in _failed(x) for x in v[:2])
+  (k,) = [c for c in v[0].failed_checks if 'kills' in c.name]
+  assert k.remedy == stats.DOUBLE_STEPS and k.points == tuple(neurons.cell(lr) for lr in neurons.LRS['full'])
   assert v[2].outcome == stats.REPRODUCED
   f = selection(lambda *a: 0.05)  # dead at initialisation only: not deaths by training
   f['dead_init'] = 0.05

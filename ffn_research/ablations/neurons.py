@@ -36,11 +36,11 @@ budget ladder T/4, T/2, T):
   3, 4. keys, layers 0 and 1: per seed, n-gram concentration trained - shuffled at `reference`; > KV_MARGIN.
   5. values, layer 1: per seed, agreement own - permuted value rows at `reference`; > KV_MARGIN.
 Premises (positive controls, stats.PREMISE): every verdict's is "learned": at every cell it reads, held-out
-bits at least LEARNED_BITS = 1 bit below the unigram entropy (mean over seeds); the remedy is more steps (every
-arm's T doubles). 1 and 2 also need "kills": at the deadliest cell, dead at the end minus at initialisation has its
-CI above DEAD_MARGIN, else no direction can show. 2 has no positive control for a layer effect (no setting of this
-toy is known to kill the early layer first), so its `not reproduced` is `invalid` (`layer_control`): it can
-reproduce or be undecided, never refute. Study checks of 3-5 besides: >= MIN_LIVE live units per seed and room
+bits at least LEARNED_BITS = 1 bit below the unigram entropy (mean over seeds); the remedy is more steps (the
+cells a verdict reads double their T together). 1 and 2 also need "kills": at the deadliest cell, dead at the end
+minus at initialisation has its CI above DEAD_MARGIN, else no direction can show (remedy: the grid's steps double
+together). 2 has no positive control for a layer effect (no setting of this toy is known to kill the early layer
+first), so its `not reproduced` is `invalid` (`layer_control`): it can reproduce or be undecided, never refute. Study checks of 3-5 besides: >= MIN_LIVE live units per seed and room
 (the shuffled-key concentration more than 0.05 below 1). The runner adds the reference's rate inside its grid, the
 ladder, rate ties, leave-one-seed-out and Holm.
 History: docs/results/neurons/history.md.
@@ -245,20 +245,22 @@ def _paired(a: pd.Series, b: pd.Series, margin: float, claim: str) -> stats.Verd
 
 
 def kills(sel: pd.DataFrame, points) -> stats.Check:
-  """Premise of 1-4: at the deadliest cell, training (end minus initialisation, same seeds) kills more than
-  DEAD_MARGIN of the units; else no grid direction can show."""
+  """Premise of 1-2: at the deadliest cell, training (end minus initialisation, same seeds) kills more than
+  DEAD_MARGIN of the units; else no grid direction can show. Remedy: every cell doubles its steps together (dying
+  accumulates with training; the cells compared keep one budget)."""
   g = sel[sel['point'].isin(points)]
   worst = g.groupby('point')['dead'].mean().idxmax() if len(g) else '(none)'
   w = g[g['point'] == worst]
   m, lo, hi = stats.mean_ci(w['dead'] - w['dead_init']) if len(w) else (math.nan,) * 3
   steps = int(w[STEPS].max()) if len(w) else 0
-  return stats.premise_check(
+  c = stats.premise_check(
     f'kills: training kills more than {DEAD_MARGIN:g} of the units somewhere',
     m,
     (lo, hi),
     DEAD_MARGIN,
     what=f'dead fraction at the end minus at initialisation at the deadliest cell ({worst}, {steps} steps)',
   )
+  return c if c.passed else dataclasses.replace(c, remedy=stats.DOUBLE_STEPS, points=tuple(points))
 
 
 def learned(sel: pd.DataFrame, points) -> stats.Check:
@@ -383,9 +385,10 @@ KV_COLS = (
 
 _DEAD_PREMISE = (
   f'every cell the verdict reads learned (held-out bits at least {LEARNED_BITS:g} bit below the unigram entropy, mean '
-  f'over seeds; remedy: the cells double their steps together), and training kills more than {DEAD_MARGIN:g} of the '
-  'units at the deadliest cell (end minus initialisation): a dead unit of a model that did not learn says nothing '
-  'about what training does, and a grid where nothing dies can show no direction'
+  f'over seeds), and training kills more than {DEAD_MARGIN:g} of the units at the deadliest cell (end minus '
+  "initialisation); for either, the remedy is the grid's cells doubling their steps together: a dead unit of a "
+  'model that did not learn says nothing about what training does, and a grid where nothing dies can show no '
+  'direction'
 )
 _REF_PREMISE = (
   f'the reference learned: held-out bits at least {LEARNED_BITS:g} bit below the unigram entropy (mean over seeds)'
