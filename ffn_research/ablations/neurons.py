@@ -40,8 +40,9 @@ bits at least LEARNED_BITS = 1 bit below the unigram entropy (mean over seeds); 
 cells a verdict reads double their T together). 1 and 2 also need "kills": at the deadliest cell, dead at the end
 minus at initialisation has its CI above DEAD_MARGIN, else no direction can show (remedy: the grid's steps double
 together). 2 has no positive control for a layer effect (no setting of this toy is known to kill the early layer
-first), so its `not reproduced` is `invalid` (`layer_control`): it can reproduce or be undecided, never refute. Study checks of 3-5 besides: >= MIN_LIVE live units per seed and room
-(the shuffled-key concentration more than 0.05 below 1). The runner adds the reference's rate inside its grid, the
+first), so its `not reproduced` is `invalid` (`layer_control`): it can reproduce or be undecided, never refute.
+Study checks of 3-5 besides: >= MIN_LIVE live units per seed and room (the shuffled-key concentration more than
+0.05 below 1). The runner adds the reference's rate inside its grid, the
 ladder, rate ties, leave-one-seed-out and Holm.
 History: docs/results/neurons/history.md.
 """
