@@ -902,3 +902,29 @@ def test_a_cap_stopped_loop_names_the_next_cost_on_every_verdict_compute_could_f
   change = {'date': 'd', 'change': 'c', 'outcome': 'o', 'verdicts': [2], 'to_positive': [2]}
   assert '(null -> positive)**' in report_lib.change_line(change, 2)
   assert "not in effect: this report's verdict is inconclusive" in report_lib.change_line(change, 2, 'inconclusive')
+
+
+def test_an_arm_runs_its_own_seeds(tmp_path):
+  """Arm.seeds and Arm.first_seed: a pilot arm runs 3 seeds from 50 (no other arm's), the main arm the regime's 2;
+  coverage asks each point for its own arm's count and the report lists each arm's seeds."""
+  study = _study(cap_s=1e9, level=1e9)
+  main = study.arms('smoke')[0]
+  pilot = dataclasses.replace(main, name='pilot', points={'f4': {'model.d_ff': 4}}, seeds=3, first_seed=50, tuned=False)
+  assert list(pilot.seed_range(2)) == [50, 51, 52] and list(pilot.seed_range(2, seed_offset=100)) == [150, 151, 152]
+  assert list(main.seed_range(2)) == [0, 1]
+
+  def rules(sel, scale):
+    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
+    p = sel[sel['arm'] == 'pilot']
+    w = rules_lib.threshold(p[regime.STEPS] + 0.0, level=1e9, direction='below', claim='pilot', min_seeds=2)
+    return [v, dataclasses.replace(w, points=('pilot: f4',))]
+
+  claims = (*study.claims, base.Claim(stats.MAGNITUDE, 'a pilot', 'the runs exist'))
+  two = dataclasses.replace(study, arms=lambda scale: [main, pilot], rules=rules, claims=claims)
+  report = runner.run_study(two, str(tmp_path), 'smoke', progress=False)
+  runs = pd.read_csv(tmp_path / 'tiny' / 'pilot' / 'results.csv')
+  assert sorted(set(runs[regime.SEED])) == [50, 51, 52]
+  assert sorted(set(pd.read_csv(tmp_path / 'tiny' / 'main' / 'results.csv')[regime.SEED])) == [0, 1]
+  assert {s['name']: s['seeds'] for s in report['sweeps']} == {'main': 2, 'pilot': 3}
+  cover = [{c['name']: c for c in v['checks']}['every seed completed at the chosen rate'] for v in report['verdicts']]
+  assert all(c['passed'] for c in cover) and '3 seeds at each of 1 point(s)' in cover[1]['detail']

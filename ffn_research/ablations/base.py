@@ -101,6 +101,13 @@ class Arm:
   rates: tuple[float, ...] | None = None  # this arm's starting grid (default: the regime's)
   steps_factor: int = 1  # this arm's starting T is regime.steps * steps_factor
   pad_flops_factor: float = programs.PAD_FLOPS_FACTOR  # sweep.run_sweep's d_ff padding bound (1.0: none)
+  seeds: int | None = None  # this arm's number of seeds (default: the regime's); arms pair on the seeds they share
+  first_seed: int = 0  # its seeds start here (plus --seed_offset): a pilot on seeds no other arm reads
+
+  def seed_range(self, regime_seeds: int, seed_offset: int = 0) -> range:
+    """The seeds this arm runs: `seeds` (default `regime_seeds`) from first_seed + seed_offset."""
+    start = self.first_seed + seed_offset
+    return range(start, start + (regime_seeds if self.seeds is None else self.seeds))
 
   def label(self, point: str) -> str:
     """The point's name across the study: 'arm: point' ('arm' for a point labelled '')."""

@@ -342,19 +342,21 @@ def _decides(v: stats.Verdict, a: stats.Verdict, lo: float, hi: float) -> bool:
   return any(math.isfinite(b) and (v.ci[0] > b or v.ci[1] < b) and lo <= b <= hi for b in v.boundaries)
 
 
-def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int) -> stats.Check:
-  """Every point the verdict reads has all `seeds` seeds completed at its chosen rate (a verdict over fewer
-  seeds at one point than at another would compare different samples)."""
-  short = []
+def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int | Mapping[str, int]) -> stats.Check:
+  """Every point the verdict reads has all its seeds (`seeds`, or seeds[point]: its arm's) completed at its chosen
+  rate (a verdict over fewer seeds at one point than at another would compare different samples)."""
+  short, want = [], {p: seeds[p] if isinstance(seeds, Mapping) else seeds for p in v.points}
   for p in v.points:
     g = sel[sel['point'] == p]
     n = g.loc[g['status'] == 'completed', SEED].nunique() if 'status' in g else g[SEED].nunique()
-    if n < seeds:
-      short.append(f'{p}: {n}/{seeds}')
+    if n < want[p]:
+      short.append(f'{p}: {n}/{want[p]}')
+  counts = sorted(set(want.values()))
+  shown = counts[0] if len(counts) == 1 else '/'.join(map(str, counts))
   return stats.Check(
     'every seed completed at the chosen rate',
     not short,
-    '; '.join(short) or f'{seeds} seeds at each of {len(v.points)} point(s)',
+    '; '.join(short) or f'{shown} seeds at each of {len(v.points)} point(s)',
   )
 
 

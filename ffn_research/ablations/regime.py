@@ -346,10 +346,13 @@ def new_runs(old: Mapping[str, PointState], new: Mapping[str, PointState]) -> di
 
 
 def estimate_cost(
-  runs: Mapping[str, Sequence[tuple[float, int]]], seconds_per_step: Callable[[str], float], seeds: int
+  runs: Mapping[str, Sequence[tuple[float, int]]],
+  seconds_per_step: Callable[[str], float],
+  seeds: int | Callable[[str], int],
 ) -> float:
-  """Run-seconds of `runs` (each over `seeds` seeds) at each point's measured seconds per step."""
-  return float(sum(seconds_per_step(p) * steps * seeds for p, rs in runs.items() for _, steps in rs))
+  """Run-seconds of `runs` (each over `seeds` seeds, or seeds(point)) at each point's measured seconds per step."""
+  n = seeds if callable(seeds) else (lambda p: seeds)
+  return float(sum(seconds_per_step(p) * steps * n(p) for p, rs in runs.items() for _, steps in rs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,19 +379,22 @@ def next_extension(
   spent: float,
   finished: Callable[[str, float, int], bool] = lambda p, rate, steps: False,
   cap_s: float | None = None,
+  seeds_of: Callable[[str], int] | None = None,
 ) -> Extension:
   """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
   pass the cap, the part that fits: every rate extension first (a doubling is read at the rate chosen at T, so a
   rate at its grid's edge is settled before it), then the doublings of the verdicts whose rates are settled, the
   cheapest verdict first, while the cap allows. None fits: the whole extension (the loop stops on it).
   `finished(point, rate, steps)`: every seed of that run is on disk already (it costs nothing). `cap_s`: the cap in
-  run-seconds on this machine (default: regime.cap, i.e. a machine as fast as the reference)."""
+  run-seconds on this machine (default: regime.cap, i.e. a machine as fast as the reference). `seeds_of(point)`: the
+  seeds its arm runs (default: the regime's)."""
   cap = regime.cap if cap_s is None else cap_s
 
   def build(checks: Sequence[stats.Check], partial: bool = False) -> Extension:
     new, actions = extend(state, shared_budgets(checks, verdicts), regime, chosen)
     runs = {p: left for p, rs in new_runs(state, new).items() if (left := [rb for rb in rs if not finished(p, *rb)])}
-    return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, regime.seeds), partial)
+    seeds = seeds_of if seeds_of is not None else regime.seeds
+    return Extension(new, actions, runs, estimate_cost(runs, seconds_per_step, seeds), partial)
 
   fits = lambda e: bool(e.actions) and spent + e.cost <= cap
   whole = build(fixable(verdicts))

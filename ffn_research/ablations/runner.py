@@ -158,7 +158,7 @@ def _run_pass(
   for p, runs in planned.items():
     arm, o = points[p]
     for rate, steps in runs:
-      for seed in range(seed_offset, seed_offset + regime.seeds):
+      for seed in arm.seed_range(regime.seeds, seed_offset):
         by_arm.setdefault(arm.name, []).append((p, _overrides(arm, o, rate, steps, seed)))
   arms = {arm.name: arm for arm, _ in points.values()}
   frames, todo = [], 0
@@ -210,7 +210,7 @@ def _finished(outdir: str, points, seeds: int, seed_offset: int) -> Callable[[st
     runs = os.path.join(outdir, arm.name, 'runs')
     return all(
       io_lib.RunDir(os.path.join(runs, sweep_lib.run_name(_overrides(arm, o, rate, steps, s)))).finished()
-      for s in range(seed_offset, seed_offset + seeds)
+      for s in arm.seed_range(seeds, seed_offset)
     )
 
   return finished
@@ -229,7 +229,7 @@ def _seconds_per_step(frame: pd.DataFrame):
 
 
 def _stop_reason(
-  failed, actions, added, spent: float, cost: float, cap: cap_lib.Cap, seeds: int, judge_only: bool = False
+  failed, actions, added, spent: float, cost: float, cap: cap_lib.Cap, seeds: Callable[[str], int], judge_only=False
 ):
   """('' to go on, or why the loop stops; the next extension's record when the cap (or judge_only) stopped it)."""
   if not failed:
@@ -252,7 +252,7 @@ def _stop_reason(
       {
         'why': 'over the cap' if over else 'judge only',
         'actions': actions,
-        'runs': sum(map(len, added.values())) * seeds,
+        'runs': sum(len(rs) * seeds(p) for p, rs in added.items()),
         'cost_s': cost,
         'cost_ref_s': cost / cap.speed,
       },
@@ -338,7 +338,10 @@ def _regime_loop(
       )
     spent = _spent(outdir)
     done = _finished(outdir, points, regime.seeds, seed_offset)
-    ext = regime_lib.next_extension(state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done, cap.run_s)
+    seeds = _seeds_of(points, regime)
+    ext = regime_lib.next_extension(
+      state, verdicts, regime, chosen, _seconds_per_step(frame), spent, done, cap.run_s, seeds_of=seeds
+    )
     entry = {
       'iteration': len(rec['iterations']),
       'commit': report_lib.git_commit(),
@@ -350,7 +353,7 @@ def _regime_loop(
       'actions': [],
       'next_cost_s': ext.cost,
     }
-    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, cap, regime.seeds, judge_only)
+    stopped, nxt = _stop_reason(failed, ext.actions, ext.runs, spent, ext.cost, cap, seeds, judge_only)
     if not stopped:
       entry['actions'] = ext.actions
       entry['partial'] = ext.partial
@@ -469,6 +472,11 @@ def run_study(
   return io_lib.read_json(os.path.join(outdir, 'report.json'))
 
 
+def _seeds_of(points, regime: base.Regime) -> Callable[[str], int]:
+  """point -> the number of seeds its arm runs."""
+  return lambda p: len(points[p][0].seed_range(regime.seeds))
+
+
 def _sweeps(points, frame: pd.DataFrame, seeds: int) -> list[dict[str, Any]]:
   """report.json's "sweeps": per arm its runs, seeds, fixed settings and swept values."""
   arms = {arm.name: arm for arm, _ in points.values()}
@@ -476,7 +484,7 @@ def _sweeps(points, frame: pd.DataFrame, seeds: int) -> list[dict[str, Any]]:
     {
       'name': a.name,
       'runs': int((frame['arm'] == a.name).sum()),
-      'seeds': seeds,
+      'seeds': len(a.seed_range(seeds)),
       'fixed': report_lib.fixed_settings(a.base, report_lib.varied_keys(a)),
       'swept': report_lib.swept_values(frame[frame['arm'] == a.name], a),
     }
