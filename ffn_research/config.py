@@ -80,6 +80,9 @@ def default_config() -> ml_collections.ConfigDict:
   moe.z_loss_coef = 1e-3  # router z-loss coefficient (ST-MoE)
   moe.bias_update_rate = 0.0  # DeepSeek-V3 aux-loss-free bias step gamma per train step; 0 = off
   moe.jitter = 0.0  # multiplicative router-input jitter U(1-j, 1+j) in training; 0 = off
+  # Token-choice routers: the dtype of the router's logits, softmax and top-k ('float32', or 'bfloat16': the
+  # round-off ST-MoE's instability lives in; the combine weights and the aux terms then read the rounded values)
+  moe.router_dtype = 'float32'
   # router 'soft' (Soft MoE, Puigcerver et al. 2023) only: p slots per expert, E*p slots in all, each a
   # softmax-weighted average of all tokens of its group (the batch, or a sequence; see capacity_scope).
   moe.slots_per_expert = 1

@@ -759,3 +759,33 @@ def test_expert_parallel_matches_single_device():
     [sys.executable, '-c', _EP_SCRIPT], env=env, cwd=root, capture_output=True, text=True, timeout=300
   )
   assert 'EP_OK' in out.stdout, out.stderr[-3000:]
+
+
+def test_a_bfloat16_router_routes_on_rounded_logits_and_probabilities():
+  """model.moe.router_dtype='bfloat16': logits, softmax and top-k in bf16 (returned in float32, bf16-exact); the
+  float32 router is the default and untouched by the key."""
+  x = inputs()
+  f32 = make_moe(router='softmax_topk')
+  b16 = make_moe(router='softmax_topk', router_dtype='bfloat16')
+  logits32, r32 = f32.route(x)
+  logits16, r16 = b16.route(x)
+  assert logits16.dtype == r16.probs_TxE.dtype == r16.weight_TxJ.dtype == jnp.float32
+  want = (x.astype(jnp.bfloat16) @ b16.router_w[...].astype(jnp.bfloat16)).astype(jnp.float32)
+  np.testing.assert_array_equal(np.asarray(logits16), np.asarray(want))
+  for a in (logits16, r16.probs_TxE, r16.weight_TxJ):  # every value representable in bf16
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(a.astype(jnp.bfloat16).astype(jnp.float32)))
+  assert not np.array_equal(np.asarray(r16.probs_TxE), np.asarray(r32.probs_TxE))  # rounding changed them
+  np.testing.assert_allclose(np.asarray(r16.probs_TxE), np.asarray(r32.probs_TxE), atol=2e-2)
+  y, aux = b16.apply(x, rng=TRAIN_RNG)
+  assert y.dtype == jnp.float32 and np.isfinite(np.asarray(aux['router_z']))
+
+
+def test_router_dtype_is_validated_in_one_line():
+  c = config_lib.default_config()
+  c.model.moe.num_experts, c.model.moe.top_k = 4, 1
+  c.model.moe.router_dtype = 'float16'
+  with pytest.raises(config_lib.ConfigError, match="model.moe.router_dtype='float16'"):
+    validation.validate(c)
+  c.model.moe.router_dtype, c.model.moe.router = 'bfloat16', 'soft'
+  with pytest.raises(config_lib.ConfigError, match='token-choice routers only'):
+    validation.validate(c)

@@ -72,6 +72,9 @@ class FrozenWeight(nnx.Variable):
   and no optimizer state; counted in num_params like any weight of the model."""
 
 
+ROUTER_DTYPES = {'float32': jnp.float32, 'bfloat16': jnp.bfloat16}  # model.moe.router_dtype
+
+
 def validate_section(model_cfg) -> None:
   """ConfigError for a malformed model.moe section, whatever FFN kind the config selects (the keys' types and
   ranges; `sublayer.ffn_kind` reads num_experts and router)."""
@@ -94,6 +97,11 @@ def validate_section(model_cfg) -> None:
     config_lib.non_negative(f'model.moe.{key}', e[key])
   check(isinstance(e.jitter, (int, float)) and 0 <= e.jitter < 1, f'model.moe.jitter={e.jitter!r} must be in [0, 1)')
   config_lib.positive_int('model.moe.slots_per_expert', e.slots_per_expert)
+  config_lib.one_of('model.moe.router_dtype', e.router_dtype, ROUTER_DTYPES)
+  check(
+    e.router_dtype == 'float32' or e.router not in routers_lib.SLOT_ROUTERS,
+    f'model.moe.router_dtype={e.router_dtype!r} applies to token-choice routers only (model.moe.router={e.router!r})',
+  )
   check(
     e.slots_per_expert == 1 or e.router in routers_lib.SLOT_ROUTERS,
     f'model.moe.slots_per_expert={e.slots_per_expert} applies only to router=soft '
@@ -309,6 +317,7 @@ class MoE(ffn_lib.Layer):
     bias_update_rate: float = 0.0,
     jitter: float = 0.0,
     slots_per_expert: int = 1,
+    router_dtype: str = 'float32',
     use_bias: bool = True,
     dropout_rate: float = 0.0,
     init: str = 'xavier_uniform',
@@ -332,6 +341,7 @@ class MoE(ffn_lib.Layer):
     self.num_shared = num_shared_experts
     self.capacity_factor, self.router, self.renormalize = capacity_factor, router, renormalize
     self.stop_combine_grad = stop_combine_grad
+    self.router_dtype = ROUTER_DTYPES[router_dtype]
     self.drop_priority, self.capacity_scope = drop_priority, capacity_scope
     self.dispatch = 'sort' if mesh is not None and dispatch == 'auto' else dispatch_lib.resolve_dispatch(dispatch)
     # Traced per-run scalars (ffn.Hyper); only dropout and jitter compile a path in, when > 0.
@@ -429,8 +439,10 @@ class MoE(ffn_lib.Layer):
     return routers_lib.Layout(c, 1)
 
   def route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1, capacity_: int | None = None):
-    """Router logits (float32, jittered only in training) and the Routing, each of `groups`
+    """Router logits (jittered only in training) and the Routing, each of `groups`
     consecutive groups of tokens routed on its own (expert choice picks within its group).
+    The logits, softmax and top-k are computed in router_dtype; the logits and the Routing's weights and
+    probabilities are returned in float32 (their bf16-rounded values where router_dtype is bfloat16).
     With stop_combine_grad the combine weights carry no gradient (forward unchanged)."""
     if self.router in routers_lib.SLOT_ROUTERS:
       raise ValueError(f'router={self.router} assigns no tokens to experts (no Routing); see MoE.soft_route')
@@ -438,7 +450,8 @@ class MoE(ffn_lib.Layer):
     if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
       jitter = self.jitter[...]
       x_TxD = x_TxD * jax.random.uniform(rng, x_TxD.shape, jnp.float32, 1.0 - jitter, 1.0 + jitter)
-    logits_TxE = x_TxD @ self.router_w[...]
+    rdt = self.router_dtype
+    logits_TxE = x_TxD.astype(rdt) @ self.router_w[...].astype(rdt)
     c = self.capacity(x_TxD.shape[0], groups) if capacity_ is None else capacity_
     router = functools.partial(
       routers_lib.ROUTERS[self.router],
@@ -454,6 +467,10 @@ class MoE(ffn_lib.Layer):
       routing = jax.vmap(router)(split(logits_TxE), split(x_in_TxD))
       routing = jax.tree.map(lambda a: a.reshape(-1, a.shape[-1]), routing)
     assert isinstance(routing, routers_lib.Routing)  # slot routers were refused above
+    if rdt != jnp.float32:
+      f32 = lambda a: a.astype(jnp.float32)
+      routing = routing._replace(weight_TxJ=f32(routing.weight_TxJ), probs_TxE=f32(routing.probs_TxE))
+      logits_TxE = f32(logits_TxE)
     if self.stop_combine_grad:
       routing = routing._replace(weight_TxJ=jax.lax.stop_gradient(routing.weight_TxJ))
     return logits_TxE, routing

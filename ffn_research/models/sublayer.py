@@ -89,6 +89,7 @@ def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d
     bias_update_rate=e.bias_update_rate,
     jitter=e.jitter,
     slots_per_expert=e.slots_per_expert,
+    router_dtype=e.router_dtype,
     d_out=d_out,
     mesh=mesh,
     mup_dims=(dims[0], mup.expert_dim(model_cfg), dims[1]) if mup.is_mup(model_cfg) else None,
