@@ -104,6 +104,8 @@ def default_config() -> ml_collections.ConfigDict:
   t.cluster_teachers = (
     False  # True: each cluster has its own random teacher (targets teacher_c(x)); num_clusters > 0 only
   )
+  t.center_inputs = False  # teacher_student: True = the cluster centres shifted so the inputs' mean is 0
+  t.input_offset = 0.0  # teacher_student: s > 0 adds one offset c ~ N(0, s^2 I) per seed to every input
   t.num_points = 256  # N random points to memorise (random_labels)
   t.tolerance = 0.1  # |error| within which a point counts as fitted (random_labels)
   # sparse_features (Elhage et al. 2022): n = model.d_model features, reconstructed (tasks/regression.py).

@@ -338,3 +338,35 @@ def test_smoke_through_entry_point(tmp_path):
   assert len(report['verdicts']) == 4 and all(v['outcome'] in stats.OUTCOMES for v in report['verdicts'])
   assert all(v['p_holm'] is not None for v in report['verdicts']) and report['regime']['iterations']
   assert [c['passed'] for c in report['checks']] == [True, True]  # the frozen router's load does not move
+
+
+def test_centred_and_offset_teacher_student_inputs():
+  """task.center_inputs moves the cluster centres so the inputs' mean is 0 under the Zipf probabilities;
+  task.input_offset adds one per-seed offset to every input, before the teacher; both off change nothing."""
+
+  def data(**task):
+    c = config_lib.default_config()
+    c.task.name, c.model.d_model, c.task.num_train, c.task.num_eval = 'teacher_student', 4, 512, 512
+    c.task.num_clusters, c.task.cluster_std, c.task.cluster_teachers = 3, 0.5, True
+    for k, v in task.items():
+      c.task[k] = v
+    validation.validate(c)
+    exp = train_lib.Experiment(c)
+    return exp, exp.task_data(5)
+
+  _, plain = data()
+  exp, centred = data(center_inputs=True)
+  # the same draws, every point moved by the centres' mean under P(c): centred's population mean is 0
+  shift = np.asarray(plain['x_train'] - centred['x_train'])
+  np.testing.assert_allclose(shift, np.broadcast_to(shift[0], shift.shape), atol=1e-5)
+  probs = np.asarray(regression.cluster_probs(3, 1.0))
+  centres = np.stack([np.asarray(plain['x_train'])[np.asarray(plain['cluster_train']) == k].mean(0) for k in range(3)])
+  np.testing.assert_allclose(probs @ (centres - shift[0]), 0.0, atol=0.1)  # sample means of clusters, spread 0.5
+  _, offset = data(input_offset=2.0)
+  off = np.asarray(offset['x_eval'] - plain['x_eval'])
+  np.testing.assert_allclose(off, np.broadcast_to(off[0], off.shape), atol=1e-5)
+  np.testing.assert_allclose(np.asarray(offset['x_train'] - plain['x_train'])[0], off[0], atol=1e-5)
+  assert 1.0 < np.linalg.norm(off[0]) < 10.0  # about 2 sqrt(4)
+  assert not np.allclose(offset['y_eval'], plain['y_eval'])  # the teacher reads the shifted inputs
+  with pytest.raises(config_lib.ConfigError, match='task.input_offset'):
+    data(input_offset=-1.0)

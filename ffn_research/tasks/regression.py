@@ -121,10 +121,15 @@ def per_cluster_targets(teachers: list, x_NxD: jax.Array, cluster_N: jax.Array) 
   return jnp.take_along_axis(y_KxNxO, cluster_N[None, :, None], axis=0)[0]
 
 
+OFFSET_TAG = 13  # task.input_offset's draw: fold_in(k_teacher, 13), apart from the centres' 7 and the teachers' 11
+
+
 class TeacherStudentTask(_Regression):
   """Regress a random teacher FFN (d_model -> teacher_d_ff -> d_model) on x ~ N(0, I), or on
   skewed inputs: task.num_clusters Gaussian clusters drawn with Zipf probabilities (MoE routing);
-  with task.cluster_teachers each cluster has a teacher of its own (so routing by cluster matters)."""
+  with task.cluster_teachers each cluster has a teacher of its own (so routing by cluster matters).
+  task.center_inputs shifts the cluster centres so the inputs' mean is 0 (x ~ N(0, I) already has it);
+  task.input_offset s adds one offset c ~ N(0, s^2 I) per seed to every input, before the teacher."""
 
   @staticmethod
   def validate(config):
@@ -146,6 +151,8 @@ class TeacherStudentTask(_Regression):
       not t.cluster_teachers or t.num_clusters > 0,
       'task.cluster_teachers=True needs task.num_clusters > 0 (one teacher per cluster)',
     )
+    config_lib.check(isinstance(t.center_inputs, bool), f'task.center_inputs={t.center_inputs!r} must be True or False')
+    config_lib.non_negative('task.input_offset', t.input_offset)
 
   traced = ('noise_std',)  # init_data's traced keyword arguments (tasks.TRACED_KEYS)
 
@@ -165,12 +172,18 @@ class TeacherStudentTask(_Regression):
       k_centers = jax.random.fold_in(k_teacher, 7)  # k_teacher's other uses are unchanged
       centers_KxD = jax.random.normal(k_centers, (t.num_clusters, d))
       probs_K = cluster_probs(t.num_clusters, t.cluster_zipf)
+      if t.center_inputs:
+        centers_KxD = centers_KxD - jnp.broadcast_to(probs_K @ centers_KxD, centers_KxD.shape)
       x_train, c_train = clustered_inputs(k_train, centers_KxD, probs_K, t.num_train, t.cluster_std)
       x_eval, c_eval = clustered_inputs(k_eval, centers_KxD, probs_K, t.num_eval, t.cluster_std)
       cluster = {'cluster_train': c_train.astype(jnp.int32), 'cluster_eval': c_eval.astype(jnp.int32)}
     else:
       x_train = jax.random.normal(k_train, (t.num_train, d))
       x_eval = jax.random.normal(k_eval, (t.num_eval, d))
+    if t.input_offset:
+      offset_D = t.input_offset * jax.random.normal(jax.random.fold_in(k_teacher, OFFSET_TAG), (d,))
+      x_train = x_train + jnp.broadcast_to(offset_D, x_train.shape)
+      x_eval = x_eval + jnp.broadcast_to(offset_D, x_eval.shape)
     if t.num_clusters and t.cluster_teachers:
       fold = lambda k, c: jax.random.fold_in(jax.random.fold_in(k, CLUSTER_TEACHER_TAG), c)
       teachers = [
