@@ -60,4 +60,22 @@ CHANGES = (
     'reproduced (a rate tie on raw MSE had made it inconclusive until ties were tested on log MSE)',
     verdicts=(1, 3, 4),
   ),
+  base.DesignChange(
+    date='2026-11-28',
+    commit='',
+    change=(
+      'issue 46 item 5, after the cold review of the published run (collapse, Switch and bias reproduced on a '
+      'one-teacher task a single expert can fit, with the offset added after centred inputs gave +0.014; z-loss '
+      'inconclusive on 16 seeds, its test rate chosen on the seeds it reads, instability counted by the router-logit '
+      'size the z-loss penalises): the load arms on three inputs, the routing task (8 clusters, a teacher each) with '
+      'an offset (verdicts 1, 2, 4) and centred (a new verdict 5), and the published one-teacher design kept as the '
+      'control a refutation of collapse needs; the z-loss arms with the router in bfloat16, unstable = diverged only, '
+      '64 seeds, the test rate fixed on 16 pilot seeds no verdict reads'
+    ),
+    outcome=(
+      'before: collapse reproduced (+2.28), Switch reproduced (-5.20), z-loss inconclusive (-0.19), bias reproduced '
+      '(-5.47) -> after: the first full run of the redesign (this report)'
+    ),
+    verdicts=(1, 2, 3, 4, 5),
+  ),
 )

@@ -20,19 +20,23 @@ def summarize(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFra
 
 
 def load_table(sel: pd.DataFrame) -> pd.DataFrame:
-  """Per collapse point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
-  rows = sel[~sel['arm'].astype(str).str.startswith(study.UNSTABLE)]
+  """Per load point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
+  rows = sel[~sel['arm'].astype(str).str.startswith((study.UNSTABLE, study.PILOT))]
   keys = [k for k in ('load_start', 'load_final', 'load_change', 'eval_loss') if k in rows]
   return summarize(rows, ['point', study.LR, study.STEPS], keys) if len(rows) else pd.DataFrame()
 
 
 def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
-  """Per z-loss arm rate, point and budget: unstable fraction and largest RMS router logsumexp."""
-  z = study.with_unstable(frame.dropna(subset=['point']))
-  if not len(z):
+  """Per z-loss arm (the pilot's seeds, or the test's), rate, z-loss and budget: the unstable (diverged) fraction."""
+  parts = []
+  for prefix, seeds in ((study.PILOT, 'pilot'), (study.UNSTABLE, 'test')):
+    z = study.with_unstable(frame.dropna(subset=['point']), prefix)
+    if len(z):
+      zloss = np.where(z['point'].str.endswith(': z_loss'), study.Z_COEF, 0.0)
+      parts.append(z.assign(seeds=seeds, **{'z-loss': zloss}))
+  if not parts:
     return pd.DataFrame()
-  z['z-loss'] = np.where(z['point'].str.endswith(': z_loss'), study.Z_COEF, 0.0)
-  return summarize(z, [study.LR, study.STEPS, 'z-loss'], [k for k in ('unstable', 'max_lse') if k in z])
+  return summarize(pd.concat(parts), ['seeds', study.LR, 'z-loss', study.STEPS], ['unstable'])
 
 
 def figure(result: base.Result, ctx: base.Context) -> base.Figure:
@@ -45,7 +49,7 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
       [r['load_change_mean']],
       [r['load_change_ci_lo']],
       [r['load_change_ci_hi']],
-      color=study.COLORS.get(r['point'], 'k'),
+      color=study.COLORS[_balancing(r['point'])],
       label=f'{r["point"]} (lr {r[study.LR]:g})',
     )
   axes[0, 0].set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
@@ -54,7 +58,7 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
   base.style_axes(
     axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0', title='load change (mean, 95% CI)', fontsize=6
   )
-  runs = result.frame[result.frame['arm'] == 'trained'].dropna(subset=['point', 'eval_loss'])
+  runs = result.frame[result.frame['arm'].isin(list(study.CONDITIONS))].dropna(subset=['point', 'eval_loss'])
   tuned = summarize(runs, ['point', study.STEPS, study.LR], ['eval_loss']) if len(runs) else pd.DataFrame()
   for p, g in tuned.groupby('point', sort=False) if len(tuned) else ():
     for steps, h in g.groupby(study.STEPS):
@@ -62,7 +66,7 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
         h[study.LR],
         h['eval_loss_mean'],
         'o-' if steps == g[study.STEPS].max() else 'o--',
-        color=study.COLORS.get(p, 'k'),
+        color=study.COLORS[_balancing(p)],
         ms=3,
         label=f'{p}, {steps} steps',
       )
@@ -76,22 +80,22 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     fontsize=5,
   )
   u = unstable_table(result.frame)
-  for j, (z, g) in enumerate(u.groupby('z-loss') if len(u) else ()):
+  for j, ((seeds, z), g) in enumerate(u.groupby(['seeds', 'z-loss']) if len(u) else ()):
     for steps, h in g.groupby(study.STEPS):
       axes[0, 2].plot(
         h[study.LR],
         h['unstable_mean'],
         'o-' if steps == g[study.STEPS].max() else 'o--',
         color=f'C{j + 4}',
-        label=f'z-loss {z:g}, {steps} steps',
+        label=f'{seeds} seeds, z-loss {z:g}, {steps} steps',
       )
   axes[0, 2].axhline(study.PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
   base.style_axes(
     axes[0, 2],
     xlabel='learning rate (no clipping)',
-    ylabel='unstable fraction of seeds',
+    ylabel='diverged fraction of seeds',
     xscale='log',
-    title='induced instability',
+    title='induced instability (bf16 router)',
     fontsize=5,
   )
   return base.save_figure(
@@ -101,9 +105,15 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
     f'chosen rate and T (mean, 95% CI; red: the collapse level +{study.COLLAPSE_RISE:g}); middle: '
     'held-out MSE per learning rate of the trained points at each budget (solid: the longest), log scale, the '
-    'tuning; right: unstable fraction per learning rate with and without the z-loss; one colour per point '
-    'in the left and middle panels',
+    'tuning; right: diverged fraction per learning rate, the pilot (no z-loss, its own seeds) and the test arms '
+    'with and without the z-loss; one colour per balancing (none, switch, bias, frozen) in the left and middle '
+    'panels, the input condition in each label',
   )
+
+
+def _balancing(label: str) -> str:
+  """'none', 'switch', 'bias' or 'frozen' of a load point's label."""
+  return 'frozen' if label.startswith('frozen_') else label.rsplit(': ', 1)[-1]
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
@@ -111,20 +121,23 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   rates = ', '.join(
     f'{p} {r:g}'
     for p, r in result.tuning[result.tuning['level'] == 'T'][['point', 'rate']].values
-    if not str(p).startswith(study.UNSTABLE)
+    if str(p).split(':')[0] in study.CONDITIONS
   )
+  control = study.collapse_rule(result.full, study.CONTROL)
   headline = (
-    f'max/mean load change from step 0, no balancing minus frozen router: {v[0].statistic:+.3f} '
-    f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] (collapse: > +{study.COLLAPSE_RISE:g}); Switch minus none '
-    f'{v[1].statistic:+.3f}, bias minus none {v[3].statistic:+.3f} (rates at T: {rates}); unstable '
-    f'fraction z-loss minus none {v[2].statistic:+.2f} at the test rate {study.test_rate(result.full):g}'
+    f'max/mean load change from step 0, no balancing minus frozen router: {study.OFFSET} {v[0].statistic:+.3f} '
+    f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] ({v[0].outcome}), {study.CENTRED} {v[4].statistic:+.3f} '
+    f'({v[4].outcome}), {study.CONTROL} {control.statistic:+.3f} (collapse: > +{study.COLLAPSE_RISE:g}); Switch '
+    f'minus none {v[1].statistic:+.3f} ({v[1].outcome}), bias minus none {v[3].statistic:+.3f} ({v[3].outcome}) '
+    f'(rates at T: {rates}); diverged fraction z-loss minus none {v[2].statistic:+.2f} ({v[2].outcome}) at the '
+    f'test rate {study.test_rate(result.full):g}'
   )
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
   notes = (
     [
-      f'runs not completed: {failed} (the z-loss arms count them as unstable; elsewhere a rate with one is '
-      'not eligible)'
+      f'runs not completed: {failed} (the z-loss arms count them as diverged; elsewhere a rate with one is not '
+      'eligible)'
     ]
     if failed
     else []
@@ -134,13 +147,13 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     checks=study.measurement(frame),
     tables=[
       base.Table(
-        'collapse points at their chosen rate and T: max/mean load on the held-out inputs at step '
+        'load points at their chosen rate and T, per input condition: max/mean load on the held-out inputs at step '
         '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
         load_table(result.full),
       ),
       base.Table(
-        'z-loss arms: unstable fraction and largest RMS router logsumexp per rate, budget and '
-        'z-loss (mean and 95% CI over seeds)',
+        'z-loss arms: the diverged fraction per seeds (the pilot, which fixes the test rate, or the test), rate, '
+        'z-loss and budget (mean and 95% CI over seeds)',
         unstable_table(frame),
       ),
     ],
