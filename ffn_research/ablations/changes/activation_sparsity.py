@@ -98,7 +98,14 @@ CHANGES = (
     '(32, 64, 128; was 32, 48, 64); the full cap 3,600 -> 7,200 reference-seconds for d_model 128. Set before '
     'any run of this design; the fixed-rate table of the republished report (the slope at each shared rate) had '
     'been seen',
-    outcome='no run of this design yet: the next full run gives its outcomes',
+    outcome='republished 2026-11-27 (each size at its own rate; d_model 32, 48, 64): (2) inconclusive -0.0998 '
+    '[-0.119, -0.080] (a rate tie), (3) inconclusive -0.071 [-0.132, -0.010] -> the first full run of this design '
+    '(2026-11-28, T = 1,000, no doubling; the shared rate at T 0.03 for d_ff, 0.01 for d_model): (2) reproduced '
+    '-0.091 [-0.117, -0.064], (3) reproduced -0.248 [-0.297, -0.199]; both null -> positive by a change made after '
+    'the fixed-rate table was seen (it read -0.43 to -0.47 for d_model), as issue 47 asked: the reading at one '
+    'rate is the one the cold review proposed, and in the standard parametrisation one Adam rate is a larger step '
+    'for a wider model, so (3) is a slope of size and step together',
     verdicts=(2, 3),
+    to_positive=(2, 3),
   ),
 )

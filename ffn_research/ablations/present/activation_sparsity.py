@@ -10,6 +10,7 @@ import pandas as pd
 from ffn_research import stats
 from ffn_research.ablations import activation_sparsity as study
 from ffn_research.ablations import base
+from ffn_research.ablations import regime as regime_lib
 
 
 def density_table(full: pd.DataFrame) -> pd.DataFrame:
@@ -148,9 +149,23 @@ def notes(result: base.Result) -> list[str]:
   return out
 
 
-def _size_panel(ax, relu: pd.DataFrame, x: str, points: Sequence[str], s: study.Settings, scale: str) -> None:
-  """Density at the end of T against one size axis, each size's chosen rate written beside it."""
+def _size_panel(
+  ax, relu: pd.DataFrame, x: str, points: Sequence[str], s: study.Settings, scale: str, shared: pd.DataFrame
+) -> None:
+  """Density at the end of T against one size axis: each size at its own tuned rate (written beside it), and every
+  size at the axis's one shared rate (`shared`: those runs), the reading of the axis's slope verdict."""
   sub = relu[relu['point'].isin(points)]
+  if len(shared):
+    t = stats.summarize(shared, [f'model.{x}'], ['density'])
+    base.errorbar_ci(
+      ax,
+      t[f'model.{x}'] * 1.04,
+      t['density_mean'],
+      t['density_ci_lo'],
+      t['density_ci_hi'],
+      color='C1',
+      label=f'ReLU at the shared rate {float(shared[study.LR].iloc[0]):g} (the slope verdict reads these)',
+    )
   t = stats.summarize(sub, [f'model.{x}'], ['density'])
   if len(t):
     base.errorbar_ci(
@@ -159,7 +174,7 @@ def _size_panel(ax, relu: pd.DataFrame, x: str, points: Sequence[str], s: study.
       t['density_mean'],
       t['density_ci_lo'],
       t['density_ci_hi'],
-      label='ReLU, trained (mean, 95% CI)',
+      label='ReLU, each size at its own tuned rate (mean, 95% CI)',
     )
     ax.scatter(sub[f'model.{x}'], sub['density'], s=8, alpha=0.4)
     for size, g in sub.groupby(f'model.{x}'):
@@ -188,14 +203,24 @@ def _size_panel(ax, relu: pd.DataFrame, x: str, points: Sequence[str], s: study.
   ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
+def _shared_runs(frame: pd.DataFrame, relu: pd.DataFrame, v, points: Sequence[str]) -> pd.DataFrame:
+  """The runs of `points` at T (their steps in `relu`) and at the verdict's shared rate at T (empty if none)."""
+  rate = (v.extra.get('common_rates') or {}).get(regime_lib.FULL)
+  steps = relu.loc[relu['point'].isin(points), study.STEPS]
+  if rate is None or not len(steps):
+    return frame.iloc[:0]
+  at = frame[frame['point'].isin(points) & (frame[study.STEPS] == int(steps.max())) & (frame['status'] == 'completed')]
+  return at[np.isclose(at[study.LR].astype(float), float(rate))]
+
+
 def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   s = study.SETTINGS[ctx.scale]
   fig, axes = base.figure(1, 3)
   relu = result.full[result.full['arm'] == 'relu']
-  for ax, (x, points) in zip(
-    axes[0, :2], study.axis_points(ctx.scale).items(), strict=True
+  for ax, v, (x, points) in zip(
+    axes[0, :2], result.verdicts[1:3], study.axis_points(ctx.scale).items(), strict=True
   ):  # axes[0, 2]: over training
-    _size_panel(ax, relu, x, points, s, ctx.scale)
+    _size_panel(ax, relu, x, points, s, ctx.scale, _shared_runs(result.frame, relu, v, points))
   ref = f'relu: {study.shape(*s["ref"])}'
   for i, p in enumerate((ref, 'gelu', 'silu')):
     g = result.full[result.full['point'] == p]
@@ -224,10 +249,17 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
     'density_vs_size.png',
     'left, middle: fraction of non-zero ReLU activations on held-out sequences of the synthetic language at the '
     'end of T (mean over layers; mean and 95% CI over seeds, dots: seeds) vs d_ff and vs d_model, each shape at '
-    "its chosen learning rate (written beside it), with Li et al.'s T5-Base and ViT-B/16 figures and the rule-1 "
+    'its own tuned learning rate (written beside it; rule 1 reads the reference shape so) and every size at the '
+    "axis's one shared rate (orange: what the slope verdicts read), with Li et al.'s T5-Base and ViT-B/16 figures "
+    'and the rule-1 '
     'level; right: density per layer at initialisation, half and end of each run, each line with its own rate, '
     f'budget and threshold (ReLU: > 0; GELU/SiLU: |a| > {study.TAU:g})',
   )
+
+
+def _shared(v) -> str:
+  rate = (v.extra.get('common_rates') or {}).get(regime_lib.FULL)
+  return f'{rate:g}' if rate is not None else 'none'
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
@@ -241,8 +273,9 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     f'trained ReLU density {v[0].statistic:.3f} (95% CI [{v[0].ci[0]:.3f}, {v[0].ci[1]:.3f}]) '
     f'vs {study.LEVEL:.0%} ({v[0].outcome}); '
     f'slope vs d_ff {v[1].statistic:+.3f} [{v[1].ci[0]:+.3f}, {v[1].ci[1]:+.3f}] ({v[1].outcome}); vs d_model '
-    f'{v[2].statistic:+.3f} [{v[2].ci[0]:+.3f}, {v[2].ci[1]:+.3f}] ({v[2].outcome}; it moves with the rate chosen '
-    f'at each size); rates chosen at T: {rates}'
+    f'{v[2].statistic:+.3f} [{v[2].ci[0]:+.3f}, {v[2].ci[1]:+.3f}] ({v[2].outcome}; one Adam rate is a larger step '
+    f'for a wider model); the slopes at one shared rate per axis (at T: d_ff {_shared(v[1])}, d_model '
+    f"{_shared(v[2])}); each shape's own tuned rate at T (verdict 1 and the tables): {rates}"
   )
   tables = [
     base.Table(
