@@ -357,7 +357,8 @@ CLAIMS = (
     'shared rate per budget (the best mean held-out bits over the sizes; shared rates tied with it read too): the '
     'density moves with the rate as much as with the size, so per-size tuning let a tie set the slope; in the '
     'standard parametrisation one Adam rate is still a larger step for a wider model, so the slope is of size and '
-    'step together.',
+    'step together; the notes give the slope with each size at its own tuned rate, and where its sign differs the '
+    'verdict holds for models trained at one step size only (muP, which the codebase has, would separate the two).',
     premise=PREMISE,
     rate=regime_lib.COMMON,
   ),
