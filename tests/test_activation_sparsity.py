@@ -207,14 +207,16 @@ def test_gelu_and_silu_notes_never_print_nan():
   )
   relu = selection(steps=4000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
   notes = asp_shown.notes(_result(pd.concat([gated, relu])))
-  assert len(notes) == 5 and not any('nan' in n for n in notes)
+  # GELU, SiLU, emergence, the entropy floor, the slope of each axis at each size's own rate, dead units
+  assert len(notes) == 7 and not any('nan' in n for n in notes[:4] + notes[6:])
+  assert notes[4].startswith('d_ff slope with each size at its own tuned rate') and 'nan at one shared' in notes[4]
   assert 'lower at the end in 8 of 8 seeds' in notes[2] and 'within 0.100-0.100 bits of the entropy floor' in notes[3]
   assert 'no 1000-step run: at 4000 steps (another budget, not paired)' in notes[0]
   relu_same = selection(steps=1000).query("arm == 'relu'").assign(density_tau=0.2, positive=0.21, dead=0.0)
   notes = asp_shown.notes(_result(pd.concat([gated, relu_same])))
   assert 'paired gelu - relu +0.400 [0.400, 0.400] (n = 8 seeds)' in notes[0] and 'nan' not in notes[1]
   notes = asp_shown.notes(_result(pd.concat([gated, relu.assign(**{asp.LR: 0.03})])))
-  assert 'never ran at rate 0.01' in notes[0] and not any('nan' in n for n in notes)
+  assert 'never ran at rate 0.01' in notes[0] and not any('nan' in n for n in notes[:4] + notes[6:])
   # every seed and one budget are the runner's checks now (tests/test_regime.py)
 
 

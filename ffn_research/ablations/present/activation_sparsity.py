@@ -124,16 +124,19 @@ def own_rate_slopes(result: base.Result) -> list[str]:
   differs in sign from the verdict's shared-rate reading, the rate policy decides the sign."""
   out = []
   relu = result.full[result.full['arm'] == 'relu']
-  for v, (x, points) in zip(result.verdicts[1:3], study.axis_points(result.scale).items(), strict=True):
+  axes = study.axis_points(result.scale)
+  shared = dict(zip(axes, [v.statistic for v in result.verdicts[1:3]], strict=False))  # none in a bare Result
+  for x, points in axes.items():
     g = relu[relu['point'].isin(points)]
     if g['point'].nunique() < len(points):
       continue
     m, lo, hi = stats.mean_ci(study.per_seed_slopes(g, f'model.{x}'))
     rates = ', '.join(f'{float(r):g}' for r in g.groupby(f'model.{x}')[study.LR].first())
-    flips = (m > 0) != (v.statistic > 0)
+    at = shared.get(x, math.nan)
+    flips = math.isfinite(at) and (m > 0) != (at > 0)
     out.append(
       f"{x} slope with each size at its own tuned rate ({rates}; descriptive, the reading before issue 47's "
-      f"redesign): {m:+.3f} [{lo:+.3f}, {hi:+.3f}] against the verdict's {v.statistic:+.3f} at one shared rate"
+      f"redesign): {m:+.3f} [{lo:+.3f}, {hi:+.3f}] against the verdict's {at:+.3f} at one shared rate"
       + (
         ': the sign depends on the rate policy (a wider model prefers a smaller rate in the standard '
         'parametrisation), so the verdict is a statement about models trained at one step size, not about models '
