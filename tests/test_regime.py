@@ -737,11 +737,13 @@ def test_a_claim_read_at_one_shared_rate(tmp_path):
   report = runner.run_study(_two_rate_policies_study(), str(tmp_path), 'smoke', progress=False)
   tuned, common = report['verdicts']
   assert tuned['statistic'] == pytest.approx(5.5e-3) and tuned['outcome'] == stats.REPRODUCED
-  assert common['statistic'] == pytest.approx(1e-2) and common['outcome'] == stats.NOT_REPRODUCED
+  # the shared rate gives not reproduced where each point at its own rate reproduces: the rate policy decides it
+  assert common['statistic'] == pytest.approx(1e-2) and common['outcome'] == stats.INCONCLUSIVE
   assert common['extra']['common_rates'] == {lv: pytest.approx(1e-2) for lv in regime.LEVELS}
   assert 'read at one rate shared by its points (T/4 0.01, T/2 0.01, T 0.01)' in common['detail']
   names = {c['name']: c['passed'] for c in common['checks']}
   assert names['the shared learning rate inside the grid']  # 3e-2 was run beyond the shared edge, and is worse
+  assert not names['the rate policy does not decide it (each point at its own tuned rate agrees)']
   assert 'main: f4: learning rate inside the grid' in {c['name'] for c in tuned['checks']}
   pts = {p['point']: p['rates'] for p in report['regime']['points']}
   assert pts['main: f4'] == pytest.approx([1e-3 / 3, 1e-3, 1e-2, 3e-2]) and pts['main: f8'] == pytest.approx(
@@ -928,3 +930,17 @@ def test_an_arm_runs_its_own_seeds(tmp_path):
   assert {s['name']: s['seeds'] for s in report['sweeps']} == {'main': 2, 'pilot': 3}
   cover = [{c['name']: c for c in v['checks']}['every seed completed at the chosen rate'] for v in report['verdicts']]
   assert all(c['passed'] for c in cover) and '3 seeds at each of 1 point(s)' in cover[1]['detail']
+
+
+def test_a_shared_rate_reading_needs_each_points_own_rate_to_agree():
+  """checks.rate_policy: a verdict read at one shared rate stands where each point at its own tuned rate gives the
+  same decided outcome; else it is inconclusive (activation_sparsity's d_model slope: -0.248 shared, +0.151 own)."""
+  rule = lambda xs: rules_lib.threshold(xs, level=-0.03, direction='below', claim='slope')
+  shared = rule([-0.2, -0.25, -0.3, -0.24])
+  assert shared.raw_outcome == stats.REPRODUCED
+  assert checks.rate_policy(shared, rule([-0.1, -0.12, -0.15, -0.11])).passed
+  flip = checks.rate_policy(shared, rule([0.1, 0.15, 0.2, 0.16]))
+  assert not flip.passed and flip.demote == stats.INCONCLUSIVE and '(not reproduced)' in flip.detail
+  assert stats.gate(shared, [flip]).outcome == stats.INCONCLUSIVE
+  undecided = checks.rate_policy(rule([-0.05, 0.0, 0.05, -0.01]), rule([0.1, 0.15, 0.2, 0.16]))
+  assert undecided.passed and not undecided.applies

@@ -297,6 +297,20 @@ def rate_tie(
   return stats.Check(name, not differ, read, demote=stats.INCONCLUSIVE)
 
 
+def rate_policy(v: stats.Verdict, own: stats.Verdict) -> stats.Check:
+  """A verdict read with its points at one shared rate (`v`, the rule's own outcome at T) stands only where each point
+  at its own tuned rate (`own`, the same rule at T) gives the same decided outcome: else the rate policy, not the
+  comparison, decides it. A failure demotes a decided verdict to inconclusive and names both readings."""
+  name = 'the rate policy does not decide it (each point at its own tuned rate agrees)'
+  read = (
+    f'one shared rate: {v.statistic:.4g} ({v.raw_outcome}); each point at its own tuned rate: {own.statistic:.4g} '
+    f'[{own.ci[0]:.4g}, {own.ci[1]:.4g}] ({own.raw_outcome})'
+  )
+  if v.raw_outcome not in stats.DECISIVE:
+    return stats.Check(name, True, f'{read}: nothing decided', demote=stats.INCONCLUSIVE, applies=False)
+  return stats.Check(name, own.raw_outcome == v.raw_outcome, read, demote=stats.INCONCLUSIVE)
+
+
 def one_seed(v: stats.Verdict, drops: Sequence[tuple[Any, stats.Verdict]]) -> stats.Check:
   """No single seed decides the verdict: leaving out any one seed (`drops`: (seed, the rule without it)), the
   statistic's interval, read at the full sample's width (its half-widths scaled by t(n - 1) / t(n - 2), so that

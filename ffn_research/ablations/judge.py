@@ -156,7 +156,8 @@ def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, poin
 
 def _common_reading(study, i, v, frame, sels, state, regime, scale) -> _Reading:
   """Every point of the verdict at one shared rate at each budget, the best mean metric over them (regime.pooled);
-  a tie is every point read at a shared rate tied with that one. Points without one budget T, or a budget where no
+  a tie is every point read at a shared rate tied with that one; at T the reading must agree with each point at its
+  own tuned rate (checks.rate_policy). Points without one budget T, or a budget where no
   shared rate trained every seed at every point, fail a check of their own (no remedy) and are read as tuned."""
   pts, name = tuple(v.points), 'one learning rate shared by the points'
   got = regime_lib.pooled(frame, state, pts, regime.metric)
@@ -202,11 +203,12 @@ def _common_reading(study, i, v, frame, sels, state, regime, scale) -> _Reading:
     ]
   grid = checks_lib.inside_grid(regime_lib.COMMON_POINT, pf, ps, regime)
   grid = dataclasses.replace(grid, name='the shared learning rate inside the grid', points=pts if grid.remedy else ())
+  policy = checks_lib.rate_policy(ladder[-1], _rules(study, sels[regime_lib.FULL], scale)[i])
   said = ', '.join(f'{lv} {r:g}' for lv, r in rates.items())
   ladder = [
     dataclasses.replace(r, detail=f'{r.detail}; read at one rate shared by its points ({said})') for r in ladder
   ]
-  return _Reading(ladder, ties, others, [grid], drops, full, extra={'common_rates': rates})
+  return _Reading(ladder, ties, others, [grid, policy], drops, full, extra={'common_rates': rates})
 
 
 def _check_points(study: base.Study, verdicts: Sequence[verdict_lib.Verdict], state) -> None:

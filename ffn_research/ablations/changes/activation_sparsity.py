@@ -79,7 +79,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='5256e8a',
     change='after a cold review of the republication: verdict 1 gets a positive control as its premise (the '
     'setup can produce a density below 10%: the sparsest ReLU shape it trains, at its chosen rate, has its CI '
     'below 10%), as issue 45 requires of every refutation; the report adds the fixed-rate slope table, an '
@@ -91,7 +91,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='5fb2a04',
     change="issue 47's redesign, after the republication and its cold review: the d_ff and d_model slopes read "
     'with every size of an axis at one shared rate per budget (base.Claim(rate=common); was: each size at its own '
     'tuned rate, where a tie on held-out bits at one size set the d_model slope: -0.53 or -0.04); d_model over 4x '
@@ -107,5 +107,17 @@ CHANGES = (
     'for a wider model, so (3) is a slope of size and step together',
     verdicts=(2, 3),
     to_positive=(2, 3),
+  ),
+  base.DesignChange(
+    date='2026-11-28',
+    commit='',
+    change="after the redesign's first run and its cold review: a machinery rule (every claim read at one shared rate, "
+    'only this study declares one): such a verdict stands only where each point at its own tuned rate gives the '
+    "same decided outcome (checks.rate_policy), else inconclusive; the report adds each axis's slope at its sizes' "
+    'own rates, marks the rates the verdicts read in the fixed-rate table, draws the shared-rate points in the '
+    "figure; verdict 1's budget and the doublings its control would need named; wording (Setup, scopes)",
+    outcome='(3) reproduced -0.248 [-0.297, -0.199] at the shared rate -> inconclusive (each size at its own tuned '
+    'rate: +0.151 [+0.098, +0.205]); (1), (2) unchanged',
+    verdicts=(3,),
   ),
 )
