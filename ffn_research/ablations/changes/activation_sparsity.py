@@ -110,7 +110,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-28',
-    commit='',
+    commit='7e75b2c',
     change="after the redesign's first run and its cold review: a machinery rule (every claim read at one shared rate, "
     'only this study declares one): such a verdict stands only where each point at its own tuned rate gives the '
     "same decided outcome (checks.rate_policy), else inconclusive; the report adds each axis's slope at its sizes' "
