@@ -301,7 +301,8 @@ def layer_control(v: stats.Verdict) -> stats.Check:
     stats.Check(
       'a layer effect can appear in this setup (a positive control for a refutation)',
       not needed,
-      'no setting of this toy is known to kill the early layer first, so no positive control exists; '
+      'no setting of this toy is known to kill the early layer first, so no positive control exists (a fixed '
+      'statement of this design, not a measured check); '
       + ('the rule alone refutes: not evidence against Voita et al.' if needed else 'not needed for this outcome'),
     )
   )
@@ -416,7 +417,8 @@ ABLATION = base.Study(
   citation=(
     'Voita, Ferrando, Nalmpantis 2024 (Neurons in Large Language Models: Dead, N-gram, Positional, '
     'Findings of ACL 2024, arXiv 2309.04827); Geva, Schuster, Berant, Levy 2021 (Transformer Feed-Forward '
-    'Layers Are Key-Value Memories); the dying-ReLU account (Lu et al. 2019; CS231n notes)'
+    'Layers Are Key-Value Memories); the dying-ReLU account: the CS231n notes (the learning rate), Lu et al. 2019 '
+    '(dying ReLU at initialisation and depth, not the rate)'
   ),
   published=(
     'qualitative: OPT has many dead neurons in the early layers (more than 70% in some layers of the 66b '

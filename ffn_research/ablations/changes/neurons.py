@@ -114,7 +114,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-28',
-    commit='',
+    commit='13a7c5c, 293a5a0',
     change=(
       'issue 47 item 1, after the cold review of the 2026-11-27 republication (every dead-unit verdict invalid: the '
       'cells at rates 0.3 and 1 did not learn): FFNs with biases b1, b2 (was bias-free; OPT has them), every arm at '
@@ -131,8 +131,22 @@ CHANGES = (
       'before: 1 rate invalid (+0.079 [+0.064, +0.094] per decade, the rule alone reproduced; premise learned '
       'failed), 2 decay and 3 budget invalid (dropped), 4 layer invalid (-0.073 [-0.087, -0.059], the rule alone not '
       'reproduced), keys layer 0 reproduced (+0.076), keys layer 1 inconclusive (+0.025), values reproduced '
-      '(+0.095) -> after: the first full run of the redesign (this report)'
+      '(+0.095) -> after (the first full run, 2026-11-28, T = 3,200): 1 rate inconclusive (+0.009 [+0.004, +0.014] '
+      'per decade), 2 layer invalid (-0.009, the rule alone not reproduced; no positive control), 3 keys layer 0 '
+      'reproduced (+0.061), 4 keys layer 1 inconclusive (+0.010), 5 values reproduced (+0.123). Also: the kills '
+      "premise's remedy doubles the grid's steps (293a5a0), Holm's family is the five verdicts (was seven). Old -> new "
+      'numbers: 1 -> 1, 2 and 3 dropped, 4 -> 2, 5 -> 3, 6 -> 4, 7 -> 5'
     ),
     verdicts=(1, 2, 3, 4, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-28',
+    commit='',
+    change="after a cold review of the redesign's first run, wording only: the notes say where units die per rate "
+    'and layer (none in layer 0) and verdict 1 without its largest rate, the citation says what Lu et al. 2019 is '
+    "about, the layer control is named a fixed statement, the headline gives the value agreement's levels, the "
+    'dead-fraction CIs stay inside [0, 1] and the figure caption draws T only; no rule, threshold or run changed',
+    outcome='the same outcomes and numbers',
+    verdicts=(1, 2, 5),
   ),
 )

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import activation_sparsity as sparsity
 from ffn_research.ablations import base
@@ -15,7 +16,7 @@ def dead_table(full: pd.DataFrame) -> pd.DataFrame:
   """Per point at T: the dead fraction (end: mean and 95% CI over seeds; per layer at init / half / end) and bits."""
   rows = []
   for p, g in full.groupby('point', sort=False):
-    m, lo, hi = stats.mean_ci(g['dead'])
+    m, lo, hi = stats.mean_ci(g['dead'], bounds=(0.0, 1.0))
     row = {
       'point': p,
       'lr': float(g[study.LR].iloc[0]),
@@ -68,6 +69,7 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
       title=f'layer {layer} ({ctx.scale})',
       xscale='log',
     )
+    axes[0, layer].set_ylim(bottom=0.0)  # a fraction: its CI never below 0
   r = result.full[result.full['point'] == study.REF]
   series = [
     ('trained_ngram', 'keys: trained'),
@@ -100,7 +102,7 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
     ctx.outdir,
     'neurons.png',
     'left, middle: fraction of the FFN units never non-zero on the held-out sequences at the '
-    'end of training, per layer, vs the peak learning rate (AdamW, no decay), per budget (colour); mean and 95% CI '
+    'end of training at T, per layer, vs the peak learning rate (AdamW, no decay); mean and 95% CI '
     'over seeds. Right, the reference (tuned rate): '
     f"share of a live unit's top-{study.TOP_K} positions sharing their modal bigram (trained keys, "
     'keys with shuffled input weights, random positions) and whose next token is the token the '
@@ -108,11 +110,42 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
   )
 
 
+def _values(result: base.Result) -> str:
+  r = result.full[result.full['point'] == study.REF]
+  if 'value_l1' not in r or not len(r):
+    return 'no reference runs'
+  return f'own {r["value_l1"].mean():.3f} vs permuted {r["value_permuted_l1"].mean():.3f}'
+
+
+def where_units_die(f: pd.DataFrame) -> list[str]:
+  """The dead-unit grid at T in words: per rate and layer, and verdict 1's slope without the largest rate."""
+  if not len(f) or 'dead_l0' not in f:
+    return []
+  per = f.groupby(study.LR)[['dead_l0', 'dead_l1']].mean()
+  rows = ', '.join(f'{lr:g}: {a:.4f} / {b:.4f}' for lr, (a, b) in per.iterrows())
+  out = [
+    f'dead fraction at T per rate, layer 0 / layer 1 (mean over seeds): {rows}; layer-0 units dead in '
+    f'{int((f["dead_l0"] > 0).sum())} of {len(f)} runs'
+  ]
+  if f[study.LR].nunique() > 2:
+    top = f[study.LR].max()
+    g = f[f[study.LR] < top]
+    fits = rules_lib.per_seed_fits(
+      np.log10(g[study.LR].to_numpy(float)), g['dead'].to_numpy(float), g[study.SEED].to_numpy()
+    )
+    m, lo, hi = stats.mean_ci(fits['slope'])
+    out.append(
+      f'verdict 1 without its largest rate {top:g}: {m:+.4f} [{lo:+.4f}, {hi:+.4f}] per decade: the deaths are a '
+      'threshold at the top of the grid rather than a slope over it (descriptive)'
+    )
+  return out
+
+
 def notes(result: base.Result) -> list[str]:
   """Where the dead units are, whether training made them, and which rates trained at all."""
   f = result.full[result.full['point'] != study.REF]
   bits = f.groupby(study.LR)['eval_bits'].mean()
-  return [
+  return where_units_die(f) + [
     f'dead fraction at T (mean over layers, rates and seeds): initialisation {f["dead_init"].mean():.4f}, half '
     f'{f["dead_half"].mean():.4f}, end {f["dead"].mean():.4f}; largest single run {f["dead"].max():.4f}',
     'held-out bits at T per learning rate (mean over seeds; unigram entropy '
@@ -135,7 +168,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   headline = (
     f'dead-fraction slope per decade of lr {v[0].statistic:+.3f} [{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] ({o[0]}); '
     f'layer 0 - 1 {v[1].statistic:+.3f} ({o[1]}); n-gram keys minus shuffled L0 {v[2].statistic:+.3f} ({o[2]}), '
-    f'L1 {v[3].statistic:+.3f} ({o[3]}); values minus permuted L1 {v[4].statistic:+.3f} ({o[4]})'
+    f'L1 {v[3].statistic:+.3f} ({o[3]}); values minus permuted L1 {v[4].statistic:+.3f} ({o[4]}; {_values(result)})'
   )
   tables = [
     base.Table(
