@@ -314,9 +314,10 @@ def plot(result: base.Result, ctx: base.Context) -> base.Figure:
 
 def _read_rates(result: base.Result) -> dict[str, dict[int, float]]:
   """Per axis, {steps: the shared rate its verdict read at that rung}."""
-  out = {}
+  out: dict[str, dict[int, float]] = {}
   for v, x in zip(result.verdicts[1:3], study.axis_points(result.scale), strict=False):
-    rates = v.extra.get('common_rates') or {}
+    common = v.extra.get('common_rates')
+    rates: dict[str, float] = common if isinstance(common, dict) else {}
     steps = {r['level']: int(r['steps']) for r in v.ladder}
     out[x] = {steps[lv]: float(rate) for lv, rate in rates.items() if lv in steps}
   return out
