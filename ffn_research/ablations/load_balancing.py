@@ -87,31 +87,18 @@ ALPHA_KEY, GAMMA_KEY, Z_KEY = 'model.moe.load_balance_coef', 'model.moe.bias_upd
 SEED, LR, STEPS = regime_lib.SEED, regime_lib.LR, regime_lib.STEPS
 CLUSTERS, CLUSTER_STD, CLUSTER_TEACHER_WIDTH = 8, 1.0, 64  # the routing task (moe_topk's)
 OFFSET, CENTRED, CONTROL = 'offset', 'centred', 'control'
+ROUTING_TASK = {  # moe_topk's task, its inputs shifted to mean 0
+  'task.num_clusters': CLUSTERS,
+  'task.cluster_zipf': 1.0,
+  'task.cluster_std': CLUSTER_STD,
+  'task.cluster_teachers': True,
+  'task.teacher_d_ff': CLUSTER_TEACHER_WIDTH,
+  'task.center_inputs': True,
+}
+_ROUTING = 'the routing task (8 Zipf(1) clusters, spread 1.0, a ReLU teacher of width 64 each)'
 CONDITIONS = {  # the load arms' inputs -> (words, task overrides)
-  OFFSET: (
-    'the routing task (8 Zipf(1) clusters, spread 1.0, a ReLU teacher of width 64 each), mean 0, plus one offset '
-    'c ~ N(0, I) per seed',
-    {
-      'task.num_clusters': CLUSTERS,
-      'task.cluster_zipf': 1.0,
-      'task.cluster_std': CLUSTER_STD,
-      'task.cluster_teachers': True,
-      'task.teacher_d_ff': CLUSTER_TEACHER_WIDTH,
-      'task.center_inputs': True,
-      'task.input_offset': 1.0,
-    },
-  ),
-  CENTRED: (
-    'the routing task (8 Zipf(1) clusters, spread 1.0, a ReLU teacher of width 64 each), inputs of mean 0',
-    {
-      'task.num_clusters': CLUSTERS,
-      'task.cluster_zipf': 1.0,
-      'task.cluster_std': CLUSTER_STD,
-      'task.cluster_teachers': True,
-      'task.teacher_d_ff': CLUSTER_TEACHER_WIDTH,
-      'task.center_inputs': True,
-    },
-  ),
+  OFFSET: (f'{_ROUTING}, mean 0, plus one offset c ~ N(0, I) per seed', {**ROUTING_TASK, 'task.input_offset': 1.0}),
+  CENTRED: (f'{_ROUTING}, inputs of mean 0', ROUTING_TASK),
   CONTROL: (
     'one ReLU teacher of width 32 (a single expert can fit it) on c + N(0, I), one offset c per seed (the '
     'published design)',

@@ -146,19 +146,23 @@ def _tied_build(config, task, rngs, expert_mesh, d_ff_true):
   return toy.TiedReLU(m.d_model, m.d_ff, use_bias=m.use_bias, init=m.init, d_ff_true=d_ff_true, rngs=rngs)
 
 
+def _whole_model_counts(params: int, d_ff: int, flops: int) -> dict[str, int]:
+  """model_counts of a model that is one FFN-like layer, every parameter active."""
+  return {
+    'num_params': params,
+    'num_active_params': params,
+    'num_ffn_params': params,
+    'num_active_ffn_params': params,
+    'd_ff_effective': d_ff,
+    'd_ff_active': d_ff,
+    'flops_per_token': flops,
+  }
+
+
 def _tied_counts(config, task):
   m = config.model
   _check_autoencoder(m, task)
-  n = toy.tied_relu_param_count(m.d_model, m.d_ff, m.use_bias)
-  return {
-    'num_params': n,
-    'num_active_params': n,
-    'num_ffn_params': n,
-    'num_active_ffn_params': n,
-    'd_ff_effective': m.d_ff,
-    'd_ff_active': m.d_ff,
-    'flops_per_token': 4 * m.d_model * m.d_ff,
-  }
+  return _whole_model_counts(toy.tied_relu_param_count(m.d_model, m.d_ff, m.use_bias), m.d_ff, 4 * m.d_model * m.d_ff)
 
 
 def _tied_validate(model_cfg):
@@ -181,16 +185,7 @@ def _kinks_build(config, task, rngs, expert_mesh, d_ff_true):
 
 def _kinks_counts(config, task):
   m = config.model
-  n = toy.kinks_param_count(m.d_ff)
-  return {
-    'num_params': n,
-    'num_active_params': n,
-    'num_ffn_params': n,
-    'num_active_ffn_params': n,
-    'd_ff_effective': m.d_ff,
-    'd_ff_active': m.d_ff,
-    'flops_per_token': 2 * 2 * m.d_ff,  # the kink units' multiply-add, and the output's
-  }
+  return _whole_model_counts(toy.kinks_param_count(m.d_ff), m.d_ff, 2 * 2 * m.d_ff)  # units' and output's mul-adds
 
 
 def _kinks_validate(model_cfg):
