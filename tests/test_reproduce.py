@@ -405,7 +405,7 @@ def smoke_dir(tmp_path_factory):
 @pytest.mark.slow  # one subprocess per ablation, each a few compiled groups (~20-30 s idle)
 @pytest.mark.parametrize('name', ablations.names())
 def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
-  proc = reproduce(f'--ablation={name}', f'--workdir={smoke_dir}', '--scale=smoke')
+  proc = reproduce(f'--ablation={name}', f'--workdir={smoke_dir}', '--scale=smoke', timeout=1800)  # a hang guard
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = smoke_dir / name
   report = json.loads((out / 'report.json').read_text())
@@ -425,7 +425,7 @@ def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
 
 @pytest.mark.slow  # resumes the smoke runs above (analysis only) for every ablation
 def test_all_writes_index(smoke_dir):
-  proc = reproduce('--ablation=all', f'--workdir={smoke_dir}', '--scale=smoke')
+  proc = reproduce('--ablation=all', f'--workdir={smoke_dir}', '--scale=smoke', timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = [line for line in (smoke_dir / 'index.md').read_text().splitlines() if line.startswith('- ')]
   assert [line.split('**')[1] for line in lines] == ablations.names()
