@@ -19,6 +19,7 @@ from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import checks
 from ffn_research.ablations import expansion_ratio as er
+from ffn_research.tasks import language
 
 
 def _expand(arm, steps=20, seeds=(0,)):
@@ -172,10 +173,21 @@ def test_present_table_and_figure(tmp_path):
 def test_claims_declare_a_magnitude_with_scope_premise_and_changes():
   assert len(er.ABLATION.claims) == len(er.SETTINGS['full']['sizes'])
   for c in er.ABLATION.claims:
-    assert c.kind == stats.MAGNITUDE and 'entropy floor' in c.scope and 'at 800 steps' in c.scope
+    assert c.kind == stats.MAGNITUDE and 'entropy floor' in c.scope and 'one T fixed before the run' in c.scope
     assert 'reducible share' in c.premise
   assert [bool(c.to_positive) for c in er.ABLATION.changes if c.commit == 'ef446d6'] == [True]
   assert all(set(c.verdicts) <= {1, 2} for c in er.ABLATION.changes)
+
+
+def test_one_budget_fixed_before_the_run_for_every_shape_on_a_language_too_large_to_store():
+  """Issue 47: every ratio, 0.5 and 16 included, at one T set in code (the regime never doubles it), on the
+  capacity-limited language: 16,384 reachable contexts of 2 next tokens each (the published one had 1,024 of 4)."""
+  assert all(r.max_doublings == 0 for r in er.REGIMES.values()) and er.REGIMES['full'].steps == 3200
+  for arm in er.arms('full'):
+    assert arm.steps_factor == 1 and len(arm.points) == len(er.RATIOS)
+  t = er.language_config('full').task
+  contexts = language.reachable_contexts(t.vocab_size, t.markov_order, t.num_candidates)
+  assert contexts == 16_384 and t.branching == 2
 
 
 def test_premise_the_total_loss_can_move():

@@ -7,7 +7,9 @@ depends only weakly on its shape; over the feed-forward ratio d_ff / d_model fro
 changes by a few percent relative to the best shape.
 
 Setup: the `language` task (tasks/language.py: an order-2 sparse Markov chain whose entropy floor is
-computed exactly; seed s draws the same language, and the same held-out tokens, for every shape) and
+computed exactly; seed s draws the same language, and the same held-out tokens, for every shape; at full, V 128
+with 128 x 128 = 16,384 contexts of 2 next tokens each, too many for these sizes to store, so that about half of
+the loss is reducible at T, as in Kaplan et al.'s regime) and
 a pre-norm transformer with causal attention (`model.arch = 'transformer'`, NUM_LAYERS layer, ReLU
 FFN with biases, learned positions, untied unembedding). Non-embedding parameters = attention + FFN
 (with biases) + norms (Kaplan et al.'s N; `non_embedding_params`, held against the model's own
@@ -23,8 +25,8 @@ Statistic (Kaplan's), per size: over the shapes with r in FLAT_RATIOS, the best 
 by mean total loss over seeds; spread = 100 (mean L_worst / mean L_best - 1), the % change of the
 total loss relative to the best shape: a ratio of means (rules_lib.ratio_of_means: BCa bootstrap from 10
 seeds, below that a t interval of the log ratio with the seeds' covariance). r = 0.5 and 16 are
-measured and shown, not in the spread, and only at the regime's first T (800 steps at full): the
-runner doubles T only for the points a verdict reads.
+measured and shown at the same budget, not in the spread. The budget T is fixed before the run (3,200 steps at
+full; no doublings), every shape at the same T.
 
 Rule (fixed before the run), per size: reproduced if the 95% CI of the spread lies below FLAT_LEVEL
 percentage points, not reproduced if it lies above, else inconclusive. Its p-value (Holm) is the
@@ -75,7 +77,9 @@ SEED = regime_lib.SEED
 
 # Per scale: target non-embedding parameter counts, ratios, batch (sequences per step), the smallest
 # d_model, and the language's task keys. Rates, T, seeds and the cap: REGIMES.
-LANGUAGE = dict(vocab_size=64, num_candidates=16, branching=4, concentration=0.5, seq_len=16, num_eval=2048)
+# Capacity-limited: 16,384 contexts (V 128, every token a candidate successor), 2 next tokens each with
+# Dirichlet(0.2) weights (entropy floor ~0.32 bits), so about half the loss at T is above the floor.
+LANGUAGE = dict(vocab_size=128, num_candidates=128, branching=2, concentration=0.2, seq_len=16, num_eval=2048)
 
 
 class Settings(TypedDict):
@@ -98,11 +102,13 @@ SETTINGS: dict[str, Settings] = {
   'full': dict(sizes=(38_000, 76_000), ratios=RATIOS, batch=32, min_d_model=32, language=LANGUAGE),
 }
 REGIMES = {
-  'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap=60, metric=LOSS),
-  'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap=600, metric=LOSS),
-  # Up to 4 doublings (T = 12,800): the cap, not a doubling count, ends the loop (decided after an
-  # earlier full run stopped at 2 doublings with the spread still falling, 7.0% at T/2 -> 3.9% at T = 3,200).
-  'full': base.Regime(rates=(6e-4, 2e-3, 6e-3, 2e-2, 6e-2), steps=800, seeds=5, cap=7200, metric=LOSS, max_doublings=4),
+  # One budget fixed before the run (max_doublings=0): every shape, r = 0.5 and 16 included, at the same T; an
+  # unsettled ladder is then inconclusive, not a reason to train longer until the spread passes.
+  'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap=60, metric=LOSS, max_doublings=0),
+  'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap=600, metric=LOSS, max_doublings=0),
+  'full': base.Regime(
+    rates=(6e-4, 2e-3, 6e-3, 2e-2, 6e-2), steps=3200, seeds=5, cap=7200, metric=LOSS, max_doublings=0
+  ),
 }
 
 
@@ -317,16 +323,16 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 def _scope(size: str, smoke: str, shapes_: str) -> str:
   return (
     f'At N = {size} non-embedding parameters (full; {smoke} at smoke): a 1-layer pre-norm transformer (2 heads, '
-    'ReLU FFN with biases, learned positions) on a synthetic order-2 Markov language (V 64, 16 candidates, 4 '
-    f'successors), four shapes d_ff/d_model ~ 1, 2, 4, 8 ({shapes_}) matched within 0.2% of N, each at its own '
-    'tuned rate and all at one T (800 steps to start, doubled by the regime while the ladder is unsettled: the '
-    'ladder line gives the T it was judged at), 5 seeds; ratios 0.5 and 16 are measured only at 800 steps and are '
-    'not in the spread; the spread is of the total loss, most of which is the entropy floor (the premise check '
-    "gives the best shape's reducible share), at a budget short of convergence unless the ladder settled; not "
-    "Kaplan et al.'s WebText2 models trained to convergence. The task favours FFN width: the order-2 chain needs "
-    "attention only for the two previous tokens, attention's share of N falls from about 2/3 at r = 1 to 1/5 at "
-    'r = 8, and the loss falls monotonically with r, so a spread here measures how much this task rewards FFN '
-    'parameters as much as how insensitive a language model is to its shape.'
+    'ReLU FFN with biases, learned positions) on a synthetic order-2 Markov language too large for N to store '
+    '(V 128, 16,384 contexts of 2 next tokens each), four shapes d_ff/d_model ~ 1, 2, 4, 8 '
+    f'({shapes_}) matched within 0.2% of N, each at its own tuned rate, all at one T fixed before the run (3,200 '
+    'steps at full, no doublings; ladder T/4, T/2, T), 5 seeds; ratios 0.5 and 16 are measured at the same T and '
+    'are not in the spread; the spread is of the total loss, the entropy floor included, with the reducible share '
+    "of the best shape in the premise check (about half, as in Kaplan et al.'s regime, was the design's aim); one "
+    "budget short of convergence, not Kaplan et al.'s WebText2 models trained to convergence. The order-2 chain "
+    "needs attention only for the two previous tokens and attention's share of N falls from about 2/3 at r = 1 to "
+    '1/5 at r = 8, so a spread here measures how much this task rewards FFN parameters as much as how insensitive '
+    'a language model is to its shape.'
   )
 
 
@@ -351,12 +357,12 @@ ABLATION = base.Study(
   published='loss within a few percent of the best shape for d_ff/d_model from about 1 to 10 at fixed '
   'non-embedding parameters',
   setup=(
-    'The `language` task (order-2 sparse Markov chain, V 64, 16 candidates, 4 next tokens, Dirichlet 0.5; '
-    'exact entropy floor) on a 1-layer pre-norm transformer with attention (2 heads, ReLU FFN with biases, '
-    'learned positions). Two sizes of non-embedding parameters (attention + FFN + norms); per size shapes '
-    'd_ff/d_model ~ 0.5 ... 16 (d_model >= 32). Adam, cosine schedule; the learning rate tuned per shape on '
-    'the mean total loss over seeds. Statistic: % change of the total loss (bits per token) of the worst '
-    'shape in 1 ... 8 relative to the best (Kaplan et al.).'
+    'The `language` task (order-2 sparse Markov chain, V 128, every token a candidate, 2 next tokens per '
+    'context, Dirichlet 0.2; exact entropy floor) on a 1-layer pre-norm transformer with attention (2 heads, '
+    'ReLU FFN with biases, learned positions). Two sizes of non-embedding parameters (attention + FFN + '
+    'norms); per size shapes d_ff/d_model ~ 0.5 ... 16 (d_model >= 32), all at one T set before the run. Adam, '
+    'cosine schedule; the learning rate tuned per shape on the mean total loss over seeds. Statistic: % change '
+    'of the total loss (bits per token) of the worst shape in 1 ... 8 relative to the best (Kaplan et al.).'
   ),
   regimes=REGIMES,
   arms=arms,

@@ -118,4 +118,24 @@ CHANGES = (
     ),
     verdicts=(1, 2),
   ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      "issue 47's redesign, after the published report (both invalid on the premise: the entropy floor 96-97% of "
+      'the loss): the language V 64, 16 candidates, 4 next tokens, Dirichlet 0.5 (1,024 contexts, learned almost '
+      'to the floor) -> V 128, 128 candidates, 2 next tokens, Dirichlet 0.2 (16,384 contexts, more than these '
+      'sizes store), so that about half the loss is reducible at T; T = 800 doubled up to 4 times, r = 0.5 and 16 '
+      'at 800 steps only -> one budget T = 3,200 fixed before the run, every shape at it, no doublings. The '
+      'language was chosen by a pilot that measured only the reducible share of one shape (r = 4, rate 0.02, '
+      'seed 0, T = 3,200) per candidate language: the published one 0.05 at 3,200 steps in its report; V 64 '
+      'with 4,096 contexts 0.07-0.17; V 128 with 8,192 contexts 0.31; V 128 with 16,384 contexts 0.63 at N = '
+      '38,000 (chosen); no spread (which needs two shapes) was computed'
+    ),
+    outcome=(
+      'not yet run under this design; before: both invalid (premise: reducible share 4.17% and 3.42%; spreads '
+      '3.89% and 2.70% of the total loss at T = 3,200, the rule alone reproduced)'
+    ),
+    verdicts=(1, 2),
+  ),
 )

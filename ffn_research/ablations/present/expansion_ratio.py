@@ -162,10 +162,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     ],
     figures=[figure(table, ctx)],
     notes=(
-      [
-        f'ratios {shown} are shown, not in the spread ({others_budget(table)}; the runner doubles T only for the '
-        'points a verdict reads); their rates are tuned but not checked'
-      ]
+      [f'ratios {shown} are shown, not in the spread ({others_budget(table)}); their rates are tuned but not checked']
       if shown
       else []
     )
