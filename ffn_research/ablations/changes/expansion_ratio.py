@@ -120,7 +120,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='f158f66',
     change=(
       "issue 47's redesign, after the published report (both invalid on the premise: the entropy floor 96-97% of "
       'the loss): the language V 64, 16 candidates, 4 next tokens, Dirichlet 0.5 (1,024 contexts, learned almost '
