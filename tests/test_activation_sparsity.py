@@ -3,8 +3,6 @@ and a smoke run through the real entry point."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -226,25 +224,10 @@ def test_registered():
 
 
 @pytest.mark.slow  # six compiled programs, 66 runs and their analysis (~5 min at load 8 on 2 cores)
-def test_smoke_through_entry_point(tmp_path):
-  proc = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'experiments.reproduce',
-      '--ablation=activation_sparsity',
-      f'--workdir={tmp_path}',
-      '--scale=smoke',
-      '--noprogress',
-    ],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    env={**os.environ, 'PYTHONPATH': REPO},
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  report = json.loads((tmp_path / 'activation_sparsity' / 'report.json').read_text())
+def test_smoke_through_entry_point(study_smoke):
+  returncode, _, stderr, out = study_smoke('activation_sparsity')  # the run the every-ablation smoke test reads too
+  assert returncode == 0, stderr
+  report = json.loads((out / 'report.json').read_text())
   assert report['scale'] == 'smoke' and len(report['verdicts']) == 3 and report['regime']['iterations']
   assert all(v['p_holm'] is not None and v['points'] for v in report['verdicts'])
   assert [v['kind'] for v in report['verdicts']] == [c.kind for c in asp.ABLATION.claims]
@@ -258,10 +241,10 @@ def test_smoke_through_entry_point(tmp_path):
     assert r['init'] is not None and r['half'] is not None and r['end'] is not None
     if r['point'].startswith('relu'):
       assert 0.3 < r['init'] < 0.7 and r['end'] == pytest.approx(r['pre-act > 0'])  # relu(z) != 0 iff z > 0
-  assert (tmp_path / 'activation_sparsity' / 'density_vs_size.png').exists()
-  relu = pd.read_csv(tmp_path / 'activation_sparsity' / 'relu' / 'results.csv')
+  assert (out / 'density_vs_size.png').exists()
+  relu = pd.read_csv(out / 'relu' / 'results.csv')
   assert (relu['sweep_padded_d_ff'] == relu['model.d_ff']).all()  # the arm's pad_flops_factor 1: no padding
-  assert io_lib.cpu_name() in (tmp_path / 'activation_sparsity' / 'report.md').read_text()
+  assert io_lib.cpu_name() in (out / 'report.md').read_text()
 
 
 def test_fixed_rate_slopes_read_every_point_of_an_axis_at_one_rate():

@@ -370,24 +370,10 @@ def test_present_on_a_synthetic_result(tmp_path):
 
 
 @pytest.mark.slow  # the real entry point at smoke scale (~1 minute)
-def test_smoke_through_entry_point(tmp_path):
-  proc = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'experiments.reproduce',
-      '--ablation=load_balancing',
-      f'--workdir={tmp_path}',
-      '--scale=smoke',
-      '--noprogress',
-    ],
-    cwd=REPO_ROOT,
-    capture_output=True,
-    text=True,
-    timeout=1800,  # a hang guard: the smoke is compile-bound, ~2x slower on a 2-core Xeon than on the AMD
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  report = json.loads((tmp_path / 'load_balancing' / 'report.json').read_text())
+def test_smoke_through_entry_point(study_smoke):
+  returncode, _, stderr, out = study_smoke('load_balancing')  # the run the every-ablation smoke test reads too
+  assert returncode == 0, stderr
+  report = json.loads((out / 'report.json').read_text())
   assert len(report['verdicts']) == 5 and all(v['outcome'] in stats.OUTCOMES for v in report['verdicts'])
   assert all(v['p_holm'] is not None for v in report['verdicts']) and report['regime']['iterations']
   assert [c['passed'] for c in report['checks']] == [True, True]  # the frozen router's load does not move

@@ -3,8 +3,6 @@ points, and `invalid` where a study check fails), the MoE ratio's bootstrap p, a
 one program per dense arm, E exposures at T and T/2)."""
 
 import math
-import subprocess
-import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -357,23 +355,9 @@ def test_parameter_counts_match_the_formulas():
 
 
 @pytest.mark.slow
-def test_smoke_through_the_entry_point(tmp_path):
-  proc = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'experiments.reproduce',
-      '--ablation=memorization_capacity',
-      f'--workdir={tmp_path}',
-      '--scale=smoke',
-      '--noprogress',
-    ],
-    capture_output=True,
-    text=True,
-    timeout=900,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = tmp_path / 'memorization_capacity'
+def test_smoke_through_the_entry_point(study_smoke):
+  returncode, _, stderr, out = study_smoke('memorization_capacity')  # the run the every-ablation smoke test reads too
+  assert returncode == 0, stderr
   report = (out / 'report.md').read_text()
   assert 'peak bits per non-embedding parameter' in report and '## Regime' in report
   assert (out / 'bits_vs_params.png').exists() and (out / 'moe_and_random_labels.png').exists()

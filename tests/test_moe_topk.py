@@ -3,9 +3,6 @@ rules on synthetic selections (the arms and the router gradient: tests/test_glu_
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -267,25 +264,10 @@ def test_present_tables_figure_and_the_matched_active_note(tmp_path):
 
 
 @pytest.mark.slow  # the real entry point at smoke scale: 5 arms, every one on the clustered task
-def test_smoke_through_entry_point(tmp_path):
-  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  proc = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'experiments.reproduce',
-      '--ablation=moe_topk',
-      '--scale=smoke',
-      f'--workdir={tmp_path}',
-      '--noprogress',
-    ],
-    cwd=repo,
-    capture_output=True,
-    text=True,
-    timeout=1800,
-  )
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  report = json.loads((tmp_path / 'moe_topk' / 'report.json').read_text())
+def test_smoke_through_entry_point(study_smoke):
+  returncode, _, stderr, out = study_smoke('moe_topk')  # the run the every-ablation smoke test reads too
+  assert returncode == 0, stderr
+  report = json.loads((out / 'report.json').read_text())
   assert len(report['verdicts']) == 6 and all(v['p_holm'] is not None for v in report['verdicts'])
   assert report['regime']['iterations']
   rows = report['tables'][0]['rows']

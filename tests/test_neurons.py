@@ -6,8 +6,6 @@ import itertools
 import json
 import math
 import os
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -286,33 +284,18 @@ def test_registered():
 
 
 @pytest.mark.slow  # 54 runs over three budgets
-def test_smoke_through_entry_point(tmp_path):
-  proc = subprocess.run(
-    [
-      sys.executable,
-      '-m',
-      'experiments.reproduce',
-      '--ablation=neurons',
-      f'--workdir={tmp_path}',
-      '--scale=smoke',
-      '--noprogress',
-    ],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-    env={**os.environ, 'PYTHONPATH': REPO},
-    check=False,
-  )
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  report = json.loads((tmp_path / 'neurons' / 'report.json').read_text())
+def test_smoke_through_entry_point(study_smoke):
+  returncode, _, stderr, out = study_smoke('neurons')  # the run the every-ablation smoke test reads too
+  assert returncode == 0, stderr
+  report = json.loads((out / 'report.json').read_text())
   assert report['scale'] == 'smoke' and len(report['verdicts']) == 5 and report['regime']['iterations']
   assert all(v['p_holm'] is not None and v['points'] for v in report['verdicts'])
   assert len(report['tables'][0]['rows']) == len(neurons.LRS['smoke']) + 1
-  assert (tmp_path / 'neurons' / 'neurons.png').exists()
+  assert (out / 'neurons.png').exists()
   # the init program shared across rates and budgets restores what a run's own program restores
-  runs = pd.read_csv(tmp_path / 'neurons' / 'lr_0.1' / 'results.csv')
+  runs = pd.read_csv(out / 'lr_0.1' / 'results.csv')
   for name in (runs['name'].iloc[0], runs['name'].iloc[-1]):
-    run_dir = str(tmp_path / 'neurons' / 'lr_0.1' / 'runs' / name)
+    run_dir = str(out / 'lr_0.1' / 'runs' / name)
     config, models, _ = base.models_over_training(run_dir)
     exp = train.Experiment(config)
     init = jax.jit(exp.init)

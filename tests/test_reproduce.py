@@ -397,17 +397,11 @@ def test_registry_import_is_light():
   assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-@pytest.fixture(scope='module')
-def smoke_dir(tmp_path_factory):
-  return tmp_path_factory.mktemp('reproduce_smoke')
-
-
 @pytest.mark.slow  # one subprocess per ablation, each a few compiled groups (~20-30 s idle)
 @pytest.mark.parametrize('name', ablations.names())
-def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
-  proc = reproduce(f'--ablation={name}', f'--workdir={smoke_dir}', '--scale=smoke', timeout=1800)  # a hang guard
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  out = smoke_dir / name
+def test_every_ablation_smoke_through_entry_point(name, study_smoke):
+  returncode, stdout, stderr, out = study_smoke(name)  # one smoke per study, shared with the study's own smoke test
+  assert returncode == 0, stderr
   report = json.loads((out / 'report.json').read_text())
   assert report['name'] == name and report['scale'] == 'smoke' and report['verdicts']
   assert all(v['outcome'] in verdict.OUTCOMES and v['rule'] for v in report['verdicts'])
@@ -420,11 +414,14 @@ def test_every_ablation_smoke_through_entry_point(name, smoke_dir):
   assert report['figures'] and all((out / f['file']).stat().st_size > 1000 for f in report['figures'])
   md = (out / 'report.md').read_text()
   assert report['claim'] in md and 'NOT a result' in md
-  assert proc.stdout.startswith(f'{name}: ')
+  assert stdout.startswith(f'{name}: ')
 
 
 @pytest.mark.slow  # resumes the smoke runs above (analysis only) for every ablation
-def test_all_writes_index(smoke_dir):
+def test_all_writes_index(study_smoke):
+  smoke_dir = study_smoke(ablations.names()[0])[-1].parent  # every study's smoke, run once and shared
+  for name in ablations.names():
+    assert study_smoke(name)[0] == 0
   proc = reproduce('--ablation=all', f'--workdir={smoke_dir}', '--scale=smoke', timeout=1800)
   assert proc.returncode == 0, proc.stderr[-3000:]
   lines = [line for line in (smoke_dir / 'index.md').read_text().splitlines() if line.startswith('- ')]
