@@ -3,6 +3,7 @@
 means). What the outcomes, checks and Holm mean: stats.py's docstring."""
 
 from collections.abc import Sequence
+import dataclasses
 import itertools
 import math
 from typing import Any
@@ -14,16 +15,52 @@ from scipy import stats
 from ffn_research import stats as verdict_lib
 
 
-def _narrow(outcome: str, ci: tuple[float, float], max_width: float) -> tuple[str, str]:
-  """A `reproduced` whose CI is wider than max_width is inconclusive: a wide interval shows nothing."""
-  width = ci[1] - ci[0]
-  if outcome == verdict_lib.REPRODUCED and not width <= max_width:
-    return verdict_lib.INCONCLUSIVE, f'; CI width {width:.3g} > {max_width:g}: too wide to show the claim'
-  return outcome, ''
+def _rule(confidence: float, of: str, where: str, outside: str, few: str) -> str:
+  """A CI rule in words: reproduced if the CI of `of` lies `where`, not reproduced if it lies `outside`."""
+  return (
+    f'reproduced if the {confidence:.0%} CI of {of} lies {where}; not reproduced if it lies {outside}; '
+    f'otherwise, or with {few}, inconclusive'
+  )
 
 
-def _width_rule(max_width: float) -> str:
-  return '' if max_width == math.inf else f'; reproduced also needs the CI narrower than {max_width:g}'
+def _inside(claimed: float, margin: float) -> str:
+  """The region claimed ± margin of a slope rule, in words."""
+  return f'inside [{claimed - margin:g}, {claimed + margin:g}] (claimed {claimed:g} ± {margin:g})'
+
+
+def _narrow(v: verdict_lib.Verdict, max_width: float) -> verdict_lib.Verdict:
+  """v under the width rule: a `reproduced` whose CI is wider than max_width is inconclusive (a wide interval
+  shows nothing); a finite max_width is said in the rule."""
+  width = v.ci[1] - v.ci[0]
+  rule = v.rule if max_width == math.inf else f'{v.rule}; reproduced also needs the CI narrower than {max_width:g}'
+  if v.outcome == verdict_lib.REPRODUCED and not width <= max_width:
+    why = f'; CI width {width:.3g} > {max_width:g}: too wide to show the claim'
+    return dataclasses.replace(v, outcome=verdict_lib.INCONCLUSIVE, rule=rule, detail=v.detail + why)
+  return dataclasses.replace(v, rule=rule)
+
+
+def _pair(a: verdict_lib.Values, b: verdict_lib.Values, rule: str) -> tuple[np.ndarray, np.ndarray]:
+  """a and b as float arrays; ValueError unless equally many (a rule on pairs)."""
+  a, b = np.asarray(a, float), np.asarray(b, float)
+  if a.shape != b.shape:
+    raise ValueError(f'{rule} needs equally many values, got {a.shape} and {b.shape}')
+  return a, b
+
+
+def _mean_test(
+  x: np.ndarray,
+  region: tuple[float, float],
+  confidence: float,
+  bounds: tuple[float, float] | None = None,
+  atol: float = 0.0,
+) -> tuple[float, tuple[float, float], float]:
+  """(mean of x, its Student-t CI, decision_p's two-sided p against `region`). Values all within atol of each
+  other have zero variance: the CI is the mean itself (the t interval is nan there) and the p's standard error 0."""
+  m, lo, hi = verdict_lib.mean_ci(x, confidence, bounds)
+  same = bool(np.allclose(x, x[0], rtol=0, atol=atol))
+  if same:
+    lo = hi = m
+  return m, (lo, hi), verdict_lib.decision_p(m, 0.0 if same else float(stats.sem(x)), len(x) - 1, *region)
 
 
 def slope(
@@ -50,11 +87,8 @@ def slope(
   y = np.asarray(y, float)
   kind = 'log-log' if log else 'linear'
   test = f'least-squares slope of {kind} fit (scipy.stats.linregress), Student-t {confidence:.0%} CI'
-  rule = (
-    f'reproduced if the {confidence:.0%} CI of the slope lies inside [{claimed - margin:g}, '
-    f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies '
-    f'entirely outside; otherwise, or with < {min_points} distinct x or < {min_seeds} seeds, inconclusive'
-  )
+  few = f'< {min_points} distinct x or < {min_seeds} seeds'
+  rule = _rule(confidence, 'the slope', _inside(claimed, margin), 'entirely outside', few)
   ok = np.isfinite(x) & np.isfinite(y)
   if log:
     ok &= (x > 0) & (y > 0)
@@ -69,26 +103,22 @@ def slope(
   fit = stats.linregress(lx, ly)
   half = float(stats.t.ppf(0.5 + confidence / 2, n - 2) * fit.stderr) if n > 2 else math.inf
   ci = (fit.slope - half, fit.slope + half)
-  outcome = verdict_lib.decide(ci, claimed - margin, claimed + margin)
-  p = (
-    verdict_lib.decision_p(float(fit.slope), float(fit.stderr), n - 2, claimed - margin, claimed + margin)
-    if n > 2
-    else math.nan
-  )
-  outcome, why = _narrow(outcome, ci, max_width)
-  return verdict_lib.Verdict(
+  region = (claimed - margin, claimed + margin)
+  p = verdict_lib.decision_p(float(fit.slope), float(fit.stderr), n - 2, *region) if n > 2 else math.nan
+  v = verdict_lib.Verdict(
     claim,
-    outcome,
+    verdict_lib.decide(ci, *region),
     float(fit.slope),
     (float(ci[0]), float(ci[1])),
     test,
-    rule + _width_rule(max_width),
+    rule,
     n,
-    f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue**2:.4f}' + why,
+    f'intercept {fit.intercept:.4g}, r^2 {fit.rvalue**2:.4f}',
     p_value=None if math.isnan(p) else p,
     extra={'intercept': float(fit.intercept), 'r2': float(fit.rvalue**2)},
-    boundaries=(claimed - margin, claimed + margin),
+    boundaries=region,
   )
+  return _narrow(v, max_width)
 
 
 def paired(
@@ -114,45 +144,36 @@ def paired(
   """
   if expect not in ('less', 'greater', 'equal'):
     raise ValueError(f'expect={expect!r}; allowed: less, greater, equal')
-  a = np.asarray(a, float)
-  b = np.asarray(b, float)
-  if a.shape != b.shape:
-    raise ValueError(f'paired needs equally many values, got {a.shape} and {b.shape}')
+  a, b = _pair(a, b, 'paired')
   both_zero = bool(a.size) and bool(np.all(a == 0) and np.all(b == 0))
   d = a - b
   d = d[np.isfinite(d)]
   n = len(d)
   test = f'paired t-test on a - b (scipy.stats.ttest_rel), Student-t {confidence:.0%} CI of the mean difference'
   region, words = _paired_region(expect, margin)
-  rule = (
-    f'reproduced if the {confidence:.0%} CI of mean(a - b) lies {words}; not reproduced if it lies '
-    f'entirely outside that region; otherwise, or with < {min_seeds} pairs, inconclusive'
-  )
+  rule = _rule(confidence, 'mean(a - b)', words, 'entirely outside that region', f'< {min_seeds} pairs')
   if n < min_seeds:
     return verdict_lib.underpowered(
       claim, test, rule, n, f'{n} paired seeds < {min_seeds}', statistic=d.mean() if n else math.nan
     )
-  m, lo, hi = verdict_lib.mean_ci(d, confidence)
-  if np.all(d == d[0]):  # zero variance: the CI is the point itself (ttest_rel returns nan)
-    lo = hi = m
-  p = verdict_lib.decision_p(m, float(stats.sem(d)) if np.any(d != d[0]) else 0.0, n - 1, *region)
+  m, (lo, hi), p = _mean_test(d, region, confidence)
   outcome = verdict_lib.decide((lo, hi), *region)
   if expect != 'equal' and lo == hi == (-margin if expect == 'less' else margin):
     outcome = verdict_lib.NOT_REPRODUCED  # every pair exactly on the edge: strictly below / above it is not shown
   against = '' if margin == 0 else ' (t-test of mean(a - b) against the edge of the region the decision rests on)'
-  outcome, why = _narrow(outcome, (lo, hi), max_width)
   v = verdict_lib.Verdict(
     claim,
     outcome,
     m,
     (lo, hi),
     test,
-    rule + _width_rule(max_width),
+    rule,
     n,
-    f'two-sided p = {p:.3g}{against}{why}',
+    f'two-sided p = {p:.3g}{against}',
     p_value=p,
     boundaries=tuple(e for e in region if math.isfinite(e)),
   )
+  v = _narrow(v, max_width)
   if both_zero:
     why = f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing'
     return verdict_lib.gate(v, [verdict_lib.as_premise(verdict_lib.Check('the arms measured something', False, why))])
@@ -186,19 +207,13 @@ def threshold(
   x = x[np.isfinite(x)]
   scale = '' if bounds is None else f' intersected with the range [{bounds[0]:g}, {bounds[1]:g}]'
   test = f'mean over seeds, Student-t {confidence:.0%} CI{scale}'
-  rule = (
-    f'reproduced if the {confidence:.0%} CI of the mean lies {direction} {level:g}; not reproduced if '
-    f'it lies entirely on the other side; otherwise, or with < {min_seeds} seeds, inconclusive'
-  )
+  rule = _rule(confidence, 'the mean', f'{direction} {level:g}', 'entirely on the other side', f'< {min_seeds} seeds')
   if len(x) < min_seeds:
     return verdict_lib.underpowered(
       claim, test, rule, len(x), f'{len(x)} seeds < {min_seeds}', statistic=x.mean() if len(x) else math.nan
     )
-  m, lo, hi = verdict_lib.mean_ci(x, confidence, bounds)
-  if np.all(x == x[0]):
-    lo = hi = m
   region = (-math.inf, level) if direction == 'below' else (level, math.inf)
-  p = verdict_lib.decision_p(m, float(stats.sem(x)) if np.any(x != x[0]) else 0.0, len(x) - 1, *region)
+  m, (lo, hi), p = _mean_test(x, region, confidence, bounds)
   outcome = verdict_lib.decide((lo, hi), *region)
   if lo == hi == level:  # every seed exactly at the level: strictly below / above it is not shown
     outcome = verdict_lib.NOT_REPRODUCED
@@ -378,11 +393,8 @@ def slope_per_seed(
     f'least-squares slope of a {kind} fit per seed (numpy.polyfit); mean over seeds with a Student-t '
     f'{confidence:.0%} CI'
   )
-  rule = (
-    f'reproduced if the {confidence:.0%} CI of the mean per-seed slope lies inside [{claimed - margin:g}, '
-    f'{claimed + margin:g}] (claimed {claimed:g} ± {margin:g}); not reproduced if it lies entirely outside; '
-    f'otherwise, or with < {min_seeds} seeds of >= {min_points} distinct x, inconclusive'
-  )
+  few = f'< {min_seeds} seeds of >= {min_points} distinct x'
+  rule = _rule(confidence, 'the mean per-seed slope', _inside(claimed, margin), 'entirely outside', few)
   xv, yv, sv = _finite_xy(df, x, y, seed, log)
   fits = per_seed_fits(xv, yv, sv, min_points)
   n = len(fits)
@@ -396,28 +408,14 @@ def slope_per_seed(
       statistic=fits['slope'].mean() if n else math.nan,
     )
   slopes = fits['slope'].to_numpy()
-  m, lo, hi = verdict_lib.mean_ci(slopes, confidence)
-  se = float(stats.sem(slopes))
-  if np.allclose(slopes, slopes[0], rtol=0, atol=1e-12):
-    lo = hi = m
-    se = 0.0
-  p = verdict_lib.decision_p(m, se, n - 1, claimed - margin, claimed + margin)
+  region = (claimed - margin, claimed + margin)
+  m, ci, p = _mean_test(slopes, region, confidence, atol=1e-12)
   extra, lack_of_fit = _lack_of_fit(fits, confidence, log)
   detail = f'two-sided p = {p:.3g}; per-seed slopes ' + ', '.join(f'{s:.3g}' for s in slopes) + lack_of_fit
-  outcome, why = _narrow(verdict_lib.decide((lo, hi), claimed - margin, claimed + margin), (lo, hi), max_width)
-  return verdict_lib.Verdict(
-    claim,
-    outcome,
-    m,
-    (lo, hi),
-    test,
-    rule + _width_rule(max_width),
-    n,
-    detail + why,
-    p_value=p,
-    extra=extra,
-    boundaries=(claimed - margin, claimed + margin),
+  v = verdict_lib.Verdict(
+    claim, verdict_lib.decide(ci, *region), m, ci, test, rule, n, detail, p_value=p, extra=extra, boundaries=region
   )
+  return _narrow(v, max_width)
 
 
 # --------------------------------------------------------------------------- rank agreement
@@ -457,6 +455,23 @@ def _spearman_ci(rho: float, n: int, confidence: float) -> tuple[float, float]:
   return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))
 
 
+def _rank_outcome(rho: float, p_pos: float, p_neg: float, threshold: float, alpha: float) -> tuple[str, float, str]:
+  """rank_agreement's outcome, the p it rests on, and the note for a significant rho below the threshold."""
+  if rho >= threshold and p_pos < alpha:
+    return verdict_lib.REPRODUCED, p_pos, ''
+  if rho < 0 and p_neg < alpha:
+    return verdict_lib.NOT_REPRODUCED, p_neg, ''
+  note = '' if rho < 0 or p_pos >= alpha else f'; significant but rho {rho:.3g} < {threshold:g}'
+  return verdict_lib.INCONCLUSIVE, (p_pos if rho >= 0 else p_neg), note
+
+
+def _orderings(draws: int, exact: bool, seed: int, p: float) -> str:
+  """The orderings a permutation p was found over, in words (sampled: with p's Monte Carlo standard error)."""
+  if exact:
+    return f'exact over all {draws} orderings'
+  return f'{draws} random orderings (seed {seed}; Monte Carlo standard error of p {math.sqrt(p * (1 - p) / draws):.2g})'
+
+
 def rank_agreement(
   a: verdict_lib.Values,
   b: verdict_lib.Values,
@@ -477,10 +492,7 @@ def rank_agreement(
   least as negative < alpha); otherwise, or with < min_n items, inconclusive. The CI is Fisher's z
   with the Bonett-Wright (2000) variance (1 + rho^2 / 2) / (n - 3), shown, not used by the rule.
   """
-  a = np.asarray(a, float)
-  b = np.asarray(b, float)
-  if a.shape != b.shape:
-    raise ValueError(f'rank_agreement needs equally many values, got {a.shape} and {b.shape}')
+  a, b = _pair(a, b, 'rank_agreement')
   ok = np.isfinite(a) & np.isfinite(b)
   a, b = a[ok], b[ok]
   n = len(a)
@@ -499,23 +511,9 @@ def rank_agreement(
   rhos, exact = _permuted_rhos(ra, rb, n_perm, seed)
   p_pos, p_neg = _permutation_p(rho, rhos, exact)
   ci = _spearman_ci(rho, n, confidence)
-  if rho >= threshold and p_pos < alpha:
-    outcome, p = verdict_lib.REPRODUCED, p_pos
-  elif rho < 0 and p_neg < alpha:
-    outcome, p = verdict_lib.NOT_REPRODUCED, p_neg
-  else:
-    outcome, p = verdict_lib.INCONCLUSIVE, (p_pos if rho >= 0 else p_neg)
-  mc_se = math.sqrt(p * (1 - p) / len(rhos))
-  how = (
-    f'exact over all {len(rhos)} orderings'
-    if exact
-    else f'{len(rhos)} random orderings (seed {seed}; Monte Carlo standard error of p {mc_se:.2g})'
-  )
-  detail = f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, {how}' + (
-    ''
-    if outcome != verdict_lib.INCONCLUSIVE or rho < 0 or p_pos >= alpha
-    else f'; significant but rho {rho:.3g} < {threshold:g}'
-  )
+  outcome, p, note = _rank_outcome(rho, p_pos, p_neg, threshold, alpha)
+  how = _orderings(len(rhos), exact, seed, p)
+  detail = f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, {how}{note}'
   return verdict_lib.Verdict(
     claim,
     outcome,

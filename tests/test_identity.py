@@ -88,11 +88,11 @@ def test_each_ffn_kind_validates_what_it_reads_and_a_dense_ffn_ignores_the_route
 
   from ffn_research import models
   from ffn_research.config import ConfigError
-  from ffn_research.models import moe
+  from ffn_research.models import moe_config
 
   odd = {'model.moe.top_k': 8, 'model.moe.granularity': 3, 'model.d_ff': 96}
   models.validate(_config(**odd).model)  # dense: nothing it reads is wrong
-  assert models.ffn_kind(_config(**{'model.moe.num_experts': 4}).model).validate is moe.validate_routed
+  assert models.ffn_kind(_config(**{'model.moe.num_experts': 4}).model).validate is moe_config.validate_routed
   with pytest.raises(ConfigError, match=r'model.moe.top_k=8 must be <= model.moe.num_experts=4'):
     models.validate(_config(**odd, **{'model.moe.num_experts': 4}).model)
   mup = {'model.parametrization': 'mup', 'model.mup_base_d_ff': 64, 'model.moe.granularity': 3, 'model.d_ff': 96}

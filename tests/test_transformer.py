@@ -18,7 +18,7 @@ from ffn_research import models
 from ffn_research import train
 from ffn_research import validation
 from ffn_research.models import ffn as ffn_lib
-from ffn_research.models import moe as moe_lib
+from ffn_research.models import moe_config
 from ffn_research.models import sublayer
 from ffn_research.models import transformer
 from ffn_research.tasks import sequence
@@ -140,7 +140,7 @@ def test_moe_transformer_is_causal_and_per_sequence(dispatch, router, k, cf):
 
 
 def test_causal_archs_are_the_sequence_models():
-  assert set(moe_lib.CAUSAL_SEQUENCE_ARCHS) == set(models.SEQUENCE_ARCHS)
+  assert set(moe_config.CAUSAL_SEQUENCE_ARCHS) == set(models.SEQUENCE_ARCHS)
 
 
 def test_moe_evaluation_does_not_depend_on_chunking():

@@ -390,16 +390,9 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # --------------------------------------------------------------------------- presentation
 
 
-def _claims() -> tuple[base.Claim, ...]:
-  """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
+def _task_scopes() -> tuple[str, str]:
+  """What memorization and multi_hop test at full scale, in words: the opening of their claims' scopes."""
   s, full = SETTINGS['full'], REGIMES['full']
-  e = s['experts']
-  router = {
-    r: f'top-{k} of {m * e} experts of width {{w}} ({"renormalised" if renorm else "not renormalised"})'
-    for r, (k, renorm, m, _) in ROUTERS.items()
-  }
-  mem_w = {r: MEM_WIDTH // ROUTERS[r][3] for r in ROUTERS}  # expert width per router and task
-  hop_w = {r: HOP_WIDTH // ROUTERS[r][3] for r in ROUTERS}
   mem = (
     f'memorization of {s["mem_facts"]:,} random facts ({s["mem_facts"] * math.log2(MEM_VALUES):,.0f} bits) in a '
     f'one-block ffn_stack, d_model {MEM_D_MODEL}, trainable tied embeddings shared by every arm (most of '
@@ -414,18 +407,37 @@ def _claims() -> tuple[base.Claim, ...]:
     f'memorization budget (the ladder line gives the T judged), {full.seeds} seeds; no arm controls for '
     'saturation (a dense arm widened in d_model), so G near 1 is what both readings of the claim predict'
   )
+  return mem, hop
+
+
+def _premises() -> tuple[str, str]:
+  """The memorization and reasoning premises, in words."""
+  mem = (
+    f'memorization: dense bits grow at least in proportion to parameters (per-seed log-log slope, CI lower end >= '
+    f'{PREMISE_SLOPE:g}) and dense-total stores more than dense-active by over {MEM_GAP:.0%} of its bits'
+  )
+  hop = (
+    f'reasoning: dense-active fits its trained compositions (CI lower end >= {FIT_LEVEL:g}) and dense-total beats it '
+    f"on held-out compositions by at least {HOP_GAP:g} accuracy (the per-seed gap's CI lower end)"
+  )
+  return mem, hop
+
+
+def _claims() -> tuple[base.Claim, ...]:
+  """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
+  e = SETTINGS['full']['experts']
+  router = {
+    r: f'top-{k} of {m * e} experts of width {{w}} ({"renormalised" if renorm else "not renormalised"})'
+    for r, (k, renorm, m, _) in ROUTERS.items()
+  }
+  mem_w = {r: MEM_WIDTH // ROUTERS[r][3] for r in ROUTERS}  # expert width per router and task
+  hop_w = {r: HOP_WIDTH // ROUTERS[r][3] for r in ROUTERS}
+  mem, hop = _task_scopes()
   matched = (
     f'against dense d_ff = w (active) and {e} w (total): the expert width per token matched, total expert '
     "parameters about dense-total's, the router's counted as active; one E"
   )
-  mem_premise = (
-    f'memorization: dense bits grow at least in proportion to parameters (per-seed log-log slope, CI lower end >= '
-    f'{PREMISE_SLOPE:g}) and dense-total stores more than dense-active by over {MEM_GAP:.0%} of its bits'
-  )
-  hop_premise = (
-    f'reasoning: dense-active fits its trained compositions (CI lower end >= {FIT_LEVEL:g}) and dense-total beats it '
-    f"on held-out compositions by at least {HOP_GAP:g} accuracy (the per-seed gap's CI lower end)"
-  )
+  mem_premise, hop_premise = _premises()
   normalisation = 'top-1 is not renormalised and top-2 is, so the two routers differ in more than k'
   overall = [
     base.Claim(

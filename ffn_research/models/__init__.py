@@ -19,7 +19,7 @@ import ml_collections
 
 from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
-from ffn_research.models import moe as moe_lib
+from ffn_research.models import moe_config
 from ffn_research.models import mup
 from ffn_research.models import toy
 from ffn_research.models import transformer
@@ -55,7 +55,7 @@ def validate(model_cfg: ml_collections.ConfigDict) -> None:
   config_lib.one_of('model.arch', model_cfg.arch, ARCHS)
   ffn_lib.validate(model_cfg)
   ARCHS[model_cfg.arch].validate(model_cfg)
-  moe_lib.validate_section(model_cfg)
+  moe_config.validate_section(model_cfg)
   mup.validate(model_cfg)
   ffn_kind(model_cfg).validate(model_cfg)  # what its kind reads (its μP rules included)
 
@@ -234,7 +234,7 @@ SEQUENCE_ARCHS = tuple(name for name, a in ARCHS.items() if a.sequence)
 def group_tokens(config: ml_collections.ConfigDict, task: Any) -> int:
   """Tokens an MoE routes together in a training step (`MoE.num_groups`): one sequence with
   per-sequence capacity, else the whole batch (its rows, times the sequence length)."""
-  scope, _ = moe_lib.routing_settings(config.model)
+  scope, _ = moe_config.routing_settings(config.model)
   seq_len = task.seq_len if ARCHS[config.model.arch].sequence else 1
   return seq_len if scope == 'sequence' else config.train.batch_size * seq_len
 
@@ -250,5 +250,5 @@ def _check_autoencoder(model_cfg: ml_collections.ConfigDict, task: Any) -> None:
 def run_notes(config: ml_collections.ConfigDict) -> dict[str, str]:
   """What a run's summary.json must say about its model beyond the counts: {'moe_noncausal': why}
   when a sequence model's MoE leaks later tokens or other sequences (model.moe.allow_noncausal)."""
-  reason = moe_lib.noncausal_reason(config.model)
+  reason = moe_config.noncausal_reason(config.model)
   return {} if reason is None else {'moe_noncausal': f'model.moe.{reason}'}

@@ -12,6 +12,7 @@ import ml_collections
 
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import moe as moe_lib
+from ffn_research.models import moe_config
 from ffn_research.models import mup
 from ffn_research.models import routers as routers_lib
 
@@ -67,7 +68,7 @@ def _build_moe(model_cfg, d_in: int, d_ff: int, d_out: int | None, rngs, mesh, d
   """build_ffn's MoE: every model.moe setting passed through (μP `dims`: d_in's and d_out's)."""
   del d_ff_true  # experts are never padded
   e = model_cfg.moe
-  scope, priority = moe_lib.routing_settings(model_cfg)
+  scope, priority = moe_config.routing_settings(model_cfg)
   return moe_lib.MoE(
     d_in,
     d_ff,
@@ -194,7 +195,7 @@ KINDS: dict[str, FFNKind] = {
     pads=False,
     flat_optimizer=False,
     experts=_routed_experts,
-    validate=moe_lib.validate_routed,
+    validate=moe_config.validate_routed,
   ),
   'soft_moe': FFNKind(
     'soft_moe',
@@ -203,7 +204,7 @@ KINDS: dict[str, FFNKind] = {
     pads=False,
     flat_optimizer=False,
     experts=_routed_experts,
-    validate=moe_lib.validate_routed,
+    validate=moe_config.validate_routed,
   ),
 }
 

@@ -69,58 +69,8 @@ def figure(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
   open, unjoined markers (not in the spread; the caption says whether they ran at the spread's T)."""
   fig, axes = base.figure(1, 2, size=(6.0, 4.6))
   ax1, ax2 = axes[0]
-  for i, (n, t) in enumerate(table.groupby('N target')):
-    flat, other = t[t['r'].isin(study.FLAT_RATIOS)], t[~t['r'].isin(study.FLAT_RATIOS)]
-    steps = sorted({int(s) for s in flat['steps'] if np.isfinite(s)})
-    at = f'T = {", ".join(map(str, steps))}' if steps else 'T'
-    other_steps = sorted({int(s) for s in other['steps'] if np.isfinite(s)})
-    other_at = f'T = {", ".join(map(str, other_steps))}' if other_steps else 'their T'
-    for ax, (col, lo, hi), what in (
-      (ax1, ('% vs best', '% vs best lo', '% vs best hi'), 'mean ratio, 95% CI'),
-      (ax2, ('excess bits', 'excess lo', 'excess hi'), 'mean, 95% CI over seeds'),
-    ):
-      base.errorbar_ci(
-        ax, flat['d_ff/d_model'], flat[col], flat[lo], flat[hi], color=f'C{i}', label=f'N = {n:,}, {at} ({what})'
-      )
-      if len(other):
-        base.errorbar_ci(
-          ax,
-          other['d_ff/d_model'],
-          other[col],
-          other[lo],
-          other[hi],
-          fmt='o',
-          mfc='none',
-          color=f'C{i}',
-          label=f'N = {n:,}, r = {", ".join(f"{r:g}" for r in other["r"])} at {other_at} (not in the spread)',
-        )
-  spread = table[table['r'].isin(study.FLAT_RATIOS)]['d_ff/d_model']
-  if len(spread):  # the achieved ratios (a matched shape's r is near, not at, its nominal value)
-    ax1.axvspan(
-      0.97 * spread.min(),
-      1.03 * spread.max(),
-      color='0.9',
-      zorder=0,
-      label=f'shapes of the spread, r ~ {list(study.FLAT_RATIOS)}',
-    )
-  ax1.axhline(study.FLAT_LEVEL, color='k', ls='--', lw=0.8, label=f'{study.FLAT_LEVEL:g}% (the rule)')
-  base.style_axes(
-    ax1,
-    xlabel='d_ff / d_model',
-    ylabel='% change of the total loss vs the best shape of the spread',
-    xscale='log',
-    xbase=2,
-    title=f'Kaplan et al. Fig. 5 statistic ({ctx.scale})',
-  )
-  base.style_axes(
-    ax2,
-    xlabel='d_ff / d_model',
-    ylabel='excess bits per token over the entropy floor',
-    xscale='log',
-    xbase=2,
-    yscale='log' if (table['excess bits'] > 0).any() else None,
-    title='the same runs: loss above the exact floor',
-  )
+  _panel_change(ax1, table, ctx.scale)
+  _panel_excess(ax2, table)
   return base.save_figure(
     fig,
     ctx.outdir,
@@ -130,6 +80,69 @@ def figure(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
     'with the 5% rule; right: excess bits over the exact entropy floor, the part of the loss shapes can change. '
     'Joined: the shapes of the spread, at one budget; open and not joined: the other ratios, not in the spread '
     f'({others_budget(table)})',
+  )
+
+
+def _sizes(ax, table: pd.DataFrame, col: str, lo: str, hi: str, what: str) -> None:
+  """`col` with its CI [lo, hi] vs d_ff/d_model, colour Ci for size i: the shapes of the spread joined, the other
+  ratios open and unjoined."""
+  for i, (n, t) in enumerate(table.groupby('N target')):
+    flat, other = t[t['r'].isin(study.FLAT_RATIOS)], t[~t['r'].isin(study.FLAT_RATIOS)]
+    steps = sorted({int(s) for s in flat['steps'] if np.isfinite(s)})
+    at = f'T = {", ".join(map(str, steps))}' if steps else 'T'
+    other_steps = sorted({int(s) for s in other['steps'] if np.isfinite(s)})
+    other_at = f'T = {", ".join(map(str, other_steps))}' if other_steps else 'their T'
+    base.errorbar_ci(
+      ax, flat['d_ff/d_model'], flat[col], flat[lo], flat[hi], color=f'C{i}', label=f'N = {n:,}, {at} ({what})'
+    )
+    if len(other):
+      base.errorbar_ci(
+        ax,
+        other['d_ff/d_model'],
+        other[col],
+        other[lo],
+        other[hi],
+        fmt='o',
+        mfc='none',
+        color=f'C{i}',
+        label=f'N = {n:,}, r = {", ".join(f"{r:g}" for r in other["r"])} at {other_at} (not in the spread)',
+      )
+
+
+def _panel_change(ax, table: pd.DataFrame, scale: str) -> None:
+  """Left: % change vs the best shape of the spread, the spread's achieved ratios shaded, the rule's level."""
+  _sizes(ax, table, '% vs best', '% vs best lo', '% vs best hi', 'mean ratio, 95% CI')
+  spread = table[table['r'].isin(study.FLAT_RATIOS)]['d_ff/d_model']
+  if len(spread):  # the achieved ratios (a matched shape's r is near, not at, its nominal value)
+    ax.axvspan(
+      0.97 * spread.min(),
+      1.03 * spread.max(),
+      color='0.9',
+      zorder=0,
+      label=f'shapes of the spread, r ~ {list(study.FLAT_RATIOS)}',
+    )
+  ax.axhline(study.FLAT_LEVEL, color='k', ls='--', lw=0.8, label=f'{study.FLAT_LEVEL:g}% (the rule)')
+  base.style_axes(
+    ax,
+    xlabel='d_ff / d_model',
+    ylabel='% change of the total loss vs the best shape of the spread',
+    xscale='log',
+    xbase=2,
+    title=f'Kaplan et al. Fig. 5 statistic ({scale})',
+  )
+
+
+def _panel_excess(ax, table: pd.DataFrame) -> None:
+  """Right: excess bits per token over the entropy floor."""
+  _sizes(ax, table, 'excess bits', 'excess lo', 'excess hi', 'mean, 95% CI over seeds')
+  base.style_axes(
+    ax,
+    xlabel='d_ff / d_model',
+    ylabel='excess bits per token over the entropy floor',
+    xscale='log',
+    xbase=2,
+    yscale='log' if (table['excess bits'] > 0).any() else None,
+    title='the same runs: loss above the exact floor',
   )
 
 

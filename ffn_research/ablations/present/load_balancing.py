@@ -41,63 +41,9 @@ def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def figure(result: base.Result, ctx: base.Context) -> base.Figure:
   fig, axes = base.figure(1, 3)
-  t = load_table(result.full)
-  for i, (_, r) in enumerate(t.iterrows()):
-    base.errorbar_ci(
-      axes[0, 0],
-      [i],
-      [r['load_change_mean']],
-      [r['load_change_ci_lo']],
-      [r['load_change_ci_hi']],
-      color=study.COLORS[_balancing(r['point'])],
-      label=f'{r["point"]} (lr {r[study.LR]:g})',
-    )
-  axes[0, 0].set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
-  axes[0, 0].axhline(0, color='k', ls='--', lw=1)
-  axes[0, 0].axhline(study.COLLAPSE_RISE, color='r', ls=':', lw=1, label=f'collapse: +{study.COLLAPSE_RISE:g} (rule 1)')
-  base.style_axes(
-    axes[0, 0], xlabel='', ylabel='max/mean load: end - step 0', title='load change (mean, 95% CI)', fontsize=6
-  )
-  runs = result.frame[result.frame['arm'].isin(list(study.CONDITIONS))].dropna(subset=['point', 'eval_loss'])
-  tuned = summarize(runs, ['point', study.STEPS, study.LR], ['eval_loss']) if len(runs) else pd.DataFrame()
-  for p, g in tuned.groupby('point', sort=False) if len(tuned) else ():
-    for steps, h in g.groupby(study.STEPS):
-      axes[0, 1].plot(
-        h[study.LR],
-        h['eval_loss_mean'],
-        'o-' if steps == g[study.STEPS].max() else 'o--',
-        color=study.COLORS[_balancing(p)],
-        ms=3,
-        label=f'{p}, {steps} steps',
-      )
-  base.style_axes(
-    axes[0, 1],
-    xlabel='learning rate',
-    ylabel='held-out MSE (mean over seeds, log scale)',
-    xscale='log',
-    yscale='log',
-    title='tuning of the trained points',
-    fontsize=5,
-  )
-  u = unstable_table(result.frame)
-  for j, ((seeds, z), g) in enumerate(u.groupby(['seeds', 'z-loss']) if len(u) else ()):
-    for steps, h in g.groupby(study.STEPS):
-      axes[0, 2].plot(
-        h[study.LR],
-        h['unstable_mean'],
-        'o-' if steps == g[study.STEPS].max() else 'o--',
-        color=f'C{j + 4}',
-        label=f'{seeds} seeds, z-loss {z:g}, {steps} steps',
-      )
-  axes[0, 2].axhline(study.PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
-  base.style_axes(
-    axes[0, 2],
-    xlabel='learning rate (no clipping)',
-    ylabel='diverged fraction of seeds',
-    xscale='log',
-    title='induced instability (bf16 router)',
-    fontsize=5,
-  )
+  _panel_load_change(axes[0, 0], result.full)
+  _panel_tuning(axes[0, 1], result.frame)
+  _panel_unstable(axes[0, 2], result.frame)
   return base.save_figure(
     fig,
     ctx.outdir,
@@ -108,6 +54,73 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     'tuning; right: diverged fraction per learning rate, the pilot (no z-loss, its own seeds) and the test arms '
     'with and without the z-loss; one colour per balancing (none, switch, bias, frozen) in the left and middle '
     'panels, the input condition in each label',
+  )
+
+
+def _panel_load_change(ax, full: pd.DataFrame) -> None:
+  """Left: each load point's max/mean load change at its chosen rate and T (mean, 95% CI), the collapse level."""
+  t = load_table(full)
+  for i, (_, r) in enumerate(t.iterrows()):
+    base.errorbar_ci(
+      ax,
+      [i],
+      [r['load_change_mean']],
+      [r['load_change_ci_lo']],
+      [r['load_change_ci_hi']],
+      color=study.COLORS[_balancing(r['point'])],
+      label=f'{r["point"]} (lr {r[study.LR]:g})',
+    )
+  ax.set_xticks(range(len(t)), list(t['point']) if len(t) else [], fontsize=6)
+  ax.axhline(0, color='k', ls='--', lw=1)
+  ax.axhline(study.COLLAPSE_RISE, color='r', ls=':', lw=1, label=f'collapse: +{study.COLLAPSE_RISE:g} (rule 1)')
+  base.style_axes(ax, xlabel='', ylabel='max/mean load: end - step 0', title='load change (mean, 95% CI)', fontsize=6)
+
+
+def _panel_tuning(ax, frame: pd.DataFrame) -> None:
+  """Middle: held-out MSE per learning rate of the trained points at each budget (solid: the longest)."""
+  runs = frame[frame['arm'].isin(list(study.CONDITIONS))].dropna(subset=['point', 'eval_loss'])
+  tuned = summarize(runs, ['point', study.STEPS, study.LR], ['eval_loss']) if len(runs) else pd.DataFrame()
+  for p, g in tuned.groupby('point', sort=False) if len(tuned) else ():
+    for steps, h in g.groupby(study.STEPS):
+      ax.plot(
+        h[study.LR],
+        h['eval_loss_mean'],
+        'o-' if steps == g[study.STEPS].max() else 'o--',
+        color=study.COLORS[_balancing(p)],
+        ms=3,
+        label=f'{p}, {steps} steps',
+      )
+  base.style_axes(
+    ax,
+    xlabel='learning rate',
+    ylabel='held-out MSE (mean over seeds, log scale)',
+    xscale='log',
+    yscale='log',
+    title='tuning of the trained points',
+    fontsize=5,
+  )
+
+
+def _panel_unstable(ax, frame: pd.DataFrame) -> None:
+  """Right: the diverged fraction per learning rate of the pilot and the z-loss test arms, the test-rate level."""
+  u = unstable_table(frame)
+  for j, ((seeds, z), g) in enumerate(u.groupby(['seeds', 'z-loss']) if len(u) else ()):
+    for steps, h in g.groupby(study.STEPS):
+      ax.plot(
+        h[study.LR],
+        h['unstable_mean'],
+        'o-' if steps == g[study.STEPS].max() else 'o--',
+        color=f'C{j + 4}',
+        label=f'{seeds} seeds, z-loss {z:g}, {steps} steps',
+      )
+  ax.axhline(study.PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
+  base.style_axes(
+    ax,
+    xlabel='learning rate (no clipping)',
+    ylabel='diverged fraction of seeds',
+    xscale='log',
+    title='induced instability (bf16 router)',
+    fontsize=5,
   )
 
 

@@ -43,45 +43,62 @@ def gap_table(result: base.Result) -> pd.DataFrame:
 
 
 def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Figure:
-  s, sel = study.SETTINGS[result.scale], result.full
+  s = study.SETTINGS[result.scale]
   fig, axes = base.figure(1, 3)
-  for ax, task, ylabel in (
-    (axes[0, 0], 'memorization', 'bits stored'),
-    (axes[0, 1], 'multi_hop', 'held-out 2-hop accuracy'),
-  ):
-    for i, arm in enumerate(('dense', *study.ROUTERS)):
-      g = sel[sel['arm'] == f'{task}_{arm}']
-      if not len(g):
-        continue
-      t = stats.summarize(g, ['num_params'], [study.SCORE[task]])
-      label = 'dense (d_ff swept)' if arm == 'dense' else f'MoE {arm}, E = {s["experts"]} (one point)'
-      base.errorbar_ci(
-        ax,
-        t['num_params'],
-        t[f'{study.SCORE[task]}_mean'],
-        t[f'{study.SCORE[task]}_ci_lo'],
-        t[f'{study.SCORE[task]}_ci_hi'],
-        fmt=('s--' if arm == 'dense' else 'o'),
-        color=f'C{i}',
-        label=label,
-      )
-    if task == 'multi_hop':
-      ax.axhline(1 / study.HOP_NODES, color='k', ls=':', lw=1, label=f'chance (1/{study.HOP_NODES})')
-    base.style_axes(
+  _panel_task(axes[0, 0], result.full, 'memorization', 'bits stored', s['experts'])
+  _panel_task(axes[0, 1], result.full, 'multi_hop', 'held-out 2-hop accuracy', s['experts'])
+  _panel_gap(axes[0, 2], gap, s['experts'])
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'memorization_vs_reasoning.png',
+    'left: bits stored vs total parameters (ticks at the dense sizes) for dense FFNs (d_ff swept) and the two MoEs '
+    'at E = '
+    f'{s["experts"]} experts (one point each, same active width), each at its tuned rate and T; '
+    'middle: held-out 2-hop accuracy, the same arms (reasoning trains 2x the steps); right: the '
+    'share G of the dense-active -> dense-total gap the MoE closes, per router and task, at T and '
+    'at T/2 (0: no better than dense-active, 1: as good as dense-total)',
+  )
+
+
+def _panel_task(ax, sel: pd.DataFrame, task: str, ylabel: str, experts: int) -> None:
+  """`task`'s score vs total parameters at T: the dense sweep and each router's MoE (mean, 95% CI)."""
+  for i, arm in enumerate(('dense', *study.ROUTERS)):
+    g = sel[sel['arm'] == f'{task}_{arm}']
+    if not len(g):
+      continue
+    t = stats.summarize(g, ['num_params'], [study.SCORE[task]])
+    label = 'dense (d_ff swept)' if arm == 'dense' else f'MoE {arm}, E = {experts} (one point)'
+    base.errorbar_ci(
       ax,
-      xlabel='total parameters',
-      ylabel=ylabel,
-      xscale='log',
-      fontsize=6,
-      title=f'{task}: active width {study.WIDTH[task]}, at T (mean, 95% CI)',
-      title_size=9,
+      t['num_params'],
+      t[f'{study.SCORE[task]}_mean'],
+      t[f'{study.SCORE[task]}_ci_lo'],
+      t[f'{study.SCORE[task]}_ci_hi'],
+      fmt=('s--' if arm == 'dense' else 'o'),
+      color=f'C{i}',
+      label=label,
     )
-    dense = sel[sel['arm'] == f'{task}_dense']['num_params'].dropna().unique()
-    if len(dense):  # a narrow log range has no decade tick: label the dense sizes (the MoEs sit beside dense-total)
-      ax.xaxis.set_major_locator(ticker.FixedLocator(sorted(float(x) for x in dense)))
-      ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f'{x:,.0f}'))
-    ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # minor labels would overlap
-  ax = axes[0, 2]
+  if task == 'multi_hop':
+    ax.axhline(1 / study.HOP_NODES, color='k', ls=':', lw=1, label=f'chance (1/{study.HOP_NODES})')
+  base.style_axes(
+    ax,
+    xlabel='total parameters',
+    ylabel=ylabel,
+    xscale='log',
+    fontsize=6,
+    title=f'{task}: active width {study.WIDTH[task]}, at T (mean, 95% CI)',
+    title_size=9,
+  )
+  dense = sel[sel['arm'] == f'{task}_dense']['num_params'].dropna().unique()
+  if len(dense):  # a narrow log range has no decade tick: label the dense sizes (the MoEs sit beside dense-total)
+    ax.xaxis.set_major_locator(ticker.FixedLocator(sorted(float(x) for x in dense)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda x, _: f'{x:,.0f}'))
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # minor labels would overlap
+
+
+def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
+  """G per router and task at T and T/2 (BCa 95% CI), with 0, 1 and the HALF level."""
   for j, level in enumerate(('T', 'T/2')):
     g = gap[gap['budget'] == level].reset_index(drop=True)
     base.errorbar_ci(
@@ -104,21 +121,10 @@ def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Fi
   base.style_axes(
     ax,
     xlabel='',
-    ylabel=f'G: share of the gap the MoE of E = {s["experts"]} closes',
+    ylabel=f'G: share of the gap the MoE of E = {experts} closes',
     fontsize=6,
     title='ratio of means, BCa 95% CI',
     title_size=9,
-  )
-  return base.save_figure(
-    fig,
-    ctx.outdir,
-    'memorization_vs_reasoning.png',
-    'left: bits stored vs total parameters (ticks at the dense sizes) for dense FFNs (d_ff swept) and the two MoEs '
-    'at E = '
-    f'{s["experts"]} experts (one point each, same active width), each at its tuned rate and T; '
-    'middle: held-out 2-hop accuracy, the same arms (reasoning trains 2x the steps); right: the '
-    'share G of the dense-active -> dense-total gap the MoE closes, per router and task, at T and '
-    'at T/2 (0: no better than dense-active, 1: as good as dense-total)',
   )
 
 

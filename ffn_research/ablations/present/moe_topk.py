@@ -105,51 +105,59 @@ def _router_panel(ax, table: pd.DataFrame) -> None:
   ax.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: it hid two arms' bars
 
 
-def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
-  """k (total / active fixed), granularity, and the router arms: 1 - R^2 against I(expert; cluster)."""
-  fig, axes = base.figure(1, 3, size=(5.3, 4.6))
-  value = lambda p: 1 if p == study.TOP1 else int(p.split('=')[-1])  # the top-1 router arm is k = 1 and G = 1
+def _value(point: str) -> int:
+  """k or G of a point's label; the top-1 router arm is k = 1 and G = 1."""
+  return 1 if point == study.TOP1 else int(point.split('=')[-1])
+
+
+def _topk_panel(ax, table: pd.DataFrame, scale: str) -> None:
+  """1 - R^2 vs top_k at fixed total and at fixed active parameters (k = 1: the top-1 router arm), dense references."""
   top1 = table[table['point'] == study.TOP1]
   _curve(
-    axes[0, 0],
+    ax,
     table,
     'fixed_total',
-    value,
+    _value,
     'C0',
     f'{study.TOTAL_EXPERTS} experts of width {study.TOTAL_WIDTH} (total fixed)',
     extra=top1,
   )
   _curve(
-    axes[0, 0],
+    ax,
     table,
     'matched_active',
-    value,
+    _value,
     'C1',
     f'{study.TOTAL_EXPERTS} experts of width {study.TOTAL_WIDTH}/k (active fixed; total / k)',
     extra=top1,
   )
-  _dense_lines(axes[0, 0], table, 'cluster_dense')
+  _dense_lines(ax, table, 'cluster_dense')
   base.style_axes(
-    axes[0, 0],
+    ax,
     xlabel='top_k (experts per token)',
     ylabel='held-out 1 - R^2 (mean, 95% CI)',
-    title=f'held-out 1 - R^2 vs top_k ({ctx.scale})',
+    title=f'held-out 1 - R^2 vs top_k ({scale})',
     xscale='log',
     xbase=2,
     yscale='log',
   )
+
+
+def _granularity_panel(ax, table: pd.DataFrame) -> None:
+  """1 - R^2 vs granularity G (G = 1: the top-1 router arm), dense references."""
+  top1 = table[table['point'] == study.TOP1]
   _curve(
-    axes[0, 1],
+    ax,
     table,
     'granularity',
-    value,
+    _value,
     'C2',
     f'{study.TOTAL_EXPERTS}G experts of width {study.TOTAL_WIDTH}/G, top G',
     top1,
   )
-  _dense_lines(axes[0, 1], table, 'cluster_dense')
+  _dense_lines(ax, table, 'cluster_dense')
   base.style_axes(
-    axes[0, 1],
+    ax,
     xlabel="granularity G (expert parameters fixed; the router's grow with G: see the verdict scope)",
     ylabel='held-out 1 - R^2',
     title='held-out 1 - R^2 vs granularity (Krajewski et al. 2024)',
@@ -157,6 +165,13 @@ def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
     xbase=2,
     yscale='log',
   )
+
+
+def plot(table: pd.DataFrame, ctx: base.Context) -> base.Figure:
+  """k (total / active fixed), granularity, and the router arms: 1 - R^2 against I(expert; cluster)."""
+  fig, axes = base.figure(1, 3, size=(5.3, 4.6))
+  _topk_panel(axes[0, 0], table, ctx.scale)
+  _granularity_panel(axes[0, 1], table)
   _router_panel(axes[0, 2], table)
   return base.save_figure(
     fig,

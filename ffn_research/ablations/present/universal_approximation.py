@@ -121,6 +121,40 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
   the trained error over the random-kink baseline and over the optimum per N and budget."""
   fig, axes = base.figure(1, 2, size=(6.8, 5.0))
   ax, gap = axes[0]
+  series = _series(result)
+  _panel_errors(ax, widths, series, result.verdicts[0], ctx.scale)
+  _panel_ratios(gap, series)
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'sup_error_vs_width.png',
+    'left: sup error vs width N (log-log): the plain ReLU FFN at T and T/2 and the FFN parametrised by its kinks at '
+    'T (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum of a width-N layer 1/(2(N+1)^2) (N '
+    'kinks, N+1 equal pieces), the proven grid lower bound, least squares at N equal / random fixed kinks, the '
+    "plain FFN's fit at T; right: trained error over the random-kink baseline (solid) and over the optimum "
+    '1/(2(N+1)^2) (dotted), per series',
+  )
+
+
+Series = list[tuple[str, str, pd.DataFrame, pd.DataFrame]]  # the figure's trained series: see _series
+
+
+def _series(result: base.Result) -> Series:
+  """The trained series of the figure, colour Ci for series i: (budget, what, its runs, their width_table)."""
+  out = []
+  for arm, level, sel, what in (
+    (study.RELU, regime_lib.FULL, result.full, 'trained ReLU'),
+    (study.RELU, regime_lib.HALF, result.half, 'trained ReLU'),
+    (study.KINKS, regime_lib.FULL, result.full, 'kinks trained directly'),
+  ):
+    g = study.relu_rows(sel, arm)
+    out.append((level, what, g, width_table(g)))
+  return out
+
+
+def _panel_errors(ax, widths: pd.DataFrame, series: Series, fit: stats.Verdict, scale: str) -> None:
+  """Sup error vs N: the optimum, the grid bound and the least-squares baselines at each N's longest budget; each
+  series' seeds (x: collapsed) and geometric means over the fitted N, colour Ci for series i; the fit at T."""
   ns = np.array(sorted(set(widths[study.N])) if len(widths) else [2, 512], float)
   dense = np.geomspace(ns.min(), ns.max(), 100)
   ax.plot(dense, width_optimum(dense), 'k-', label='optimum 1/(2(N+1)^2) (N kinks: N+1 equal pieces)')
@@ -128,20 +162,11 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
   top = widths[widths['steps'] == widths.groupby(study.N)['steps'].transform('max')]
   ax.plot(top[study.N], top['lstsq equal kinks'], 's--', color='C2', label='least squares, N equal kinks (geo. mean)')
   ax.plot(top[study.N], top['lstsq random kinks'], 'v--', color='C3', label='least squares, N random kinks (geo. mean)')
-  series = [
-    (study.RELU, regime_lib.FULL, result.full, 'trained ReLU'),
-    (study.RELU, regime_lib.HALF, result.half, 'trained ReLU'),
-    (study.KINKS, regime_lib.FULL, result.full, 'kinks trained directly'),
-  ]
-  for i, (arm, level, sel, what) in enumerate(series):
-    g = study.relu_rows(sel, arm)
+  for i, (level, what, g, t) in enumerate(series):
     bad = study.collapsed(g['sup_error'])
     ax.scatter(g[study.N][~bad], g['sup_error'][~bad], s=10, color=f'C{i}', alpha=0.4)
     ax.scatter(g[study.N][bad], g['sup_error'][bad], s=25, color=f'C{i}', marker='x', alpha=0.6)
-    t = width_table(g)
     if len(t):
-      gap.plot(t[study.N], t['trained / lstsq random'], 'o-', color=f'C{i}', label=f'{level} / lstsq random kinks')
-      gap.plot(t[study.N], t['trained / optimum'], 's:', color=f'C{i}', label=f'{level} / optimum 1/(2(N+1)^2)')
       t = t[t[study.N] >= study.MIN_FIT_WIDTH]
       base.errorbar_ci(
         ax,
@@ -152,14 +177,13 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
         color=f'C{i}',
         label=f'{what} at {level} (geo. mean, 95% CI; dots: seeds, x: collapsed)',
       )
-  v = result.verdicts[0]
-  if math.isfinite(v.statistic) and 'intercept' in v.extra:
+  if math.isfinite(fit.statistic) and 'intercept' in fit.extra:
     x = dense[dense >= study.MIN_FIT_WIDTH]
     ax.plot(
       x,
-      np.exp(v.extra['intercept']) * x**v.statistic,
+      np.exp(fit.extra['intercept']) * x**fit.statistic,
       'C0-.',
-      label=f'per-seed fit at T, mean slope {v.statistic:.2f} [{v.ci[0]:.2f}, {v.ci[1]:.2f}]',
+      label=f'per-seed fit at T, mean slope {fit.statistic:.2f} [{fit.ci[0]:.2f}, {fit.ci[1]:.2f}]',
     )
   base.style_axes(
     ax,
@@ -168,27 +192,25 @@ def figure(result: base.Result, widths: pd.DataFrame, ctx: base.Context) -> base
     xscale='log',
     xbase=2,
     yscale='log',
-    title=f'x^2 on [-1, 1]: trained width-N ReLU FFNs ({ctx.scale})',
+    title=f'x^2 on [-1, 1]: trained width-N ReLU FFNs ({scale})',
   )
-  gap.axhline(1.0, color='k', lw=0.8)
+
+
+def _panel_ratios(ax, series: Series) -> None:
+  """Each series' trained error over the random-kink baseline (solid) and over the optimum (dotted) per N."""
+  for i, (level, _, _, t) in enumerate(series):
+    if len(t):
+      ax.plot(t[study.N], t['trained / lstsq random'], 'o-', color=f'C{i}', label=f'{level} / lstsq random kinks')
+      ax.plot(t[study.N], t['trained / optimum'], 's:', color=f'C{i}', label=f'{level} / optimum 1/(2(N+1)^2)')
+  ax.axhline(1.0, color='k', lw=0.8)
   base.style_axes(
-    gap,
+    ax,
     xlabel='width N',
     ylabel='trained sup error / reference',
     xscale='log',
     xbase=2,
     yscale='log',
     title='over the achievable baseline and the optimum',
-  )
-  return base.save_figure(
-    fig,
-    ctx.outdir,
-    'sup_error_vs_width.png',
-    'left: sup error vs width N (log-log): the plain ReLU FFN at T and T/2 and the FFN parametrised by its kinks at '
-    'T (seeds, geometric means with 95% CIs, collapsed runs as x), the optimum of a width-N layer 1/(2(N+1)^2) (N '
-    'kinks, N+1 equal pieces), the proven grid lower bound, least squares at N equal / random fixed kinks, the '
-    "plain FFN's fit at T; right: trained error over the random-kink baseline (solid) and over the optimum "
-    '1/(2(N+1)^2) (dotted), per series',
   )
 
 
