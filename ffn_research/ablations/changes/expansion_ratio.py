@@ -130,7 +130,7 @@ CHANGES = (
       'language was chosen by a pilot that measured only the reducible share of one shape (r = 4, rate 0.02, '
       'seed 0, T = 3,200) per candidate language: the published one 0.05 at 3,200 steps in its report; V 64 '
       'with 4,096 contexts 0.07-0.17; V 128 with 8,192 contexts 0.31; V 128 with 16,384 contexts 0.63 at N = '
-      '38,000 (chosen); no spread (which needs two shapes) was computed'
+      '38,000 (chosen; 0.49 at N = 76,000, measured after the choice); no spread (which needs two shapes) was computed'
     ),
     outcome=(
       'not yet run under this design; before: both invalid (premise: reducible share 4.17% and 3.42%; spreads '
