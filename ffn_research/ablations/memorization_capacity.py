@@ -132,14 +132,14 @@ SETTINGS: dict[str, Settings] = {
     d_ffs={32: (512, 1024, 2048), 64: (512, 1024, 2048), 128: (1024, 2048, 4096)},
     moe_e=1000,
     moe_width=8,
-    moe_facts={4: (256, 512, 1024), 12: (1024, 2048, 4096)},  # 2,416 and 7,152 parameters: inside the dense range
+    moe_facts={4: (256, 512, 1024, 2048), 12: (1024, 2048, 4096)},  # 2,416 and 7,152 parameters: inside the dense range
     rl_points=(128, 256, 512, 1024, 2048),
     rl_steps=4000,
   ),
 }
 RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1, 0.3)}
-E_RATES = {'full': {1000: (0.03, 0.1, 0.3)}}  # per scale, an exposure count's own dense grid (else RATES)
-MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.01, 0.03, 0.1)}
+E_RATES = {'full': {1000: (0.01, 0.03, 0.1)}}  # per scale, an exposure count's own dense grid (else RATES)
+MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.003, 0.01, 0.03)}
 CLAIMS = {1000: 2.0, 100: 1.0}  # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
 BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]

@@ -213,4 +213,19 @@ CHANGES = (
     ),
     verdicts=(1, 2, 4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      'after the report above (stopped by the cap before any extension): the E = 1,000 dense grid 0.03, 0.1, 0.3 '
+      '-> 0.01, 0.03, 0.1 and the MoE grid 0.01, 0.03, 0.1 -> 0.003, 0.01, 0.03 (the rates the regime would have '
+      'added next, at the bottom edge where 8 of 9 dense and 6 of 12 MoE points chose; the runner still extends an '
+      'edge), and the 4-expert MoE N grid 256, 512, 1,024 -> 256 ... 2,048 (its top-2 bits still rose 7.1% at '
+      '1,024, so its peak was not bracketed). No rule, claim or threshold changed'
+    ),
+    outcome=(
+      'not yet run; before: E = 1,000 invalid 1.72 [1.68, 1.77]; MoE top-1 invalid 0.516; MoE top-2 invalid 0.788'
+    ),
+    verdicts=(1, 4, 5),
+  ),
 )
