@@ -215,7 +215,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='4f256e7',
     change=(
       'after the report above (stopped by the cap before any extension): the E = 1,000 dense grid 0.03, 0.1, 0.3 '
       '-> 0.01, 0.03, 0.1 and the MoE grid 0.01, 0.03, 0.1 -> 0.003, 0.01, 0.03 (the rates the regime would have '
