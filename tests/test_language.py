@@ -83,6 +83,25 @@ def lazy_limit_numpy(next_CxS, prob_CxS, v, k):
   return np.full(c, 1.0 / c) @ m
 
 
+def test_stationary_is_solved_once_per_chain_in_a_process(monkeypatch):
+  """Every run of a seed draws the same chain: the host solve is cached on the chain's arrays, and a vmapped init
+  over runs of two seeds solves twice, with the same pi as an uncached solve."""
+  calls = []
+  solve = language.stationary_numpy
+  monkeypatch.setattr(language, 'stationary_numpy', lambda *a: calls.append(1) or solve(*a))
+  monkeypatch.setattr(language, '_STATIONARY_CACHE', type(language._STATIONARY_CACHE)())
+  v, k, m, s = 8, 2, 4, 2
+  keys = jnp.stack([jax.random.PRNGKey(seed) for seed in (0, 1, 0, 1, 0)])
+  chains = jax.vmap(lambda key: language.make_chain(key, v, k, s, m, 0.5))(keys)
+  pi_RxC, residual_R = jax.jit(jax.vmap(lambda c: language.stationary(c, v, k)))(chains)
+  assert len(calls) == 2 and pi_RxC.shape == (5, v**k) and residual_R.shape == (5,)
+  for r in range(5):
+    exact = solve(np.asarray(chains['next_CxS'][r]), np.asarray(chains['prob_CxS'][r], np.float64), v, k)
+    np.testing.assert_array_equal(np.asarray(pi_RxC[r]), exact.astype(np.float32))
+  np.testing.assert_array_equal(pi_RxC[0], pi_RxC[2])
+  assert not np.array_equal(pi_RxC[0], pi_RxC[1])
+
+
 @pytest.mark.parametrize('alpha', [0.05, 0.1])
 def test_stationary_is_exact_for_peaked_chains(alpha):
   """At small Dirichlet alpha the chain is nearly deterministic: lazy power iteration from uniform
