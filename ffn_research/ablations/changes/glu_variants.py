@@ -103,7 +103,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='5705583',
     change=(
       "issue 47's redesign, after the published report (language 1-4 reproduced at T = 1,000, an early-training "
       'comparison: GEGLU - ReLU -0.110, -0.521, -0.150 bits at 250, 500, 1,000 steps, and -0.149 at 1,000, -0.051 '
