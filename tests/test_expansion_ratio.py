@@ -19,6 +19,7 @@ from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import checks
 from ffn_research.ablations import expansion_ratio as er
+from ffn_research.ablations import languages
 from ffn_research.tasks import language
 
 
@@ -188,6 +189,8 @@ def test_one_budget_fixed_before_the_run_for_every_shape_on_a_language_too_large
   t = er.language_config('full').task
   contexts = language.reachable_contexts(t.vocab_size, t.markov_order, t.num_candidates)
   assert contexts == 16_384 and t.branching == 2
+  assert {k: t[k] for k in languages.CAPACITY_LIMITED} == languages.CAPACITY_LIMITED  # the one shared constant
+  assert (t.seq_len, t.num_eval) == (16, 2048)
 
 
 def test_premise_the_total_loss_can_move():

@@ -346,7 +346,7 @@ def test_headline_question_and_verdict_counts():
 
 def test_registry_finds_ablation_modules():
   assert 'universal_approximation' in ablations.names()
-  assert not {'base', 'verdict', 'runner', 'regime'} & set(ablations.names())
+  assert not {'base', 'verdict', 'runner', 'regime', 'languages', 'storage'} & set(ablations.names())
   for name in ablations.names():
     a = ablations.get(name)
     assert a.name == name and a.claim and a.citation and a.published

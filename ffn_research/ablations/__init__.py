@@ -2,10 +2,10 @@
 module each, found by name.
 
 Any module in this package (other than the machinery: base, cap, checks, judge, regime, report, runner; storage,
-a measurement two studies share; changes/, each study's design changes after results; present/, each study's
-tables and figures, attached by `get`) that defines a module-level `ABLATION` is registered under
-`ABLATION.name`, which must equal the module name. Adding an ablation is adding its file, its present/ file and
-its test; nothing else to edit.
+a measurement two studies share; languages, the synthetic languages they share; changes/, each study's design
+changes after results; present/, each study's tables and figures, attached by `get`) that defines a module-level
+`ABLATION` is registered under `ABLATION.name`, which must equal the module name. Adding an ablation is adding its
+file, its present/ file and its test; nothing else to edit.
 """
 
 import dataclasses
@@ -15,7 +15,7 @@ import pkgutil
 # Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
 # imports the ablation's module (and with it jax, pandas, scipy).
 _MACHINERY = frozenset(
-  {'base', 'cap', 'changes', 'checks', 'judge', 'present', 'regime', 'report', 'runner', 'storage'}
+  {'base', 'cap', 'changes', 'checks', 'judge', 'languages', 'present', 'regime', 'report', 'runner', 'storage'}
 )
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 

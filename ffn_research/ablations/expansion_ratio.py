@@ -60,6 +60,7 @@ from scipy import stats as sps
 from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import languages
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.expansion_ratio import CHANGES
 from ffn_research.config import default_config
@@ -77,9 +78,9 @@ SEED = regime_lib.SEED
 
 # Per scale: target non-embedding parameter counts, ratios, batch (sequences per step), the smallest
 # d_model, and the language's task keys. Rates, T, seeds and the cap: REGIMES.
-# Capacity-limited: 16,384 contexts (V 128, every token a candidate successor), 2 next tokens each with
-# Dirichlet(0.2) weights (entropy floor ~0.32 bits), so about half the loss at T is above the floor.
-LANGUAGE = dict(vocab_size=128, num_candidates=128, branching=2, concentration=0.2, seq_len=16, num_eval=2048)
+# The capacity-limited language (languages.py: 16,384 contexts of 2 next tokens), so about half the loss at T is
+# above the floor.
+LANGUAGE = dict(**languages.CAPACITY_LIMITED, seq_len=16, num_eval=2048)
 
 
 class Settings(TypedDict):

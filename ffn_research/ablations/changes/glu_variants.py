@@ -101,4 +101,35 @@ CHANGES = (
     '+0.024)',
     verdicts=(5, 9, 10),
   ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='5705583',
+    change=(
+      "issue 47's redesign, after the published report (language 1-4 reproduced at T = 1,000, an early-training "
+      'comparison: GEGLU - ReLU -0.110, -0.521, -0.150 bits at 250, 500, 1,000 steps, and -0.149 at 1,000, -0.051 '
+      'at 2,000 in the superseded run of 2026-11-26: every variant near the floor, the gap shrinking about 3x per '
+      'doubling; the tanh teacher not neutral between the families): the language V 64, 16 candidates, 4 next '
+      'tokens, Dirichlet 0.5 (1,024 contexts) -> the capacity-limited one (ablations/languages.py: V 128, 128 '
+      "candidates, 2 next tokens, Dirichlet 0.2; 16,384 contexts), chosen from expansion_ratio's pilot (reducible "
+      'share 0.63 and 0.49 at 38,000 and 76,000 non-embedding parameters of its 1-layer model at 3,200 steps), not '
+      'from any glu_variants run; the budget T = 1,000 with up to 2 doublings -> one budget T = 2,000 fixed before '
+      "the run, no doublings (the largest language budget this study's superseded designs ran, not tuned on any "
+      'result of this design); the teacher-student proxy (5 verdicts) -> dropped: no teacher is known to be neutral '
+      'between gated and plain FFNs (a tanh teacher fitted by one-layer students asks which family approximates '
+      'tanh; a deeper student on a random-network teacher favours whichever activation the teacher uses), and '
+      "Shazeer's claim is about language modelling; the cap 7,200 -> 16,000 reference-seconds (the first pass on "
+      'this language is estimated at ~12,500, most of it each run solving its chain exactly); the verdicts 1-5 '
+      'language, 6-10 teacher-student -> 1-5 language'
+    ),
+    outcome=(
+      'not yet run under this design; before (the report of 2026-11-27, language T = 1,000): GEGLU, SwiGLU, '
+      'Bilinear vs ReLU reproduced (-0.150 [-0.170, -0.131], -0.148 [-0.166, -0.130], -0.165 [-0.187, -0.142] '
+      'bits), the gated family reproduced (-0.106 [-0.115, -0.097]), the ordering inconclusive (rho 0.81, p 0.011, '
+      'Holm 0.065); teacher-student (T = 8,000; dropped): GEGLU and SwiGLU inconclusive (-0.005, +0.006 ln(1 - '
+      'R^2)), Bilinear invalid (+0.154; premise: the best quadratic does not beat ReLU), the gated family invalid '
+      '(+0.040; the same premise), the ordering inconclusive (rho 0.05)'
+    ),
+    verdicts=(1, 2, 3, 4, 5),
+    to_positive=(),
+  ),
 )
