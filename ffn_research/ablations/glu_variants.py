@@ -117,7 +117,7 @@ REGIMES = {
     rates=(1e-3, 3e-3, 1e-2), steps=16, seeds=3, cap=270, metric='score', max_extensions=1, max_doublings=0
   ),
   'quick': base.Regime(rates=(2e-3, 1e-2, 5e-2), steps=200, seeds=3, cap=600, metric='score', max_doublings=0),
-  'full': base.Regime(rates=(4e-4, 2e-3, 1e-2, 5e-2), steps=2000, seeds=10, cap=16000, metric='score', max_doublings=0),
+  'full': base.Regime(rates=(4e-4, 2e-3, 1e-2, 5e-2), steps=2000, seeds=10, cap=7200, metric='score', max_doublings=0),
 }
 
 

@@ -117,9 +117,10 @@ CHANGES = (
       'result of this design); the teacher-student proxy (5 verdicts) -> dropped: no teacher is known to be neutral '
       'between gated and plain FFNs (a tanh teacher fitted by one-layer students asks which family approximates '
       'tanh; a deeper student on a random-network teacher favours whichever activation the teacher uses), and '
-      "Shazeer's claim is about language modelling; the cap 7,200 -> 16,000 reference-seconds (the first pass on "
-      'this language is estimated at ~12,500, most of it each run solving its chain exactly); the verdicts 1-5 '
-      'language, 6-10 teacher-student -> 1-5 language'
+      "Shazeer's claim is about language modelling; the cap stays 7,200 reference-seconds (the first pass is "
+      'estimated at ~4,800: ~4,400 training, ~300 compiling and evaluation, and one exact stationary solve per seed '
+      '(~8 each) since the solve is cached per chain); the verdicts 1-5 language, 6-10 teacher-student -> 1-5 '
+      'language'
     ),
     outcome=(
       'not yet run under this design; before (the report of 2026-11-27, language T = 1,000): GEGLU, SwiGLU, '
