@@ -176,16 +176,21 @@ def test_a_slope_that_moves_more_at_the_last_doubling_is_not_stable():
 
 
 def test_an_existence_claim_with_a_rung_or_a_rate_past_the_boundary_is_not_refuted():
-  """'can reach a mean below 1': not reproduced at T (1.3) with a settled ladder is refuted only if no budget and no
-  other rate crossed 1."""
-  st = state()
+  """'can reach a mean below 1': not reproduced at T (1.3) with a settled ladder is refuted only at the largest budget
+  the regime allows (every doubling spent) and only if no budget and no other rate crossed 1; before that the
+  budget is the remedy and the verdict inconclusive."""
+  st = {p: dataclasses.replace(s, doublings=POLICY.max_doublings) for p, s in state().items()}
   settled = _ladder(1.6, 1.35, 1.3)
   assert settled[-1].raw_outcome == stats.NOT_REPRODUCED
   ok = checks.stability(stats.EXISTENCE, settled, st, POLICY)
   assert ok.passed, ok.detail
-  rung = checks.stability(stats.EXISTENCE, _ladder(0.9, 1.35, 1.3), st, POLICY)
+  early = checks.stability(stats.EXISTENCE, settled, state(), POLICY)
+  assert not early.passed and early.remedy == stats.DOUBLE_STEPS and early.demote == stats.INCONCLUSIVE
+  assert f'0 of {POLICY.max_doublings} doublings spent' in early.detail
+  assert stats.gate(settled[-1], [early]).outcome == stats.INCONCLUSIVE
+  rung = checks.stability(stats.EXISTENCE, _ladder(0.9, 1.35, 1.3), state(), POLICY)
   assert not rung.passed and 'crossed the boundary (T/4)' in rung.detail and rung.remedy == stats.DOUBLE_STEPS
-  rate = checks.stability(stats.EXISTENCE, settled, st, POLICY, others=[('a at rate 0.1', _verdict(0.8))])
+  rate = checks.stability(stats.EXISTENCE, settled, st, POLICY, others=[('a at rate 0.1', _verdict(0.8))])  # spent
   assert not rate.passed and 'a at rate 0.1' in rate.detail
   reached = checks.stability(stats.EXISTENCE, _ladder(1.6, 1.2, 0.5), st, POLICY)
   assert reached.passed and 'reached at T' in reached.detail

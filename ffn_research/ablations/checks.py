@@ -147,7 +147,9 @@ def stability(
     is less than half the distance from the statistic at T to the rule's nearest boundary.
   - existence ("can reach"): reached at T is stable; otherwise the magnitude rule and, for `not reproduced`, no
     budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
-    boundary: a best effort that crossed it means the ladder goes on.
+    boundary: a best effort that crossed it means the ladder goes on; and a `not reproduced` ("cannot reach") only
+    at the largest budget the regime allows (every doubling spent): before it, the remedy is the budget and the
+    verdict inconclusive, since a ladder that looks settled at T has moved on at 4T (universal_approximation).
   - measurement (a number the codebase reports, `stats.measure`): the changes shrink and the last is under the
     settling margin the study declared.
 
@@ -167,6 +169,14 @@ def stability(
     how += f"; the premise fails at {', '.join(unfit)}: these are the rule's outcomes, not a refutation"
   name = f'stable on the budget ladder ({kind or "no kind"} claim)'
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
+  left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
+  if passed and kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED and left:
+    spent = min(state[p].doublings for p in v.points if p in state)
+    how += (
+      f'; settled, but "cannot reach" stands only on the largest budget the regime allows ({spent} of '
+      f'{regime.max_doublings} doublings spent): not yet a refutation, inconclusive'
+    )
+    return stats.Check(name, False, how, remedy=stats.DOUBLE_STEPS, points=tuple(v.points), demote=stats.INCONCLUSIVE)
   if passed:
     held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
     return stats.Check(name, True, how, demote=demote, applies=held)
@@ -178,7 +188,6 @@ def stability(
     demote = stats.INCONCLUSIVE
   elif ties:
     how += f'; rate ties at {", ".join(sorted({lv for lv, _ in ties}))}: none of them makes the ladder stable'
-  left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   return stats.Check(
     name,
     False,

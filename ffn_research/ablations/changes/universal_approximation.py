@@ -120,7 +120,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-28',
-    commit='',
+    commit='5284e09',
     change=(
       'issue 47 item 6, after the published run (verdicts 1-2 invalid: the slope still steepening, -0.96 at T = '
       '10,000 and -1.40 at 40,000 in the fixed ladder arm): the ladder arm `relu_width_4x` and its check '
@@ -131,8 +131,30 @@ CHANGES = (
     ),
     outcome=(
       'before: 1 invalid (-0.959 [-1.108, -0.810]; 4T -1.399), 2 invalid (+0.526 [+0.382, +0.670]; 4T +0.086) -> '
-      'after: the first full run of the redesign (this report)'
+      "the redesign's first full run (2026-11-29, fresh runs, the same seeds, rates and T = 10,000, so the same "
+      'numbers): the relu_width ladder -0.818, -0.930, -0.959 passed the magnitude rule with no doubling, and 1 and 2 '
+      'read not reproduced (-0.959 [-1.108, -0.810]; +0.526 [+0.382, +0.670]); 6 inconclusive (-0.80 [-0.90, '
+      '-0.71], rate ties); then the row below'
     ),
     verdicts=(1, 2, 6),
+  ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      "after the redesign's first full run, a machinery rule (every study): an existence claim's not reproduced "
+      '("cannot reach") stands only at the largest budget the regime allows, every doubling spent; before that the '
+      'ladder check fails with the next doubling as its remedy and the verdict is inconclusive (was: a settled '
+      'ladder at any budget). Made because the ladder that settled at T = 10,000 here had moved from -0.96 to -1.40 '
+      "at 40,000 steps in the superseded design's fixed arm: a settled ladder is not evidence of convergence for a "
+      '"can reach" claim. No other published verdict is an existence claim read not reproduced'
+    ),
+    outcome=(
+      '1 not reproduced -> inconclusive (-0.959 [-1.108, -0.810], 0 of 4 doublings spent); 2 not reproduced -> '
+      'inconclusive (+0.526 [+0.382, +0.670]); a refutation of either needs relu_width at T = 160,000: four '
+      'doublings, more than the 3,600 reference-second cap (the next doubling alone ~1,130 run-seconds on the Intel '
+      'Xeon of this run)'
+    ),
+    verdicts=(1, 2),
   ),
 )
