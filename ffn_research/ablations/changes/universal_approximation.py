@@ -140,7 +140,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='3919827',
     change=(
       "after the redesign's first full run, a machinery rule (every study): an existence claim's not reproduced "
       '("cannot reach") stands only at the largest budget the regime allows, every doubling spent; before that the '
