@@ -173,8 +173,9 @@ def stability(
   if passed and kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED and left:
     spent = min(state[p].doublings for p in v.points if p in state)
     how += (
-      f'; settled, but "cannot reach" stands only on the largest budget the regime allows ({spent} of '
-      f'{regime.max_doublings} doublings spent): not yet a refutation, inconclusive'
+      f'; within the magnitude rule, which is not evidence of convergence: "cannot reach" stands only on the '
+      f'largest budget the regime allows ({spent} of {regime.max_doublings} doublings spent): not yet a refutation, '
+      'inconclusive'
     )
     return stats.Check(name, False, how, remedy=stats.DOUBLE_STEPS, points=tuple(v.points), demote=stats.INCONCLUSIVE)
   if passed:

@@ -80,12 +80,20 @@ def outcome_text(v: dict[str, Any]) -> str:
   return v['outcome']
 
 
+def _value(x) -> str:
+  """A swept value as written: floats to 12 significant digits (0.1 x 3 prints 0.3, not 0.30000000000000004)."""
+  return f'{x:.12g}' if isinstance(x, float) else str(x)
+
+
 def _p_text(v) -> str:
   """'p = x (Holm-adjusted y)' where the verdict has a p-value; '' otherwise."""
   if v.p_value is None or not math.isfinite(v.p_value):
     return ''
   if v.outcome == verdict_lib.INVALID:  # its p decides nothing: it enters Holm at 1 so the family stays fixed
     return f'p = {fmt(v.p_value)} of the rule alone (not a decision: an invalid verdict enters Holm at p = 1)'
+  if v.outcome == verdict_lib.INCONCLUSIVE and v.raw_outcome in verdict_lib.DECISIVE:  # a check withheld it
+    holm = f'; Holm-adjusted {fmt(v.p_holm)}' if v.p_holm is not None else ''
+    return f'p = {fmt(v.p_value)} of the rule alone{holm} (not a decision: a failed check made it inconclusive)'
   holm = f', Holm-adjusted {fmt(v.p_holm)}' if v.p_holm is not None else ''
   return f'p = {fmt(v.p_value)}{holm}'
 
@@ -330,7 +338,7 @@ def _setup_md(report: dict[str, Any]) -> list[str]:
     lines += [report['setup'], '']
   for s in report['sweeps']:
     fixed = ', '.join(f'{k}={v}' for k, v in s['fixed'].items())
-    swept = '; '.join(f'{k} ∈ {{{", ".join(map(str, v))}}}' for k, v in s['swept'].items())
+    swept = '; '.join(f'{k} ∈ {{{", ".join(map(_value, v))}}}' for k, v in s['swept'].items())
     lines.append(f'- sweep `{s["name"]}`: {s["runs"]} runs ({s["seeds"]} seeds); {fixed}; swept {swept}')
   st = report['status_counts']
   on_disk = (

@@ -153,7 +153,8 @@ CHANGES = (
       '1 not reproduced -> inconclusive (-0.959 [-1.108, -0.810], 0 of 4 doublings spent); 2 not reproduced -> '
       'inconclusive (+0.526 [+0.382, +0.670]); a refutation of either needs relu_width at T = 160,000: four '
       'doublings, more than the 3,600 reference-second cap (the next doubling alone ~1,130 run-seconds on the Intel '
-      'Xeon of this run)'
+      'Xeon of this run, which fits the cap: 1,198 of 3,600 reference-seconds spent; not bought, for lack of session '
+      'time: the report was re-judged from the finished loop with --judge_only)'
     ),
     verdicts=(1, 2),
   ),
