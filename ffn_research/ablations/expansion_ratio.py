@@ -104,7 +104,8 @@ SETTINGS: dict[str, Settings] = {
 }
 REGIMES = {
   # One budget fixed before the run (max_doublings=0): every shape, r = 0.5 and 16 included, at the same T; an
-  # unsettled ladder is then inconclusive, not a reason to train longer until the spread passes.
+  # unsettled ladder then ends the loop (invalid with its failed check, or inconclusive where the spread is undecided
+  # at T or a tied rate settles it), never a reason to train longer until the spread passes.
   'smoke': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=20, seeds=3, cap=60, metric=LOSS, max_doublings=0),
   'quick': base.Regime(rates=(2e-3, 6e-3, 2e-2), steps=200, seeds=3, cap=600, metric=LOSS, max_doublings=0),
   'full': base.Regime(
