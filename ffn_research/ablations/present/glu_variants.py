@@ -48,6 +48,14 @@ def table1(result: base.Result, acts) -> pd.DataFrame:
   return pd.DataFrame(rows)
 
 
+def _variant_axes(ax, x, t: pd.DataFrame, ylabel: str, title: str) -> None:
+  """A panel over the variants: the zero line, variant ticks and its labels."""
+  ax.axhline(0.0, color='k', lw=0.8)
+  ax.set_xticks(x, t['variant'], rotation=30)
+  ax.set_xlim(-0.5, len(t) - 0.3)
+  base.style_axes(ax, xlabel='variant', ylabel=ylabel, title=title, title_size=10)
+
+
 def plot(t: pd.DataFrame, ctx: base.Context) -> base.Figure:
   """This toy's paired differences (its own units) and the paper's (nats) in separate panels: no shared or twin axis,
   so no mark of one lines up with the other's by an accident of scales."""
@@ -66,28 +74,12 @@ def plot(t: pd.DataFrame, ctx: base.Context) -> base.Figure:
       mfc=fill,
       label=f'at {level}',
     )
-  ax.axhline(0.0, color='k', lw=0.8)
-  ax.set_xticks(x, t['variant'], rotation=30)
-  ax.set_xlim(-0.5, len(t) - 0.3)
-  base.style_axes(
-    ax,
-    xlabel='variant',
-    ylabel=f'{study.SCORE}: variant - relu\n(paired by seed; mean, 95% CI)',
-    title=f'{study.ARM} ({ctx.scale})',
-    title_size=10,
+  _variant_axes(
+    ax, x, t, f'{study.SCORE}: variant - relu\n(paired by seed; mean, 95% CI)', f'{study.ARM} ({ctx.scale})'
   )
   paper.plot(x, t['paper diff 65k (nats)'], 'x', color='C3', label='65,536 steps (mean of 4 runs)')
   paper.plot(x, t['paper diff 524k (nats)'], '+', color='C1', label='524,288 steps (1 run)')
-  paper.axhline(0.0, color='k', lw=0.8)
-  paper.set_xticks(x, t['variant'], rotation=30)
-  paper.set_xlim(-0.5, len(t) - 0.3)
-  base.style_axes(
-    paper,
-    xlabel='variant',
-    ylabel='log-perplexity: variant - relu (nats)',
-    title='Shazeer 2020 Table 1 (T5-base on C4)',
-    title_size=10,
-  )
+  _variant_axes(paper, x, t, 'log-perplexity: variant - relu (nats)', 'Shazeer 2020 Table 1 (T5-base on C4)')
   return base.save_figure(
     fig,
     ctx.outdir,
