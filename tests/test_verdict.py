@@ -317,6 +317,21 @@ def _fake_runs(study, outdir, points, rec, regime, progress, tick, seed_offset):
   ), 0
 
 
+def test_a_verdict_a_failed_check_made_inconclusive_prints_its_p_as_no_decision():
+  """Holm's own demotion prints p and the adjusted p as usual; a decided rule withheld by a failed check (a settled
+  existence ladder before every doubling is spent, a rate tie) says its p decides nothing."""
+  v = rules_lib.threshold([1.5, 1.6, 1.55], level=1.0, direction='below', claim='c')
+  v = dataclasses.replace(v, p_holm=0.002)
+  assert report_lib._p_text(v).endswith('Holm-adjusted 0.002')
+  ladder = verdict.Check('stable on the budget ladder', False, 'x', demote=verdict.INCONCLUSIVE)
+  held = verdict.gate(v, [ladder])
+  assert held.outcome == verdict.INCONCLUSIVE and held.raw_outcome == verdict.NOT_REPRODUCED
+  assert report_lib._p_text(dataclasses.replace(held, p_holm=0.002)) == (
+    f'p = {report_lib.fmt(v.p_value)} of the rule alone; Holm-adjusted 0.002 (not a decision: a failed check made '
+    'it inconclusive)'
+  )
+
+
 def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   monkeypatch.setattr(runner.ablations, 'get', lambda name: _fake_study())
   monkeypatch.setattr(runner, '_run_pass', _fake_runs)

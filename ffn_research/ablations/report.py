@@ -91,7 +91,8 @@ def _p_text(v) -> str:
     return ''
   if v.outcome == verdict_lib.INVALID:  # its p decides nothing: it enters Holm at 1 so the family stays fixed
     return f'p = {fmt(v.p_value)} of the rule alone (not a decision: an invalid verdict enters Holm at p = 1)'
-  if v.outcome == verdict_lib.INCONCLUSIVE and v.raw_outcome in verdict_lib.DECISIVE:  # a check withheld it
+  withheld = any(not c.passed for c in v.checks)  # a failed check (not Holm) made a decided rule inconclusive
+  if v.outcome == verdict_lib.INCONCLUSIVE and v.raw_outcome in verdict_lib.DECISIVE and withheld:
     holm = f'; Holm-adjusted {fmt(v.p_holm)}' if v.p_holm is not None else ''
     return f'p = {fmt(v.p_value)} of the rule alone{holm} (not a decision: a failed check made it inconclusive)'
   holm = f', Holm-adjusted {fmt(v.p_holm)}' if v.p_holm is not None else ''
