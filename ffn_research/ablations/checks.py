@@ -161,23 +161,13 @@ def stability(
   `rate_tie`, never bought with steps."""
   v = rungs[-1]
   raw = v.raw_outcome
-  steps = sorted({state[p].steps for p in v.points if p in state})
-  budgets = [steps[-1] // 2 ** (len(rungs) - 1 - i) if steps else 0 for i in range(len(rungs))]
-  passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, budgets))
-  unfit = [lv for lv, r in zip(levels, rungs, strict=True) if r.premises and not all(c.passed for c in r.premises)]
-  if unfit:  # the rule's outcomes are read, not believed: the premise check says why
-    how += f"; the premise fails at {', '.join(unfit)}: these are the rule's outcomes, not a refutation"
+  passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, _budgets(rungs, state)))
+  how += _unfit_text(levels, rungs)
   name = f'stable on the budget ladder ({kind or "no kind"} claim)'
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   if passed and kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED and left:
-    spent = min(state[p].doublings for p in v.points if p in state)
-    how += (
-      f'; within the magnitude rule, which is not evidence of convergence: "cannot reach" stands only on the '
-      f'largest budget the regime allows ({spent} of {regime.max_doublings} doublings spent): not yet a refutation, '
-      'inconclusive'
-    )
-    return stats.Check(name, False, how, remedy=stats.DOUBLE_STEPS, points=tuple(v.points), demote=stats.INCONCLUSIVE)
+    return _unspent_refutation(name, how, v, state, regime)
   if passed:
     held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
     return stats.Check(name, True, how, demote=demote, applies=held)
@@ -197,6 +187,29 @@ def stability(
     points=tuple(v.points),
     demote=demote,
   )
+
+
+def _budgets(rungs: Sequence[stats.Verdict], state: Mapping[str, PointState]) -> list[int]:
+  """The steps of each rung: T of the verdict's points halved per rung below it."""
+  steps = sorted({state[p].steps for p in rungs[-1].points if p in state})
+  return [steps[-1] // 2 ** (len(rungs) - 1 - i) if steps else 0 for i in range(len(rungs))]
+
+
+def _unfit_text(levels: Sequence[str], rungs: Sequence[stats.Verdict]) -> str:
+  """The rungs whose premise fails: their rule's outcomes are read, not believed."""
+  unfit = [lv for lv, r in zip(levels, rungs, strict=True) if r.premises and not all(c.passed for c in r.premises)]
+  return f"; the premise fails at {', '.join(unfit)}: these are the rule's outcomes, not a refutation" if unfit else ''
+
+
+def _unspent_refutation(name: str, how: str, v: stats.Verdict, state, regime: Regime) -> stats.Check:
+  """A "cannot reach" read inside the magnitude rule before every doubling is spent: the next doubling, inconclusive."""
+  spent = min(state[p].doublings for p in v.points if p in state)
+  how += (
+    f'; within the magnitude rule, which is not evidence of convergence: "cannot reach" stands only on the '
+    f'largest budget the regime allows ({spent} of {regime.max_doublings} doublings spent): not yet a refutation, '
+    'inconclusive'
+  )
+  return stats.Check(name, False, how, remedy=stats.DOUBLE_STEPS, points=tuple(v.points), demote=stats.INCONCLUSIVE)
 
 
 def _put(rungs: Sequence[stats.Verdict], levels: Sequence[str], level: str, v: stats.Verdict) -> list[stats.Verdict]:
