@@ -204,7 +204,9 @@ def test_verdicts_known_answers_and_points():
   assert [x.outcome for x in v] == [stats.REPRODUCED] * 5, [x.detail for x in v]
   assert v[0].statistic == pytest.approx(1.5, abs=0.02) and v[0].boundaries == (lb.COLLAPSE_RISE,)
   control = (lb.point(lb.CONTROL, 'none'), lb.frozen(lb.CONTROL))
-  assert v[0].points == (lb.NONE, lb.FROZEN, *control) and v[1].points == (lb.SWITCH, lb.NONE, lb.FROZEN)
+  assert control == (lb.NONE, lb.FROZEN)  # the fixes read the control condition
+  offset = (lb.point(lb.OFFSET, 'none'), lb.frozen(lb.OFFSET))
+  assert v[0].points == (*offset, *control) and v[1].points == (lb.SWITCH, lb.NONE, lb.FROZEN)
   assert v[4].points == (lb.point(lb.CENTRED, 'none'), lb.frozen(lb.CENTRED), *control)
   assert v[3].points == (lb.BIAS, lb.NONE, lb.FROZEN) and v[2].points == lb.unstable_points('smoke')
   assert v[2].statistic == pytest.approx(-0.75)  # at the test rate 0.1: 6/8 diverged without, 0/8 with
@@ -212,6 +214,10 @@ def test_verdicts_known_answers_and_points():
   # a rise below the collapse level is not a collapse; the fixes still have a rise to reduce
   v = lb.rules(_sel({**COLLAPSE, 'none': 0.3}, conditions={lb.CONTROL: COLLAPSE}), 'smoke')
   assert [x.outcome for x in v] == [stats.NOT_REPRODUCED] + [stats.REPRODUCED] * 3 + [stats.NOT_REPRODUCED]
+  # no rise on the routing task but one on control: the fixes are judged on control, and need its rise
+  flat = {**COLLAPSE, 'none': 0.0}
+  v = lb.rules(_sel(flat, conditions={lb.CONTROL: COLLAPSE}), 'smoke')
+  assert [v[i].outcome for i in (1, 3)] == [stats.REPRODUCED] * 2
   # the fixes make it worse; the z-loss run diverges as often as without it
   worse = {'none': 1.5, 'switch': 1.9, 'bias': 2.0, 'frozen': 0.0}
   v = lb.rules(_sel(worse, unstable_z=(0.75, 1.0)), 'smoke')
@@ -257,7 +263,7 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
 
 def test_collapse_needs_room_above_the_step0_load():
   sel = _sel()
-  none = sel['point'] == lb.NONE
+  none = sel['point'] == lb.point(lb.OFFSET, 'none')
   sel.loc[none, 'load_start'] = 7.5 + 0.01 * np.arange(none.sum()) / none.sum()  # starts within 1 of E = 8
   v = lb.rules(sel, 'smoke')[0]
   assert v.outcome == stats.INVALID and v.raw_outcome == stats.REPRODUCED
@@ -279,11 +285,11 @@ def test_tables_keep_each_ci_inside_its_range():
 
 def test_no_rise_leaves_the_fixes_nothing_to_reduce():
   flat = {'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}
-  v = lb.rules(_sel(flat, conditions={lb.CONTROL: COLLAPSE}), 'smoke')
-  assert [x.outcome for x in v] == [stats.NOT_REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.INVALID] + [
-    stats.NOT_REPRODUCED
+  v = lb.rules(_sel(COLLAPSE, conditions={lb.CONTROL: flat}), 'smoke')  # the routing task collapses, control not
+  assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.INVALID] + [
+    stats.REPRODUCED
   ]
-  assert 'premise: training without balancing raises the load' in v[1].detail
+  assert 'premise: training without balancing raises the load' in v[1].detail and '(control)' in v[1].detail
   assert v[1].raw_outcome == stats.REPRODUCED  # the rule alone would say it reduces it: kept, gated
 
 

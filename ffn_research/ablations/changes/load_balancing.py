@@ -62,7 +62,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-28',
-    commit='',
+    commit='8e8618b',
     change=(
       'issue 46 item 5, after the cold review of the published run (collapse, Switch and bias reproduced on a '
       'one-teacher task a single expert can fit, with the offset added after centred inputs gave +0.014; z-loss '
@@ -74,8 +74,26 @@ CHANGES = (
     ),
     outcome=(
       'before: collapse reproduced (+2.28), Switch reproduced (-5.20), z-loss inconclusive (-0.19), bias reproduced '
-      '(-5.47) -> after: the first full run of the redesign (this report)'
+      "(-5.47) -> after: the redesign's first full run (2026-11-29 02:57, 73f1dd7; not published, its report is "
+      "history.md's section of that date): all five invalid: collapse on offset -0.143 [-0.502, +0.216] (the rule "
+      'alone: not reproduced) at the bottom rate 0.001; Switch -0.546 and bias -1.552 (rule alone: reproduced) on '
+      'the failed premise that no-balancing training raises the load on offset; z-loss 0 of 16 pilot seeds diverged '
+      'at every rate 0.07 ... 0.3 (premise); collapse on centred +0.454, its ladder unsettled'
     ),
     verdicts=(1, 2, 3, 4, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      'after that run: the fixes (verdicts 2, 4) judged on offset, where no-balancing training did not raise the load '
+      '(their premise failed) -> judged on control, the one condition whose collapse premise passed (+2.28 '
+      '[+1.35, +3.21] there; the fix loads on offset and centred stay in the table, judged by no verdict); cap 3,600 '
+      '-> 5,400 reference-seconds: pass 0 spent 3,716 (about 2,250 of them the z-loss arms), so the rate extension '
+      'below 0.001 the regime asked for (offset, centred) and the ladder doubling could not run; the z-loss verdict '
+      'unchanged (its runs reused: its premise fails, so it stays invalid)'
+    ),
+    outcome=('before: the unpublished first run (all five invalid) -> after: this report (the run of this design)'),
+    verdicts=(2, 4),
   ),
 )
