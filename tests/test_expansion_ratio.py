@@ -146,9 +146,10 @@ def test_gates_make_the_verdict_invalid():
   assert v.outcome == stats.INVALID
   assert v.failed_checks[0].remedy == stats.DOUBLE_STEPS and v.failed_checks[0].points == v.points
   # One shape lacks a seed at its chosen rate: the runner's coverage check fails that size only.
-  sel = _sel(FLAT, drop={('n38000: r=4', 0)})
-  cov = [checks.coverage(v, sel, er.REGIMES['full'].seeds) for v in er.rules(sel, 'full')]
-  assert [c.passed for c in cov] == [False, True] and cov[0].detail == 'n38000: r=4: 4/5'
+  n = er.REGIMES['full'].seeds
+  sel = _sel(FLAT, seeds=n, drop={('n38000: r=4', 0)})
+  cov = [checks.coverage(v, sel, n) for v in er.rules(sel, 'full')]
+  assert [c.passed for c in cov] == [False, True] and cov[0].detail == f'n38000: r=4: {n - 1}/{n}'
   # A shape with no eligible rate at all (no rows): invalid, not a crash.
   sel = _sel(FLAT)
   out = er.rules(sel[sel['point'] != 'n76000: r=8'], 'full')
@@ -219,6 +220,6 @@ def test_arms_validate_with_one_program_per_shape(scale):
     runs = _expand(arm, regime.steps, range(regime.seeds))  # validates every config
     assert len(sweep.group_runs(runs)) == len(s['ratios'])  # one compiled program per shape and budget
     assert runs[0].config.train.warmup_steps == max(1, regime.steps // 20)
-  assert regime.metric == er.LOSS and regime.seeds >= (5 if scale == 'full' else 3)
+  assert regime.metric == er.LOSS and regime.seeds >= (4 if scale == 'full' else 3)
   if scale == 'full':
-    assert regime.rates == pytest.approx((6e-4, 2e-3, 6e-3, 2e-2, 6e-2))
+    assert regime.rates == pytest.approx((2e-3, 6e-3, 2e-2))

@@ -130,7 +130,11 @@ CHANGES = (
       'language was chosen by a pilot that measured only the reducible share of one shape (r = 4, rate 0.02, '
       'seed 0, T = 3,200) per candidate language: the published one 0.05 at 3,200 steps in its report; V 64 '
       'with 4,096 contexts 0.07-0.17; V 128 with 8,192 contexts 0.31; V 128 with 16,384 contexts 0.63 at N = '
-      '38,000 (chosen; 0.49 at N = 76,000, measured after the choice); no spread (which needs two shapes) was computed'
+      '38,000 (chosen; 0.49 at N = 76,000, measured after the choice); no spread (which needs two shapes) was '
+      'computed. Before any result: the full regime 5 rates x 5 seeds -> 3 rates (2e-3, 6e-3, 2e-2; the regime '
+      'extends an edge) x 4 seeds, for cost: a first start (2026-11-29 05:48, 3f6a257) measured ~21 ms per run-step'
+      ' beside other work, so its pass 0 (2.3 million run-steps) would have run ~13 hours; it was stopped after 13 '
+      'minutes with one group of 25 runs at T/4 finished and none of their losses read'
     ),
     outcome=(
       'not yet run under this design; before: both invalid (premise: reducible share 4.17% and 3.42%; spreads '
