@@ -429,7 +429,8 @@ def _claims() -> tuple[base.Claim, ...]:
   full = REGIMES['full']
   moe = (
     f'a bare top-1 softmax_topk MoE of {NUM_EXPERTS} ReLU experts of width 64 (d_model 16), capacity factor 1.0, '
-    f'T = {full.steps:,} steps at full scale'
+    f"T = {full.steps:,} steps at full scale to start, doubled by the regime where a ladder asked (each verdict's "
+    'budget ladder gives its T)'
   )
   load = (
     f'{moe}, {full.seeds} seeds, load on 4,096 held-out inputs before capacity drops; each trained point at its own '
@@ -446,7 +447,12 @@ def _claims() -> tuple[base.Claim, ...]:
     f'({CONDITIONS[CONTROL][0]})'
   )
   return (
-    base.Claim(stats.SIGN, f'{load}; inputs: {CONDITIONS[OFFSET][0]}.', room),
+    base.Claim(
+      stats.SIGN,
+      f'{load}; inputs: {CONDITIONS[OFFSET][0]}: a task on which a collapse costs fit (one expert cannot fit the '
+      f'eight cluster teachers), unlike {CONTROL}, the published one-teacher design, where it costs none.',
+      room,
+    ),
     base.Claim(
       stats.SIGN,
       f'{load}; inputs: {CONDITIONS[CONTROL][0]}, where a single expert can fit the teacher, so the collapse the fix '
@@ -477,7 +483,8 @@ def _claims() -> tuple[base.Claim, ...]:
     base.Claim(
       stats.SIGN,
       f'{load}; inputs: {CONDITIONS[CENTRED][0]} (clustered inputs of mean 0 are not symmetric, so a linear router '
-      'can still collapse on them, less easily than with an offset).',
+      'can still collapse on them, less easily than with an offset); as verdict 1, a task on which a collapse costs '
+      'fit.',
       room,
     ),
   )

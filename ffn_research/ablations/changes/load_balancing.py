@@ -93,7 +93,17 @@ CHANGES = (
       'below 0.001 the regime asked for (offset, centred) and the ladder doubling could not run; the z-loss verdict '
       'unchanged (its runs reused: its premise fails, so it stays invalid)'
     ),
-    outcome=('before: the unpublished first run (all five invalid) -> after: this report (the run of this design)'),
-    verdicts=(2, 4),
+    outcome=(
+      "the run of 2026-11-29 06:01 (7a765de; the first run's runs reused, 352 + 64 new): Switch invalid "
+      '(premise, offset) -> reproduced (-5.70 [-6.50, -4.90] on control); bias invalid (premise, offset) -> '
+      "reproduced (-5.42 [-6.27, -4.56] on control); collapse on offset invalid (rate at the grid's bottom) -> not "
+      'reproduced (-0.018 [-0.377, +0.341] at 8,000 steps, after the extension below 0.001); collapse on centred '
+      'invalid (ladder) -> not reproduced (+0.319 [+0.149, +0.489] at 8,000 steps); z-loss invalid -> invalid '
+      "(same runs). The cap raise decided nothing here: this invocation's reference step (0.337 ms, timed beside "
+      'two other processes) prices the whole spend at 3,004 reference-seconds, inside the old 3,600 (the first '
+      "run's own step, 0.218 ms, had priced its part at 3,716)"
+    ),
+    verdicts=(1, 2, 4, 5),
+    to_positive=(2, 4),
   ),
 )
