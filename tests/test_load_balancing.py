@@ -158,8 +158,9 @@ def _sel(
   status = lambda bad: 'diverged' if bad else 'completed'
   for s in range(seeds):
     for c in lb.CONDITIONS:
+      start = 1.4 if c == lb.CONTROL else 2.5  # the routing task's collapse level 3.5 lies above 8 / H_8 = 2.94
       for arm, ch in (conditions or {}).get(c, change).items():
-        final = 1.4 + ch + (0.01 * rng.standard_normal() if arm != 'frozen' else 0.0)
+        final = start + ch + (0.01 * rng.standard_normal() if arm != 'frozen' else 0.0)
         rows.append(
           {
             'point': _label(c, arm),
@@ -169,9 +170,9 @@ def _sel(
             lb.LR: 3e-3,
             'status': 'completed',
             'eval_loss': 0.1,
-            'load_start': 1.4,
+            'load_start': start,
             'load_final': final,
-            'load_change': final - 1.4,
+            'load_change': final - start,
           }
         )
     for lr, f_none, f_z, f_pilot in zip(LRS, unstable_none, unstable_z, pilot or unstable_none, strict=True):
@@ -243,7 +244,7 @@ def test_a_refutation_of_collapse_needs_the_control_to_collapse():
   (c,) = [c for c in v[0].failed_checks if c.role == stats.PREMISE]
   assert 'the one-teacher control collapses' in c.name and 'needed for a not reproduced' in c.detail
   v = lb.rules(_sel(conditions={lb.CONTROL: flat}), 'smoke')  # a reproduction needs no control
-  assert v[0].outcome == stats.REPRODUCED and 'not needed' in v[0].premises[1].detail
+  assert v[0].outcome == stats.REPRODUCED and 'not needed' in v[0].premises[2].detail
 
 
 def test_every_verdict_declares_its_kind_and_computes_a_premise():
@@ -256,9 +257,29 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
   v = lb.rules(_sel(), 'smoke')
   assert [c.name for c in v[0].premises] == [
     'premise: room for a collapse above the step-0 load (offset)',
+    'premise: a collapse is not a specialisation (offset)',
     'premise: the setup can produce a collapse (the one-teacher control collapses)',
   ]
-  assert [len(x.premises) for x in v] == [2, 1, 2, 1, 2] and all(c.passed for x in v for c in x.premises)
+  assert [len(x.premises) for x in v] == [3, 1, 2, 1, 3] and all(c.passed for x in v for c in x.premises)
+
+
+def test_a_collapse_level_below_specialisation_is_invalid():
+  h8 = sum(1 / i for i in range(1, 9))
+  assert lb.specialised_load(lb.OFFSET) == pytest.approx(8 / h8) and lb.specialised_load(lb.CONTROL) == 1.0
+  sel = _sel()
+  centred = sel['point'].isin([lb.point(lb.CENTRED, 'none'), lb.frozen(lb.CENTRED)])
+  sel.loc[centred, 'load_start'] = 1.6  # 1.6 + 1 < 2.94: one expert per cluster would count as a collapse
+  sel.loc[centred, 'load_final'] = sel.loc[centred, 'load_change'] + 1.6
+  v = lb.rules(sel, 'smoke')
+  assert v[4].outcome == stats.INVALID and v[4].raw_outcome == stats.REPRODUCED and v[0].outcome == stats.REPRODUCED
+  assert 'premise: a collapse is not a specialisation (centred)' in v[4].detail
+
+
+def test_zloss_marginal_premise_only_at_a_test_rate():
+  v = lb.rules(_sel(unstable_none=(0.0, 0.0)), 'smoke')[2]  # nothing diverges: no test rate
+  assert v.outcome == stats.INVALID and [c.name for c in v.premises] == [
+    'premise: a rate where the no-z-loss pilot is unstable'
+  ]
 
 
 def test_collapse_needs_room_above_the_step0_load():

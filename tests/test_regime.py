@@ -949,3 +949,11 @@ def test_a_shared_rate_reading_needs_each_points_own_rate_to_agree():
   assert stats.gate(shared, [flip]).outcome == stats.INCONCLUSIVE
   undecided = checks.rate_policy(rule([-0.05, 0.0, 0.05, -0.01]), rule([0.1, 0.15, 0.2, 0.16]))
   assert undecided.passed and not undecided.applies
+
+
+def test_leave_one_seed_out_drops_only_the_seeds_a_verdict_reads():
+  from ffn_research.ablations import judge
+
+  full = pd.DataFrame({'point': ['a', 'a', 'b', 'c', 'c'], regime.SEED: [0, 1, 1, 100, 101]})
+  assert judge._seeds_of(full, ('a', 'b')) == {0, 1}
+  assert judge._seeds_of(full, ('c',)) == {100, 101} and judge._seeds_of(full, ()) == {0, 1, 100, 101}

@@ -127,6 +127,12 @@ class _Reading:
   extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def _seeds_of(full: pd.DataFrame, points) -> set:
+  """The seeds a verdict reads: those of its points' runs (every seed where it names no points)."""
+  rows = full[full['point'].isin(points)] if points else full
+  return set(rows[regime_lib.SEED].unique())
+
+
 def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full) -> _Reading:
   """Each point at its own tuned rate at each budget; a tie is one point read at a rate tied with its chosen one."""
   tuned = [p for p in v.points if points[p][0].tuned]
@@ -149,7 +155,7 @@ def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, poin
     ties=ties,
     others=others,
     checks=[rate_check(p, v, frame, state[p], regime) for p in tuned],
-    drops=[(s, d[i]) for s, d in drops],
+    drops=[(s, d[i]) for s, d in drops if s in _seeds_of(full, v.points)],
     full=full,
   )
 

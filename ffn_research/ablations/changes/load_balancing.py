@@ -99,11 +99,31 @@ CHANGES = (
       "reproduced (-5.42 [-6.27, -4.56] on control); collapse on offset invalid (rate at the grid's bottom) -> not "
       'reproduced (-0.018 [-0.377, +0.341] at 8,000 steps, after the extension below 0.001); collapse on centred '
       'invalid (ladder) -> not reproduced (+0.319 [+0.149, +0.489] at 8,000 steps); z-loss invalid -> invalid '
-      "(same runs). The cap raise decided nothing here: this invocation's reference step (0.337 ms, timed beside "
-      'two other processes) prices the whole spend at 3,004 reference-seconds, inside the old 3,600 (the first '
-      "run's own step, 0.218 ms, had priced its part at 3,716)"
+      '(same runs). The cap raise let the extension below 1e-3 and the doubling to 8,000 steps run, which moved '
+      "verdicts 1 and 5 from invalid to not reproduced: at the first run's reference step (0.218 ms) the whole "
+      "spend, 7,341 run-seconds, is about 4,650 reference-seconds, over the old 3,600 (this invocation's own step, "
+      '0.337 ms timed beside two other processes, prices it at 3,004: a cap priced by a step timed under load is '
+      'loose)'
     ),
     verdicts=(1, 2, 4, 5),
     to_positive=(2, 4),
+  ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      'after the cold review of that run, before publishing: the collapse verdicts (1, 5) gated also on a premise '
+      'that the collapse level (step-0 load + 1) lies above the load of a router sending each Zipf(1) cluster to its '
+      'own expert (8 / H_8 = 2.94; the review: on centred inputs, start 1.63 + 1 = 2.63, so specialisation alone '
+      'would count as collapse, and at fixed rates 3e-3 and 1e-2 the centred rise reaches +1.04 to +1.11 while the '
+      "tuned rate falls with each doubling); the z-loss verdict's marginal-instability premise read only where the "
+      'pilot fixes a test rate (it had passed at the fallback rate with nothing diverging); leave-one-seed-out counts '
+      "the seeds a verdict reads (every report: it had counted all the study's seeds; no outcome can change); scopes "
+      'say which inputs were chosen after results, that the control is read at its own rate, and the z-loss next '
+      'step with its cost'
+    ),
+    outcome='collapse on centred not reproduced (+0.319 [+0.149, +0.489]) -> invalid (the new premise); the others '
+    'unchanged (same runs, judged again)',
+    verdicts=(1, 3, 5),
   ),
 )
