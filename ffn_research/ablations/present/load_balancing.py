@@ -161,7 +161,9 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     tables=[
       base.Table(
         'load points at their chosen rate and T, per input condition: max/mean load on the held-out inputs at step '
-        '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds)',
+        '0 and at the end, its change, held-out MSE (mean and 95% CI over seeds); each point at its own T (a '
+        'doubling moves only the points a verdict reads: the switch and bias rows of offset and centred, judged by '
+        'no verdict, may sit at a shorter T than their none row)',
         load_table(result.full),
       ),
       base.Table(
