@@ -901,7 +901,9 @@ def test_a_cap_stopped_loop_names_the_next_cost_on_every_verdict_compute_could_f
   noise = stats.gate(v, [stats.Check('tie', False, 'd', demote=stats.INCONCLUSIVE)])
   bad = stats.gate(v, [stats.Check('premise', False, 'd', role=stats.PREMISE)])
   assert unsettled.outcome == noise.outcome == stats.INCONCLUSIVE and bad.outcome == stats.INVALID
-  end = runner._LoopEnd(pd.DataFrame(), pd.DataFrame(), {}, [unsettled, noise, bad], {}, 'cap', {'x': 1}, 250.0, 900.0)
+  end = runner._LoopEnd(
+    pd.DataFrame(), pd.DataFrame(), {}, [unsettled, noise, bad], {}, 'cap', {'x': 1}, 250.0, 900.0, 900.0
+  )
   cap = cap_lib.Cap(ref_s=1000.0, speed=1.0, step_s=regime.REFERENCE_STEP_S)
   out = runner._final_verdicts(end, cap)
   named = ['the next extension would have cost ~250 run-seconds' in x.detail for x in out]
@@ -957,3 +959,25 @@ def test_leave_one_seed_out_drops_only_the_seeds_a_verdict_reads():
   full = pd.DataFrame({'point': ['a', 'a', 'b', 'c', 'c'], regime.SEED: [0, 1, 1, 100, 101]})
   assert judge._seeds_of(full, ('a', 'b')) == {0, 1}
   assert judge._seeds_of(full, ('c',)) == {100, 101} and judge._seeds_of(full, ()) == {0, 1, 100, 101}
+
+
+def test_spent_time_is_priced_at_the_step_of_the_invocation_that_ran_it():
+  ref = regime.REFERENCE_STEP_S
+  assert cap_lib.priced_ref_s(None, 100.0, 2 * ref) == pytest.approx(50.0)  # no ledger: all at this step
+  # 0-60 s ran at twice the reference step (legacy runs take the first entry's), 60-100 s at the reference step
+  ledger = [[30.0, 2 * ref], [60.0, ref]]
+  assert cap_lib.priced_ref_s(ledger, 100.0, 4 * ref) == pytest.approx(60 / 2 + 40)
+  assert cap_lib.priced_ref_s(ledger, 50.0, ref) == pytest.approx(25.0)  # a record beyond what is on disk adds 0
+
+
+def test_the_ledger_records_each_training_invocation_not_a_judging_one(tmp_path):
+  first = runner.run_study(_study(cap_s=1e9, level=12), str(tmp_path), 'smoke', progress=False)
+  path = tmp_path / 'tiny' / runner.RECORD
+  rec = json.loads(path.read_text())
+  assert rec[runner.LEDGER_KEY] == [[0.0, regime.REFERENCE_STEP_S]]
+  reg = first['regime']
+  assert reg['spent_ref_s'] == pytest.approx(reg['spent_s'])  # speed 1 throughout
+  path.write_text(json.dumps({**rec, runner.LEDGER_KEY: [[0.0, 2 * regime.REFERENCE_STEP_S]]}))  # ran at half speed
+  again = runner.run_study(_study(cap_s=1e9, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
+  assert again['regime']['spent_ref_s'] == pytest.approx(reg['spent_s'] / 2)
+  assert json.loads(path.read_text())[runner.LEDGER_KEY] == [[0.0, 2 * regime.REFERENCE_STEP_S]]

@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import math
 import time
 
 import jax
@@ -65,3 +66,15 @@ def machine_cap(regime, recorded_step_s: float | None = None) -> Cap:
     return Cap(float(regime.cap), recorded_step_s / regime_lib.REFERENCE_STEP_S, recorded_step_s, source)
   step = reference_step_s()
   return Cap(float(regime.cap), step / regime_lib.REFERENCE_STEP_S, step)
+
+
+def priced_ref_s(ledger, run_s: float, step_s: float) -> float:
+  """Reference-seconds of the `run_s` run-seconds on disk, each stretch priced at the reference step of the
+  invocation that ran it. `ledger`: [run-seconds on disk when an invocation that trains began, the step it timed],
+  in order; what was on disk before the first entry takes the first entry's step; no ledger: all at `step_s`."""
+  marks = [(float(a), float(b)) for a, b in (ledger or [])] or [(0.0, step_s)]
+  bounds = [0.0] + [a for a, _ in marks[1:]] + [math.inf]
+  return sum(
+    max(0.0, min(run_s, hi) - lo) * regime_lib.REFERENCE_STEP_S / step
+    for lo, hi, (_, step) in zip(bounds[:-1], bounds[1:], marks, strict=True)
+  )

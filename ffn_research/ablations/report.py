@@ -232,8 +232,9 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
     f'cap {r["cap_ref_s"]:.0f} reference-seconds = {r["cap_s"]:.0f} run-seconds on this machine (reference step '
     f'{r["reference_step_s"] * 1e3:.3f} ms{_step_source(r)}, {r["speed"]:.2f} x the reference machine). Spent '
     f'{r["spent_s"]:.0f} '
-    f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds)'
-    + (' — over the cap: the last pass cost more than its estimate' if r['spent_s'] > r['cap_s'] else '')
+    f'run-seconds ({r["spent_ref_s"]:.0f} reference-seconds, each stretch at the step of the invocation that ran '
+    'it where the record has one)'
+    + (' — over the cap: the last pass cost more than its estimate' if r['spent_ref_s'] > r['cap_ref_s'] else '')
     if 'cap_ref_s' in r
     else f'cap {r["cap_s"]:.0f} run-seconds. Spent {r["spent_s"]:.0f} run-seconds'
   )

@@ -59,6 +59,7 @@ def outdir_name(name: str, seed_offset: int = 0) -> str:
 RECORD = 'regime.json'
 STEP_KEY = 'reference_step_s'  # in RECORD: the reference step the last invocation that ran the loop timed (a judging
 # invocation converts the cap with it, not with its own)
+LEDGER_KEY = 'ledger'  # in RECORD: per invocation that trains, [run-seconds on disk when it began, its reference step]
 
 
 def _check_scale(study: base.Study, scale: str) -> None:
@@ -260,11 +261,10 @@ def _stop_reason(
   return '', None
 
 
-def _regime_record(
-  regime, cap: cap_lib.Cap, spent: float, stopped: str, iterations, nxt, state, tuning
-) -> dict[str, Any]:
+def _regime_record(regime, cap: cap_lib.Cap, end: '_LoopEnd', iterations) -> dict[str, Any]:
   """report.json's "regime": the policy, the cost, the loop's iterations and where each point ended."""
-  rates = {(t['point'], t['level']): t['rate'] for _, t in tuning.iterrows()}
+  stopped, nxt, state = end.stopped, end.nxt, end.state
+  rates = {(t['point'], t['level']): t['rate'] for _, t in end.tuning.iterrows()}
   return {
     'policy': dataclasses.asdict(regime),
     'cap_ref_s': cap.ref_s,
@@ -272,8 +272,8 @@ def _regime_record(
     'reference_step_s': cap.step_s,
     'reference_step_from': cap.source,
     'speed': cap.speed,
-    'spent_ref_s': spent / cap.speed,
-    'spent_s': spent,
+    'spent_ref_s': end.spent / cap.speed,
+    'spent_s': end.raw,
     'stopped': stopped,
     'iterations': iterations,
     'next': nxt,
@@ -305,7 +305,8 @@ class _LoopEnd:
   stopped: str
   nxt: dict[str, Any] | None  # the next extension's record when the cap stopped the loop
   cost: float
-  spent: float
+  spent: float  # run-seconds at this invocation's step, each stretch priced at the step of the one that ran it
+  raw: float  # run-seconds as the runs recorded them
 
 
 def _regime_loop(
@@ -336,7 +337,8 @@ def _regime_loop(
       chosen.update(
         dict.fromkeys(v.points, v.extra['common_rates'][regime_lib.FULL]) if 'common_rates' in v.extra else {}
       )
-    spent = _spent(outdir)
+    raw = _spent(outdir)
+    spent = cap_lib.priced_ref_s(rec.get(LEDGER_KEY), raw, cap.step_s) * cap.speed  # at this invocation's step
     done = _finished(outdir, points, regime.seeds, seed_offset)
     seeds = _seeds_of(points, regime)
     ext = regime_lib.next_extension(
@@ -348,7 +350,7 @@ def _regime_loop(
       'runs_planned': int(len(frame)),
       'runs_run': int(ran),
       'wall_s': time.time() - it_start,
-      'spent_s': spent,
+      'spent_s': raw,
       'failed': sorted({f'{c.name}' for c in failed}),
       'actions': [],
       'next_cost_s': ext.cost,
@@ -362,7 +364,7 @@ def _regime_loop(
     else:  # a resumed pass with nothing to run is not a new iteration: the last one, judged again, fails what fails now
       rec['iterations'][-1]['failed'] = entry['failed']
     if stopped:
-      return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent)
+      return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent, raw)
     why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''
     cost = f' (~{ext.cost:.0f} run-seconds; spent {spent:.0f})'
     base.log(f'{study.name}: extending{why}: ' + '; '.join(ext.actions) + cost)
@@ -436,6 +438,7 @@ def run_study(
     cap = dataclasses.replace(cap, source='timed when judged (the runs recorded none)')
   if not judge_only:
     rec[STEP_KEY] = cap.step_s
+    rec.setdefault(LEDGER_KEY, []).append([_spent(outdir), cap.step_s])
   env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
   base.log(
     f'{study.name}: reference step {cap.step_s * 1e3:.3f} ms, {cap.source} ({cap.speed:.2f} x the reference '
@@ -460,7 +463,7 @@ def run_study(
   result = base.Result(frame, end.tuning, lad[regime_lib.FULL], lad[regime_lib.HALF], verdicts, scale, lad)
   shown = present(result, base.Context(outdir=outdir, scale=scale))
   regime_rec = {
-    **_regime_record(regime, cap, end.spent, end.stopped, rec['iterations'], end.nxt, end.state, end.tuning),
+    **_regime_record(regime, cap, end, rec['iterations']),
     'seed_offset': seed_offset,
   }
   sweeps = _sweeps(points, frame, regime.seeds)
