@@ -84,7 +84,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='7a765de',
     change=(
       'after that run: the fixes (verdicts 2, 4) judged on offset, where no-balancing training did not raise the load '
       '(their premise failed) -> judged on control, the one condition whose collapse premise passed (+2.28 '
@@ -110,7 +110,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='df8faed',
     change=(
       'after the cold review of that run, before publishing: the collapse verdicts (1, 5) gated also on a premise '
       'that the collapse level (step-0 load + 1) lies above the load of a router sending each Zipf(1) cluster to its '
