@@ -134,7 +134,11 @@ CHANGES = (
       'computed. Before any result: the full regime 5 rates x 5 seeds -> 3 rates (2e-3, 6e-3, 2e-2; the regime '
       'extends an edge) x 4 seeds, for cost: a first start (2026-11-29 05:48, 3f6a257) measured ~21 ms per run-step'
       ' beside other work, so its pass 0 (2.3 million run-steps) would have run ~13 hours; it was stopped after 13 '
-      'minutes with one group of 25 runs at T/4 finished and none of their losses read'
+      'minutes with one group of 25 runs at T/4 finished and none of their losses read.'
+      ' Then one size, 38,000, where there were two (38,000 and 76,000): the restarted pass (3 rates x 4 seeds, '
+      '2026-11-29 06:28, fc5136f) measured ~15 minutes per group of 12 runs beside the work of two helpers, so its pass'
+      ' 0 alone was several times the cap; stopped at 07:51 with 60 runs of N = 38,000 finished (reused), none of'
+      ' their losses read; verdict 2 (N = 76,000) dropped'
     ),
     outcome=(
       'not yet run under this design; before: both invalid (premise: reducible share 4.17% and 3.42%; spreads '
