@@ -136,6 +136,7 @@ def _seeds_of(full: pd.DataFrame, points) -> set:
 def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, points, full) -> _Reading:
   """Each point at its own tuned rate at each budget; a tie is one point read at a rate tied with its chosen one."""
   tuned = [p for p in v.points if points[p][0].tuned]
+  read = _seeds_of(full, v.points)
   ties = [
     (f'{p} at {lv}', r, moved(lv, p, r)[i], rungs[lv][i])
     for k, lv in enumerate(regime_lib.LEVELS)
@@ -155,7 +156,7 @@ def _tuned_reading(i, v, frame, tuning, rungs, moved, drops, state, regime, poin
     ties=ties,
     others=others,
     checks=[rate_check(p, v, frame, state[p], regime) for p in tuned],
-    drops=[(s, d[i]) for s, d in drops if s in _seeds_of(full, v.points)],
+    drops=[(s, d[i]) for s, d in drops if s in read],
     full=full,
   )
 
@@ -204,9 +205,7 @@ def _common_reading(study, i, v, frame, sels, state, regime, scale) -> _Reading:
     ]
   drops = []
   if ladder[-1].outcome in verdict_lib.ANSWERED:
-    drops = [
-      (s, _rules(study, full[full[regime_lib.SEED] != s], scale)[i]) for s in sorted(full[regime_lib.SEED].unique())
-    ]
+    drops = [(s, _rules(study, full[full[regime_lib.SEED] != s], scale)[i]) for s in sorted(_seeds_of(full, pts))]
   grid = checks_lib.inside_grid(regime_lib.COMMON_POINT, pf, ps, regime)
   grid = dataclasses.replace(grid, name='the shared learning rate inside the grid', points=pts if grid.remedy else ())
   policy = checks_lib.rate_policy(ladder[-1], _rules(study, sels[regime_lib.FULL], scale)[i])

@@ -455,6 +455,38 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 # --------------------------------------------------------------------------- presentation
 
 
+_RISE = (
+  f"training without balancing raises the load beyond the frozen router's on {CONTROL} (rule 1's paired CI above "
+  '0): a rise to reduce'
+)
+_ROOM = (
+  f"room for a collapse: the no-balancing router's step-0 max/mean load lies more than {COLLAPSE_RISE:g} below "
+  f'E = {NUM_EXPERTS}; the collapse level (step-0 load + {COLLAPSE_RISE:g}) lies above the load of one expert per '
+  'cluster, so a collapse is not the specialisation the task rewards (CI above 0); and, for a refutation, the '
+  f'setup can produce a collapse: rule 1 reproduced on {CONTROL} '
+  f'({CONDITIONS[CONTROL][0]})'
+)
+
+
+def _zloss_claim(moe: str) -> base.Claim:
+  """Verdict 3's claim: the z-loss test's scope (on `moe`, the MoE's words) and premise."""
+  return base.Claim(
+    stats.SIGN,
+    f'{moe}, one ReLU teacher of width 32 on N(0, I), the router in bfloat16 (logits, softmax and top-k rounded), '
+    f'Switch loss on, gradient clipping off; z-loss {Z_COEF:g} against none at fixed Adam rates '
+    f'{min(UNSTABLE_LRS["full"]):g} ... {max(UNSTABLE_LRS["full"]):g} (not tuned: the rate induces the '
+    f'instability); unstable = diverged (non-finite loss or the blow-up rule) only; the test rate is fixed on '
+    f'{PILOT_SEEDS["full"]} pilot seeds no verdict reads, and the verdict reads {Z_SEEDS["full"]} other seeds '
+    "there. A toy MoE, not ST-MoE's 269B-parameter sparse transformers: whether such a router diverges at all, "
+    'and where, is what the premise checks. Next step, not run: the pilot extended upward (0.5, 1, 3, the rates '
+    'of the design before 2026-11-26) on its 16 seeds only (48 runs, about 45 run-seconds a rate here), the '
+    '64-seed arms then run only at the rate it fixes (the design ran them at every rate before the pilot was '
+    'read: about 2,250 of its reference-seconds); if nothing diverges, the claim is beyond this toy.',
+    f'a marginal instability without the z-loss: some rate diverges >= {PREMISE_FRACTION:g} of the pilot seeds, '
+    "and at the smallest such rate the verdict's no-z-loss seeds diverge in a fraction more than 0.05 below 1",
+  )
+
+
 def _claims() -> tuple[base.Claim, ...]:
   """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
   full = REGIMES['full']
@@ -468,17 +500,6 @@ def _claims() -> tuple[base.Claim, ...]:
     'rate tuned on held-out MSE, the frozen-router control at an untuned 3e-3 (its load change is 0 at every rate), '
     'paired by seed'
   )
-  rise = (
-    f"training without balancing raises the load beyond the frozen router's on {CONTROL} (rule 1's paired CI above "
-    '0): a rise to reduce'
-  )
-  room = (
-    f"room for a collapse: the no-balancing router's step-0 max/mean load lies more than {COLLAPSE_RISE:g} below "
-    f'E = {NUM_EXPERTS}; the collapse level (step-0 load + {COLLAPSE_RISE:g}) lies above the load of one expert per '
-    'cluster, so a collapse is not the specialisation the task rewards (CI above 0); and, for a refutation, the '
-    f'setup can produce a collapse: rule 1 reproduced on {CONTROL} '
-    f'({CONDITIONS[CONTROL][0]})'
-  )
   return (
     base.Claim(
       stats.SIGN,
@@ -487,7 +508,7 @@ def _claims() -> tuple[base.Claim, ...]:
       'condition is read at its own tuned rate: the positive control shows the measurement registers a collapse at '
       "the control's rate, not that the routing task can collapse at its own (lower) rates. A refutation on this toy "
       'task, not of the papers: there, collapse happens where it costs no fit.',
-      room,
+      _ROOM,
     ),
     base.Claim(
       stats.SIGN,
@@ -497,30 +518,16 @@ def _claims() -> tuple[base.Claim, ...]:
       'on control seen: the published design the cold review questioned (change row of 2026-11-29); a replication on '
       'fresh seeds with the inputs fixed first is the remedy, not run. The Switch loss at the published alpha '
       f'{SWITCH_ALPHA:g} (not tuned) against no balancing.',
-      rise,
+      _RISE,
     ),
-    base.Claim(
-      stats.SIGN,
-      f'{moe}, one ReLU teacher of width 32 on N(0, I), the router in bfloat16 (logits, softmax and top-k rounded), '
-      f'Switch loss on, gradient clipping off; z-loss {Z_COEF:g} against none at fixed Adam rates '
-      f'{min(UNSTABLE_LRS["full"]):g} ... {max(UNSTABLE_LRS["full"]):g} (not tuned: the rate induces the '
-      f'instability); unstable = diverged (non-finite loss or the blow-up rule) only; the test rate is fixed on '
-      f'{PILOT_SEEDS["full"]} pilot seeds no verdict reads, and the verdict reads {Z_SEEDS["full"]} other seeds '
-      "there. A toy MoE, not ST-MoE's 269B-parameter sparse transformers: whether such a router diverges at all, "
-      'and where, is what the premise checks. Next step, not run: the pilot extended upward (0.5, 1, 3, the rates '
-      'of the design before 2026-11-26) on its 16 seeds only (48 runs, about 45 run-seconds a rate here), the '
-      '64-seed arms then run only at the rate it fixes (the design ran them at every rate before the pilot was '
-      'read: about 2,250 of its reference-seconds); if nothing diverges, the claim is beyond this toy.',
-      f'a marginal instability without the z-loss: some rate diverges >= {PREMISE_FRACTION:g} of the pilot seeds, '
-      "and at the smallest such rate the verdict's no-z-loss seeds diverge in a fraction more than 0.05 below 1",
-    ),
+    _zloss_claim(moe),
     base.Claim(
       stats.SIGN,
       f'{load}; inputs: {CONDITIONS[CONTROL][0]}, where a single expert can fit the teacher, chosen after results '
       '(as verdict 2); the '
       f'DeepSeek-V3 bias at the published gamma {BIAS_RATE:g} (not '
       'tuned), no auxiliary loss, against no balancing.',
-      rise,
+      _RISE,
     ),
     base.Claim(
       stats.SIGN,
@@ -529,7 +536,7 @@ def _claims() -> tuple[base.Claim, ...]:
       'fit. The load statistic cannot tell a collapse from the specialisation the task rewards when the collapse '
       'level (step-0 load + 1) lies below the load of one expert per Zipf cluster (8 / H_8 = 2.94): the second '
       'premise; and the chosen rate falls with each doubling here, so the ladder compares rates as much as budgets.',
-      room,
+      _ROOM,
     ),
   )
 

@@ -309,6 +309,13 @@ class _LoopEnd:
   raw: float  # run-seconds as the runs recorded them
 
 
+def _priced_spent(outdir: str, rec, cap: cap_lib.Cap) -> tuple[float, float]:
+  """(run-seconds at this invocation's step, each stretch priced at the step of the invocation that ran it; the
+  run-seconds as the runs recorded them)."""
+  raw = _spent(outdir)
+  return cap_lib.priced_ref_s(rec.get(LEDGER_KEY), raw, cap.step_s) * cap.speed, raw
+
+
 def _regime_loop(
   study: base.Study,
   outdir: str,
@@ -337,8 +344,7 @@ def _regime_loop(
       chosen.update(
         dict.fromkeys(v.points, v.extra['common_rates'][regime_lib.FULL]) if 'common_rates' in v.extra else {}
       )
-    raw = _spent(outdir)
-    spent = cap_lib.priced_ref_s(rec.get(LEDGER_KEY), raw, cap.step_s) * cap.speed  # at this invocation's step
+    spent, raw = _priced_spent(outdir, rec, cap)
     done = _finished(outdir, points, regime.seeds, seed_offset)
     seeds = _seeds_of(points, regime)
     ext = regime_lib.next_extension(
@@ -412,6 +418,22 @@ def _presentation(study: base.Study):
   return study.present
 
 
+def _invocation_cap(name: str, regime, rec, outdir: str, judge_only: bool) -> cap_lib.Cap:
+  """This invocation's cap: judging, at the step the runs recorded; training, at a step timed now, recorded in
+  `rec` with the run-seconds already on disk (the ledger that prices each invocation's runs at its own step)."""
+  cap = cap_lib.machine_cap(regime, rec.get(STEP_KEY) if judge_only else None)
+  if judge_only and not rec.get(STEP_KEY):
+    cap = dataclasses.replace(cap, source='timed when judged (the runs recorded none)')
+  if not judge_only:
+    rec[STEP_KEY] = cap.step_s
+    rec.setdefault(LEDGER_KEY, []).append([_spent(outdir), cap.step_s])
+  base.log(
+    f'{name}: reference step {cap.step_s * 1e3:.3f} ms, {cap.source} ({cap.speed:.2f} x the reference machine): '
+    'cap ' + cap.text()
+  )
+  return cap
+
+
 def run_study(
   study: base.Study,
   workdir: str,
@@ -433,17 +455,8 @@ def run_study(
   env, start = report_lib.environment(), time.time()
   points = _points(study.arms(scale))
   rec = _load_record(outdir, study, scale, points)
-  cap = cap_lib.machine_cap(regime, rec.get(STEP_KEY) if judge_only else None)
-  if judge_only and not rec.get(STEP_KEY):
-    cap = dataclasses.replace(cap, source='timed when judged (the runs recorded none)')
-  if not judge_only:
-    rec[STEP_KEY] = cap.step_s
-    rec.setdefault(LEDGER_KEY, []).append([_spent(outdir), cap.step_s])
+  cap = _invocation_cap(study.name, regime, rec, outdir, judge_only)
   env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
-  base.log(
-    f'{study.name}: reference step {cap.step_s * 1e3:.3f} ms, {cap.source} ({cap.speed:.2f} x the reference '
-    'machine): cap ' + cap.text()
-  )
   clock = [start]
 
   def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
