@@ -162,13 +162,14 @@ def test_chain_structure():
     assert len(set(nxt[np.arange(v**k) % v == b].ravel())) <= m
 
 
-def test_sampled_text_follows_chain_and_its_entropy_is_the_floor(small):
+@pytest.mark.parametrize('start_draw', language.START_DRAWS)
+def test_sampled_text_follows_chain_and_its_entropy_is_the_floor(small, start_draw):
   """Brute force: the mean true -log2 p of long sampled text equals the exact floor within 4 SE."""
   _, data, _, _ = small
   v, n, length = 6, 256, 400
-  tokens, nll = jax.jit(lambda d, r: language.sample_text(d['chain'], d['pi'], r, n, length, v, 2))(
-    data, jax.random.PRNGKey(11)
-  )
+  tokens, nll = jax.jit(
+    lambda d, r: language.sample_text(d['chain'], d['pi'], r, n, length, v, 2, start_draw=start_draw)
+  )(data, jax.random.PRNGKey(11))
   tokens, nll = np.asarray(tokens), np.asarray(nll, np.float64) / math.log(2)
   nxt, prob = np.asarray(data['chain']['next_CxS']), np.asarray(data['chain']['prob_CxS'])
   assert tokens.shape == (n, length) and nll.shape == (n, length - 2)
@@ -222,6 +223,26 @@ def test_sample_text_draws_what_jax_random_categorical_draws(v, k, m, s):
     jax.tree.map(np.testing.assert_array_equal, new, ref)
     one = jax.jit(lambda r, sup=sup: language.sample_text(chain, pi, r, n, length, v, k, sup))(keys[1])
     jax.tree.map(np.testing.assert_array_equal, one, jax.tree.map(lambda x: x[1], ref))
+
+
+def test_inverse_cdf_is_numpy_searchsorted_and_never_draws_pi_zero():
+  """The draws equal NumPy's first index whose running sum exceeds u * total (u: the same uniforms), land only on
+  contexts with pi > 0, follow pi within 4 SE, and the start of sample_text('inverse_cdf') is these draws."""
+  pi_C = jnp.array([0.0, 0.3, 0.0, 0.0, 0.6, 0.1, 0.0, 0.0], jnp.float32)
+  n, key = 4096, jax.random.PRNGKey(5)
+  got = np.asarray(jax.jit(lambda k: language.inverse_cdf(k, pi_C, n))(key))
+  u = np.asarray(jax.random.uniform(key, (n,)), np.float32)
+  cdf = np.cumsum(np.asarray(pi_C, np.float32), dtype=np.float32)
+  np.testing.assert_array_equal(got, np.searchsorted(cdf, u * cdf[-1], side='right'))
+  freq = np.bincount(got, minlength=8) / n
+  assert set(np.flatnonzero(freq)) == {1, 4, 5}
+  np.testing.assert_allclose(freq, pi_C, atol=4 * math.sqrt(0.25 / n))
+  v, k = 6, 2
+  chain = language.make_chain(jax.random.PRNGKey(1), v, k, 2, 3, 0.5)
+  pi, _ = language.stationary(chain, v, k)
+  tokens, _ = language.sample_text(chain, pi, key, 16, 10, v, k, start_draw='inverse_cdf')
+  start = np.asarray(language.inverse_cdf(jax.random.split(key)[0], pi, 16))
+  np.testing.assert_array_equal(np.asarray(tokens[:, 0]) * v + np.asarray(tokens[:, 1]), start)
 
 
 def test_gumbel_at_is_jax_random_gumbel_bit_for_bit():
@@ -285,6 +306,7 @@ def test_evaluate_on_the_true_chain_and_on_uniform(small):
     (dict(vocab_size=64, markov_order=4), 'task.markov_order'),
     (dict(seq_len=1), 'task.seq_len'),
     (dict(concentration=0.0), 'task.concentration'),
+    (dict(start_draw='uniform'), 'task.start_draw'),
   ],
 )
 def test_invalid_configs_name_the_key(overrides, key):

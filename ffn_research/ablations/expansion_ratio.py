@@ -97,7 +97,9 @@ SETTINGS: dict[str, Settings] = {
     ratios=(1, 4),
     batch=16,
     min_d_model=8,
-    language=dict(vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8, num_eval=64),
+    language=dict(
+      vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8, num_eval=64, start_draw='inverse_cdf'
+    ),
   ),
   # One size (two, 38,000 and 76,000, until 2026-11-29: cut for the cap before any result was read)
   'quick': dict(sizes=(38_000,), ratios=(1, 2, 8), batch=32, min_d_model=32, language=LANGUAGE),

@@ -106,7 +106,9 @@ WHERE = 'language modelling (synthetic Markov language)'
 
 ACTIVATIONS = {'smoke': ('relu', 'geglu'), 'quick': tuple(PAPER_65K), 'full': tuple(PAPER_65K)}
 # Smoke's tiny language (seconds per run); quick and full read the capacity-limited one.
-SMOKE_LANGUAGE = dict(vocab_size=8, markov_order=2, num_candidates=4, branching=2, concentration=0.5)
+SMOKE_LANGUAGE = dict(
+  vocab_size=8, markov_order=2, num_candidates=4, branching=2, concentration=0.5, start_draw='inverse_cdf'
+)
 # One budget T fixed before the run at every scale (max_doublings=0): the ladder T/4, T/2, T is computed, and a
 # ladder that does not settle is a failed check, never a reason to train longer. Cap in reference-seconds: the full
 # first pass alone is estimated at ~12,500 (960 runs: ~4,400 training, the steps of V 128 twice V 64's; ~7,800 in

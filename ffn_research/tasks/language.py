@@ -44,6 +44,7 @@ from ffn_research.tasks import sequence
 
 MAX_CONTEXTS = 1 << 18  # V^k: the chain is a (V^k, s) table; its stationary vector is a sparse solve
 STATIONARY_TOL = 1e-5  # ||pi P - pi||_1 of the exact pi in float32 stays below this (tests)
+START_DRAWS = ('gumbel', 'inverse_cdf')  # task.start_draw: how a sequence's start context is drawn (sample_text)
 LOG2 = math.log(2.0)
 
 
@@ -217,6 +218,18 @@ def gumbel_at(key: jax.Array, shape: tuple[int, ...], flat_index: jax.Array) -> 
   return -jnp.log(-jnp.log(u))
 
 
+def inverse_cdf(key: jax.Array, pi_C: jax.Array, n: int) -> jax.Array:
+  """n draws from pi_C: the first context whose running sum of pi exceeds u * sum(pi), u ~ U[0, 1) from `key`.
+
+  O(log C) per draw after one cumulative sum, where Gumbel-max costs O(C). Never a context with pi = 0 (its
+  running sum equals the one before it), and always one of the C: u <= 1 - 2^-23 keeps u * sum(pi) at least one
+  float32 step below the sum. Tests hold it against NumPy.
+  """
+  cdf_C = jnp.cumsum(pi_C)
+  u_N = jax.random.uniform(key, (n,), cdf_C.dtype) * cdf_C[-1]
+  return jnp.searchsorted(cdf_C, u_N, side='right')
+
+
 def reachable_contexts(vocab_size: int, order: int, num_candidates: int) -> int:
   """An upper bound on the contexts a chain of make_chain can visit, so on those with pi > 0 (a
   context with pi > 0 has a transition into it: its last token is a candidate of the one before)."""
@@ -232,6 +245,7 @@ def sample_text(
   vocab_size: int,
   order: int,
   support: int | None = None,
+  start_draw: str = 'gumbel',
 ) -> tuple[jax.Array, jax.Array]:
   """n stationary sequences of `length` tokens and the true -log p (nats) of tokens k.. (n, length - k).
 
@@ -240,10 +254,13 @@ def sample_text(
   vectorized call, so the sequential scan only gathers, adds and takes maxima. `support`: at
   least the number of contexts with pi > 0 (`reachable_contexts`); the start's noise is then drawn
   only at those (contexts with pi = 0 have logit -inf and are never drawn); None: at every context.
+  start_draw 'inverse_cdf': the start context by `inverse_cdf` from k_start instead (the tokens after it as above).
   """
   k_start, k_steps = jax.random.split(rng)
   c = pi_C.shape[0]
-  if support is None or support >= c:
+  if start_draw == 'inverse_cdf':
+    context_N = inverse_cdf(k_start, pi_C, n)
+  elif support is None or support >= c:
     context_N = categorical(k_start, jnp.broadcast_to(jnp.log(pi_C), (n, c)))
   else:  # the contexts with pi > 0 in increasing order, then padding at logit -inf
     support_M = jnp.nonzero(pi_C > 0, size=support, fill_value=0)[0]
@@ -299,6 +316,7 @@ class LanguageTask(sequence._SequenceTask):
       '(at least one position with a full context)',
     )
     config_lib.positive_float('task.concentration', t.concentration)
+    config_lib.one_of('task.start_draw', t.start_draw, START_DRAWS)
 
   def __init__(self, config):
     super().__init__(config)
@@ -309,7 +327,10 @@ class LanguageTask(sequence._SequenceTask):
   def sample(self, data, rng, n: int) -> sequence.Batch:
     """n sequences as a batch, plus 'nll': the true chain's -log p (nats) at each position (0 where unscored)."""
     support = reachable_contexts(self.vocab_size, self.order, self.config.task.num_candidates)
-    tokens, nll = sample_text(data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order, support)
+    t = self.config.task
+    tokens, nll = sample_text(
+      data['chain'], data['pi'], rng, n, self.seq_len + 1, self.vocab_size, self.order, support, t.start_draw
+    )
     scored = self.seq_len - self.order + 1
     return {
       'inputs': tokens[:, :-1],
