@@ -120,7 +120,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='f158f66',
+    commit='f158f66, 5805934, 6d8d9f4',
     change=(
       "issue 47's redesign, after the published report (both invalid on the premise: the entropy floor 96-97% of "
       'the loss): the language V 64, 16 candidates, 4 next tokens, Dirichlet 0.5 (1,024 contexts, learned almost '
@@ -138,7 +138,10 @@ CHANGES = (
       ' Then one size, 38,000, where there were two (38,000 and 76,000): the restarted pass (3 rates x 4 seeds, '
       '2026-11-29 06:28, fc5136f) measured ~15 minutes per group of 12 runs beside the work of two helpers, so its pass'
       ' 0 alone was several times the cap; stopped at 07:51 with 60 runs of N = 38,000 finished (reused), none of'
-      ' their losses read; verdict 2 (N = 76,000) dropped'
+      " their losses read; verdict 2 (N = 76,000) dropped. Then (6d8d9f4) each sequence's start context drawn by "
+      'inverse CDF (task.start_draw: the same distribution, other draws) for cost, 203 -> 91 ms per step of a '
+      "12-run group: the pass restarted at 07:54 (5805934) under the Gumbel draw was stopped by the session's end "
+      'with 97 runs finished; they were moved aside, none of their losses read'
     ),
     outcome=(
       'not yet run under this design; before: both invalid (premise: reducible share 4.17% and 3.42%; spreads '
