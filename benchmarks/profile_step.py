@@ -71,7 +71,7 @@ def ffn_stack_config(batch_size: int = 512):
   config = tiny_transformer_config('memorization', 'ffn_stack')
   m, t, tr = config.model, config.task, config.train
   m.d_model, m.d_ff = 32, 64
-  t.num_facts, t.num_relations, t.vocab_size = 16384, 16, 256
+  t.num_facts, t.num_relations, t.num_objects = 16384, 16, 256
   tr.batch_size, tr.steps, tr.log_every = batch_size, 1000, 100
   return config
 

@@ -13,7 +13,7 @@ from ffn_research.config import tiny_transformer_config
 def get_config(arg: str = 'default'):
   config = tiny_transformer_config('associative_recall', arg)
   t, tr = config.task, config.train
-  t.vocab_size = 32  # 32 keys and 32 values; chance accuracy 1/32
+  t.num_keys = 32  # 32 keys and 32 values; chance accuracy 1/32
   t.num_pairs = 4  # Zoology's smallest setting has 4 pairs
   t.num_queries = 4  # sequence length 2 * 4 + 4 = 12
   t.num_eval = 1024

@@ -112,10 +112,13 @@ def default_config() -> ml_collections.ConfigDict:
   t.feature_sparsity = 0.0  # S: probability that a feature is 0 (else uniform on [0, 1]); in [0, 1)
   t.importance_decay = 1.0  # r: feature i's weight in the loss is r^i (1 = uniform importance)
   # Sequence tasks (tasks/sequence.py):
-  t.vocab_size = 256  # object values (memorization); keys, and as many values (associative_recall); tokens (language)
+  t.vocab_size = 256  # tokens (language)
+  t.num_objects = 256  # V object values a fact's answer is drawn from (memorization)
+  t.num_keys = 256  # K keys, and as many values: 2K tokens (associative_recall)
   t.num_facts = 1024  # facts (subject, relation) -> object (memorization)
   t.object_softmax = False  # memorization: True scores the object over the V object tokens only (not every token)
-  t.num_relations = 4  # relations per subject (memorization); edge labels per node (multi_hop)
+  # relations R, each a function on entities: a subject's R facts (memorization), a node's R out-edges (multi_hop)
+  t.num_relations = 4
   t.num_pairs = 8  # key-value pairs in context (associative_recall)
   t.num_queries = 8  # queried keys per sequence, <= num_pairs (associative_recall)
   t.modulus = 97  # p in a + b mod p (modular_arithmetic)
@@ -261,6 +264,36 @@ def non_negative(key: str, value: Any) -> None:
 def fraction(key: str, value: Any) -> None:
   """value in the open interval (0, 1)."""
   check(_is_number(value) and 0.0 < value < 1.0, f'{key}={value!r} must be in (0, 1)')
+
+
+# Keys renamed so that each means one thing: {task.name: {old key: the key that task reads now}}. The old key keeps
+# its other task's meaning: set away from its default for this task it is an error naming the new key
+# (check_renamed), and a config.json written before the rename still resumes (upgrade_renamed).
+RENAMED = {
+  'memorization': {'task.vocab_size': 'task.num_objects'},
+  'associative_recall': {'task.vocab_size': 'task.num_keys'},
+}
+
+
+def check_renamed(config: ml_collections.ConfigDict) -> None:
+  """ConfigError naming the new key where a config sets a key its task no longer reads (RENAMED)."""
+  known = _schema()
+  for old, new in RENAMED.get(config.task.name, {}).items():
+    value = get_path(config, old)
+    check(
+      value == known[old],
+      f'{old}={value!r} is not read by task {config.task.name!r}: set {new} (renamed from {old}, which is the '
+      f"language task's token count)",
+    )
+
+
+def upgrade_renamed(flat: dict[str, Any]) -> dict[str, Any]:
+  """A flat config recorded before a rename (RENAMED) with its values under the keys its task reads now."""
+  out = dict(flat)
+  for old, new in RENAMED.get(str(flat.get('task.name')), {}).items():
+    if new not in out and old in out:
+      out[new] = out.pop(old)
+  return out
 
 
 @functools.cache

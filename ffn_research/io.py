@@ -148,7 +148,7 @@ def check_or_write_config(
     ) from None
   new = _flat(json_safe(resolved))
   if old is not None:
-    old_flat, default_flat = _flat(old), _flat(json_safe(defaults or {}))
+    old_flat, default_flat = config_lib.upgrade_renamed(_flat(old)), _flat(json_safe(defaults or {}))
     diff = sorted(
       k
       for k in old_flat.keys() | new.keys()

@@ -272,7 +272,7 @@ def test_transformer_ffn_blocks_pad(tmp_path):
   """The transformer's FFN blocks: d_ff 16 in a program padded to 64 vs the run alone."""
   base = config_lib.tiny_transformer_config('memorization', None)
   base.model.d_model, base.model.d_ff, base.model.num_heads = 16, 64, 2
-  base.task.num_facts, base.task.vocab_size = 64, 32
+  base.task.num_facts, base.task.num_objects = 64, 32
   base.train.steps, base.train.log_every, base.train.batch_size = 40, 20, 16
   base.train.warmup_steps, base.train.checkpoint_every = 5, 0
   grid = sweep.values('model.d_ff', [16, 64])

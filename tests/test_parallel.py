@@ -163,7 +163,7 @@ _BF16_SCRIPT = textwrap.dedent("""
     for name, path, overrides in (
         ('quickstart', 'configs/regression.py', {}),
         ('memorization', 'configs/memorization.py',
-         {'task.num_facts': 256, 'task.num_relations': 4, 'task.vocab_size': 64, 'model.num_layers': 1,
+         {'task.num_facts': 256, 'task.num_relations': 4, 'task.num_objects': 64, 'model.num_layers': 1,
           'model.d_model': 32, 'model.d_ff': 128, 'train.steps': 600, 'train.batch_size': 128})):
       for dtype in ('float32', 'bfloat16'):
         config = configfile.get_config(path)

@@ -124,7 +124,7 @@ def test_task_data_equals_the_data_init_makes(task):
   c.task.name = task
   if task == 'memorization':
     c.model.arch, c.model.d_model, c.model.d_ff, c.model.num_heads = 'transformer', 8, 12, 2
-    c.task.num_facts, c.task.vocab_size = 32, 8
+    c.task.num_facts, c.task.num_objects = 32, 8
   else:
     c.model.d_model, c.task.noise_std = 4, 0.5  # teacher_student takes its label noise traced
   exp = train.Experiment(c)

@@ -1,5 +1,6 @@
 """Sequence tasks: generators (deterministic, labels right), masked loss, bits stored, tiny runs."""
 
+import json
 import math
 import os
 
@@ -11,6 +12,7 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import configfile
+from ffn_research import io as io_lib
 from ffn_research import loop
 from ffn_research import metrics
 from ffn_research import models
@@ -92,9 +94,9 @@ def test_token_scores_match_take_and_argmax():
 @pytest.mark.parametrize(
   'name,overrides',
   [
-    ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
+    ('memorization', dict(num_facts=12, num_relations=3, num_objects=5)),
     pytest.param(
-      'associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32), marks=pytest.mark.slow
+      'associative_recall', dict(num_pairs=4, num_queries=3, num_keys=6, num_eval=32), marks=pytest.mark.slow
     ),
     pytest.param('modular_arithmetic', dict(modulus=5, train_fraction=0.6), marks=pytest.mark.slow),
     pytest.param('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3), marks=pytest.mark.slow),
@@ -128,8 +130,8 @@ def test_scored_positions_hold_every_weight(name, overrides):
 @pytest.mark.parametrize(
   'name,overrides',
   [
-    ('memorization', dict(num_facts=12, num_relations=3, vocab_size=5)),
-    ('associative_recall', dict(num_pairs=4, num_queries=3, vocab_size=6, num_eval=32)),
+    ('memorization', dict(num_facts=12, num_relations=3, num_objects=5)),
+    ('associative_recall', dict(num_pairs=4, num_queries=3, num_keys=6, num_eval=32)),
     ('modular_arithmetic', dict(modulus=5, train_fraction=0.6)),
     ('multi_hop', dict(num_nodes=5, num_relations=2, num_hops=3)),
   ],
@@ -148,7 +150,7 @@ def test_generators_deterministic_from_seed(name, overrides):
 
 
 def test_memorization_facts():
-  task, data = data_for('memorization', num_facts=12, num_relations=3, vocab_size=5)
+  task, data = data_for('memorization', num_facts=12, num_relations=3, num_objects=5)
   v, s, r = 5, 4, 3
   assert task.vocab_size == v + s + r and task.output_dim == task.vocab_size
   pairs = {(int(a), int(b)) for a, b in np.asarray(data['inputs'])}
@@ -158,7 +160,7 @@ def test_memorization_facts():
 
 
 def test_memorization_evaluate_on_an_oracle():
-  task, data = data_for('memorization', num_facts=12, num_relations=3, vocab_size=5)
+  task, data = data_for('memorization', num_facts=12, num_relations=3, num_objects=5)
   table = {tuple(np.asarray(x)): int(y[1]) for x, y in zip(data['inputs'], data['targets'], strict=True)}
   answers_N = jnp.array([table[tuple(np.asarray(x))] for x in data['inputs']])
 
@@ -187,7 +189,7 @@ def test_memorization_object_softmax_scores_the_answer_over_the_objects_only():
   fact (bits stored 0), not log(V + S + R); logits on subject tokens change nothing; the loss's gradient is finite."""
   flat = lambda x, vocab: jnp.zeros((*x.shape, vocab))
   loud = lambda x, vocab: jnp.zeros((*x.shape, vocab)).at[..., 5:].set(30.0)  # mass on subjects and relations
-  kw = dict(num_facts=12, num_relations=3, vocab_size=5)
+  kw = dict(num_facts=12, num_relations=3, num_objects=5)
   task, data = data_for('memorization', **kw)
   np.testing.assert_allclose(_evaluate_with(task, data, flat)['eval_loss'], math.log(5 + 4 + 3), rtol=1e-6)
   task, data = data_for('memorization', object_softmax=True, **kw)
@@ -204,7 +206,7 @@ def task_counts(task):
 
 
 def test_associative_recall_queries_are_in_context():
-  task, data = data_for('associative_recall', num_pairs=5, num_queries=4, vocab_size=7, num_eval=64)
+  task, data = data_for('associative_recall', num_pairs=5, num_queries=4, num_keys=7, num_eval=64)
   k, p, q = 7, 5, 4
   inputs, targets, weights = (np.asarray(data[key]) for key in ('inputs', 'targets', 'weights'))
   assert task.seq_len == 2 * p + q and task.vocab_size == 2 * k
@@ -290,7 +292,7 @@ def test_multi_hop_validation_split_is_held_out_and_scored_apart():
   [
     ('memorization', dict(num_facts=10, num_relations=3), 'task.num_facts'),
     ('associative_recall', dict(num_pairs=4, num_queries=5), 'task.num_queries'),
-    ('associative_recall', dict(num_pairs=9, vocab_size=8), 'task.vocab_size'),
+    ('associative_recall', dict(num_pairs=9, num_keys=8), 'task.num_keys'),
     ('modular_arithmetic', dict(train_fraction=1.0), 'task.train_fraction'),
     ('multi_hop', dict(num_hops=1), 'task.num_hops'),
     ('multi_hop', dict(train_fraction=0.8, validation_fraction=0.2), 'task.validation_fraction'),
@@ -308,12 +310,32 @@ def test_invalid_task_configs_name_the_key(name, overrides, key):
     task_config(name, **overrides)
 
 
+@pytest.mark.parametrize('name,new', [('memorization', 'task.num_objects'), ('associative_recall', 'task.num_keys')])
+def test_a_renamed_key_is_refused_naming_the_new_one_and_an_old_config_json_resumes(tmp_path, name, new):
+  """task.vocab_size set for a task that now reads another key: one line naming that key. A config.json recorded
+  before the rename (the value under task.vocab_size) matches the new config holding it under the new key."""
+  with pytest.raises(config_lib.ConfigError, match=f'set {new} \\(renamed from task.vocab_size'):
+    task_config(name, vocab_size=12)
+  assert config_lib.RENAMED[name] == {'task.vocab_size': new}
+  defaults = config_lib.default_config().to_dict()
+  resolved = task_config(name, **{new.split('.')[1]: 12})
+  old = resolved.to_dict()
+  old['task']['vocab_size'] = old['task'].pop(new.split('.')[1])
+  (tmp_path / 'config.json').write_text(json.dumps(old))
+  io_lib.check_or_write_config(str(tmp_path), resolved.to_dict(), defaults)
+  assert json.loads((tmp_path / 'config.json').read_text()) == io_lib.json_safe(resolved.to_dict())
+  (tmp_path / 'config.json').write_text(json.dumps(old))
+  other = task_config(name, **{new.split('.')[1]: 13}).to_dict()
+  with pytest.raises(io_lib.WorkdirError, match=f'differs in: {new}'):
+    io_lib.check_or_write_config(str(tmp_path), other, defaults)
+
+
 # --------------------------------------------------------------------------- tiny runs
 
 TINY_RUNS = {
   # name: (task overrides, train overrides, summary key, must exceed)
   'memorization': (
-    dict(num_facts=64, num_relations=4, vocab_size=16),
+    dict(num_facts=64, num_relations=4, num_objects=16),
     dict(steps=300, batch_size=64, learning_rate=1e-2),
     'accuracy',
     0.5,
@@ -322,7 +344,7 @@ TINY_RUNS = {
   # It takes two layers (find the key, read the token after it) and a gentler rate: one layer, or
   # 1e-2, stays at 0.50-0.60 after 1,000 steps; two layers at 3e-3 reach 1.0 by step 400 (seeds 0-2).
   'associative_recall': (
-    dict(num_pairs=2, num_queries=2, vocab_size=8, num_eval=256),
+    dict(num_pairs=2, num_queries=2, num_keys=8, num_eval=256),
     dict(steps=400, batch_size=64, learning_rate=3e-3),
     'eval_accuracy',
     0.9,

@@ -90,7 +90,7 @@ def test_train_step_compiles_once(exp):
         'task.name': 'memorization',
         'task.num_facts': 32,
         'task.num_relations': 4,
-        'task.vocab_size': 8,
+        'task.num_objects': 8,
       },
       marks=pytest.mark.slow,
     ),

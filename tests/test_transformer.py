@@ -333,7 +333,7 @@ def test_arch_must_match_task_kind():
 @pytest.mark.parametrize('arch,tie', [pytest.param('ffn_stack', False, marks=pytest.mark.slow), ('transformer', True)])
 def test_frozen_embeddings_stay_fixed_and_the_rest_trains(arch, tie):
   config = model_config(arch=arch, tie_embeddings=tie, freeze_embeddings=True)
-  config.task.num_facts, config.task.num_relations, config.task.vocab_size = 8, 2, 5
+  config.task.num_facts, config.task.num_relations, config.task.num_objects = 8, 2, 5
   config.train.steps, config.train.batch_size = 3, 4
   validation.validate(config)
   exp = train.Experiment(config)

@@ -153,7 +153,7 @@ def _store_base(s: Settings, kind: str, width: int):
   m, t = c.model, c.task
   m.arch, m.num_layers, m.tie_embeddings, m.freeze_embeddings = 'ffn_stack', 2, True, True
   m.d_model = s['d_model']
-  t.name, t.num_relations, t.vocab_size = 'memorization', s['relations'], s['values']
+  t.name, t.num_relations, t.num_objects = 'memorization', s['relations'], s['values']
   t.object_softmax = True  # the answer scored over the V objects: no capacity spent on the S + R other tokens
   return config_lib.set_paths(c, _kind_overrides(kind, width))
 

@@ -88,7 +88,7 @@ class Settings(TypedDict):
   ratios: tuple[float, ...]  # nominal d_ff / d_model
   batch: int
   min_d_model: int
-  language: dict[str, float]  # task keys
+  language: dict[str, Any]  # task keys
 
 
 SETTINGS: dict[str, Settings] = {

@@ -181,7 +181,7 @@ def _memorization_base(s: Settings, facts: int):
   m, t = c.model, c.task
   m.arch, m.num_layers, m.tie_embeddings, m.freeze_embeddings = 'ffn_stack', 2, True, True
   m.d_model, m.activation = s['d_model'], 'relu'
-  t.name, t.num_facts, t.num_relations, t.vocab_size = 'memorization', facts, s['relations'], s['values']
+  t.name, t.num_facts, t.num_relations, t.num_objects = 'memorization', facts, s['relations'], s['values']
   return c
 
 

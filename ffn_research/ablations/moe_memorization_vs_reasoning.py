@@ -116,7 +116,7 @@ def config(s: Settings, task: str, arm: str) -> ml_collections.ConfigDict:
   m, t, tr, e = c.model, c.task, c.train, c.model.moe
   if task == 'memorization':
     m.arch, m.num_layers, m.d_model, m.tie_embeddings = 'ffn_stack', 1, MEM_D_MODEL, True
-    t.name, t.num_facts, t.num_relations, t.vocab_size = 'memorization', s['mem_facts'], MEM_RELATIONS, MEM_VALUES
+    t.name, t.num_facts, t.num_relations, t.num_objects = 'memorization', s['mem_facts'], MEM_RELATIONS, MEM_VALUES
     tr.batch_size = s['mem_batch']
   else:
     m.arch, m.num_layers, m.d_model, m.num_heads = 'transformer', HOP_LAYERS, HOP_D_MODEL, HOP_HEADS

@@ -45,4 +45,5 @@ def build_task(config):
 def validate(config) -> None:
   """ConfigError for the task section: task.name, then the chosen task's own keys."""
   config_lib.one_of('task.name', config.task.name, TASKS)
+  config_lib.check_renamed(config)
   TASKS[config.task.name].validate(config)

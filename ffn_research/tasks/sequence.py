@@ -118,7 +118,7 @@ class MemorizationTask(_SequenceTask):
 
   Tokens: objects [0, V), subjects [V, V + S), relations [V + S, V + S + R) with
   S = N / R subjects, every (subject, relation) one fact, objects uniform over V
-  = task.vocab_size. A sequence is [subject, relation]; the answer is predicted
+  = task.num_objects. A sequence is [subject, relation]; the answer is predicted
   at the relation position. With task.object_softmax the answer's softmax runs over
   the V objects only (the other tokens' logits masked in training and evaluation):
   a model then spends nothing on keeping mass off the S + R tokens, whose number
@@ -131,9 +131,9 @@ class MemorizationTask(_SequenceTask):
   @staticmethod
   def validate(config):
     t = config.task
-    for key in ('num_facts', 'num_relations', 'vocab_size'):
+    for key in ('num_facts', 'num_relations', 'num_objects'):
       config_lib.positive_int(f'task.{key}', t[key])
-    config_lib.check(t.vocab_size >= 2, f'task.vocab_size={t.vocab_size} must be >= 2')
+    config_lib.check(t.num_objects >= 2, f'task.num_objects={t.num_objects} must be >= 2')
     config_lib.check(
       t.num_facts % t.num_relations == 0,
       f'task.num_facts={t.num_facts} must be divisible by task.num_relations={t.num_relations}',
@@ -146,14 +146,14 @@ class MemorizationTask(_SequenceTask):
     super().__init__(config)
     t = config.task
     self.num_subjects = t.num_facts // t.num_relations
-    self.vocab_size = t.vocab_size + self.num_subjects + t.num_relations
+    self.vocab_size = t.num_objects + self.num_subjects + t.num_relations
 
   def init_data(self, rng):
     t = self.config.task
     fact_N = jnp.arange(t.num_facts)
-    subject_N = t.vocab_size + fact_N // t.num_relations
-    relation_N = t.vocab_size + self.num_subjects + fact_N % t.num_relations
-    object_N = jax.random.randint(jax.random.fold_in(rng, 4), (t.num_facts,), 0, t.vocab_size)
+    subject_N = t.num_objects + fact_N // t.num_relations
+    relation_N = t.num_objects + self.num_subjects + fact_N % t.num_relations
+    object_N = jax.random.randint(jax.random.fold_in(rng, 4), (t.num_facts,), 0, t.num_objects)
     return {
       'inputs': jnp.stack([subject_N, relation_N], axis=1),
       'targets': jnp.stack([jnp.zeros_like(object_N), object_N], axis=1),
@@ -167,7 +167,7 @@ class MemorizationTask(_SequenceTask):
     """The logits with every non-object token masked when task.object_softmax (else unchanged)."""
     if not self.config.task.object_softmax:
       return logits_BxPxV
-    is_object_V = jnp.arange(logits_BxPxV.shape[-1]) < self.config.task.vocab_size
+    is_object_V = jnp.arange(logits_BxPxV.shape[-1]) < self.config.task.num_objects
     return jnp.where(is_object_V, logits_BxPxV, -jnp.inf)
 
   def loss(self, logits_BxPxV, batch):
@@ -182,7 +182,7 @@ class MemorizationTask(_SequenceTask):
       'accuracy': accuracy,
       'eval_accuracy': accuracy,  # the test set is the training set
       # The run summary divides it by the parameter counts (bits_per_param, bits_per_ffn_param).
-      'bits_stored': bits_stored(ce_NxT[:, 1], t.vocab_size),
+      'bits_stored': bits_stored(ce_NxT[:, 1], t.num_objects),
       'exposures_per_fact': jnp.float32(tr.steps * tr.batch_size / t.num_facts),
     }
 
@@ -190,7 +190,7 @@ class MemorizationTask(_SequenceTask):
 class AssociativeRecallTask(_SequenceTask):
   """MQAR: [k1 v1 ... kP vP q1 ... qQ]; at each query position predict the value paired with it.
 
-  Tokens: keys [0, K), values [K, 2K), K = task.vocab_size. Keys in a sequence
+  Tokens: keys [0, K), values [K, 2K), K = task.num_keys. Keys in a sequence
   are distinct, values uniform; the Q queries are distinct keys of the context.
   Fresh sequences every step; `data` is a fixed evaluation set of task.num_eval.
   """
@@ -198,20 +198,20 @@ class AssociativeRecallTask(_SequenceTask):
   @staticmethod
   def validate(config):
     t = config.task
-    for key in ('num_pairs', 'num_queries', 'vocab_size', 'num_eval'):
+    for key in ('num_pairs', 'num_queries', 'num_keys', 'num_eval'):
       config_lib.positive_int(f'task.{key}', t[key])
     config_lib.check(
       t.num_queries <= t.num_pairs, f'task.num_queries={t.num_queries} must be <= task.num_pairs={t.num_pairs}'
     )
     config_lib.check(
-      t.vocab_size >= t.num_pairs,
-      f'task.vocab_size={t.vocab_size} must be >= task.num_pairs={t.num_pairs} (distinct keys)',
+      t.num_keys >= t.num_pairs,
+      f'task.num_keys={t.num_keys} must be >= task.num_pairs={t.num_pairs} (distinct keys)',
     )
 
   def __init__(self, config):
     super().__init__(config)
     t = config.task
-    self.vocab_size = 2 * t.vocab_size
+    self.vocab_size = 2 * t.num_keys
     self.seq_len = 2 * t.num_pairs + t.num_queries
     self.scored = slice(2 * t.num_pairs, self.seq_len)
 
@@ -219,8 +219,8 @@ class AssociativeRecallTask(_SequenceTask):
     t = self.config.task
     k_keys, k_values, k_queries = jax.random.split(rng, 3)
     # Distinct keys per row: the first P of a random permutation (argsort of uniforms).
-    keys_NxP = jnp.argsort(jax.random.uniform(k_keys, (n, t.vocab_size)), axis=1)[:, : t.num_pairs]
-    values_NxP = t.vocab_size + jax.random.randint(k_values, (n, t.num_pairs), 0, t.vocab_size)
+    keys_NxP = jnp.argsort(jax.random.uniform(k_keys, (n, t.num_keys)), axis=1)[:, : t.num_pairs]
+    values_NxP = t.num_keys + jax.random.randint(k_values, (n, t.num_pairs), 0, t.num_keys)
     pick_NxQ = jnp.argsort(jax.random.uniform(k_queries, (n, t.num_pairs)), axis=1)[:, : t.num_queries]
     queries_NxQ = jnp.take_along_axis(keys_NxP, pick_NxQ, axis=1)
     answers_NxQ = jnp.take_along_axis(values_NxP, pick_NxQ, axis=1)
