@@ -64,6 +64,27 @@ def fail(msg: str) -> None:
   sys.exit(2)
 
 
+def check_request(ablations, scale: str) -> None:
+  """One line and exit 1 for a request that cannot run (flags that contradict, an unknown study or scale)."""
+  if not FLAGS.ablation or not FLAGS.workdir:
+    fail('--ablation and --workdir are required (or --list)')
+  if FLAGS.quick and FLAGS['scale'].present and FLAGS.scale != 'quick':
+    fail(f'--quick contradicts --scale={FLAGS.scale}')
+  if scale not in ablations.SCALES:
+    fail(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
+  if FLAGS.ablation != 'all':
+    try:
+      ablations.check(FLAGS.ablation)
+    except ablations.UnknownAblation as e:
+      fail(str(e))
+  if FLAGS.publish and scale != 'full':
+    fail(f'--publish needs --scale=full (got {scale}); only full-scale reports may be published')
+  if FLAGS.seed_offset < 0:
+    fail(f'--seed_offset must be >= 0 (got {FLAGS.seed_offset})')
+  if FLAGS.publish and FLAGS.seed_offset:
+    fail('--publish runs on the published seeds: drop --seed_offset (a run on fresh seeds checks that report)')
+
+
 def main(argv):
   if len(argv) > 1:
     fail(f'unexpected arguments {argv[1:]}')
@@ -78,23 +99,7 @@ def main(argv):
     print(f'updated {publish.REPO_ROOT}/README.md and {publish.RESULTS_PAGE} from docs/results/*/report.json')
     return
   if not FLAGS.list:  # bad requests fail here, before jax and the ablations are imported
-    if not FLAGS.ablation or not FLAGS.workdir:
-      fail('--ablation and --workdir are required (or --list)')
-    if FLAGS.quick and FLAGS['scale'].present and FLAGS.scale != 'quick':
-      fail(f'--quick contradicts --scale={FLAGS.scale}')
-    if scale not in ablations.SCALES:
-      fail(f'--scale={scale!r} is unknown; allowed: {", ".join(ablations.SCALES)}')
-    if FLAGS.ablation != 'all':
-      try:
-        ablations.check(FLAGS.ablation)
-      except ablations.UnknownAblation as e:
-        fail(str(e))
-    if FLAGS.publish and scale != 'full':
-      fail(f'--publish needs --scale=full (got {scale}); only full-scale reports may be published')
-    if FLAGS.seed_offset < 0:
-      fail(f'--seed_offset must be >= 0 (got {FLAGS.seed_offset})')
-    if FLAGS.publish and FLAGS.seed_offset:
-      fail('--publish runs on the published seeds: drop --seed_offset (a run on fresh seeds checks that report)')
+    check_request(ablations, scale)
   from experiments import publish
   from ffn_research import config as config_lib
   from ffn_research import io as io_lib
