@@ -371,7 +371,8 @@ def test_runner_applies_holm_and_renders_invalid(tmp_path, monkeypatch):
   # each rung of the ladder records its premise: the failed one at every budget, the passing control, and says so
   assert [r['premise'] for r in report['verdicts'][0]['ladder']] == [False] * 3
   assert [r['premise'] for r in report['verdicts'][1]['ladder']] == [True] * 3
-  assert md.count(' (premise fails)') == 3 and '[0.5, 1.5] not reproduced (premise fails); T/2 (5 steps)' in md
+  assert md.count('premise fails (the rule alone: ') == 3
+  assert '[0.5, 1.5] premise fails (the rule alone: not reproduced); T/2 (5 steps)' in md
   assert "the premise fails at T/4, T/2, T: these are the rule's outcomes, not a refutation" in md
   assert 'p = 0.04, Holm-adjusted 0.09' in md and 'Holm correction over the 4 verdict(s)' in md
   assert report_lib.outcome_text(report['verdicts'][0]) == 'invalid (failed: premise: dense slope >= 0.8)'

@@ -122,8 +122,8 @@ def change_line(c: Mapping[str, Any], i: int, outcome: str = verdict_lib.REPRODU
 
 def ladder_text(v: verdict_lib.Verdict) -> str:
   return '; '.join(
-    f'{r["level"]} ({r["steps"]} steps): {fmt(r["statistic"])} [{fmt(r["ci"][0])}, {fmt(r["ci"][1])}] {r["outcome"]}'
-    + (' (premise fails)' if r.get('premise') is False else '')
+    f'{r["level"]} ({r["steps"]} steps): {fmt(r["statistic"])} [{fmt(r["ci"][0])}, {fmt(r["ci"][1])}] '
+    + (f'premise fails (the rule alone: {r["outcome"]})' if r.get('premise') is False else r['outcome'])
     for r in v.ladder
   )
 
