@@ -111,9 +111,8 @@ SMOKE_LANGUAGE = dict(
 )
 # One budget T fixed before the run at every scale (max_doublings=0): the ladder T/4, T/2, T is computed, and a
 # ladder that does not settle is a failed check, never a reason to train longer. Cap in reference-seconds: the full
-# first pass alone is estimated at ~12,500 (960 runs: ~4,400 training, the steps of V 128 twice V 64's; ~7,800 in
-# each run's exact stationary solve of its 16,384-context chain, ~8 s; ~300 compiling and evaluating), so the cap
-# leaves room for about seven one-point rate extensions (~460 each).
+# first pass (960 runs) estimated at ~4,800 with the stationary solve once per chain (cached) and the Gumbel start
+# draw; the inverse-CDF draw (task.start_draw) makes a step cheaper still, which leaves room for rate extensions.
 REGIMES = {
   'smoke': base.Regime(
     rates=(1e-3, 3e-3, 1e-2), steps=16, seeds=3, cap=270, metric='score', max_extensions=1, max_doublings=0
