@@ -127,10 +127,14 @@ def test_rules_flat_is_reproduced_steep_is_not():
   assert flat[0].points == tuple(f'n38000: r={r}' for r in (1, 2, 4, 8))
   for v in flat:
     assert v.statistic == pytest.approx(100 * (1.01 / 0.99 - 1), abs=0.5)  # r = 0.5 and 16 are not in it
-    assert [c.passed for c in v.checks] == [True] * 3  # not pinned, matched, the premise
-    assert [c.role for c in v.checks] == ['', '', stats.PREMISE]
+    assert [c.passed for c in v.checks] == [True] * 4  # not pinned, matched, the premise, the refutation guard
+    assert [c.role for c in v.checks] == ['', '', stats.PREMISE, stats.PREMISE]
+    assert 'not needed for this outcome' in v.checks[3].detail
+  # The rule refutes, but no arm is a positive control for a refutation: invalid, with the rule's outcome kept.
   steep = er.rules(_sel(STEEP), 'full')
-  assert [v.outcome for v in steep] == [stats.NOT_REPRODUCED]
+  assert [v.outcome for v in steep] == [stats.INVALID] and steep[0].raw_outcome == stats.NOT_REPRODUCED
+  assert [c.passed for c in steep[0].checks] == [True, True, True, False]
+  assert 'the rule alone refutes: not evidence against Kaplan et al.' in steep[0].checks[3].detail
   assert steep[0].statistic == pytest.approx(100 * (1.1 / 0.8 - 1), rel=0.02)
 
 
@@ -199,13 +203,13 @@ def test_premise_the_total_loss_can_move():
   for mult in (FLAT, STEEP):
     out = er.rules(_sel(mult, excess=0.03), 'full')
     for v in out:
-      assert v.outcome == stats.INVALID and [c.passed for c in v.checks] == [True, True, False]
+      assert v.outcome == stats.INVALID and [c.passed for c in v.checks][:3] == [True, True, False]
       premise = v.premises[0]
       assert premise.remedy == '' and 'reducible share' in premise.name and 'the entropy floor is 98' in premise.detail
   v = er.rules(_sel(FLAT), 'full')[0]  # excess 0.5 of ~1.8 bits: a share of ~28%
   assert v.premises[0].passed and 'excess / total bits of the best shape n38000: r=4' in v.premises[0].detail
   out = er.rules(_sel(FLAT).iloc[:0], 'full')  # no runs: the premise is computed and fails
-  assert all(len(v.premises) == 1 and not v.premises[0].passed for v in out)
+  assert all(len(v.premises) == 2 and not v.premises[0].passed and v.premises[1].passed for v in out)
 
 
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])

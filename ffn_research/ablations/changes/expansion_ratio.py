@@ -137,16 +137,35 @@ CHANGES = (
       'minutes with one group of 25 runs at T/4 finished and none of their losses read.'
       ' Then one size, 38,000, where there were two (38,000 and 76,000): the restarted pass (3 rates x 4 seeds, '
       '2026-11-29 06:28, fc5136f) measured ~15 minutes per group of 12 runs beside the work of two helpers, so its pass'
-      ' 0 alone was several times the cap; stopped at 07:51 with 60 runs of N = 38,000 finished (reused), none of'
+      ' 0 alone was several times the cap; stopped at 07:51 with 60 runs of N = 38,000 finished (reused by the next '
+      'start, then moved aside with its runs), none of'
       " their losses read; verdict 2 (N = 76,000) dropped. Then (6d8d9f4) each sequence's start context drawn by "
       'inverse CDF (task.start_draw: the same distribution, other draws) for cost, 203 -> 91 ms per step of a '
       "12-run group: the pass restarted at 07:54 (5805934) under the Gumbel draw was stopped by the session's end "
-      'with 97 runs finished; they were moved aside, none of their losses read'
+      'with 97 runs finished; they were moved aside (kept on the machine that ran them, not in the repository), '
+      'none of their losses read; every run of the report draws its start by inverse CDF'
     ),
     outcome=(
-      'not yet run under this design; before: both invalid (premise: reducible share 4.17% and 3.42%; spreads '
-      '3.89% and 2.70% of the total loss at T = 3,200, the rule alone reproduced)'
+      'both invalid (premise: reducible share 4.17% and 3.42%; spreads 3.89% and 2.70% of the total loss at T = '
+      '3,200, the rule alone reproduced) -> the run of 2026-11-29 09:10 (d4f9b69; 264 runs, 2,799 run-seconds): '
+      'N = 38,000 not reproduced, 23.32 [20.61, 26.09] (reducible share 0.64, premise passing), before the row '
+      'below made it invalid'
     ),
     verdicts=(1, 2),
+  ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      'after that run and its cold review (a helper reading the report against the review standard): a refutation '
+      'now needs a positive control, a second premise (refutation_guard) that no arm of this design meets: nothing '
+      'shows the setup reads a spread under 5% where shape should not matter (r = 4 vs r = 8, 1.9% [0.4, 3.4], was '
+      'read after the run, spans 2x in r, and read 4.99% at T/4), and T is far short of convergence (from T/2 to '
+      "T every shape's loss fell 25-29%, the best shape's reducible share 0.82 -> 0.73 -> 0.64); the scope "
+      'puts the attention confound and the convergence first and gives spread = (excess ratio - 1) x share; '
+      'the headline reworded'
+    ),
+    outcome='not reproduced (23.32 [20.61, 26.09]) -> invalid, the same number (the rule alone: not reproduced)',
+    verdicts=(1,),
   ),
 )

@@ -161,11 +161,12 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   table = relative_loss(result.full, ctx.scale, result.ladder)
   shown = [r for r in study.SETTINGS[ctx.scale]['ratios'] if r not in study.FLAT_RATIOS]
   heads = [
-    f'N={n:,}: spread {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}]), {v.outcome}'
+    f'N={n:,}: spread of the total loss {v.statistic:.3g}% (95% CI [{v.ci[0]:.3g}, {v.ci[1]:.3g}]) over d_ff/d_model '
+    f'{list(study.FLAT_RATIOS)}: {v.outcome}'
     for n, v in zip(study.SETTINGS[ctx.scale]['sizes'], result.verdicts, strict=True)
   ]
   return base.Presentation(
-    headline='; '.join(heads) + f' of the total loss over d_ff/d_model {list(study.FLAT_RATIOS)}',
+    headline='; '.join(heads),
     tables=[
       base.Table(
         "Shapes, achieved non-embedding parameters, and loss at each shape's T and tuned rate; % against the "
