@@ -155,7 +155,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='646d645',
     change=(
       'after that run and its cold review (a helper reading the report against the review standard): a refutation '
       'now needs a positive control, a second premise (refutation_guard) that no arm of this design meets: nothing '
