@@ -153,9 +153,10 @@ def test_paper_ordering_reproduces_every_claim_with_its_points():
     'language: relu: excess bits off the entropy floor (0) and the unigram ceiling',
     'language: parameters matched across variants (match_params)',
     'premise: language: learning happened and no variant at its floor (excess bits off 0, 1 below the unigram model)',
+    'premise: for a refutation, a positive control: the setup orders two FFNs whose order is known',
   ]
   assert [c.name for c in vs[3].checks][0] == 'language: every variant off its floor and ceiling'
-  assert all(len(v.premises) == 1 for v in vs)
+  assert all(len(v.premises) == 2 and 'not needed for this outcome' in v.premises[1].detail for v in vs)
 
 
 def test_five_claims_declare_their_kind_scope_and_premise():
@@ -201,10 +202,14 @@ def test_learning_premise_fails_when_the_variants_did_not_learn():
   assert not floor[0].premises[0].passed and floor[0].premises[0].remedy == ''
 
 
-def test_reversed_ordering_is_not_reproduced():
+def test_reversed_ordering_is_refuted_by_the_rule_alone_and_invalid():
   rev = {k: 0.3 - (v - gv.PAPER_65K['relu']) for k, v in gv.PAPER_65K.items()}
   vs = gv.rules(selection(rev), 'full')
-  assert [v.outcome for v in vs] == [NR] * 5 and vs[4].statistic == pytest.approx(-1.0)
+  assert [v.raw_outcome for v in vs] == [NR] * 5 and vs[4].statistic == pytest.approx(-1.0)
+  # No arm is a positive control for a refutation: every one of them is invalid, its guard saying why.
+  assert [v.outcome for v in vs] == [INV] * 5
+  assert all([c.passed for c in v.premises] == [True, False] for v in vs)
+  assert 'the rule alone refutes: not evidence against Shazeer 2020' in vs[0].premises[1].detail
 
 
 def test_paired_statistic_on_noisy_synthetic_data():

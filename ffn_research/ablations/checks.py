@@ -410,3 +410,12 @@ def one_budget(v: stats.Verdict, state: Mapping[str, PointState], factor: Mappin
     remedy=stats.DOUBLE_STEPS if lagging else '',
     points=lagging,
   )
+
+
+def refutation_guard(v: stats.Verdict, name: str, why: str, refuted: str) -> stats.Check:
+  """A premise for a design with no positive control for a refutation (a fixed statement, not a measured check):
+  it fails for a `not reproduced` of the rule, which is then `invalid`, and passes, not needed, for any other outcome.
+  `why`: what the design lacks; `refuted`: what the rule alone refuting would say, and the next step."""
+  needed = v.raw_outcome == stats.NOT_REPRODUCED
+  detail = f'{why}; ' + (refuted if needed else 'not needed for this outcome')
+  return stats.as_premise(stats.Check(name, not needed, detail))

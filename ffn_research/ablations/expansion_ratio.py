@@ -62,6 +62,7 @@ from scipy import stats as sps
 from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import languages
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.expansion_ratio import CHANGES
@@ -324,25 +325,17 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
 def refutation_guard(v: stats.Verdict) -> stats.Check:
   """A refutation's positive control, which this design lacks: no arm shows the setup reads a spread under
-  FLAT_LEVEL where shape should not matter, and T is one budget short of convergence. Needed for a `not
-  reproduced` only (a fixed statement of the design, as neurons' layer verdict has)."""
-  needed = v.outcome == stats.NOT_REPRODUCED
-  return stats.as_premise(
-    stats.Check(
-      f'for a refutation, a positive control: the setup reads a spread under {FLAT_LEVEL:g}% where shape should not '
-      'matter',
-      not needed,
-      'no arm of this design is one (a fixed statement, not a measured check): the shapes of the spread, two of '
-      'them read within a few percent of each other after the run, are not a control chosen before it, and at '
-      'one budget short of convergence a spread may be a difference in training speed; '
-      + (
-        'the rule alone refutes: not evidence against Kaplan et al.; next step: a control arm of near-identical '
-        'shapes fixed before the run (~2,000 run-seconds on this 2-core machine) and T = 6,400 and 12,800 for '
-        'the four shapes (~5,300)'
-        if needed
-        else 'not needed for this outcome'
-      ),
-    )
+  FLAT_LEVEL where shape should not matter, and T is one budget short of convergence."""
+  return checks.refutation_guard(
+    v,
+    f'for a refutation, a positive control: the setup reads a spread under {FLAT_LEVEL:g}% where shape should not '
+    'matter',
+    'no arm of this design is one (a fixed statement, not a measured check): the shapes of the spread, two of '
+    'them read within a few percent of each other after the run, are not a control chosen before it, and at '
+    'one budget short of convergence a spread may be a difference in training speed',
+    'the rule alone refutes: not evidence against Kaplan et al.; next step: a control arm of near-identical '
+    'shapes fixed before the run (~2,000 run-seconds on this 2-core machine) and T = 6,400 and 12,800 for '
+    'the four shapes (~5,300)',
   )
 
 

@@ -39,7 +39,10 @@ The paper's 524k column is not asked separately.
 Premise (positive control, role `stats.PREMISE`, computed from the runs the verdict reads): learning happened and
 no variant it reads is at its floor: each variant's mean excess bits (95% CI over seeds) inside [FLOOR_MARGIN,
 ceiling - LEARNED], above 0.02 bits and at least 1 bit below the unigram model's excess (~6.6 bits on this
-language); no remedy, the budget being fixed.
+language); no remedy, the budget being fixed. For a refutation a second premise (`refutation_guard`, added
+2026-11-29 while the first full run of this design was running, before any of its results was read): a positive
+control that the setup orders two FFNs whose order is known; no arm of this design is one, so a `not reproduced`
+of the rule is `invalid` (the next step, a half-width ReLU control point, is in its detail).
 Gates besides: each variant off its floor and ceiling (the mean, as above with the ceiling's margin
 FLOOR_MARGIN) and the parameters matched within PARAM_TOL of ReLU's. Holm over the five verdicts.
 """
@@ -53,6 +56,7 @@ import pandas as pd
 from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import languages
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.glu_variants import CHANGES
@@ -235,13 +239,13 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   w, ranges, params = wide(at, acts), {a: range_of(at, a) for a in acts}, param_check(at)
 
   def done(v, read):
-    checks = (
+    gates = (
       [ranges[a] for a in read]
       if len(read) < 3
       else [stats.all_of(f'{ARM}: every variant off its floor and ceiling', [ranges[a] for a in read])]
     )
-    checks += [params, learning_premise(at, read)]
-    return dataclasses.replace(stats.gate(v, checks), points=tuple(label(a) for a in read))
+    gates += [params, learning_premise(at, read), refutation_guard(v)]
+    return dataclasses.replace(stats.gate(v, gates), points=tuple(label(a) for a in read))
 
   out = []
   for name in HEAD_TO_HEAD:
@@ -271,6 +275,19 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   return out
 
 
+def refutation_guard(v: stats.Verdict) -> stats.Check:
+  """No arm shows this setup can order two FFNs whose order is known, so a refutation may be its insensitivity."""
+  return checks.refutation_guard(
+    v,
+    'for a refutation, a positive control: the setup orders two FFNs whose order is known',
+    'no arm of this design is one (a fixed statement, not a measured check): learning and parameter matching show '
+    'the variants trained, not that this toy can show one FFN beating another',
+    'the rule alone refutes: not evidence against Shazeer 2020; next step: a control point fixed before its run, '
+    'ReLU at half the FFN width (known to be worse), which must lose to ReLU by a paired CI below 0 (~120 runs, an '
+    'eighth of the first pass)',
+  )
+
+
 # --------------------------------------------------------------------------- claims and design changes
 
 _SCOPE = (
@@ -283,7 +300,8 @@ _SCOPE = (
 )
 _LEARNED = (
   "learning happened and no variant read is at the entropy floor: each one's held-out excess bits (95% CI over "
-  "seeds) above 0.02 and at least 1 bit below the unigram model's excess"
+  "seeds) above 0.02 and at least 1 bit below the unigram model's excess; for a refutation, a positive control "
+  'that the setup orders two FFNs whose order is known (none in this design)'
 )
 CLAIMS = (
   base.Claim(stats.SIGN, f'{_SCOPE}; GEGLU vs ReLU.', _LEARNED),

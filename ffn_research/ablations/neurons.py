@@ -61,6 +61,7 @@ from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import activation_sparsity as sparsity
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.neurons import CHANGES
 
@@ -295,16 +296,13 @@ def learned(sel: pd.DataFrame, points) -> stats.Check:
 
 def layer_control(v: stats.Verdict) -> stats.Check:
   """Verdict 2's refutation guard: no setting of this toy is known to kill the early layer first, so nothing shows
-  the setup can produce a layer effect; its `not reproduced` is not evidence. Needed for a `not reproduced` only."""
-  needed = v.raw_outcome == stats.NOT_REPRODUCED
-  return stats.as_premise(
-    stats.Check(
-      'a layer effect can appear in this setup (a positive control for a refutation)',
-      not needed,
-      'no setting of this toy is known to kill the early layer first, so no positive control exists (a fixed '
-      'statement of this design, not a measured check); '
-      + ('the rule alone refutes: not evidence against Voita et al.' if needed else 'not needed for this outcome'),
-    )
+  the setup can produce a layer effect; its `not reproduced` is not evidence."""
+  return checks.refutation_guard(
+    v,
+    'a layer effect can appear in this setup (a positive control for a refutation)',
+    'no setting of this toy is known to kill the early layer first, so no positive control exists (a fixed '
+    'statement of this design, not a measured check)',
+    'the rule alone refutes: not evidence against Voita et al.',
   )
 
 

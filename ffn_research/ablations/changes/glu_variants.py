@@ -120,7 +120,11 @@ CHANGES = (
       "Shazeer's claim is about language modelling; the cap stays 7,200 reference-seconds (the first pass is "
       'estimated at ~4,800: ~4,400 training, ~300 compiling and evaluation, and one exact stationary solve per seed '
       '(~8 each) since the solve is cached per chain); the verdicts 1-5 language, 6-10 teacher-student -> 1-5 '
-      'language'
+      'language. Then, before any result of this design was read: the start context drawn by inverse CDF '
+      '(task.start_draw, for cost; 6d8d9f4), and, while its first run ran (started 09:57 at f495f2c), a refutation '
+      'guard (a second premise: for a `not reproduced`, a positive control that the setup orders two FFNs whose '
+      "order is known; none in this design, so a refutation is invalid), after expansion_ratio's cold review "
+      'refused a refutation without one'
     ),
     outcome=(
       'not yet run under this design; before (the report of 2026-11-27, language T = 1,000): GEGLU, SwiGLU, '
