@@ -225,7 +225,7 @@ mem = tiny_transformer_config('memorization', 'default')  # the base of configs/
 mem.model.num_layers, mem.model.d_model, mem.model.d_ff, mem.model.num_heads = 1, 32, 128, 2
 mem.task.num_facts = 256  # facts (subject, relation) -> object
 mem.task.num_relations = 4  # 64 subjects
-mem.task.vocab_size = 16  # object values: 4 bits per fact
+mem.task.num_objects = 16  # object values: 4 bits per fact
 mem.train.steps = 600
 mem.train.batch_size = 128
 mem.train.log_every = 200
@@ -243,7 +243,7 @@ dense = load_run(os.path.join(WORKDIR, 'facts_dense'))
 s = dense.summary
 print(
   f'recall {s["accuracy"]:.3f}; bits stored {s["bits_stored"]:.0f} of '
-  f'{dense.config.task.num_facts * np.log2(dense.config.task.vocab_size):.0f}; '
+  f'{dense.config.task.num_facts * np.log2(dense.config.task.num_objects):.0f}; '
   f'{s["bits_per_param"]:.4f} bits/parameter, {s["bits_per_ffn_param"]:.4f} bits/FFN parameter'
 )
 facts = Experiment(dense.config).task_data(dense.config.train.seed)
