@@ -134,7 +134,7 @@ def default_config() -> ml_collections.ConfigDict:
   t.concentration = 1.0  # Dirichlet alpha of the s next-token probabilities; smaller = peakier (language)
   # language: how each sequence's start context is drawn from the stationary pi: 'gumbel' (jax.random.categorical's
   # draws; work per sequence grows with the contexts) or 'inverse_cdf' (one uniform and a binary search in cumsum(pi):
-  # the same distribution, other draws, far cheaper with many contexts; docs/sequence.md)
+  # the same distribution, other draws, far cheaper with many contexts; docs/language.md)
   t.start_draw = 'gumbel'
 
   c.train = tr = ml_collections.ConfigDict()
