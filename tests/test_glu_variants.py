@@ -43,15 +43,17 @@ def test_arms(scale):
   m, tr, t = arm.base.model, arm.base.train, arm.base.task
   assert m.match_params is True and tr.schedule == 'cosine' and m.use_bias is False  # bias-free as in Shazeer 2020
   assert t.name == 'language' and m.arch == 'transformer' and m.use_ffn
-  assert list(arm.points) == list(gv.ACTIVATIONS[scale]) and arm.tuned and arm.rates is None
+  assert list(arm.points) == [*gv.ACTIVATIONS[scale], gv.CONTROL] and arm.tuned and arm.rates is None
+  # The refutations' positive control: ReLU at half the FFN width, everything else as ReLU's point.
+  assert arm.points[gv.CONTROL] == {gv.ACT: 'relu', 'model.d_ff': m.d_ff // 2}
   assert arm.steps_factor == 1
   runs = sweep.expand(arm.base, planned(arm, scale))
   for run in runs:
     validation.validate(run.config)
     c = run.config.train
     assert c.warmup_steps == c.steps // 10 and c.checkpoint_every == 0 and c.eval_every == 0
-  # Each variant's whole rate grid shares one compiled program per budget.
-  assert len(sweep.group_runs(runs)) == 2 * len(arm.points)
+  # Each variant's whole rate grid shares one compiled program per budget; the control shares ReLU's (d_ff padded).
+  assert len(sweep.group_runs(runs)) == 2 * len(gv.ACTIVATIONS[scale])
   chain = {k: t[k] for k in languages.CAPACITY_LIMITED}
   assert chain == (gv.SMOKE_LANGUAGE if scale == 'smoke' else languages.CAPACITY_LIMITED)
   if scale != 'smoke':
@@ -102,20 +104,22 @@ def test_collect():
 # --------------------------------------------------------------------------- rules on synthetic selections
 
 
-def selection(means=None, *, scale='full', seeds=10, noise=0.0, ceiling=2.0, params=None, seed=0):
+def selection(means=None, *, scale='full', seeds=10, noise=0.0, ceiling=2.0, params=None, seed=0, control=0.1):
   """A runner-shaped selection (one row per point and seed at its chosen rate): score = means[variant] + a shared
-  per-seed offset + noise; `value` is the score."""
+  per-seed offset + noise; `value` is the score. The control point (ReLU at half width) scores ReLU's + `control`."""
   rng = np.random.default_rng(seed)
   means = means or paper_like(shift=0.3)
+  means = {**means, gv.CONTROL: means['relu'] + control}
   offset = rng.normal(0, 0.05, seeds)
   rows = []
-  for act in gv.ACTIVATIONS[scale]:
+  for point in (*gv.ACTIVATIONS[scale], gv.CONTROL):
+    act = 'relu' if point == gv.CONTROL else point
     for s in range(seeds):
-      score = means[act] + offset[s] + rng.normal(0, noise)
+      score = means[point] + offset[s] + rng.normal(0, noise)
       rows.append(
         {
           'arm': gv.ARM,
-          'point': gv.label(act),
+          'point': gv.label(point),
           gv.ACT: act,
           gv.SEED: s,
           LR: 1e-2,
@@ -123,7 +127,7 @@ def selection(means=None, *, scale='full', seeds=10, noise=0.0, ceiling=2.0, par
           'score': score,
           'value': score,
           'ceiling': ceiling,
-          'num_params': (params or {}).get(act, 1000 if act in gv.PLAIN else 999),
+          'num_params': (params or {}).get(point, 500 if point == gv.CONTROL else 1000 if act in gv.PLAIN else 999),
         }
       )
   return pd.DataFrame(rows)
@@ -153,10 +157,12 @@ def test_paper_ordering_reproduces_every_claim_with_its_points():
     'language: relu: excess bits off the entropy floor (0) and the unigram ceiling',
     'language: parameters matched across variants (match_params)',
     'premise: language: learning happened and no variant at its floor (excess bits off 0, 1 below the unigram model)',
-    'premise: for a refutation, a positive control: the setup orders two FFNs whose order is known',
+    'premise: for a refutation, a positive control: the setup orders two FFNs whose order is known (ReLU beats '
+    'ReLU at half the width)',
   ]
   assert [c.name for c in vs[3].checks][0] == 'language: every variant off its floor and ceiling'
-  assert all(len(v.premises) == 2 and 'not needed for this outcome' in v.premises[1].detail for v in vs)
+  # The control (half-width ReLU 0.1 bits worse) is shown on every verdict, needed by none of these.
+  assert all(len(v.premises) == 2 and v.premises[1].detail.endswith(', reproduced') for v in vs)
 
 
 def test_five_claims_declare_their_kind_scope_and_premise():
@@ -202,14 +208,29 @@ def test_learning_premise_fails_when_the_variants_did_not_learn():
   assert not floor[0].premises[0].passed and floor[0].premises[0].remedy == ''
 
 
-def test_reversed_ordering_is_refuted_by_the_rule_alone_and_invalid():
-  rev = {k: 0.3 - (v - gv.PAPER_65K['relu']) for k, v in gv.PAPER_65K.items()}
-  vs = gv.rules(selection(rev), 'full')
-  assert [v.raw_outcome for v in vs] == [NR] * 5 and vs[4].statistic == pytest.approx(-1.0)
-  # No arm is a positive control for a refutation: every one of them is invalid, its guard saying why.
-  assert [v.outcome for v in vs] == [INV] * 5
-  assert all([c.passed for c in v.premises] == [True, False] for v in vs)
-  assert 'the rule alone refutes: not evidence against Shazeer 2020' in vs[0].premises[1].detail
+REVERSED = {k: 0.3 - (v - gv.PAPER_65K['relu']) for k, v in gv.PAPER_65K.items()}
+
+
+def test_reversed_ordering_is_refuted_where_the_control_orders_relu_above_its_half_width():
+  """The control passes (half-width ReLU 0.1 bits worse at every seed): the refutations stand, each reading the
+  control's point too; the control's numbers are shown."""
+  vs = gv.rules(selection(REVERSED), 'full')
+  assert [v.outcome for v in vs] == [NR] * 5 and vs[4].statistic == pytest.approx(-1.0)
+  assert all(v.points[-1] == gv.label(gv.CONTROL) for v in vs)
+  control = vs[0].premises[1]
+  assert control.passed and control.role == stats.PREMISE
+  assert control.detail.startswith('relu - relu_half (excess bits, paired by seed): -0.1 [-0.1, -0.1], reproduced')
+
+
+def test_a_refutation_without_its_control_is_invalid_with_the_numbers():
+  """Half-width ReLU as good as ReLU (the setup cannot order two FFNs whose order is known): every refutation is
+  invalid; a reproduction does not need the control and does not read its point."""
+  vs = gv.rules(selection(REVERSED, control=0.0, noise=0.002), 'full')
+  assert [v.raw_outcome for v in vs] == [NR] * 5 and [v.outcome for v in vs] == [INV] * 5
+  assert not vs[0].premises[1].passed and 'needed for a not reproduced' in vs[0].premises[1].detail
+  good = gv.rules(selection(control=0.0, noise=0.002), 'full')
+  assert good[0].outcome == R and good[0].premises[1].passed and 'not needed' in good[0].premises[1].detail
+  assert good[0].points == ('language: geglu', 'language: relu')
 
 
 def test_paired_statistic_on_noisy_synthetic_data():
@@ -249,7 +270,11 @@ def test_present_tables_figure_and_headline(tmp_path):
   shown = ablations.get('glu_variants').present(result, base.Context(str(tmp_path), 'full'))
   assert (tmp_path / 'glu_variants.png').exists() and len(shown.figures) == 1 and len(shown.tables) == 2
   t1 = shown.tables[0].frame
-  assert list(t1['FFN']) == list(gv.PAPER_65K) and 'excess bits (T = 2000)' in t1 and 'rate' in t1
+  assert (
+    list(t1['FFN']) == [*gv.PAPER_65K, 'relu at half width (control)']
+    and 'excess bits (T = 2000)' in t1
+    and 'rate' in t1
+  )
   paired = shown.tables[1].frame
   assert list(paired['variant']) == [a for a in gv.PAPER_65K if a != 'relu']
   assert paired['diff at T'].to_numpy() == pytest.approx(paired['diff at T/2'].to_numpy())

@@ -39,10 +39,12 @@ The paper's 524k column is not asked separately.
 Premise (positive control, role `stats.PREMISE`, computed from the runs the verdict reads): learning happened and
 no variant it reads is at its floor: each variant's mean excess bits (95% CI over seeds) inside [FLOOR_MARGIN,
 ceiling - LEARNED], above 0.02 bits and at least 1 bit below the unigram model's excess (~6.6 bits on this
-language); no remedy, the budget being fixed. For a refutation a second premise (`refutation_guard`, added
-2026-11-29 while the first full run of this design was running, before any of its results was read): a positive
-control that the setup orders two FFNs whose order is known; no arm of this design is one, so a `not reproduced`
-of the rule is `invalid` (the next step, a half-width ReLU control point, is in its detail).
+language); no remedy, the budget being fixed. For a refutation a second premise, a measured positive control that
+the setup orders two FFNs whose order is known: a control point, ReLU at half the FFN width (CONTROL, d_ff 64; its
+own tuned rate, same seeds), must lose to ReLU by the paired rule (CI of mean(relu - half) below 0) at the same
+budget, with ReLU's learning premise; a `not reproduced` of the rule without it is `invalid`. (A fixed guard was
+added 2026-11-29 while the first full run of this design was running and the control point replaced it with 640
+of its 960 first-pass runs on disk, both before any of its results was read; said in the change row.)
 Gates besides: each variant off its floor and ceiling (the mean, as above with the ceiling's margin
 FLOOR_MARGIN) and the parameters matched within PARAM_TOL of ReLU's. Holm over the five verdicts.
 """
@@ -98,6 +100,7 @@ PLAIN = ('relu', 'gelu', 'silu')
 GATED = ('glu', 'bilinear', 'reglu', 'geglu', 'swiglu')
 HEAD_TO_HEAD = ('geglu', 'swiglu', 'bilinear')  # the claims tested one by one against relu
 REFERENCE = 'relu'
+CONTROL = 'relu_half'  # the refutations' positive control: ReLU at half the FFN width (known to be worse)
 ARM = 'language'  # the study's one arm (the sweep folder and the points' prefix)
 ACT = 'model.activation'
 SEED = regime_lib.SEED
@@ -150,8 +153,10 @@ def language_config(scale: str):
 
 
 def arms(scale: str) -> list[base.Arm]:
+  config = language_config(scale)
   points = {a: {ACT: a} for a in ACTIVATIONS[scale]}
-  return [base.Arm(ARM, language_config(scale), points, budget=schedule)]
+  points[CONTROL] = {ACT: REFERENCE, 'model.d_ff': config.model.d_ff // 2}
+  return [base.Arm(ARM, config, points, budget=schedule)]
 
 
 def collect(run_dir: str, row) -> dict[str, float]:
@@ -168,14 +173,21 @@ def label(act: str) -> str:
   return f'{ARM}: {act}'
 
 
-def wide(at: pd.DataFrame, acts) -> pd.DataFrame:
-  """Seeds x variants of the score (a variant without runs: a column of NaN)."""
-  w = at.pivot_table(index=SEED, columns=ACT, values='score', aggfunc='first') if len(at) else pd.DataFrame()
-  return w.reindex(columns=list(acts))
+def of(at: pd.DataFrame, name: str) -> pd.DataFrame:
+  """The runs of one point (a variant, or CONTROL)."""
+  return at[at['point'] == label(name)]
+
+
+def wide(at: pd.DataFrame, names) -> pd.DataFrame:
+  """Seeds x points (variants, CONTROL) of the score (a point without runs: a column of NaN)."""
+  if not len(at):
+    return pd.DataFrame(columns=list(names), dtype=float)
+  w = at.pivot_table(index=SEED, columns='point', values='score', aggfunc='first')
+  return w.reindex(columns=[label(n) for n in names]).set_axis(list(names), axis=1)
 
 
 def range_of(at: pd.DataFrame, act: str) -> stats.Check:
-  g = at[at[ACT] == act]
+  g = of(at, act)
   ceiling = float(g['ceiling'].mean()) if len(g) else math.nan
   return stats.range_check(
     f'{label(act)}: excess bits off the entropy floor (0) and the unigram ceiling',
@@ -188,7 +200,8 @@ def range_of(at: pd.DataFrame, act: str) -> stats.Check:
 
 def param_check(at: pd.DataFrame) -> stats.Check:
   """match_params: every variant's parameter count within PARAM_TOL of ReLU's."""
-  counts = at.groupby(ACT)['num_params'].first().dropna().astype(int) if len(at) else pd.Series(dtype=int)
+  variants = at[at['point'] != label(CONTROL)]
+  counts = variants.groupby(ACT)['num_params'].first().dropna().astype(int) if len(at) else pd.Series(dtype=int)
   name = f'{ARM}: parameters matched across variants (match_params)'
   if REFERENCE not in counts:
     return stats.Check(name, False, 'no relu runs')
@@ -207,7 +220,7 @@ def learning_premise(at: pd.DataFrame, read) -> stats.Check:
   the budget is fixed before the run, so a variant short of the learned bar is not given more steps."""
   parts, ceilings = [], []
   for act in read:
-    g = at[at[ACT] == act]
+    g = of(at, act)
     m, lo, hi = stats.mean_ci(g['value'].to_numpy(float) if len(g) else [], bounds=(0.0, math.inf))
     ceiling = float(g['ceiling'].mean()) if len(g) else math.nan
     ceilings.append(ceiling)
@@ -237,6 +250,7 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   acts = ACTIVATIONS[scale]
   at = sel[sel['arm'] == ARM]
   w, ranges, params = wide(at, acts), {a: range_of(at, a) for a in acts}, param_check(at)
+  known = control(at)
 
   def done(v, read):
     gates = (
@@ -244,8 +258,10 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       if len(read) < 3
       else [stats.all_of(f'{ARM}: every variant off its floor and ceiling', [ranges[a] for a in read])]
     )
-    gates += [params, learning_premise(at, read), refutation_guard(v)]
-    return dataclasses.replace(stats.gate(v, gates), points=tuple(label(a) for a in read))
+    gates += [params, learning_premise(at, read), refutation_control(v, known)]
+    # the control's point is read (its rate and ladder checked) only where it gates: a refutation
+    needed = (CONTROL,) if v.raw_outcome == stats.NOT_REPRODUCED else ()
+    return dataclasses.replace(stats.gate(v, gates), points=tuple(label(a) for a in (*read, *needed)))
 
   out = []
   for name in HEAD_TO_HEAD:
@@ -275,16 +291,27 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
   return out
 
 
-def refutation_guard(v: stats.Verdict) -> stats.Check:
-  """No arm shows this setup can order two FFNs whose order is known, so a refutation may be its insensitivity."""
-  return checks.refutation_guard(
+def control(at: pd.DataFrame) -> stats.Verdict:
+  """The refutations' positive control: ReLU beats ReLU at half the FFN width (paired by seed, the same rule as
+  1.-3.), gated on ReLU's learning premise."""
+  w = wide(at, (REFERENCE, CONTROL))
+  v = rules_lib.paired(
+    w[REFERENCE],
+    w[CONTROL],
+    expect='less',
+    claim=f'{WHERE}: {REFERENCE} beats {REFERENCE} at half the FFN width ({SCORE}, lower is better)',
+  )
+  return stats.gate(v, [learning_premise(at, [REFERENCE])])
+
+
+def refutation_control(v: stats.Verdict, known: stats.Verdict) -> stats.Check:
+  """A refutation's positive control: the setup orders two FFNs whose order is known (`control` reproduced)."""
+  return checks.refutation_control(
     v,
-    'for a refutation, a positive control: the setup orders two FFNs whose order is known',
-    'no arm of this design is one (a fixed statement, not a measured check): learning and parameter matching show '
-    'the variants trained, not that this toy can show one FFN beating another',
-    'the rule alone refutes: not evidence against Shazeer 2020; next step: a control point fixed before its run, '
-    'ReLU at half the FFN width (known to be worse), which must lose to ReLU by a paired CI below 0 (~120 runs, an '
-    'eighth of the first pass)',
+    'for a refutation, a positive control: the setup orders two FFNs whose order is known (ReLU beats ReLU at half '
+    'the width)',
+    f'{REFERENCE} - {CONTROL} (excess bits, paired by seed)',
+    known,
   )
 
 
@@ -301,7 +328,8 @@ _SCOPE = (
 _LEARNED = (
   "learning happened and no variant read is at the entropy floor: each one's held-out excess bits (95% CI over "
   "seeds) above 0.02 and at least 1 bit below the unigram model's excess; for a refutation, a positive control "
-  'that the setup orders two FFNs whose order is known (none in this design)'
+  'that the setup orders two FFNs whose order is known: ReLU beats ReLU at half the FFN width (d_ff 64) by the '
+  'paired rule'
 )
 CLAIMS = (
   base.Claim(stats.SIGN, f'{_SCOPE}; GEGLU vs ReLU.', _LEARNED),

@@ -74,6 +74,7 @@ import pandas as pd
 from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.load_balancing import CHANGES
 from ffn_research.config import default_config
@@ -396,16 +397,12 @@ def collapse_rule(sel: pd.DataFrame, condition: str) -> stats.Verdict:
 
 def collapse_control(v: stats.Verdict, control: stats.Verdict) -> stats.Check:
   """A refutation's positive control: the setup collapses where one expert suffices (rule 1 on `control`
-  reproduced). Needed for a `not reproduced` only; its numbers are shown whatever it gates."""
-  needed = v.raw_outcome == stats.NOT_REPRODUCED
-  shown = (
-    f'rule 1 on {CONTROL} ({CONDITIONS[CONTROL][0]}): {control.statistic:+.3g} [{control.ci[0]:+.3g}, '
-    f'{control.ci[1]:+.3g}], {control.outcome}'
-  )
-  ok = control.outcome == stats.REPRODUCED or not needed
-  why = '' if control.outcome == stats.REPRODUCED else ('; needed for a not reproduced' if needed else '; not needed')
-  return stats.as_premise(
-    stats.Check('the setup can produce a collapse (the one-teacher control collapses)', ok, shown + why)
+  reproduced)."""
+  return checks.refutation_control(
+    v,
+    'the setup can produce a collapse (the one-teacher control collapses)',
+    f'rule 1 on {CONTROL} ({CONDITIONS[CONTROL][0]})',
+    control,
   )
 
 

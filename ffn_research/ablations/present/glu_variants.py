@@ -32,14 +32,16 @@ def paired_table(full: pd.DataFrame, half: pd.DataFrame, acts) -> pd.DataFrame:
 def table1(result: base.Result, acts) -> pd.DataFrame:
   """Shazeer's Table 1 next to what the toy measured at T (mean ± 95% CI half-width over seeds) and the rate."""
   rows = []
-  for name in acts:
-    g = result.full[(result.full['arm'] == study.ARM) & (result.full[study.ACT] == name)]
+  for name in (*acts, study.CONTROL):
+    g = study.of(result.full[result.full['arm'] == study.ARM], name)
     m, lo, hi = stats.mean_ci(g['score'])
     rows.append(
       {
-        'FFN': name,
-        'paper 65k (sd of 4 runs)': f'{study.PAPER_65K[name]:.3f} ({study.PAPER_65K_SD[name]:.3f})',
-        'paper 524k': study.PAPER_524K[name],
+        'FFN': name if name != study.CONTROL else f'{study.REFERENCE} at half width (control)',
+        'paper 65k (sd of 4 runs)': f'{study.PAPER_65K[name]:.3f} ({study.PAPER_65K_SD[name]:.3f})'
+        if name in study.PAPER_65K
+        else '',
+        'paper 524k': study.PAPER_524K.get(name, math.nan),
         'params': int(g['num_params'].iloc[0]) if len(g) else None,
         f'excess bits (T = {int(g[study.STEPS].iloc[0]) if len(g) else "–"})': f'{m:.4g} ± {(hi - lo) / 2:.2g}',
         'rate': float(g['train.learning_rate'].iloc[0]) if len(g) else math.nan,
@@ -122,7 +124,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     "doublings); a decided sign outcome stands only if it is the same at every budget; the paper's 524k column is "
     'not asked separately.',
     'Premise: every verdict needs learning to have happened with no variant read at its floor (excess bits off 0 '
-    "and at least 1 bit below the unigram model's).",
+    "and at least 1 bit below the unigram model's). A refutation needs the positive control too: ReLU beats ReLU "
+    'at half the FFN width (its own tuned rate, the same seeds) by the paired rule at the same budget.',
     f'{study.NO_PROXY}.',
   ]
   return base.Presentation(
