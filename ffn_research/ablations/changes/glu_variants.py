@@ -124,7 +124,11 @@ CHANGES = (
       '(task.start_draw, for cost; 6d8d9f4), and, while its first run ran (started 09:57 at f495f2c), a refutation '
       'guard (a second premise: for a `not reproduced`, a positive control that the setup orders two FFNs whose '
       "order is known; none in this design, so a refutation is invalid), after expansion_ratio's cold review "
-      'refused a refutation without one'
+      'refused a refutation without one; then, the run stopped with 640 of its 960 first-pass runs on disk and none '
+      'of their results read (its log prints verdicts only at the end), that fixed guard -> a measured control '
+      'point, ReLU at half the FFN width (d_ff 64; its own tuned rate, the same seeds and budgets; 120 more '
+      'first-pass runs), which must lose to ReLU by the paired rule for a refutation to stand (the next step the '
+      'guard named; e962958)'
     ),
     outcome=(
       'not yet run under this design; before (the report of 2026-11-27, language T = 1,000): GEGLU, SwiGLU, '
