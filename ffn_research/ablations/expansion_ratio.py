@@ -104,7 +104,7 @@ SETTINGS: dict[str, Settings] = {
       vocab_size=8, num_candidates=4, branching=2, concentration=0.5, seq_len=8, num_eval=64, start_draw='inverse_cdf'
     ),
   ),
-  # One size (two, 38,000 and 76,000, until 2026-11-29: cut for the cap before any result was read)
+  # One size (two until a cut for the cap before any result was read: the change rows)
   'quick': dict(sizes=(38_000,), ratios=(1, 2, 8), batch=32, min_d_model=32, language=LANGUAGE),
   'full': dict(sizes=(38_000,), ratios=RATIOS, batch=32, min_d_model=32, language=LANGUAGE),
 }

@@ -42,9 +42,8 @@ ceiling - LEARNED], above 0.02 bits and at least 1 bit below the unigram model's
 language); no remedy, the budget being fixed. For a refutation a second premise, a measured positive control that
 the setup orders two FFNs whose order is known: a control point, ReLU at half the FFN width (CONTROL, d_ff 64; its
 own tuned rate, same seeds), must lose to ReLU by the paired rule (CI of mean(relu - half) below 0) at the same
-budget, with ReLU's learning premise; a `not reproduced` of the rule without it is `invalid`. (A fixed guard was
-added 2026-11-29 while the first full run of this design was running and the control point replaced it with 640
-of its 960 first-pass runs on disk, both before any of its results was read; said in the change row.)
+budget, with ReLU's learning premise; a `not reproduced` of the rule without it is `invalid`. (When it was added,
+and what it replaced: the change rows.)
 Gates besides: each variant off its floor and ceiling (the mean, as above with the ceiling's margin
 FLOOR_MARGIN) and the parameters matched within PARAM_TOL of ReLU's. Holm over the five verdicts.
 """
@@ -342,7 +341,7 @@ CLAIMS = (
     _LEARNED,
   ),
 )
-# Why no proxy task (setup, notes, the change row of 2026-11-29).
+# Why no proxy task (setup, notes and the redesign's change row).
 NO_PROXY = (
   'No proxy task: no teacher is known to be neutral between gated and plain FFNs (a tanh teacher fitted by '
   'one-layer students asks which family approximates tanh; a deeper student on a random-network teacher favours '
