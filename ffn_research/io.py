@@ -146,7 +146,10 @@ def check_or_write_config(
     raise WorkdirError(
       f'{e}; it records the config of the run in {workdir}: restore it, or delete the workdir to start over'
     ) from None
-  new = _flat(json_safe(resolved))
+  safe = json_safe(resolved)
+  if old == safe:
+    return  # as written: nothing to compare or rewrite
+  new = _flat(safe)
   if old is not None:
     old_flat, default_flat = config_lib.upgrade_renamed(_flat(old)), _flat(json_safe(defaults or {}))
     diff = sorted(
@@ -161,8 +164,6 @@ def check_or_write_config(
         f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
         'use a new --workdir or delete it'
       )
-    if old == json_safe(resolved):
-      return  # as written: no rewrite
   write_json(path, resolved)
 
 
