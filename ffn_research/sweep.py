@@ -22,6 +22,7 @@ a factor of the real ones (d_ff padding: ffn_research.programs).
 from collections.abc import Callable, Iterable, Mapping, Sequence
 import csv
 import dataclasses
+import functools
 import hashlib
 import io
 import itertools
@@ -170,6 +171,11 @@ class Run:
   overrides: Overrides
   config: ml_collections.ConfigDict
 
+  @functools.cached_property
+  def program(self) -> str:
+    """group_key(config), computed once per run (sharding and planning both group the runs)."""
+    return group_key(self.config)
+
 
 def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[Run]:
   """Runs with validated configs and unique names (fails before anything compiles)."""
@@ -201,7 +207,7 @@ def group_runs(runs: Sequence[Run], pad_flops_factor: float = programs_lib.PAD_F
     raise config_lib.ConfigError(f'pad_flops_factor={pad_flops_factor!r} must be a number >= 1 (1: no padding)')
   by_key: dict[str, list[Run]] = {}
   for r in runs:
-    by_key.setdefault(group_key(r.config), []).append(r)
+    by_key.setdefault(r.program, []).append(r)
   return [
     [g[i] for i in program]
     for g in by_key.values()
