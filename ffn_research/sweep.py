@@ -118,8 +118,13 @@ def _merge_into(merged: Overrides, o: Mapping[str, Any]) -> None:
 
 
 def apply_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> ml_collections.ConfigDict:
-  """A copy of `config` with dotted keys set; unknown keys or wrong types raise ConfigError."""
-  config = ml_collections.ConfigDict(config.to_dict())
+  """A copy of `config` (its keys sorted, references resolved) with dotted keys set; unknown keys or wrong types
+  raise ConfigError."""
+  return _set_overrides(ml_collections.ConfigDict(config.to_dict()), overrides)
+
+
+def _set_overrides(config: ml_collections.ConfigDict, overrides: Mapping[str, Any]) -> ml_collections.ConfigDict:
+  """`config` with dotted keys set in place (apply_overrides' checks)."""
   for key, value in overrides.items():
     section, _, leaf = key.rpartition('.')
     try:
@@ -181,8 +186,9 @@ def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[
   """Runs with validated configs and unique names (fails before anything compiles)."""
   runs: list[Run] = []
   seen: dict[str, Overrides] = {}
+  base = ml_collections.ConfigDict(base.to_dict())  # as apply_overrides copies it, once: each run a cheap copy
   for overrides in sweep:
-    config = apply_overrides(base, overrides)
+    config = _set_overrides(base.copy_and_resolve_references(), overrides)
     validation.validate(config)
     parallel.check_sweep_run(config)
     name = run_name(overrides)
