@@ -111,6 +111,18 @@ def test_run_name_stable_and_safe():
     sweep.expand(tiny_config(), [{'task.function': 'sin'}, {'task.function': 'sin'}])
 
 
+def test_expand_copies_the_base_as_apply_overrides_does():
+  """expand copies one normalised base per run: each run's config equals apply_overrides' key for key, in the same
+  key order (config.json, program keys), and the caller's base is left as it was."""
+  base = tiny_config()
+  before = base.to_json()
+  grid = sweep.product(sweep.values('model.d_ff', [4, 8]), sweep.values('train.learning_rate', [0.1, 0.2]))
+  runs = sweep.expand(base, grid)
+  assert [r.config.to_json() for r in runs] == [sweep.apply_overrides(base, o).to_json() for o in grid]
+  assert runs[0].config is not runs[1].config and runs[0].config.model is not runs[1].config.model
+  assert base.to_json() == before and [r.program for r in runs[:2]] == [sweep.group_key(r.config) for r in runs[:2]]
+
+
 def test_expand_validates_before_running():
   with pytest.raises(config_lib.ConfigError, match='model.activation'):
     sweep.expand(tiny_config(), sweep.values('model.activation', ['relu', 'nope']))
