@@ -351,7 +351,7 @@ def _planned_groups(
 
 def _train_sweep_group(
   runs: Sequence[Run],
-  program: Sequence[Run],
+  program_config: Callable[[], ml_collections.ConfigDict],
   width: int,
   workdir: str,
   devices: Sequence[Any] | None,
@@ -360,10 +360,10 @@ def _train_sweep_group(
   """Train one group of `resume_groups` together through the run lifecycle (loop.Lifecycle); a group
   that fails or does not fit in memory is recorded 'failed' (retried on rerun), the sweep goes on.
 
-  The program is planned for the runs `program` and built at the widest one's d_ff; narrower runs
-  are padded to it and masked (ffn_research.programs). Every run's outputs follow a lone run's
-  schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden width the program
-  allocated; counts are the run's own). A run whose loss turns non-finite or blows up is
+  The program is planned for all the runs of its program (`program_config()`: programs.program_config of them)
+  and built at the widest one's d_ff; narrower runs are padded to it and masked (ffn_research.programs). Every
+  run's outputs follow a lone run's schema (summary adds `sweep_group_size` and `sweep_padded_d_ff`, the hidden
+  width the program allocated; counts are the run's own). A run whose loss turns non-finite or blows up is
   'diverged'; the others go on. Runs resume from their newest common intact checkpoint.
 
   The run axis is compiled at `width` (resume_groups), a smaller group padded to it
@@ -382,7 +382,7 @@ def _train_sweep_group(
   try:
     with loop_lib.Lifecycle([_run_dir(workdir, r.name) for r in runs], [r.config for r in runs], sweep=True) as group:
       if group.todo:
-        config = programs_lib.program_config([r.config for r in program])
+        config = program_config()
         devices = tuple(devices if devices is not None else jax.local_devices())
         group.train(
           lambda: _programs(config, width, devices),
@@ -507,8 +507,17 @@ def run_sweep(
       flush=True,
     )
     run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
+    program_configs: dict[tuple[str, ...], ml_collections.ConfigDict] = {}
+
+    def program_config(program: Sequence[Run]) -> ml_collections.ConfigDict:
+      """programs.program_config once per program (its groups share it)."""
+      key = tuple(r.name for r in program)
+      if key not in program_configs:
+        program_configs[key] = programs_lib.program_config([r.config for r in program])
+      return program_configs[key]
+
     for g, program, width in groups:
-      _train_sweep_group(g, program, width, workdir, devices, progress)
+      _train_sweep_group(g, functools.partial(program_config, program), width, workdir, devices, progress)
       run_bar.update(len(g))
       if after_group is not None:
         after_group()

@@ -54,8 +54,7 @@ def _sum_aux_losses(aux: PyTree) -> jax.Array:
 
 def traced_values(config: ml_collections.ConfigDict) -> dict[str, float]:
   """{key: the config's value} for identity.TRACED_KEYS."""
-  flat = config_lib.flat_keys(config)
-  return {k: float(flat[k]) for k in identity.TRACED_KEYS}
+  return {k: float(config_lib.get_path(config, k)) for k in identity.TRACED_KEYS}
 
 
 class Experiment:

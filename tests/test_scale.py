@@ -16,6 +16,7 @@ import pytest
 from ffn_research import checkpoints as checkpoints_lib
 from ffn_research import io as io_lib
 from ffn_research import loop
+from ffn_research import programs as programs_lib
 from ffn_research import sweep
 from tests.conftest import REPO_ROOT
 from tests.test_faults import read_jsonl
@@ -220,6 +221,20 @@ def test_runs_added_to_a_finished_sweep_train_at_their_own_width(tmp_path, monke
   alone = sweep.run_sweep(small_base(), sweep.values('train.seed', [4, 5]), str(tmp_path / 'alone'), progress=False)
   for name in ('seed=4', 'seed=5'):
     assert out[name]['eval_loss'] == alone[name]['eval_loss'] and out[name]['sweep_group_size'] == 2
+
+
+def test_a_split_program_builds_its_config_once(tmp_path, monkeypatch):
+  """Groups of at most 2 of 5 runs, one program: its config is built once from all 5 runs, not once per group
+  (each build reads every run of the program: per group, a sweep's cost grew with runs x groups)."""
+  real, calls = programs_lib.program_config, []
+
+  def spy(configs):
+    calls.append(len(configs))
+    return real(configs)
+
+  monkeypatch.setattr(programs_lib, 'program_config', spy)
+  out = sweep.run_sweep(small_base(), seeds(5), str(tmp_path), progress=False, max_group_size=2)
+  assert calls == [5] and {s['sweep_group_size'] for s in out.values()} == {1, 2}
 
 
 def test_a_split_program_killed_between_its_groups_keeps_its_width(tmp_path, monkeypatch):
