@@ -183,10 +183,10 @@ def paired(
 def _paired_region(expect: str, margin: float) -> tuple[tuple[float, float], str]:
   """The region `paired`'s claim allows for mean(a - b), and it in words."""
   if expect == 'less':
-    return (-math.inf, -margin), f'below {-margin:g}'
+    return (-math.inf, -margin), f'below {-margin + 0.0:g}'  # + 0.0: a margin of 0 reads 0, not -0
   if expect == 'greater':
     return (margin, math.inf), f'above {margin:g}'
-  return (-margin, margin), f'inside [{-margin:g}, {margin:g}]'
+  return (-margin, margin), f'inside [{-margin + 0.0:g}, {margin:g}]'
 
 
 def threshold(
@@ -455,13 +455,20 @@ def _spearman_ci(rho: float, n: int, confidence: float) -> tuple[float, float]:
   return float(np.tanh(z - q * se)), float(np.tanh(z + q * se))
 
 
-def _rank_outcome(rho: float, p_pos: float, p_neg: float, threshold: float, alpha: float) -> tuple[str, float, str]:
-  """rank_agreement's outcome, the p it rests on, and the note for a significant rho below the threshold."""
-  if rho >= threshold and p_pos < alpha:
+def _rank_outcome(
+  rho: float, low: float, p_pos: float, p_neg: float, threshold: float, alpha: float
+) -> tuple[str, float, str]:
+  """rank_agreement's outcome, the p it rests on, and the note for a significant rho not shown >= the threshold.
+  `low`: the CI's lower end."""
+  if low >= threshold and p_pos < alpha:
     return verdict_lib.REPRODUCED, p_pos, ''
   if rho < 0 and p_neg < alpha:
     return verdict_lib.NOT_REPRODUCED, p_neg, ''
-  note = '' if rho < 0 or p_pos >= alpha else f'; significant but rho {rho:.3g} < {threshold:g}'
+  note = (
+    ''
+    if rho < 0 or p_pos >= alpha
+    else f'; rho > 0 is significant, but rho >= {threshold:g} is not shown (the CI reaches down to {low:.3g})'
+  )
   return verdict_lib.INCONCLUSIVE, (p_pos if rho >= 0 else p_neg), note
 
 
@@ -487,10 +494,10 @@ def rank_agreement(
   """Spearman rho between a and b (e.g. our per-variant means and the paper's), decided by a
   permutation test (exact over all orderings when n! <= n_perm; no bootstrap).
 
-  Reproduced if rho >= threshold and the one-sided permutation p (rho at least as large under random
-  orderings) < alpha; not reproduced if the ordering is significantly reversed (one-sided p for rho at
-  least as negative < alpha); otherwise, or with < min_n items, inconclusive. The CI is Fisher's z
-  with the Bonett-Wright (2000) variance (1 + rho^2 / 2) / (n - 3), shown, not used by the rule.
+  A magnitude claim, rho >= threshold: reproduced if the CI lies above the threshold and the one-sided
+  permutation p (rho at least as large under random orderings) < alpha; not reproduced if the ordering is
+  significantly reversed (one-sided p for rho at least as negative < alpha); otherwise, or with < min_n items,
+  inconclusive. The CI is Fisher's z with the Bonett-Wright (2000) variance (1 + rho^2 / 2) / (n - 3).
   """
   a, b = _pair(a, b, 'rank_agreement')
   ok = np.isfinite(a) & np.isfinite(b)
@@ -498,7 +505,8 @@ def rank_agreement(
   n = len(a)
   test = f'Spearman rho with a permutation test (up to {n_perm} orderings; exact when n! <= {n_perm})'
   rule = (
-    f'reproduced if rho >= {threshold:g} and the one-sided permutation p < {alpha:g}; not reproduced if '
+    f'reproduced if the {confidence:.0%} CI of rho lies at or above {threshold:g} and the one-sided permutation p < '
+    f'{alpha:g}; not reproduced if '
     f'rho < 0 with one-sided p < {alpha:g} (ordering reversed); otherwise, or with < {min_n} items, '
     'inconclusive'
   )
@@ -511,7 +519,7 @@ def rank_agreement(
   rhos, exact = _permuted_rhos(ra, rb, n_perm, seed)
   p_pos, p_neg = _permutation_p(rho, rhos, exact)
   ci = _spearman_ci(rho, n, confidence)
-  outcome, p, note = _rank_outcome(rho, p_pos, p_neg, threshold, alpha)
+  outcome, p, note = _rank_outcome(rho, ci[0], p_pos, p_neg, threshold, alpha)
   how = _orderings(len(rhos), exact, seed, p)
   detail = f'{n} items; permutation p (rho >= observed) = {p_pos:.3g}, p (rho <= observed) = {p_neg:.3g}, {how}{note}'
   return verdict_lib.Verdict(

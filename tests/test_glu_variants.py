@@ -162,7 +162,11 @@ def test_paper_ordering_reproduces_every_claim_with_its_points():
   ]
   assert [c.name for c in vs[3].checks][0] == 'language: every variant off its floor and ceiling'
   # The control (half-width ReLU 0.1 bits worse) is shown on every verdict, needed by none of these.
-  assert all(len(v.premises) == 2 and v.premises[1].detail.endswith(', reproduced') for v in vs)
+  assert all(
+    len(v.premises) == 2
+    and v.premises[1].detail.endswith(', reproduced; needed only for a refutation, not for this outcome')
+    for v in vs
+  )
 
 
 def test_five_claims_declare_their_kind_scope_and_premise():
@@ -229,7 +233,9 @@ def test_a_refutation_without_its_control_is_invalid_with_the_numbers():
   assert [v.raw_outcome for v in vs] == [NR] * 5 and [v.outcome for v in vs] == [INV] * 5
   assert not vs[0].premises[1].passed and 'needed for a not reproduced' in vs[0].premises[1].detail
   good = gv.rules(selection(control=0.0, noise=0.002), 'full')
-  assert good[0].outcome == R and good[0].premises[1].passed and 'not needed' in good[0].premises[1].detail
+  assert (
+    good[0].outcome == R and good[0].premises[1].passed and 'needed only for a refutation' in good[0].premises[1].detail
+  )
   assert good[0].points == ('language: geglu', 'language: relu')
 
 

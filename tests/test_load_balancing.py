@@ -244,7 +244,7 @@ def test_a_refutation_of_collapse_needs_the_control_to_collapse():
   (c,) = [c for c in v[0].failed_checks if c.role == stats.PREMISE]
   assert 'the one-teacher control collapses' in c.name and 'needed for a not reproduced' in c.detail
   v = lb.rules(_sel(conditions={lb.CONTROL: flat}), 'smoke')  # a reproduction needs no control
-  assert v[0].outcome == stats.REPRODUCED and 'not needed' in v[0].premises[2].detail
+  assert v[0].outcome == stats.REPRODUCED and 'needed only for a refutation' in v[0].premises[2].detail
 
 
 def test_every_verdict_declares_its_kind_and_computes_a_premise():

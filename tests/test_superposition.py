@@ -196,7 +196,7 @@ def test_rules_paired_sparse_minus_dense():
     )
   control = out[1].premises[2]  # the FFN's positive control: the toy reproduced on the same selection
   assert (
-    control.passed and control.detail == 'the toy: sparse - dense +5.5 [+5.17, +5.83], reproduced'
+    control.passed and control.detail == 'the toy: sparse - dense: +5.5 [+5.17, +5.83], reproduced'
   )  # diffs 5, 6 alternating: sd 0.522, t(11) 2.201
   # A sparse count above m (5.5) with no sparse - dense effect is not superposition (the old rule said yes).
   v = sp.rules(_sel(10, 5, dense=[5, 6] * 6), 'full')[1]
@@ -242,9 +242,9 @@ def test_an_ffn_refutation_needs_the_toy_reproduced_on_the_same_selection():
   assert sp.rules(_sel(tied_sparse=10, ffn_sparse=5), 'full')[1].outcome == stats.NOT_REPRODUCED
   v = sp.rules(_sel(tied_sparse=5, ffn_sparse=5), 'full')[1]  # the toy does not superpose either
   assert v.outcome == stats.INVALID and v.raw_outcome == stats.NOT_REPRODUCED
-  assert 'the toy: sparse - dense +0.5' in v.detail and 'needed for a not reproduced' in v.detail
+  assert 'the toy: sparse - dense: +0.5' in v.detail and 'needed for a not reproduced' in v.detail
   fine = sp.rules(_sel(tied_sparse=5, ffn_sparse=10), 'full')[1]
-  assert fine.outcome == stats.REPRODUCED and 'not needed here' in fine.premises[2].detail
+  assert fine.outcome == stats.REPRODUCED and 'needed only for a refutation' in fine.premises[2].detail
   # The FFN is judged on its functional count: a weight-norm count of 12 at density 1 does not touch it.
   sel = _sel(10, 10)
   sel.loc[(sel['arm'] == 'ffn') & (sel['task.feature_sparsity'] == 0), 'represented'] = 12

@@ -235,6 +235,10 @@ def test_rank_agreement_monotone_vs_shuffled():
   five = rules_lib.rank_agreement([1, 2, 3, 4, 5], [2, 1, 5, 3, 4], claim='c')
   assert five.statistic == pytest.approx(0.6) and five.outcome == INC and five.p_value > 0.1
   assert rules_lib.rank_agreement([1, 2, 3], [1, 2, 3], claim='c').outcome == INC  # < 4 items
+  # A magnitude claim: rho 0.83 over 8 items is significantly > 0, but its CI reaches far below 0.5: not shown.
+  eight = rules_lib.rank_agreement(np.arange(8.0), [3, 1, 2, 5, 4, 8, 6, 7], claim='c')
+  assert eight.statistic == pytest.approx(1 - 6 * 14 / (8 * 63)) and eight.p_value < 0.05
+  assert eight.ci[0] < 0.5 < eight.statistic and eight.outcome == INC and 'rho >= 0.5 is not shown' in eight.detail
 
 
 def test_rank_agreement_permutation_p_matches_scipy_and_exact():

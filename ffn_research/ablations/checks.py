@@ -421,12 +421,14 @@ def refutation_guard(v: stats.Verdict, name: str, why: str, refuted: str) -> sta
   return stats.as_premise(stats.Check(name, not needed, detail))
 
 
-def refutation_control(v: stats.Verdict, name: str, what: str, control: stats.Verdict) -> stats.Check:
+def refutation_control(
+  v: stats.Verdict, name: str, what: str, control: stats.Verdict, points: tuple[str, ...] = ()
+) -> stats.Check:
   """A refutation's measured positive control: `control` (a rule on a setting whose answer is known, `what` names
   it) must be reproduced where `v`'s rule alone refutes; other outcomes do not need it. Its numbers are shown
   whatever it gates."""
   needed = v.raw_outcome == stats.NOT_REPRODUCED
   shown = f'{what}: {control.statistic:+.3g} [{control.ci[0]:+.3g}, {control.ci[1]:+.3g}], {control.outcome}'
   ok = control.outcome == stats.REPRODUCED or not needed
-  why = '' if control.outcome == stats.REPRODUCED else ('; needed for a not reproduced' if needed else '; not needed')
-  return stats.as_premise(stats.Check(name, ok, shown + why))
+  why = '; needed for a not reproduced' if needed else '; needed only for a refutation, not for this outcome'
+  return stats.as_premise(stats.Check(name, ok, shown + ('' if needed and ok else why), points=points))

@@ -55,6 +55,7 @@ from ffn_research import loop
 from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
+from ffn_research.ablations import checks
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations.changes.superposition import CHANGES
 from ffn_research.config import default_config
@@ -329,19 +330,14 @@ def learned_premise(sel: pd.DataFrame, densities) -> stats.Check:
 
 def superposition_control(v: stats.Verdict, toy: stats.Verdict, labels: tuple[str, ...]) -> stats.Check:
   """The FFN's positive control: the task and training produce superposition (the toy's rule reproduced, same
-  densities, budget and rate policy). Needed for a `not reproduced` only; its numbers are shown whatever it gates."""
-  shown = f'the toy: sparse - dense {toy.statistic:+.3g} [{toy.ci[0]:+.3g}, {toy.ci[1]:+.3g}], {toy.outcome}'
-  needed = v.raw_outcome == stats.NOT_REPRODUCED
-  ok = toy.outcome == stats.REPRODUCED or not needed
-  why = '' if toy.outcome == stats.REPRODUCED else ('; needed for a not reproduced' if needed else '; not needed here')
-  return stats.as_premise(
-    stats.Check(
-      'ffn: the task and training produce superposition (the toy on the same densities, each at its own tuned rate '
-      'and budget)',
-      ok,
-      shown + why,
-      points=labels,
-    )
+  densities, budget and rate policy)."""
+  return checks.refutation_control(
+    v,
+    'ffn: the task and training produce superposition (the toy on the same densities, each at its own tuned rate '
+    'and budget)',
+    'the toy: sparse - dense',
+    toy,
+    points=labels,
   )
 
 
