@@ -91,4 +91,22 @@ CHANGES = (
     'dense premise); no outcome moves',
     verdicts=(2,),
   ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      'said after the cold review of the rerun of 2026-11-29 (8cef8ce, Intel Xeon; the design unchanged since the '
+      "row above): that row's premise has no remedy, so the regime no longer doubles the FFN's budget: the FFN is "
+      'read at T = 2,000 where the published run of 2026-11-27 (judged before the premise existed) had doubled it '
+      'to 8,000. "No remedy" is a judgement, not a measurement: at T = 8,000 that run still failed the premise '
+      "(held-out loss 2.2x-20.7x the toy's) and its dense count moved from 6 failing seeds to 1. The scope now says "
+      'the budget; the headline marks an invalid verdict'
+    ),
+    outcome=(
+      'FFN: invalid -> invalid; the rule alone +4.00 [+3.32, +4.68] at T = 8,000 (one seed failing the dense '
+      'premise) -> +3.92 [+3.19, +4.64] at T = 2,000 (six seeds failing); the toy unchanged, +6.28 [+5.98, +6.58] '
+      'on both machines'
+    ),
+    verdicts=(2,),
+  ),
 )

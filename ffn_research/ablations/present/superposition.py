@@ -120,7 +120,8 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   dense = table[table['1 - S'] >= 1.0].set_index('arm')['represented mean'] if len(table) else pd.Series(dtype=float)
   headline = (
     f'sparse - dense features represented, per seed: toy {v_toy.statistic:+.2f} [{v_toy.ci[0]:.2f}, '
-    f'{v_toy.ci[1]:.2f}], FFN {v_ffn.statistic:+.2f} [{v_ffn.ci[0]:.2f}, {v_ffn.ci[1]:.2f}] (rule: > '
+    f'{v_toy.ci[1]:.2f}] ({v_toy.outcome}), FFN {v_ffn.statistic:+.2f} [{v_ffn.ci[0]:.2f}, {v_ffn.ci[1]:.2f}] '
+    f'({v_ffn.outcome}{": not evidence either way" if v_ffn.outcome == stats.INVALID else ""}) (rule: > '
     f'{study.MARGIN:g}); at 1 - S = 1: '
     + ', '.join(f'{a} {c:.2f}' for a, c in dense.items())
     + f' (m = {study.M_HIDDEN})'
