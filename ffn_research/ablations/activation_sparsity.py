@@ -247,6 +247,12 @@ INIT_PREMISE = (
 )
 LEARNED_PREMISE = f'premise: learned: held-out bits more than {RANGE_MARGIN:g} below the unigram entropy'
 CAN_BE_SPARSE = f'premise: the setup can produce a ReLU density below {LEVEL:.0%} (positive control)'
+# What a failed control needs next, with its cost on the 2-core development machine (the ReLU arm's runs at T:
+# ~2,000 of its 3,530 run-seconds; its densities still fall with T: 0.40, 0.36, 0.25 at T/4, T/2, T at d_ff 512).
+SPARSE_NEXT_STEP = (
+  'T = 2,000 and 4,000 for the ReLU shapes the verdicts read, at the chosen rate and its two neighbours, fixed '
+  'before the run (~9,000 run-seconds), or a setting known to sparsify (longer training is the cited one)'
+)
 
 
 def can_be_sparse(relu: pd.DataFrame) -> stats.Check:
@@ -256,7 +262,8 @@ def can_be_sparse(relu: pd.DataFrame) -> stats.Check:
   if not by_point:
     return stats.as_premise(stats.Check(CAN_BE_SPARSE, False, 'no ReLU shape at this budget'))
   p, (m, lo, hi) = min(by_point.items(), key=lambda kv: kv[1][0])
-  return stats.premise_check(CAN_BE_SPARSE, m, (lo, hi), -math.inf, LEVEL, what=f'density of the sparsest shape ({p})')
+  check = stats.premise_check(CAN_BE_SPARSE, m, (lo, hi), -math.inf, LEVEL, what=f'density of the sparsest shape ({p})')
+  return check if check.passed else dataclasses.replace(check, detail=f'{check.detail}; next step: {SPARSE_NEXT_STEP}')
 
 
 def shape_checks(sel: pd.DataFrame, points: Sequence[str], scale: str) -> list[stats.Check]:

@@ -302,7 +302,10 @@ def layer_control(v: stats.Verdict) -> stats.Check:
     'a layer effect can appear in this setup (a positive control for a refutation)',
     'no setting of this toy is known to kill the early layer first, so no positive control exists (a fixed '
     'statement of this design, not a measured check)',
-    'the rule alone refutes: not evidence against Voita et al.',
+    'the rule alone refutes: not evidence against Voita et al.; next step: a control arm fixed before its run in '
+    "which the early layer's units are made to die first (its FFN's hidden bias started negative), at the reference "
+    'rate with the same seeds and ladder, whose layer difference must come out above the margin (~250 '
+    'run-seconds on the 2-core development machine, the size of one rate arm)',
   )
 
 

@@ -70,6 +70,12 @@ SPARSE_MAX_DENSITY = 0.03  # the verdicts read densities 1 - S <= this against 1
 MARGIN = 1.0  # rule: sparse - dense > 1 feature (at least one feature more)
 DENSE_TOLERANCE = 1.0  # premise: every seed's dense count within m +- 1
 LEARN_FACTOR = 1.1  # the FFN's premise: its mean held-out loss within 1.1x the toy's at every density it reads
+# What a failed FFN premise needs next, with its cost on the 2-core development machine (the FFN arm: ~440
+# run-seconds for its 756 runs).
+FFN_NEXT_STEP = (
+  "a start that keeps the FFN's units alive (a positive bias start, a leaky warm-up or restarts), chosen by a pilot "
+  'on seeds no verdict reads (~100 run-seconds), then the FFN arm again (~450 run-seconds)'
+)
 COLLAPSE_MARGIN = 0.5  # not collapsed: mean sparse count > 0.5
 DENSITY = 'density'  # 1 - task.feature_sparsity
 SEED = regime_lib.SEED
@@ -324,7 +330,7 @@ def learned_premise(sel: pd.DataFrame, densities) -> stats.Check:
     stats.Check(
       f"ffn: trained to a solution it can express (held-out loss within {LEARN_FACTOR:g}x the toy's at every density)",
       ok,
-      'mean held-out loss, FFN vs toy: ' + '; '.join(parts),
+      'mean held-out loss, FFN vs toy: ' + '; '.join(parts) + ('' if ok else f'; next step: {FFN_NEXT_STEP}'),
     )
   )
 
