@@ -506,24 +506,37 @@ def run_sweep(
       file=sys.stderr,
       flush=True,
     )
-    run_bar = tqdm(total=len(todo), desc='runs', unit='run', disable=not progress, dynamic_ncols=True)
-    program_configs: dict[tuple[str, ...], ml_collections.ConfigDict] = {}
-
-    def program_config(program: Sequence[Run]) -> ml_collections.ConfigDict:
-      """programs.program_config once per program (its groups share it)."""
-      key = tuple(r.name for r in program)
-      if key not in program_configs:
-        program_configs[key] = programs_lib.program_config([r.config for r in program])
-      return program_configs[key]
-
-    for g, program, width in groups:
-      _train_sweep_group(g, functools.partial(program_config, program), width, workdir, devices, progress)
-      run_bar.update(len(g))
-      if after_group is not None:
-        after_group()
-    run_bar.close()
+    _train_groups(groups, workdir, devices, progress, after_group)
   write_results(workdir)
   return {r.name: _run_dir(workdir, r.name).summary() for r in mine}
+
+
+def _train_groups(
+  groups: Sequence[tuple[list[Run], list[Run], int]],
+  workdir: str,
+  devices: Sequence[Any] | None,
+  progress: bool,
+  after_group: Callable[[], None] | None,
+) -> None:
+  """_train_sweep_group for each of `resume_groups`' groups, with a run bar; a program's config is built once and
+  shared by its groups (each build reads every run of the program)."""
+  run_bar = tqdm(
+    total=sum(len(g) for g, _, _ in groups), desc='runs', unit='run', disable=not progress, dynamic_ncols=True
+  )
+  built: dict[tuple[str, ...], ml_collections.ConfigDict] = {}
+
+  def program_config(program: Sequence[Run]) -> ml_collections.ConfigDict:
+    key = tuple(r.name for r in program)
+    if key not in built:
+      built[key] = programs_lib.program_config([r.config for r in program])
+    return built[key]
+
+  for g, program, width in groups:
+    _train_sweep_group(g, functools.partial(program_config, program), width, workdir, devices, progress)
+    run_bar.update(len(g))
+    if after_group is not None:
+      after_group()
+  run_bar.close()
 
 
 # --------------------------------------------------------------------------- results.csv
