@@ -1,20 +1,21 @@
-"""Checkpoints of a run's whole state: Orbax (lone runs, maybe sharded) or one NumPy archive (a sweep's runs),
-each folder with the sha256 of its files; a checkpoint that cannot be restored is set aside, the next tried."""
+"""Checkpoints of a run's whole state: Orbax (lone runs, maybe sharded) or one msgpack file (a sweep's runs), each
+with a sha256 of its content; a checkpoint that cannot be restored is set aside, the next tried."""
 
 import hashlib
-import io
 import json
 import os
 import shutil
 import tempfile
 from typing import Any
 
+from flax import serialization
 import jax
 import numpy as np
 
 from ffn_research import io as io_lib
 
-CHECKSUMS = 'sha256.json'  # in each checkpoint folder: {relative path: sha256} of its files
+CHECKSUMS = 'sha256.json'  # in an Orbax (or older light) checkpoint folder: {relative path: sha256} of its files
+LIGHT = 'state.msgpack'  # a sweep run's checkpoint: msgpack {'meta', 'state': {tree path: array}, 'sha256'}
 
 
 def _checksums(folder: str) -> dict[str, str]:
@@ -29,13 +30,41 @@ def _checksums(folder: str) -> dict[str, str]:
   return out
 
 
+def _content_sha256(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
+  """sha256 of the meta (canonical JSON) and of each array's path, dtype, shape and bytes, in path order."""
+  h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+  for path in sorted(arrays):
+    a = np.ascontiguousarray(arrays[path])
+    h.update(f'\n{path} {a.dtype.str} {a.shape}\n'.encode())
+    h.update(a.tobytes())
+  return h.hexdigest()
+
+
+def pack_light(state: Any, meta: dict[str, Any]) -> bytes:
+  """A light checkpoint's bytes: `flax.serialization.msgpack_restore` reads them back as a dict."""
+  leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+  arrays = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+  return serialization.msgpack_serialize({'meta': meta, 'state': arrays, 'sha256': _content_sha256(meta, arrays)})
+
+
+def unpack_light(data: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+  """(arrays by tree path, meta) of a light checkpoint; ValueError if it differs from its checksum at save time."""
+  content = serialization.msgpack_restore(data)
+  if not isinstance(content, dict) or not {'meta', 'state', 'sha256'} <= content.keys():
+    raise ValueError(f'{LIGHT} is not a checkpoint')
+  if _content_sha256(content['meta'], content['state']) != content['sha256']:
+    raise ValueError(f'{LIGHT} differs from its checksum at save time')
+  return content['state'], content['meta']
+
+
 class Checkpointer:
   """Checkpoints of the whole run state (plus a JSON meta), one folder per step; keeps the latest two.
 
   Two formats, told apart by their files when read: Orbax (`state/`, `meta/metadata`; lone runs,
-  whose state may be sharded over a mesh) and, with `light=True` (a sweep's runs), one NumPy
-  archive `state.npz` (arrays by tree path) with `meta.json`: a few small writes per run instead of
-  an Orbax CheckpointManager. Each folder holds sha256.json of its files. No file or thread is held
+  whose state may be sharded over a mesh) and, with `light=True` (a sweep's runs), one msgpack file
+  `state.msgpack` (the arrays by tree path, the meta and their sha256): one small write per run instead
+  of an Orbax CheckpointManager (an older light folder, `state.npz` + `meta.json`, is still read).
+  An Orbax folder holds sha256.json of its files. No file or thread is held
   between calls (the Orbax manager is opened when an Orbax checkpoint is written or read). A
   checkpoint that cannot be restored is moved to checkpoints.corrupt/ with a warning naming it,
   and the next older one is tried.
@@ -72,8 +101,12 @@ class Checkpointer:
   def _folder(self, step: int) -> str:
     return os.path.join(self.directory, str(step))
 
-  def _is_light(self, step: int) -> bool:
-    return os.path.exists(os.path.join(self._folder(step), 'meta.json'))
+  def _format(self, step: int) -> str:
+    """'light', 'npz' (a light checkpoint written before state.msgpack) or 'orbax', from the folder's files."""
+    folder = self._folder(step)
+    if os.path.exists(os.path.join(folder, LIGHT)):
+      return 'light'
+    return 'npz' if os.path.exists(os.path.join(folder, 'meta.json')) else 'orbax'
 
   def steps(self) -> list[int]:
     """Saved steps, newest first (finished checkpoints only: both formats rename a finished folder into place)."""
@@ -103,19 +136,12 @@ class Checkpointer:
     return ocp
 
   def _save_light(self, step: int, state: Any, meta: dict[str, Any]) -> None:
-    """state.npz, meta.json and sha256.json in a temporary folder renamed to `step`; older steps beyond KEEP removed."""
-    buf = io.BytesIO()
-    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
-    arrays: dict[str, Any] = {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
-    np.savez(buf, **arrays)
-    files = {'state.npz': buf.getvalue(), 'meta.json': (json.dumps(meta, sort_keys=True) + '\n').encode()}
-    files[CHECKSUMS] = json.dumps({k: hashlib.sha256(v).hexdigest() for k, v in files.items()}).encode()
+    """state.msgpack in a temporary folder renamed to `step`; older steps beyond KEEP removed."""
     os.makedirs(self.directory, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=self.directory, prefix=f'.tmp-{step}-')
     try:
-      for name, data in files.items():
-        with open(os.path.join(tmp, name), 'wb') as f:
-          f.write(data)
+      with open(os.path.join(tmp, LIGHT), 'wb') as f:
+        f.write(pack_light(state, meta))
       os.chmod(tmp, 0o777 & ~io_lib.UMASK)
       os.replace(tmp, self._folder(step))
     except BaseException:
@@ -127,10 +153,13 @@ class Checkpointer:
   def read_meta(self, step: int) -> dict[str, Any] | None:
     """The meta dict saved with `step` (plain JSON), or None when absent or unreadable (restore then
     sets the damaged checkpoint aside)."""
-    name = 'meta.json' if self._is_light(step) else os.path.join('meta', 'metadata')
+    kind = self._format(step)
     try:
-      meta = io_lib.read_json(os.path.join(self._folder(step), name))
-    except io_lib.CorruptFile:
+      if kind == 'light':
+        meta = self._read_light(step)[1]
+      else:
+        meta = io_lib.read_json(os.path.join(self._folder(step), 'meta.json' if kind == 'npz' else 'meta/metadata'))
+    except (io_lib.CorruptFile, ValueError, OSError):
       return None
     return meta if isinstance(meta, dict) else None
 
@@ -140,7 +169,7 @@ class Checkpointer:
     folder = self._folder(step)
     saved = io_lib.read_json(os.path.join(folder, CHECKSUMS))
     if saved is None:
-      if self._is_light(step):
+      if self._format(step) == 'npz':
         raise ValueError(f'{CHECKSUMS} is missing')
       return
     now = _checksums(folder)
@@ -148,24 +177,32 @@ class Checkpointer:
     if changed:
       raise ValueError(f'{len(changed)} file(s) differ from their checksums at save time, e.g. {changed[0]}')
 
+  def _read_light(self, step: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    with open(os.path.join(self._folder(step), LIGHT), 'rb') as f:
+      return unpack_light(f.read())
+
   def _restore_light(self, step: int, abstract: Any) -> tuple[Any, Any]:
+    """(state, meta) of a light checkpoint (state.msgpack, or an older folder's state.npz + meta.json)."""
     folder = self._folder(step)
-    with np.load(os.path.join(folder, 'state.npz'), allow_pickle=False) as arrays:
-      paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
-      leaves = []
-      for path, a in paths:
-        x = arrays[jax.tree_util.keystr(path)]
-        if x.dtype != a.dtype and x.dtype.kind == 'V' and x.dtype.itemsize == np.dtype(a.dtype).itemsize:
-          x = x.view(a.dtype)  # NumPy stores extension dtypes (bfloat16) as raw bytes
-        leaves.append(x)
-    state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in leaves])
-    return state, io_lib.read_json(os.path.join(folder, 'meta.json'))
+    if self._format(step) == 'light':
+      arrays, meta = self._read_light(step)
+    else:
+      with np.load(os.path.join(folder, 'state.npz'), allow_pickle=False) as npz:
+        arrays, meta = dict(npz.items()), io_lib.read_json(os.path.join(folder, 'meta.json'))
+    paths, treedef = jax.tree_util.tree_flatten_with_path(abstract)
+    leaves = []
+    for path, a in paths:
+      x = arrays[jax.tree_util.keystr(path)]
+      if x.dtype != a.dtype and x.dtype.kind == 'V' and x.dtype.itemsize == np.dtype(a.dtype).itemsize:
+        x = x.view(a.dtype)  # NumPy stores extension dtypes (bfloat16) as raw bytes
+      leaves.append(x)
+    return jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(x) for x in leaves]), meta
 
   def restore(self, step: int, abstract: Any) -> tuple[Any, dict[str, Any]] | None:
     """(state, meta) of `step`, or None after setting a damaged checkpoint aside."""
     try:
       self._verify(step)
-      if self._is_light(step):
+      if self._format(step) != 'orbax':
         state, meta = self._restore_light(step, abstract)
       else:
         ocp = self.ocp()

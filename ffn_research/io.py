@@ -54,8 +54,13 @@ def write_text(path: str, text: str) -> None:
     raise
 
 
+def json_text(safe: Any) -> str:
+  """The text of a JSON file as this project writes it (`safe`: already through json_safe)."""
+  return json.dumps(safe, indent=2, sort_keys=True) + '\n'
+
+
 def write_json(path: str, obj: Any) -> None:
-  write_text(path, json.dumps(json_safe(obj), indent=2, sort_keys=True) + '\n')
+  write_text(path, json_text(json_safe(obj)))
 
 
 def warn(message: str) -> None:
@@ -164,7 +169,7 @@ def check_or_write_config(
         f'{workdir} holds a run with a different config (differs in: {", ".join(diff)}); '
         'use a new --workdir or delete it'
       )
-  write_json(path, resolved)
+  write_text(path, json_text(safe))
 
 
 def _flat(d: dict[str, Any], prefix: str = '') -> dict[str, Any]:
@@ -291,8 +296,9 @@ class MetricsLog:
       self.events = _Records()
       if not os.path.exists(self.tb_path):
         self.events.event(file_version='brain.Event:2')
-    scalars = [self.events.summary.scalar(k, v) for k, v in metrics.items() if isinstance(v, (int, float))]
-    self.events.event(step=step, summary=self.events.summary.Summary(value=[v for s in scalars for v in s.value]))
+    summary = self.events.summary.Summary  # the protos tensorboardX's summary.scalar builds, built directly
+    values = [summary.Value(tag=k, simple_value=float(v)) for k, v in metrics.items() if isinstance(v, (int, float))]
+    self.events.event(step=step, summary=summary(value=values))
 
   def flush(self) -> None:
     """Append the buffered lines and events to their files (each opened and closed here)."""

@@ -2,13 +2,16 @@
 runs beyond one lock each, groups are split to the open-file limit, a large group resumes bit-exactly,
 and a run's files stay readable without the code."""
 
+import hashlib
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
 import threading
 
+from flax import serialization
 import jax
 import numpy as np
 import pytest
@@ -129,35 +132,70 @@ def test_a_sweep_runs_files_are_readable_without_the_code_and_load_run_reads_it(
   lines = read_jsonl(run_dir / 'metrics.jsonl')
   events = _events(run_dir / 'tensorboard')
   assert [(s, v) for t, s, v in events if t == 'loss'] == [(line['step'], np.float32(line['loss'])) for line in lines]
+  numeric = {k: v for k, v in lines[-1].items() if k != 'step' and isinstance(v, (int, float))}
+  assert {t: v for t, s, v in events if s == lines[-1]['step']} == {k: np.float32(v) for k, v in numeric.items()}
   ckpt = run_dir / 'checkpoints' / '20'
-  assert sorted(os.listdir(ckpt)) == ['meta.json', 'sha256.json', 'state.npz']
+  assert sorted(os.listdir(ckpt)) == ['state.msgpack']
   assert sorted(os.listdir(run_dir / 'checkpoints')) == ['10', '20']
-  arrays = np.load(ckpt / 'state.npz')  # plain NumPy
+  content = serialization.msgpack_restore((ckpt / 'state.msgpack').read_bytes())  # one library call
+  arrays = content['state']
+  assert content['meta']['step'] == 20 and content['meta']['parametrization'] == 'standard'
   loaded = loop.load_run(str(run_dir))
   assert loaded.summary['status'] == 'completed' and loaded.config.train.seed == 1
   params = loop.restore(str(run_dir))[1][20]  # load_run's own path
   leaves = jax.tree_util.tree_flatten_with_path({'params': params})[0]
-  assert leaves and all(k in arrays.files for k in (jax.tree_util.keystr(p) for p, _ in leaves))
+  assert leaves and all(k in arrays for k in (jax.tree_util.keystr(p) for p, _ in leaves))
   for path, x in leaves:
     np.testing.assert_array_equal(np.asarray(x), arrays[jax.tree_util.keystr(path)])
 
 
-@pytest.mark.parametrize('how', ['truncate', 'no_sums', 'flip'])
+def _as_npz_checkpoint(ckpt):
+  """Rewrite a light checkpoint folder as written before state.msgpack: state.npz, meta.json, sha256.json."""
+  arrays, meta = checkpoints_lib.unpack_light((ckpt / checkpoints_lib.LIGHT).read_bytes())
+  os.remove(ckpt / checkpoints_lib.LIGHT)
+  np.savez(ckpt / 'state.npz', **arrays)
+  (ckpt / 'meta.json').write_text(json.dumps(meta))
+  sums = {n: hashlib.sha256((ckpt / n).read_bytes()).hexdigest() for n in ('state.npz', 'meta.json')}
+  (ckpt / checkpoints_lib.CHECKSUMS).write_text(json.dumps(sums))
+
+
+def test_a_run_checkpointed_in_the_older_npz_format_resumes_from_it(tmp_path, capfd, monkeypatch):
+  workdir = tmp_path / 'sweep'
+  base, grid = small_base(), seeds(2)
+  ref = sweep.run_sweep(base, grid, str(workdir), progress=False)
+  run_dir = workdir / 'runs' / 'seed=0'
+  _as_npz_checkpoint(run_dir / 'checkpoints' / '10')
+  shutil.rmtree(run_dir / 'checkpoints' / '20')
+  os.remove(run_dir / 'summary.json')
+  read, restore = [], checkpoints_lib.Checkpointer._restore_light
+  monkeypatch.setattr(
+    checkpoints_lib.Checkpointer,
+    '_restore_light',
+    lambda self, step, abstract: read.append((step, self._format(step))) or restore(self, step, abstract),
+  )
+  out = sweep.run_sweep(base, grid, str(workdir), progress=False)
+  assert 'damaged' not in capfd.readouterr().err and read == [(10, 'npz')]
+  assert out['seed=0']['eval_loss'] == ref['seed=0']['eval_loss']
+
+
+@pytest.mark.parametrize('how', ['truncate', 'flip', 'npz_flip', 'npz_no_sums'])
 def test_a_damaged_light_checkpoint_is_set_aside_and_the_previous_one_used(tmp_path, capfd, how):
   workdir = tmp_path / 'sweep'
   base, grid = small_base(), seeds(2)
   ref = sweep.run_sweep(base, grid, str(workdir), progress=False)
   run_dir = workdir / 'runs' / 'seed=0'
   ckpt = run_dir / 'checkpoints' / '20'
+  if how.startswith('npz'):
+    _as_npz_checkpoint(ckpt)
+  name = 'state.npz' if how.startswith('npz') else checkpoints_lib.LIGHT
+  data = bytearray((ckpt / name).read_bytes())
   if how == 'truncate':
-    data = (ckpt / 'state.npz').read_bytes()
-    (ckpt / 'state.npz').write_bytes(data[: len(data) // 2])
-  elif how == 'no_sums':
-    os.remove(ckpt / 'sha256.json')
+    (ckpt / name).write_bytes(data[: len(data) // 2])
+  elif how == 'npz_no_sums':
+    os.remove(ckpt / checkpoints_lib.CHECKSUMS)
   else:
-    data = bytearray((ckpt / 'state.npz').read_bytes())
     data[len(data) // 2] ^= 1
-    (ckpt / 'state.npz').write_bytes(bytes(data))
+    (ckpt / name).write_bytes(bytes(data))
   os.remove(run_dir / 'summary.json')
   out = sweep.run_sweep(base, grid, str(workdir), progress=False)
   err = capfd.readouterr().err
