@@ -282,7 +282,8 @@ class MetricsLog:
         f'kept {len(records)} valid line(s)'
       )
     self.records = [r for r in records if r['step'] <= resume_step]
-    write_text(self.path, ''.join(json.dumps(r) + '\n' for r in self.records))
+    if records or bad:  # drop lines past the resume step and the unreadable ones (a fresh run has nothing to keep)
+      write_text(self.path, ''.join(json.dumps(r) + '\n' for r in self.records))
     self.tb_path = os.path.join(
       workdir, 'tensorboard', f'events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}'
     )

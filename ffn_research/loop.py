@@ -436,7 +436,10 @@ class Lifecycle:
 
   def _start(self, run_dir: io_lib.RunDir, config: ml_collections.ConfigDict) -> bool:
     """Create, lock and check the run's folder; False when a sweep skips it (another process holds it)."""
-    io_lib.prepare_workdir(run_dir.path)
+    if self.sweep:  # inside the sweep's workdir, probed once by run_sweep
+      os.makedirs(run_dir.path, exist_ok=True)
+    else:
+      io_lib.prepare_workdir(run_dir.path)
     try:
       self.locks.enter_context(run_dir.lock())
     except io_lib.Busy as e:
