@@ -91,9 +91,9 @@ def default_config() -> ml_collections.ConfigDict:
   t.name = 'function'  # see tasks.TASKS
   t.function = 'x_squared'  # for 'function': x_squared, sin, abs, step
   t.num_train = 1024  # training-set size (function, teacher_student)
-  t.num_eval = (
-    4096  # held-out points (function, teacher_student, sparse_features) or sequences (associative_recall, language)
-  )
+  # held-out points (function, teacher_student, sparse_features) or sequences (associative_recall, language);
+  # shortest_path: graphs in its test set and in its validation set, each
+  t.num_eval = 4096
   t.grid_size = 8193  # dense grid on [-1, 1] for the sup-norm error (function)
   t.teacher_d_ff = 32  # teacher hidden width (teacher_student)
   t.teacher_activation = 'relu'  # teacher activation (teacher_student)
@@ -124,7 +124,9 @@ def default_config() -> ml_collections.ConfigDict:
   t.modulus = 97  # p in a + b mod p (modular_arithmetic)
   t.train_fraction = 0.5  # share of pairs (modular) or compositions (multi_hop) trained on
   t.validation_fraction = 0.0  # share of compositions held out to choose settings on (multi_hop: val_*); 0: none
-  t.num_nodes = 64  # graph nodes (multi_hop)
+  t.num_nodes = 64  # graph nodes (multi_hop; shortest_path: per example, model.d_model = n^2 + 2n)
+  t.out_degree = 2  # shortest_path: distinct successors of every node (no self-loop), < num_nodes
+  t.max_distance = 2  # shortest_path: D; distances 1 .. D are classes, farther or unreachable one more class
   t.num_hops = 2  # edges followed per query (multi_hop)
   # Synthetic language (tasks/language.py): a sparse random Markov chain of order k.
   t.seq_len = 64  # tokens per sequence (language)

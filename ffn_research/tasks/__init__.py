@@ -18,6 +18,7 @@
 from typing import Any
 
 from ffn_research import config as config_lib
+from ffn_research.tasks import graphs
 from ffn_research.tasks import language
 from ffn_research.tasks import regression
 from ffn_research.tasks import sequence
@@ -31,6 +32,7 @@ TASKS: dict[str, Any] = {
   'teacher_student': regression.TeacherStudentTask,
   'random_labels': regression.RandomLabelsTask,
   'sparse_features': regression.SparseFeaturesTask,  # Elhage et al. 2022's sparse inputs, reconstructed
+  **graphs.TASKS,  # shortest_path: in-context shortest-path distance on a fresh graph per example (bare FFN)
   **SEQUENCE_TASKS,
 }
 
