@@ -151,9 +151,11 @@ def check_or_write_config(
     raise WorkdirError(
       f'{e}; it records the config of the run in {workdir}: restore it, or delete the workdir to start over'
     ) from None
+  if old is not None and old == resolved:
+    return  # as written (a config of plain values, as to_dict gives): nothing to compare or rewrite
   safe = json_safe(resolved)
   if old == safe:
-    return  # as written: nothing to compare or rewrite
+    return
   new = _flat(safe)
   if old is not None:
     old_flat, default_flat = config_lib.upgrade_renamed(_flat(old)), _flat(json_safe(defaults or {}))
