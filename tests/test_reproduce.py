@@ -444,3 +444,40 @@ def test_the_registry_attaches_each_study_its_presentation_and_a_study_without_o
   with pytest.raises(base.ReproduceError, match='has no presentation') as e:
     runner.run_study(bare, str(tmp_path), 'smoke', progress=False)
   assert '\n' not in str(e.value) and not any(tmp_path.iterdir())
+
+
+def test_the_readme_results_open_with_the_capacity_atlas_when_it_is_published(tmp_path):
+  def measured(claim, value, ci, outcome=verdict.MEASURED):
+    v = rules_lib.threshold([value, value], level=0.0, direction='above', claim=claim)
+    ladder = ({'level': 'T'},)
+    v = dataclasses.replace(v, statistic=value, ci=ci, outcome=outcome, kind=verdict.MEASUREMENT, ladder=ladder)
+    return v.to_dict()
+
+  env = {'machine': 'm', 'device': 'd', 'jax': 'j', 'date': '2026-11-29', 'commit': 'abc'}
+  atlas = {
+    'name': publish_lib.ATLAS,
+    'claim': 'measurements',
+    'headline': 'bits per parameter by kind',
+    'verdicts': [
+      measured('relu: bits stored per trainable parameter at the peak over N', 2.5, (2.25, 2.75)),
+      measured('sin, relu: exponent a of the trained sup error ~ P^a at its budget', -1.5, (-1.75, -1.25)),
+      measured('teacher, moe_top1: exponent a of the trained RMSE ~ P^a at its budget', 0.0, (0, 0), 'invalid'),
+    ],
+    'figures': [{'file': 'atlas.png', 'caption': 'the atlas'}],
+    'environment': env,
+  }
+  other = {**atlas, 'name': 'x', 'claim': 'X is small.', 'verdicts': atlas['verdicts'][:1], 'figures': []}
+  for r in (atlas, other):
+    (tmp_path / 'docs' / 'results' / r['name']).mkdir(parents=True)
+    (tmp_path / 'docs' / 'results' / r['name'] / 'report.json').write_text(json.dumps(r))
+  lines = publish_lib.headline_section(str(tmp_path)).splitlines()
+  first = lines.index('| FFN | bits / parameter | exponent, sin | exponent, teacher |')
+  assert lines[first + 2 :][:2] == [
+    '| relu | 2.5 [2.25, 2.75] | -1.5 [-1.75, -1.25] |  |',
+    '| moe_top1 |  |  | invalid |',
+  ]
+  assert '![the atlas](docs/results/capacity_atlas/atlas.png)' in lines
+  assert first < lines.index('| ablation | question | verdicts |')  # the atlas opens the section
+  assert [line for line in lines if line.startswith('| [')] == [
+    '| [x](docs/results/x/report.md) | X is small. | 1 measured |'
+  ]
