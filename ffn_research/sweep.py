@@ -183,13 +183,20 @@ class Run:
 
 
 def expand(base: ml_collections.ConfigDict, sweep: Sequence[Overrides]) -> list[Run]:
-  """Runs with validated configs and unique names (fails before anything compiles)."""
+  """Runs with validated configs and unique names (fails before anything compiles); runs whose overrides differ
+  only in train.seed are validated once, their seeds each (validation.check_seed: the one check reading it)."""
   runs: list[Run] = []
   seen: dict[str, Overrides] = {}
+  validated: set[str] = set()  # runs that differ only in their seed are validated once, the seed per run
   base = ml_collections.ConfigDict(base.to_dict())  # as apply_overrides copies it, once: each run a cheap copy
   for overrides in sweep:
     config = _set_overrides(base.copy_and_resolve_references(), overrides)
-    validation.validate(config)
+    but_seed = repr(sorted((k, repr(v)) for k, v in overrides.items() if k != identity.SEED_KEY))
+    if but_seed in validated:
+      validation.check_seed(config.train.seed)
+    else:
+      validation.validate(config)
+      validated.add(but_seed)
     parallel.check_sweep_run(config)
     name = run_name(overrides)
     if name in seen:

@@ -42,16 +42,21 @@ def validate(config: ml_collections.ConfigDict) -> None:
   models.validate_expert_split(m, config.parallel.expert)
 
 
+def check_seed(seed: object) -> None:
+  """The one check that reads train.seed (a sweep validates runs differing only in it once, and this per run)."""
+  config_lib.check(
+    isinstance(seed, int) and not isinstance(seed, bool) and -(2**31) <= seed < 2**31,
+    f'train.seed={seed!r} must be an integer in [-2**31, 2**31) (the PRNG seed is int32)',
+  )
+
+
 def _validate_run(train_cfg: ml_collections.ConfigDict) -> None:
   """The train keys the loop reads (optimizer keys are optim's)."""
   tr = train_cfg
   config_lib.positive_int('train.steps', tr.steps)
   config_lib.positive_int('train.batch_size', tr.batch_size)
   config_lib.positive_int('train.log_every', tr.log_every)
-  config_lib.check(
-    isinstance(tr.seed, int) and not isinstance(tr.seed, bool) and -(2**31) <= tr.seed < 2**31,
-    f'train.seed={tr.seed!r} must be an integer in [-2**31, 2**31) (the PRNG seed is int32)',
-  )
+  check_seed(tr.seed)
   config_lib.check(
     isinstance(tr.eval_every, int) and tr.eval_every >= 0,
     f'train.eval_every={tr.eval_every!r} must be an integer >= 0 (0: evaluate at the end only)',

@@ -21,6 +21,7 @@ from ffn_research import models
 from ffn_research import sweep
 from ffn_research import tasks
 from ffn_research import train
+from ffn_research import validation
 
 # A vmapped group is the same computation as a single run, but XLA fuses the batched
 # program differently, so float32 reductions round differently: results agree to
@@ -126,6 +127,17 @@ def test_expand_copies_the_base_as_apply_overrides_does():
 def test_expand_validates_before_running():
   with pytest.raises(config_lib.ConfigError, match='model.activation'):
     sweep.expand(tiny_config(), sweep.values('model.activation', ['relu', 'nope']))
+
+
+def test_expand_validates_runs_differing_only_in_seed_once_and_every_seed(monkeypatch):
+  calls = []
+  real = validation.validate
+  monkeypatch.setattr(validation, 'validate', lambda config: calls.append(config.train.seed) or real(config))
+  grid = sweep.product(sweep.values('train.learning_rate', [0.1, 0.2]), sweep.values('train.seed', [0, 1, 2]))
+  assert len(sweep.expand(tiny_config(), grid)) == 6 and calls == [0, 0]  # once per rate
+  for bad in (2**31, -(2**31) - 1):  # (a float or a bool is refused by the override itself)
+    with pytest.raises(config_lib.ConfigError, match=rf'train.seed={bad!r} must be an integer'):
+      sweep.expand(tiny_config(), sweep.values('train.seed', [0, bad]))
 
 
 def test_group_runs_only_merges_vmapped_keys():
