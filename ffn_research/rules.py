@@ -552,8 +552,9 @@ def ratio_of_means(
   """(mean(a) / mean(b), ci_lo, ci_hi): a ratio of means, never a mean of per-seed ratios (whose denominators may
   be near 0). From BCA_MIN_SEEDS values on, a BCa bootstrap CI (scipy.stats.bootstrap; seeds resampled together
   when paired); below that, where BCa's acceleration and bias estimates are noise, a Student-t CI of the log ratio
-  (delta method, with the covariance of paired seeds), mapped back. The CI is (nan, nan) with fewer than 3 finite
-  values or a zero mean of b."""
+  (delta method, with the covariance of paired seeds), mapped back, or Fieller's interval where a mean is not
+  positive (a share of a gap may be <= 0: the log ratio is undefined there). The CI is (nan, nan) with fewer than 3
+  finite values or a zero mean of b."""
   a, b = np.asarray(a, float), np.asarray(b, float)
   ok = np.isfinite(a) & np.isfinite(b) if paired_seeds else None
   if paired_seeds:
@@ -566,7 +567,8 @@ def ratio_of_means(
   if min(len(a), len(b)) < 3 or (np.all(a == a[0]) and np.all(b == b[0])):
     return (r, r, r) if min(len(a), len(b)) >= 3 else (r, math.nan, math.nan)
   if min(len(a), len(b)) < verdict_lib.BCA_MIN_SEEDS:
-    return (r, *_log_ratio_ci(a, b, paired_seeds, confidence))
+    log_ci = verdict_lib.log_ratio_ci(a, b, paired_seeds, confidence)
+    return (r, *(log_ci if not math.isnan(log_ci[0]) else verdict_lib.fieller_ci(a, b, paired_seeds, confidence)))
   res = stats.bootstrap(
     (a, b),
     lambda x, y, axis=-1: np.mean(x, axis=axis) / np.mean(y, axis=axis),
@@ -578,17 +580,3 @@ def ratio_of_means(
     random_state=np.random.default_rng(seed),
   )
   return r, float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
-def _log_ratio_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: float) -> tuple[float, float]:
-  """t CI of log(mean a / mean b) by the delta method, exponentiated (nan where a mean is not positive)."""
-  ma, mb = float(a.mean()), float(b.mean())
-  if not (ma > 0 and mb > 0):
-    return math.nan, math.nan
-  var = np.var(a, ddof=1) / (len(a) * ma**2) + np.var(b, ddof=1) / (len(b) * mb**2)
-  if paired_seeds:
-    var -= 2 * np.cov(a, b, ddof=1)[0, 1] / (len(a) * ma * mb)
-  half = float(stats.t.ppf(0.5 + confidence / 2, min(len(a), len(b)) - 1) * math.sqrt(max(float(var), 0.0)))
-  r = math.log(ma / mb)
-  with np.errstate(over='ignore'):  # a few seeds of very different sizes: a half-width past exp's range is inf
-    return float(np.exp(r - half)), float(np.exp(r + half))

@@ -242,6 +242,35 @@ def mean_ci(
   return m, lo, hi
 
 
+def fieller_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: float) -> tuple[float, float]:
+  """Fieller's interval for mean a / mean b: the ratios G whose t test of mean(a) - G mean(b) = 0 (variance with
+  the covariance of paired seeds) does not reject; (-inf, inf) when mean b is not itself resolved from 0."""
+  na, nb = len(a), len(b)
+  ma, mb = float(a.mean()), float(b.mean())
+  vaa, vbb = float(np.var(a, ddof=1)) / na, float(np.var(b, ddof=1)) / nb
+  vab = float(np.cov(a, b, ddof=1)[0, 1]) / na if paired_seeds else 0.0
+  t2 = float(stats.t.ppf(0.5 + confidence / 2, min(na, nb) - 1)) ** 2
+  qa, qb, qc = mb * mb - t2 * vbb, ma * mb - t2 * vab, ma * ma - t2 * vaa  # qa G^2 - 2 qb G + qc <= 0
+  if qa <= 0:
+    return -math.inf, math.inf
+  half = math.sqrt(max(qb * qb - qa * qc, 0.0))
+  return (qb - half) / qa, (qb + half) / qa
+
+
+def log_ratio_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: float) -> tuple[float, float]:
+  """t CI of log(mean a / mean b) by the delta method, exponentiated (nan where a mean is not positive)."""
+  ma, mb = float(a.mean()), float(b.mean())
+  if not (ma > 0 and mb > 0):
+    return math.nan, math.nan
+  var = np.var(a, ddof=1) / (len(a) * ma**2) + np.var(b, ddof=1) / (len(b) * mb**2)
+  if paired_seeds:
+    var -= 2 * np.cov(a, b, ddof=1)[0, 1] / (len(a) * ma * mb)
+  half = float(stats.t.ppf(0.5 + confidence / 2, min(len(a), len(b)) - 1) * math.sqrt(max(float(var), 0.0)))
+  r = math.log(ma / mb)
+  with np.errstate(over='ignore'):  # a few seeds of very different sizes: a half-width past exp's range is inf
+    return float(np.exp(r - half)), float(np.exp(r + half))
+
+
 def summarize(
   df: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], confidence: float = CONFIDENCE
 ) -> pd.DataFrame:

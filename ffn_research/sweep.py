@@ -1,22 +1,16 @@
-"""Sweeps: expand override grids, group runs that share a compiled program, train each
-group as one `jax.vmap`-ed program (sharded over local devices), resume, shard across
-machines, and collect `results.csv`.
+"""Sweeps: expand override grids, group runs that share a compiled program, train each group as one
+`jax.vmap`-ed program (sharded over local devices), resume, shard across machines, and collect `results.csv`.
 
-Layout of a sweep workdir:
+Layout: DIR/sweep.json (the runs' names and overrides, the base config); DIR/runs/<name>/ (config.json,
+metrics.jsonl, summary.json, tensorboard/, checkpoints/, sweep_width.json: the run axis its program compiles at);
+DIR/results.csv (one row per run, rebuilt from every run's summary.json).
 
-  DIR/sweep.json               the runs (name and overrides) and the base config
-  DIR/runs/<name>/             config.json, metrics.jsonl, summary.json, tensorboard/,
-                               sweep_width.json (the run axis its program compiles at)
-  DIR/results.csv              one row per run, rebuilt from every run's summary.json
-
-A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose
-configs differ only in identity.PER_RUN_KEYS train together: `Experiment.init` and
-`Experiment.train_chunk` are vmapped over a leading run axis, and every other key of
-PER_RUN_KEYS (identity.TRACED_KEYS: learning rate, weight decay, dropout rate, MoE balancing
-coefficients, router jitter, label noise) is fed in as a traced per-run value.
-Runs that also differ in `model.d_ff` (dense FFNs without dropout) share a program allocated
-at the widest run's width, each run masked to its own, while the padded FLOPs stay within
-a factor of the real ones (d_ff padding: ffn_research.programs).
+A run's overrides are a flat dict {'model.d_ff': 64, 'train.seed': 0}. Runs whose configs differ only in
+identity.PER_RUN_KEYS train together: `Experiment.init` and `Experiment.train_chunk` are vmapped over a leading
+run axis, and every other key of PER_RUN_KEYS (identity.TRACED_KEYS: learning rate, weight decay, dropout rate,
+MoE balancing coefficients, router jitter, label noise) is fed in as a traced per-run value. Runs that also
+differ in `model.d_ff` (dense FFNs without dropout) share a program allocated at the widest run's width, each run
+masked to its own, while the padded FLOPs stay within a factor of the real ones (ffn_research.programs).
 """
 
 from collections.abc import Callable, Iterable, Mapping, Sequence

@@ -484,6 +484,21 @@ def test_ratio_of_means_uses_bca_only_from_ten_seeds():
   assert (lo10, hi10) == pytest.approx((ref.low, ref.high))
 
 
+def test_ratio_of_means_below_ten_seeds_uses_fieller_where_a_mean_is_not_positive():
+  """A share of a gap whose numerator mean is <= 0 (the log ratio undefined): Fieller's interval, which is the set of
+  ratios G a paired t test of a - G b does not reject (checked by inverting the test on a grid)."""
+  a = np.array([-0.05, -0.12, -0.08, -0.11, -0.07, -0.10, -0.06, -0.13, -0.09])  # MoE - dense-active, 9 seeds
+  b = np.array([0.95, 1.05, 1.0, 0.98, 1.02, 0.97, 1.03, 0.99, 1.01])  # dense-total - dense-active
+  r, lo, hi = rules_lib.ratio_of_means(a, b)
+  assert r == pytest.approx(a.mean() / b.mean()) and lo < r < hi < 0
+  grid = np.linspace(-0.2, 0.0, 20001)
+  kept = [g for g in grid if stats.ttest_1samp(a - g * b, 0.0).pvalue >= 0.05]
+  assert (lo, hi) == pytest.approx((kept[0], kept[-1]), abs=2e-5)
+  assert rules_lib.ratio_of_means(a, b - 0.99)[1:] == (-math.inf, math.inf)  # mean b (0.01) not resolved from 0
+  pos = rules_lib.ratio_of_means(-a, b)  # both means positive: the log-ratio interval, as before
+  assert pos[1:] == pytest.approx(verdict.log_ratio_ci(-a, b, True, 0.95))
+
+
 def test_a_study_without_a_premise_does_not_load(monkeypatch):
   ok = dict(
     name='x',
