@@ -540,3 +540,18 @@ def test_a_verdict_without_a_computed_premise_is_invalid_never_not_reproduced(tm
     assert 'no positive control was computed' in v['detail']
     assert v['kind'] == verdict.MAGNITUDE and v['scope'] == 'a fake setup' and len(v['ladder']) == 3
     assert all(r['premise'] is None for r in v['ladder'])  # none computed at any budget
+
+
+def test_errorbar_ci_draws_an_unbounded_interval_as_no_bar(tmp_path):
+  """An unbounded Fieller interval (ratio_of_means below 10 seeds) is drawn as no bar; the figure still saves."""
+  import matplotlib
+
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots()
+  base.errorbar_ci(ax, [1, 2, 3], [0.5, 0.2, 0.1], [0.4, -math.inf, math.nan], [0.7, math.inf, 0.2])
+  segments = ax.containers[0].lines[2][0].get_segments()
+  assert [tuple(s[:, 1]) for s in segments] == [(0.4, 0.7), (0.2, 0.2), (0.1, 0.2)]
+  fig.savefig(tmp_path / 'f.png')
+  plt.close(fig)
