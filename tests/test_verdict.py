@@ -540,3 +540,17 @@ def test_a_verdict_without_a_computed_premise_is_invalid_never_not_reproduced(tm
     assert 'no positive control was computed' in v['detail']
     assert v['kind'] == verdict.MAGNITUDE and v['scope'] == 'a fake setup' and len(v['ladder']) == 3
     assert all(r['premise'] is None for r in v['ladder'])  # none computed at any budget
+
+
+def test_ratio_difference_ci_pairs_seeds_by_index_and_needs_three():
+  """stats.ratio_difference_ci: mean(x.num) / mean(x.den) - mean(y.num) / mean(y.den) over the seeds both frames
+  hold (joined by index), a bootstrap CI around it (percentile below 10 seeds, BCa from 10); nan below 3 seeds."""
+  rng = np.random.default_rng(0)
+  x = pd.DataFrame({'num': rng.normal(9, 1, 12), 'den': rng.normal(10, 1, 12)})
+  y = pd.DataFrame({'num': rng.normal(2, 1, 10), 'den': rng.normal(10, 1, 10)}, index=range(2, 12))
+  d, lo, hi = verdict.ratio_difference_ci(x, y)
+  both = x.index.intersection(y.index)
+  want = x.loc[both, 'num'].mean() / x.loc[both, 'den'].mean() - y['num'].mean() / y['den'].mean()
+  assert d == pytest.approx(want) and lo < d < hi and hi - lo < 0.5
+  assert verdict.ratio_difference_ci(x, y, confidence=0.5)[1] > lo  # a narrower interval at a lower confidence
+  assert all(math.isnan(v) for v in verdict.ratio_difference_ci(x.iloc[:2], y))  # 0 seeds in common

@@ -233,9 +233,11 @@ def style_axes(
 
 
 def errorbar_ci(ax, x, mean, lo, hi, **kwargs) -> None:
-  """Points at `mean` with asymmetric bars to [lo, hi] (NaN bars drawn as none)."""
+  """Points at `mean` with asymmetric bars to [lo, hi] (NaN or infinite bars, e.g. an unbounded Fieller interval,
+  drawn as none: an infinite one would make the axis limits, and the figure's transform, singular)."""
   mean, lo, hi = (np.asarray(v, float) for v in (mean, lo, hi))
-  yerr = np.nan_to_num(np.clip(np.array([mean - lo, hi - mean]), 0, None))
+  yerr = np.array([mean - lo, hi - mean])
+  yerr = np.clip(np.where(np.isfinite(yerr), yerr, 0.0), 0, None)
   ax.errorbar(np.asarray(x, float), mean, yerr=yerr, **{'fmt': 'o-', 'capsize': 3, **kwargs})
 
 
