@@ -135,8 +135,9 @@ def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
       label=f'at {level}',
     )
   ticks = gap[gap['budget'] == 'T']
+  short = {'memorization': 'memo-\nrization', 'shortest_path': 'reasoning', study.POOL: 'pool\n(control)'}
   ax.set_xticks(
-    range(len(ticks)), [f'{r}\n{t}' for r, t in zip(ticks['router'], ticks['task'], strict=True)], fontsize=7
+    range(len(ticks)), [f'{r}\n{short[t]}' for r, t in zip(ticks['router'], ticks['task'], strict=True)], fontsize=7
   )
   for y, ls in ((0, '-'), (1, ':'), (study.HALF, '--')):
     ax.axhline(y, color='k' if y != study.HALF else 'gray', lw=0.8, ls=ls)
