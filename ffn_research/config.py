@@ -127,6 +127,8 @@ def default_config() -> ml_collections.ConfigDict:
   t.num_nodes = 64  # graph nodes (multi_hop; shortest_path: per example, model.d_model = n^2 + 2n)
   t.out_degree = 2  # shortest_path: distinct successors of every node (no self-loop), < num_nodes
   t.max_distance = 2  # shortest_path: D; distances 1 .. D are classes, farther or unreachable one more class
+  t.num_graphs = 0  # shortest_path: 0 = a fresh graph per training example; P > 0 = a fixed pool of P (graph, query)
+  # examples drawn once per seed, the training batches sampled from it and eval_* scored on it (a storage control)
   t.num_hops = 2  # edges followed per query (multi_hop)
   # Synthetic language (tasks/language.py): a sparse random Markov chain of order k.
   t.seq_len = 64  # tokens per sequence (language)

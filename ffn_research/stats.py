@@ -303,6 +303,77 @@ def underpowered(
   )
 
 
+def ratio_difference_ci(
+  x: pd.DataFrame, y: pd.DataFrame, confidence: float = CONFIDENCE, resamples: int = 9999
+) -> tuple[float, float, float]:
+  """(mean(x.num) / mean(x.den) - mean(y.num) / mean(y.den), ci_lo, ci_hi): a difference of two ratios of means
+  (frames indexed by seed, columns num and den) with a bootstrap CI, BCa from BCA_MIN_SEEDS seeds and percentile
+  below (BCa's acceleration is noise from a few seeds); the seeds present in both resampled together (pairing them
+  by index only lets one resample draw both: two studies' seeds may be independent); nan below 3 seeds."""
+  both = x.add_suffix('_x').join(y.add_suffix('_y'), how='inner')
+  if len(both) < 3:
+    return math.nan, math.nan, math.nan
+  data = tuple(both[c].to_numpy(float) for c in ('num_x', 'den_x', 'num_y', 'den_y'))
+  f = lambda a, b, c, d, axis=-1: a.mean(axis) / b.mean(axis) - c.mean(axis) / d.mean(axis)
+  res = stats.bootstrap(
+    data,
+    f,
+    paired=True,
+    vectorized=True,
+    n_resamples=resamples,
+    confidence_level=confidence,
+    method='BCa' if len(both) >= BCA_MIN_SEEDS else 'percentile',
+    random_state=np.random.default_rng(0),
+  )
+  return float(f(*data)), float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def bootstrap_verdict(
+  ci_at, *, lo: float, hi: float, claim: str, test: str, rule: str, n: int, resamples: int = 9999
+) -> Verdict:
+  """A verdict on a bootstrap CI: ci_at(confidence) -> (statistic, ci_lo, ci_hi), the region [lo, hi].
+  Outcome from the 95% CI (`decide`); p = 1 - the largest confidence whose CI still decides, found by
+  bisection (the resamples are the same at every level), so p < 0.05 exactly when the 95% CI decides; a p below
+  1 / (resamples + 1), the bootstrap's resolution, is reported as that bound."""
+  stat, c_lo, c_hi = ci_at(CONFIDENCE)
+  if not (math.isfinite(c_lo) and math.isfinite(c_hi)):
+    return underpowered(
+      claim,
+      test,
+      rule,
+      n,
+      f'no bootstrap CI ({n} seeds)',
+      statistic=stat,
+      ci=(c_lo, c_hi),
+      boundaries=[x for x in (lo, hi) if math.isfinite(x)],
+    )
+  outcome = decide((c_lo, c_hi), lo, hi)
+  first, floor = decide(ci_at(1e-4)[1:], lo, hi), 1 / (resamples + 1)  # p below 1 / (R + 1): unresolved
+  a, b = 1e-4, 1 - floor
+  if first == INCONCLUSIVE:
+    p = 1.0
+  elif decide(ci_at(b)[1:], lo, hi) == first:
+    p = floor
+  else:
+    for _ in range(20):
+      mid = (a + b) / 2
+      a, b = (mid, b) if decide(ci_at(mid)[1:], lo, hi) == first else (a, mid)
+    p = 1 - a
+  why = f'p = {p:.3g}' + (" (at most; the bootstrap's resolution)" if p <= floor else '') + ' (bootstrap CI inversion)'
+  return Verdict(
+    claim,
+    outcome,
+    stat,
+    (c_lo, c_hi),
+    test,
+    rule,
+    n,
+    why,
+    p_value=p,
+    boundaries=tuple(x for x in (lo, hi) if math.isfinite(x)),
+  )
+
+
 def measure(
   claim,
   statistic,

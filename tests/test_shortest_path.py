@@ -1,7 +1,9 @@
 """shortest_path (tasks/graphs.py): labels equal a NumPy breadth-first search, shapes, fixed out-degree, balanced
-classes and the chance level, fresh graphs per step, held-out metrics against NumPy, one-line config errors."""
+classes and the chance level, fresh graphs per step, held-out metrics against NumPy, one-line config errors; the pool
+(task.num_graphs): its examples repeat exactly, and the default draws what it drew before the pool existed."""
 
 import collections
+import hashlib
 
 import jax
 import numpy as np
@@ -13,11 +15,11 @@ from ffn_research import validation
 from ffn_research.tasks import graphs
 
 
-def sp_config(n=8, d=2, far=2, num_eval=512, batch=64, **model):
+def sp_config(n=8, d=2, far=2, num_eval=512, batch=64, num_graphs=0, **model):
   c = config_lib.default_config()
   c.model.arch, c.model.d_model = 'ffn', n * n + 2 * n
   c.task.name, c.task.num_nodes, c.task.out_degree, c.task.max_distance = 'shortest_path', n, d, far
-  c.task.num_eval, c.train.batch_size = num_eval, batch
+  c.task.num_eval, c.train.batch_size, c.task.num_graphs = num_eval, batch, num_graphs
   for k, v in model.items():
     c.model[k] = v
   validation.validate(c)
@@ -116,6 +118,7 @@ def test_evaluate_and_loss_match_numpy_on_random_logits():
     (dict(far=0), 'task.max_distance'),
     (dict(n=2, d=1), 'task.num_nodes'),
     (dict(num_eval=0), 'task.num_eval'),
+    (dict(num_graphs=-1), 'task.num_graphs'),
     (dict(model_arch='transformer'), 'model.arch'),
   ],
 )
@@ -124,3 +127,51 @@ def test_bad_configs_give_one_line_naming_the_key(overrides, key):
   with pytest.raises(config_lib.ConfigError, match=key) as err:
     sp_config(**overrides, **model)
   assert '\n' not in str(err.value)
+
+
+def _digest(*parts) -> str:
+  h = hashlib.sha1()
+  for part in parts:
+    for k in ('inputs', 'targets'):
+      h.update(np.asarray(part[k]).tobytes())
+  return h.hexdigest()
+
+
+def test_the_default_draws_what_it_drew_before_the_pool_existed():
+  """task.num_graphs = 0: the held-out sets and a training batch hash as they did at bbd401f (before the pool), and
+  equal graphs.generate on the same keys: fresh graphs, draw for draw."""
+  task = tasks.build_task(sp_config(num_eval=64, batch=32))
+  data = jax.jit(task.init_data)(jax.random.PRNGKey(0))
+  batch = jax.jit(task.sample_batch)(data, jax.random.PRNGKey(1))
+  assert _digest(data['test'], data['val'], batch) == '134b76654fba695301e495f1a2d8b048be879fa7'
+  fresh = graphs.generate(jax.random.PRNGKey(1), 32, 8, 2, 2)
+  jax.tree.map(np.testing.assert_array_equal, batch, fresh)
+
+
+def test_the_pool_repeats_exactly_and_is_what_eval_scores():
+  """task.num_graphs = P: every training example is one of the pool's P rows, bit for bit; the pool is the test set
+  (eval_* score it), fixed by the seed; val stays fresh graphs; over many batches every row is drawn."""
+  pool_size = 24
+  task = tasks.build_task(sp_config(num_eval=64, batch=32, num_graphs=pool_size))
+  init, sample = jax.jit(task.init_data), jax.jit(task.sample_batch)
+  data = init(jax.random.PRNGKey(0))
+  pool = {k: np.asarray(v) for k, v in data['test'].items()}
+  assert pool['inputs'].shape == (pool_size, 80) and pool['targets'].shape == (pool_size,)
+  assert len({r.tobytes() for r in pool['inputs']}) == pool_size  # P distinct examples
+  jax.tree.map(np.testing.assert_array_equal, data, init(jax.random.PRNGKey(0)))
+  plain = jax.jit(tasks.build_task(sp_config(num_eval=64, batch=32)).init_data)(jax.random.PRNGKey(0))
+  jax.tree.map(np.testing.assert_array_equal, data['val'], plain['val'])  # the same fresh validation graphs
+  rows = {r.tobytes(): i for i, r in enumerate(pool['inputs'])}
+  seen = set()
+  for step in range(20):
+    b = {k: np.asarray(v) for k, v in sample(data, jax.random.PRNGKey(step)).items()}
+    assert b['inputs'].shape == (32, 80)
+    index = [rows[r.tobytes()] for r in b['inputs']]  # KeyError: an example not in the pool
+    np.testing.assert_array_equal(b['targets'], pool['targets'][index])
+    seen |= set(index)
+  assert seen == set(range(pool_size))
+  for row, label in zip(pool['inputs'], pool['targets'], strict=True):
+    adjacency, x, y = decode(row, 8)
+    assert label == expected_label(adjacency, x, y, 2)
+  m = task.evaluate(lambda x: np.zeros((x.shape[0], 3), np.float32), data)
+  assert float(m['eval_accuracy']) == pytest.approx(np.mean(pool['targets'] == 0))  # scored on the pool

@@ -555,3 +555,17 @@ def test_errorbar_ci_draws_an_unbounded_interval_as_no_bar(tmp_path):
   assert [tuple(s[:, 1]) for s in segments] == [(0.4, 0.7), (0.2, 0.2), (0.1, 0.2)]
   fig.savefig(tmp_path / 'f.png')
   plt.close(fig)
+
+
+def test_ratio_difference_ci_pairs_seeds_by_index_and_needs_three():
+  """stats.ratio_difference_ci: mean(x.num) / mean(x.den) - mean(y.num) / mean(y.den) over the seeds both frames
+  hold (joined by index), a bootstrap CI around it (percentile below 10 seeds, BCa from 10); nan below 3 seeds."""
+  rng = np.random.default_rng(0)
+  x = pd.DataFrame({'num': rng.normal(9, 1, 12), 'den': rng.normal(10, 1, 12)})
+  y = pd.DataFrame({'num': rng.normal(2, 1, 10), 'den': rng.normal(10, 1, 10)}, index=range(2, 12))
+  d, lo, hi = verdict.ratio_difference_ci(x, y)
+  both = x.index.intersection(y.index)
+  want = x.loc[both, 'num'].mean() / x.loc[both, 'den'].mean() - y['num'].mean() / y['den'].mean()
+  assert d == pytest.approx(want) and lo < d < hi and hi - lo < 0.5
+  assert verdict.ratio_difference_ci(x, y, confidence=0.5)[1] > lo  # a narrower interval at a lower confidence
+  assert all(math.isnan(v) for v in verdict.ratio_difference_ci(x.iloc[:2], y))  # 0 seeds in common

@@ -13,6 +13,11 @@ Graphs are fresh every training step, so nothing can be memorised: the answer is
 stored in the weights. `data` holds two fixed held-out sets of task.num_eval fresh graphs: `test` (eval_*) and
 `val` (val_*, to choose settings on). Loss: cross-entropy over the D + 1 classes; metric: accuracy.
 
+A storage control, task.num_graphs = P > 0: a pool of P examples (each its own graph with its one query) is drawn
+once per seed and is `test`; the training batches draw from it uniformly with replacement, so every training
+example repeats exactly and eval_* scores the pool itself (what was stored); `val` stays fresh graphs (how far the
+pool generalises; it chooses nothing there). P = 0, the default, is the task above, unchanged draw for draw.
+
 (The graph draw and the class-balanced query follow the sequence task graph_distance of branch mvr-redesign,
 commit 6d3cf2a, here with distinct successors and the graph as an adjacency matrix.)
 """
@@ -97,6 +102,7 @@ class ShortestPathTask:
     t = config.task
     for key in ('num_nodes', 'out_degree', 'max_distance', 'num_eval'):
       config_lib.positive_int(f'task.{key}', t[key])
+    config_lib.non_negative_int('task.num_graphs', t.num_graphs)
     config_lib.check(t.num_nodes >= 3, f'task.num_nodes={t.num_nodes} must be >= 3 for task.name=shortest_path')
     config_lib.check(
       t.out_degree < t.num_nodes,
@@ -119,16 +125,21 @@ class ShortestPathTask:
     return generate(rng, num, t.num_nodes, t.out_degree, t.max_distance)
 
   def init_data(self, rng):
-    """Fixed held-out sets of task.num_eval fresh graphs each: test (scored) and val (chooses settings)."""
-    num = self.config.task.num_eval
+    """Fixed sets: test (scored; with task.num_graphs = P > 0 the pool of P examples, else task.num_eval fresh
+    graphs) and val (task.num_eval fresh graphs; chooses settings)."""
+    t = self.config.task
     return {
-      'test': self._generate(jax.random.fold_in(rng, 8), num),
-      'val': self._generate(jax.random.fold_in(rng, 9), num),
+      'test': self._generate(jax.random.fold_in(rng, 8), t.num_graphs or t.num_eval),
+      'val': self._generate(jax.random.fold_in(rng, 9), t.num_eval),
     }
 
   def sample_batch(self, data, rng):
-    del data
-    return self._generate(rng, self.batch_size)
+    """Fresh graphs (task.num_graphs = 0), or batch_size examples of the pool, uniform with replacement."""
+    pool = self.config.task.num_graphs
+    if not pool:
+      return self._generate(rng, self.batch_size)
+    index_B = jax.random.randint(rng, (self.batch_size,), 0, pool)
+    return {k: v[index_B] for k, v in data['test'].items()}
 
   def loss(self, logits_BxC, batch):
     ce_B, correct_B = class_scores(logits_BxC, batch['targets'])

@@ -127,13 +127,35 @@ CHANGES = (
       "design's T/4 and T: both widths' best rate 1e-2 inside the grid at T. Priced from every arm's step time "
       'measured here (groups of 3 rates x 10 seeds, scaled by the reference step, 0.34-0.63 ms on the busy cores): '
       'the first pass ~1,400 reference-seconds (1,060-1,980; memorization 51%, reasoning ~680), one doubling of '
-      'every point ~1,450 more; a second doubling (~2,850) would pass the cap'
+      'every point ~1,450 more; a second doubling (~2,850) would pass the cap. Then, before any MoE run (no result '
+      "seen), a cold review of this design (2026-11-29) and the owner's decisions on it: the reasoning and overall "
+      "scopes say what a reviewer would sign (the toy, what is matched and what is not, the router's 65% / 79% of "
+      "the MoEs' active parameters); every not reproduced is invalid (checks.refutation_guard: no control for "
+      '"experts help reasoning", whose router sees the whole problem, nor for memorization); a small reasoning G '
+      '(reproduced, and the overall reproduced) stands only on a storage control, the same arms on a fixed pool of '
+      'examples (task.num_graphs; scored on the pool; 5 seeds, 4T, rates 1e-2, 3e-2, 0.1) where the MoE must close '
+      ">= 0.5 of the gap; dense widths matched to each MoE's active parameters (d_ff 23 and 39, 5 seeds; G with "
+      'its floor there is reported, not a verdict); reasoning 4T -> 8T (rungs 2,000 / 4,000 / 8,000: p1 and p4 are '
+      'its T/4 and T/2); every verdict worded at E = 16. The pool chosen by a dense-only pilot (d_ff 8 against 128, '
+      'pool accuracy at the rate with the best mean pool loss, fresh-graph accuracy in brackets; no MoE arm run): '
+      '(q0) P = 4,096, 2,000 steps, 1e-2, 1 seed: 0.535 vs 1.000 (0.368 vs 0.410); (q1) P = 8,192, 8,000 steps, '
+      '1e-2 and 3e-2, 2 seeds: 0.528, 0.530 (1e-2) vs 1.000, 1.000 (3e-2) (0.474, 0.477 vs 0.470, 0.484); (q2) P '
+      '= 8,192, 2,000 steps: 0.532, 0.475 vs 0.9998, 0.9999 (both 3e-2); (q3) P = 16,384, 8,000 steps: 0.542, '
+      '0.539 vs 0.990, 0.991 (both 3e-2; 0.523, 0.492 vs 0.634, 0.653): P = 8,192, which dense-total stores by '
+      '2,000 steps and dense-active does not (its fresh-graph level; the pool gap ~0.47); at 16,384 dense-total '
+      'starts to generalise and no longer stores it all. Re-priced from every arm timed for 200 steps (groups of 3 '
+      "rates x the arm's seeds, niced on the 2 busy cores, load average 2.3-3.8, reference step 0.36-0.51 ms): the "
+      'first pass ~2,550 reference-seconds (2,170-3,100: memorization ~770, reasoning ~1,350, matched widths ~220, '
+      'storage control ~210), one doubling of every point (memorization forced by one_budget when reasoning '
+      'doubles) ~2,820 (2,400-3,430): ~5,370 (4,560-6,530) against the 5,400 cap, inside it at the middle '
+      'estimate only. Cut to fit: the matched widths and the control run 5 seeds, the control 4T (10 seeds and 8T '
+      'would add ~650 to the first pass and ~750 to a doubling); no second doubling fits'
     ),
     outcome=(
       'not yet run under this design; before (the published run): overall top-1 invalid (-0.71), overall top-2 '
       'invalid (-0.29), memorization top-1 invalid (0.435, stability), reasoning top-1 invalid (1.14), memorization '
       'top-2 reproduced (0.756, renormalised top-2), reasoning top-2 invalid (1.04)'
     ),
-    verdicts=(1, 2, 4, 5, 6),
+    verdicts=(1, 2, 3, 4, 5, 6),
   ),
 )

@@ -12,17 +12,31 @@ from ffn_research.ablations import base
 from ffn_research.ablations import moe_memorization_vs_reasoning as study
 
 
+def _of_task(sel: pd.DataFrame, task: str) -> pd.DataFrame:
+  """The rows of `task`'s arms (shortest_path's exclude its pool's)."""
+  return sel[sel['arm'].astype(str).map(study.arm_task) == task] if len(sel) else sel
+
+
 def point_table(sel: pd.DataFrame, task: str, metrics: list[str]) -> pd.DataFrame:
   """Per point of `task` at its chosen rate: parameters, rate, steps and each metric's mean and 95% CI."""
-  g = sel[sel['arm'].astype(str).str.startswith(task)]
+  g = _of_task(sel, task)
   return stats.summarize(g, ['point', 'num_params', 'num_active_params', 'train.learning_rate', study.STEPS], metrics)
+
+
+def _matched_g(sel: pd.DataFrame, scale: str, task: str, r: str) -> str:
+  """Reasoning's G with its floor at the active-matched dense, '' for the other tasks."""
+  if task != 'shortest_path':
+    return ''
+  t = study.gaps(sel, scale, task, r, floor=f'matched_{r}')
+  g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den'])
+  return f'{g:.3g} [{lo:.3g}, {hi:.3g}] (d_ff {study.matched_width(scale, r)})'
 
 
 def gap_table(result: base.Result) -> pd.DataFrame:
   rows = []
   for level, sel in (('T', result.full), ('T/2', result.half)):
     for r in study.ROUTERS:
-      for task in study.TASKS:
+      for task in (*study.TASKS, study.POOL):
         t = study.gaps(sel, result.scale, task, r)
         g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den'])
         rows.append(
@@ -37,6 +51,7 @@ def gap_table(result: base.Result) -> pd.DataFrame:
             'ci_hi': hi,
             'mean MoE - active': t['num'].mean(),
             'mean total - active': t['den'].mean(),
+            'G, floor at the active-matched dense': _matched_g(sel, result.scale, task, r),
           }
         )
   return pd.DataFrame(rows)
@@ -55,33 +70,38 @@ def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Fi
     'left: bits stored vs total parameters (ticks at the dense sizes) for dense FFNs (d_ff swept) and the two MoEs '
     'at E = '
     f'{s["experts"]} experts (one point each, same active width), each at its tuned rate and T; '
-    f'middle: held-out shortest-path accuracy (bare FFN, graph in the input), the same arms, with the test '
-    f"graphs' majority-class share (chance; reasoning trains {study.SP_STEPS_FACTOR}x the steps); right: the "
-    'share G of the dense-active -> dense-total gap the MoE closes, per router and task, at T and '
-    'at T/2 (0: no better than dense-active, 1: as good as dense-total)',
+    'middle: held-out shortest-path accuracy (bare FFN, graph in the input), the same arms and the dense widths '
+    "matched to each MoE's active parameters, with the test graphs' majority-class share (chance; reasoning "
+    f'trains {study.SP_STEPS_FACTOR}x the steps); right: the share G of the dense-active -> dense-total gap the MoE '
+    'closes, per router and task (shortest_path_pool: the storage control, scored on its pool), at T and at T/2 '
+    '(0: no better than dense-active, 1: as good as dense-total)',
   )
 
 
 def _panel_task(ax, sel: pd.DataFrame, task: str, ylabel: str, experts: int) -> None:
-  """`task`'s score vs total parameters at T: the dense sweep and each router's MoE (mean, 95% CI)."""
-  for i, arm in enumerate(('dense', *study.ROUTERS)):
-    g = sel[sel['arm'] == f'{task}_{arm}']
+  """`task`'s score vs total parameters at T: the dense sweep, each router's MoE and, for reasoning, the dense widths
+  matched to each MoE's active parameters (mean, 95% CI)."""
+  extra = ('matched',) if task == 'shortest_path' else ()
+  for i, arm in enumerate(('dense', *study.ROUTERS, *extra)):
+    g = sel[sel['arm'] == (study.MATCHED if arm == 'matched' else f'{task}_{arm}')]
     if not len(g):
       continue
     t = stats.summarize(g, ['num_params'], [study.SCORE[task]])
-    label = 'dense (d_ff swept)' if arm == 'dense' else f'MoE {arm}, E = {experts} (one point)'
+    label = {'dense': 'dense (d_ff swept)', 'matched': "dense at each MoE's active parameters"}.get(
+      arm, f'MoE {arm}, E = {experts} (one point)'
+    )
     base.errorbar_ci(
       ax,
       t['num_params'],
       t[f'{study.SCORE[task]}_mean'],
       t[f'{study.SCORE[task]}_ci_lo'],
       t[f'{study.SCORE[task]}_ci_hi'],
-      fmt=('s--' if arm == 'dense' else 'o'),
+      fmt=('s--' if arm == 'dense' else 'D' if arm == 'matched' else 'o'),
       color=f'C{i}',
       label=label,
     )
   if task == 'shortest_path' and 'chance_accuracy' in sel:
-    chance = float(sel.loc[sel['arm'].astype(str).str.startswith(task), 'chance_accuracy'].mean())
+    chance = float(_of_task(sel, task)['chance_accuracy'].mean())
     ax.axhline(chance, color='k', ls=':', lw=1, label=f'chance (majority class, {chance:.2f})')
   base.style_axes(
     ax,
@@ -115,8 +135,9 @@ def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
       label=f'at {level}',
     )
   ticks = gap[gap['budget'] == 'T']
+  short = {'memorization': 'memo-\nrization', 'shortest_path': 'reasoning', study.POOL: 'pool\n(control)'}
   ax.set_xticks(
-    range(len(ticks)), [f'{r}\n{t}' for r, t in zip(ticks['router'], ticks['task'], strict=True)], fontsize=7
+    range(len(ticks)), [f'{r}\n{short[t]}' for r, t in zip(ticks['router'], ticks['task'], strict=True)], fontsize=7
   )
   for y, ls in ((0, '-'), (1, ':'), (study.HALF, '--')):
     ax.axhline(y, color='k' if y != study.HALF else 'gray', lw=0.8, ls=ls)
@@ -139,7 +160,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   ]  # rules' per-task verdicts follow the overall ones, in this order
   outcome = {c: v.outcome for c, v in zip(cells, result.verdicts[len(study.ROUTERS) :], strict=False)}
   headline = '; '.join(
-    f'{r.router} {r.task}: G {r.G:.2f} {r.CI} ({outcome.get((r.router, r.task), "descriptive")})'
+    f'{r.router} {r.task}: G {r.G:.2f} {r.CI} ({outcome.get((r.router, r.task), "storage control")})'
     for r in at_t.itertuples()
   )
   entropy = s['mem_facts'] * math.log2(study.MEM_VALUES)
@@ -149,6 +170,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     ['bits_stored', 'share_of_entropy'],
   )
   hop = point_table(result.full, 'shortest_path', ['eval_accuracy', 'val_accuracy', 'chance_accuracy', 'eval_loss'])
+  pool = point_table(result.full, study.POOL, ['eval_accuracy', 'eval_loss', 'val_accuracy'])
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
   return base.Presentation(
@@ -164,13 +186,20 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
         "test graphs' majority-class share)",
         hop,
       ),
+      base.Table(
+        f'the storage control at T: shortest_path over a fixed pool of {s["sp_pool"]:,} examples per seed (eval_: '
+        'the pool itself, what was stored; val_: fresh graphs, reported, not read; the rate tuned on the pool loss)',
+        pool,
+      ),
     ],
     figures=[figure(result, gap, ctx)],
     notes=([f'runs not completed (a rate with one is not eligible): {failed}'] if failed else [])
     + [
       'Active parameters count the whole router as active (ffn_counts); the expert weights a token uses (width '
       f'{study.MEM_WIDTH} / {study.SP_WIDTH} in total: one expert, or two of half the width) are the same in '
-      'every arm.',
+      "every arm. In reasoning the router is most of the MoE's active parameters: G with its floor at the dense "
+      "width matched to the MoE's active parameters (the table's last column, and the reasoning verdicts' detail) "
+      "shows how much of G the router's parameters explain.",
       "The toy can say whether, on these tasks at this budget, added experts close the dense total width's gain "
       'in stored bits and in held-out shortest-path accuracy of a bare FFN that reads the graph from its input; '
       'it says nothing about attention or scale (Jelassi et al. train billion-parameter transformers on phone-book '
