@@ -138,20 +138,17 @@ def test_frozen_router_weights_do_not_move(freeze):
 
 
 COLLAPSE = {'none': 1.5, 'switch': -0.1, 'bias': -0.2, 'frozen': 0.0}
-LRS = lb.UNSTABLE_LRS['smoke']  # (0.1, 0.3)
+LRS = lb.PILOT_LRS['smoke']  # (0.1, 0.3)
 
 
 def _label(condition, balancing):
   return lb.frozen(condition) if balancing == 'frozen' else lb.point(condition, balancing)
 
 
-def _sel(
-  change=None, seeds=8, unstable_none=(0.75, 1.0), unstable_z=(0.0, 0.5), pilot=None, steps=None, conditions=None
-):
+def _sel(change=None, seeds=8, pilot=(0.0, 0.25), steps=None, conditions=None):
   """A synthetic selection (one budget, each point at its chosen rate): per input condition the load points' load
-  change per seed (frozen exactly 0; `conditions`: {condition: change} overriding `change`), the z-loss test arms'
-  diverged flags per rate of LRS (the first seeds diverged) and the pilot's (its own seeds, 100 ...; default the
-  test's no-z-loss fractions)."""
+  change per seed (frozen exactly 0; `conditions`: {condition: change} overriding `change`) and the dropped z-loss
+  claim's pilot: diverged flags per rate of LRS (its own seeds, 100 ...; the first seeds diverged)."""
   change = COLLAPSE if change is None else change
   rng = np.random.default_rng(0)
   rows = []
@@ -175,18 +172,7 @@ def _sel(
             'load_change': final - start,
           }
         )
-    for lr, f_none, f_z, f_pilot in zip(LRS, unstable_none, unstable_z, pilot or unstable_none, strict=True):
-      for p, f in (('none', f_none), ('z_loss', f_z)):
-        rows.append(
-          {
-            'point': f'{lb.UNSTABLE}{lr:g}: {p}',
-            'arm': f'{lb.UNSTABLE}{lr:g}',
-            lb.SEED: s,
-            lb.STEPS: 100,
-            lb.LR: lr,
-            'status': status(s < round(f * seeds)),
-          }
-        )
+    for lr, f_pilot in zip(LRS, pilot, strict=True):
       rows.append(
         {
           'point': f'{lb.PILOT}{lr:g}: none',
@@ -202,45 +188,34 @@ def _sel(
 
 def test_verdicts_known_answers_and_points():
   v = lb.rules(_sel(), 'smoke')
-  assert [x.outcome for x in v] == [stats.REPRODUCED] * 5, [x.detail for x in v]
+  assert [x.outcome for x in v] == [stats.REPRODUCED] * 4, [x.detail for x in v]
   assert v[0].statistic == pytest.approx(1.5, abs=0.02) and v[0].boundaries == (lb.COLLAPSE_RISE,)
   control = (lb.point(lb.CONTROL, 'none'), lb.frozen(lb.CONTROL))
   assert control == (lb.NONE, lb.FROZEN)  # the fixes read the control condition
   offset = (lb.point(lb.OFFSET, 'none'), lb.frozen(lb.OFFSET))
   assert v[0].points == (*offset, *control) and v[1].points == (lb.SWITCH, lb.NONE, lb.FROZEN)
-  assert v[4].points == (lb.point(lb.CENTRED, 'none'), lb.frozen(lb.CENTRED), *control)
-  assert v[3].points == (lb.BIAS, lb.NONE, lb.FROZEN) and v[2].points == lb.unstable_points('smoke')
-  assert v[2].statistic == pytest.approx(-0.75)  # at the test rate 0.1: 6/8 diverged without, 0/8 with
-  assert lb.test_rate(_sel()) == 0.1 and lb.test_rate(_sel(unstable_none=(0.1, 0.5))) == 0.3
+  assert v[3].points == (lb.point(lb.CENTRED, 'none'), lb.frozen(lb.CENTRED), *control)
+  assert v[2].points == (lb.BIAS, lb.NONE, lb.FROZEN)
+  assert not any(str(p).startswith(lb.PILOT) for x in v for p in x.points)  # the dropped claim's pilot: no verdict
   # a rise below the collapse level is not a collapse; the fixes still have a rise to reduce
   v = lb.rules(_sel({**COLLAPSE, 'none': 0.3}, conditions={lb.CONTROL: COLLAPSE}), 'smoke')
-  assert [x.outcome for x in v] == [stats.NOT_REPRODUCED] + [stats.REPRODUCED] * 3 + [stats.NOT_REPRODUCED]
+  assert [x.outcome for x in v] == [stats.NOT_REPRODUCED] + [stats.REPRODUCED] * 2 + [stats.NOT_REPRODUCED]
   # no rise on the routing task but one on control: the fixes are judged on control, and need its rise
   flat = {**COLLAPSE, 'none': 0.0}
   v = lb.rules(_sel(flat, conditions={lb.CONTROL: COLLAPSE}), 'smoke')
-  assert [v[i].outcome for i in (1, 3)] == [stats.REPRODUCED] * 2
-  # the fixes make it worse; the z-loss run diverges as often as without it
+  assert [v[i].outcome for i in (1, 2)] == [stats.REPRODUCED] * 2
+  # the fixes make it worse
   worse = {'none': 1.5, 'switch': 1.9, 'bias': 2.0, 'frozen': 0.0}
-  v = lb.rules(_sel(worse, unstable_z=(0.75, 1.0)), 'smoke')
-  assert [x.outcome for x in v] == [stats.REPRODUCED] + [stats.NOT_REPRODUCED] * 3 + [stats.REPRODUCED]
-
-
-def test_the_test_rate_comes_from_the_pilot_seeds_only():
-  # the pilot diverges only at 0.3; the test seeds at 0.1 too: the verdict is read at 0.3
-  sel = _sel(unstable_none=(0.75, 0.75), unstable_z=(0.0, 0.25), pilot=(0.0, 0.5))
-  assert lb.test_rate(sel) == 0.3
-  v = lb.rules(sel, 'smoke')[2]
-  assert v.statistic == pytest.approx(-0.5) and v.outcome == stats.REPRODUCED
-  assert '0.1: 0.00, 0.3: 0.50' in v.premises[0].detail
-  assert set(sel.loc[sel['arm'].str.startswith(lb.PILOT), lb.SEED]).isdisjoint(set(sel[lb.SEED][:8]))
+  v = lb.rules(_sel(worse), 'smoke')
+  assert [x.outcome for x in v] == [stats.REPRODUCED] + [stats.NOT_REPRODUCED] * 2 + [stats.REPRODUCED]
 
 
 def test_a_refutation_of_collapse_needs_the_control_to_collapse():
   flat = {'none': 0.1, 'switch': 0.0, 'bias': 0.0, 'frozen': 0.0}
   v = lb.rules(_sel(flat, conditions={lb.CONTROL: COLLAPSE}), 'smoke')  # the control collapses: a refutation
-  assert v[0].outcome == v[4].outcome == stats.NOT_REPRODUCED
+  assert v[0].outcome == v[3].outcome == stats.NOT_REPRODUCED
   v = lb.rules(_sel(flat), 'smoke')  # nothing collapses anywhere: no positive control, invalid
-  assert v[0].outcome == v[4].outcome == stats.INVALID and v[0].raw_outcome == stats.NOT_REPRODUCED
+  assert v[0].outcome == v[3].outcome == stats.INVALID and v[0].raw_outcome == stats.NOT_REPRODUCED
   (c,) = [c for c in v[0].failed_checks if c.role == stats.PREMISE]
   assert 'the one-teacher control collapses' in c.name and 'needed for a not reproduced' in c.detail
   v = lb.rules(_sel(conditions={lb.CONTROL: flat}), 'smoke')  # a reproduction needs no control
@@ -249,7 +224,7 @@ def test_a_refutation_of_collapse_needs_the_control_to_collapse():
 
 def test_every_verdict_declares_its_kind_and_computes_a_premise():
   claims = lb.ABLATION.claims
-  assert [c.kind for c in claims] == [stats.SIGN] * 5 and all(c.scope and c.premise for c in claims)
+  assert [c.kind for c in claims] == [stats.SIGN] * 4 and all(c.scope and c.premise for c in claims)
   assert len(lb.ABLATION.changes) >= 5 and any(bool(c.to_positive) for c in lb.ABLATION.changes)
   for sel in (_sel(), _sel({'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}), _sel().iloc[:0]):
     v = lb.rules(sel, 'smoke')
@@ -260,7 +235,17 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
     'premise: a collapse is not a specialisation (offset)',
     'premise: the setup can produce a collapse (the one-teacher control collapses)',
   ]
-  assert [len(x.premises) for x in v] == [3, 1, 2, 1, 3] and all(c.passed for x in v for c in x.premises)
+  assert [len(x.premises) for x in v] == [3, 1, 1, 3] and all(c.passed for x in v for c in x.premises)
+
+
+def test_the_zloss_claim_is_dropped_with_its_reason_and_its_pilot_kept():
+  """Issue 46: the z-loss claim's premise failed at every pilot rate up to 3; it is dropped, said in the report."""
+  (d,) = lb.ABLATION.dropped
+  assert 'z-loss' in d.claim and 'ST-MoE' in d.claim and 'pilot' in d.reason and d.date == '2026-11-29'
+  last = lb.ABLATION.changes[-1]
+  assert 'dropped' in last.change and last.verdicts == () and 'renumbered' in last.change
+  assert {0.5, 1.0, 3.0} <= set(lb.PILOT_LRS['full']) and max(lb.PILOT_LRS['full']) == 3.0
+  assert all(max(c.verdicts, default=0) <= len(lb.ABLATION.claims) for c in lb.ABLATION.changes)
 
 
 def test_a_collapse_level_below_specialisation_is_invalid():
@@ -271,15 +256,8 @@ def test_a_collapse_level_below_specialisation_is_invalid():
   sel.loc[centred, 'load_start'] = 1.6  # 1.6 + 1 < 2.94: one expert per cluster would count as a collapse
   sel.loc[centred, 'load_final'] = sel.loc[centred, 'load_change'] + 1.6
   v = lb.rules(sel, 'smoke')
-  assert v[4].outcome == stats.INVALID and v[4].raw_outcome == stats.REPRODUCED and v[0].outcome == stats.REPRODUCED
-  assert 'premise: a collapse is not a specialisation (centred)' in v[4].detail
-
-
-def test_zloss_marginal_premise_only_at_a_test_rate():
-  v = lb.rules(_sel(unstable_none=(0.0, 0.0)), 'smoke')[2]  # nothing diverges: no test rate
-  assert v.outcome == stats.INVALID and [c.name for c in v.premises] == [
-    'premise: a rate where the no-z-loss pilot is unstable'
-  ]
+  assert v[3].outcome == stats.INVALID and v[3].raw_outcome == stats.REPRODUCED and v[0].outcome == stats.REPRODUCED
+  assert 'premise: a collapse is not a specialisation (centred)' in v[3].detail
 
 
 def test_collapse_needs_room_above_the_step0_load():
@@ -293,7 +271,7 @@ def test_collapse_needs_room_above_the_step0_load():
 
 
 def test_tables_keep_each_ci_inside_its_range():
-  sel = _sel(unstable_none=(0.125, 1.0))
+  sel = _sel(pilot=(0.125, 1.0))
   sel.loc[sel['point'] == lb.SWITCH, 'load_final'] = np.resize([1.0, 1.0, 1.0, 3.0], (sel['point'] == lb.SWITCH).sum())
   t = lb_shown.load_table(sel).set_index('point')
   assert t.loc[lb.SWITCH, 'load_final_ci_lo'] >= 1.0  # a t interval would reach below 1 (mean 1.5, 8 seeds)
@@ -301,15 +279,13 @@ def test_tables_keep_each_ci_inside_its_range():
   assert plain[1] < 1.0
   u = lb_shown.unstable_table(sel)
   assert (u['unstable_ci_lo'] >= 0).all() and (u['unstable_ci_hi'] <= 1).all()
-  assert set(u['seeds']) == {'pilot', 'test'} and len(u) == 3 * len(LRS)
+  assert list(u[lb.LR]) == list(LRS) and list(u['unstable_mean']) == [0.125, 1.0]
 
 
 def test_no_rise_leaves_the_fixes_nothing_to_reduce():
   flat = {'none': -0.2, 'switch': -0.3, 'bias': -0.3, 'frozen': 0.0}
   v = lb.rules(_sel(COLLAPSE, conditions={lb.CONTROL: flat}), 'smoke')  # the routing task collapses, control not
-  assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.INVALID] + [
-    stats.REPRODUCED
-  ]
+  assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID, stats.INVALID, stats.REPRODUCED]
   assert 'premise: training without balancing raises the load' in v[1].detail and '(control)' in v[1].detail
   assert v[1].raw_outcome == stats.REPRODUCED  # the rule alone would say it reduces it: kept, gated
 
@@ -319,24 +295,17 @@ def test_measurement_checks_gate_the_load_verdicts():
   moved = (sel['point'] == lb.frozen(lb.CENTRED)) & (sel[lb.SEED] == 2)
   sel.loc[moved, 'load_change'] = 0.01  # one frozen router moved
   v = lb.rules(sel, 'smoke')
-  assert [x.outcome for x in v] == [stats.INVALID, stats.INVALID, stats.REPRODUCED, stats.INVALID, stats.INVALID]
+  assert [x.outcome for x in v] == [stats.INVALID] * 4
   assert 'frozen router: final load = rebuilt step-0 load' in v[0].detail
   assert [c.passed for c in lb.measurement(_sel())] == [True, True]
 
 
-def test_zloss_premise_needs_a_marginal_instability():
-  v = lb.rules(_sel(unstable_none=(0.0, 0.1)), 'smoke')[2]  # the pilot never diverges >= 25%
-  assert v.outcome == stats.INVALID and 'premise: a rate where the no-z-loss pilot is unstable' in v.detail
-  v = lb.rules(_sel(unstable_none=(0.0, 1.0)), 'smoke')[2]  # 0 -> 1 between two rates: the band is not resolved
-  assert v.outcome == stats.INVALID and 'premise: marginal instability at the test rate 0.3' in v.detail
-
-
 def test_a_point_that_is_not_tuned_keeps_its_rate_when_seeds_diverge():
-  """regime.tune (core): the z-loss arms are read at their one rate even where seeds diverged."""
-  frame = _sel().assign(eval_loss=lambda f: np.where(f['status'] == 'completed', 0.1, math.nan))
+  """regime.tune (core): the pilot's arms are read at their one rate even where seeds diverged."""
+  frame = _sel(pilot=(0.25, 0.5)).assign(eval_loss=lambda f: np.where(f['status'] == 'completed', 0.1, math.nan))
   state = {p: regime.PointState([float(lr)], 100) for p, lr in frame.groupby('point')[lb.LR].first().items()}
   t = regime.tune(frame, state, lb.REGIMES['smoke']).set_index(['point', 'level'])
-  assert t.loc[(f'{lb.UNSTABLE}0.3: none', 'T'), 'rate'] == 0.3
+  assert t.loc[(f'{lb.PILOT}0.3: none', 'T'), 'rate'] == 0.3
   picked = regime.select(frame, t.reset_index(), 'T')
   assert (picked['status'] == 'diverged').sum() == (frame['status'] == 'diverged').sum() > 0
   assert len(picked) == len(frame)
@@ -351,12 +320,8 @@ def test_paired_all_pairs_on_the_edge_is_not_reproduced():
 @pytest.mark.parametrize('scale', ['smoke', 'quick', 'full'])
 def test_arms(scale):
   arms = {a.name: a for a in lb.arms(scale)}
-  rates = lb.UNSTABLE_LRS[scale]
-  assert list(arms) == [
-    *(n for c in lb.CONDITIONS for n in (c, lb.frozen(c))),
-    *(f'{lb.UNSTABLE}{r:g}' for r in rates),
-    *(f'{lb.PILOT}{r:g}' for r in rates),
-  ]
+  rates = lb.PILOT_LRS[scale]
+  assert list(arms) == [*(n for c in lb.CONDITIONS for n in (c, lb.frozen(c))), *(f'{lb.PILOT}{r:g}' for r in rates)]
   for name, a in arms.items():
     validation.validate(a.base)
     m = a.base.model.moe
@@ -364,14 +329,11 @@ def test_arms(scale):
     assert a.tuned == (name in lb.CONDITIONS) and m.freeze_router == name.startswith('frozen_')
     assert not any(k.startswith('train.') for o in a.points.values() for k in o)  # the runner adds rate, steps, seed
     t = a.base.task
-    if name.startswith((lb.UNSTABLE, lb.PILOT)):
+    if name.startswith(lb.PILOT):
       assert a.base.train.grad_clip == 0 and m.load_balance_coef == lb.SWITCH_ALPHA and m.router_dtype == 'bfloat16'
       assert a.base.train.learning_rate == float(name.split('_lr')[1]) and t.num_clusters == 0
-      pilot = name.startswith(lb.PILOT)
-      assert list(a.points) == (['none'] if pilot else ['none', 'z_loss'])
-      want = (
-        range(lb.PILOT_FIRST_SEED, lb.PILOT_FIRST_SEED + lb.PILOT_SEEDS[scale]) if pilot else range(lb.Z_SEEDS[scale])
-      )
+      assert list(a.points) == ['none'] and a.points['none'] == {lb.Z_KEY: 0.0}
+      want = range(lb.PILOT_FIRST_SEED, lb.PILOT_FIRST_SEED + lb.PILOT_SEEDS[scale])
       assert a.seed_range(lb.REGIMES[scale].seeds) == want
     else:
       assert m.router_dtype == 'float32' and a.seeds is None
@@ -379,8 +341,7 @@ def test_arms(scale):
       routing = condition != lb.CONTROL
       assert (t.num_clusters, t.cluster_teachers) == ((8, True) if routing else (1, False))
       assert t.center_inputs == routing and t.input_offset == (1.0 if condition == lb.OFFSET else 0.0)
-  assert lb.Z_SEEDS['full'] >= 64 and lb.REGIMES['full'].seeds >= 10
-  assert set(range(lb.Z_SEEDS['full'])).isdisjoint(range(lb.PILOT_FIRST_SEED, lb.PILOT_FIRST_SEED + 16))
+  assert lb.REGIMES['full'].seeds >= 10
 
 
 def test_present_on_a_synthetic_result(tmp_path):
@@ -392,7 +353,7 @@ def test_present_on_a_synthetic_result(tmp_path):
   result = base.Result(sel, tuning, sel, sel, verdicts, 'smoke')
   out = ablations.get('load_balancing').present(result, base.Context(str(tmp_path), 'smoke'))
   assert [c.passed for c in out.checks] == [True, True] and '+1.5' in out.headline and 'control' in out.headline
-  assert len(out.tables[0].frame) == 4 * len(lb.CONDITIONS) and len(out.tables[1].frame) == 3 * len(LRS)
+  assert len(out.tables[0].frame) == 4 * len(lb.CONDITIONS) and len(out.tables[1].frame) == len(LRS)
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
 
 

@@ -90,6 +90,19 @@ class DesignChange:
 
 
 @dataclasses.dataclass(frozen=True)
+class Dropped:
+  """A claim the study no longer judges because its setup cannot express it: said in the report, not a verdict."""
+
+  claim: str  # the claim as it was judged, with its citation
+  reason: str  # why this setup cannot test it, with the numbers that show it and what testing it would need
+  date: str  # YYYY-MM-DD of the decision (a change after results: the study's `changes` has its row)
+  commit: str = ''
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class Arm:
   """One sweep of a study: its base config and its points, each run over the regime's rates, budgets, seeds."""
 
@@ -161,6 +174,7 @@ class Study:
   setup: str = ''  # task/model in words, for the report
   claims: Sequence[Claim] = ()  # one per verdict of `rules`, in its order: kind, scope, premise
   changes: Sequence[DesignChange] = ()  # every change made after a result of this study was seen
+  dropped: Sequence[Dropped] = ()  # claims judged once and no longer: the report says which and why
 
   def __post_init__(self):
     if not self.claims:

@@ -295,7 +295,7 @@ def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
 
 def report_markdown(report: dict[str, Any]) -> str:
   """report.md from report.json: claim and source, verdicts, design changes, checks, regime, setup, results."""
-  lines = _head_md(report) + _verdicts_md(report)
+  lines = _head_md(report) + _verdicts_md(report) + dropped_markdown(report.get('dropped') or [])
   if 'design_changes' in report:
     lines += changes_markdown(report.get('design_changes') or [])
   if report['checks']:
@@ -306,6 +306,17 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines += regime_markdown(report['regime'])
   lines += _setup_md(report) + _results_md(report)
   return '\n'.join(lines)
+
+
+def dropped_markdown(dropped: Sequence[Mapping[str, Any]]) -> list[str]:
+  """The claims the study no longer judges (`base.Dropped`), each with why: a section after the verdicts."""
+  if not dropped:
+    return []
+  lines = ['## Claims not tested here', '']
+  for d in dropped:
+    when = f'{d["date"]}, {d["commit"]}' if d.get('commit') else d['date']
+    lines.append(f'- **dropped** ({when}): {d["claim"]} — {d["reason"]}')
+  return lines + ['']
 
 
 def _head_md(report: dict[str, Any]) -> list[str]:
@@ -446,6 +457,7 @@ def assemble(
     'headline': shown.headline,
     'verdicts': [v.to_dict() for v in verdicts],
     'design_changes': [c.to_dict() for c in study.changes],
+    'dropped': [d.to_dict() for d in study.dropped],
     'checks': [c.to_dict() for c in shown.checks],
     'regime': regime_rec,
     'tables': [
