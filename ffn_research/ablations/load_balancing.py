@@ -473,6 +473,7 @@ DROPPED = (
       "transformer with many MoE layers at ST-MoE-like depth and length, beyond this study's toy and cap."
     ),
     date='2026-11-29',
+    commit='735bdba',
   ),
 )
 

@@ -128,7 +128,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='735bdba',
     change=(
       'the z-loss claim dropped (Study.dropped: the report says why, not a verdict), after its premise had failed: '
       'no Adam rate 0.07 ... 0.3 diverged any of the 16 pilot seeds; the next step its scope named was run: the '
