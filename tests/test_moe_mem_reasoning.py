@@ -284,8 +284,10 @@ def test_a_small_reasoning_g_stands_only_on_the_storage_control():
   assert good.outcome == stats.REPRODUCED and good.statistic == pytest.approx(0.9, abs=0.02) and good.ci[0] >= 0.5
   want = f'G on the pool {good.statistic:.3g} [{good.ci[0]:.3g}, {good.ci[1]:.3g}], reproduced'
   assert c.passed and c.role == stats.PREMISE and c.detail == want
-  assert c.points == mr.task_points(SCALE, mr.POOL, 'top1')
+  assert c.points == mr.task_points(SCALE, mr.POOL, 'top1') and not c.remedy
   low = mr.rules(_sel(g_pool=0.2), SCALE)
+  (failed,) = [c for c in low[3].checks if c.name == name]  # its remedy: the pool's arms train twice as long
+  assert failed.remedy == stats.DOUBLE_STEPS and failed.points == mr.task_points(SCALE, mr.POOL, 'top1')
   assert [x.outcome for x in low] == [stats.INVALID] * 2 + [stats.REPRODUCED, stats.INVALID] * 2
   control = mr.pool_control(_sel(g_pool=0.2), SCALE, 'top1')
   assert control.outcome == stats.NOT_REPRODUCED and control.ci[1] < 0.5

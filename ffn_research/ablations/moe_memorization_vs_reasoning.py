@@ -46,7 +46,8 @@ ids would be a measured one; models/routers.py hashes the float input, which mov
 not built), so every `not reproduced` is `invalid` with its number and that reason (checks.refutation_guard). A
 `reproduced` of rules 1 and 3 (a small reasoning G) stands only on the storage control: the same MoE closes at
 least POOL_CLOSE of the pool's gap (G_pool's CI lower end, on a pool gap whose per-seed t CI lower end is >=
-SP_GAP); else `invalid` with the numbers (a small G must not come from an MoE that closes no gap on this input).
+SP_GAP); else the pool's T doubles while the cap affords it, then `invalid` with the numbers (a small G must not
+come from an MoE that closes no gap on this input).
 Premises (positive controls, role stats.PREMISE; a failed one: `invalid`; the overall verdict rests on both):
   * memorization: dense bits grow in proportion to parameters (per-seed log-log slope, CI lower end >= 0.8), and
     dense-total - dense-active is more than MEM_GAP of dense-total's bits (a gap to close);
@@ -350,17 +351,18 @@ def pool_control(sel: pd.DataFrame, scale: str, router: str) -> stats.Verdict:
 
 def pool_check(v: stats.Verdict, control: stats.Verdict, points: tuple[str, ...]) -> stats.Check:
   """A small reasoning G's premise: the storage control reproduced (`pool_control`) where `v`'s rule reproduces;
-  other outcomes do not need it. Its numbers are shown whatever it gates."""
+  other outcomes do not need it. Its numbers are shown whatever it gates; failed, its remedy doubles the pool's T."""
   needed = v.raw_outcome == stats.REPRODUCED
-  lo, hi = control.ci
-  shown = f'G on the pool {control.statistic:.3g} [{lo:.3g}, {hi:.3g}], {control.outcome}'
+  shown = f'G on the pool {control.statistic:.3g} [{control.ci[0]:.3g}, {control.ci[1]:.3g}], {control.outcome}'
   if control.outcome == stats.INVALID:
     shown += f' ({control.detail})'
   ok = control.outcome == stats.REPRODUCED or not needed
   shown += '' if ok else '; a small G must not come from an MoE that closes no gap on this input'
   shown += '' if needed else '; needed only for a reproduced, not for this outcome'
   name = f'premise (reasoning): for a small G, the MoE closes >= {POOL_CLOSE:g} of the gap where examples repeat'
-  return stats.as_premise(stats.Check(name + ' (storage control)', ok, shown, points=points if needed else ()))
+  remedy = '' if ok else stats.DOUBLE_STEPS  # the pool's arms trained twice as long, if the cap affords it
+  check = stats.Check(name + ' (storage control)', ok, shown, points=points if needed else (), remedy=remedy)
+  return stats.as_premise(check)
 
 
 def refutation_guard(v: stats.Verdict, task: str) -> stats.Check:
