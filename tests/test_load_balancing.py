@@ -145,10 +145,11 @@ def _label(condition, balancing):
   return lb.frozen(condition) if balancing == 'frozen' else lb.point(condition, balancing)
 
 
-def _sel(change=None, seeds=8, pilot=(0.0, 0.25), steps=None, conditions=None):
+def _sel(change=None, seeds=8, pilot=(0.0, 0.25), steps=None, conditions=None, dense_mse=0.3):
   """A synthetic selection (one budget, each point at its chosen rate): per input condition the load points' load
-  change per seed (frozen exactly 0; `conditions`: {condition: change} overriding `change`) and the dropped z-loss
-  claim's pilot: diverged flags per rate of LRS (its own seeds, 100 ...; the first seeds diverged)."""
+  change per seed (frozen exactly 0; `conditions`: {condition: change} overriding `change`; held-out MSE 0.1), the
+  routing task's dense references (held-out MSE `dense_mse`) and the dropped z-loss claim's pilot: diverged flags
+  per rate of LRS (its own seeds, 100 ...; the first seeds diverged)."""
   change = COLLAPSE if change is None else change
   rng = np.random.default_rng(0)
   rows = []
@@ -172,6 +173,19 @@ def _sel(change=None, seeds=8, pilot=(0.0, 0.25), steps=None, conditions=None):
             'load_change': final - start,
           }
         )
+    for c in lb.ROUTED:
+      mse = dense_mse * (1 + 0.01 * rng.standard_normal())
+      rows.append(
+        {
+          'point': lb.dense(c),
+          'arm': lb.dense(c),
+          lb.SEED: s,
+          lb.STEPS: 100,
+          lb.LR: 1e-2,
+          'status': 'completed',
+          'eval_loss': mse,
+        }
+      )
     for lr, f_pilot in zip(LRS, pilot, strict=True):
       rows.append(
         {
@@ -242,10 +256,28 @@ def test_the_zloss_claim_is_dropped_with_its_reason_and_its_pilot_kept():
   """Issue 46: the z-loss claim's premise failed at every pilot rate up to 3; it is dropped, said in the report."""
   (d,) = lb.ABLATION.dropped
   assert 'z-loss' in d.claim and 'ST-MoE' in d.claim and 'pilot' in d.reason and d.date == '2026-11-29'
-  last = lb.ABLATION.changes[-1]
+  (last,) = [c for c in lb.ABLATION.changes if 'z-loss claim dropped' in c.change]
   assert 'dropped' in last.change and last.verdicts == () and 'renumbered' in last.change
   assert {0.5, 1.0, 3.0} <= set(lb.PILOT_LRS['full']) and max(lb.PILOT_LRS['full']) == 3.0
   assert all(max(c.verdicts, default=0) <= len(lb.ABLATION.claims) for c in lb.ABLATION.changes)
+
+
+def test_the_routing_premise_is_reported_per_condition_and_point_and_gates_nothing():
+  """ln MSE of each trained top-1 point minus the dense FFN of its expert width, paired by seed; passed at a CI at
+  or below -0.1. MoE 0.1 vs dense 0.3: ln(1/3) = -1.10, passed; vs dense 0.105: -0.05, not; no verdict moves."""
+  rows = lb.routing_margins(_sel())
+  assert [(r['condition'], r['MoE point']) for r in rows] == [(c, b) for c in lb.ROUTED for b in lb.BALANCING]
+  assert all(
+    r['passed'] and r['n'] == 8 and r['ln MSE, MoE - dense'] == pytest.approx(math.log(1 / 3), abs=0.02) for r in rows
+  )
+  assert all(r['ci_lo'] < r['ln MSE, MoE - dense'] < r['ci_hi'] <= -lb.ROUTING_MARGIN for r in rows)
+  near = lb.routing_margins(_sel(dense_mse=0.105))
+  assert not any(r['passed'] for r in near) and near[0]['ln MSE, MoE - dense'] == pytest.approx(
+    math.log(0.1 / 0.105), abs=0.01
+  )
+  assert [v.outcome for v in lb.rules(_sel(dense_mse=0.105), 'smoke')] == [v.outcome for v in lb.rules(_sel(), 'smoke')]
+  t = lb_shown.routing_table(_sel())
+  assert list(t['T (MoE, dense)']) == ['100, 100'] * 6 and t['passed'].all()
 
 
 def test_a_collapse_level_below_specialisation_is_invalid():
@@ -321,14 +353,23 @@ def test_paired_all_pairs_on_the_edge_is_not_reproduced():
 def test_arms(scale):
   arms = {a.name: a for a in lb.arms(scale)}
   rates = lb.PILOT_LRS[scale]
-  assert list(arms) == [*(n for c in lb.CONDITIONS for n in (c, lb.frozen(c))), *(f'{lb.PILOT}{r:g}' for r in rates)]
+  assert list(arms) == [
+    *(n for c in lb.CONDITIONS for n in (c, lb.frozen(c))),
+    *(lb.dense(c) for c in lb.ROUTED),
+    *(f'{lb.PILOT}{r:g}' for r in rates),
+  ]
   for name, a in arms.items():
     validation.validate(a.base)
     m = a.base.model.moe
-    assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
-    assert a.tuned == (name in lb.CONDITIONS) and m.freeze_router == name.startswith('frozen_')
     assert not any(k.startswith('train.') for o in a.points.values() for k in o)  # the runner adds rate, steps, seed
     t = a.base.task
+    if name.startswith('dense_'):  # the routing premise's reference: the MoE's task and expert width, no experts
+      moe = arms[name.removeprefix('dense_')].base
+      assert m.num_experts == 0 and a.base.model.d_ff == moe.model.d_ff == 64 and a.tuned
+      assert a.base.task.to_dict() == moe.task.to_dict() and list(a.points) == ['']
+      continue
+    assert (m.num_experts, m.top_k, m.router, m.renormalize, m.capacity_factor) == (8, 1, 'softmax_topk', False, 1.0)
+    assert a.tuned == (name in lb.CONDITIONS) and m.freeze_router == name.startswith('frozen_')
     if name.startswith(lb.PILOT):
       assert a.base.train.grad_clip == 0 and m.load_balance_coef == lb.SWITCH_ALPHA and m.router_dtype == 'bfloat16'
       assert a.base.train.learning_rate == float(name.split('_lr')[1]) and t.num_clusters == 0
@@ -353,7 +394,8 @@ def test_present_on_a_synthetic_result(tmp_path):
   result = base.Result(sel, tuning, sel, sel, verdicts, 'smoke')
   out = ablations.get('load_balancing').present(result, base.Context(str(tmp_path), 'smoke'))
   assert [c.passed for c in out.checks] == [True, True] and '+1.5' in out.headline and 'control' in out.headline
-  assert len(out.tables[0].frame) == 4 * len(lb.CONDITIONS) and len(out.tables[1].frame) == len(LRS)
+  assert len(out.tables[0].frame) == 4 * len(lb.CONDITIONS) and len(out.tables[2].frame) == len(LRS)
+  assert len(out.tables[1].frame) == len(lb.ROUTED) * len(lb.BALANCING) and 'routing premise (offset)' in out.headline
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
 
 
@@ -362,7 +404,11 @@ def test_smoke_through_entry_point(study_smoke):
   returncode, _, stderr, out = study_smoke('load_balancing')  # the run the every-ablation smoke test reads too
   assert returncode == 0, stderr
   report = json.loads((out / 'report.json').read_text())
-  assert len(report['verdicts']) == 5 and all(v['outcome'] in stats.OUTCOMES for v in report['verdicts'])
+  assert (
+    len(report['verdicts']) == 4
+    and len(report['dropped']) == 1
+    and all(v['outcome'] in stats.OUTCOMES for v in report['verdicts'])
+  )
   assert all(v['p_holm'] is not None for v in report['verdicts']) and report['regime']['iterations']
   assert [c['passed'] for c in report['checks']] == [True, True]  # the frozen router's load does not move
 

@@ -142,4 +142,17 @@ CHANGES = (
     'bias and collapse on centred unchanged (same runs, judged again)',
     verdicts=(),
   ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      "issue 46's routing premise added, reported and not a gate (no verdict here compares routing choices): a "
+      "dense FFN of the expert width (d_ff 64, its rate tuned, the load arms' ladder) on the two routing-task "
+      'conditions, each trained top-1 point minus it in ln held-out MSE paired by seed, passed at a CI at or below '
+      "-0.1 (moe_topk's margin); the collapse scopes point to its table. Added after the collapse results were "
+      'seen (not reproduced on offset, invalid on centred), before its own runs'
+    ),
+    outcome='no verdict moves: the premise gates none (its numbers are in the table and the headline)',
+    verdicts=(),
+  ),
 )
