@@ -144,7 +144,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='2739b0a',
     change=(
       "issue 46's routing premise added, reported and not a gate (no verdict here compares routing choices): a "
       "dense FFN of the expert width (d_ff 64, its rate tuned, the load arms' ladder) on the two routing-task "
