@@ -105,7 +105,7 @@ def results_section(repo_root: str = REPO_ROOT) -> str:
       ]
       if v['outcome'] != v.get('rule_outcome', v['outcome']) or v['outcome'] == verdict_lib.INVALID:
         lines += [f'  - failed check: {c["name"]}: {c["detail"]}' for c in report_lib.failed_checks(v)]
-    lines += [f'- **dropped**: {d["claim"]} — {d["reason"]}' for d in r.get('dropped') or []]
+    lines += [f'- **dropped** ({d["before"]} before): {d["claim"]} — {d["reason"]}' for d in r.get('dropped') or []]
     lines += ['', f'**Main figure.** {r["headline"]}', '']
     failed = [c for c in r.get('checks', []) if not c['passed']]
     if failed:  # a failed check of the measurement is read next to the verdicts it qualifies
@@ -198,8 +198,9 @@ def headline_section(repo_root: str = REPO_ROOT) -> str:
     counts = collections.Counter(v['outcome'] for v in r['verdicts'])
     verdicts = ', '.join(f'{counts[o]} {o}' for o in verdict_lib.OUTCOMES if counts[o])
     if r.get('dropped'):
+      before = ', '.join(d['before'] for d in r['dropped'])
       n = len(r['dropped'])
-      verdicts += f'; {n} claim{"s" * (n > 1)} dropped (the report says why)'
+      verdicts += f'; {n} claim{"s" * (n > 1)} dropped ({before} before; the report says why)'
     if predates_premises(r):
       verdicts += f' (published before premises and the budget ladder: [re-judged]({REJUDGED}))'
     asks = (question(r['name']) or r['claim']).replace('|', '\\|')

@@ -256,28 +256,51 @@ def test_the_zloss_claim_is_dropped_with_its_reason_and_its_pilot_kept():
   """Issue 46: the z-loss claim's premise failed at every pilot rate up to 3; it is dropped, said in the report."""
   (d,) = lb.ABLATION.dropped
   assert 'z-loss' in d.claim and 'ST-MoE' in d.claim and 'pilot' in d.reason and d.date == '2026-11-29'
+  assert d.before == stats.INVALID and 'old 4 = the bias (now 3)' in d.renumbered and 'scouting sweep' in d.reason
   (last,) = [c for c in lb.ABLATION.changes if 'z-loss claim dropped' in c.change]
   assert 'dropped' in last.change and last.verdicts == () and 'renumbered' in last.change
   assert {0.5, 1.0, 3.0} <= set(lb.PILOT_LRS['full']) and max(lb.PILOT_LRS['full']) == 3.0
   assert all(max(c.verdicts, default=0) <= len(lb.ABLATION.claims) for c in lb.ABLATION.changes)
 
 
-def test_the_routing_premise_is_reported_per_condition_and_point_and_gates_nothing():
-  """ln MSE of each trained top-1 point minus the dense FFN of its expert width, paired by seed; passed at a CI at
-  or below -0.1. MoE 0.1 vs dense 0.3: ln(1/3) = -1.10, passed; vs dense 0.105: -0.05, not; no verdict moves."""
-  rows = lb.routing_margins(_sel())
+def _grid(sel, points, rates=(1e-3, 3e-3, 1e-2, 3e-2)):
+  """Every run of `sel` plus the same runs of `points` at the other `rates` (held-out MSE doubled): a frame in which
+  their chosen rate (sel's) lies inside the grid they ran."""
+  extra = [
+    sel[sel['point'] == p].assign(**{lb.LR: r, 'eval_loss': lambda f: 2 * f['eval_loss']})
+    for p in points
+    for r in rates
+    if not np.isclose(r, sel[sel['point'] == p][lb.LR].iloc[0])
+  ]
+  return pd.concat([sel, *extra], ignore_index=True)
+
+
+def test_the_routing_premise_reads_four_states_and_gates_nothing():
+  """ln MSE of each trained top-1 point minus the dense FFN of its expert width, paired by seed: MoE 0.1 vs dense
+  0.3, ln(1/3) = -1.10, passes; vs dense 0.105 (-0.05), fails with both rates inside their grids; a dense rate at its
+  grid's edge or unequal T: n/a; no verdict moves."""
+  points = [lb.dense(c) for c in lb.ROUTED] + [lb.point(c, b) for c in lb.ROUTED for b in lb.BALANCING]
+  sel = _sel()
+  rows = lb.routing_margins(sel, _grid(sel, points))
   assert [(r['condition'], r['MoE point']) for r in rows] == [(c, b) for c in lb.ROUTED for b in lb.BALANCING]
-  assert all(
-    r['passed'] and r['n'] == 8 and r['ln MSE, MoE - dense'] == pytest.approx(math.log(1 / 3), abs=0.02) for r in rows
-  )
+  assert all(r['reading'] == 'passes' and r['n'] == 8 for r in rows)
+  assert all(r['ln MSE, MoE - dense'] == pytest.approx(math.log(1 / 3), abs=0.02) for r in rows)
   assert all(r['ci_lo'] < r['ln MSE, MoE - dense'] < r['ci_hi'] <= -lb.ROUTING_MARGIN for r in rows)
-  near = lb.routing_margins(_sel(dense_mse=0.105))
-  assert not any(r['passed'] for r in near) and near[0]['ln MSE, MoE - dense'] == pytest.approx(
-    math.log(0.1 / 0.105), abs=0.01
-  )
-  assert [v.outcome for v in lb.rules(_sel(dense_mse=0.105), 'smoke')] == [v.outcome for v in lb.rules(_sel(), 'smoke')]
-  t = lb_shown.routing_table(_sel())
-  assert list(t['T (MoE, dense)']) == ['100, 100'] * 6 and t['passed'].all()
+  near = _sel(dense_mse=0.105)
+  assert {r['reading'] for r in lb.routing_margins(near, _grid(near, points))} == {'fails'}
+  assert lb.routing_margins(near, near)[0]['reading'].startswith('n/a')  # one rate run: the dense rate at an edge
+  only_dense = _grid(near, [lb.dense(c) for c in lb.ROUTED])  # the MoE at its grid's edge: a fail is n/a
+  assert {r['reading'] for r in lb.routing_margins(near, only_dense)} == {"n/a (the MoE rate at its grid's edge)"}
+  assert {r['reading'] for r in lb.routing_margins(sel, _grid(sel, [lb.dense(c) for c in lb.ROUTED]))} == {'passes'}
+  longer = _sel(steps={'none': 200})  # none doubled, dense not: unequal T
+  readings = {r['MoE point']: r['reading'] for r in lb.routing_margins(longer, _grid(longer, points))}
+  assert readings['none'].startswith('n/a (unequal T') and readings['switch'] == 'passes'
+  v = lambda lo, hi: stats.Verdict('', stats.INCONCLUSIVE, (lo + hi) / 2, (lo, hi), 't', 'r', 8)
+  assert lb.routing_reading(v(-0.15, -0.05), False, False, True) == 'undecided'
+  assert lb.routing_reading(v(-0.15, -0.1), True, False, True) == 'passes'  # an MoE edge only understates it
+  assert [v.outcome for v in lb.rules(near, 'smoke')] == [v.outcome for v in lb.rules(sel, 'smoke')]
+  t = lb_shown.routing_table(sel, _grid(sel, points))
+  assert list(t['T (MoE, dense)']) == ['100, 100'] * 6 and (t['reading'] == 'passes').all()
 
 
 def test_a_collapse_level_below_specialisation_is_invalid():
@@ -393,7 +416,8 @@ def test_present_on_a_synthetic_result(tmp_path):
   verdicts = lb.rules(sel, 'smoke')
   result = base.Result(sel, tuning, sel, sel, verdicts, 'smoke')
   out = ablations.get('load_balancing').present(result, base.Context(str(tmp_path), 'smoke'))
-  assert [c.passed for c in out.checks] == [True, True] and '+1.5' in out.headline and 'control' in out.headline
+  assert [c.passed for c in out.checks] == [True, True, False] and '+1.5' in out.headline and 'control' in out.headline
+  assert 'the drop no longer stands' in out.checks[2].detail and '0.3: 0.25' in out.checks[2].detail  # 2/8 at 0.3
   assert len(out.tables[0].frame) == 4 * len(lb.CONDITIONS) and len(out.tables[2].frame) == len(LRS)
   assert len(out.tables[1].frame) == len(lb.ROUTED) * len(lb.BALANCING) and 'routing premise (offset)' in out.headline
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
@@ -410,7 +434,8 @@ def test_smoke_through_entry_point(study_smoke):
     and all(v['outcome'] in stats.OUTCOMES for v in report['verdicts'])
   )
   assert all(v['p_holm'] is not None for v in report['verdicts']) and report['regime']['iterations']
-  assert [c['passed'] for c in report['checks']] == [True, True]  # the frozen router's load does not move
+  assert [c['passed'] for c in report['checks']][:2] == [True, True]  # the frozen router's load does not move
+  assert report['checks'][2]['name'].startswith('the dropped z-loss claim')
 
 
 def test_centred_and_offset_teacher_student_inputs():

@@ -420,21 +420,25 @@ def test_a_dropped_claim_is_said_in_the_report_the_results_page_and_the_readme_t
   """base.Dropped: a claim no longer judged is listed with its reason after the verdicts, on the results page and as a
   count beside the README's verdict counts; it is not a verdict."""
   r = json.loads(open(os.path.join(REPO, 'docs', 'results', 'moe_topk', 'report.json'), encoding='utf-8').read())
-  d = base.Dropped(claim='the z-loss stabilises training', reason='no rate diverged (0 of 16)', date='2026-11-29')
+  d = base.Dropped('the z-loss stabilises training', 'no rate diverged (0 of 16)', '2026-11-29', 'invalid')
   r['dropped'] = [d.to_dict()]
   md = report_lib.report_markdown(r)
-  line = '- **dropped** (2026-11-29): the z-loss stabilises training — no rate diverged (0 of 16)'
-  assert '## Claims not tested here' in md and line in md
+  line = '- **dropped** (2026-11-29; invalid before): the z-loss stabilises training — no rate diverged (0 of 16)'
+  assert '## Claims not tested here' in md and line in md and 'those of their day' not in md
   assert md.index('## Claims not tested here') < md.index('## Design changes after results')
   assert '## Claims not tested here' not in report_lib.report_markdown({**r, 'dropped': []})
+  moved = report_lib.report_markdown({**r, 'dropped': [{**d.to_dict(), 'renumbered': 'old 4 = the bias (now 3)'}]})
+  key = 'Verdict numbers in the text of earlier change rows are those of their day: old 4 = the bias (now 3)'
+  assert moved.count(key) == 2 and moved.index('## Design changes after results') < moved.rindex(key)  # both sections
   folder = tmp_path / 'docs' / 'results' / r['name']
   folder.mkdir(parents=True)
   (folder / 'report.json').write_text(json.dumps(r))
-  assert '- **dropped**: the z-loss stabilises training — no rate diverged (0 of 16)' in publish_lib.results_section(
-    str(tmp_path)
+  assert (
+    '- **dropped** (invalid before): the z-loss stabilises training — no rate diverged (0 of 16)'
+    in publish_lib.results_section(str(tmp_path))
   )
   (row,) = [x for x in publish_lib.headline_section(str(tmp_path)).splitlines() if x.startswith(f'| [{r["name"]}]')]
-  assert row.endswith('| 5 reproduced, 1 inconclusive; 1 claim dropped (the report says why) |'), row
+  assert row.endswith('| 5 reproduced, 1 inconclusive; 1 claim dropped (invalid before; the report says why) |'), row
 
 
 def test_threshold_at_exactly_the_level_is_not_strictly_beyond_it():

@@ -96,7 +96,9 @@ class Dropped:
   claim: str  # the claim as it was judged, with its citation
   reason: str  # why this setup cannot test it, with the numbers that show it and what testing it would need
   date: str  # YYYY-MM-DD of the decision (a change after results: the study's `changes` has its row)
+  before: str  # its last outcome as a verdict (the README's table says it beside the count)
   commit: str = ''
+  renumbered: str = ''  # the verdict numbers of the rows before the drop, old -> new, where it moved them
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)

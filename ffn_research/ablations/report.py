@@ -273,9 +273,10 @@ def regime_markdown(r: dict[str, Any]) -> list[str]:
   return lines + ['']
 
 
-def changes_markdown(changes: Sequence[dict[str, Any]]) -> list[str]:
-  """report.json's "design_changes": every change made after a result of the study was seen."""
-  lines = ['## Design changes after results', '']
+def changes_markdown(changes: Sequence[dict[str, Any]], key: str = '') -> list[str]:
+  """report.json's "design_changes": every change made after a result of the study was seen (`key`: the verdict
+  renumbering a dropped claim made, said above the table)."""
+  lines = ['## Design changes after results', ''] + ([key, ''] if key else [])
   if not changes:
     return lines + ['None: no change to the design, statistic or rule was made after a result of it was seen.', '']
   lines += [
@@ -297,7 +298,7 @@ def report_markdown(report: dict[str, Any]) -> str:
   """report.md from report.json: claim and source, verdicts, design changes, checks, regime, setup, results."""
   lines = _head_md(report) + _verdicts_md(report) + dropped_markdown(report.get('dropped') or [])
   if 'design_changes' in report:
-    lines += changes_markdown(report.get('design_changes') or [])
+    lines += changes_markdown(report.get('design_changes') or [], renumbering(report.get('dropped') or []))
   if report['checks']:
     lines += ['## Checks of the measurement', '']
     lines += [f'- {"PASS" if c["passed"] else "**FAIL**"} {c["name"]}: {c["detail"]}' for c in report['checks']]
@@ -315,8 +316,15 @@ def dropped_markdown(dropped: Sequence[Mapping[str, Any]]) -> list[str]:
   lines = ['## Claims not tested here', '']
   for d in dropped:
     when = f'{d["date"]}, {d["commit"]}' if d.get('commit') else d['date']
-    lines.append(f'- **dropped** ({when}): {d["claim"]} — {d["reason"]}')
-  return lines + ['']
+    lines.append(f'- **dropped** ({when}; {d["before"]} before): {d["claim"]} — {d["reason"]}')
+  key = renumbering(dropped)
+  return lines + ([key, ''] if key else [''])
+
+
+def renumbering(dropped: Sequence[Mapping[str, Any]]) -> str:
+  """The key to the verdict numbers that a drop moved ('' if none did)."""
+  keys = [f'{d["renumbered"]} (dropped {d["date"]})' for d in dropped if d.get('renumbered')]
+  return 'Verdict numbers in the text of earlier change rows are those of their day: ' + '; '.join(keys) if keys else ''
 
 
 def _head_md(report: dict[str, Any]) -> list[str]:
