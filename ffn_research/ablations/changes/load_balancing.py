@@ -128,7 +128,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='735bdba',
+    commit='735bdba, d0b28be',
     change=(
       'the z-loss claim dropped (Study.dropped: the report says why, not a verdict), after its premise had failed: '
       'no Adam rate 0.07 ... 0.3 diverged any of the 16 pilot seeds; the next step its scope named was run: the '
@@ -149,7 +149,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='2739b0a',
+    commit='2739b0a, d0b28be',
     change=(
       "issue 46's routing premise added, reported and not a gate (no verdict here compares routing choices): a "
       "dense FFN of the expert width (d_ff 64, its rate tuned, the load arms' ladder) on the two routing-task "
