@@ -6,6 +6,7 @@ Rows are runs of the `memorization` task with columns SIZE (the model's trainabl
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ffn_research import rules as rules_lib
@@ -77,3 +78,57 @@ def proportional_check(top: pd.DataFrame, label: str, points) -> tuple[stats.Che
     remedy=stats.DOUBLE_STEPS,
     points=tuple(points),
   ), slope
+
+
+def moe_pairs(moe_top: pd.DataFrame, dense_top: pd.DataFrame) -> pd.DataFrame:
+  """Per (seed, MoE size): MoE peak bits per total and per active parameter and the same seed's dense figure at its
+  total and at its active size, interpolated log-log between the dense sizes (clamped to the nearest one outside
+  their range: below it, bits proportional to size, which the dense slope premise checks)."""
+  rows = []
+  for seed, g in moe_top.groupby(SEED):
+    d = dense_top[dense_top[SEED] == seed].sort_values(SIZE)
+    if d.empty:
+      continue
+    with np.errstate(divide='ignore'):  # no bits stored: log 0 = -inf, interpolated as such
+      x, y = np.log(d[SIZE].to_numpy(float)), np.log((d['bits_stored'] / d[SIZE]).to_numpy(float))
+    for _, r in g.iterrows():
+      at_total, at_active = (math.exp(np.interp(math.log(r[k]), x, y)) for k in (SIZE, 'active'))
+      rows.append(
+        {
+          SEED: seed,
+          SIZE: int(r[SIZE]),
+          'active': int(r['active']),
+          'moe_bpp': r['bits_stored'] / r[SIZE],
+          'moe_bpa': r['bits_stored'] / r['active'],
+          'dense_bpp': at_total,
+          'dense_bpa': at_active,
+        }
+      )
+  return pd.DataFrame(rows, columns=[SEED, SIZE, 'active', 'moe_bpp', 'moe_bpa', 'dense_bpp', 'dense_bpa'])
+
+
+ROUTING_MARGIN = 0.1  # routing_check: ln(MoE bits / the dense bits of its active size) above this at every size
+
+
+def routing_check(pairs: pd.DataFrame, label: str, needed: bool) -> stats.Check:
+  """The routing premise of an MoE refutation (a positive control): at every MoE size the MoE stores more than a
+  dense FFN of its active size would, MoE bits / (dense bits per parameter x active parameters) with its CI lower
+  end above exp(ROUTING_MARGIN): the router spreads facts over the experts, so a shortfall per total parameter is
+  not a router that routes nothing. Shown always; needed only for a `not reproduced`."""
+  parts, ok = [], bool(len(pairs))
+  for size, g in pairs.groupby(SIZE):
+    r, lo, hi = rules_lib.ratio_of_means(g['moe_bpa'], g['dense_bpa'])
+    passed = bool(math.isfinite(lo) and lo > math.exp(ROUTING_MARGIN))
+    ok &= passed
+    parts.append(
+      f'{"" if passed else "FAILS: "}{size:,} total / {int(g["active"].iloc[0]):,} active parameters: '
+      f'{r:.3g}x [{lo:.3g}, {hi:.3g}] ({len(g)} seeds)'
+    )
+  detail = (
+    ('; '.join(parts) or 'no MoE and dense pairs')
+    + ' (MoE peak bits over the dense bits at its active size; CI lower end > '
+    + f'e^{ROUTING_MARGIN:g} = {math.exp(ROUTING_MARGIN):.3g})'
+  )
+  detail += '' if needed else '; needed only for a not reproduced'
+  name = f'premise: routing matters ({label}: the MoE stores more than dense of its active size, at every size)'
+  return stats.as_premise(stats.Check(name, ok or not needed, detail))

@@ -41,7 +41,8 @@ def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
 
 
 def moe_table(mem: pd.DataFrame, s: study.Settings) -> pd.DataFrame:
-  """Per (top_k, MoE size): MoE and interpolated dense peak bits per total parameter and their ratio of means."""
+  """Per (top_k, MoE size): MoE and interpolated dense peak bits per total parameter and their ratio of means, and
+  the routing premise's ratio (MoE bits over the dense bits of its active size)."""
   rows, dense = [], study.peaks(study.family(mem, 0, s['moe_e']))
   for k in study.MOE_TOP_KS:
     pairs = study.moe_pairs(study.peaks(study.family(mem, k, s['moe_e'])), dense)
@@ -57,6 +58,9 @@ def moe_table(mem: pd.DataFrame, s: study.Settings) -> pd.DataFrame:
           'dense bits/param (interpolated)': p['dense_bpp'].mean(),
           'MoE / dense': r,
           'CI': f'[{lo:.3g}, {hi:.3g}]',
+          'MoE bits / dense bits at the active size (routing premise)': rules_lib.ratio_of_means(
+            p['moe_bpa'], p['dense_bpa']
+          )[0],
         }
       )
   return pd.DataFrame(rows)
