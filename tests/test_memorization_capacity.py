@@ -163,9 +163,11 @@ def test_rules_known_answers_and_points():
     'premise: 1000 exposures: bits proportional to params',
     '1000 exposures: peak inside the N grid',
   ]
-  assert [[c.role for c in v.checks].count(stats.PREMISE) for v in vs] == [1, 1, 1, 2, 2]  # MoE: + routing matters
+  assert [[c.role for c in v.checks].count(stats.PREMISE) for v in vs] == [1, 1, 1, 3, 3]  # MoE: + routing, control
   assert vs[0].checks[0].remedy == stats.DOUBLE_STEPS and set(vs[0].checks[0].points) == dense_1000
-  assert [v.outcome for v in mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')] == [NR, R, R, NR, R]
+  # a refutation of the MoE verdicts has no positive control built: invalid (the rule alone: not reproduced)
+  vs = mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')
+  assert [v.outcome for v in vs] == [NR, R, R, INV, R] and vs[3].raw_outcome == NR
 
 
 def test_peaks_read_every_seed_at_the_mean_peak():
@@ -238,7 +240,7 @@ def test_moe_premise_fails_on_the_published_arm_and_passes_an_expressible_one():
     assert 'issue 46' in premise.detail
   assert [658, 756] == [3 * D + moe_active(16, 1, k) for k in mc.MOE_TOP_KS]
   ok = mc.rules(_sel(moe=(0.5, 0.7)), 'full')[3:]  # the redesigned arm: 4 and 12 experts 8 wide
-  assert [v.outcome for v in ok] == [NR, NR] and all(v.premises[0].passed for v in ok)
+  assert [v.raw_outcome for v in ok] == [NR, NR] and all(v.premises[0].passed for v in ok)
   assert 'router 128 of 2416 total (5%)' in ok[0].premises[0].detail
   assert '384 of 7152 total (5%)' in ok[0].premises[0].detail
   assert 'MoE sizes 2416, 7152 against the dense range [2192, 8528]' in ok[0].premises[0].detail
@@ -261,6 +263,11 @@ def test_an_moe_refutation_needs_routing_to_matter_at_every_size():
   (c,) = [c for c in v[3].premises if c.name.startswith('premise: routing matters')]
   assert not c.passed and 'FAILS: 2,416 total / 736 active parameters: 0.979x [' in c.detail
   assert '7,152 total / 992 active parameters: 2.17x' in c.detail and 'needed only' not in c.detail
+  (guard,) = [c for c in v[3].premises if c.name.startswith('premise: a positive control for a refutation')]
+  assert not guard.passed and 'not built' in guard.detail and 'the rule alone: not reproduced, 0.3' in guard.detail
+  assert '2,416 parameters: 0.298' in guard.detail and '7,152 parameters: 0.301' in guard.detail  # per MoE size
+  ok = mc.rules(_sel(moe=(0.5, 0.9)), 'full')[3]  # routing passes: still invalid, on the missing control alone
+  assert ok.outcome == INV and [c.passed for c in ok.premises] == [True, True, False]
   (c2,) = [c for c in v[4].premises if c.name.startswith('premise: routing matters')]
   assert c2.passed and 'needed only for a not reproduced' in c2.detail
   mem = mc.memorization_rows(_sel(moe=(0.3, 0.9)))
@@ -305,7 +312,7 @@ def test_moe_verdict_is_a_ratio_of_means_with_its_bootstrap_p():
   pairs = mc.moe_pairs(mc.peaks(mc.family(mem, 1, 1000)), mc.peaks(mc.family(mem, 0, 1000))).groupby(mc.SEED).mean()
   r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
   assert (vs[3].statistic, *vs[3].ci) == pytest.approx((r, lo, hi))
-  assert vs[4].outcome == NR and vs[4].p_value < 0.05
+  assert vs[4].raw_outcome == NR and vs[4].outcome == INV and vs[4].p_value < 0.05
   for v in vs[3:]:  # p < 0.05 exactly when the 95% CI decides
     assert (v.raw_outcome != INC) == (v.p_value < 0.05)
 

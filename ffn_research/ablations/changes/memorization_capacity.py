@@ -244,4 +244,20 @@ CHANGES = (
     'of its active size, 4 and 12 experts), top-2 is invalid on its rate edges either way',
     verdicts=(4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-29',
+    commit='',
+    change=(
+      'after a cold review of this run, before publishing: the routing premise is no positive control (it passes '
+      'any MoE keeping about 0.34 (4 experts) or 0.15 (12 experts) of dense bits per total parameter, far below '
+      '1/1.3): an MoE refutation now also needs the same experts with routing given to keep >= 1/1.3, not built '
+      '(checks.refutation_guard: invalid with its numbers per MoE size; the control, a hash or frozen router beside '
+      'dense d_ff 8 and 16, about 1,800 run-seconds at T here and 4,900 with its ladder); scopes: verdict 1 a lower '
+      "bound (its ladder still rises), verdict 2's ladder mixes budget and batch, the MoE premise says both checks "
+      "were added after the result; the docstring's rate grids brought up to date"
+    ),
+    outcome='MoE top-1 not reproduced 0.508 [0.481, 0.537] -> invalid (no positive control; 0.586 at 4 experts, '
+    '0.434 at 12); the others unchanged (same runs, judged again)',
+    verdicts=(4, 5),
+  ),
 )
