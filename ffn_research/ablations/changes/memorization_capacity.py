@@ -246,7 +246,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='75248e2',
     change=(
       'after a cold review of this run, before publishing: the routing premise is no positive control (it passes '
       'any MoE keeping about 0.34 (4 experts) or 0.15 (12 experts) of dense bits per total parameter, far below '
