@@ -902,12 +902,15 @@ def test_a_cap_stopped_loop_names_the_next_cost_on_every_verdict_compute_could_f
   bad = stats.gate(v, [stats.Check('premise', False, 'd', role=stats.PREMISE)])
   assert unsettled.outcome == noise.outcome == stats.INCONCLUSIVE and bad.outcome == stats.INVALID
   end = runner._LoopEnd(
-    pd.DataFrame(), pd.DataFrame(), {}, [unsettled, noise, bad], {}, 'cap', {'x': 1}, 250.0, 900.0, 900.0
+    pd.DataFrame(), pd.DataFrame(), {}, [unsettled, noise, bad], {}, 'cap', {'x': 1}, 250.0, 1800.0, 850.0
   )
-  cap = cap_lib.Cap(ref_s=1000.0, speed=1.0, step_s=regime.REFERENCE_STEP_S)
+  cap = cap_lib.Cap(ref_s=1000.0, speed=2.0, step_s=regime.REFERENCE_STEP_S)
   out = runner._final_verdicts(end, cap)
-  named = ['the next extension would have cost ~250 run-seconds' in x.detail for x in out]
+  named = ['the next extension would have cost ~250 run-seconds (~125 reference-seconds' in x.detail for x in out]
   assert named == [True, False, True]
+  # the spend as the Regime section counts it: reference-seconds, and the runs' own run-seconds (not the spend
+  # converted at this invocation's step, which memorization_capacity's report printed beside a different figure)
+  assert "spent 900 reference-seconds, 850 run-seconds on the runs' own clocks" in out[0].detail
   change = {'date': 'd', 'change': 'c', 'outcome': 'o', 'verdicts': [2], 'to_positive': [2]}
   assert '(null -> positive)**' in report_lib.change_line(change, 2)
   assert "not in effect: this report's verdict is inconclusive" in report_lib.change_line(change, 2, 'inconclusive')

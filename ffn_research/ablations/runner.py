@@ -386,7 +386,8 @@ def _final_verdicts(end: _LoopEnd, cap: cap_lib.Cap) -> list[verdict_lib.Verdict
     return verdicts
   cost = (
     f' — the next extension would have cost ~{end.cost:.0f} run-seconds (~{end.cost / cap.speed:.0f} '
-    f'reference-seconds; cap {cap.text()}, spent {end.spent:.0f} run-seconds)'
+    f'reference-seconds; cap {cap.text()}; spent {end.spent / cap.speed:.0f} reference-seconds, '
+    f"{end.raw:.0f} run-seconds on the runs' own clocks, as the Regime section counts them)"
   )
   stopped = lambda v: (
     v.outcome == verdict_lib.INVALID
