@@ -386,8 +386,8 @@ def test_arms(scale):
     m = a.base.model.moe
     assert not any(k.startswith('train.') for o in a.points.values() for k in o)  # the runner adds rate, steps, seed
     t = a.base.task
-    if name.startswith('dense_'):  # the routing premise's reference: the MoE's task and expert width, no experts
-      moe = arms[name.removeprefix('dense_')].base
+    if name.startswith(lb.DENSE):  # the routing premise's reference: the MoE's task and expert width, no experts
+      moe = arms[name.removeprefix(lb.DENSE)].base
       assert m.num_experts == 0 and a.base.model.d_ff == moe.model.d_ff == 64 and a.tuned
       assert a.base.task.to_dict() == moe.task.to_dict() and list(a.points) == ['']
       continue

@@ -81,7 +81,6 @@ from ffn_research.models import routers as routers_lib
 
 NUM_EXPERTS = 8
 SWITCH_ALPHA = 1e-2  # Fedus et al. 2021
-Z_COEF = 1e-3  # Zoph et al. 2022 (ST-MoE)
 BIAS_RATE = 1e-3  # DeepSeek-AI 2024 (gamma)
 BALANCING = {'none': (0.0, 0.0), 'switch': (SWITCH_ALPHA, 0.0), 'bias': (0.0, BIAS_RATE)}  # (alpha, gamma)
 COLLAPSE_RISE = 1.0  # rules 1, 4: the load change that counts as a collapse (max/mean scale 1 .. E)
@@ -119,7 +118,7 @@ def point(condition: str, balancing: str) -> str:
 
 def dense(condition: str) -> str:
   """The dense reference of a routing-task condition (its arm's name): 'dense_CONDITION'."""
-  return f'dense_{condition}'
+  return f'{DENSE}{condition}'
 
 
 def frozen(condition: str) -> str:
@@ -137,7 +136,7 @@ BOUNDS = {  # the range of each tabulated quantity: its CI stays inside (stats.m
   'eval_loss': (0.0, math.inf),
   'unstable': (0.0, 1.0),
 }
-UNSTABLE, PILOT = 'unstable_lr', 'pilot_lr'  # arm name prefixes of the (dropped) z-loss test and of its pilot
+PILOT, DENSE = 'pilot_lr', 'dense_'  # arm name prefixes: the dropped z-loss claim's pilot, the dense references
 PILOT_FIRST_SEED = 1000  # the pilot's seeds: no other arm runs them
 # The pilot's Adam rates per scale: the z-loss design's grid, at full extended by 0.5, 1 and 3 (the next step its
 # scope named, run on 2026-11-29 before the claim was dropped).
@@ -256,7 +255,7 @@ def load_change(run_dir: str) -> dict[str, float]:
 def collect(run_dir: str, row) -> dict[str, float]:
   """A finished run of a load arm: its load at step 0 and at the end (the pilot and the dense references: nothing;
   a run's status says whether it diverged)."""
-  if str(row['arm']).startswith((UNSTABLE, PILOT, 'dense_')):
+  if str(row['arm']).startswith((PILOT, DENSE)):
     return {}
   return load_change(run_dir)
 
@@ -290,17 +289,17 @@ def measurement(sel: pd.DataFrame) -> list[stats.Check]:
   ]
 
 
-def with_unstable(sel: pd.DataFrame, prefix: str = UNSTABLE) -> pd.DataFrame:
-  """The rows of the arms named `prefix`<rate> with `unstable` = 1 where the run did not complete (diverged or
-  failed), else 0: divergence only."""
-  z = sel[sel['arm'].astype(str).str.startswith(prefix)].copy()
+def with_unstable(sel: pd.DataFrame) -> pd.DataFrame:
+  """The pilot's rows (arms PILOT<rate>) with `unstable` = 1 where the run did not complete (diverged or failed),
+  else 0: divergence only."""
+  z = sel[sel['arm'].astype(str).str.startswith(PILOT)].copy()
   z['unstable'] = (z['status'] != 'completed').astype(float)
   return z
 
 
 def pilot_fractions(sel: pd.DataFrame) -> pd.Series:
   """Per rate, the unstable fraction of the pilot's seeds (no z-loss)."""
-  z = with_unstable(sel, PILOT)
+  z = with_unstable(sel)
   return z.groupby(LR)['unstable'].mean() if len(z) else pd.Series(dtype=float)
 
 

@@ -20,14 +20,14 @@ def summarize(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFra
 
 def load_table(sel: pd.DataFrame) -> pd.DataFrame:
   """Per load point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
-  rows = sel[~sel['arm'].astype(str).str.startswith((study.UNSTABLE, study.PILOT, 'dense_'))]
+  rows = sel[~sel['arm'].astype(str).str.startswith((study.PILOT, study.DENSE))]
   keys = [k for k in ('load_start', 'load_final', 'load_change', 'eval_loss') if k in rows]
   return summarize(rows, ['point', study.LR, study.STEPS], keys) if len(rows) else pd.DataFrame()
 
 
 def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
   """The dropped z-loss claim's pilot (no z-loss, its own seeds): the diverged fraction per rate and budget."""
-  z = study.with_unstable(frame.dropna(subset=['point']), study.PILOT)
+  z = study.with_unstable(frame.dropna(subset=['point']))
   return summarize(z, [study.LR, study.STEPS], ['unstable']) if len(z) else pd.DataFrame()
 
 
