@@ -134,6 +134,13 @@ def budget(steps: int, num_logs: int = 10) -> dict[str, Any]:
   return {'train.steps': steps, 'train.log_every': max(1, steps // num_logs), 'train.checkpoint_every': 0}
 
 
+def paired_by_seed(sel: pd.DataFrame, a: str, b: str, key: str) -> tuple[np.ndarray, np.ndarray]:
+  """Per seed present at both points (sorted): (key at point a, key at point b)."""
+  x, y = (sel[sel['point'] == p].set_index(regime_lib.SEED)[key] for p in (a, b))
+  both = x.to_frame('a').join(y.to_frame('b'), how='inner').sort_index().dropna()
+  return both['a'].to_numpy(float), both['b'].to_numpy(float)
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
   """What a study's `present` reads: every run, the tuning, the selections and the final verdicts."""

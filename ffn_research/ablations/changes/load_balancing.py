@@ -13,7 +13,7 @@ CHANGES = (
     outcome='run of 2026-11-22 10:14 (4e09386) -> 2026-11-24 01:59 (8ec5d9e): collapse reproduced (3.11) -> '
     'reproduced (+0.385); Switch reproduced (1.32) -> reproduced (-0.526); z-loss inconclusive -> inconclusive; '
     'bias reproduced (1.27) -> reproduced (-0.606)',
-    verdicts=(1, 2, 3),
+    verdicts=(1, 2, 3, 4),
   ),
   base.DesignChange(
     date='2026-11-24',
@@ -23,7 +23,7 @@ CHANGES = (
     outcome='run of 2026-11-24 10:18 (93abf3b): collapse reproduced (+0.385) -> invalid (+0.285); Switch '
     'reproduced -> invalid (-0.533); z-loss inconclusive -> inconclusive; bias reproduced -> invalid (-0.492): '
     "every trained arm at the grid's top",
-    verdicts=(1, 2, 3),
+    verdicts=(1, 2, 4),
   ),
   base.DesignChange(
     date='2026-11-26',
@@ -34,7 +34,7 @@ CHANGES = (
     outcome='run of 2026-11-26 04:59 (246af57): collapse invalid (+0.285) -> invalid (+0.014; the rule alone: not '
     'reproduced); Switch invalid -> invalid (-0.126); z-loss inconclusive -> invalid (-0.19); bias invalid -> '
     'invalid (-0.067)',
-    verdicts=(1, 2, 3),
+    verdicts=(1, 2, 3, 4),
   ),
   base.DesignChange(
     date='2026-11-26',
@@ -45,8 +45,8 @@ CHANGES = (
     outcome='run of 2026-11-26 22:25 (43a6b55): collapse invalid (+0.014) -> reproduced (+2.28); Switch invalid '
     '(-0.126) -> reproduced (-5.20); z-loss invalid -> invalid (same runs); bias invalid (-0.067) -> reproduced '
     '(-5.47)',
-    verdicts=(1, 2, 3),
-    to_positive=(1, 2, 3),
+    verdicts=(1, 2, 4),
+    to_positive=(1, 2, 4),
   ),
   base.DesignChange(
     date='2026-11-27',
@@ -58,7 +58,7 @@ CHANGES = (
     outcome='the republication of 2026-11-27 (same statistics): collapse and Switch reproduced -> reproduced '
     '(premise: room 3.61); z-loss invalid (stability) -> inconclusive (undecided at T); bias reproduced -> '
     'reproduced (a rate tie on raw MSE had made it inconclusive until ties were tested on log MSE)',
-    verdicts=(1, 3),
+    verdicts=(1, 3, 4),
   ),
   base.DesignChange(
     date='2026-11-28',
@@ -80,7 +80,7 @@ CHANGES = (
       'the failed premise that no-balancing training raises the load on offset; z-loss 0 of 16 pilot seeds diverged '
       'at every rate 0.07 ... 0.3 (premise); collapse on centred +0.454, its ladder unsettled'
     ),
-    verdicts=(1, 2, 3, 4),
+    verdicts=(1, 2, 3, 4, 5),
   ),
   base.DesignChange(
     date='2026-11-29',
@@ -105,8 +105,8 @@ CHANGES = (
       '0.337 ms timed beside two other processes, prices it at 3,004: a cap priced by a step timed under load is '
       'loose)'
     ),
-    verdicts=(1, 2, 3, 4),
-    to_positive=(2, 3),
+    verdicts=(1, 2, 4, 5),
+    to_positive=(2, 4),
   ),
   base.DesignChange(
     date='2026-11-29',
@@ -124,7 +124,7 @@ CHANGES = (
     ),
     outcome='collapse on centred not reproduced (+0.319 [+0.149, +0.489]) -> invalid (the new premise); the others '
     'unchanged (same runs, judged again)',
-    verdicts=(1, 4),
+    verdicts=(1, 3, 5),
   ),
   base.DesignChange(
     date='2026-11-29',
@@ -138,14 +138,14 @@ CHANGES = (
       "one-teacher condition's tuned 0.01, a divergence judged the whole network's, not the router's), so the "
       'claim is beyond this toy (issue 46 allows the drop with its reason); the 64-seed test arms left the plan '
       '(their runs stay on disk, read by nothing); verdicts renumbered: old 4 (bias) and 5 (collapse on centred) are '
-      '3 and 4. The rows above link to the new numbers; their text keeps the numbers of their day (the key is '
-      'above this table). Dropping the verdict took the Holm family from 5 to 4 (it entered at p = 1: no outcome '
-      'can move). After a cold review of this change (before the rerun): the reason cites the evidence for its '
+      "3 and 4 (the drop was never published: its rerun's own check refused it, and the last row brings the claim "
+      'back, numbered as before). Dropping the verdict took the Holm family from 5 to 4 (it entered at p = 1: no '
+      'outcome can move). After a cold review of this change (before the rerun): the reason cites the evidence for its '
       'judgement (the run of 2026-11-24) and says how the scouting sweep was made'
     ),
     outcome='z-loss invalid (premise: no rate where the pilot is unstable) -> dropped; collapse on offset, Switch, '
     'bias and collapse on centred unchanged (same runs, judged again)',
-    verdicts=(),
+    verdicts=(3,),
   ),
   base.DesignChange(
     date='2026-11-29',
@@ -158,41 +158,30 @@ CHANGES = (
       'seen (not reproduced on offset, invalid on centred), before its own runs; after a cold review of it, also '
       'before them: the dense grid extended down to 1.1e-4 (the none points needed rates below 1e-3), the reading '
       "fixed in four states (passes, fails, undecided, n/a at unequal T or a dense rate at its grid's edge; an MoE "
-      'rate at its edge may pass, since it only understates the margin), and the scopes of 1 and 4 say what each '
+      'rate at its edge may pass, since it only understates the margin), and the two collapse scopes say what each '
       'reading would mean instead of asserting that a collapse costs fit'
     ),
-    outcome='no verdict moves: the premise gates none (its numbers are in the table and the headline); the scopes '
-    'of 1 and 4 changed in words',
-    verdicts=(1, 4),
+    outcome='no verdict moves: the premise gates none (its numbers are in the table and the headline); the two '
+    'collapse scopes changed in words',
+    verdicts=(1, 5),
   ),
-)
-
-# Claims the study no longer judges (base.Dropped: the report says which and why).
-DROPPED = (
-  base.Dropped(
-    claim='the router z-loss (0.001) stabilises training (Zoph et al. 2022, ST-MoE, Table 4: 3 of 3 runs stable '
-    'with it, 4 of 6 without)',
-    reason=(
-      'this toy MoE shows no instability a router could cause. With the router in bfloat16, the Switch loss on and '
-      'no gradient clipping (one ReLU teacher of width 32 on N(0, I), T = 4,000), no Adam rate diverged the '
-      '0.25 of the 16 pilot seeds a test rate needs: the first full run found 0 '
-      'of 16 at every rate 0.07 ... 0.3 (its premise failed: invalid); the next step its scope named, the pilot '
-      "extended to 0.5, 1 and 3, was first run as a scouting sweep on the same seeds outside the study's runner and "
-      "its cap accounting (2026-11-29, at b2aa3f2's code): 0, 0 and 3 of 16 diverged. The pilot table is this "
-      'run\'s own rerun of all eleven rates, and the check "the dropped z-loss claim" fails the report if any rate '
-      "reaches the fraction. That a divergence at such rates (50 to 300 times the one-teacher condition's tuned "
-      "0.01) is the whole network's rather than the router's is a judgement, resting on the run of 2026-11-24 "
-      '(an earlier design: float32 router, rates 0.3, 1, 3; history.md): every seed blew up with and without the '
-      'z-loss, router logsumexp 46 / 139 / 348 without it and 46 / 135 / 365 with it, held-out MSE 52 to 2.2e5. '
-      'One way to test the claim: a model whose router logits grow with training (a transformer with many MoE '
-      'layers at ST-MoE-like depth), or bfloat16 round-off induced in the router directly (a larger input scale, a '
-      'router-only rate multiplier); neither is built. The 64-seed test arms (about 2,250 reference-seconds) left '
-      'the plan; dropping the verdict took the Holm family from 5 to 4 after results (it entered at p = 1; no '
-      'outcome can move).'
-    ),
+  base.DesignChange(
     date='2026-11-29',
-    before='invalid',
-    commit='735bdba',
-    renumbered='old 3 = the z-loss (dropped), old 4 = the bias (now 3), old 5 = the collapse on centred (now 4)',
+    commit='',
+    change=(
+      'after the unpublished rerun of 2026-11-29 20:57 (b9d330c), whose own check refused the drop (the pilot at '
+      'rate 3 diverged 16, 12 and 3 of 16 seeds at T/4, T/2 and T) and whose routing premise failed (offset, no '
+      'balancing minus dense d_ff 64: -0.003 [-0.071, +0.066] in ln held-out MSE): the z-loss claim back as verdict '
+      '3 (the numbering before the drop); the z-loss arms log every 50 steps at every budget (was steps / 20), so '
+      'the blow-up rule asks 150 steps above 1e4 x the first loss at T/4, T/2 and T alike (it had asked 150 at T/4 '
+      'and 600 at T: every rerun divergence fired at a fixed early chunk); the 64-seed test arms at rates 1 and 3 '
+      'only (chosen after that pilot; a pilot rate outside them fails a premise), with a third point, the frozen '
+      "router, as the positive control a refutation needs (the instability must be the router's); the load arms "
+      "and the dense references from experts and d_ff of width 64 to 32 (moe_topk's 8 x 32, where its routing "
+      'premise passed at -0.506), so that the routing task is one where routing can matter; the z-loss arms kept at '
+      'width 64. Every run is new (the machine holding the earlier runs was replaced)'
+    ),
+    outcome='to be filled by the run',
+    verdicts=(1, 2, 3, 4, 5),
   ),
 )

@@ -5,6 +5,7 @@ import pandas as pd
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import load_balancing as study
+from ffn_research.ablations import zloss
 
 
 def summarize(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFrame:
@@ -20,34 +21,28 @@ def summarize(df: pd.DataFrame, by: list[str], metrics: list[str]) -> pd.DataFra
 
 def load_table(sel: pd.DataFrame) -> pd.DataFrame:
   """Per load point at its chosen rate: load at step 0 and at the end, the change, held-out MSE."""
-  rows = sel[~sel['arm'].astype(str).str.startswith((study.PILOT, study.DENSE))]
+  rows = sel[~sel['arm'].astype(str).str.startswith((zloss.UNSTABLE, zloss.PILOT, study.DENSE))]
   keys = [k for k in ('load_start', 'load_final', 'load_change', 'eval_loss') if k in rows]
   return summarize(rows, ['point', study.LR, study.STEPS], keys) if len(rows) else pd.DataFrame()
 
 
 def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
-  """The dropped z-loss claim's pilot (no z-loss, its own seeds): the diverged fraction per rate and budget."""
-  z = study.with_unstable(frame.dropna(subset=['point']))
-  return summarize(z, [study.LR, study.STEPS], ['unstable']) if len(z) else pd.DataFrame()
+  """Per z-loss arm (the pilot's seeds, or the test's), rate, point (none, z_loss, frozen) and budget: the unstable
+  (diverged) fraction."""
+  parts = []
+  for prefix, seeds in ((zloss.PILOT, 'pilot'), (zloss.UNSTABLE, 'test')):
+    z = zloss.with_unstable(frame.dropna(subset=['point']), prefix)
+    if len(z):
+      parts.append(z.assign(seeds=seeds, arm_point=z['point'].str.rsplit(': ', n=1).str[-1]))
+  if not parts:
+    return pd.DataFrame()
+  t = summarize(pd.concat(parts), ['seeds', study.LR, 'arm_point', study.STEPS], ['unstable'])
+  return t.rename(columns={'arm_point': 'point'})
 
 
 def routing_table(full: pd.DataFrame, frame: pd.DataFrame) -> pd.DataFrame:
   """The routing premise per routing-task condition and MoE point (study.routing_margins)."""
   return pd.DataFrame(study.routing_margins(full, frame)) if 'eval_loss' in full else pd.DataFrame()
-
-
-def dropped_check(frame: pd.DataFrame) -> stats.Check:
-  """The dropped z-loss claim's reason still holds on this run's pilot: no rate diverges PREMISE_FRACTION of its
-  seeds. Failed, the drop no longer stands: the claim must come back as a verdict."""
-  frac = study.pilot_fractions(frame.dropna(subset=['point']))
-  per_rate = ', '.join(f'{r:g}: {f:.2f}' for r, f in frac.items())
-  holds = bool(len(frac)) and bool((frac < study.PREMISE_FRACTION).all())
-  tail = '' if holds else ': the drop no longer stands; the z-loss claim must return as a verdict'
-  return stats.Check(
-    f'the dropped z-loss claim: no pilot rate diverges >= {study.PREMISE_FRACTION:g} of its seeds',
-    holds,
-    f'diverged fraction of the pilot seeds per rate: {per_rate or "no pilot runs"}{tail}',
-  )
 
 
 def figure(result: base.Result, ctx: base.Context) -> base.Figure:
@@ -62,9 +57,10 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
     f'chosen rate and T (mean, 95% CI; red: the collapse level +{study.COLLAPSE_RISE:g}); middle: '
     'held-out MSE per learning rate of the trained points at each budget (solid: the longest), log scale, the '
-    "tuning; right: diverged fraction per learning rate of the dropped z-loss claim's pilot (no z-loss, its own "
-    'seeds; the level its test needed dotted); one colour per balancing (none, switch, bias, frozen) in the left '
-    'and middle panels, the input condition in each label',
+    'tuning; right: diverged fraction per learning rate at T of the z-loss arms: the pilot (no z-loss, its own '
+    'seeds) and the test arms without the z-loss, with it and with the router frozen (the test-rate level dotted); '
+    'one colour per balancing (none, switch, bias, frozen) in the left and middle panels, the input condition in '
+    'each label',
   )
 
 
@@ -113,11 +109,12 @@ def _panel_tuning(ax, frame: pd.DataFrame) -> None:
 
 
 def _panel_unstable(ax, frame: pd.DataFrame) -> None:
-  """Right: the diverged fraction per learning rate of the pilot, the level the z-loss test needed."""
+  """Right: the diverged fraction per learning rate at T of the pilot and of each test point, the test-rate level."""
   u = unstable_table(frame)
-  for steps, h in u.groupby(study.STEPS) if len(u) else ():
-    ax.plot(h[study.LR], h['unstable_mean'], 'o-', color='C4', label=f'pilot, no z-loss, {steps} steps')
-  ax.axhline(study.PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
+  u = u[u[study.STEPS] == u[study.STEPS].max()] if len(u) else u
+  for j, ((seeds, p), h) in enumerate(u.groupby(['seeds', 'point']) if len(u) else ()):
+    ax.plot(h[study.LR], h['unstable_mean'], 'o-', color=f'C{j + 4}', label=f'{seeds} seeds, {p}')
+  ax.axhline(zloss.PREMISE_FRACTION, color='gray', ls=':', lw=1, label='test-rate level')
   base.style_axes(
     ax,
     xlabel='learning rate (no clipping)',
@@ -143,28 +140,32 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   control = study.collapse_rule(result.full, study.CONTROL)
   headline = (
     f'max/mean load change from step 0, no balancing minus frozen router: {study.OFFSET} {v[0].statistic:+.3f} '
-    f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] ({v[0].outcome}), {study.CENTRED} {v[3].statistic:+.3f} '
-    f'({v[3].outcome}), {study.CONTROL} {control.statistic:+.3f} (collapse: > +{study.COLLAPSE_RISE:g}); Switch '
-    f'minus none {v[1].statistic:+.3f} ({v[1].outcome}), bias minus none {v[2].statistic:+.3f} ({v[2].outcome}) '
-    f'(rates at T: {rates}); the z-loss claim dropped (see below)'
+    f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] ({v[0].outcome}), {study.CENTRED} {v[4].statistic:+.3f} '
+    f'({v[4].outcome}), {study.CONTROL} {control.statistic:+.3f} (collapse: > +{study.COLLAPSE_RISE:g}); Switch '
+    f'minus none {v[1].statistic:+.3f} ({v[1].outcome}), bias minus none {v[3].statistic:+.3f} ({v[3].outcome}) '
+    f'(rates at T: {rates}); diverged fraction z-loss minus none {v[2].statistic:+.2f} ({v[2].outcome}) at the '
+    f'test rate {zloss.test_rate(result.full):g}'
   )
   routing = routing_table(result.full, result.frame)
   switch = routing[routing['MoE point'] == 'switch'] if len(routing) else routing
   headline += ''.join(
-    f'; routing premise ({r["condition"]}): top-1 with the Switch loss minus dense d_ff 64, ln MSE '
+    f'; routing premise ({r["condition"]}): top-1 with the Switch loss minus dense d_ff {study.EXPERT_WIDTH}, ln MSE '
     f'{r["ln MSE, MoE - dense"]:+.2f} [{r["ci_lo"]:+.2f}, {r["ci_hi"]:+.2f}] ({r["reading"]})'
     for r in switch.to_dict('records')
   )
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
   notes = (
-    [f'runs not completed: {failed} (the pilot counts them as diverged; elsewhere a rate with one is not eligible)']
+    [
+      f'runs not completed: {failed} (the z-loss arms count them as diverged; elsewhere a rate with one is not '
+      'eligible)'
+    ]
     if failed
     else []
   )
   return base.Presentation(
     headline=headline,
-    checks=[*study.measurement(frame), dropped_check(frame)],
+    checks=study.measurement(frame),
     tables=[
       base.Table(
         'load points at their chosen rate and T, per input condition: max/mean load on the held-out inputs at step '
@@ -175,7 +176,9 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
       ),
       base.Table(
         'the routing premise, reported (no verdict here compares routing choices): on each routing-task condition, '
-        'each trained top-1 point minus the dense FFN of its expert width (d_ff 64, the same inputs, its own tuned '
+        f'each trained top-1 point minus the dense FFN of its expert width (d_ff {study.EXPERT_WIDTH}, the same '
+        'inputs, its '
+        'own tuned '
         'rate), ln held-out MSE paired by seed, each at its chosen rate and T; switch is the premise, none and bias '
         f'diagnostics. Reading (fixed before its runs): passes where the CI lies at or below -{study.ROUTING_MARGIN:g} '
         "(moe_topk's margin: routing matters, so a collapse costs fit), fails where it lies above with both rates "
@@ -184,9 +187,10 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
         routing,
       ),
       base.Table(
-        "the dropped z-loss claim's pilot: the no-z-loss arm's diverged fraction per rate and budget, bfloat16 "
-        'router, no clipping (mean and 95% CI over its own 16 seeds); its test needed a rate at which at least '
-        f'{study.PREMISE_FRACTION:g} diverge',
+        'z-loss arms: the diverged fraction per seeds (the pilot, which fixes the test rate, or the test), rate, '
+        'point (none, z_loss, frozen router) and budget (mean and 95% CI over seeds); bfloat16 router, no clipping, '
+        f'one log every {zloss.Z_LOG_EVERY["full"]} steps at full; the test rate is the smallest pilot rate at which '
+        f'at least {zloss.PREMISE_FRACTION:g} diverge',
         unstable_table(frame),
       ),
     ],
