@@ -167,7 +167,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-29',
-    commit='',
+    commit='1044f9c',
     change=(
       'after the unpublished rerun of 2026-11-29 20:57 (b9d330c), whose own check refused the drop (the pilot at '
       'rate 3 diverged 16, 12 and 3 of 16 seeds at T/4, T/2 and T) and whose routing premise failed (offset, no '
