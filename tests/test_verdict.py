@@ -594,3 +594,39 @@ def test_ratio_difference_ci_pairs_seeds_by_index_and_needs_three():
   assert d == pytest.approx(want) and lo < d < hi and hi - lo < 0.5
   assert verdict.ratio_difference_ci(x, y, confidence=0.5)[1] > lo  # a narrower interval at a lower confidence
   assert all(math.isnan(v) for v in verdict.ratio_difference_ci(x.iloc[:2], y))  # 0 seeds in common
+
+
+def _binary_pairs(k: int, c: int, ties: int) -> tuple[np.ndarray, np.ndarray]:
+  """k pairs (1, 0), c pairs (0, 1) and `ties` pairs (1, 1)."""
+  a = np.array([1.0] * k + [0.0] * c + [1.0] * ties)
+  b = np.array([0.0] * k + [1.0] * c + [1.0] * ties)
+  return a, b
+
+
+def test_paired_binary_is_the_exact_mcnemar_test():
+  """The CI is the Clopper-Pearson interval of k / n (beta quantiles, computed here independently) mapped to
+  mean(a - b); p < 0.05 exactly where the CI decides; 5 discordant pairs all one way: a t interval decides, the exact test not."""
+  for k, c, ties in [(3, 7, 10), (0, 5, 59), (10, 0, 54), (12, 20, 0), (1, 1, 3)]:
+    a, b = _binary_pairs(k, c, ties)
+    v = rules_lib.paired_binary(a, b, expect='less', claim='')
+    n, big = k + c, k + c + ties
+    lo = stats.beta.ppf(0.025, k, n - k + 1) if k else 0.0
+    hi = stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    assert v.statistic == pytest.approx((k - c) / big) and v.n == big
+    assert v.ci == pytest.approx((n / big * (2 * lo - 1), n / big * (2 * hi - 1)), rel=1e-6)
+    assert (v.p_value < 0.05) == (v.outcome != verdict.INCONCLUSIVE)
+  a, b = _binary_pairs(0, 5, 59)
+  assert rules_lib.paired(a, b, expect='less', claim='').outcome == verdict.REPRODUCED  # t: anti-conservative
+  v = rules_lib.paired_binary(a, b, expect='less', claim='')
+  assert v.outcome == verdict.INCONCLUSIVE and v.p_value == pytest.approx(2 / 32)
+  assert rules_lib.paired_binary(*_binary_pairs(0, 10, 54), expect='less', claim='').outcome == verdict.REPRODUCED
+  v = rules_lib.paired_binary(*_binary_pairs(10, 0, 54), expect='less', claim='')
+  assert v.outcome == verdict.NOT_REPRODUCED and v.p_value == pytest.approx(2 / 1024)
+  assert rules_lib.paired_binary(*_binary_pairs(10, 0, 54), expect='greater', claim='').outcome == verdict.REPRODUCED
+  same = rules_lib.paired_binary(*_binary_pairs(0, 0, 8), expect='less', claim='')
+  assert same.outcome == verdict.NOT_REPRODUCED and same.ci == (0.0, 0.0)  # every pair diverged in both arms
+  zeros = rules_lib.paired_binary(np.zeros(8), np.zeros(8), expect='less', claim='')
+  assert zeros.outcome == verdict.INVALID
+  assert rules_lib.paired_binary([1, 0], [0, 0], expect='less', claim='').outcome == verdict.INCONCLUSIVE  # 2 pairs
+  with pytest.raises(ValueError, match='0/1'):
+    rules_lib.paired_binary([0.5, 1, 0], [0, 0, 0], expect='less', claim='')

@@ -105,13 +105,13 @@ def verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
     none,
     ceiling=1.0,
   )
-  v = rules_lib.paired(
+  v = rules_lib.paired_binary(
     *base.paired_by_seed(at, f'{arm}: z_loss', f'{arm}: none', 'unstable'),
     expect='less',
     claim=f'the router z-loss ({Z_COEF:g}) stabilises training: per seed, fewer diverged runs with a bfloat16 '
     f'router at the smallest rate that diverges >= {PREMISE_FRACTION:g} of separate pilot seeds without it',
   )
-  router = rules_lib.paired(
+  router = rules_lib.paired_binary(
     *base.paired_by_seed(at, f'{arm}: none', f'{arm}: frozen', 'unstable'), expect='greater', claim=''
   )
   control = checks.refutation_control(
