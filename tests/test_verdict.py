@@ -605,7 +605,8 @@ def _binary_pairs(k: int, c: int, ties: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_paired_binary_is_the_exact_mcnemar_test():
   """The CI is the Clopper-Pearson interval of k / n (beta quantiles, computed here independently) mapped to
-  mean(a - b); p < 0.05 exactly where the CI decides; 5 discordant pairs all one way: a t interval decides, the exact test not."""
+  mean(a - b); p < 0.05 exactly where the CI decides; 5 discordant pairs all one way: a t interval decides, the
+  exact test not."""
   for k, c, ties in [(3, 7, 10), (0, 5, 59), (10, 0, 54), (12, 20, 0), (1, 1, 3)]:
     a, b = _binary_pairs(k, c, ties)
     v = rules_lib.paired_binary(a, b, expect='less', claim='')
