@@ -942,6 +942,37 @@ def test_an_arm_runs_its_own_seeds(tmp_path):
   assert all(c['passed'] for c in cover) and '3 seeds at each of 1 point(s)' in cover[1]['detail']
 
 
+def test_a_divergence_verdict_counts_diverged_runs_as_measured(tmp_path):
+  """Claim.diverged_is_measured: a verdict whose outcome is divergence reads diverged runs, and the every-seed check
+  counts them (judge.py); without it, a diverged seed is a missing one and the verdict is invalid."""
+  study = _study(cap_s=1e9, level=1e9)
+  main = study.arms('smoke')[0]
+  blow = main.base.copy_and_resolve_references()
+  blow.train.learning_rate, blow.train.grad_clip, blow.train.blowup_factor, blow.train.blowup_patience = 1e12, 0, 2, 1
+  pilot = base.Arm('blow', blow, {'f4': {'model.d_ff': 4}}, tuned=False)
+
+  def rules(sel, scale):
+    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
+    p = sel[sel['arm'] == 'blow']
+    diverged = (p['status'] == 'diverged').astype(float).to_numpy()
+    w = rules_lib.threshold(diverged, level=0.5, direction='above', claim='it diverges', min_seeds=2)
+    return [v, dataclasses.replace(w, points=('blow: f4',))]
+
+  def judged(measured):
+    claims = (*study.claims, base.Claim(stats.SIGN, 'a pilot', 'the runs exist', diverged_is_measured=measured))
+    two = dataclasses.replace(study, arms=lambda scale: [main, pilot], rules=rules, claims=claims)
+    return runner.run_study(two, str(tmp_path), 'smoke', progress=False)['verdicts'][1]
+
+  runs = lambda: pd.read_csv(tmp_path / 'tiny' / 'blow' / 'results.csv')
+  v = judged(True)
+  assert 'diverged' in set(runs()[runs()[regime.STEPS] == runs()[regime.STEPS].max()]['status'])
+  cover = {c['name']: c for c in v['checks']}['every seed completed/diverged at the chosen rate']
+  assert cover['passed'] and '2 seeds at each of 1 point(s)' in cover['detail']
+  v = judged(False)  # the same runs (resumed), judged with diverged runs as missing
+  cover = {c['name']: c for c in v['checks']}['every seed completed at the chosen rate']
+  assert not cover['passed'] and 'blow: f4: 0/2' in cover['detail'] and v['outcome'] == stats.INVALID
+
+
 def test_a_shared_rate_reading_needs_each_points_own_rate_to_agree():
   """checks.rate_policy: a verdict read at one shared rate stands where each point at its own tuned rate gives the
   same decided outcome; else it is inconclusive (activation_sparsity's d_model slope: -0.248 shared, +0.151 own)."""

@@ -71,6 +71,8 @@ class Claim:
   rate: str = regime_lib.TUNED  # 'tuned': each point read at its own tuned rate; 'common': the verdict's points read at
   # one rate shared by them at each budget (the best mean metric over them; its ties read as every tie is), so
   # that a comparison across sizes is not moved by which rate won at each size (regime.pooled)
+  diverged_is_measured: bool = False  # the verdict's outcome is divergence: a diverged run is a measurement of it,
+  # not a missing one (the runner's every-seed check counts it)
 
 
 @dataclasses.dataclass(frozen=True)

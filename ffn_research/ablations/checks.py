@@ -379,19 +379,22 @@ def _decides(v: stats.Verdict, a: stats.Verdict, lo: float, hi: float) -> bool:
   return any(math.isfinite(b) and (v.ci[0] > b or v.ci[1] < b) and lo <= b <= hi for b in v.boundaries)
 
 
-def coverage(v: stats.Verdict, sel: pd.DataFrame, seeds: int | Mapping[str, int]) -> stats.Check:
-  """Every point the verdict reads has all its seeds (`seeds`, or seeds[point]: its arm's) completed at its chosen
-  rate (a verdict over fewer seeds at one point than at another would compare different samples)."""
+def coverage(
+  v: stats.Verdict, sel: pd.DataFrame, seeds: int | Mapping[str, int], finished: Sequence[str] = ('completed',)
+) -> stats.Check:
+  """Every point the verdict reads has all its seeds (`seeds`, or seeds[point]: its arm's) finished at its chosen
+  rate, a run's status one of `finished` (a verdict over fewer seeds at one point than at another would compare
+  different samples; a verdict whose outcome is divergence counts a diverged run as measured)."""
   short, want = [], {p: seeds[p] if isinstance(seeds, Mapping) else seeds for p in v.points}
   for p in v.points:
     g = sel[sel['point'] == p]
-    n = g.loc[g['status'] == 'completed', SEED].nunique() if 'status' in g else g[SEED].nunique()
+    n = g.loc[g['status'].isin(finished), SEED].nunique() if 'status' in g else g[SEED].nunique()
     if n < want[p]:
       short.append(f'{p}: {n}/{want[p]}')
   counts = sorted(set(want.values()))
   shown = counts[0] if len(counts) == 1 else '/'.join(map(str, counts))
   return stats.Check(
-    'every seed completed at the chosen rate',
+    f'every seed {"/".join(finished)} at the chosen rate',
     not short,
     '; '.join(short) or f'{shown} seeds at each of {len(v.points)} point(s)',
   )

@@ -95,7 +95,12 @@ def judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, r
     checks = [
       *r.checks,
       *_missing_premise(v),
-      checks_lib.coverage(v, r.full, {p: len(points[p][0].seed_range(regime.seeds)) for p in v.points}),
+      checks_lib.coverage(
+        v,
+        r.full,
+        {p: len(points[p][0].seed_range(regime.seeds)) for p in v.points},
+        ('completed', 'diverged') if study.claims[i].diverged_is_measured else ('completed',),
+      ),
       checks_lib.one_budget(v, state, factor),
       checks_lib.stability(v.kind, ladder, state, regime, r.others, ties=moving),
       checks_lib.rate_tie(

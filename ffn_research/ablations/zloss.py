@@ -26,15 +26,16 @@ UNSTABLE, PILOT = 'unstable_lr', 'pilot_lr'  # arm name prefixes: the test arms,
 LR = regime_lib.LR
 PILOT_FIRST_SEED = 1000  # the pilot's seeds: no other arm runs them
 # The pilot's Adam rates per scale: the z-loss design's grid, at full extended by 0.5, 1 and 3 (the next step its
-# scope named, run on 2026-11-29).
+# scope named, run on 2026-11-29) and by 1.5 and 2 (a cold design review: no rate between 1 and 3).
 PILOT_LRS = {
   'smoke': (0.1, 0.3),
   'quick': (0.1, 0.14, 0.2, 0.3),
-  'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3, 0.5, 1.0, 3.0),
+  'full': (0.07, 0.1, 0.12, 0.14, 0.17, 0.2, 0.25, 0.3, 0.5, 1.0, 1.5, 2.0, 3.0),
 }
 PILOT_SEEDS = {'smoke': 3, 'quick': 8, 'full': 16}
-# The test arms' rates: at full the two where a pilot had diverged seeds before this design (3 of 16 at 3 in the
-# scouting sweep; 16, 12 and 3 of 16 at 3 at T/4, T/2 and T in the rerun of 2026-11-29 20:57), chosen after it.
+# The test arms' rates, chosen after the earlier pilots: at full 3, the one rate where they diverged seeds (3 of 16 in
+# the scouting sweep; 16, 12 and 3 of 16 at T/4, T/2 and T in the rerun of 2026-11-29 20:57), and 1 below it (0 of 16
+# there). Planned before this pilot is read: a pilot rate outside them fails a premise.
 TEST_LRS = {'smoke': (0.3,), 'quick': (0.3,), 'full': (1.0, 3.0)}
 Z_SEEDS = {'smoke': 4, 'quick': 16, 'full': 64}  # the z-loss test's seeds (issue 46: >= 64 at full)
 Z_LOG_EVERY = {'smoke': 3, 'quick': 25, 'full': 50}  # the z-loss arms' steps per logged chunk, at every budget
@@ -57,10 +58,10 @@ def points(scale: str) -> tuple[str, ...]:
 
 
 def with_unstable(sel: pd.DataFrame, prefix: str = UNSTABLE) -> pd.DataFrame:
-  """The rows of the arms named `prefix`<rate> with `unstable` = 1 where the run did not complete (diverged or
-  failed), else 0: divergence only."""
-  z = sel[sel['arm'].astype(str).str.startswith(prefix)].copy()
-  z['unstable'] = (z['status'] != 'completed').astype(float)
+  """The rows of the arms named `prefix`<rate> that completed or diverged, with `unstable` = 1 where the run
+  diverged, else 0: divergence only (a run that failed for another reason is missing, not unstable)."""
+  z = sel[sel['arm'].astype(str).str.startswith(prefix) & sel['status'].isin(('completed', 'diverged'))].copy()
+  z['unstable'] = (z['status'] == 'diverged').astype(float)
   return z
 
 

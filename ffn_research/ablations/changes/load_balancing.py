@@ -179,7 +179,16 @@ CHANGES = (
       "router, as the positive control a refutation needs (the instability must be the router's); the load arms "
       "and the dense references from experts and d_ff of width 64 to 32 (moe_topk's 8 x 32, where its routing "
       'premise passed at -0.506), so that the routing task is one where routing can matter; the z-loss arms kept at '
-      'width 64. Every run is new (the machine holding the earlier runs was replaced)'
+      'width 64. Every run is new (the machine holding the earlier runs was replaced). Why 150 steps and not 600 '
+      "(the rerun's patience at T): 150 is the shortest any earlier run used, and 600 had left the test's premise "
+      'failing (3 of 16 at T), so the choice favours a test existing, not its outcome; it counts transient spikes '
+      'as divergence. After a cold design review (before the run): diverged runs count as measured for this '
+      "verdict (the runner's every-seed check had made any divergence `invalid`: Claim.diverged_is_measured); "
+      'unstable = status diverged only (a failed run is missing); the exact McNemar test (rules.paired_binary) '
+      'for the verdict and its router control, where a paired t on 0/1 decides on too few discordant pairs; the '
+      'pilot gains rates 1.5 and 2; scopes: the bfloat16 router is an instability the papers avoided, the frozen '
+      'router shows the router involved, not the logit size, and the control is the published inputs and teacher, '
+      'not its experts'
     ),
     outcome='to be filled by the run',
     verdicts=(1, 2, 3, 4, 5),
