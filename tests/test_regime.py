@@ -942,6 +942,39 @@ def test_an_arm_runs_its_own_seeds(tmp_path):
   assert all(c['passed'] for c in cover) and '3 seeds at each of 1 point(s)' in cover[1]['detail']
 
 
+def test_an_arm_reads_its_rate_from_the_runs_before_it(tmp_path):
+  """Arm.rate_from: an untuned arm whose one rate a rule reads from the arms before it runs at that rate at every
+  budget (its state saved with it); a rule that finds none (nan) leaves the arm unrun, and its verdict invalid."""
+  study = _study(cap_s=1e9, level=1e9)
+  main = study.arms('smoke')[0]
+  seen = []
+
+  def from_main(frame):
+    seen.append(sorted(set(frame['arm'])))
+    return 0.005 if (frame['status'] == 'completed').sum() >= 24 else math.nan
+
+  after = base.Arm('after', main.base, {'f4': {'model.d_ff': 4}}, tuned=False, rate_from=from_main)
+
+  def rules(sel, scale):
+    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
+    p = sel[sel['arm'] == 'after']
+    w = rules_lib.threshold(p[regime.STEPS] + 0.0, level=1e9, direction='below', claim='after', min_seeds=2)
+    return [v, dataclasses.replace(w, points=('after: f4',))]
+
+  claims = (*study.claims, base.Claim(stats.MAGNITUDE, 'after', 'the runs exist'))
+  two = dataclasses.replace(study, arms=lambda scale: [main, after], rules=rules, claims=claims)
+  runner.run_study(two, str(tmp_path / 'a'), 'smoke', progress=False)
+  runs = pd.read_csv(tmp_path / 'a' / 'tiny' / 'after' / 'results.csv')
+  assert set(runs[regime.LR]) == {0.005} and sorted(set(runs[regime.STEPS])) == [2, 4, 8] and seen[0] == ['main']
+  state = json.loads((tmp_path / 'a' / 'tiny' / runner.RECORD).read_text())['state']
+  assert state['after: f4']['rates'] == [0.005]
+  never = dataclasses.replace(after, rate_from=lambda frame: math.nan)
+  report = runner.run_study(
+    dataclasses.replace(two, arms=lambda scale: [main, never]), str(tmp_path / 'b'), 'smoke', progress=False
+  )
+  assert not (tmp_path / 'b' / 'tiny' / 'after').exists() and report['verdicts'][1]['outcome'] == stats.INVALID
+
+
 def test_a_divergence_verdict_counts_diverged_runs_as_measured(tmp_path):
   """Claim.diverged_is_measured: a verdict whose outcome is divergence reads diverged runs, and the every-seed check
   counts them (judge.py); without it, a diverged seed is a missing one and the verdict is invalid."""

@@ -120,6 +120,8 @@ class Arm:
   pad_flops_factor: float = programs.PAD_FLOPS_FACTOR  # sweep.run_sweep's d_ff padding bound (1.0: none)
   seeds: int | None = None  # this arm's number of seeds (default: the regime's); arms pair on the seeds they share
   first_seed: int = 0  # its seeds start here (plus --seed_offset): a pilot on seeds no other arm reads
+  rate_from: Callable[[pd.DataFrame], float] | None = None  # an untuned arm whose one rate a rule reads from the
+  # runs of the arms listed before it (a pilot's), each pass, once they have run; nan: no rate, the arm does not run
 
   def seed_range(self, regime_seeds: int, seed_offset: int = 0) -> range:
     """The seeds this arm runs: `seeds` (default `regime_seeds`) from first_seed + seed_offset."""

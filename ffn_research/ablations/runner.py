@@ -119,9 +119,26 @@ def _overrides(arm: base.Arm, point: dict[str, Any], rate: float, steps: int, se
   o = {**point, **(arm.budget or base.budget)(steps), regime_lib.SEED: seed}
   if o.get(regime_lib.STEPS) != steps:
     raise ValueError(f'arm {arm.name!r}: its budget({steps}) must set {regime_lib.STEPS} = {steps}')
-  if arm.tuned:
+  if arm.tuned or arm.rate_from is not None:
     o[regime_lib.LR] = float(rate)
   return o
+
+
+def _rate_from(arm: base.Arm, points, rec, frames: list[pd.DataFrame], seeds: int, seed_offset: int) -> list:
+  """An arm whose one rate its rule reads from the runs of the arms before it: each of its points' state set to
+  that rate, and its runs [(point, overrides)]; none where the rule finds no rate (nan)."""
+  assert arm.rate_from is not None
+  rate = float(arm.rate_from(pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()))
+  if rate != rate:  # nan
+    return []
+  runs = []
+  for p, (a, o) in points.items():
+    if a.name == arm.name:
+      rec['state'][p] = s = dataclasses.replace(rec['state'][p], rates=[rate])
+      runs += [
+        (p, _overrides(arm, o, rate, b, seed)) for b in s.budgets() for seed in arm.seed_range(seeds, seed_offset)
+      ]
+  return runs
 
 
 def collect_fingerprint(collect: Callable[..., Any]) -> str:
@@ -162,9 +179,15 @@ def _run_pass(
       for seed in arm.seed_range(regime.seeds, seed_offset):
         by_arm.setdefault(arm.name, []).append((p, _overrides(arm, o, rate, steps, seed)))
   arms = {arm.name: arm for arm, _ in points.values()}
-  frames, todo = [], 0
+  frames: list[pd.DataFrame] = []
+  todo = 0
   for i, (name, arm_runs) in enumerate(by_arm.items()):
     arm, sweep_dir = arms[name], os.path.join(outdir, name)
+    if arm.rate_from is not None:
+      arm_runs = _rate_from(arm, points, rec, frames, regime.seeds, seed_offset)
+      if not arm_runs:
+        base.log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: not run: its rate rule found no rate')
+        continue
     label = {sweep_lib.run_name(o): p for p, o in arm_runs}
     done = sum(bool(io_lib.RunDir(os.path.join(sweep_dir, 'runs', n)).finished()) for n in label)
     todo += len(label) - done
