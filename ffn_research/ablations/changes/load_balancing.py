@@ -169,26 +169,27 @@ CHANGES = (
     date='2026-11-29',
     commit='1044f9c',
     change=(
-      'after the unpublished rerun of 2026-11-29 20:57 (b9d330c), whose own check refused the drop (the pilot at '
-      'rate 3 diverged 16, 12 and 3 of 16 seeds at T/4, T/2 and T) and whose routing premise failed (offset, no '
-      'balancing minus dense d_ff 64: -0.003 [-0.071, +0.066] in ln held-out MSE): the z-loss claim back as verdict '
-      '3 (the numbering before the drop); the z-loss arms log every 50 steps at every budget (was steps / 20), so '
-      'the blow-up rule asks 150 steps above 1e4 x the first loss at T/4, T/2 and T alike (it had asked 150 at T/4 '
-      'and 600 at T: every rerun divergence fired at a fixed early chunk); the 64-seed test arms at rates 1 and 3 '
-      'only (chosen after that pilot; a pilot rate outside them fails a premise), with a third point, the frozen '
-      "router, as the positive control a refutation needs (the instability must be the router's); the load arms "
-      "and the dense references from experts and d_ff of width 64 to 32 (moe_topk's 8 x 32, where its routing "
-      'premise passed at -0.506), so that the routing task is one where routing can matter; the z-loss arms kept at '
-      'width 64. Every run is new (the machine holding the earlier runs was replaced). Why 150 steps and not 600 '
-      "(the rerun's patience at T): 150 is the shortest any earlier run used, and 600 had left the test's premise "
-      'failing (3 of 16 at T), so the choice favours a test existing, not its outcome; it counts transient spikes '
-      'as divergence. After a cold design review (before the run): diverged runs count as measured for this '
-      "verdict (the runner's every-seed check had made any divergence `invalid`: Claim.diverged_is_measured); "
-      'unstable = status diverged only (a failed run is missing); the exact McNemar test (rules.paired_binary) '
-      'for the verdict and its router control, where a paired t on 0/1 decides on too few discordant pairs; the '
-      'pilot gains rates 1.5 and 2; scopes: the bfloat16 router is an instability the papers avoided, the frozen '
-      'router shows the router involved, not the logit size, and the control is the published inputs and teacher, '
-      'not its experts'
+      'after the unpublished rerun of 2026-11-29 20:57 (b9d330c), whose own check refused the drop (the pilot at rate '
+      '3 diverged 16, 12 and 3 of 16 seeds at T/4, T/2 and T) and whose routing premise failed (offset, no balancing '
+      'minus dense d_ff 64: -0.003 [-0.071, +0.066] in ln held-out MSE): the z-loss claim back as verdict 3 (the '
+      'numbering before the drop); the z-loss arms log every 50 steps at every budget (was steps / 20), so the '
+      'blow-up rule asks 150 steps above 1e4 x the first loss at T/4, T/2 and T alike (it had asked 150 at T/4 and '
+      '600 at T: every rerun divergence fired at a fixed early chunk); one 64-seed test arm, run after the pilot at '
+      'the rate the pilot fixes at its longest budget (Arm.rate_from; the same rate at T/4, T/2 and T), with a third '
+      "point, the frozen router, as the positive control a refutation needs (the instability must be the router's); "
+      "the load arms and the dense references from experts and d_ff of width 64 to 32 (moe_topk's 8 x 32, where its "
+      'routing premise passed at -0.506), so that the routing task is one where routing can matter; the z-loss arms '
+      'kept at width 64. Every run is new (the machine holding the earlier runs was replaced). Why 150 steps and not '
+      "600 (the rerun's patience at T): 150 is the shortest any earlier run used, and 600 had left the test's premise "
+      'failing (3 of 16 at T), so the choice favours a test existing, not its outcome; it counts transient spikes as '
+      'divergence. After a cold design review (before the run): diverged runs count as measured for this verdict (the '
+      "runner's every-seed check had made any divergence `invalid`: Claim.diverged_is_measured); unstable = status "
+      'diverged only (a failed run is missing); the exact McNemar test (rules.paired_binary) for the verdict and its '
+      'router control, where a paired t on 0/1 decides on too few discordant pairs; the test arm after the pilot at '
+      'its one rate (the first version planned arms at rates 1 and 3, chosen after the earlier pilots, and chose the '
+      'rate again at each budget); the pilot gains rates 1.5 and 2; scopes: the bfloat16 router is an instability the '
+      'papers avoided, the frozen router shows the router involved, not the logit size, and the control is the '
+      'published inputs and teacher, not its experts'
     ),
     outcome='to be filled by the run',
     verdicts=(1, 2, 3, 4, 5),
