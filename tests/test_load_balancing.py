@@ -407,8 +407,13 @@ def test_no_rise_leaves_the_fixes_nothing_to_reduce():
   assert [x.outcome for x in v] == [stats.REPRODUCED, stats.INVALID, stats.REPRODUCED, stats.INVALID] + [
     stats.REPRODUCED
   ]
-  assert 'premise: training without balancing raises the load' in v[1].detail and '(control)' in v[1].detail
+  assert (
+    'premise: training without balancing collapses the router' in v[1].detail and 'rule 1 on control' in v[1].detail
+  )
   assert v[1].raw_outcome == stats.REPRODUCED  # the rule alone would say it reduces it: kept, gated
+  small = {'none': 0.5, 'switch': 0.0, 'bias': 0.0, 'frozen': 0.0}  # a rise, but below the collapse level
+  v = lb.rules(_sel(COLLAPSE, conditions={lb.CONTROL: small}), 'smoke')
+  assert v[1].outcome == v[3].outcome == stats.INVALID and v[1].raw_outcome == stats.REPRODUCED
 
 
 def test_measurement_checks_gate_the_load_verdicts():

@@ -56,7 +56,8 @@ within [1, E]; every frozen router's change exactly 0 at every seed). Premises (
 stats.PREMISE, computed from the same runs):
   1, 5. room for a collapse: the no-balancing router's step-0 load leaves more than COLLAPSE_RISE below E; and,
      for a `not reproduced` only, the setup can produce a collapse: rule 1 on `control` reproduced.
-  2, 4. training without balancing raises the load at all on `control` (rule 1's CI above 0: a rise to reduce).
+  2, 4. training without balancing collapses the router on `control` (rule 1 reproduced there: a collapse to
+     prevent; a rise above 0 until the cold design review of 2026-11-29).
      The routing task's conditions show their fixes' loads in the table, judged by no verdict: a fix can only
      prevent a collapse where one happens (the first run of this redesign saw none on `offset`; history.md).
   3. the pilot finds a test rate, and there the no-z-loss unstable fraction (the verdict's
@@ -424,23 +425,22 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     points = (point(condition, 'none'), frozen(condition), point(CONTROL, 'none'), frozen(CONTROL))
     return dataclasses.replace(stats.gate(v, gates), points=points)
 
-  rise = rules_lib.paired(*base.paired_by_seed(sel, NONE, FROZEN, 'load_change'), expect='greater', claim='')
-  premise = stats.premise_check(
-    'premise: training without balancing raises the load (a rise to reduce)',
-    rise.statistic,
-    rise.ci,
-    0.0,
-    what=f'load change, no balancing minus frozen router ({CONTROL})',
+  premise = stats.as_premise(
+    stats.Check(
+      'premise: training without balancing collapses the router (a collapse to prevent)',
+      control.outcome == stats.REPRODUCED,
+      f'rule 1 on {CONTROL}: load change, no balancing minus frozen router, {control.statistic:+.3g} '
+      f'[{control.ci[0]:+.3g}, {control.ci[1]:+.3g}] ({control.outcome}; a collapse is a rise above '
+      f'+{COLLAPSE_RISE:g})',
+    )
   )
-  premise = dataclasses.replace(premise, passed=rise.outcome == stats.REPRODUCED)  # a tie of zeros is no rise
 
   def fix(p, words):
     v = rules_lib.paired(
       *base.paired_by_seed(sel, p, NONE, 'load_change'),
       expect='less',
-      claim=f'{words} ({CONTROL} inputs, where training without balancing raises the load): per seed, its change '
-      'of max/mean '
-      "load is below no balancing's",
+      claim=f'{words} ({CONTROL} inputs, where training without balancing collapses the router): per seed, its '
+      "change of max/mean load is below no balancing's",
     )
     return dataclasses.replace(stats.gate(v, checks + [premise]), points=(p, NONE, FROZEN))
 
@@ -457,8 +457,8 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 
 
 _RISE = (
-  f"training without balancing raises the load beyond the frozen router's on {CONTROL} (rule 1's paired CI above "
-  '0): a rise to reduce'
+  f'training without balancing collapses the router on {CONTROL} (rule 1 reproduced there: its rise beyond the '
+  f"frozen router's above +{COLLAPSE_RISE:g}): a collapse to prevent"
 )
 _ROOM = (
   f"room for a collapse: the no-balancing router's step-0 max/mean load lies more than {COLLAPSE_RISE:g} below "

@@ -189,7 +189,8 @@ CHANGES = (
       'its one rate (the first version planned arms at rates 1 and 3, chosen after the earlier pilots, and chose the '
       'rate again at each budget); the pilot gains rates 1.5 and 2; scopes: the bfloat16 router is an instability the '
       'papers avoided, the frozen router shows the router involved, not the logit size, and the control is the '
-      'published inputs and teacher, not its experts'
+      'published inputs and teacher, not its experts; verdicts 2 and 4 need a collapse on control (rule 1 reproduced '
+      'there; was a rise above 0), as their claim says'
     ),
     outcome='to be filled by the run',
     verdicts=(1, 2, 3, 4, 5),
