@@ -173,11 +173,7 @@ def paired(
     p_value=p,
     boundaries=tuple(e for e in region if math.isfinite(e)),
   )
-  v = _narrow(v, max_width)
-  if both_zero:
-    why = f'both arms are exactly 0 at all {n} seeds: a tie of zeros decides nothing'
-    return verdict_lib.gate(v, [verdict_lib.as_premise(verdict_lib.Check('the arms measured something', False, why))])
-  return v
+  return _zeros_decide_nothing(_narrow(v, max_width), both_zero)
 
 
 def paired_binary(
@@ -232,10 +228,15 @@ def paired_binary(
     p_value=p,
     boundaries=(0.0,),
   )
-  if big and np.all(a == 0) and np.all(b == 0):
-    why = f'both arms are exactly 0 at all {big} seeds: a tie of zeros decides nothing'
-    return verdict_lib.gate(v, [verdict_lib.as_premise(verdict_lib.Check('the arms measured something', False, why))])
-  return v
+  return _zeros_decide_nothing(v, bool(big) and bool(np.all(a == 0) and np.all(b == 0)))
+
+
+def _zeros_decide_nothing(v: verdict_lib.Verdict, both_zero: bool) -> verdict_lib.Verdict:
+  """v, `invalid` where both arms of a paired rule are exactly 0 at every seed (a tie of zeros decides nothing)."""
+  if not both_zero:
+    return v
+  why = f'both arms are exactly 0 at all {v.n} seeds: a tie of zeros decides nothing'
+  return verdict_lib.gate(v, [verdict_lib.as_premise(verdict_lib.Check('the arms measured something', False, why))])
 
 
 def _paired_region(expect: str, margin: float) -> tuple[tuple[float, float], str]:

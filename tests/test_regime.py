@@ -916,6 +916,19 @@ def test_a_cap_stopped_loop_names_the_next_cost_on_every_verdict_compute_could_f
   assert "not in effect: this report's verdict is inconclusive" in report_lib.change_line(change, 2, 'inconclusive')
 
 
+def _with_arm(study, arm, claim, values=lambda p: p[regime.STEPS] + 0.0, level=1e9, direction='below'):
+  """The tiny study with a second arm (one point 'f4') and a second verdict: a threshold on values(its runs)."""
+  main = study.arms('smoke')[0]
+
+  def rules(sel, scale):
+    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
+    p = sel[sel['arm'] == arm.name]
+    w = rules_lib.threshold(values(p), level=level, direction=direction, claim=arm.name, min_seeds=2)
+    return [v, dataclasses.replace(w, points=(f'{arm.name}: f4',))]
+
+  return dataclasses.replace(study, arms=lambda scale: [main, arm], rules=rules, claims=(*study.claims, claim))
+
+
 def test_an_arm_runs_its_own_seeds(tmp_path):
   """Arm.seeds and Arm.first_seed: a pilot arm runs 3 seeds from 50 (no other arm's), the main arm the regime's 2;
   coverage asks each point for its own arm's count and the report lists each arm's seeds."""
@@ -925,14 +938,7 @@ def test_an_arm_runs_its_own_seeds(tmp_path):
   assert list(pilot.seed_range(2)) == [50, 51, 52] and list(pilot.seed_range(2, seed_offset=100)) == [150, 151, 152]
   assert list(main.seed_range(2)) == [0, 1]
 
-  def rules(sel, scale):
-    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
-    p = sel[sel['arm'] == 'pilot']
-    w = rules_lib.threshold(p[regime.STEPS] + 0.0, level=1e9, direction='below', claim='pilot', min_seeds=2)
-    return [v, dataclasses.replace(w, points=('pilot: f4',))]
-
-  claims = (*study.claims, base.Claim(stats.MAGNITUDE, 'a pilot', 'the runs exist'))
-  two = dataclasses.replace(study, arms=lambda scale: [main, pilot], rules=rules, claims=claims)
+  two = _with_arm(study, pilot, base.Claim(stats.MAGNITUDE, 'a pilot', 'the runs exist'))
   report = runner.run_study(two, str(tmp_path), 'smoke', progress=False)
   runs = pd.read_csv(tmp_path / 'tiny' / 'pilot' / 'results.csv')
   assert sorted(set(runs[regime.SEED])) == [50, 51, 52]
@@ -954,24 +960,14 @@ def test_an_arm_reads_its_rate_from_the_runs_before_it(tmp_path):
     return 0.005 if (frame['status'] == 'completed').sum() >= 24 else math.nan
 
   after = base.Arm('after', main.base, {'f4': {'model.d_ff': 4}}, tuned=False, rate_from=from_main)
-
-  def rules(sel, scale):
-    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
-    p = sel[sel['arm'] == 'after']
-    w = rules_lib.threshold(p[regime.STEPS] + 0.0, level=1e9, direction='below', claim='after', min_seeds=2)
-    return [v, dataclasses.replace(w, points=('after: f4',))]
-
-  claims = (*study.claims, base.Claim(stats.MAGNITUDE, 'after', 'the runs exist'))
-  two = dataclasses.replace(study, arms=lambda scale: [main, after], rules=rules, claims=claims)
-  runner.run_study(two, str(tmp_path / 'a'), 'smoke', progress=False)
+  claim = base.Claim(stats.MAGNITUDE, 'after', 'the runs exist')
+  runner.run_study(_with_arm(study, after, claim), str(tmp_path / 'a'), 'smoke', progress=False)
   runs = pd.read_csv(tmp_path / 'a' / 'tiny' / 'after' / 'results.csv')
   assert set(runs[regime.LR]) == {0.005} and sorted(set(runs[regime.STEPS])) == [2, 4, 8] and seen[0] == ['main']
   state = json.loads((tmp_path / 'a' / 'tiny' / runner.RECORD).read_text())['state']
   assert state['after: f4']['rates'] == [0.005]
   never = dataclasses.replace(after, rate_from=lambda frame: math.nan)
-  report = runner.run_study(
-    dataclasses.replace(two, arms=lambda scale: [main, never]), str(tmp_path / 'b'), 'smoke', progress=False
-  )
+  report = runner.run_study(_with_arm(study, never, claim), str(tmp_path / 'b'), 'smoke', progress=False)
   assert not (tmp_path / 'b' / 'tiny' / 'after').exists() and report['verdicts'][1]['outcome'] == stats.INVALID
 
 
@@ -983,17 +979,11 @@ def test_a_divergence_verdict_counts_diverged_runs_as_measured(tmp_path):
   blow = main.base.copy_and_resolve_references()
   blow.train.learning_rate, blow.train.grad_clip, blow.train.blowup_factor, blow.train.blowup_patience = 1e12, 0, 2, 1
   pilot = base.Arm('blow', blow, {'f4': {'model.d_ff': 4}}, tuned=False)
-
-  def rules(sel, scale):
-    (v,) = study.rules(sel[sel['arm'] == 'main'], scale)
-    p = sel[sel['arm'] == 'blow']
-    diverged = (p['status'] == 'diverged').astype(float).to_numpy()
-    w = rules_lib.threshold(diverged, level=0.5, direction='above', claim='it diverges', min_seeds=2)
-    return [v, dataclasses.replace(w, points=('blow: f4',))]
+  diverged = lambda p: (p['status'] == 'diverged').astype(float).to_numpy()
 
   def judged(measured):
-    claims = (*study.claims, base.Claim(stats.SIGN, 'a pilot', 'the runs exist', diverged_is_measured=measured))
-    two = dataclasses.replace(study, arms=lambda scale: [main, pilot], rules=rules, claims=claims)
+    claim = base.Claim(stats.SIGN, 'a pilot', 'the runs exist', diverged_is_measured=measured)
+    two = _with_arm(study, pilot, claim, values=diverged, level=0.5, direction='above')
     return runner.run_study(two, str(tmp_path), 'smoke', progress=False)['verdicts'][1]
 
   runs = lambda: pd.read_csv(tmp_path / 'tiny' / 'blow' / 'results.csv')
