@@ -295,7 +295,7 @@ def test_a_refutation_of_collapse_needs_the_control_to_collapse():
   (c,) = [c for c in v[0].failed_checks if c.role == stats.PREMISE]
   assert 'the one-teacher control collapses' in c.name and 'needed for a not reproduced' in c.detail
   v = lb.rules(_sel(conditions={lb.CONTROL: flat}), 'smoke')  # a reproduction needs no control
-  assert v[0].outcome == stats.REPRODUCED and 'needed only for a refutation' in v[0].premises[2].detail
+  assert v[0].outcome == stats.REPRODUCED and 'needed only for a refutation' in v[0].premises[1].detail
 
 
 def test_every_verdict_declares_its_kind_and_computes_a_premise():
@@ -308,10 +308,9 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
   v = lb.rules(_sel(), 'smoke')
   assert [c.name for c in v[0].premises] == [
     'premise: room for a collapse above the step-0 load (offset)',
-    'premise: a collapse is not a specialisation (offset)',
     'premise: the setup can produce a collapse (the one-teacher control collapses)',
   ]
-  assert [len(x.premises) for x in v] == [3, 1, 3, 1, 3] and all(c.passed for x in v for c in x.premises)
+  assert [len(x.premises) for x in v] == [2, 1, 3, 1, 2] and all(c.passed for x in v for c in x.premises)
 
 
 def test_the_zloss_claim_is_back_after_its_drop_was_refused():
@@ -364,16 +363,26 @@ def test_the_routing_premise_reads_four_states_and_gates_nothing():
   assert list(t['T (MoE, dense)']) == ['100, 100'] * 6 and (t['reading'] == 'passes').all()
 
 
-def test_a_collapse_level_below_specialisation_is_invalid():
+def test_a_collapse_must_rise_past_the_load_of_one_expert_per_cluster():
+  """collapse_margin: where the step-0 load + 1 stays below 8 / H_8 = 2.94, the load of a router that gives each
+  Zipf cluster its own expert, a collapse must rise past it (on centred, start 1.6: a margin of 1.34)."""
   h8 = sum(1 / i for i in range(1, 9))
   assert lb.specialised_load(lb.OFFSET) == pytest.approx(8 / h8) and lb.specialised_load(lb.CONTROL) == 1.0
-  sel = _sel()
-  centred = sel['point'].isin([lb.point(lb.CENTRED, 'none'), lb.frozen(lb.CENTRED)])
-  sel.loc[centred, 'load_start'] = 1.6  # 1.6 + 1 < 2.94: one expert per cluster would count as a collapse
-  sel.loc[centred, 'load_final'] = sel.loc[centred, 'load_change'] + 1.6
-  v = lb.rules(sel, 'smoke')
-  assert v[4].outcome == stats.INVALID and v[4].raw_outcome == stats.REPRODUCED and v[0].outcome == stats.REPRODUCED
-  assert 'premise: a collapse is not a specialisation (centred)' in v[4].detail
+
+  def at_start(change):
+    sel = _sel(conditions={lb.CENTRED: {**COLLAPSE, 'none': change}, lb.CONTROL: COLLAPSE})
+    centred = sel['point'].isin([lb.point(lb.CENTRED, 'none'), lb.frozen(lb.CENTRED)])
+    sel.loc[centred, 'load_start'] = 1.6
+    sel.loc[centred, 'load_final'] = sel.loc[centred, 'load_change'] + 1.6
+    return sel
+
+  assert lb.collapse_margin(at_start(1.5), lb.CENTRED) == pytest.approx(8 / h8 - 1.6)
+  assert lb.collapse_margin(at_start(1.5), lb.OFFSET) == lb.COLLAPSE_RISE  # start 2.5: 2.5 + 1 > 2.94
+  v = lb.rules(at_start(1.5), 'smoke')  # a rise of 1.5 passes 1.34
+  assert v[4].outcome == stats.REPRODUCED and v[4].boundaries == (pytest.approx(8 / h8 - 1.6),)
+  v = lb.rules(at_start(1.2), 'smoke')  # above 1, below the rise to one expert per cluster: not a collapse
+  assert v[4].outcome == stats.NOT_REPRODUCED and v[0].outcome == stats.REPRODUCED
+  assert 'by more than 1.34' in v[4].claim
 
 
 def test_collapse_needs_room_above_the_step0_load():

@@ -190,7 +190,10 @@ CHANGES = (
       'rate again at each budget); the pilot gains rates 1.5 and 2; scopes: the bfloat16 router is an instability the '
       'papers avoided, the frozen router shows the router involved, not the logit size, and the control is the '
       'published inputs and teacher, not its experts; verdicts 2 and 4 need a collapse on control (rule 1 reproduced '
-      'there; was a rise above 0), as their claim says'
+      'there; was a rise above 0), as their claim says; the collapse verdicts (1, 5): the specialisation premise '
+      '(step-0 load + 1 above 8 / H_8 = 2.94, which fails by construction on centred inputs: the step-0 load, 1.55 to '
+      '1.93, does not depend on the expert width) becomes part of the rule, a collapse being a rise past both +1 and '
+      'the load of one expert per cluster (collapse_margin: about 1.34 on centred), so verdict 5 can be decided'
     ),
     outcome='to be filled by the run',
     verdicts=(1, 2, 3, 4, 5),
