@@ -575,12 +575,13 @@ ABLATION = base.Study(
     'each, mean 0, plus a per-seed offset c ~ N(0, I)), centred (the same, mean 0) and control (one teacher of '
     'width 32 on c + N(0, I), the published design); each with trained points none / switch / bias tuned per point '
     'on held-out MSE and a frozen router at 3e-3 (not tuned: its load change is 0 by construction); load measured '
-    'on 4,096 held-out inputs at step 0 and at the end; collapse = a rise of max/mean load above +1 (scale 1 .. 8). '
+    'on 4,096 held-out inputs at step 0 and at the end; collapse = a rise of max/mean load above +1 (scale 1 .. 8), or '
+    'past the load of one expert per cluster where that is more. '
     "A dense FFN of d_ff 32 on offset and on centred (rate tuned) is the routing premise's reference, reported. "
     'The z-loss test: experts of width 64, bfloat16 router, Switch loss on, no gradient clipping, one teacher on '
-    'N(0, I); a pilot without z-loss at Adam rates 0.07 ... 3 on 16 seeds of its own fixes the test rate; the test '
-    'arms (none, z-loss 1e-3, frozen router) on 64 seeds at 1 and 3; unstable = diverged, the blow-up rule over 150 '
-    'steps at every budget'
+    'N(0, I); a pilot without z-loss at Adam rates 0.07 ... 3 on 16 seeds of its own fixes the test rate at its '
+    'longest budget; the test arm (none, z-loss 1e-3, frozen router) on 64 seeds runs there after it; unstable = '
+    'diverged, the blow-up rule over 150 steps at every budget'
   ),
   regimes=REGIMES,
   arms=arms,
