@@ -15,7 +15,20 @@ import pkgutil
 # Nothing heavy is imported here, so listing names and rejecting a bad one is instant; `get`
 # imports the ablation's module (and with it jax, pandas, scipy).
 _MACHINERY = frozenset(
-  {'base', 'cap', 'changes', 'checks', 'judge', 'languages', 'present', 'regime', 'report', 'runner', 'storage'}
+  {
+    'base',
+    'cap',
+    'changes',
+    'checks',
+    'judge',
+    'languages',
+    'present',
+    'regime',
+    'report',
+    'runner',
+    'storage',
+    'zloss',
+  }
 )
 SCALES = ('smoke', 'quick', 'full', 'large')  # --scale values; an ablation declares which it has
 
