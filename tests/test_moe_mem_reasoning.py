@@ -370,6 +370,9 @@ def test_the_scopes_say_what_a_reviewer_would_sign():
   mem = {r: _counts('full', f'memorization_{r}')[0][1]['num_params'] for r in mr.ROUTERS}
   total = max(c['num_params'] for _, c in _counts('full', 'memorization_dense'))
   assert {r: round(mem[r] / total - 1, 2) for r in mr.ROUTERS} == mr.MEM_TOTAL_EXCESS
+  active = {r: _counts('full', f'memorization_{r}')[0][1]['num_active_params'] for r in mr.ROUTERS}
+  least = min(c['num_params'] for _, c in _counts('full', 'memorization_dense'))
+  assert {r: round(active[r] / least - 1, 2) for r in mr.ROUTERS} == mr.MEM_ACTIVE_EXCESS
   assert 'k and the expert width are the only' not in mr.__doc__ and 'E (16 vs 32)' in mr.__doc__
   assert "more than MEM_GAP of dense-total's bits" in mr.__doc__  # as the code tests it: (total - active) / total
 

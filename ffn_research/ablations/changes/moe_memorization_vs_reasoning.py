@@ -75,7 +75,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-27',
-    commit='',
+    commit='ced2605',
     change='after a cold review of the issue-45 republication: the reasoning gap premise reads the per-seed '
     "gap's t CI lower end (>= 0.1) instead of its mean (0.139 at T rested on one seed: CI [0.068, 0.211]); the "
     'memorization premise renamed "at least proportional" (the slope is 1.42, the check has no upper bound); '
@@ -152,10 +152,25 @@ CHANGES = (
       'would add ~650 to the first pass and ~750 to a doubling); no second doubling fits'
     ),
     outcome=(
-      'not yet run under this design; before (the published run): overall top-1 invalid (-0.71), overall top-2 '
-      'invalid (-0.29), memorization top-1 invalid (0.435, stability), reasoning top-1 invalid (1.14), memorization '
-      'top-2 reproduced (0.756, renormalised top-2), reasoning top-2 invalid (1.04)'
+      'the published run (2026-11-27) -> the first run of this design (2026-11-29 22:52, 6840a19; 5,639 '
+      'run-seconds): overall top-1 invalid -0.71 -> invalid -0.592 (no control for a refutation); overall top-2 '
+      'invalid -0.29 -> invalid -0.249; memorization top-1 invalid 0.435 (stability) -> invalid 0.407 (no control); '
+      'reasoning top-1 invalid 1.14 -> invalid 0.999 (no control); memorization top-2 reproduced 0.756 '
+      '(renormalised) -> reproduced 0.761 (not renormalised); reasoning top-2 invalid 1.04 -> invalid 1.010'
     ),
     verdicts=(1, 2, 3, 4, 5, 6),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      'after a cold review of that run, before publishing (same runs, judged again): the memorization scopes say '
+      "the MoEs' active parameters also exceed dense-active's (+6% top-1, +13% top-2: the router; no dense arm "
+      'matches them), that T is 167 exposures per fact with no arm converged (G measures how fast as much as how '
+      "much), and that one E is tested ('keeps improving' as E grows is not); top-2's label says its 32 experts "
+      'are 2E'
+    ),
+    outcome='no outcome moves: scopes in words (memorization top-2 reproduced 0.761 now reads narrowed)',
+    verdicts=(1, 2, 3, 5),
   ),
 )
