@@ -162,7 +162,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='d53bb0f',
     change=(
       'after a cold review of that run, before publishing (same runs, judged again): the memorization scopes say '
       "the MoEs' active parameters also exceed dense-active's (+6% top-1, +13% top-2: the router; no dense arm "
