@@ -130,7 +130,8 @@ def _balancing(label: str) -> str:
   return 'frozen' if label.startswith('frozen_') else label.rsplit(': ', 1)[-1]
 
 
-def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+def _headline(result: base.Result, routing: pd.DataFrame) -> str:
+  """Each verdict's statistic and outcome, the control's collapse, the chosen rates and the routing premise."""
   v = result.verdicts
   rates = ', '.join(
     f'{p} {r:g}'
@@ -144,15 +145,19 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     f'({v[4].outcome}), {study.CONTROL} {control.statistic:+.3f} (collapse: > +{study.COLLAPSE_RISE:g}); Switch '
     f'minus none {v[1].statistic:+.3f} ({v[1].outcome}), bias minus none {v[3].statistic:+.3f} ({v[3].outcome}) '
     f'(rates at T: {rates}); diverged fraction z-loss minus none {v[2].statistic:+.2f} ({v[2].outcome}) at the '
-    f'test rate {zloss.test_rate(result.full):g}'
+    f'test rate {zloss.pilot_rate(result.frame):g}'
   )
-  routing = routing_table(result.full, result.frame)
   switch = routing[routing['MoE point'] == 'switch'] if len(routing) else routing
-  headline += ''.join(
+  return headline + ''.join(
     f'; routing premise ({r["condition"]}): top-1 with the Switch loss minus dense d_ff {study.EXPERT_WIDTH}, ln MSE '
     f'{r["ln MSE, MoE - dense"]:+.2f} [{r["ci_lo"]:+.2f}, {r["ci_hi"]:+.2f}] ({r["reading"]})'
     for r in switch.to_dict('records')
   )
+
+
+def present(result: base.Result, ctx: base.Context) -> base.Presentation:
+  routing = routing_table(result.full, result.frame)
+  headline = _headline(result, routing)
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
   notes = (
