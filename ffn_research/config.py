@@ -57,7 +57,9 @@ def default_config() -> ml_collections.ConfigDict:
   moe.num_experts = 0  # routed experts E (before granularity); 0 = dense FFN
   moe.top_k = 2  # experts per token k (before granularity); the "MoE top-k" sweep axis
   moe.capacity_factor = 1.25  # C = ceil(cf * tokens * k / E) per expert; <= 0 = dropless
-  moe.router = 'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice, hash, soft
+  moe.router = (
+    'topk_softmax'  # see moe.ROUTERS: softmax_topk, topk_softmax, sigmoid, expert_choice, hash, token_hash, soft
+  )
   moe.renormalize = False  # softmax_topk only: renormalise the k weights to sum to 1
   moe.freeze_router = False  # True: router weights stay at their random init (no gradient, no optimizer state)
   moe.stop_combine_grad = False  # True: no gradient through the combine weights (forward unchanged; the

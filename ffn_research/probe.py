@@ -39,10 +39,15 @@ def _ffn_input(model, tokens_BxT, layer):
   block = model.blocks[layer]
   x_BxTxD = model.mix(model.embed_tokens(tokens_BxT))
   for earlier in list(model.blocks)[:layer]:
-    x_BxTxD, _ = earlier(x_BxTxD, None)
+    x_BxTxD, _ = earlier(x_BxTxD, None, _route_hash(model, tokens_BxT))
   if block.attn is not None:
     x_BxTxD = x_BxTxD + block.attn(block.attn_norm(x_BxTxD)).astype(x_BxTxD.dtype)
   return block.ffn_norm(x_BxTxD)
+
+
+def _route_hash(model, tokens_BxT):
+  """The token routers' input, as the model's forward pass computes it (None for the other routers)."""
+  return routers_lib.prefix_hash(tokens_BxT) if model.token_routed else None
 
 
 # One compiled program per call shape: run op by op, a model's forward pass (an MoE's above all)
@@ -63,7 +68,9 @@ def _compiled_hidden(model, tokens_BxT, layer):
 def _compiled_load(model, tokens_BxT, layer, index_P):
   moe = model.blocks[layer].ffn
   x_BxPxD = _ffn_input(model, tokens_BxT, layer)[:, index_P]
-  _, routing = moe.route(x_BxPxD.reshape(-1, x_BxPxD.shape[-1]))
+  h_BxT = _route_hash(model, tokens_BxT)
+  h_T = None if h_BxT is None else h_BxT[:, index_P].reshape(-1)
+  _, routing = moe.route(x_BxPxD.reshape(-1, x_BxPxD.shape[-1]), route_hash_T=h_T)
   return routers_lib.load_fraction(routing, moe.num_experts)
 
 

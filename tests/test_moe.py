@@ -14,8 +14,10 @@ import pytest
 
 from ffn_research import config as config_lib
 from ffn_research import models
+from ffn_research import tasks
 from ffn_research import train
 from ffn_research import validation
+from ffn_research.config import default_config
 from ffn_research.models import activations
 from ffn_research.models import dispatch as dispatch_lib
 from ffn_research.models import ffn as ffn_lib
@@ -524,6 +526,76 @@ def test_hash_routing_is_deterministic_fixed_and_balanced():
   np.testing.assert_array_equal(grouped, r.expert_TxJ[: T * 4])
 
 
+def numpy_prefix_hash(tokens_BxT):
+  """Reference of routers_lib.prefix_hash: FNV-1a over the ids at positions 0..t, fmix32 at each t."""
+  out = np.zeros(tokens_BxT.shape, np.uint64)
+  for b, row in enumerate(tokens_BxT):
+    h = 2166136261
+    for t, token in enumerate(row):
+      h = ((h ^ int(token)) * 16777619) % 2**32
+      f = h ^ (h >> 16)
+      f = (f * 0x85EBCA6B) % 2**32
+      f ^= f >> 13
+      f = (f * 0xC2B2AE35) % 2**32
+      out[b, t] = f ^ (f >> 16)
+  return out
+
+
+def recorded(route, out):
+  """`route`, appending each call's expert_TxJ to `out`."""
+
+  def wrapped(*args):
+    logits_TxE, routing = route(*args)
+    out.append(np.asarray(routing.expert_TxJ))
+    return logits_TxE, routing
+
+  return wrapped
+
+
+def token_hash_model(seed=0, num_layers=2):
+  c = default_config()
+  m, e = c.model, c.model.moe
+  m.arch, m.num_layers, m.d_model, m.d_ff, m.tie_embeddings = 'ffn_stack', num_layers, 8, 16, True
+  e.num_experts, e.top_k, e.router, e.capacity_factor = 4, 1, 'token_hash', 0.0
+  c.task.name, c.task.num_facts, c.task.num_relations, c.task.num_objects = 'memorization', 48, 4, 8
+  validation.validate(c)
+  task = tasks.build_task(c)
+  return models.build_model(c, task, nnx.Rngs(params=jax.random.PRNGKey(seed))), task
+
+
+def test_token_hash_routes_each_position_by_the_ids_it_sees():
+  tokens_BxT = np.random.default_rng(0).integers(0, 60, (7, 2))
+  h_BxT = numpy_prefix_hash(tokens_BxT)
+  np.testing.assert_array_equal(np.asarray(routers_lib.prefix_hash(jnp.asarray(tokens_BxT))), h_BxT)
+  seen = []
+  for seed in (0, 1):  # other embeddings, norms and router weights: the same route
+    model, _ = token_hash_model(seed)
+    routes = []
+    for block in model.blocks:  # every MoE layer gets the model's hash of the tokens
+      block.ffn.route = recorded(block.ffn.route, routes)
+    model.apply(jnp.asarray(tokens_BxT))
+    assert len(routes) == 2
+    seen.append(routes)
+    for r in routes:
+      np.testing.assert_array_equal(np.asarray(r)[:, 0], (h_BxT % 4).reshape(-1))
+  np.testing.assert_array_equal(seen[0], seen[1])
+  with pytest.raises(ValueError, match='route_hash'):  # an MoE layer called without the token ids
+    token_hash_model()[0].blocks[0].ffn.apply(jnp.ones((2, 8)))
+
+
+def test_token_hash_router_weights_get_no_task_gradient():
+  model, task = token_hash_model(num_layers=1)
+  data = task.init_data(jax.random.PRNGKey(0))
+
+  def loss(m):  # the task's loss alone (the z-loss, added in training, does reach the router weights)
+    logits, _ = m.apply(data['inputs'])
+    return task.loss(logits, data)[0]
+
+  g = nnx.grad(loss)(model)
+  assert np.all(np.asarray(g.blocks[0].ffn.router_w[...]) == 0.0)
+  assert np.abs(np.asarray(g.blocks[0].ffn.w1[...])).max() > 0
+
+
 def test_stop_combine_grad_same_forward_no_router_gradient_through_the_weight():
   x = inputs()
   kw = dict(router='softmax_topk', capacity_factor=0.0, dispatch='einsum')  # einsum: the cheapest to compile
@@ -711,6 +783,7 @@ def test_auto_dispatch_is_ragged_on_tpu_only(monkeypatch):
     ({'capacity_scope': 'sequence'}, 'model.moe.capacity_scope'),  # the bare FFN has no sequences
     ({'capacity_scope': 'rows'}, 'model.moe.capacity_scope'),
     ({'router': 'hash', 'bias_update_rate': 1e-3}, 'model.moe.bias_update_rate'),
+    ({'router': 'token_hash'}, 'model.moe.router'),  # the bare FFN has no token ids
   ],
 )
 def test_config_errors_name_the_key(overrides, key):

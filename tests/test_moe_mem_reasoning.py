@@ -47,7 +47,7 @@ def test_active_width_fixed_and_total_grows_with_experts(scale):
   s = mr.SETTINGS[scale]
   arms = mr.arms(scale)
   names = [f'{t}_{a}' for t in (*mr.TASKS, mr.POOL) for a in ('dense', 'top1', 'top2')]
-  assert [a.name for a in arms] == names[:6] + [mr.MATCHED] + names[6:]
+  assert [a.name for a in arms] == names[:3] + [f'memorization_{mr.HASH}'] + names[3:6] + [mr.MATCHED] + names[6:]
   n = mr.REGIMES[scale].seeds
   assert {a.name: len(a.seed_range(n)) for a in arms} == {
     a.name: min(5, n) if a.name.startswith(mr.POOL) or a.name == mr.MATCHED else n for a in arms
@@ -179,13 +179,15 @@ def test_bootstrap_verdict_p_agrees_with_the_ci():
 SCALE = 'quick'
 
 
-def _sel(g_mem=0.9, g_hop=0.1, g_pool=0.9, dense_slope=1.0, chance=0.34, pool_gap=True, seeds=10, steps=None):
+def _sel(
+  g_mem=0.9, g_hop=0.1, g_pool=0.9, dense_slope=1.0, chance=0.34, pool_gap=True, seeds=10, steps=None, g_hash=0.9
+):
   """A synthetic selection at the real points' counts with known gap shares G (ratio of means ~ g):
   memorization dense bits = 0.5 x^dense_slope, MoE = active + g (total - active) (1 + 2% noise per seed);
   shortest_path held-out 0.3 (active) and 0.8 (total), log-linear in dense parameters between (the matched widths
   too); the pool 0.5 (active) and 1.0 (total; 0.5, no gap, with pool_gap=False); the test graphs' majority share
   `chance`; every seed scales a task's scores by its own factor; each arm has its own seeds (the pool's and the
-  matched widths' 5)."""
+  matched widths' 5); the token-hash control closes g_hash of the memorization gap."""
   rng = np.random.default_rng(1)
   rows = []
   shape = {'memorization': (g_mem, 0, 0), 'shortest_path': (g_hop, 0.3, 0.8), mr.POOL: (g_pool, 0.5, 1.0)}
@@ -194,6 +196,7 @@ def _sel(g_mem=0.9, g_hop=0.1, g_pool=0.9, dense_slope=1.0, chance=0.34, pool_ga
   for a in mr.arms(SCALE):
     task = mr.arm_task(a.name)
     g, lo, hi = shape[task]
+    g = g_hash if a.name == f'memorization_{mr.HASH}' else g
     dense = {o['model.d_ff']: c['num_params'] for o, c in _counts(SCALE, f'{task}_dense')}
     x_a, x_t = dense[mr.WIDTH[task]], dense[mr.WIDTH[task] * mr.SETTINGS[SCALE]['experts']]
     if task == 'memorization':
@@ -249,29 +252,73 @@ def test_rules_recover_known_gap_shares_and_name_their_points():
   assert v[4].points == mr.task_points(SCALE, 'memorization', 'top2')
 
 
-def test_every_refutation_is_invalid_with_its_number_and_reason():
-  """No control for a refutation in this design: each rule's `not reproduced` becomes `invalid`, the statistic, CI
-  and the rule's own outcome kept, the reason in the detail."""
+def test_every_uncontrolled_refutation_is_invalid_with_its_number_and_reason():
+  """Where the design has no control for a refutation (every verdict but memorization top-1's, which has the
+  token-hash arm), the rule's `not reproduced` becomes `invalid`, the statistic, CI and the rule's own outcome kept,
+  the reason in the detail."""
   v = mr.rules(_sel(g_mem=0.2, g_hop=0.9), SCALE)
   assert [x.raw_outcome for x in v] == [stats.NOT_REPRODUCED] * 6
-  assert [x.outcome for x in v] == [stats.INVALID] * 6
-  for x, task in zip(v, ('overall', 'overall', 'memorization', 'reasoning', 'memorization', 'reasoning'), strict=True):
+  assert [x.outcome for x in v] == [stats.INVALID] * 2 + [stats.NOT_REPRODUCED] + [stats.INVALID] * 3
+  tasks = ('overall', 'overall', 'memorization', 'reasoning', 'memorization', 'reasoning')
+  for i, (x, task) in enumerate(zip(v, tasks, strict=True)):
+    bound = {'overall': x.ci[1] < mr.MUCH, 'memorization': x.ci[1] < mr.HALF, 'reasoning': x.ci[0] > mr.HALF}
+    assert math.isfinite(x.statistic) and bound[task]  # the number and its CI kept
+    if i == 2:  # memorization top-1: controlled (test_the_token_hash_control_decides_memorization_top1)
+      continue
     (guard,) = x.failed_checks
     assert guard.name == f'premise ({task}): a positive control for a refutation' and guard.role == stats.PREMISE
     assert (
       x.detail.startswith(f'invalid: {guard.name}: this design has none')
       and 'rule alone gave not reproduced' in x.detail
     )
-    bound = {'overall': x.ci[1] < mr.MUCH, 'memorization': x.ci[1] < mr.HALF, 'reasoning': x.ci[0] > mr.HALF}
-    assert math.isfinite(x.statistic) and bound[task]  # the number and its CI kept
   assert 'route by the query' in v[3].detail and '65% top-1, 79% top-2' in v[3].detail
-  assert 'hash of the token ids' in v[2].detail and 'route by the query' in v[0].detail
+  assert 'top-2 arm routed by a hash of the token ids' in v[4].detail and 'route by the query' in v[0].detail
+  assert 'its memorization half has the token-hash control' in v[0].detail
   assert v[3].statistic == pytest.approx(0.9, abs=0.02) and v[2].statistic == pytest.approx(0.2, abs=0.02)
   # the guard only speaks to a refutation: with the same gates a reproduced passes it ('not needed')
   ok = mr.rules(_sel(), SCALE)
   assert all(
-    c.passed and 'not needed for this outcome' in c.detail for x in ok for c in x.checks if 'refutation' in c.name
+    c.passed and 'not needed for this outcome' in c.detail
+    for x in ok
+    for c in x.checks
+    if c.name.endswith('a positive control for a refutation')
   )
+
+
+def test_the_token_hash_control_decides_memorization_top1():
+  """Memorization top-1's refutation stands where its experts routed by a token-id hash close more than half the gap
+  (the control's point joins the verdict's); where they do not, it is invalid with both numbers; a reproduced does
+  not read it."""
+  name = 'premise (memorization): a positive control for a refutation (the same experts, routing given)'
+  hash_point = mr.labels(SCALE, 'memorization')[mr.HASH]
+  assert hash_point == 'memorization_hash1: E=16'
+  good = mr.rules(_sel(g_mem=0.2, g_hash=0.9), SCALE)[2]
+  control = mr.hash_control(_sel(g_mem=0.2, g_hash=0.9), SCALE)
+  assert control.outcome == stats.REPRODUCED and control.statistic == pytest.approx(0.9, abs=0.02)
+  assert good.outcome == stats.NOT_REPRODUCED and good.points == mr.task_points(SCALE, 'memorization', 'top1') + (
+    hash_point,
+  )
+  (c,) = [c for c in good.checks if c.name == name]
+  assert c.passed and c.role == stats.PREMISE and f'{control.statistic:+.3g}' in c.detail and 'reproduced' in c.detail
+  assert not [c for c in good.checks if c.name == 'premise (memorization): a positive control for a refutation']
+  bad = mr.rules(_sel(g_mem=0.2, g_hash=0.3), SCALE)
+  assert bad[2].outcome == stats.INVALID and bad[2].raw_outcome == stats.NOT_REPRODUCED
+  assert [c.name for c in bad[2].failed_checks] == [name]
+  assert mr.hash_control(_sel(g_mem=0.2, g_hash=0.3), SCALE).statistic == pytest.approx(0.3, abs=0.02)
+  assert bad[0].outcome == stats.INVALID and name in [c.name for c in bad[0].failed_checks]  # overall: both fail
+  fine = mr.rules(_sel(g_hash=0.3), SCALE)[2]  # reproduced: the control is shown, not needed, its point not read
+  (c,) = [c for c in fine.checks if c.name == name]
+  assert fine.outcome == stats.REPRODUCED and c.passed and 'needed only for a refutation' in c.detail
+  assert hash_point not in fine.points
+
+
+def test_the_token_hash_arm_is_top1_with_the_routing_given():
+  (arm,) = [a for a in mr.arms('full') if a.name == f'memorization_{mr.HASH}']
+  (top1,) = [a for a in mr.arms('full') if a.name == 'memorization_top1']
+  e = arm.base.model.moe
+  assert (e.router, e.num_experts, e.top_k, arm.base.model.d_ff) == ('token_hash', 16, 1, mr.MEM_WIDTH)
+  assert arm.rates == top1.rates and arm.seeds == top1.seeds and arm.steps_factor == top1.steps_factor
+  assert _counts('full', arm.name)[0][1] == _counts('full', 'memorization_top1')[0][1]  # the same parameters
 
 
 def test_a_small_reasoning_g_stands_only_on_the_storage_control():
@@ -447,11 +494,11 @@ def test_present_on_a_synthetic_result(tmp_path):
   tuning = pd.DataFrame([{'point': p, 'level': lv, 'rate': 0.01} for p in sel['point'].unique() for lv in ('T', 'T/2')])
   result = base.Result(sel, tuning, sel, sel, mr.rules(sel, SCALE), SCALE)
   out = ablations.get('moe_memorization_vs_reasoning').present(result, base.Context(str(tmp_path), SCALE))
-  assert out.headline.startswith('top1 memorization: G 0.9') and len(out.tables[0].frame) == 12
+  assert out.headline.startswith('top1 memorization: G 0.9') and len(out.tables[0].frame) == 14
   assert 'top1 shortest_path_pool: G 0.' in out.headline and '(storage control)' in out.headline
   matched = out.tables[0].frame['G, floor at the active-matched dense']
   assert (matched != '').sum() == 4 and matched.str.endswith(('(d_ff 23)', '(d_ff 39)')).sum() == 4
-  assert len(out.tables[1].frame) == 5 and len(out.tables[2].frame) == 6 and len(out.tables[3].frame) == 4
+  assert len(out.tables[1].frame) == 6 and len(out.tables[2].frame) == 6 and len(out.tables[3].frame) == 4
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
 
 
@@ -465,7 +512,7 @@ def test_the_reasoning_gap_premise_reads_the_ci_lower_end_not_the_mean():
 def test_top1_and_top2_share_one_router_normalisation():
   """Issue 46: the same router for top-1 and top-2 in both tasks, softmax_topk with the top-k weights as they are."""
   for a in mr.arms('full'):
-    if not a.name.endswith(('dense', mr.MATCHED)):
+    if not a.name.endswith(('dense', mr.MATCHED, mr.HASH)):  # the hash control: test_the_token_hash_arm_...
       e = a.base.model.moe
       assert (e.router, e.renormalize, e.capacity_factor) == ('softmax_topk', False, 0.0)
       assert e.top_k == (1 if a.name.endswith('top1') else 2)

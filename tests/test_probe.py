@@ -94,6 +94,18 @@ def test_expert_load_equals_the_logged_load_over_all_tokens():
   assert load.shape == (4,) and np.isclose(load.sum(), 1.0) and (load > 0).sum() >= 2
 
 
+def test_token_hash_expert_load_in_the_second_layer_equals_the_logged_load():
+  """The probe hashes the token ids as the forward pass does, in the layer probed and every earlier one."""
+  model = build('ffn_stack', num_layers=2, num_experts=4, top_k=1, capacity_factor=0.0, router='token_hash')
+  toks = tokens()
+  graphdef, state = nnx.split(model)
+  aux = jax.jit(lambda s, x: nnx.merge(graphdef, s).apply(x)[1])(state, toks)
+  load = probe.expert_load(model, toks, layer=1)
+  np.testing.assert_array_equal(load, np.asarray(aux['layer_1']['load']))
+  assert (load > 0).sum() >= 2
+  assert probe.ffn_input(model, toks, 1).shape == (BATCH, SEQ_LEN, 8)
+
+
 def test_expert_load_known_answer_per_position():
   model = build('transformer', num_layers=1, num_experts=4, top_k=1, capacity_factor=0.0)
   moe = model.blocks[0].ffn

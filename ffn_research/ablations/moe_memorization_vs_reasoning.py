@@ -40,10 +40,13 @@ T/2, T, its last change under half its distance to the boundary):
   1. overall [headline]: G(memorization) - G(reasoning), bootstrap CI above MUCH = 0.25: reproduced; below: not.
   2. memorization: G's CI above HALF = 0.5: reproduced; below: not reproduced.
   3. reasoning saturates: G's CI below 0.5: reproduced; above: not reproduced.
-No refutation without a control: this design has none for "experts help reasoning" (the router sees the whole
-problem and can route by the query) nor for "these experts fail to store" (a top-1 arm routed by a hash of the token
-ids would be a measured one; models/routers.py hashes the float input, which moves as the tied embeddings train;
-not built), so every `not reproduced` is `invalid` with its number and that reason (checks.refutation_guard). A
+No refutation without a control. Memorization top-1 has a measured one (rule 2 refuted stands only on it,
+checks.refutation_control): the same 16 experts of width w routed by a hash of the token ids (HASH, router
+`token_hash`: a fact's route is fixed by its subject and relation, whatever the embeddings do), whose G's CI must lie
+above HALF: the experts can close half the gap when the routing is given. Added after the run of 2026-11-29, which
+named it as the next step with that bar (changes/). Top-2 (other experts) and reasoning have none ("experts help
+reasoning": the router sees the whole problem and can route by the query), so their `not reproduced` is `invalid`
+with its number and that reason (checks.refutation_guard); so is the overall one, through its reasoning half. A
 `reproduced` of rules 1 and 3 (a small reasoning G) stands only on the storage control: the same MoE closes at
 least POOL_CLOSE of the pool's gap (G_pool's CI lower end, on a pool gap whose per-seed t CI lower end is >=
 SP_GAP); else the pool's T doubles while the cap affords it, then `invalid` with the numbers (a small G must not
@@ -106,6 +109,11 @@ ROUTERS = {  # arm -> (top_k, renormalize, expert-count multiplier, expert-width
   'top1': (1, False, 1, 1),  # softmax_topk, not renormalised: the router learns at k = 1 (Switch)
   'top2': (2, False, 2, 2),  # the same normalisation: top-2 of 2E experts of width w / 2, weights not renormalised
 }
+# The memorization control: top-1's experts with the routing given, `token_hash` (a fixed hash of the fact's
+# subject and relation ids; models/routers.py), as ROUTERS' tuples.
+HASH = 'hash1'
+CONTROLS = {HASH: (1, False, 1, 1)}
+CONTROLS_OF = ('top1',)  # the routers whose memorization refutation HASH controls (the same experts)
 MEM_D_MODEL, MEM_WIDTH = 16, 8  # memorization: residual width, active width w
 MEM_VALUES, MEM_RELATIONS = 64, 48  # objects (6 bits per fact), relations per subject
 # shortest_path (module docstring): w = 8, dense-total d_ff 128; chosen by dense-only pilots (changes/).
@@ -145,9 +153,9 @@ def config(s: Settings, task: str, arm: str) -> ml_collections.ConfigDict:
     t.num_eval, tr.batch_size, t.num_graphs = SP_EVAL, SP_BATCH, s['sp_pool'] if task == POOL else 0
   e.capacity_factor, e.dispatch, e.num_experts, m.d_ff = 0.0, 'auto', 0, WIDTH[task]  # dropless; 'auto': sort off TPU
   if arm != 'dense':
-    k, renorm, mult, div = ROUTERS[arm]
-    e.num_experts, e.top_k, e.router, e.renormalize = mult * s['experts'], k, 'softmax_topk', renorm
-    m.d_ff = WIDTH[task] // div
+    k, renorm, mult, div = {**ROUTERS, **CONTROLS}[arm]
+    e.num_experts, e.top_k, e.renormalize = mult * s['experts'], k, renorm
+    e.router, m.d_ff = 'token_hash' if arm in CONTROLS else 'softmax_topk', WIDTH[task] // div
   return c
 
 
@@ -186,7 +194,7 @@ def arms(scale: str) -> list[base.Arm]:
         steps_factor=POOL_STEPS_FACTOR if pool else SP_STEPS_FACTOR if hop else 1,
         seeds=min(POOL_SEEDS, seeds) if pool else None,
       )
-      for arm in ('dense', *ROUTERS)
+      for arm in ('dense', *ROUTERS, *(CONTROLS if task == 'memorization' else ()))
     ]
     if task == 'shortest_path':
       matched = {f'd_ff={w}': {'model.d_ff': w} for w in sorted({matched_width(scale, r) for r in ROUTERS})}
@@ -201,7 +209,7 @@ def labels(scale: str, task: str) -> dict[str, str]:
   s, w = SETTINGS[scale], WIDTH[task]
   out = {f'd_ff={f * w}': f'{task}_dense: d_ff={f * w}' for f in s['dense'][task]}
   out.update(active=f'{task}_dense: d_ff={w}', total=f'{task}_dense: d_ff={s["experts"] * w}')
-  out.update({r: f'{task}_{r}: E={s["experts"]}' for r in ROUTERS})
+  out.update({r: f'{task}_{r}: E={s["experts"]}' for r in (*ROUTERS, *(CONTROLS if task == 'memorization' else ()))})
   if task == 'shortest_path':
     out.update({f'matched_{r}': f'{MATCHED}: d_ff={matched_width(scale, r)}' for r in ROUTERS})
   return out
@@ -365,19 +373,38 @@ def pool_check(v: stats.Verdict, control: stats.Verdict, points: tuple[str, ...]
   return stats.as_premise(check)
 
 
-def refutation_guard(v: stats.Verdict, task: str) -> stats.Check:
-  """No positive control for a refutation in this design (module docstring): `not reproduced` -> invalid."""
+def hash_control(sel: pd.DataFrame, scale: str) -> stats.Verdict:
+  """The memorization refutations' positive control: G of top-1's experts with the routing given (HASH),
+  reproduced if its 95% CI lies above HALF (the experts can close half the gap when the router is not the
+  question)."""
+  t = gaps(sel, scale, 'memorization', HASH)
+  g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den']) if len(t) else (math.nan,) * 3
+  return stats.Verdict(
+    f'memorization control: top-1 of {SETTINGS[scale]["experts"]} experts of width {MEM_WIDTH}, routed by a hash of '
+    f'the token ids, closes more than {HALF:g} of the gap',
+    stats.decide((lo, hi), HALF, math.inf),
+    g,
+    (lo, hi),
+    'ratio of means over seeds, 95% CI by rules_lib.ratio_of_means',
+    f'reproduced if the CI lies above {HALF:g}',
+    len(t),
+  )
+
+
+def refutation_guard(v: stats.Verdict, task: str, router: str) -> stats.Check:
+  """No positive control for a refutation of `task` (module docstring): `not reproduced` -> invalid."""
   why = {
     'reasoning': 'the router reads the whole input, graph and query, and can route by the query (for a fixed source, '
     "distance 1 is an 8-way lookup one width-8 expert computes); counted as active it is most of the MoE's active "
     'parameters (65% top-1, 79% top-2)',
-    'memorization': 'no arm shows these experts store what dense-total stores when the routing is given (a top-1 '
-    'arm routed by a hash of the token ids would; not built)',
+    'memorization': 'no arm shows these experts store what dense-total stores when the routing is given (a top-2 '
+    "arm routed by a hash of the token ids would; top-1's is built, its experts are not top-2's)",
   }
-  why['overall'] = f'{why["reasoning"]}; {why["memorization"]}'
+  mem = 'its memorization half has the token-hash control' if router in CONTROLS_OF else why['memorization']
+  why['overall'] = f'{why["reasoning"]}; {mem}'
   step = {
     'reasoning': 'a sequence model whose d_model varies, or a control in which the router cannot see the query',
-    'memorization': 'that token-id-routed arm, whose G must come out above 0.5',
+    'memorization': "a top-2 token-hash arm, as top-1's, whose G must come out above 0.5",
   }
   return checks.refutation_guard(
     v,
@@ -420,7 +447,7 @@ def _router_verdicts(sel: pd.DataFrame, scale: str, r: str) -> tuple[stats.Verdi
   mem, hop = gaps(sel, scale, 'memorization', r), gaps(sel, scale, 'shortest_path', r)
   c_mem, c_hop = memorization_checks(sel, scale, r), reasoning_checks(sel, scale, r)
   p_mem, p_hop, p_pool = (task_points(scale, t, r) for t in (*TASKS, POOL))
-  control = pool_control(sel, scale, r)
+  control, hashed = pool_control(sel, scale, r), hash_control(sel, scale)
   v_all = stats.bootstrap_verdict(
     lambda c: stats.ratio_difference_ci(mem, hop, c, resamples=RESAMPLES),
     lo=MUCH,
@@ -463,17 +490,34 @@ def _router_verdicts(sel: pd.DataFrame, scale: str, r: str) -> tuple[stats.Verdi
   v_hop = dataclasses.replace(v_hop, detail=f'{v_hop.detail}; {text}', extra={**v_hop.extra, **extra})
   lab = labels(scale, 'shortest_path')
   p_plain = tuple(dict.fromkeys(lab[x] for x in ('active', 'total', r)))  # the points G reads
+  controlled = r in CONTROLS_OF
+  if controlled:
+    c_mem = [*c_mem, _hash_check(v_mem, hashed, scale)]
+    p_mem += c_mem[-1].points
   return (
-    _gate(v_all, c_mem + c_hop, 'overall', p_mem + p_plain, control, p_pool),
-    _gate(v_mem, c_mem, 'memorization', p_mem, control, p_pool),
-    _gate(v_hop, c_hop, 'reasoning', p_hop, control, p_pool),
+    _gate(v_all, c_mem + c_hop, 'overall', p_mem + p_plain, control, p_pool, r),
+    _gate(v_mem, c_mem, 'memorization', p_mem, control, p_pool, r, guarded=not controlled),
+    _gate(v_hop, c_hop, 'reasoning', p_hop, control, p_pool, r),
   )
 
 
-def _gate(v, gates, task: str, points: tuple[str, ...], control: stats.Verdict, pool: tuple[str, ...]):
-  """v gated on its checks, its refutation guard and (overall, reasoning) the storage control; its points, with the
-  pool's where the control gates (a reproduced)."""
-  gates = [*gates, refutation_guard(v, task)]
+def _hash_check(v: stats.Verdict, hashed: stats.Verdict, scale: str) -> stats.Check:
+  """`hash_control` as `v`'s refutation control, its point added where it gates (a not reproduced)."""
+  point = labels(scale, 'memorization')[HASH]
+  needed = v.raw_outcome == stats.NOT_REPRODUCED
+  return checks.refutation_control(
+    v,
+    'premise (memorization): a positive control for a refutation (the same experts, routing given)',
+    f'G of top-1 routed by a hash of the token ids ({point})',
+    hashed,
+    points=(point,) if needed else (),
+  )
+
+
+def _gate(v, gates, task: str, points, control: stats.Verdict, pool, router: str, guarded: bool = True):
+  """v gated on its checks, its refutation guard (unless a measured control is among `gates`) and (overall,
+  reasoning) the storage control; its points, with the pool's where the control gates (a reproduced)."""
+  gates = [*gates, refutation_guard(v, task, router)] if guarded else list(gates)
   if task != 'memorization':
     gates.append(pool_check(v, control, pool))
     points += pool if v.raw_outcome == stats.REPRODUCED else ()
@@ -509,7 +553,8 @@ def _task_scopes() -> tuple[str, str, str, str]:
   mem_premise = (
     f'memorization: dense bits grow at least in proportion to parameters (per-seed log-log slope, CI lower end >= '
     f"{PREMISE_SLOPE:g}) and dense-total - dense-active is more than {MEM_GAP:.0%} of dense-total's bits; for a "
-    'refutation a positive control, which this design lacks (a not reproduced is invalid)'
+    f'refutation a positive control: for top-1 the same experts routed by a hash of the token ids close more than '
+    f'{HALF:g} of the gap (G CI above it); top-2 has none (a not reproduced is invalid)'
   )
   hop_premise = (
     f"reasoning: dense-total learns the task (its per-seed held-out accuracy above the test graphs' majority-class "

@@ -291,14 +291,24 @@ class MoE(ffn_lib.Layer):
       return routers_lib.Layout(min(c, math.ceil(num_tokens * self.top_k / self.num_experts)), dispatch_lib.SORT_BLOCK)
     return routers_lib.Layout(c, 1)
 
-  def route(self, x_TxD: jax.Array, rng: jax.Array | None = None, groups: int = 1, capacity_: int | None = None):
+  def route(
+    self,
+    x_TxD: jax.Array,
+    rng: jax.Array | None = None,
+    groups: int = 1,
+    capacity_: int | None = None,
+    route_hash_T: jax.Array | None = None,
+  ):
     """Router logits (jittered only in training) and the Routing, each of `groups`
     consecutive groups of tokens routed on its own (expert choice picks within its group).
     The logits, softmax and top-k are computed in router_dtype; the logits and the Routing's weights and
     probabilities are returned in float32 (their bf16-rounded values where router_dtype is bfloat16).
-    With stop_combine_grad the combine weights carry no gradient (forward unchanged)."""
+    With stop_combine_grad the combine weights carry no gradient (forward unchanged). `route_hash_T`: the
+    token routers' input (routers_lib.prefix_hash of the ids each token sees), which a sequence model passes."""
     if self.router in routers_lib.SLOT_ROUTERS:
       raise ValueError(f'router={self.router} assigns no tokens to experts (no Routing); see MoE.soft_route')
+    if (self.router in routers_lib.TOKEN_ROUTERS) != (route_hash_T is not None):
+      raise ValueError(f'route_hash is given to, and only to, a token router (router={self.router})')
     x_TxD = x_in_TxD = x_TxD.astype(jnp.float32)
     if rng is not None and self.use_jitter:  # Switch: multiplicative input jitter (jitter 0: x * 1)
       jitter = self.jitter[...]
@@ -313,6 +323,8 @@ class MoE(ffn_lib.Layer):
       capacity=c,
       renormalize=self.renormalize,
     )
+    if route_hash_T is not None:
+      x_in_TxD = route_hash_T.reshape(-1, 1)
     if groups == 1:
       routing = router(logits_TxE, x_in_TxD)
     else:
@@ -340,14 +352,16 @@ class MoE(ffn_lib.Layer):
     kept_TxJ = kept_GxTxJ.reshape(num_tokens, -1)
     return routing._replace(valid_TxJ=kept_TxJ, weight_TxJ=jnp.where(kept_TxJ, routing.weight_TxJ, 0.0))
 
-  def apply(self, x: jax.Array, *, rng: jax.Array | None = None):
+  def apply(self, x: jax.Array, *, rng: jax.Array | None = None, route_hash: jax.Array | None = None):
+    """`route_hash` (x's leading shape, uint32): a token router's input (see `route`)."""
     if self.router in routers_lib.SLOT_ROUTERS:
       return self.apply_slots(x, rng=rng)
     lead, x_TxD = x.shape[:-1], x.reshape(-1, x.shape[-1])
     num_tokens, groups = x_TxD.shape[0], self.num_groups(x)
     rngs = [None] * 3 if rng is None else list(jax.random.split(rng, 3))
     c_group = self.capacity(num_tokens, groups, self.capacity_factor_for(rng is not None))
-    logits_TxE, routing = self.route(x_TxD, rngs[0], groups, c_group)
+    route_hash_T = None if route_hash is None else route_hash.reshape(-1)
+    logits_TxE, routing = self.route(x_TxD, rngs[0], groups, c_group, route_hash_T)
     plan_ = routers_lib.plan_slots(
       self.admit(routing, groups, c_group),
       self.num_experts,

@@ -71,7 +71,7 @@ def validate_routed(model_cfg) -> None:
   )
   for key in ('freeze_router', 'stop_combine_grad'):
     check(isinstance(e[key], bool), f'model.moe.{key}={e[key]!r} must be True or False')
-  _validate_router(e)
+  _validate_router(model_cfg)
   if mup.is_mup(model_cfg):
     check(
       mup.base_width(model_cfg) % e.granularity == 0,
@@ -80,13 +80,19 @@ def validate_routed(model_cfg) -> None:
     )
 
 
-def _validate_router(e) -> None:
+def _validate_router(model_cfg) -> None:
   """ConfigError for settings the chosen router (model.moe.router) cannot use."""
-  check = config_lib.check
+  check, e = config_lib.check, model_cfg.moe
   if e.router in routers_lib.INPUT_ROUTERS:
     check(
       e.bias_update_rate == 0,
       f'model.moe.bias_update_rate must be 0 with router={e.router} (the route is a fixed function of the input)',
+    )
+  if e.router in routers_lib.TOKEN_ROUTERS:
+    check(
+      is_sequence_model(model_cfg),
+      f'model.moe.router={e.router} routes by token ids and needs a sequence model (transformer, ffn_stack); '
+      f'model.arch={model_cfg.arch!r} has none (router=hash hashes the input instead)',
     )
   if e.router in routers_lib.SLOT_ROUTERS:
     check(

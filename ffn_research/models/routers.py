@@ -69,28 +69,61 @@ FNV_OFFSET, FNV_PRIME = 2166136261, 16777619
 FMIX_1, FMIX_2 = 0x85EBCA6B, 0xC2B2AE35
 
 
+def _fnv_step(h_T: jax.Array, word_T: jax.Array) -> jax.Array:
+  """One FNV-1a step: h xor word, times the FNV prime (uint32 arithmetic)."""
+  return (h_T ^ word_T) * jnp.uint32(FNV_PRIME)
+
+
+def _fmix32(h: jax.Array) -> jax.Array:
+  """murmur3's finaliser: every input bit moves every output bit."""
+  h = (h ^ (h >> 16)) * jnp.uint32(FMIX_1)
+  h = (h ^ (h >> 13)) * jnp.uint32(FMIX_2)
+  return h ^ (h >> 16)
+
+
 def input_hash(x_TxD: jax.Array) -> jax.Array:
   """uint32 hash of each row: FNV-1a over the float32 bit patterns of its coordinates (one 32-bit
   word per coordinate, in order), then murmur3's fmix32 finaliser. Depends on the exact input only."""
   bits_DxT = jax.lax.bitcast_convert_type(x_TxD.astype(jnp.float32), jnp.uint32).T
-  h_T = jnp.full(x_TxD.shape[:1], FNV_OFFSET, jnp.uint32)
-  h_T, _ = jax.lax.scan(lambda h, b: ((h ^ b) * jnp.uint32(FNV_PRIME), None), h_T, bits_DxT)
-  h_T = (h_T ^ (h_T >> 16)) * jnp.uint32(FMIX_1)
-  h_T = (h_T ^ (h_T >> 13)) * jnp.uint32(FMIX_2)
-  return h_T ^ (h_T >> 16)
+  h_T, _ = jax.lax.scan(
+    lambda h, b: (_fnv_step(h, b), None), jnp.full(x_TxD.shape[:1], FNV_OFFSET, jnp.uint32), bits_DxT
+  )
+  return _fmix32(h_T)
+
+
+def prefix_hash(tokens_BxT: jax.Array) -> jax.Array:
+  """uint32 hash at each position of the token ids at positions 0..t (FNV-1a over the ids, fmix32 per
+  position): the `token_hash` router's input, fixed by the tokens a position sees (causal)."""
+  words_TxB = tokens_BxT.astype(jnp.uint32).T
+  _, h_TxB = jax.lax.scan(
+    lambda h, w: (_fnv_step(h, w),) * 2, jnp.full(tokens_BxT.shape[:1], FNV_OFFSET, jnp.uint32), words_TxB
+  )
+  return _fmix32(h_TxB.T)
+
+
+def _hashed(h_T: jax.Array, num_experts: int, k: int) -> Routing:
+  """Slot j < k gets expert (h mod E + j) mod E, weight 1/k."""
+  first_T = (h_T % jnp.uint32(num_experts)).astype(jnp.int32)
+  expert_TxK = (first_T[:, None] + jnp.arange(k, dtype=jnp.int32)[None, :]) % num_experts
+  probs_TxE = jnp.mean(jax.nn.one_hot(expert_TxK, num_experts, dtype=jnp.float32), axis=1)
+  return Routing(
+    expert_TxK, jnp.full(expert_TxK.shape, 1.0 / k, jnp.float32), jnp.ones(expert_TxK.shape, bool), probs_TxE
+  )
 
 
 def hash_route(logits_TxE, x_TxD, bias_E, k, capacity, renormalize):
   """Fixed hash of the input (hash layers, Roller et al. 2021, on the input's bits rather than a token
   id): slot j < k gets expert (input_hash(x) + j) mod E, weight 1/k; the router weights are unused."""
   del bias_E, capacity, renormalize
-  num_experts = logits_TxE.shape[-1]
-  first_T = (input_hash(x_TxD) % jnp.uint32(num_experts)).astype(jnp.int32)
-  expert_TxK = (first_T[:, None] + jnp.arange(k, dtype=jnp.int32)[None, :]) % num_experts
-  probs_TxE = jnp.mean(jax.nn.one_hot(expert_TxK, num_experts, dtype=jnp.float32), axis=1)
-  return Routing(
-    expert_TxK, jnp.full(expert_TxK.shape, 1.0 / k, jnp.float32), jnp.ones(expert_TxK.shape, bool), probs_TxE
-  )
+  return _hashed(input_hash(x_TxD), logits_TxE.shape[-1], k)
+
+
+def token_hash_route(logits_TxE, hash_Tx1, bias_E, k, capacity, renormalize):
+  """Hash layers on the token ids (Roller et al. 2021): `hash_Tx1` is `prefix_hash` of the ids a
+  position sees (MoE.apply's route_hash), fixed through training whatever the embeddings do; as
+  `hash_route` otherwise."""
+  del bias_E, capacity, renormalize
+  return _hashed(hash_Tx1[:, 0].astype(jnp.uint32), logits_TxE.shape[-1], k)
 
 
 class SoftRouting(NamedTuple):
@@ -124,18 +157,22 @@ def soft(logits_GxMxS: jax.Array) -> SoftRouting:
 
 
 # model.moe.router names. Token routers: fn(logits_TxE, x_TxD, bias_E, k, capacity, renormalize) ->
-# Routing; x_TxD: the router's input (float32, before jitter); only `hash` reads it, the others
-# route on logits. Slot routers (SLOT_ROUTERS): fn(logits_GxMxS) -> SoftRouting (MoE.apply_slots).
+# Routing; x_TxD: the router's input (float32, before jitter), which only `hash` reads (`token_hash` gets
+# MoE.apply's route_hash in its place); the others route on logits. Slot routers (SLOT_ROUTERS):
+# fn(logits_GxMxS) -> SoftRouting (MoE.apply_slots).
 ROUTERS: dict[str, Callable[..., Routing | SoftRouting]] = {
   'softmax_topk': softmax_topk,
   'topk_softmax': topk_softmax,
   'sigmoid': sigmoid_topk,
   'expert_choice': expert_choice,
   'hash': hash_route,
+  'token_hash': token_hash_route,
   'soft': soft,
 }
 # Routers whose choice ignores the logits (no router gradient from any loss).
-INPUT_ROUTERS = ('hash',)
+INPUT_ROUTERS = ('hash', 'token_hash')
+# Routers that read the token ids (MoE.apply's route_hash, from a sequence model), not the input.
+TOKEN_ROUTERS = ('token_hash',)
 # Routers that mix every token of a group into every slot (Soft MoE): no token-to-expert
 # assignment, so no capacity, drops, top_k or dispatch implementation; never causal.
 SLOT_ROUTERS = ('soft',)

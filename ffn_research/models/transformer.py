@@ -28,6 +28,7 @@ from ffn_research import config as config_lib
 from ffn_research.models import ffn as ffn_lib
 from ffn_research.models import inits
 from ffn_research.models import mup
+from ffn_research.models import routers as routers_lib
 from ffn_research.models import sublayer
 
 # Pre-norm layers by name (config key `model.norm`) and their parameters per feature.
@@ -155,12 +156,13 @@ class Block(nnx.Module):
     self.ffn_norm = norm(d, rngs) if model_cfg.use_ffn else None
     self.ffn = sublayer.build_ffn(model_cfg, d, d, rngs, expert_mesh, d_ff_true) if model_cfg.use_ffn else None
 
-  def __call__(self, x_BxTxD: jax.Array, rng: jax.Array | None):
+  def __call__(self, x_BxTxD: jax.Array, rng: jax.Array | None, route_hash_BxT: jax.Array | None = None):
     aux = {}
     if self.attn is not None and self.attn_norm is not None:  # both or neither
       x_BxTxD = x_BxTxD + self.attn(self.attn_norm(x_BxTxD)).astype(x_BxTxD.dtype)
     if self.ffn is not None and self.ffn_norm is not None:  # both or neither
-      y_BxTxD, aux = self.ffn.apply(self.ffn_norm(x_BxTxD), rng=rng)
+      hashed = {} if route_hash_BxT is None else {'route_hash': route_hash_BxT}  # token routers only
+      y_BxTxD, aux = self.ffn.apply(self.ffn_norm(x_BxTxD), rng=rng, **hashed)
       x_BxTxD = x_BxTxD + y_BxTxD.astype(x_BxTxD.dtype)
     return x_BxTxD, aux
 
@@ -211,6 +213,8 @@ class SequenceModel(ffn_lib.Layer):
     # Frozen: fixed random codes in and out, so whatever is learned lives in the blocks
     # (Adam's update for a zero gradient is exactly zero; adamw/lion decay would still shrink them).
     self.freeze = model_cfg.freeze_embeddings
+    e = model_cfg.moe
+    self.token_routed = model_cfg.use_ffn and e.num_experts > 0 and e.router in routers_lib.TOKEN_ROUTERS
 
   def _maybe_frozen(self, w: jax.Array) -> jax.Array:
     return jax.lax.stop_gradient(w) if self.freeze else w
@@ -226,16 +230,24 @@ class SequenceModel(ffn_lib.Layer):
     """Parameter-free mixing across positions before the blocks (none here)."""
     return x_BxTxD
 
-  def forward(self, x_BxTxD: jax.Array, *, rng: jax.Array | None = None, positions: slice | None = None):
+  def forward(
+    self,
+    x_BxTxD: jax.Array,
+    *,
+    rng: jax.Array | None = None,
+    positions: slice | None = None,
+    route_hash_BxT: jax.Array | None = None,
+  ):
     """Embeddings -> (logits_BxPxV, aux): everything after the embedding lookup.
 
     `positions`: the positions to compute logits at (P of them; default all T). The blocks
-    still see every position, so their outputs and aux do not depend on it.
+    still see every position, so their outputs and aux do not depend on it. `route_hash_BxT`:
+    a token router's input (`apply` computes it from the tokens).
     """
     x_BxTxD = self.mix(x_BxTxD)
     aux = {}
     for i, block in enumerate(self.blocks):
-      x_BxTxD, block_aux = block(x_BxTxD, None if rng is None else jax.random.fold_in(rng, i))
+      x_BxTxD, block_aux = block(x_BxTxD, None if rng is None else jax.random.fold_in(rng, i), route_hash_BxT)
       if block.ffn is not None:
         aux[f'layer_{i}'] = block_aux
     if positions is not None:
@@ -245,7 +257,8 @@ class SequenceModel(ffn_lib.Layer):
     return (h_BxPxD @ w_DxV).astype(jnp.float32), aux
 
   def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None, positions: slice | None = None):
-    return self.forward(self.embed_tokens(tokens_BxT), rng=rng, positions=positions)
+    route_hash_BxT = routers_lib.prefix_hash(tokens_BxT) if self.token_routed else None
+    return self.forward(self.embed_tokens(tokens_BxT), rng=rng, positions=positions, route_hash_BxT=route_hash_BxT)
 
   def after_step(self, aux) -> None:
     for i, block in enumerate(self.blocks):

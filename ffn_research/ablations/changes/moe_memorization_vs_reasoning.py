@@ -173,4 +173,20 @@ CHANGES = (
     outcome='no outcome moves: scopes in words (memorization top-2 reproduced 0.761 now reads narrowed)',
     verdicts=(1, 2, 3, 5),
   ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      "after the published run of 2026-11-29 (memorization top-1 G 0.407, invalid: no control for the rule's "
+      'refutation), the control that report named as the next step, with the bar it named: a memorization arm '
+      "of top-1's experts (16 of width 8) routed by a hash of the token ids (model.moe.router = token_hash, new: "
+      'a fact goes to the expert its subject and relation ids hash to, fixed through training), 10 seeds, the '
+      "MoEs' rate grid, the memorization ladder; memorization top-1's `not reproduced` now stands if that arm's G "
+      "has its 95% CI above 0.5 (checks.refutation_control) and is invalid otherwise; top-2's and the overall "
+      "verdicts keep the guard (other experts; reasoning has no control). The run's other arms are reused: only "
+      'the new arm ran'
+    ),
+    outcome='to be filled by the run',
+    verdicts=(1, 3),
+  ),
 )

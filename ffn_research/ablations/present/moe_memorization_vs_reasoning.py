@@ -34,26 +34,27 @@ def _matched_g(sel: pd.DataFrame, scale: str, task: str, r: str) -> str:
 
 def gap_table(result: base.Result) -> pd.DataFrame:
   rows = []
+  cells = [(r, task) for r in study.ROUTERS for task in (*study.TASKS, study.POOL)]
+  cells += [(c, 'memorization') for c in study.CONTROLS]
   for level, sel in (('T', result.full), ('T/2', result.half)):
-    for r in study.ROUTERS:
-      for task in (*study.TASKS, study.POOL):
-        t = study.gaps(sel, result.scale, task, r)
-        g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den'])
-        rows.append(
-          {
-            'budget': level,
-            'router': r,
-            'task': task,
-            'seeds': len(t),
-            'G': g,
-            'CI': f'[{lo:.3g}, {hi:.3g}]',
-            'ci_lo': lo,
-            'ci_hi': hi,
-            'mean MoE - active': t['num'].mean(),
-            'mean total - active': t['den'].mean(),
-            'G, floor at the active-matched dense': _matched_g(sel, result.scale, task, r),
-          }
-        )
+    for r, task in cells:
+      t = study.gaps(sel, result.scale, task, r)
+      g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den'])
+      rows.append(
+        {
+          'budget': level,
+          'router': r,
+          'task': task,
+          'seeds': len(t),
+          'G': g,
+          'CI': f'[{lo:.3g}, {hi:.3g}]',
+          'ci_lo': lo,
+          'ci_hi': hi,
+          'mean MoE - active': t['num'].mean(),
+          'mean total - active': t['den'].mean(),
+          'G, floor at the active-matched dense': _matched_g(sel, result.scale, task, r),
+        }
+      )
   return pd.DataFrame(rows)
 
 
@@ -81,15 +82,17 @@ def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Fi
 def _panel_task(ax, sel: pd.DataFrame, task: str, ylabel: str, experts: int) -> None:
   """`task`'s score vs total parameters at T: the dense sweep, each router's MoE and, for reasoning, the dense widths
   matched to each MoE's active parameters (mean, 95% CI)."""
-  extra = ('matched',) if task == 'shortest_path' else ()
+  extra = ('matched',) if task == 'shortest_path' else tuple(study.CONTROLS) if task == 'memorization' else ()
   for i, arm in enumerate(('dense', *study.ROUTERS, *extra)):
     g = sel[sel['arm'] == (study.MATCHED if arm == 'matched' else f'{task}_{arm}')]
     if not len(g):
       continue
     t = stats.summarize(g, ['num_params'], [study.SCORE[task]])
-    label = {'dense': 'dense (d_ff swept)', 'matched': "dense at each MoE's active parameters"}.get(
-      arm, f'MoE {arm}, E = {experts} (one point)'
-    )
+    label = {
+      'dense': 'dense (d_ff swept)',
+      'matched': "dense at each MoE's active parameters",
+      study.HASH: f'top-1 routed by a token-id hash, E = {experts} (control)',
+    }.get(arm, f'MoE {arm}, E = {experts} (one point)')
     base.errorbar_ci(
       ax,
       t['num_params'],
@@ -136,8 +139,11 @@ def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
     )
   ticks = gap[gap['budget'] == 'T']
   short = {'memorization': 'memo-\nrization', 'shortest_path': 'reasoning', study.POOL: 'pool\n(control)'}
+  control = '\n(control)'
   ax.set_xticks(
-    range(len(ticks)), [f'{r}\n{short[t]}' for r, t in zip(ticks['router'], ticks['task'], strict=True)], fontsize=7
+    range(len(ticks)),
+    [f'{r}\n{short[t]}' + control * (r in study.CONTROLS) for r, t in zip(ticks['router'], ticks['task'], strict=True)],
+    fontsize=7,
   )
   for y, ls in ((0, '-'), (1, ':'), (study.HALF, '--')):
     ax.axhline(y, color='k' if y != study.HALF else 'gray', lw=0.8, ls=ls)
@@ -151,6 +157,11 @@ def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
   )
 
 
+def _control(router: str) -> str:
+  """A gap-table row that is no verdict's: the token-hash control of memorization, or reasoning's storage control."""
+  return 'token-hash control' if router in study.CONTROLS else 'storage control'
+
+
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   s = study.SETTINGS[result.scale]
   gap = gap_table(result)
@@ -160,7 +171,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   ]  # rules' per-task verdicts follow the overall ones, in this order
   outcome = {c: v.outcome for c, v in zip(cells, result.verdicts[len(study.ROUTERS) :], strict=False)}
   headline = '; '.join(
-    f'{r.router} {r.task}: G {r.G:.2f} {r.CI} ({outcome.get((r.router, r.task), "storage control")})'
+    f'{r.router} {r.task}: G {r.G:.2f} {r.CI} ({outcome.get((r.router, r.task), _control(r.router))})'
     for r in at_t.itertuples()
   )
   entropy = s['mem_facts'] * math.log2(study.MEM_VALUES)
