@@ -541,6 +541,9 @@ def test_a_study_without_a_premise_does_not_load(monkeypatch):
     base.Study(**ok, claims=[base.Claim(verdict.SIGN, 's', 'p'), base.Claim(verdict.SIGN, 's', ' ')])
   with pytest.raises(base.StudyError, match="kind 'slope'"):
     base.Study(**ok, claims=[base.Claim('slope', 's', 'p')])
+  with pytest.raises(base.StudyError, match=r'verdict 1 premise has an unformatted \{CONTROL\} \(no f prefix\?\)$'):
+    base.Study(**ok, claims=[base.Claim(verdict.SIGN, 's', 'rule 1 reproduced on {CONTROL} (one teacher)')])
+  base.Study(**ok, claims=[base.Claim(verdict.SIGN, 'rates {0.01, 0.03}', 'p')])  # a set of numbers is text
   from ffn_research import ablations
 
   def broken(name):

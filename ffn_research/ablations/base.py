@@ -10,6 +10,7 @@ See docs/reproduce.md.
 from collections.abc import Callable, Mapping, Sequence
 import dataclasses
 import os
+import re
 import sys
 from typing import Any
 
@@ -169,6 +170,10 @@ class Presentation:
   notes: list[str] = dataclasses.field(default_factory=list)
 
 
+# A name in braces left in a claim's text: a string part that lost its f prefix.
+UNFORMATTED = re.compile(r'\{[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\}')
+
+
 @dataclasses.dataclass(frozen=True)
 class Study:
   """One claim: what it says, the runs that test it, the rule that decides it, and its figure."""
@@ -200,6 +205,8 @@ class Study:
       for field in ('premise', 'scope'):
         if not str(getattr(c, field)).strip():
           raise StudyError(f'study {self.name}: verdict {i} declares no {field}')
+        if hole := UNFORMATTED.search(str(getattr(c, field))):
+          raise StudyError(f'study {self.name}: verdict {i} {field} has an unformatted {hole.group()} (no f prefix?)')
 
   @property
   def scales(self) -> tuple[str, ...]:

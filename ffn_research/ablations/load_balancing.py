@@ -460,8 +460,7 @@ _ROOM = (
   f"room for a collapse: the no-balancing router's step-0 max/mean load lies more than the collapse margin below "
   f'E = {NUM_EXPERTS} (the margin: {COLLAPSE_RISE:g}, or the rise to the load of one expert per cluster if larger, '
   'so that a collapse is not the specialisation the task rewards); and, for a refutation, the setup can produce a '
-  'collapse: rule 1 reproduced on {CONTROL} '
-  f'({CONDITIONS[CONTROL][0]})'
+  f'collapse: rule 1 reproduced on {CONTROL} ({CONDITIONS[CONTROL][0]})'
 )
 
 
