@@ -156,13 +156,14 @@ def _sel(
   dense_mse=0.3,
   frozen_first=False,
   test_lr=0.3,
+  relative_mse=0.1,
 ):
   """A synthetic selection (one budget, each point at its chosen rate): per input condition the load points' load
   change per seed (frozen exactly 0; `conditions`: {condition: change} overriding `change`; held-out MSE 0.1), the
   routing task's dense references (held-out MSE `dense_mse`), the z-loss pilot's diverged flags per rate of LRS (its
   own seeds, 100 ...; the first seeds diverged) and the test arm's at `test_lr` (None: not run), `unstable` = the
   diverged fractions of none, z_loss and frozen (the first seeds diverged; `frozen_first`: the frozen router's the
-  last)."""
+  last), the test arm's held-out relative MSE `relative_mse` (below 1: trained)."""
   change = COLLAPSE if change is None else change
   rng = np.random.default_rng(0)
   rows = []
@@ -221,9 +222,26 @@ def _sel(
             lb.STEPS: 100,
             lb.LR: lr,
             'status': status(bad),
+            'eval_relative_mse': relative_mse,
           }
         )
   return pd.DataFrame(rows)
+
+
+def test_the_zloss_verdict_needs_training_where_runs_do_not_diverge():
+  """At the test rate the runs that did not diverge must have trained (beat the mean predictor on held-out data), or
+  there is no training to stabilise: verdict 3 invalid with the counts, whatever the rule says."""
+  name = 'premise: training works at the test rate where it does not diverge (a training to stabilise)'
+  ok = lb.rules(_sel(seeds=16), 'smoke')[2]
+  (c,) = [c for c in ok.checks if c.name == name]
+  assert ok.outcome == stats.REPRODUCED and c.passed and c.role == stats.PREMISE
+  assert c.detail.startswith(
+    '20 of the 20 learned-router runs (with and without the z-loss) that did not diverge at 0.3'
+  )
+  bad = lb.rules(_sel(seeds=16, relative_mse=5e4), 'smoke')[2]
+  assert bad.outcome == stats.INVALID and bad.raw_outcome == stats.REPRODUCED
+  assert [c.name for c in bad.failed_checks] == [name]
+  assert '0 of the 20 learned-router runs' in bad.detail and 'no training is there to stabilise' in bad.detail
 
 
 def test_verdicts_known_answers_and_points():
@@ -247,7 +265,7 @@ def test_verdicts_known_answers_and_points():
   assert [v[i].outcome for i in (1, 3)] == [stats.REPRODUCED] * 2
   # the fixes make it worse; the z-loss run diverges as often as without it, the frozen router never
   worse = {'none': 1.5, 'switch': 1.9, 'bias': 2.0, 'frozen': 0.0}
-  v = lb.rules(_sel(worse, unstable=(0.75, 0.75, 0.0)), 'smoke')
+  v = lb.rules(_sel(worse, unstable=(0.75, 0.75, 0.0), seeds=16), 'smoke')
   assert [x.outcome for x in v] == [stats.REPRODUCED] + [stats.NOT_REPRODUCED] * 3 + [stats.REPRODUCED]
 
 
@@ -266,11 +284,11 @@ def test_the_test_rate_comes_from_the_pilot_seeds_at_their_longest_budget():
 def test_a_zloss_refutation_needs_the_router_to_be_the_cause():
   """Not reproduced (the z-loss diverges as often) stands only where the learned router diverges more than the
   frozen one; where the frozen router diverges as often, the instability is not the router's: invalid."""
-  v = lb.rules(_sel(unstable=(0.75, 0.75, 0.0)), 'smoke')[2]
+  v = lb.rules(_sel(unstable=(0.75, 0.75, 0.0), seeds=16), 'smoke')[2]
   assert v.outcome == stats.NOT_REPRODUCED
   (c,) = [c for c in v.premises if 'router' in c.name]
   assert c.passed and 'learned minus frozen router, no z-loss, at 0.3: +0.75' in c.detail
-  v = lb.rules(_sel(unstable=(0.75, 0.75, 0.75), frozen_first=True), 'smoke')[2]  # as often, other seeds
+  v = lb.rules(_sel(unstable=(0.75, 0.75, 0.75), frozen_first=True, seeds=16), 'smoke')[2]  # as often, other seeds
   assert v.outcome == stats.INVALID and v.raw_outcome == stats.NOT_REPRODUCED
   assert "the instability is the router's" in v.detail and 'needed for a not reproduced' in v.detail
   v = lb.rules(_sel(unstable=(0.75, 0.0, 0.75)), 'smoke')[2]  # a reproduction needs no control
@@ -310,7 +328,7 @@ def test_every_verdict_declares_its_kind_and_computes_a_premise():
     'premise: room for a collapse above the step-0 load (offset)',
     'premise: the setup can produce a collapse (the one-teacher control collapses)',
   ]
-  assert [len(x.premises) for x in v] == [2, 1, 3, 1, 2] and all(c.passed for x in v for c in x.premises)
+  assert [len(x.premises) for x in v] == [2, 1, 4, 1, 2] and all(c.passed for x in v for c in x.premises)
 
 
 def test_the_zloss_claim_is_back_after_its_drop_was_refused():

@@ -1038,3 +1038,10 @@ def test_the_ledger_records_each_training_invocation_not_a_judging_one(tmp_path)
   again = runner.run_study(_study(cap_s=1e9, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
   assert again['regime']['spent_ref_s'] == pytest.approx(reg['spent_s'] / 2)
   assert json.loads(path.read_text())[runner.LEDGER_KEY] == [[0.0, 2 * regime.REFERENCE_STEP_S]]
+  # a changed regime (here a third seed) starts the loop afresh but keeps the ledger: the runs on disk
+  # are still priced at the step of the invocation that ran them
+  study = _study(cap_s=1e9, level=12)
+  study = dataclasses.replace(study, regimes={'smoke': dataclasses.replace(study.regimes['smoke'], seeds=3)})
+  redesigned = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
+  assert json.loads(path.read_text())[runner.LEDGER_KEY][0] == [0.0, 2 * regime.REFERENCE_STEP_S]
+  assert redesigned['regime']['spent_ref_s'] < redesigned['regime']['spent_s']

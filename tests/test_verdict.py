@@ -634,3 +634,14 @@ def test_paired_binary_is_the_exact_mcnemar_test():
   assert rules_lib.paired_binary([1, 0], [0, 0], expect='less', claim='').outcome == verdict.INCONCLUSIVE  # 2 pairs
   with pytest.raises(ValueError, match='0/1'):
     rules_lib.paired_binary([0.5, 1, 0], [0, 0, 0], expect='less', claim='')
+
+
+def test_the_commit_line_names_the_runs_commits_when_a_later_commit_judged():
+  env = {'commit': '9d9514533c4b', 'date': '2026-11-30 03:27 UTC'}
+  same = {'environment': env, 'regime': {'iterations': [{'commit': '9d9514533c4b'}]}}
+  assert report_lib._commit_line(same) == '- commit 9d9514533c4b, 2026-11-30 03:27 UTC'
+  older = {'environment': env, 'regime': {'iterations': [{'commit': '539b25fdb4b7'}, {'commit': '539b25fdb4b7'}]}}
+  assert report_lib._commit_line(older) == (
+    '- judged at commit 9d9514533c4b, 2026-11-30 03:27 UTC; the runs at 539b25fdb4b7 (the regime table)'
+  )
+  assert report_lib._commit_line({'environment': env}) == '- commit 9d9514533c4b, 2026-11-30 03:27 UTC'

@@ -431,7 +431,7 @@ def refutation_control(
   it) must be reproduced where `v`'s rule alone refutes; other outcomes do not need it. Its numbers are shown
   whatever it gates."""
   needed = v.raw_outcome == stats.NOT_REPRODUCED
-  shown = f'{what}: {control.statistic:+.3g} [{control.ci[0]:+.3g}, {control.ci[1]:+.3g}], {control.outcome}'
+  shown = f'{what}: {control.statistic:+.4g} [{control.ci[0]:+.4g}, {control.ci[1]:+.4g}], {control.outcome}'
   ok = control.outcome == stats.REPRODUCED or not needed
   why = '; needed for a not reproduced' if needed else '; needed only for a refutation, not for this outcome'
   return stats.as_premise(stats.Check(name, ok, shown + ('' if needed and ok else why), points=points))

@@ -372,12 +372,22 @@ def _setup_md(report: dict[str, Any]) -> list[str]:
     '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())) + on_disk,
     f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
     f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
-    f'- commit {env["commit"]}, {env["date"]}',
+    _commit_line(report),
     f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this '
     f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
     f"{report['compute_time_s']:.0f} s summed over the runs' own wall times",
     '',
   ]
+
+
+def _commit_line(report: dict[str, Any]) -> str:
+  """The commit that wrote the report and, where they differ (a --judge_only over older runs), the passes' commits."""
+  env = report['environment']
+  passes = dict.fromkeys(it.get('commit') for it in (report.get('regime') or {}).get('iterations', []))
+  older = [str(c)[:12] for c in passes if c and str(c)[:7] != str(env['commit'])[:7]]
+  if not older:
+    return f'- commit {env["commit"]}, {env["date"]}'
+  return f'- judged at commit {env["commit"]}, {env["date"]}; the runs at {", ".join(older)} (the regime table)'
 
 
 def _results_md(report: dict[str, Any]) -> list[str]:

@@ -81,7 +81,8 @@ def _points(arms: Sequence[base.Arm]) -> dict[str, tuple[base.Arm, dict[str, Any
 
 
 def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str, Any]:
-  """The loop's record (state per point, iterations, wall time); a fresh one if the scale or regime changed."""
+  """The loop's record (state per point, iterations, wall time, ledger); a fresh one if the scale or regime changed
+  (the passes so far marked earlier, the wall time and the ledger kept)."""
   regime = study.regimes[scale]
   policy = io_lib.json_safe(json.loads(json.dumps(dataclasses.asdict(regime))))
   policy['arms'] = sorted(
@@ -98,6 +99,8 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
       )
       earlier = [{**it, 'earlier': True} for it in rec.get('iterations', [])]
       fresh = {**fresh, 'iterations': earlier, 'wall_s': float(rec.get('wall_s') or 0.0)}
+      if LEDGER_KEY in rec:  # the runs on disk keep the steps that priced them
+        fresh[LEDGER_KEY] = rec[LEDGER_KEY]
     rec = fresh
   state = regime_lib.state_from_json(rec['state'])
   start = regime_lib.initial_state(

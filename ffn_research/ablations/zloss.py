@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 import pandas as pd
+from scipy import stats as scipy_stats
 
 from ffn_research import rules as rules_lib
 from ffn_research import stats
@@ -22,6 +23,7 @@ from ffn_research.ablations import regime as regime_lib
 Z_COEF = 1e-3  # Zoph et al. 2022
 Z_KEY = 'model.moe.z_loss_coef'
 PREMISE_FRACTION = 0.25  # the test rate: the smallest with this unstable fraction of the pilot's seeds
+TRAINED_SHARE = 0.5  # premise: of the learned-router runs that did not diverge, this share trained (CI lower end)
 UNSTABLE, PILOT = 'unstable', 'pilot_lr'  # the test arm's name, the pilot arms' prefix
 LR, STEPS = regime_lib.LR, regime_lib.STEPS
 PILOT_FIRST_SEED = 1000  # the pilot's seeds: no other arm runs them
@@ -79,6 +81,32 @@ def pilot_rate(frame: pd.DataFrame) -> float:
   return test_rate(z[z[STEPS] == z[STEPS].max()]) if len(z) else math.nan
 
 
+def trained_check(sel: pd.DataFrame, lr: float) -> stats.Check:
+  """Premise: training works at the test rate where it does not diverge, so there is a training to stabilise: of the
+  learned-router runs (none and z_loss) that completed, the share whose held-out MSE beats the mean predictor
+  (eval_relative_mse < 1) has its Clopper-Pearson 95% lower end at least TRAINED_SHARE. Added after the cold review
+  of 2026-11-30 (changes/)."""
+  learned = sel['point'].isin([f'{UNSTABLE}: none', f'{UNSTABLE}: z_loss'])
+  z = sel[learned & (sel['status'] == 'completed')]
+  rel = z['eval_relative_mse'].astype(float) if 'eval_relative_mse' in z else pd.Series(dtype=float)
+  k, n = int((rel < 1).sum()), int(rel.notna().sum())
+  lo, hi = scipy_stats.binomtest(k, n).proportion_ci(stats.CONFIDENCE, method='exact') if n else (math.nan,) * 2
+  detail = (
+    f'{k} of the {n} learned-router runs (with and without the z-loss) that did not diverge at {lr:g} end with '
+    'held-out MSE below the variance of the '
+    f'targets (relative MSE < 1; median {rel.median():.3g}): share {k / n if n else math.nan:.3g}, 95% CI '
+    f'[{lo:.3g}, {hi:.3g}] (Clopper-Pearson); the lower end must be >= {TRAINED_SHARE:g}'
+  )
+  if not (n and lo >= TRAINED_SHARE):
+    detail += (
+      '; where runs do not diverge they do not train either, so no training is there to stabilise and a fix of '
+      'the router logits cannot be read (next step: instability defined by training failure, held-out relative '
+      'MSE >= 1, in the pilot; a float32 router point)'
+    )
+  name = 'premise: training works at the test rate where it does not diverge (a training to stabilise)'
+  return stats.as_premise(stats.Check(name, bool(n and lo >= TRAINED_SHARE), detail))
+
+
 def verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
   """Rule 3 at the rate the pilot fixed at its longest budget (the test arm's one rate), gated on its premises."""
   z = with_unstable(sel)
@@ -114,5 +142,6 @@ def verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
     f'diverged fraction, learned minus frozen router, no z-loss, at {lr:g}',
     router,
   )
-  premises = [stats.as_premise(exists)] + ([stats.as_premise(marginal), control] if math.isfinite(lr) else [])
+  measured = [stats.as_premise(marginal), trained_check(sel, lr), control]
+  premises = [stats.as_premise(exists)] + (measured if math.isfinite(lr) else [])
   return dataclasses.replace(stats.gate(v, premises), points=points(scale))

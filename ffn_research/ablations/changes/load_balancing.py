@@ -193,9 +193,43 @@ CHANGES = (
       'there; was a rise above 0), as their claim says; the collapse verdicts (1, 5): the specialisation premise '
       '(step-0 load + 1 above 8 / H_8 = 2.94, which fails by construction on centred inputs: the step-0 load, 1.55 to '
       '1.93, does not depend on the expert width) becomes part of the rule, a collapse being a rise past both +1 and '
-      'the load of one expert per cluster (collapse_margin: about 1.34 on centred), so verdict 5 can be decided'
+      'the load of one expert per cluster (collapse_margin: about 1.3 on centred; 1.315 in the run), so verdict 5 can '
+      'be decided'
     ),
-    outcome='to be filled by the run',
+    outcome=(
+      'the published report (runs of 2026-11-26 / 2026-11-29, experts of width 64) -> the first run of this design '
+      '(2026-11-30 00:38 -> 03:23, 539b25f; 3,369 run-seconds, 1,755 reference-seconds of the 5,400 cap): collapse on '
+      'offset not reproduced -0.018 [-0.377, +0.341] -> not reproduced +0.099 [-0.202, +0.399], now with its '
+      'positive control (control +2.40 [+1.58, +3.23]); Switch reproduced -5.70 -> reproduced -5.54 [-6.14, -4.93]; '
+      'z-loss invalid (0 [0, 0], no rate where the pilot was unstable) -> inconclusive +0.078 [-0.111, +0.253] (64 '
+      "seeds at the pilot's rate 2, exact McNemar p 0.49); bias reproduced -5.42 -> reproduced -5.55 [-6.20, -4.90]; "
+      'collapse on centred invalid (specialisation premise) +0.319 -> not reproduced +0.733 [+0.521, +0.945] against '
+      'the margin 1.315'
+    ),
+    verdicts=(1, 2, 3, 4, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      'after a cold review of that run, before publishing (the same runs, judged again): verdict 3 gains a premise, '
+      'training works at the test rate where runs do not diverge (of the learned-router runs that completed, the '
+      'share beating the mean predictor on held-out data, Clopper-Pearson lower end >= 0.5: zloss.trained_check), '
+      'because at rate 2 none of the 61 that completed trained (held-out relative MSE 1.5e4 and above) and every '
+      "learned-router run spiked above 1e4 x its first loss: the 'marginal instability' the premise read was the "
+      "blow-up rule's patience, not a training that diverges sometimes (the pilot stops training from rate 0.17, the "
+      'rule fires from 1.5); scopes narrowed in words: collapse on offset read at every rate and the router settling '
+      'at one expert per cluster; the fixes balance the load (finals about 1.25 against 6.8), on the width-64 '
+      "run's seeds, the bias failing at Adam 0.1 and cancelling a constant per-expert logit by construction; the "
+      "z-loss scope's rate ratio (2.3-100x, not 7-300x) and its spike wording; collapse on centred decided by its "
+      'margin, set before the run after earlier results, with the rise still growing at a fixed rate; the report '
+      "names the runs' commit beside the judging one"
+    ),
+    outcome=(
+      'z-loss inconclusive +0.078 -> invalid (no training to stabilise at the test rate: 0 of 61); collapse on offset '
+      '(not reproduced), Switch and bias (reproduced) and collapse on centred (not reproduced) unchanged, narrowed '
+      'in words'
+    ),
     verdicts=(1, 2, 3, 4, 5),
   ),
 )

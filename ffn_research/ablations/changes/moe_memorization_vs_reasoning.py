@@ -175,7 +175,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='def7a9e',
     change=(
       "after the published run of 2026-11-29 (memorization top-1 G 0.407, invalid: no control for the rule's "
       'refutation), the control that report named as the next step, with the bar it named: a memorization arm '
@@ -186,7 +186,32 @@ CHANGES = (
       "verdicts keep the guard (other experts; reasoning has no control). The run's other arms are reused: only "
       'the new arm ran'
     ),
-    outcome='to be filled by the run',
+    outcome=(
+      'the published run (2026-11-29 22:52, 6840a19) -> that run with the control arm added (2026-11-30 03:25 -> '
+      '03:32, def7a9e; only the new arm ran, 120 runs, about 390 run-seconds; the runner added the rate 0.3 above '
+      'its grid, and 0.1 won at every budget): memorization top-1 invalid 0.407 (no control) -> not reproduced 0.407 '
+      '[0.382, 0.446] (Holm 0.0006), its control G 0.98 [0.96, 1.005] at T (1.58 at T/4, 1.10 at T/2); overall top-1 '
+      'invalid -> invalid (its reasoning half has no control). The control differs from top-1 in more than the '
+      "routing given: its gate weight is 1 (top-1's is the softmax p), its split is balanced by construction, its "
+      'rate is its own (0.1 against 0.03); its router is computed, unused and counted in its parameters. The model '
+      'and router code it needed (token_hash) touches no reused arm (none routes by a hash)'
+    ),
     verdicts=(1, 3),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      "after a cold review of the control's run, before publishing (the same runs, judged again): memorization "
+      "top-1's scope says what its refutation is of (the learned router's routing or gating at this budget, not the "
+      "experts' capacity: the control's G and how it differs from top-1); the setup names the control; the control's "
+      'CI prints four digits (it had shown 1.005 as 1); one colour per arm in every panel; the regime record kept '
+      'its ledger when an added arm restarted the loop (runner: the 03:25 invocation had repriced the 5,639 '
+      'run-seconds of 2026-11-29 at its own reference step, 0.300 ms, not 0.251: the record was repaired by hand '
+      'to its published step)'
+    ),
+    outcome='no outcome moves: memorization top-1 not reproduced, narrowed in words; the spent reference-seconds '
+    'corrected',
+    verdicts=(3,),
   ),
 )

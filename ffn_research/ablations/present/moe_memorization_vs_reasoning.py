@@ -79,11 +79,20 @@ def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Fi
   )
 
 
+COLORS = {
+  'dense': 'C0',
+  'top1': 'C1',
+  'top2': 'C2',
+  'matched': 'C3',
+  study.HASH: 'C4',
+}  # one colour per arm, every panel
+
+
 def _panel_task(ax, sel: pd.DataFrame, task: str, ylabel: str, experts: int) -> None:
   """`task`'s score vs total parameters at T: the dense sweep, each router's MoE and, for reasoning, the dense widths
   matched to each MoE's active parameters (mean, 95% CI)."""
   extra = ('matched',) if task == 'shortest_path' else tuple(study.CONTROLS) if task == 'memorization' else ()
-  for i, arm in enumerate(('dense', *study.ROUTERS, *extra)):
+  for arm in ('dense', *study.ROUTERS, *extra):
     g = sel[sel['arm'] == (study.MATCHED if arm == 'matched' else f'{task}_{arm}')]
     if not len(g):
       continue
@@ -100,7 +109,7 @@ def _panel_task(ax, sel: pd.DataFrame, task: str, ylabel: str, experts: int) -> 
       t[f'{study.SCORE[task]}_ci_lo'],
       t[f'{study.SCORE[task]}_ci_hi'],
       fmt=('s--' if arm == 'dense' else 'D' if arm == 'matched' else 'o'),
-      color=f'C{i}',
+      color=COLORS[arm],
       label=label,
     )
   if task == 'shortest_path' and 'chance_accuracy' in sel:
