@@ -2,6 +2,7 @@
 points, and `invalid` where a study check fails), the MoE ratio's bootstrap p, and its arms (valid configs,
 one program per dense arm, E exposures at T and T/2)."""
 
+import itertools
 import math
 
 import jax.numpy as jnp
@@ -87,6 +88,7 @@ def _sel(
   noise=0.01,
   rl=(1.0, 0.3),
   expressible=True,
+  hashed=(1.0, 1.0),
 ):
   """A selection like the runner's (one rate per point) at the full scale: bits = bpp[E] size0 (size/size0)^power,
   times 1 - 0.1 |log2(N / peak)| with the peak at peak(N grid) of the size (its middle or first N), times
@@ -110,17 +112,17 @@ def _sel(
           )
           for s in range(seeds)
         ]
-  for k in mc.MOE_TOP_KS:
-    for x, ns in S['moe_facts'].items():
+  for k, (h, facts) in itertools.product(mc.MOE_TOP_KS, ((False, S['moe_facts']), (True, S['hash_facts']))):
+    for x, ns in facts.items():
       w, size, active, experts = _moe_shape(k, x, expressible)
       for n in ns:
         rows += [
           _row(
-            mc.arm_name(S['moe_e'], n, k),
+            mc.arm_name(S['moe_e'], n, k, hashed=h),
             mc.moe_label(x),
             size,
             s,
-            moe[k - 1]
+            (hashed if h else moe)[k - 1]
             * dense_bpp(S['moe_e'], size)
             * size
             * (1 - 0.1 * abs(math.log2(n / ns[1])))
@@ -165,8 +167,10 @@ def test_rules_known_answers_and_points():
   ]
   assert [[c.role for c in v.checks].count(stats.PREMISE) for v in vs] == [1, 1, 1, 3, 3]  # MoE: + routing, control
   assert vs[0].checks[0].remedy == stats.DOUBLE_STEPS and set(vs[0].checks[0].points) == dense_1000
-  # a refutation of the MoE verdicts has no positive control built: invalid (the rule alone: not reproduced)
+  # a refutation of the MoE verdicts stands on its token-hash control (test_an_moe_refutation_stands_only_on_...)
   vs = mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')
+  assert [v.outcome for v in vs] == [NR, R, R, NR, R]
+  vs = mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9), hashed=(0.5, 1.0)), 'full')
   assert [v.outcome for v in vs] == [NR, R, R, INV, R] and vs[3].raw_outcome == NR
 
 
@@ -263,11 +267,12 @@ def test_an_moe_refutation_needs_routing_to_matter_at_every_size():
   (c,) = [c for c in v[3].premises if c.name.startswith('premise: routing matters')]
   assert not c.passed and 'FAILS: 2,416 total / 736 active parameters: 0.979x [' in c.detail
   assert '7,152 total / 992 active parameters: 2.17x' in c.detail and 'needed only' not in c.detail
-  (guard,) = [c for c in v[3].premises if c.name.startswith('premise: a positive control for a refutation')]
-  assert not guard.passed and 'not built' in guard.detail and 'the rule alone: not reproduced, 0.3' in guard.detail
-  assert '2,416 parameters: 0.298' in guard.detail and '7,152 parameters: 0.301' in guard.detail  # per MoE size
-  ok = mc.rules(_sel(moe=(0.5, 0.9)), 'full')[3]  # routing passes: still invalid, on the missing control alone
-  assert ok.outcome == INV and [c.passed for c in ok.premises] == [True, True, False]
+  (control,) = [c for c in v[3].premises if c.name.startswith('premise: a positive control for a refutation')]
+  assert control.passed and 'routed by a hash of the token ids' in control.detail  # the hashed MoE keeps 1.0
+  assert '2,416 parameters: 0.298' in control.detail and '7,152 parameters: 0.301' in control.detail  # per MoE size
+  ok = mc.rules(_sel(moe=(0.5, 0.9)), 'full')[3]  # routing matters and the control passes: the refutation stands
+  assert ok.outcome == NR and all(c.passed for c in ok.premises)
+  assert ok.points[-4:] == tuple(f'moe_k1h_e1000_n{n}: experts=4' for n in (256, 512, 1024, 2048))
   (c2,) = [c for c in v[4].premises if c.name.startswith('premise: routing matters')]
   assert c2.passed and 'needed only for a not reproduced' in c2.detail
   mem = mc.memorization_rows(_sel(moe=(0.3, 0.9)))
@@ -278,6 +283,24 @@ def test_an_moe_refutation_needs_routing_to_matter_at_every_size():
   smallest = dense[dense[mc.SIZE] == dense[mc.SIZE].min()].set_index(mc.SEED)
   clamped = (smallest['bits_stored'] / smallest[mc.SIZE]).loc[small[mc.SEED]].to_numpy()
   assert want == pytest.approx(0.979, abs=0.001) and np.allclose(small['dense_bpa'], clamped)  # below the range
+
+
+def test_an_moe_refutation_stands_only_on_the_token_hash_control():
+  """Rule 3's not reproduced needs the same experts routed by a hash of the token ids to keep >= 1/1.3 of dense per
+  total parameter (rule 3 on them); where they do not, it is invalid with both numbers; a reproduced does not read
+  them."""
+  name = 'premise: a positive control for a refutation (the same experts with routing given keep >= 1/1.3)'
+  mem = mc.memorization_rows(_sel(moe=(0.5, 0.9), hashed=(0.5, 1.0)))
+  control = mc.hash_control(mc.family(mem, 1, 1000, hashed=True), mc.family(mem, 0, 1000), 1, mc.SETTINGS['full'])
+  assert control.outcome == NR and control.statistic == pytest.approx(0.5, abs=0.02) and control.n == 5
+  v = mc.rules(_sel(moe=(0.5, 0.9), hashed=(0.5, 1.0)), 'full')
+  assert v[3].outcome == INV and v[3].raw_outcome == NR and [c.name for c in v[3].failed_checks] == [name]
+  assert f'{control.statistic:+.4g}' in v[3].detail and 'needed for a not reproduced' in v[3].detail
+  assert v[4].outcome == R  # top-2 reproduced: its control (1.0) shown, not needed
+  (c,) = [c for c in v[4].premises if c.name == name]
+  assert c.passed and 'needed only for a refutation' in c.detail and not c.points
+  assert not mc.family(mem, 1, 1000).equals(mc.family(mem, 1, 1000, hashed=True))  # the families are apart
+  assert set(mc.family(mem, 1, 1000, hashed=True)[mc.SIZE]) == {2416}  # the control at the smaller size only
 
 
 def test_claims_declare_kind_scope_and_premise_per_verdict():
@@ -333,12 +356,15 @@ def test_present_on_a_synthetic_result(tmp_path):
   )
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures) and len(shown.figures) == 2
   peaks = shown.tables[0].frame
-  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_facts'])
+  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * (len(S['moe_facts']) + len(S['hash_facts']))
+  assert (peaks['router'] == 'token hash (control)').sum() == len(mc.MOE_TOP_KS) * len(S['hash_facts'])
   dense = peaks[(peaks[mc.K] == 0) & (peaks[mc.E] == 1000)].set_index('d_ff')
   assert list(dense['peak N']) == [1024, 1024, 2048] and set(dense['seeds']) == {5}
   np.testing.assert_allclose(dense['bits/non-emb param'], 2.0, rtol=0.02)
   moe = shown.tables[2].frame  # per top-k and MoE size
-  assert list(moe[mc.K]) == [1, 1, 2, 2] and list(moe['total non-emb params']) == [2416, 7152] * 2
+  assert list(moe[mc.K]) == [1, 1, 2, 2, 1, 2] and list(moe['total non-emb params']) == [2416, 7152] * 2 + [2416] * 2
+  assert list(moe['router']) == ['learned'] * 4 + ['token hash (control)'] * 2
+  np.testing.assert_allclose(moe['MoE / dense'], [0.9] * 4 + [1.0] * 2, rtol=0.03)
   assert 'MoE top-2' in shown.headline
 
 
@@ -356,7 +382,10 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
       if arm.name == 'random_labels':
         assert not arm.tuned and c.train.learning_rate == 1e-2 and t in (s['rl_steps'], s['rl_steps'] // 2)
         continue
-      top_k, e, n = (int(x or 0) for x in mc._ARM.match(arm.name).groups())
+      k_, h, e_, n_ = mc._ARM.match(arm.name).groups()
+      top_k, e, n, hashed = int(k_ or 0), int(e_), int(n_), h == 'h'
+      assert c.model.moe.router == ('token_hash' if hashed else 'softmax_topk' if top_k else c.model.moe.router)
+      assert not hashed or {o.get(mc.EXPERTS) for o in arm.points.values()} <= set(s['hash_facts'])
       assert c.model.freeze_embeddings and c.task.num_facts == n and c.train.steps * c.train.batch_size == e * n
       assert steps == s['exposures'][e] and len(sweep.group_runs(runs)) == (len(runs) if top_k else 1)
       experts = {o.get(mc.EXPERTS) for o in arm.points.values()}

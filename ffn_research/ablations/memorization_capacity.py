@@ -49,6 +49,10 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
      arm's size range (no clamped extrapolation); the arm before issue 46 (16 experts 1 wide, the router 512 of
      2,128 total parameters, below the dense range) failed it. Gated also on (b) for the MoE arm and the dense
      arm at its E; no slope check: the comparison is at matched size, and 2 MoE sizes cannot give a slope CI.
+     A `not reproduced` stands only on its positive control (checks.refutation_control; built 2026-11-30, after
+     the published refutations, which were invalid without it): the same MoE at the smaller size routed by a hash
+     of the token ids (`token_hash`: a fact's route fixed by its subject and relation, whatever the router learns),
+     at the same k, N grid, rates and budgets, rule 3 reproduced on it; else `invalid` with both numbers.
 (b): a peak at the largest N fails if it rises >= 5% over the next N; a peak at the smallest N fails unless
 its bits exceed (N/2) log2 V, all that a grid point below could hold.
 Rate edges: a verdict reads a size only at its peak N, so an N whose every fact stored (N log2 V bits) is below
@@ -96,6 +100,7 @@ class Settings(TypedDict):
   moe_e: int
   moe_width: int  # each expert's width (d_ff of an expert)
   moe_facts: dict[int, tuple[int, ...]]  # number of experts (an MoE size) -> its N grid
+  hash_facts: dict[int, tuple[int, ...]]  # the control's MoE size (experts) -> its N grid: routing given
   rl_points: tuple[int, ...]
   rl_steps: int
 
@@ -112,6 +117,7 @@ SETTINGS: dict[str, Settings] = {
     moe_e=100,
     moe_width=8,
     moe_facts={4: (128,), 8: (128,)},
+    hash_facts={4: (128,)},
     rl_points=(256, 2048),
     rl_steps=100,
   ),
@@ -124,6 +130,7 @@ SETTINGS: dict[str, Settings] = {
     moe_e=100,
     moe_width=8,
     moe_facts={4: (256, 512, 1024), 8: (512, 1024, 2048)},
+    hash_facts={4: (256, 512, 1024)},
     rl_points=(256, 1024, 2048),
     rl_steps=2000,
   ),
@@ -136,6 +143,7 @@ SETTINGS: dict[str, Settings] = {
     moe_e=1000,
     moe_width=8,
     moe_facts={4: (256, 512, 1024, 2048), 12: (1024, 2048, 4096)},  # 2,416 and 7,152 parameters: inside the dense range
+    hash_facts={4: (256, 512, 1024, 2048)},  # the control at the smaller size only (the cap)
     rl_points=(128, 256, 512, 1024, 2048),
     rl_steps=4000,
   ),
@@ -151,7 +159,7 @@ MOE_TOP_KS = (1, 2)
 # put the E = 1,000 dense arm at 8,000 steps of N/8 near its old cost (~2,300 run-seconds: a step of N/8 ran 8.5x
 # faster than one of N) and the MoE arms (2 sizes, 6 N, top-1 and top-2) at 2,000-4,000; two hours, above issue
 # 46's 60-minute guide, rather than a cap that stops the run before its ladders.
-FULL_CAP = 7200.0
+FULL_CAP = 9000.0  # 7,200 until the hash control (issue 46; the run of 2026-11-27 spent 7,980 without it)
 MOE_FACTOR = 1.3  # rule 3: MoE keeps at least 1 / 1.3 of dense bits per total parameter
 MOE_MIN_WIDTH = 8  # premise (d): experts at least this wide
 MOE_MAX_ROUTER = 0.10  # premise (d): the router under this share of the MoE's total non-embedding parameters
@@ -160,12 +168,13 @@ RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
 RL_FIT_LEVEL = 0.9
 SEED, E, K = regime_lib.SEED, 'exposures', 'top_k'
-_ARM = re.compile(r'(?:moe_k(\d+)_)?e(\d+)_n(\d+)$')
+_ARM = re.compile(r'(?:moe_k(\d+)(h?)_)?e(\d+)_n(\d+)$')
+HASHED = 'hashed'  # memorization_rows: the arm routes by a hash of the token ids (the MoE verdicts' control)
 EXPERTS = 'model.moe.num_experts'
 
 
-def arm_name(exposures: int, facts: int, top_k: int = 0) -> str:
-  return f'moe_k{top_k}_e{exposures}_n{facts}' if top_k else f'e{exposures}_n{facts}'
+def arm_name(exposures: int, facts: int, top_k: int = 0, hashed: bool = False) -> str:
+  return f'moe_k{top_k}{"h" * hashed}_e{exposures}_n{facts}' if top_k else f'e{exposures}_n{facts}'
 
 
 def moe_label(experts: int) -> str:
@@ -188,10 +197,11 @@ def _memorization_base(s: Settings, facts: int):
   return c
 
 
-def _moe_base(s: Settings, facts: int, top_k: int):
+def _moe_base(s: Settings, facts: int, top_k: int, hashed: bool = False):
   c = _memorization_base(s, facts)
   e = c.model.moe
-  e.num_experts, e.top_k, e.router, e.capacity_factor = max(s['moe_facts']), top_k, 'softmax_topk', 0.0
+  e.num_experts, e.top_k, e.capacity_factor = max(s['moe_facts']), top_k, 0.0
+  e.router = 'token_hash' if hashed else 'softmax_topk'  # the control: routing given by the fact's token ids
   return c
 
 
@@ -227,18 +237,19 @@ def arms(scale: str) -> list[base.Arm]:
         )
       )
   moe_steps = s['exposures'][s['moe_e']] // unit
-  for k in MOE_TOP_KS:
-    out += [
-      base.Arm(
-        arm_name(s['moe_e'], n, k),
-        _moe_base(s, n, k),
-        {moe_label(x): {EXPERTS: x, 'model.d_ff': s['moe_width']} for x, ns in s['moe_facts'].items() if n in ns},
-        budget=_exposure_budget(s['moe_e'], n),
-        rates=rates,
-        steps_factor=moe_steps,
-      )
-      for n in sorted({n for ns in s['moe_facts'].values() for n in ns})
-    ]
+  for hashed, facts in ((False, s['moe_facts']), (True, s['hash_facts'])):
+    for k in MOE_TOP_KS:
+      out += [
+        base.Arm(
+          arm_name(s['moe_e'], n, k, hashed),
+          _moe_base(s, n, k, hashed),
+          {moe_label(x): {EXPERTS: x, 'model.d_ff': s['moe_width']} for x, ns in facts.items() if n in ns},
+          budget=_exposure_budget(s['moe_e'], n),
+          rates=rates,
+          steps_factor=moe_steps,
+        )
+        for n in sorted({n for ns in facts.values() for n in ns})
+      ]
   out.append(
     base.Arm(
       'random_labels',
@@ -257,9 +268,10 @@ def arms(scale: str) -> list[base.Arm]:
 def memorization_rows(sel: pd.DataFrame) -> pd.DataFrame:
   """The memorization runs of a selection with their top_k (0 = dense), E and N read from the arm's name."""
   keys = sel['arm'].str.extract(_ARM)
-  mem = sel[keys[2].notna()].copy()
-  keys = keys[keys[2].notna()]
-  mem[K], mem[E], mem[N] = keys[0].fillna('0').astype(int), keys[1].astype(int), keys[2].astype(int)
+  mem = sel[keys[3].notna()].copy()
+  keys = keys[keys[3].notna()]
+  mem[K], mem[E], mem[N] = keys[0].fillna('0').astype(int), keys[2].astype(int), keys[3].astype(int)
+  mem[HASHED] = keys[1] == 'h'
   mem[SIZE] = mem[SIZE].astype(int)
   mem['active'] = mem[SIZE] - mem['num_ffn_params'] + mem['num_active_ffn_params']
   return mem
@@ -268,8 +280,9 @@ def memorization_rows(sel: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- verdicts (pure in the selection)
 
 
-def family(mem: pd.DataFrame, top_k: int, exposures: int) -> pd.DataFrame:
-  return mem[(mem[K] == top_k) & (mem[E] == exposures)]
+def family(mem: pd.DataFrame, top_k: int, exposures: int, hashed: bool = False) -> pd.DataFrame:
+  """The runs of one arm family: dense (top_k 0) or an MoE's, learned or (hashed) routed by the token ids."""
+  return mem[(mem[K] == top_k) & (mem[E] == exposures) & (mem[HASHED] == hashed)]
 
 
 def capacity_verdict(mem: pd.DataFrame, exposures: int, s: Settings) -> stats.Verdict:
@@ -415,7 +428,7 @@ def moe_premise(moe: pd.DataFrame, dense: pd.DataFrame, top_k: int) -> stats.Che
 def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
   """Rule 3 with check (b) on the MoE arm and the dense arm at its E."""
   e, floor = s['moe_e'], 1 / MOE_FACTOR
-  moe, dense = family(mem, top_k, e), family(mem, 0, e)
+  moe, dense, hashed = family(mem, top_k, e), family(mem, 0, e), family(mem, top_k, e, hashed=True)
   by_size = moe_pairs(peaks(moe), peaks(dense))
   pairs = by_size.groupby(SEED)[['moe_bpp', 'dense_bpp']].mean()
   r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
@@ -439,37 +452,62 @@ def moe_verdict(mem: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
     boundaries=(floor,),
     points=tuple(f'{arm_name(e, n, top_k)}: {moe_label(x)}' for x, ns in s['moe_facts'].items() for n in ns)
     + tuple(dense_label(e, n, f) for f, ns in s['d_ffs'].items() for n in ns),
-    settled={**settled(moe, s['values']), **settled(dense, s['values'])},
+    settled={**settled(moe, s['values']), **settled(dense, s['values']), **settled(hashed, s['values'])},
   )
+  control = moe_control(v, by_size, hash_control(hashed, dense, top_k, s), top_k, s)
+  v = dataclasses.replace(v, points=v.points + control.points)
   return stats.gate(
     v,
     [
       moe_premise(moe, dense, top_k),
       routing_check(by_size, f'top-{top_k}', needed=v.outcome == stats.NOT_REPRODUCED),
-      moe_control(v, by_size),
+      control,
       peak_inside_check(moe, f'MoE top-{top_k}', s['values']),
       peak_inside_check(dense, f'dense at {e} exposures', s['values']),
     ],
   )
 
 
-def moe_control(v: stats.Verdict, by_size: pd.DataFrame) -> stats.Check:
-  """No positive control for an MoE refutation is built (checks.refutation_guard): a `not reproduced` is invalid
-  with its numbers per size; the routing premise only shows the router is not collapsed."""
+def hash_control(hashed: pd.DataFrame, dense: pd.DataFrame, top_k: int, s: Settings) -> stats.Verdict:
+  """The MoE refutation's positive control: the same experts at top-k routed by a hash of the token ids (a fact's
+  route fixed by its subject and relation), rule 3 on them at their sizes (s['hash_facts']): reproduced if their
+  ratio to dense per total parameter has its CI above 1 / MOE_FACTOR."""
+  pairs = moe_pairs(peaks(hashed), peaks(dense)).groupby(SEED)[['moe_bpp', 'dense_bpp']].mean()
+  r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp']) if len(pairs) else (math.nan,) * 3
+  floor = 1 / MOE_FACTOR
+  return stats.Verdict(
+    f'control: {"/".join(map(str, s["hash_facts"]))} experts {s["moe_width"]} wide, top-{top_k}, routed by a hash of '
+    f'the token ids, keep at least {floor:.0%} of the dense bits per total parameter',
+    stats.decide((lo, hi), floor, math.inf),
+    r,
+    (lo, hi),
+    'ratio of means over seeds, as rule 3',
+    f'reproduced if the 95% CI lies above {floor:.3g}',
+    len(pairs),
+  )
+
+
+def moe_control(
+  v: stats.Verdict, by_size: pd.DataFrame, control: stats.Verdict, top_k: int, s: Settings
+) -> stats.Check:
+  """Rule 3's refutation control (checks.refutation_control): `hash_control` reproduced where the rule alone refutes,
+  its points then read with the verdict's; the rule's numbers per MoE size in the detail."""
   per_size = '; '.join(
     f'{size:,} parameters: {rules_lib.ratio_of_means(g["moe_bpp"], g["dense_bpp"])[0]:.3g}'
     for size, g in by_size.groupby(SIZE)
   )
-  return checks.refutation_guard(
+  needed = v.outcome == stats.NOT_REPRODUCED
+  points = tuple(
+    f'{arm_name(s["moe_e"], n, top_k, hashed=True)}: {moe_label(x)}' for x, ns in s['hash_facts'].items() for n in ns
+  )
+  check = checks.refutation_control(
     v,
     'premise: a positive control for a refutation (the same experts with routing given keep >= 1/1.3)',
-    'no arm shows this setup can return a ratio at or above 1/1.3: the control, the same experts with the routing '
-    'given (model.moe.router = hash, or a frozen router) beside dense d_ff 8 and 16, is not built (about 1,800 '
-    'run-seconds at T here, 4,900 with its ladder); the routing premise shows only that the router is not collapsed',
-    f'the rule alone: not reproduced, {v.statistic:.3g} [{v.ci[0]:.3g}, {v.ci[1]:.3g}] (per MoE size: {per_size}); '
-    "a token's active FFN is one 8-unit expert at top-1, two at top-2 (half of d_model, or all of it): the per-token "
-    'width may drive it (compare the top-1 and top-2 verdicts, the same experts)',
+    f'the same experts routed by a hash of the token ids (rule 3 on them; the rule alone per MoE size: {per_size})',
+    control,
+    points=points if needed else (),
   )
+  return check
 
 
 def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -523,8 +561,8 @@ ABLATION = base.Study(
     '= E N / steps: at E = 1,000 the T run has batch N/8 (T/2 and T/4 keep E with batch N/4 and N/2), at E = 100 '
     'its batch is N/4 at 400 steps and halves with each doubling of T. MoE: each FFN 4 or 12 ReLU experts 8 units '
     'wide (2,416 and 7,152 total non-embedding parameters, inside the dense range; the router 5% of them), top-1 '
-    "and top-2, at E = 1,000 with the dense arm's batches. Random labels: bare FFN d 16, h 64, Adam 1e-2, not "
-    'tuned.'
+    "and top-2, at E = 1,000 with the dense arm's batches; their control, the 4-expert MoE routed by a hash of the "
+    'token ids (token_hash). Random labels: bare FFN d 16, h 64, Adam 1e-2, not tuned.'
   ),
   claims=(
     base.Claim(
@@ -587,8 +625,9 @@ ABLATION = base.Study(
           f'the MoE arm can express the comparison: experts at least {MOE_MIN_WIDTH} units wide, the router under '
           f"{MOE_MAX_ROUTER:.0%} of the MoE's total non-embedding parameters, and every MoE size inside the dense "
           "arm's size range (computed from the MoE and dense runs); for a refutation a positive control, the same "
-          'experts with routing given keeping >= 1/1.3 (not built: a not reproduced is invalid), and routing matters '
-          "(storage.routing_check; both added after this run's result, f042e80 and the next commit)"
+          'experts at the smaller size (4) routed by a hash of the token ids keeping >= 1/1.3 (rule 3 on them; '
+          'built 2026-11-30 after the published refutations, which were invalid without it), and routing matters '
+          '(storage.routing_check; both added after a published result, f042e80 and the next commit)'
         ),
       )
       for k in MOE_TOP_KS

@@ -260,4 +260,20 @@ CHANGES = (
     '0.434 at 12); the others unchanged (same runs, judged again)',
     verdicts=(4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      "the MoE refutations' positive control built (the published report: top-1 invalid 0.508, no control; top-2 "
+      'invalid): the same MoE at the smaller size (4 experts of width 8) routed by a hash of the token ids '
+      '(model.moe.router = token_hash, new: a fact goes to the expert its subject and relation ids hash to, '
+      'fixed through training), top-1 and top-2, the same N grid (256 ... 2,048), rates, batches and budgets; rule '
+      "3 on it must reproduce for rule 3's not reproduced to stand (checks.refutation_control), else invalid with "
+      'both numbers; one size only, for the cap, which rises 7,200 -> 9,000 reference-seconds (the published run '
+      'spent 7,980 without the control; the control adds 2 x 4 arms of the 4-expert MoE, about a third of the MoE '
+      'cost). Every run is new (the runs of 2026-11-29 were lost with their machine)'
+    ),
+    outcome='to be filled by the run',
+    verdicts=(4, 5),
+  ),
 )

@@ -13,12 +13,14 @@ from ffn_research.ablations import regime as regime_lib
 
 
 def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
-  """Per (top_k, E, size): the peak N, its rate, peak bits and bits per non-embedding / FFN / active / all params."""
-  rows = []
-  tops = pd.concat([study.peaks(g) for _, g in mem.groupby([study.K, study.E])]) if len(mem) else mem
-  for (k, e, size), g in tops.groupby([study.K, study.E, study.SIZE]):
+  """Per (top_k, router, E, size): the peak N, its rate, peak bits and bits per non-embedding / FFN / active / all
+  params (router: the MoE's learned one or the token-hash control's)."""
+  rows, arm = [], [study.K, study.HASHED, study.E]
+  tops = pd.concat([study.peaks(g) for _, g in mem.groupby(arm)]) if len(mem) else mem
+  for (k, hashed, e, size), g in tops.groupby([*arm, study.SIZE]):
     row = {
       study.K: k,
+      'router': ('token hash (control)' if hashed else 'learned') if k else '',
       study.E: e,
       'd_ff': int(g['model.d_ff'].iloc[0]),
       'non-embedding params': size,
@@ -41,16 +43,18 @@ def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
 
 
 def moe_table(mem: pd.DataFrame, s: study.Settings) -> pd.DataFrame:
-  """Per (top_k, MoE size): MoE and interpolated dense peak bits per total parameter and their ratio of means, and
-  the routing premise's ratio (MoE bits over the dense bits of its active size)."""
+  """Per (top_k, MoE size), the learned router's and the token-hash control's: MoE and interpolated dense peak bits
+  per total parameter and their ratio of means, and the routing premise's ratio (MoE bits over the dense bits of its
+  active size)."""
   rows, dense = [], study.peaks(study.family(mem, 0, s['moe_e']))
-  for k in study.MOE_TOP_KS:
-    pairs = study.moe_pairs(study.peaks(study.family(mem, k, s['moe_e'])), dense)
+  for hashed, k in ((h, k) for h in (False, True) for k in study.MOE_TOP_KS):
+    pairs = study.moe_pairs(study.peaks(study.family(mem, k, s['moe_e'], hashed)), dense)
     for size, p in pairs.groupby(study.SIZE):
       r, lo, hi = rules_lib.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
       rows.append(
         {
           study.K: k,
+          'router': 'token hash (control)' if hashed else 'learned',
           'total non-emb params': size,
           'active non-emb params': int(p['active'].mean()),
           'MoE bits/param': p['moe_bpp'].mean(),
