@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sp_stats
 
+from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations.regime import LEVELS
 from ffn_research.ablations.regime import LR
@@ -422,6 +423,21 @@ def refutation_guard(v: stats.Verdict, name: str, why: str, refuted: str) -> sta
   needed = v.raw_outcome == stats.NOT_REPRODUCED
   detail = f'{why}; ' + (refuted if needed else 'not needed for this outcome')
   return stats.as_premise(stats.Check(name, not needed, detail))
+
+
+def ratio_control(claim: str, num, den, floor: float) -> stats.Verdict:
+  """A refutation's measured control as a verdict: mean(num) / mean(den) over seeds (rules_lib.ratio_of_means),
+  reproduced if its 95% CI lies above `floor`, not reproduced if below, else inconclusive (nan with no seeds)."""
+  r, lo, hi = rules_lib.ratio_of_means(num, den) if len(num) else (math.nan,) * 3
+  return stats.Verdict(
+    claim,
+    stats.decide((lo, hi), floor, math.inf),
+    r,
+    (lo, hi),
+    'ratio of means over seeds, 95% CI by rules_lib.ratio_of_means',
+    f'reproduced if the 95% CI lies above {floor:.3g}',
+    len(num),
+  )
 
 
 def refutation_control(

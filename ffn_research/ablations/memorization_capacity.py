@@ -473,17 +473,12 @@ def hash_control(hashed: pd.DataFrame, dense: pd.DataFrame, top_k: int, s: Setti
   route fixed by its subject and relation), rule 3 on them at their sizes (s['hash_facts']): reproduced if their
   ratio to dense per total parameter has its CI above 1 / MOE_FACTOR."""
   pairs = moe_pairs(peaks(hashed), peaks(dense)).groupby(SEED)[['moe_bpp', 'dense_bpp']].mean()
-  r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp']) if len(pairs) else (math.nan,) * 3
-  floor = 1 / MOE_FACTOR
-  return stats.Verdict(
+  return checks.ratio_control(
     f'control: {"/".join(map(str, s["hash_facts"]))} experts {s["moe_width"]} wide, top-{top_k}, routed by a hash of '
-    f'the token ids, keep at least {floor:.0%} of the dense bits per total parameter',
-    stats.decide((lo, hi), floor, math.inf),
-    r,
-    (lo, hi),
-    'ratio of means over seeds, as rule 3',
-    f'reproduced if the 95% CI lies above {floor:.3g}',
-    len(pairs),
+    f'the token ids, keep at least {1 / MOE_FACTOR:.0%} of the dense bits per total parameter',
+    pairs['moe_bpp'],
+    pairs['dense_bpp'],
+    1 / MOE_FACTOR,
   )
 
 

@@ -378,16 +378,12 @@ def hash_control(sel: pd.DataFrame, scale: str) -> stats.Verdict:
   reproduced if its 95% CI lies above HALF (the experts can close half the gap when the router is not the
   question)."""
   t = gaps(sel, scale, 'memorization', HASH)
-  g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den']) if len(t) else (math.nan,) * 3
-  return stats.Verdict(
+  return checks.ratio_control(
     f'memorization control: top-1 of {SETTINGS[scale]["experts"]} experts of width {MEM_WIDTH}, routed by a hash of '
     f'the token ids, closes more than {HALF:g} of the gap',
-    stats.decide((lo, hi), HALF, math.inf),
-    g,
-    (lo, hi),
-    'ratio of means over seeds, 95% CI by rules_lib.ratio_of_means',
-    f'reproduced if the CI lies above {HALF:g}',
-    len(t),
+    t['num'],
+    t['den'],
+    HALF,
   )
 
 

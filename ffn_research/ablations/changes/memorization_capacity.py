@@ -262,7 +262,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='311719a',
     change=(
       "the MoE refutations' positive control built (the published report: top-1 invalid 0.508, no control; top-2 "
       'invalid): the same MoE at the smaller size (4 experts of width 8) routed by a hash of the token ids '
