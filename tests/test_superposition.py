@@ -196,7 +196,7 @@ def test_rules_paired_sparse_minus_dense():
     )
   control = out[1].premises[2]  # the FFN's positive control: the toy reproduced on the same selection
   assert (
-    control.passed and control.detail == 'the toy: sparse - dense: +5.5 [+5.17, +5.83], reproduced'
+    control.passed and control.detail == 'the toy: sparse - dense: +5.5 [+5.168, +5.832], reproduced'
   )  # diffs 5, 6 alternating: sd 0.522, t(11) 2.201
   # A sparse count above m (5.5) with no sparse - dense effect is not superposition (the old rule said yes).
   v = sp.rules(_sel(10, 5, dense=[5, 6] * 6), 'full')[1]
