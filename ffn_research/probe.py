@@ -37,9 +37,9 @@ def _block(model, layer: int):
 
 def _ffn_input(model, tokens_BxT, layer):
   block = model.blocks[layer]
-  x_BxTxD = model.mix(model.embed_tokens(tokens_BxT))
+  x_BxTxD, h_BxT = model.mix(model.embed_tokens(tokens_BxT)), _route_hash(model, tokens_BxT)
   for earlier in list(model.blocks)[:layer]:
-    x_BxTxD, _ = earlier(x_BxTxD, None, _route_hash(model, tokens_BxT))
+    x_BxTxD, _ = earlier(x_BxTxD, None, h_BxT)
   if block.attn is not None:
     x_BxTxD = x_BxTxD + block.attn(block.attn_norm(x_BxTxD)).astype(x_BxTxD.dtype)
   return block.ffn_norm(x_BxTxD)

@@ -499,6 +499,26 @@ def _zloss_claim() -> base.Claim:
   )
 
 
+def _offset_claim(load: str) -> base.Claim:
+  """Verdict 1's claim (collapse on offset): `load`, the load arms' scope, then its inputs and reading."""
+  return base.Claim(
+    stats.SIGN,
+    f'{load}; inputs: {CONDITIONS[OFFSET][0]}: a task built so that a collapse costs fit (one expert of width '
+    f'{EXPERT_WIDTH} against eight cluster teachers of width 64), unlike {CONTROL}, the published one-teacher '
+    'design, where it '
+    "costs none. Whether it does is the routing premise's table (reported, not a gate): where it passes, a "
+    'collapse would cost at least 0.1 in ln held-out MSE; where it fails or is undecided, routing buys less than '
+    'that here and the task is closer to the control. Each condition is read at its own tuned rate: the positive '
+    'control shows the measurement '
+    "registers a collapse at the control's rate, not that the routing task can collapse at its own (lower) rates; "
+    'in the run of 2026-11-30 the rise stayed below +1 at every rate of the grid at T (upper CI ends <= 0.82) and '
+    'the router settled near the load of one expert per cluster (final load about 2.9 = 8 / H_8): specialisation, '
+    'not collapse. A refutation on this toy task, not of the papers (there, collapse happens where it costs no '
+    'fit), and not on inputs a linear router cannot cluster.',
+    _ROOM,
+  )
+
+
 def _claims() -> tuple[base.Claim, ...]:
   """One per verdict of `rules`, in its order (base.Claim): kind, scope (what is matched and what is not), premise."""
   full = REGIMES['full']
@@ -513,22 +533,7 @@ def _claims() -> tuple[base.Claim, ...]:
     'paired by seed'
   )
   return (
-    base.Claim(
-      stats.SIGN,
-      f'{load}; inputs: {CONDITIONS[OFFSET][0]}: a task built so that a collapse costs fit (one expert of width '
-      f'{EXPERT_WIDTH} against eight cluster teachers of width 64), unlike {CONTROL}, the published one-teacher '
-      'design, where it '
-      "costs none. Whether it does is the routing premise's table (reported, not a gate): where it passes, a "
-      'collapse would cost at least 0.1 in ln held-out MSE; where it fails or is undecided, routing buys less than '
-      'that here and the task is closer to the control. Each condition is read at its own tuned rate: the positive '
-      'control shows the measurement '
-      "registers a collapse at the control's rate, not that the routing task can collapse at its own (lower) rates; "
-      'in the run of 2026-11-30 the rise stayed below +1 at every rate of the grid at T (upper CI ends <= 0.82) and '
-      'the router settled near the load of one expert per cluster (final load about 2.9 = 8 / H_8): specialisation, '
-      'not collapse. A refutation on this toy task, not of the papers (there, collapse happens where it costs no '
-      'fit), and not on inputs a linear router cannot cluster.',
-      _ROOM,
-    ),
+    _offset_claim(load),
     base.Claim(
       stats.SIGN,
       f'{load}; inputs: {CONDITIONS[CONTROL][0]}, where a single expert can fit the teacher, so the collapse the fix '

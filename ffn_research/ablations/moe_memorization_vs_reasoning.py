@@ -434,12 +434,25 @@ def moe_words(r: str, e: int) -> str:
   return f'top-{k} of {mult * e} experts of width {{w}} at E = {e}' + f' ({mult}E)' * (mult > 1)
 
 
+def _share(t: pd.DataFrame, lo: float, hi: float, claim: str) -> stats.Verdict:
+  """A task's rule: G (ratio of means of `gaps`' num and den) against HALF, its p by bootstrap CI inversion."""
+  return stats.bootstrap_verdict(
+    lambda c: rules_lib.ratio_of_means(t['num'], t['den'], confidence=c),
+    lo=lo,
+    hi=hi,
+    n=len(t),
+    test='ratio of means over seeds, 95% CI by rules_lib.ratio_of_means (BCa bootstrap from 10 seeds; below, t on '
+    'the log scale, or Fieller where a mean is not positive)',
+    rule=f'reproduced if the 95% CI of G lies {"above" if hi == math.inf else "below"} {HALF:g}; not reproduced if '
+    f'{"below" if hi == math.inf else "above"}; else inconclusive',
+    claim=claim,
+  )
+
+
 def _router_verdicts(sel: pd.DataFrame, scale: str, r: str) -> tuple[stats.Verdict, stats.Verdict, stats.Verdict]:
   """(overall, memorization, reasoning) of one router, gated."""
   e, div = SETTINGS[scale]['experts'], ROUTERS[r][3]
   what = moe_words(r, e)
-  test = 'ratio of means over seeds, 95% CI by rules_lib.ratio_of_means (BCa bootstrap from 10 seeds; below, t on '
-  test += 'the log scale, or Fieller where a mean is not positive)'
   mem, hop = gaps(sel, scale, 'memorization', r), gaps(sel, scale, 'shortest_path', r)
   c_mem, c_hop = memorization_checks(sel, scale, r), reasoning_checks(sel, scale, r)
   p_mem, p_hop, p_pool = (task_points(scale, t, r) for t in (*TASKS, POOL))
@@ -457,24 +470,14 @@ def _router_verdicts(sel: pd.DataFrame, scale: str, r: str) -> tuple[stats.Verdi
     f"reasoning (difference of gap shares above {MUCH:g}; Jelassi et al. 2024, its reasoning half this project's toy "
     'reading)',
   )
-  share = lambda t, lo, hi, claim: stats.bootstrap_verdict(
-    lambda c: rules_lib.ratio_of_means(t['num'], t['den'], confidence=c),
-    lo=lo,
-    hi=hi,
-    n=len(t),
-    test=test,
-    rule=f'reproduced if the 95% CI of G lies {"above" if hi == math.inf else "below"} {HALF:g}; not reproduced if '
-    f'{"below" if hi == math.inf else "above"}; else inconclusive',
-    claim=claim,
-  )
-  v_mem = share(
+  v_mem = _share(
     mem,
     HALF,
     math.inf,
     f'memorization, {what.format(w=MEM_WIDTH // div)}: the MoE closes more than half of the gap in bits stored '
     'between dense-active and dense-total',
   )
-  v_hop = share(
+  v_hop = _share(
     hop,
     -math.inf,
     HALF,
