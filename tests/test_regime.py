@@ -274,6 +274,28 @@ def test_a_rate_worse_on_every_seed_is_no_tie_however_wide_its_interval():
   assert checks.tied_rates('a', f, state()['a'], POLICY, steps=100) == [pytest.approx(1e-1)]
 
 
+def test_a_flat_magnitude_ladder_that_drifts_steadily_far_from_its_boundary_is_stable():
+  """moe_memorization_vs_reasoning's top-2 overall ladder -0.280, -0.266, -0.249 (boundary 0.25): the changes 0.014,
+  0.017 do not shrink, but kept up for two more doublings they move it 0.033 of the 0.25 allowed; the same steady
+  drift near the boundary, or changes growing past the noise, are not stable."""
+  st = state()
+
+  def slope(x, spread=0.01):
+    v = rules_lib.threshold([x - spread, x, x + spread], level=0.25, direction='above', claim='s')
+    return dataclasses.replace(v, points=('a',))
+
+  flat = checks.stability(stats.MAGNITUDE, [slope(-0.280), slope(-0.266), slope(-0.249)], st, POLICY)
+  noise = (flat_ci := slope(-0.249).ci)[1] - flat_ci[0]
+  assert 0.0166 - 0.0143 <= noise / 4  # steady: the larger change within the noise of the one before
+  assert flat.passed and 'are steady' in flat.detail and '0.034 < half the distance' in flat.detail, flat.detail
+  near = checks.stability(stats.MAGNITUDE, [slope(0.10), slope(0.13), slope(0.165)], st, POLICY)
+  assert not near.passed and '0.07 >= half the distance' in near.detail, near.detail  # 2 x 0.035 vs (0.25-0.165)/2
+  growing = checks.stability(
+    stats.MAGNITUDE, [slope(-0.40, 1e-3), slope(-0.39, 1e-3), slope(-0.30, 1e-3)], st, POLICY
+  )
+  assert not growing.passed and 'grow beyond the noise' in growing.detail, growing.detail
+
+
 def test_a_tied_rung_never_lends_its_own_interval_as_the_noise_allowance():
   """A magnitude ladder 0.50, 0.52, 0.60 at the chosen rates: the changes grow (0.02, 0.08) beyond the noise of the
   chosen CI at T. A tie at T with the same value but a CI 2 wide would call 0.08 noise and settle it; the allowance

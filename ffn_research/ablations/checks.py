@@ -105,7 +105,9 @@ def _settles(
 ) -> tuple[bool, str]:
   """The magnitude rule on a ladder's statistics: the changes shrink (one within half the CI half-width at T counts
   as settled; `ci`: the chosen rates' CI at T where a tied rung stands in, never the tied rung's own) and the last is
-  under half the distance to the nearest boundary, or, for a measurement (no boundary), under its settling margin
+  under half the distance to the nearest boundary, or they drift steadily (none grows by more than that noise) and
+  the largest, repeated for as many doublings again, stays under it; or, for a measurement (no boundary), they
+  shrink and the last is under its settling margin
   (`stats.measure`'s `settle`, fixed before the run: a noisier number does not settle more easily); (passed, its
   words)."""
   changes = [abs(b - a) for a, b in itertools.pairwise(values)]
@@ -120,13 +122,25 @@ def _settles(
       'shrink' if shrink else 'do not shrink'
     ) + last
   tol = _boundary_distance(v) / 2
-  last = (
-    f'; the last {"<" if changes[-1] < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
-    if math.isfinite(tol)
-    else '; the rule has no boundary'
+  if not math.isfinite(tol):
+    return shrink, f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + (
+      'shrink' if shrink else 'do not shrink'
+    ) + '; the rule has no boundary'
+  if shrink:
+    done = changes[-1] < tol
+    last = f'; the last {"<" if done else ">="} half the distance to the nearest boundary ({tol:.3g})'
+    return done, f'; changes {", ".join(f"{c:.3g}" for c in changes)} shrink' + last
+  # a steady drift (no change grows by more than the noise) settles if, kept up at its largest change for as many
+  # doublings again, it stays under half the distance: a flat ladder is not refused for not shrinking (REVIEW.md 2)
+  steady = all(b <= a + noise for a, b in itertools.pairwise(changes))
+  drift = max(changes) * len(changes)
+  why = f'; changes {", ".join(f"{c:.3g}" for c in changes)} do not shrink' + (
+    f' but are steady (none grows by more than the noise, {noise:.3g}): at the largest for {len(changes)} more '
+    f'doublings {drift:.3g} {"<" if drift < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
+    if steady
+    else f' and grow beyond the noise ({noise:.3g})'
   )
-  why = f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + ('shrink' if shrink else 'do not shrink') + last
-  return shrink and changes[-1] < tol, why
+  return steady and drift < tol, why
 
 
 def stability(
@@ -145,7 +159,8 @@ def stability(
     budget; an effect that shrinks toward a floor but keeps its sign is stable. Undecided at T: nothing to hold
     (the claim is answered at its budget: inconclusive).
   - magnitude ("a slope of -2", "a ratio >= 0.77"): the changes between consecutive budgets shrink, and the last
-    is less than half the distance from the statistic at T to the rule's nearest boundary.
+    is less than half the distance from the statistic at T to the rule's nearest boundary; or they drift steadily
+    (none grows by more than the noise) and the largest, kept up for as many doublings again, stays under it.
   - existence ("can reach"): reached at T is stable; otherwise the magnitude rule and, for `not reproduced`, no
     budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
     boundary: a best effort that crossed it means the ladder goes on; and a `not reproduced` ("cannot reach") only
