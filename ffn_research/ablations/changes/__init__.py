@@ -8,3 +8,11 @@ TIE_NO_LONGER_WITHHOLDS_DOUBLING = (
   '(it only makes a stability failure left at the end inconclusive rather than invalid); that run had stopped '
   'after one pass on a tied ladder 7.8, 18.1, 27.5 "stable" only by lying far from the boundary'
 )
+
+STEADY_DRIFT_SETTLES = (
+  "the runner's magnitude ladder rule (machinery, all studies; 85735c3), after a cold review of "
+  "moe_memorization_vs_reasoning's run of 2026-11-29: changes that do not shrink but drift steadily (none larger "
+  'than the one before by more than the noise, a quarter of the CI width at T) settle when the largest, kept up '
+  'for as many doublings again, stays under half the distance to the nearest boundary; before, a flat ladder '
+  '(-0.280, -0.266, -0.249: changes 0.014, 0.017 against 0.25 allowed) failed for not shrinking'
+)
