@@ -290,9 +290,7 @@ def test_a_flat_magnitude_ladder_that_drifts_steadily_far_from_its_boundary_is_s
   assert flat.passed and 'are steady' in flat.detail and '0.034 < half the distance' in flat.detail, flat.detail
   near = checks.stability(stats.MAGNITUDE, [slope(0.10), slope(0.13), slope(0.165)], st, POLICY)
   assert not near.passed and '0.07 >= half the distance' in near.detail, near.detail  # 2 x 0.035 vs (0.25-0.165)/2
-  growing = checks.stability(
-    stats.MAGNITUDE, [slope(-0.40, 1e-3), slope(-0.39, 1e-3), slope(-0.30, 1e-3)], st, POLICY
-  )
+  growing = checks.stability(stats.MAGNITUDE, [slope(-0.40, 1e-3), slope(-0.39, 1e-3), slope(-0.30, 1e-3)], st, POLICY)
   assert not growing.passed and 'grow beyond the noise' in growing.detail, growing.detail
 
 
