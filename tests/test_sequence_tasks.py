@@ -4,6 +4,7 @@ import json
 import math
 import os
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -199,6 +200,30 @@ def test_memorization_object_softmax_scores_the_answer_over_the_objects_only():
   np.testing.assert_allclose(_evaluate_with(task, data, loud)['eval_loss'], math.log(5), rtol=1e-6)
   grad = jax.grad(lambda z: task.loss(z, data)[0])(jnp.zeros((12, 2, task.vocab_size)))
   assert bool(jnp.all(jnp.isfinite(grad))) and float(jnp.abs(grad[..., 5:]).max()) == 0.0
+
+
+@pytest.mark.parametrize('tie', [True, False])
+def test_object_softmax_logits_of_the_objects_alone_equal_the_masked_full_vocabulary(tie):
+  """With task.object_softmax the model computes logits for the V objects only (`scored_vocab`): the same weights
+  give the same loss, gradient and bits stored as the full-vocabulary logits masked by the task."""
+  task, data = data_for('memorization', num_facts=48, num_relations=4, num_objects=8, object_softmax=True)
+  c = task.config
+  c.model.tie_embeddings = tie
+  assert task.scored_vocab == 8 < task.vocab_size == 8 + 12 + 4
+  slim = models.build_model(c, task, nnx.Rngs(params=jax.random.PRNGKey(0)))
+  full = models.build_model(c, task, nnx.Rngs(params=jax.random.PRNGKey(0)))
+  full.scored_vocab = task.vocab_size  # the same weights, every token's logit, masked by the task's loss
+  batch = {k: v[:16] for k, v in data.items()}
+
+  def loss(model):
+    return task.loss(model.apply(batch['inputs'], positions=task.scored)[0], batch)[0]
+
+  (l_slim, g_slim), (l_full, g_full) = (nnx.value_and_grad(loss)(m) for m in (slim, full))
+  assert slim.apply(batch['inputs'])[0].shape[-1] == 8 and full.apply(batch['inputs'])[0].shape[-1] == 24
+  np.testing.assert_allclose(float(l_slim), float(l_full), rtol=1e-6)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), g_slim, g_full)
+  bits = [float(task.evaluate(lambda x, m=m: m.apply(x)[0], data)['bits_stored']) for m in (slim, full)]
+  np.testing.assert_allclose(bits[0], bits[1], rtol=1e-5)
 
 
 def task_counts(task):

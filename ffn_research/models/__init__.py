@@ -204,7 +204,15 @@ def _kinks_validate(model_cfg):
 
 def _sequence(cls) -> Arch:
   def build(config, task, rngs, expert_mesh, d_ff_true):
-    return cls(config.model, task.output_dim, task.seq_len, rngs=rngs, expert_mesh=expert_mesh, d_ff_true=d_ff_true)
+    return cls(
+      config.model,
+      task.output_dim,
+      task.seq_len,
+      rngs=rngs,
+      expert_mesh=expert_mesh,
+      d_ff_true=d_ff_true,
+      scored_vocab=getattr(task, 'scored_vocab', None),  # optional: default every token
+    )
 
   def counts(config, task):
     m = config.model

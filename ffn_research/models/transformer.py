@@ -181,8 +181,12 @@ class SequenceModel(ffn_lib.Layer):
     rngs: nnx.Rngs,
     expert_mesh: jax.sharding.Mesh | None = None,
     d_ff_true: jax.Array | None = None,
+    scored_vocab: int | None = None,
   ):
+    """`scored_vocab`: logits for the first this many tokens only (default all `vocab_size`), the tokens a task can
+    score as an answer; the embedding and unembedding keep every token."""
     d = model_cfg.d_model
+    self.scored_vocab = vocab_size if scored_vocab is None else scored_vocab
     # μP (models/mup.py): the embeddings are input weights (fan-in vocabulary / positions), the
     # unembedding an output weight; standard: every rule at the true fans.
     is_mup, d_dim = mup.is_mup(model_cfg), mup.d_model_dim(model_cfg)
@@ -253,8 +257,8 @@ class SequenceModel(ffn_lib.Layer):
     if positions is not None:
       x_BxTxD = x_BxTxD[:, positions]
     h_BxPxD = self.final_norm(x_BxTxD)
-    w_DxV = self._maybe_frozen(self.embed[...].T if self.unembed is None else self.unembed[...])
-    return (h_BxPxD @ w_DxV).astype(jnp.float32), aux
+    w_DxV = self.embed[: self.scored_vocab].T if self.unembed is None else self.unembed[:, : self.scored_vocab]
+    return (h_BxPxD @ self._maybe_frozen(w_DxV)).astype(jnp.float32), aux
 
   def apply(self, tokens_BxT: jax.Array, *, rng: jax.Array | None = None, positions: slice | None = None):
     route_hash_BxT = routers_lib.prefix_hash(tokens_BxT) if self.token_routed else None

@@ -2,7 +2,8 @@
 
 - `output_dim`: features the model must output (regression) or vocabulary size.
 - sequence tasks also: `vocab_size` (= output_dim) and `seq_len`; a batch is
-  {'inputs': int (B, T), 'targets': int (B, T), 'weights': float (B, T)}.
+  {'inputs': int (B, T), 'targets': int (B, T), 'weights': float (B, T)}; optional
+  `scored_vocab`: the leading tokens an answer can be (the model's logits cover these only).
 - `init_data(rng) -> data`: every array the task needs (datasets, teachers),
   a pytree, so runs with different seeds can be vmapped.
 - `sample_batch(data, rng) -> batch`: one training batch, inside the compiled step.

@@ -99,6 +99,11 @@ class _SequenceTask:
   def output_dim(self) -> int:
     return self.vocab_size
 
+  @property
+  def scored_vocab(self) -> int:
+    """The leading tokens an answer can be scored as: the model computes logits for these only."""
+    return self.vocab_size
+
   def loss(self, logits_BxPxV, batch):
     """Weighted cross-entropy and accuracy, from logits at every position or at `scored` only."""
     targets_BxP, weights_BxP = batch['targets'], batch['weights']
@@ -163,8 +168,14 @@ class MemorizationTask(_SequenceTask):
   def sample_batch(self, data, rng):
     return self.sample_rows(data, rng)
 
+  @property
+  def scored_vocab(self) -> int:
+    """With task.object_softmax the objects [0, V) only: logits for the S + R other tokens are not computed."""
+    return self.config.task.num_objects if self.config.task.object_softmax else self.vocab_size
+
   def _objects_only(self, logits_BxPxV: jax.Array) -> jax.Array:
-    """The logits with every non-object token masked when task.object_softmax (else unchanged)."""
+    """The logits with every non-object token masked when task.object_softmax (else unchanged; logits of the
+    objects alone, as the model gives them here, pass through)."""
     if not self.config.task.object_softmax:
       return logits_BxPxV
     is_object_V = jnp.arange(logits_BxPxV.shape[-1]) < self.config.task.num_objects
