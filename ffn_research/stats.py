@@ -381,7 +381,7 @@ def measure(
   test,
   n,
   *,
-  settle: float,
+  settle: float | None,
   max_width: float,
   relative: bool = False,
   detail='',
@@ -390,8 +390,9 @@ def measure(
   """A measurement's verdict, its margins fixed before the run: `measured` where its CI is finite, not degenerate
   and at most `max_width` wide; else inconclusive (an imprecise number is not a measurement). `settle`: the largest
   change of the statistic between the last two budgets of its ladder that counts as settled
-  (ablations/checks.stability). With `relative` both are fractions of |statistic|. No boundaries: nothing is decided
-  against a region."""
+  (ablations/checks.stability); None: a number at the budget its claim names (bits stored at 1,000 exposures), its
+  ladder shown, not required to settle. With `relative` both are fractions of |statistic|. No boundaries: nothing is
+  decided against a region."""
   lo, hi = float(ci[0]), float(ci[1])
   scale = abs(float(statistic)) if relative else 1.0
   width = (hi - lo) / scale if scale > 0 else math.inf
@@ -404,9 +405,10 @@ def measure(
     if width > max_width
     else ''
   )
-  rule = (
-    f'measured: a finite 95% CI at most {max_width:g}{unit} wide (no region to decide against); settled on the ladder '
-    f'when the last change is under {settle:g}{unit}'
+  rule = f'measured: a finite 95% CI at most {max_width:g}{unit} wide (no region to decide against); ' + (
+    'a number at the budget its claim names (its ladder shown, not required to settle)'
+    if settle is None
+    else f'settled on the ladder when the last change is under {settle:g}{unit}'
   )
   return Verdict(
     claim,
@@ -417,7 +419,12 @@ def measure(
     rule,
     int(n),
     f'imprecise: {why}{f" — {detail}" if detail else ""}' if why else detail,
-    extra={**dict(extra or {}), 'settle': settle * scale, 'max_width': max_width * scale},
+    extra={
+      **dict(extra or {}),
+      'settle': math.nan if settle is None else settle * scale,
+      'at_budget': float(settle is None),
+      'max_width': max_width * scale,
+    },
   )
 
 

@@ -1,6 +1,7 @@
 """capacity_atlas: its cells against the parameter-count formulas, the measurements on synthetic selections with
 known answers (a geometric mean, an exponent), the premises, and the claims declared per verdict."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,7 +9,10 @@ import pandas as pd
 import pytest
 
 from ffn_research import stats
+from ffn_research.ablations import base
 from ffn_research.ablations import capacity_atlas as atlas
+from ffn_research.ablations import checks
+from ffn_research.ablations import regime as regime_lib
 
 SEEDS = (0, 1, 2)
 
@@ -100,7 +104,7 @@ def test_bits_per_parameter_is_the_geometric_mean_over_widths_per_seed_at_the_pe
   for v in verdicts:
     assert v.outcome == stats.MEASURED, v.detail
     assert v.statistic == pytest.approx(math.exp(m)) and v.ci == pytest.approx((math.exp(lo), math.exp(hi)))
-    assert v.extra['settle'] == pytest.approx(atlas.BITS_SETTLE * v.statistic)
+    assert v.extra['at_budget'] == 1.0 and math.isnan(v.extra['settle'])  # a number at 1,000 exposures
   relu = verdicts[0]
   assert all(p.startswith('store_relu_') for p in relu.points) and len(relu.points) == 4 * 4  # 4 widths x 4 N
   assert any('cannot be the peak' in why for why in relu.settled.values())  # the control cell's rate edge
@@ -137,3 +141,20 @@ def test_rules_give_one_measurement_per_declared_claim_in_order():
   assert [v.claim.split(':')[0] for v in verdicts[5:8]] == ['sin, relu', 'sin, gelu', 'sin, swiglu']  # no MoE on sin
   assert [v.claim.split(':')[0] for v in verdicts[8:]] == [f'teacher, {k}' for k in atlas.KINDS]
   assert all(v.outcome == stats.MEASURED for v in verdicts), [v.detail for v in verdicts if v.outcome != 'measured']
+
+
+def test_bits_per_parameter_is_a_number_at_its_budget_and_an_exponent_must_settle():
+  """Bits stored grow with the exposures (250, 500, 1,000 on the ladder): the storage number holds at T, where its
+  claim names it, however the ladder moves; a measurement with a settling margin still fails a moving ladder."""
+  st = {'a': regime_lib.PointState([0.01], 100)}
+  policy = base.Regime(rates=(0.01,), steps=100, seeds=3, cap=1e9)
+
+  def rung(x, settle):
+    v = stats.measure('m', x, (0.95 * x, 1.05 * x), 't', 3, settle=settle, max_width=0.3, relative=True)
+    return dataclasses.replace(v, points=('a',))
+
+  at_t = checks.stability(stats.MEASUREMENT, [rung(x, None) for x in (1.3, 1.6, 2.0)], st, policy)
+  assert at_t.passed and 'the budget its claim names' in at_t.detail, at_t.detail
+  moving = checks.stability(stats.MEASUREMENT, [rung(x, 0.03) for x in (1.3, 1.6, 2.0)], st, policy)
+  assert not moving.passed and moving.remedy == stats.DOUBLE_STEPS
+  assert 'not required to settle' in rung(2.0, None).rule

@@ -167,7 +167,7 @@ def stability(
     at the largest budget the regime allows (every doubling spent): before it, the remedy is the budget and the
     verdict inconclusive, since a ladder that looks settled at T has moved on at 4T (universal_approximation).
   - measurement (a number the codebase reports, `stats.measure`): the changes shrink and the last is under the
-    settling margin the study declared.
+    settling margin the study declared; a number at the budget its claim names (`settle` None) holds at T.
 
   A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
   statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where a tie could
@@ -249,6 +249,8 @@ def _by_kind(
     )
   if kind == stats.EXISTENCE and raw == stats.REPRODUCED:
     return True, f'{how}: reached at T'
+  if kind == stats.MEASUREMENT and v.extra.get('at_budget'):
+    return True, f'{how}: a number at the budget its claim names (T); the ladder is shown, not required to settle'
   passed, why = _settles(v, values, ci, kind)
   how += why
   if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:
