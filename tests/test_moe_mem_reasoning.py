@@ -5,6 +5,7 @@ dynamic range or budget check gives `invalid` (the reasoning premise with its re
 `invalid` with its reason (no control for a refutation); a small reasoning G stands only on the storage control (the
 pool); the active-matched dense widths and G with its floor there; the scopes' numbers against the counts."""
 
+import dataclasses
 import functools
 import math
 
@@ -500,6 +501,9 @@ def test_present_on_a_synthetic_result(tmp_path):
   assert (matched != '').sum() == 4 and matched.str.endswith(('(d_ff 23)', '(d_ff 39)')).sum() == 4
   assert len(out.tables[1].frame) == 6 and len(out.tables[2].frame) == 6 and len(out.tables[3].frame) == 4
   assert (tmp_path / out.figures[0].file).stat().st_size > 1000
+  with_quarter = dataclasses.replace(result, ladder={'T/4': sel})  # the ladder's T/4 runs: G there too
+  gap = ablations.get('moe_memorization_vs_reasoning').present(with_quarter, base.Context(str(tmp_path), SCALE))
+  assert list(gap.tables[0].frame['budget'].value_counts().sort_index()) == [7, 7, 7]  # T, T/2, T/4
 
 
 def test_the_reasoning_gap_premise_reads_the_ci_lower_end_not_the_mean():

@@ -10,7 +10,7 @@ TIE_NO_LONGER_WITHHOLDS_DOUBLING = (
 )
 
 STEADY_DRIFT_SETTLES = (
-  "the runner's magnitude ladder rule (machinery, all studies; 85735c3), after a cold review of "
+  "the runner's magnitude ladder rule (machinery, all studies), after a cold review of "
   "moe_memorization_vs_reasoning's run of 2026-11-29: changes that do not shrink but drift steadily (none larger "
   'than the one before by more than the noise, a quarter of the CI width at T) settle when the largest, kept up '
   'for as many doublings again, stays under half the distance to the nearest boundary; before, a flat ladder '

@@ -10,6 +10,7 @@ from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research.ablations import base
 from ffn_research.ablations import moe_memorization_vs_reasoning as study
+from ffn_research.ablations import regime as regime_lib
 
 
 def _of_task(sel: pd.DataFrame, task: str) -> pd.DataFrame:
@@ -36,7 +37,9 @@ def gap_table(result: base.Result) -> pd.DataFrame:
   rows = []
   cells = [(r, task) for r in study.ROUTERS for task in (*study.TASKS, study.POOL)]
   cells += [(c, 'memorization') for c in study.CONTROLS]
-  for level, sel in (('T', result.full), ('T/2', result.half)):
+  quarter = result.ladder.get(regime_lib.QUARTER)
+  levels = [('T', result.full), ('T/2', result.half)] + ([('T/4', quarter)] if quarter is not None else [])
+  for level, sel in levels:
     for r, task in cells:
       t = study.gaps(sel, result.scale, task, r)
       g, lo, hi = rules_lib.ratio_of_means(t['num'], t['den'])
@@ -74,7 +77,7 @@ def figure(result: base.Result, gap: pd.DataFrame, ctx: base.Context) -> base.Fi
     'middle: held-out shortest-path accuracy (bare FFN, graph in the input), the same arms and the dense widths '
     "matched to each MoE's active parameters, with the test graphs' majority-class share (chance; reasoning "
     f'trains {study.SP_STEPS_FACTOR}x the steps); right: the share G of the dense-active -> dense-total gap the MoE '
-    'closes, per router and task (shortest_path_pool: the storage control, scored on its pool), at T and at T/2 '
+    'closes, per router and task (shortest_path_pool: the storage control, scored on its pool), at T, T/2 and T/4 '
     '(0: no better than dense-active, 1: as good as dense-total)',
   )
 
@@ -132,8 +135,8 @@ def _panel_task(ax, sel: pd.DataFrame, task: str, ylabel: str, experts: int) -> 
 
 
 def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
-  """G per router and task at T and T/2 (95% CI), with 0, 1 and the HALF level."""
-  for j, level in enumerate(('T', 'T/2')):
+  """G per router and task at T, T/2 and T/4 (95% CI), with 0, 1 and the HALF level."""
+  for j, level in enumerate(lv for lv in ('T', 'T/2', 'T/4') if lv in set(gap['budget'])):
     g = gap[gap['budget'] == level].reset_index(drop=True)
     base.errorbar_ci(
       ax,
@@ -141,9 +144,9 @@ def _panel_gap(ax, gap: pd.DataFrame, experts: int) -> None:
       g['G'],
       g['ci_lo'],
       g['ci_hi'],
-      fmt='o' if j == 0 else 'o',
+      fmt='o',
       mfc=None if j == 0 else 'none',
-      color='C1' if j == 0 else 'gray',
+      color=('C1', 'gray', 'silver')[j],
       label=f'at {level}',
     )
   ticks = gap[gap['budget'] == 'T']
@@ -198,7 +201,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     tables=[
       base.Table(
         'G, the share of the dense-active -> dense-total gap the MoE closes (ratio of means; 95% CI: BCa bootstrap '
-        'at 10 seeds, t on the log ratio at the 5-seed rows), at T and at T/2',
+        'at 10 seeds, t on the log ratio at the 5-seed rows), at T, T/2 and T/4',
         gap.drop(columns=['ci_lo', 'ci_hi']),
       ),
       base.Table(f'memorization at T ({s["mem_facts"]:,} facts, {entropy:,.0f} bits)', mem),
