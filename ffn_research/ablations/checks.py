@@ -103,44 +103,38 @@ def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Seq
 def _settles(
   v: stats.Verdict, values: Sequence[float], ci: tuple[float, float] | None = None, kind: str = ''
 ) -> tuple[bool, str]:
-  """The magnitude rule on a ladder's statistics: the changes shrink (one within half the CI half-width at T counts
-  as settled; `ci`: the chosen rates' CI at T where a tied rung stands in, never the tied rung's own) and the last is
-  under half the distance to the nearest boundary, or they drift steadily (none grows by more than that noise) and
-  the largest, repeated for as many doublings again, stays under it; or, for a measurement (no boundary), they
-  shrink and the last is under its settling margin
-  (`stats.measure`'s `settle`, fixed before the run: a noisier number does not settle more easily); (passed, its
-  words)."""
+  """The magnitude rule on a ladder's statistics (`ci`: the chosen rates' CI at T where a tied rung stands in,
+  never the tied rung's own; its quarter width is the noise); (passed, its words). With a boundary: the last change
+  is under half the distance d/2 from the statistic at T to the nearest boundary, and either it is within the noise
+  or the drift projected for as many doublings again as the ladder has, the last change c growing (or shrinking) by
+  its ratio r to the one before (floored at the noise), c (r + r^2 + ... + r^k), stays under d/2. For a measurement
+  (no boundary): the changes shrink and the last is under its settling margin (`stats.measure`'s `settle`, fixed
+  before the run: a noisier number does not settle more easily)."""
   changes = [abs(b - a) for a, b in itertools.pairwise(values)]
   lo, hi = v.ci if ci is None else ci
   noise = (hi - lo) / 4 if math.isfinite(lo) and math.isfinite(hi) else 0.0
+  said = f'; changes {", ".join(f"{c:.3g}" for c in changes)}'
   shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
   if kind == stats.MEASUREMENT:  # a fixed margin declared before the run (stats.measure), never the noise
     tol = float(v.extra.get('settle', math.nan))
     done = changes[-1] < tol
     last = f'; the last {"<" if done else ">="} the settling margin ({tol:.3g})'
-    return shrink and done, f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + (
-      'shrink' if shrink else 'do not shrink'
-    ) + last
+    return shrink and done, said + (' shrink' if shrink else ' do not shrink') + last
   tol = _boundary_distance(v) / 2
   if not math.isfinite(tol):
-    return shrink, f'; changes {", ".join(f"{c:.3g}" for c in changes)} ' + (
-      'shrink' if shrink else 'do not shrink'
-    ) + '; the rule has no boundary'
-  if shrink:
-    done = changes[-1] < tol
-    last = f'; the last {"<" if done else ">="} half the distance to the nearest boundary ({tol:.3g})'
-    return done, f'; changes {", ".join(f"{c:.3g}" for c in changes)} shrink' + last
-  # a steady drift (no change grows by more than the noise) settles if, kept up at its largest change for as many
-  # doublings again, it stays under half the distance: a flat ladder is not refused for not shrinking (REVIEW.md 2)
-  steady = all(b <= a + noise for a, b in itertools.pairwise(changes))
-  drift = max(changes) * len(changes)
-  why = f'; changes {", ".join(f"{c:.3g}" for c in changes)} do not shrink' + (
-    f' but are steady (none grows by more than the noise, {noise:.3g}): at the largest for {len(changes)} more '
-    f'doublings {drift:.3g} {"<" if drift < tol else ">="} half the distance to the nearest boundary ({tol:.3g})'
-    if steady
-    else f' and grow beyond the noise ({noise:.3g})'
+    return shrink, said + (' shrink' if shrink else ' do not shrink') + '; the rule has no boundary'
+  c, k = changes[-1], len(changes)
+  if c >= tol:
+    return False, said + f'; the last >= half the distance to the nearest boundary ({tol:.3g})'
+  if c <= noise:
+    return True, said + f'; the last within the noise ({noise:.3g}) and < half the distance ({tol:.3g})'
+  r = c / max(changes[-2], noise, 1e-300) if k > 1 else 1.0
+  drift = c * sum(r**j for j in range(1, k + 1))
+  return drift < tol, said + (
+    f'; the last beyond the noise ({noise:.3g}): kept up at its ratio {r:.3g} to the one before for {k} more '
+    f'doublings it moves {drift:.3g}, {"<" if drift < tol else ">="} half the distance to the nearest boundary '
+    f'({tol:.3g})'
   )
-  return steady and drift < tol, why
 
 
 def stability(
@@ -158,9 +152,9 @@ def stability(
   - sign ("A beats B after T steps"): the same decided outcome (the CI off the boundary, on one side) at every
     budget; an effect that shrinks toward a floor but keeps its sign is stable. Undecided at T: nothing to hold
     (the claim is answered at its budget: inconclusive).
-  - magnitude ("a slope of -2", "a ratio >= 0.77"): the changes between consecutive budgets shrink, and the last
-    is less than half the distance from the statistic at T to the rule's nearest boundary; or they drift steadily
-    (none grows by more than the noise) and the largest, kept up for as many doublings again, stays under it.
+  - magnitude ("a slope of -2", "a ratio >= 0.77"): the last change is less than half the distance from the
+    statistic at T to the rule's nearest boundary, and within the noise or, projected for as many doublings again
+    at its ratio to the change before, still under that half distance (`_settles`).
   - existence ("can reach"): reached at T is stable; otherwise the magnitude rule and, for `not reproduced`, no
     budget of the ladder and no other rate at T (`others`: (label, verdict) pairs) on the claimed side of a
     boundary: a best effort that crossed it means the ladder goes on; and a `not reproduced` ("cannot reach") only

@@ -204,6 +204,8 @@ def _pass_table(r: dict[str, Any]) -> list[str]:
   ]
   for it in r['iterations']:
     failed = '; '.join(it['failed']) or '–'
+    if it.get('judged_again_at'):
+      failed = f'(its runs judged again at {it["judged_again_at"]}) {failed}'
     if it.get('earlier'):
       failed = f'(an earlier policy or regime) {failed}'
     part = it.get('partial') or it.get('rates_only')  # rates_only: the key's earlier name (older records)

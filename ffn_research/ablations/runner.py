@@ -394,7 +394,10 @@ def _regime_loop(
     if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
       rec['iterations'].append(entry)
     else:  # a resumed pass with nothing to run is not a new iteration: the last one, judged again, fails what fails now
-      rec['iterations'][-1]['failed'] = entry['failed']
+      last = rec['iterations'][-1]
+      if entry['commit'] != last.get('commit'):
+        last['judged_again_at'] = entry['commit']  # the report says the failures are a later commit's judgement
+      last['failed'] = entry['failed']
     if stopped:
       return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent, raw)
     why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''

@@ -1,6 +1,7 @@
 """Design changes made after a result of this study was seen (the report lists them)."""
 
 from ffn_research.ablations import base
+from ffn_research.ablations.changes import PROJECTED_DRIFT_SETTLES
 from ffn_research.ablations.changes import TIE_NO_LONGER_WITHHOLDS_DOUBLING
 
 _RUN_DURING = 'made during the full run of 2026-11-23 (21:28-23:20 UTC), whose partial results may have been seen'
@@ -166,6 +167,17 @@ CHANGES = (
       'the headline reworded'
     ),
     outcome='not reproduced (23.32 [20.61, 26.09]) -> invalid, the same number (the rule alone: not reproduced)',
+    verdicts=(1,),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='85735c3, REVISED',
+    change=PROJECTED_DRIFT_SETTLES,
+    outcome=(
+      'not judged again at the change (its runs are not on this machine); on the published ladder (22.40, 29.18, '
+      '23.32, noise 1.37, the boundary 5: d/2 9.16), the stability check PASS -> FAIL (projected drift 9.44); the '
+      'verdict invalid -> invalid (its premise already failed)'
+    ),
     verdicts=(1,),
   ),
 )

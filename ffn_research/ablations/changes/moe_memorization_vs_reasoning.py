@@ -1,7 +1,7 @@
 """Design changes made after a result of this study was seen (the report lists them)."""
 
 from ffn_research.ablations import base
-from ffn_research.ablations.changes import STEADY_DRIFT_SETTLES
+from ffn_research.ablations.changes import PROJECTED_DRIFT_SETTLES
 from ffn_research.ablations.changes import TIE_NO_LONGER_WITHHOLDS_DOUBLING
 
 CHANGES = (
@@ -217,12 +217,13 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='85735c3',
-    change=STEADY_DRIFT_SETTLES,
+    commit='85735c3, REVISED',
+    change=PROJECTED_DRIFT_SETTLES,
     outcome=(
-      "overall top-2 (verdict 2): its ladder's stability check FAIL -> PASS (the same runs judged again); the "
-      'verdict invalid -> invalid (its refutation has no control); no other verdict of this study moves'
+      "overall top-2 (verdict 2): its ladder's stability check FAIL -> PASS (the same runs judged again; projected "
+      'drift 0.042 < 0.25); the verdict invalid -> invalid (its refutation has no control); no other verdict of '
+      'this study moves (the five other ladders pass under both rules)'
     ),
-    verdicts=(),
+    verdicts=(2,),
   ),
 )
