@@ -171,7 +171,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='85735c3, REVISED',
+    commit='85735c3, 1947c37',
     change=PROJECTED_DRIFT_SETTLES,
     outcome=(
       'not judged again at the change (its runs are not on this machine); on the published ladder (22.40, 29.18, '

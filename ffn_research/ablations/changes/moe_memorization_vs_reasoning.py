@@ -217,7 +217,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='85735c3, REVISED',
+    commit='85735c3, 1947c37',
     change=PROJECTED_DRIFT_SETTLES,
     outcome=(
       "overall top-2 (verdict 2): its ladder's stability check FAIL -> PASS (the same runs judged again; projected "
