@@ -468,7 +468,7 @@ def _study(cap_s: float, level: float):
   )
 
 
-def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
+def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys, monkeypatch):
   study = _study(cap_s=1e9, level=12)  # stat 8 at T, 4 at T/2: same outcome, |4| >= (12 - 8) / 2: unstable
   report = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
   reg = report['regime']
@@ -493,6 +493,10 @@ def test_loop_extends_resumes_and_stops_at_the_cap(tmp_path, capsys):
   err = capsys.readouterr().err
   assert '0 to run' in err and 'to run in 0 groups' in err
   assert len(again['regime']['iterations']) == 2 and again['verdicts'] == report['verdicts']
+  assert 'judged again' not in (tmp_path / 'tiny' / 'report.md').read_text()  # the same commit
+  monkeypatch.setattr(report_lib, 'git_commit', lambda *a: 'abc1234')  # a later commit judges the same runs
+  runner.run_study(study, str(tmp_path), 'smoke', progress=False)
+  assert '(its runs judged again at abc1234)' in (tmp_path / 'tiny' / 'report.md').read_text()
 
 
 def test_a_changed_regime_keeps_the_wall_time_and_the_passes_so_far(tmp_path):
