@@ -10,8 +10,10 @@ import pytest
 from scipy import stats as scipy_stats
 
 from experiments import publish as publish_lib
+from ffn_research import models
 from ffn_research import rules as rules_lib
 from ffn_research import stats
+from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import cap as cap_lib
 from ffn_research.ablations import checks
@@ -1084,3 +1086,16 @@ def test_the_ledger_records_each_training_invocation_not_a_judging_one(tmp_path)
   redesigned = runner.run_study(study, str(tmp_path), 'smoke', progress=False)
   assert json.loads(path.read_text())[runner.LEDGER_KEY][0] == [0.0, 2 * regime.REFERENCE_STEP_S]
   assert redesigned['regime']['spent_ref_s'] < redesigned['regime']['spent_s']
+
+
+def test_train_flops_is_three_forward_passes_of_every_position_and_the_progress_line_gives_the_share_done():
+  c = default_config()
+  c.model.arch, c.model.d_model, c.model.d_ff, c.model.num_layers = 'ffn_stack', 8, 16, 1
+  c.task.name, c.task.num_facts, c.task.num_relations, c.task.num_objects = 'memorization', 48, 4, 8
+  c.train.batch_size, c.train.steps = 6, 10
+  task = tasks.build_task(c)
+  per_token = models.model_counts(c, task)['flops_per_token']
+  assert runner.train_flops(c) == 3 * per_token * 6 * task.seq_len * 10
+  line = runner._progress_line('s', done_flops=2e12, left_flops=6e12, seconds=60.0)
+  assert line.startswith('s: 25.0% of the training FLOPs') and 'in 1.0 minutes; 6 TFLOP to go' in line
+  assert runner._progress_line('s', 0.0, 6e12, 60.0) == '' == runner._progress_line('s', 2e12, 0.0, 60.0)

@@ -27,8 +27,10 @@ import pandas as pd
 from ffn_research import ablations
 from ffn_research import analysis as analysis_lib
 from ffn_research import io as io_lib
+from ffn_research import models as models_lib
 from ffn_research import stats as verdict_lib
 from ffn_research import sweep as sweep_lib
+from ffn_research import tasks as tasks_lib
 from ffn_research.ablations import base
 from ffn_research.ablations import cap as cap_lib
 from ffn_research.ablations import judge as judge_lib
@@ -170,10 +172,43 @@ def _collected(
   return values
 
 
+def train_flops(config) -> float:
+  """A run's training FLOPs by formula: forward and backward (3x the forward's), every position of every step."""
+  task = tasks_lib.build_task(config)
+  tokens = config.train.batch_size * getattr(task, 'seq_len', 1)
+  return 3.0 * float(models_lib.model_counts(config, task)['flops_per_token']) * tokens * config.train.steps
+
+
+def _flops_left(arm: base.Arm, sweep_dir: str, arm_runs) -> float:
+  """The training FLOPs of the arm's runs not yet finished (rates and seeds share a point's count)."""
+  total, cache = 0.0, {}
+  for p, o in arm_runs:
+    if io_lib.RunDir(os.path.join(sweep_dir, 'runs', sweep_lib.run_name(o))).finished():
+      continue
+    key = (p, o.get(regime_lib.STEPS), o.get('train.batch_size'))
+    if key not in cache:
+      cache[key] = train_flops(sweep_lib.apply_overrides(arm.base, o))
+    total += cache[key]
+  return total
+
+
+def _progress_line(name: str, done_flops: float, left_flops: float, seconds: float) -> str:
+  """How much of the pass's training (by FLOP count) this invocation has done, and in how long: not a time price,
+  since compiles and small cells cost far more per FLOP than the large cells."""
+  if done_flops <= 0 or left_flops <= 0:
+    return ''
+  share = done_flops / (done_flops + left_flops)
+  return (
+    f'{name}: {share:.1%} of the training FLOPs this invocation found left in the pass done (by formula), in '
+    f'{seconds / 60:,.1f} minutes; {left_flops / 1e12:,.3g} TFLOP to go'
+  )
+
+
 def _run_pass(
   study: base.Study, outdir: str, points, rec, regime: base.Regime, progress: bool, tick, seed_offset: int
 ) -> tuple[pd.DataFrame, int]:
-  """Run (resume) every planned run, arm by arm; (the frame of every planned run, runs that were not finished)."""
+  """Run (resume) every planned run, arm by arm, logging after each the share of the training FLOPs done; (the frame
+  of every planned run, runs that were not finished)."""
   planned = regime_lib.plan(rec['state'])
   by_arm: dict[str, list[tuple[str, dict[str, Any]]]] = {}
   for p, runs in planned.items():
@@ -182,6 +217,8 @@ def _run_pass(
       for seed in arm.seed_range(regime.seeds, seed_offset):
         by_arm.setdefault(arm.name, []).append((p, _overrides(arm, o, rate, steps, seed)))
   arms = {arm.name: arm for arm, _ in points.values()}
+  left = {n: _flops_left(arms[n], os.path.join(outdir, n), r) for n, r in by_arm.items() if arms[n].rate_from is None}
+  done_flops, seconds = 0.0, 0.0
   frames: list[pd.DataFrame] = []
   todo = 0
   for i, (name, arm_runs) in enumerate(by_arm.items()):
@@ -195,6 +232,7 @@ def _run_pass(
     done = sum(bool(io_lib.RunDir(os.path.join(sweep_dir, 'runs', n)).finished()) for n in label)
     todo += len(label) - done
     base.log(f'{study.name}: arm {i + 1}/{len(by_arm)} {name!r}: {len(arm_runs)} runs, {done} already finished')
+    start = time.time()
     sweep_lib.run_sweep(
       arm.base,
       [o for _, o in arm_runs],
@@ -204,6 +242,11 @@ def _run_pass(
       after_group=tick,  # a killed invocation's wall time is on disk up to its last finished group
     )
     tick()
+    if name in left:
+      done_flops, seconds = done_flops + left.pop(name), seconds + time.time() - start
+      line = _progress_line(study.name, done_flops, sum(left.values()), seconds)
+      if line:
+        base.log(line)
     f = analysis_lib.load_results(sweep_dir)
     f['arm'], f['point'] = name, f['name'].map(label)
     if regime_lib.LR not in f:
