@@ -107,7 +107,9 @@ def test_bits_per_parameter_is_the_geometric_mean_over_widths_per_seed_at_the_pe
     assert v.extra['at_budget'] == 1.0 and math.isnan(v.extra['settle'])  # a number at 1,000 exposures
   relu = verdicts[0]
   assert all(p.startswith('store_relu_') for p in relu.points) and len(relu.points) == 4 * 4  # 4 widths x 4 N
-  assert any('cannot be the peak' in why for why in relu.settled.values())  # the control cell's rate edge
+  rows = atlas.storage_rows(_store_frame())
+  control = set(rows.loc[rows[atlas.N] == rows.groupby('width')[atlas.N].transform('min'), 'point'])
+  assert control and not control & set(relu.settled)  # the control cell's rate edge counts: control_check reads it
 
 
 def test_a_storage_cell_the_optimiser_cannot_fill_or_that_data_bounds_is_invalid_never_a_number():
@@ -150,11 +152,17 @@ def test_bits_per_parameter_is_a_number_at_its_budget_and_an_exponent_must_settl
   policy = base.Regime(rates=(0.01,), steps=100, seeds=3, cap=1e9)
 
   def rung(x, settle):
-    v = stats.measure('m', x, (0.95 * x, 1.05 * x), 't', 3, settle=settle, max_width=0.3, relative=True)
+    v = stats.measure(
+      'm', x, (0.95 * x, 1.05 * x), 't', 3, settle=settle, max_width=0.3, relative=True, extra={'saturate': 0.1}
+    )
     return dataclasses.replace(v, points=('a',))
 
   at_t = checks.stability(stats.MEASUREMENT, [rung(x, None) for x in (1.3, 1.6, 2.0)], st, policy)
   assert at_t.passed and 'the budget its claim names' in at_t.detail, at_t.detail
+  assert 'saturation (reported, not a gate)' in at_t.detail and 'still growing at T' in at_t.detail
+  assert 'would move it 62.2%' in at_t.detail  # 0.4 (4/3 + 16/9) / 2.0
+  flat = checks.stability(stats.MEASUREMENT, [rung(x, None) for x in (1.95, 1.99, 2.0)], st, policy)
+  assert flat.passed and 'saturated at T' in flat.detail, flat.detail
   moving = checks.stability(stats.MEASUREMENT, [rung(x, 0.03) for x in (1.3, 1.6, 2.0)], st, policy)
   assert not moving.passed and moving.remedy == stats.DOUBLE_STEPS
   assert 'not required to settle' in rung(2.0, None).rule

@@ -356,7 +356,7 @@ def test_a_measurement_is_measured_only_when_precise_settles_within_its_declared
   assert wide.extra['settle'] == pytest.approx(0.1) and wide.extra['max_width'] == pytest.approx(0.6)
   st = state()
   ok = checks.stability(stats.MEASUREMENT, [_measured(1.0), _measured(1.5), _measured(1.55)], st, POLICY)
-  assert ok.passed and 'the last < the settling margin (0.1)' in ok.detail, ok.detail
+  assert ok.passed and 'the last < the settling margin (0.1)' in ok.detail and 'it moves 0.0055, <' in ok.detail
   late = checks.stability(stats.MEASUREMENT, [_measured(1.0), _measured(1.3), _measured(1.45)], st, POLICY)
   assert not late.passed and late.remedy == stats.DOUBLE_STEPS and late.demote == stats.INVALID, late.detail
   assert stats.gate(_measured(1.45), [late]).outcome == stats.INVALID

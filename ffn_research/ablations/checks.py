@@ -100,6 +100,39 @@ def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Seq
   )
 
 
+def _projected(changes: Sequence[float], floor: float) -> float:
+  """The drift c (r + r^2 + ... + r^k) of the last change c kept up for k = len(changes) more doublings at its
+  ratio r to the change before (that one floored at `floor`; r = 1 with one change)."""
+  c, k = changes[-1], len(changes)
+  if c == 0:
+    return 0.0
+  before = max(changes[-2], floor) if k > 1 else c
+  if before <= 0:  # it moved after a step that did not: no ratio bounds it
+    return math.inf
+  r = c / before
+  try:
+    return c * sum(r**j for j in range(1, k + 1))
+  except OverflowError:
+    return math.inf
+
+
+def _saturation(v: stats.Verdict, values: Sequence[float]) -> str:
+  """A measurement at its named budget: whether its ladder says it has saturated there (reported, never a gate,
+  never bought: a doubling would change the budget the number names)."""
+  margin = float(v.extra.get('saturate', math.nan))
+  changes = [abs(b - a) for a, b in itertools.pairwise(values)]
+  scale = abs(values[-1]) or 1.0
+  drift = _projected(changes, 0.0) / scale
+  if not math.isfinite(margin):
+    return f'; the last doubling moved it {changes[-1] / scale:.1%}'
+  return (
+    f'; saturation (reported, not a gate): the last doubling moved it {changes[-1] / scale:.1%}; kept up at its '
+    f'ratio to the change before, {len(changes)} more doublings would move it {drift:.1%}, '
+    + (f'under {margin:.0%}: saturated at T' if drift < margin else f'not under {margin:.0%}: still growing at T')
+    + ' (more steps are not bought: they would change the budget the number names)'
+  )
+
+
 def _settles(
   v: stats.Verdict, values: Sequence[float], ci: tuple[float, float] | None = None, kind: str = ''
 ) -> tuple[bool, str]:
@@ -108,8 +141,8 @@ def _settles(
   is under half the distance d/2 from the statistic at T to the nearest boundary, and either it is within the noise
   or the drift projected for as many doublings again as the ladder has, the last change c growing (or shrinking) by
   its ratio r to the one before (floored at the noise), c (r + r^2 + ... + r^k), stays under d/2. For a measurement
-  (no boundary): the changes shrink and the last is under its settling margin (`stats.measure`'s `settle`, fixed
-  before the run: a noisier number does not settle more easily)."""
+  (no boundary): the last change and that drift are under its settling margin (`stats.measure`'s `settle`, fixed before
+  the run: a noisier number does not settle more easily)."""
   changes = [abs(b - a) for a, b in itertools.pairwise(values)]
   lo, hi = v.ci if ci is None else ci
   noise = (hi - lo) / 4 if math.isfinite(lo) and math.isfinite(hi) else 0.0
@@ -117,9 +150,13 @@ def _settles(
   shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
   if kind == stats.MEASUREMENT:  # a fixed margin declared before the run (stats.measure), never the noise
     tol = float(v.extra.get('settle', math.nan))
-    done = changes[-1] < tol
-    last = f'; the last {"<" if done else ">="} the settling margin ({tol:.3g})'
-    return shrink and done, said + (' shrink' if shrink else ' do not shrink') + last
+    drift, c = _projected(changes, noise), changes[-1]
+    if c >= tol:
+      return False, said + f'; the last >= the settling margin ({tol:.3g})'
+    return drift < tol, said + (
+      f'; the last < the settling margin ({tol:.3g}); kept up at its ratio to the change before for {len(changes)} '
+      f'more doublings it moves {drift:.3g}, {"<" if drift < tol else ">="} the margin'
+    )
   tol = _boundary_distance(v) / 2
   if not math.isfinite(tol):
     return shrink, said + (' shrink' if shrink else ' do not shrink') + '; the rule has no boundary'
@@ -128,8 +165,8 @@ def _settles(
     return False, said + f'; the last >= half the distance to the nearest boundary ({tol:.3g})'
   if c <= noise:
     return True, said + f'; the last within the noise ({noise:.3g}) and < half the distance ({tol:.3g})'
-  r = c / max(changes[-2], noise, 1e-300) if k > 1 else 1.0
-  drift = c * sum(r**j for j in range(1, k + 1))
+  r = c / max(changes[-2], noise) if k > 1 and max(changes[-2], noise) > 0 else math.inf if k > 1 else 1.0
+  drift = _projected(changes, noise)
   return drift < tol, said + (
     f'; the last beyond the noise ({noise:.3g}): kept up at its ratio {r:.3g} to the one before for {k} more '
     f'doublings it moves {drift:.3g}, {"<" if drift < tol else ">="} half the distance to the nearest boundary '
@@ -160,8 +197,9 @@ def stability(
     boundary: a best effort that crossed it means the ladder goes on; and a `not reproduced` ("cannot reach") only
     at the largest budget the regime allows (every doubling spent): before it, the remedy is the budget and the
     verdict inconclusive, since a ladder that looks settled at T has moved on at 4T (universal_approximation).
-  - measurement (a number the codebase reports, `stats.measure`): the changes shrink and the last is under the
-    settling margin the study declared; a number at the budget its claim names (`settle` None) holds at T.
+  - measurement (a number the codebase reports, `stats.measure`): the last change and the projected drift (as for
+    magnitude) are under the settling margin the study declared; a number at the budget its claim names
+    (`settle` None) holds at T, with its saturation reported (`_saturation`).
 
   A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
   statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where a tie could
@@ -244,7 +282,7 @@ def _by_kind(
   if kind == stats.EXISTENCE and raw == stats.REPRODUCED:
     return True, f'{how}: reached at T'
   if kind == stats.MEASUREMENT and v.extra.get('at_budget'):
-    return True, f'{how}: a number at the budget its claim names (T); the ladder is shown, not required to settle'
+    return True, f'{how}: a number at the budget its claim names (T)' + _saturation(v, values)
   passed, why = _settles(v, values, ci, kind)
   how += why
   if kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED:

@@ -143,7 +143,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     for _, r in table.iterrows()
     if 'per trainable' in r.measured
   ]
-  headline = 'bits per trainable parameter at saturation: ' + '; '.join(shown)
+  headline = 'bits per trainable parameter at 1,000 exposures: ' + '; '.join(shown)
   return base.Presentation(
     headline=headline,
     tables=[
