@@ -197,12 +197,11 @@ def stability(
     boundary: a best effort that crossed it means the ladder goes on; and a `not reproduced` ("cannot reach") only
     at the largest budget the regime allows (every doubling spent): before it, the remedy is the budget and the
     verdict inconclusive, since a ladder that looks settled at T has moved on at 4T (universal_approximation).
-  - measurement (a number the codebase reports, `stats.measure`): the last change and the projected drift (as for
-    magnitude) are under the settling margin the study declared; a number at the budget its claim names
-    (`settle` None) holds at T, with its saturation reported (`_saturation`).
+  - measurement (`stats.measure`): the last change and its projected drift under the declared settling margin; a
+    number at the budget its claim names (`settle` None) holds at T, its saturation reported (`_saturation`).
 
-  A change within half the CI's half-width at T counts as settled. A failure when the rule is inconclusive at T (the
-  statistic inside its noise band) demotes to `inconclusive`, never to `invalid`; so does one where a tie could
+  A failure when the rule is inconclusive at T (the statistic inside its noise band) demotes to `inconclusive`,
+  never to `invalid`; so does one where a tie could
   settle it: `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen
   one) of which one, put in its rung, makes the ladder stable. Either way the remedy is the budget: double T for the
   verdict's points (the T and T/2 runs become T/2 and T/4) while doublings are left; ties themselves are judged by

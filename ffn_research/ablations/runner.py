@@ -385,6 +385,18 @@ def _priced_spent(outdir: str, rec, cap: cap_lib.Cap) -> tuple[float, float]:
   return cap_lib.priced_ref_s(rec.get(LEDGER_KEY), raw, cap.step_s) * cap.speed, raw
 
 
+def _record_pass(rec: dict[str, Any], entry: dict[str, Any], stopped: str) -> None:
+  """A pass that ran something (or the first, or one after an extension) is a new iteration; a resumed pass with
+  nothing to run is not: the last one, judged again, fails what fails now, and names the commit that judged it."""
+  if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
+    rec['iterations'].append(entry)
+    return
+  last = rec['iterations'][-1]
+  if entry['commit'] != last.get('commit'):
+    last['judged_again_at'] = entry['commit']  # the report says the failures are a later commit's judgement
+  last['failed'] = entry['failed']
+
+
 def _regime_loop(
   study: base.Study,
   outdir: str,
@@ -434,13 +446,7 @@ def _regime_loop(
     if not stopped:
       entry['actions'] = ext.actions
       entry['partial'] = ext.partial
-    if entry['runs_run'] or not rec['iterations'] or rec['iterations'][-1].get('actions') or stopped == '':
-      rec['iterations'].append(entry)
-    else:  # a resumed pass with nothing to run is not a new iteration: the last one, judged again, fails what fails now
-      last = rec['iterations'][-1]
-      if entry['commit'] != last.get('commit'):
-        last['judged_again_at'] = entry['commit']  # the report says the failures are a later commit's judgement
-      last['failed'] = entry['failed']
+    _record_pass(rec, entry, stopped)
     if stopped:
       return _LoopEnd(frame, tuning, ladder, verdicts, state, stopped, nxt, ext.cost, spent, raw)
     why = ' (the whole extension passes the cap: the part that fits)' if ext.partial else ''
