@@ -166,3 +166,29 @@ def test_bits_per_parameter_is_a_number_at_its_budget_and_an_exponent_must_settl
   moving = checks.stability(stats.MEASUREMENT, [rung(x, 0.03) for x in (1.3, 1.6, 2.0)], st, policy)
   assert not moving.passed and moving.remedy == stats.DOUBLE_STEPS
   assert 'not required to settle' in rung(2.0, None).rule
+
+
+def test_bits_per_parameter_is_read_at_one_p_star_for_every_kind_not_over_each_kinds_own_range():
+  """Under one law bits = 2 P^0.9 a dense range (1k-10k) and an MoE range (5k-40k) give the same bits / P at P* =
+  7,000, 2 x 7,000^-0.1, where their geometric means over their own widths differ by 13%."""
+  law = lambda p: 2.0 * p**0.9
+
+  def top(sizes):
+    return pd.DataFrame(
+      [
+        {atlas.SEED: s, atlas.SIZE: p, 'bits_stored': law(p) * (1 + 0.01 * s), 'width': i}
+        for s in range(3)
+        for i, p in enumerate(sizes)
+      ]
+    )
+
+  dense, moe = top([1_000, 2_000, 4_000, 10_000]), top([5_000, 9_000, 17_000, 40_000])
+  at = [float(np.exp(atlas._log_bits_per_param_at(t, 7_000).iloc[0])) for t in (dense, moe)]
+  assert at == pytest.approx([2.0 * 7_000**-0.1] * 2, rel=1e-9)
+  geo = [
+    float(np.exp(np.log(law(t[atlas.SIZE]) / t[atlas.SIZE]).groupby(t[atlas.SEED]).mean().iloc[0]))
+    for t in (dense, moe)
+  ]
+  assert geo[1] / geo[0] == pytest.approx(0.87, abs=0.01)  # what the geometric mean over each kind's range read
+  v = atlas.bits_per_param(dense, 'c', 7_000)
+  assert v.extra['p_star'] == 7_000 and 'P* = 7,000' in v.test

@@ -8,21 +8,24 @@ FFN kinds (KINDS): ReLU, GELU and SwiGLU (gated, `match_params`: round(2/3 d_ff)
 parameters) at nominal widths d_ff; MoE of 8 ReLU experts (Switch softmax-then-top-k router, dropless, default
 load-balance and z losses), top-1 and top-2, each expert d_ff wide (at least MOE_MIN_WIDTH = 8 units).
 
-Storage. Task `memorization` as in memorization_capacity (N facts (subject, relation) -> object, V = 256 values,
-16 relations; bits stored = N log2 V minus the facts' total cross-entropy in bits) on `ffn_stack` (causal mean of
-frozen random embeddings, 2 residual FFN blocks, tied frozen unembedding; d_model 16), so the facts live only in
-the FFN blocks and 3 norm scales; the object is scored over the V objects only (`task.object_softmax`: the S + R
-other tokens, whose number grows with N, take no capacity). Per kind and width four data sizes, N log2 V = 0.5 P,
-2 P, 4 P and 8 P bits for its P trainable parameters (STORE_BITS), each at batch N/8 at every budget, so the ladder
-T/4, T/2, T is 4x the exposures per fact (full: T = 8,000 steps, 1,000 exposures). The peak is the N with the
-most bits (mean over seeds; every seed read there). Statistic (per kind): per seed the geometric mean over widths of
-peak bits / P, a t CI of the logs over seeds, exponentiated; measured when the CI is at most BITS_WIDTH = 30% of it
-wide. It is a number at a named budget, 1,000 exposures (Allen-Zhu & Li's 2-bit regime; bits stored grow with the
-exposures, so it is not expected to settle on the ladder): the ladder's 250 and 500 exposures are shown, not
-required to settle, and the storage arms never double (no storage check has a step remedy); a saturation reading
-is reported on the ladder line (the drift of two more doublings at the last change's ratio under BITS_SATURATE =
-10%: saturated at T; not a gate, not bought). Per active parameter (MoE) only in the table: it is
-P / active times the same number.
+Storage. Task `memorization` as in memorization_capacity (N facts (subject, relation) -> object, V = 256 values, 16
+relations; bits stored = N log2 V minus the facts' total cross-entropy in bits) on `ffn_stack` (causal mean of frozen
+random embeddings, 2 residual FFN blocks, tied frozen unembedding; d_model 16), so the facts live only in the FFN
+blocks and 3 norm scales; the object is scored over the V objects only (`task.object_softmax`: the S + R other tokens,
+whose number grows with N, take no capacity). Per kind and width four data sizes, N log2 V = 0.5 P, 2 P, 4 P and 8 P
+bits for its P trainable parameters (STORE_BITS), each at batch N/8 at every budget, so the ladder T/4, T/2, T is 4x
+the exposures per fact (full: T = 8,000 steps, 1,000 exposures). The peak is the N with the most bits (mean over
+seeds; every seed read there). Statistic (per kind): per seed bits / P at one P* shared by every kind
+(Settings.p_star, 7,000 at full: inside the dense range 1.1k-10.6k and the MoE range 4.8k-43k) on the least-squares
+line of ln peak bits on ln P over the widths, a t CI of the logs over seeds, exponentiated (since 2026-11-30, before
+results, after a cold design review: the geometric mean over each kind's own widths read each kind at its own range's
+middle, 3.3k dense and 13.4k MoE, 13% apart under one law of slope 0.9); measured when the CI is at most BITS_WIDTH =
+30% of it wide. It is a number at a named budget, 1,000 exposures (Allen-Zhu & Li's 2-bit regime; bits stored grow
+with the exposures, so it is not expected to settle on the ladder): the ladder's 250 and 500 exposures are shown, not
+required to settle, and the storage arms never double (no storage check has a step remedy); a saturation reading is
+reported on the ladder line (the drift of two more doublings at the last change's ratio under BITS_SATURATE = 10%:
+saturated at T; not a gate, not bought). Per active parameter (MoE) only in the table: it is P / active times the same
+number.
 
 Approximation. Bare FFN regression, batch 256, 16,384 training points: `sin` (sin(pi x) on [-1, 1], d_model 1;
 error = the sup error on the 8,193-point grid) and `teacher` (a random tanh teacher of width 32 on 4-d Gaussian
@@ -100,11 +103,14 @@ class Settings(TypedDict):
   moe: tuple[int, ...]  # storage: MoE expert widths
   approx: tuple[int, ...]  # approximation: widths (dense d_ff, MoE expert width)
   teacher_d: int  # approximation: the teacher's input dimension
+  p_star: float  # storage: the P at which every kind's bits / P is read (inside the dense and the MoE range at full)
 
 
 SETTINGS: dict[str, Settings] = {
-  'smoke': dict(d_model=8, values=16, relations=4, dense=(8,), moe=(8,), approx=(8, 16, 32), teacher_d=2),
-  'quick': dict(d_model=16, values=256, relations=16, dense=(16, 32, 64), moe=(8, 16), approx=(8, 16, 32), teacher_d=4),
+  'smoke': dict(d_model=8, values=16, relations=4, dense=(8,), moe=(8,), approx=(8, 16, 32), teacher_d=2, p_star=1_000),
+  'quick': dict(
+    d_model=16, values=256, relations=16, dense=(16, 32, 64), moe=(8, 16), approx=(8, 16, 32), teacher_d=4, p_star=4_500
+  ),
   'full': dict(
     d_model=16,
     values=256,
@@ -113,6 +119,7 @@ SETTINGS: dict[str, Settings] = {
     moe=(8, 16, 32, 80),
     approx=(8, 16, 32, 64),
     teacher_d=4,
+    p_star=7_000,
   ),
   # For a GPU: dense widths up to 640 so that the dense parameter range (1.1k-42k) covers the MoE's (4.8k-43k), one
   # more approximation width, 5 seeds.
@@ -124,6 +131,7 @@ SETTINGS: dict[str, Settings] = {
     moe=(8, 16, 32, 80),
     approx=(8, 16, 32, 64, 128),
     teacher_d=4,
+    p_star=7_000,
   ),
 }
 STORE_FACTOR, APPROX_FACTOR = 10, 5  # T of the storage and approximation arms = regime.steps x this (full: 8,000
@@ -246,21 +254,36 @@ def approx_rows(sel: pd.DataFrame, target: str) -> pd.DataFrame:
   return rows
 
 
-def bits_per_param(top: pd.DataFrame, claim: str) -> stats.Verdict:
-  """Per seed the geometric mean over widths of peak bits / P; t CI of the logs over seeds, exponentiated."""
-  logs = np.log(top['bits_stored'].clip(lower=1e-9) / top[SIZE]).groupby(top[SEED]).mean()
+def _log_bits_per_param_at(top: pd.DataFrame, p_star: float) -> pd.Series:
+  """Per seed, ln(bits / P) at P = p_star on the least-squares line of ln peak bits on ln P over the widths (one
+  width: its own ln(bits / P))."""
+  out = {}
+  for seed, g in top.groupby(SEED):
+    x, y = np.log(g[SIZE].astype(float)), np.log(g['bits_stored'].clip(lower=1e-9).astype(float))
+    if x.nunique() < 2:
+      out[seed] = float((y - x).mean())
+      continue
+    slope, intercept = np.polyfit(x, y, 1)
+    out[seed] = float(intercept + (slope - 1.0) * math.log(p_star))
+  return pd.Series(out)
+
+
+def bits_per_param(top: pd.DataFrame, claim: str, p_star: float) -> stats.Verdict:
+  """Per seed bits / P at one P* shared by every kind (`_log_bits_per_param_at`); t CI of the logs over seeds,
+  exponentiated."""
+  logs = _log_bits_per_param_at(top, p_star)
   m, lo, hi = stats.mean_ci(logs)
   by_width = top.groupby('width')
   return stats.measure(
     claim,
     math.exp(m),
     (math.exp(lo), math.exp(hi)) if math.isfinite(lo) else (math.nan, math.nan),
-    'per seed the geometric mean over widths of peak bits / trainable parameters; Student-t 95% CI of the logs '
-    'over seeds, exponentiated',
+    f'per seed bits / P at P* = {p_star:,.0f} on the least-squares line of ln peak bits on ln P over the widths '
+    '(every kind read at the same P*); Student-t 95% CI of the logs over seeds, exponentiated',
     len(logs),
     settle=None,
     max_width=BITS_WIDTH,
-    extra={'saturate': BITS_SATURATE},
+    extra={'saturate': BITS_SATURATE, 'p_star': p_star},
     relative=True,
     detail='peak bits / P by width: '
     + ', '.join(f'{w}: {(g["bits_stored"] / g[SIZE]).mean():.3g} ({g[SIZE].iloc[0]:,} params)' for w, g in by_width),
@@ -302,7 +325,7 @@ def storage_verdicts(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
       out.append(stats.underpowered(claim, '', '', 0, 'no storage runs of this kind'))
       continue
     top = storage.peaks(cell)
-    v = bits_per_param(top, claim)
+    v = bits_per_param(top, claim, s['p_star'])
     proportional, _ = storage.proportional_check(top, kind, _points(cell))
     checks = [
       control_check(cell, top, s['values']),
@@ -413,9 +436,9 @@ def _store_scope(kind: str) -> str:
   return (
     f'{kind} FFNs ({ffn}) in a 2-block ffn_stack with frozen random 16-d embeddings (full widths '
     f'{SETTINGS["full"]["moe" if kind in MOE_KINDS else "dense"]}, >= 8x in P), random facts over V = 256 scored over '
-    'the V objects only, at N log2 V = 0.5, 2, 4 and 8 bits per P; the number is the geometric mean over widths of the '
-    'peak bits / P at 1,000 exposures per fact (8,000 steps of batch N/8; the ladder line gives 250 and 500), Adam '
-    'tuned per point, 3 seeds, a marginal 95% CI (13 measurements, no '
+    'the V objects only, at N log2 V = 0.5, 2, 4 and 8 bits per P; the number is peak bits / P at P* = 7,000 on the '
+    'per-seed log-log line over the widths, at 1,000 exposures per fact (8,000 steps of batch N/8; the ladder line '
+    'gives 250 and 500), Adam tuned per point, 3 seeds, a marginal 95% CI (13 measurements, no '
     'familywise correction): not a transformer, not natural-text facts'
   )
 
