@@ -408,7 +408,7 @@ def measure(
   rule = f'measured: a finite 95% CI at most {max_width:g}{unit} wide (no region to decide against); ' + (
     'a number at the budget its claim names (its ladder shown, not required to settle)'
     if settle is None
-    else f'settled on the ladder when the last change is under {settle:g}{unit}'
+    else f'settled on the ladder when the last change and its projected drift are under {settle:g}{unit}'
   )
   return Verdict(
     claim,

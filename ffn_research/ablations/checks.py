@@ -100,20 +100,20 @@ def _rung_text(levels: Sequence[str], rungs: Sequence[stats.Verdict], steps: Seq
   )
 
 
-def _projected(changes: Sequence[float], floor: float) -> float:
-  """The drift c (r + r^2 + ... + r^k) of the last change c kept up for k = len(changes) more doublings at its
-  ratio r to the change before (that one floored at `floor`; r = 1 with one change)."""
+def _projected(changes: Sequence[float], floor: float) -> tuple[float, float]:
+  """(drift, r): the drift c (r + r^2 + ... + r^k) of the last change c kept up for k = len(changes) more doublings
+  at its ratio r to the change before (that one floored at `floor`; r = 1 with one change)."""
   c, k = changes[-1], len(changes)
-  if c == 0:
-    return 0.0
   before = max(changes[-2], floor) if k > 1 else c
+  if c == 0:
+    return 0.0, 0.0
   if before <= 0:  # it moved after a step that did not: no ratio bounds it
-    return math.inf
+    return math.inf, math.inf
   r = c / before
   try:
-    return c * sum(r**j for j in range(1, k + 1))
+    return c * sum(r**j for j in range(1, k + 1)), r
   except OverflowError:
-    return math.inf
+    return math.inf, r
 
 
 def _saturation(v: stats.Verdict, values: Sequence[float]) -> str:
@@ -122,7 +122,7 @@ def _saturation(v: stats.Verdict, values: Sequence[float]) -> str:
   margin = float(v.extra.get('saturate', math.nan))
   changes = [abs(b - a) for a, b in itertools.pairwise(values)]
   scale = abs(values[-1]) or 1.0
-  drift = _projected(changes, 0.0) / scale
+  drift = _projected(changes, 0.0)[0] / scale
   if not math.isfinite(margin):
     return f'; the last doubling moved it {changes[-1] / scale:.1%}'
   return (
@@ -150,7 +150,7 @@ def _settles(
   shrink = all(b < a or b <= noise for a, b in itertools.pairwise(changes))
   if kind == stats.MEASUREMENT:  # a fixed margin declared before the run (stats.measure), never the noise
     tol = float(v.extra.get('settle', math.nan))
-    drift, c = _projected(changes, noise), changes[-1]
+    (drift, _), c = _projected(changes, noise), changes[-1]
     if c >= tol:
       return False, said + f'; the last >= the settling margin ({tol:.3g})'
     return drift < tol, said + (
@@ -165,8 +165,7 @@ def _settles(
     return False, said + f'; the last >= half the distance to the nearest boundary ({tol:.3g})'
   if c <= noise:
     return True, said + f'; the last within the noise ({noise:.3g}) and < half the distance ({tol:.3g})'
-  r = c / max(changes[-2], noise) if k > 1 and max(changes[-2], noise) > 0 else math.inf if k > 1 else 1.0
-  drift = _projected(changes, noise)
+  drift, r = _projected(changes, noise)
   return drift < tol, said + (
     f'; the last beyond the noise ({noise:.3g}): kept up at its ratio {r:.3g} to the one before for {k} more '
     f'doublings it moves {drift:.3g}, {"<" if drift < tol else ">="} half the distance to the nearest boundary '

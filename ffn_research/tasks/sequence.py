@@ -176,7 +176,7 @@ class MemorizationTask(_SequenceTask):
   def _objects_only(self, logits_BxPxV: jax.Array) -> jax.Array:
     """The logits with every non-object token masked when task.object_softmax (else unchanged; logits of the
     objects alone, as the model gives them here, pass through)."""
-    if not self.config.task.object_softmax:
+    if not self.config.task.object_softmax or logits_BxPxV.shape[-1] == self.config.task.num_objects:
       return logits_BxPxV
     is_object_V = jnp.arange(logits_BxPxV.shape[-1]) < self.config.task.num_objects
     return jnp.where(is_object_V, logits_BxPxV, -jnp.inf)
