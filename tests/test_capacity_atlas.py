@@ -192,3 +192,37 @@ def test_bits_per_parameter_is_read_at_one_p_star_for_every_kind_not_over_each_k
   assert geo[1] / geo[0] == pytest.approx(0.87, abs=0.01)  # what the geometric mean over each kind's range read
   v = atlas.bits_per_param(dense, 'c', 7_000)
   assert v.extra['p_star'] == 7_000 and 'P* = 7,000' in v.test
+
+
+def test_moe_storage_is_also_read_per_active_parameter_against_relu_inside_its_range_and_top2_against_top1():
+  frame = _store_frame()
+  top2 = frame['arm'].str.startswith('store_moe_top2')
+  frame.loc[top2, 'bits_stored'] *= 1.5  # top-2 stores 1.5x top-1 at every width, 3 bits / P against ReLU's 2
+  top1_v, top2_v = atlas.storage_verdicts(frame, 'full')[3:]
+  for v in (top1_v, top2_v):  # active = P // 4 in this frame: 4x the per-P number, its CI scaled alike
+    assert v.extra['per_active'] / v.statistic == pytest.approx(4, rel=1e-3)
+    assert v.extra['per_active_lo'] / v.ci[0] == pytest.approx(v.extra['per_active'] / v.statistic)
+    assert v.extra['slope'] == pytest.approx(1.0)
+  relu_max = atlas.trainable_params(atlas.SETTINGS['full'], 'relu', 160)
+  moe_p = [atlas.trainable_params(atlas.SETTINGS['full'], 'moe_top1', w) for w in (8, 16, 32, 80)]
+  inside = [p for p in moe_p if p <= relu_max]
+  assert len(inside) == 2  # widths 8 and 16: only those are read against ReLU
+  assert all(f'{p:,} params 1x' in top1_v.detail and f'{p:,} params 1.5x' in top2_v.detail for p in inside)
+  assert 'over moe_top1 at the same width' in top2_v.detail and 'over moe_top1' not in top1_v.detail
+  assert top2_v.detail.count(' 1.5x [1.5, 1.5]') == 4 + 2  # 4 widths against top-1, 2 sizes against ReLU
+
+
+def test_the_sin_premise_can_fail_and_the_references_are_the_equal_piece_and_free_knot_errors():
+  from scipy import integrate
+
+  root = integrate.quad(lambda x: math.sqrt(abs(math.pi**2 * math.sin(math.pi * x))), -1, 1)[0]
+  assert atlas.free_knot(8) == pytest.approx(root**2 / 16 / 81, rel=1e-9)
+  assert atlas.equal_piece(64) / atlas.free_knot(64) == pytest.approx(1.7188, abs=1e-4)
+  assert [atlas.hidden_units(k, 64) for k in ('relu', 'gelu', 'swiglu')] == [64, 64, 43]
+  stuck = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(exponent=-0.5), 'sin'), 'sin', 'swiglu')
+  assert stuck.outcome == stats.INVALID and stuck.raw_outcome == stats.MEASURED  # its held-out MSE is 0.1% of var
+  assert f'must be below {atlas.equal_piece(5):.3g}, the equal-piece error of the smallest width (8: 5 units)' in (
+    stuck.detail
+  )
+  fine = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), 'sin'), 'sin', 'swiglu')
+  assert fine.outcome == stats.MEASURED, fine.detail

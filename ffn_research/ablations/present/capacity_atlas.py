@@ -1,7 +1,5 @@
 """Tables, figures and headline of ablations/capacity_atlas.py."""
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -14,7 +12,8 @@ COLORS = {'relu': 'C0', 'gelu': 'C1', 'swiglu': 'C2', 'moe_top1': 'C3', 'moe_top
 
 
 def atlas_table(verdicts) -> pd.DataFrame:
-  """One row per measurement: what, the number, its CI, its outcome."""
+  """One row per measurement: what, the number, its CI, its outcome; for MoE the number on active parameters (bits
+  per active P at P* with its CI; the exponent on active P), for storage the log-log slope of peak bits on P."""
   rows = []
   for v in verdicts:
     what, _, quantity = v.claim.partition(': ')
@@ -27,7 +26,10 @@ def atlas_table(verdicts) -> pd.DataFrame:
         'CI hi': v.ci[1],
         'outcome': v.outcome,
         'seeds': v.n,
-        'on active P': v.extra.get('exponent_per_active', float('nan')),
+        'on active P': v.extra.get('per_active', v.extra.get('exponent_per_active', float('nan'))),
+        'active CI lo': v.extra.get('per_active_lo', float('nan')),
+        'active CI hi': v.extra.get('per_active_hi', float('nan')),
+        'bits-P slope': v.extra.get('slope', float('nan')),
       }
     )
   return pd.DataFrame(rows)
@@ -119,7 +121,8 @@ def figure(store: pd.DataFrame, errors: pd.DataFrame, ctx: base.Context) -> base
       )
     relu = e[e['kind'] == 'relu']
     if target == 'sin' and len(relu):
-      ax.plot(relu['P'], math.pi**2 / (4 * (relu['width'] + 1) ** 2), 'k--', lw=0.8, label='equal-piece reference')
+      ax.plot(relu['P'], relu['width'].map(study.equal_piece), 'k--', lw=0.8, label='ReLU: equal pieces')
+      ax.plot(relu['P'], relu['width'].map(study.free_knot), 'k:', lw=0.8, label='ReLU: free-knot optimum')
     what = 'sup error, sin(pi x)' if target == 'sin' else 'held-out RMSE, 4-d tanh teacher'
     base.style_axes(
       ax, xlabel='parameters', ylabel=what, title=f'approximation: {target}', xscale='log', yscale='log', fontsize=6
@@ -130,7 +133,8 @@ def figure(store: pd.DataFrame, errors: pd.DataFrame, ctx: base.Context) -> base
     'capacity_atlas.png',
     'Left: peak bits stored vs trainable parameters per FFN kind (MoE also vs active parameters, dotted), mean over '
     'seeds with 95% CIs, at the ladder T; dashed: 2 bits per parameter. Middle and right: error vs trainable '
-    'parameters per kind (sin: sup error, with the equal-piece reference pi^2 / (4 (N + 1)^2) for ReLU width N; '
+    'parameters per kind (sin: sup error, with two references for ReLU width N: equal pieces, pi^2 / (4 (N + 1)^2), '
+    'dashed, and the known optimum, free knots, 1.436 / (N + 1)^2 asymptotically, dotted, 1.72x lower; '
     'teacher: held-out RMSE), log-log.',
   )
 
@@ -153,8 +157,10 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     ],
     figures=[figure(store, errors, ctx)],
     notes=[
-      'MoE: storage per active parameter is P / active times the per-P number (the table gives both); the teacher '
-      "exponent is judged on total P, the one on active P (the router's share falls with width) is the atlas "
-      "table's last column."
+      'MoE, reported beside each judged number (not judged): bits per active parameter at P* (the per-seed number '
+      "times P* / active there, interpolated over the widths: the router's share falls with width) with its CI; the "
+      "teacher exponent on active P (judged on total P); in each MoE storage verdict's detail, its bits / P over "
+      "ReLU's at the same total P inside the dense range only, and top-2's peak bits over top-1's at the same width "
+      '(the same experts and router), each a marginal 95% CI over paired seeds.'
     ],
   )
