@@ -39,6 +39,7 @@ def _store_frame(bits_per_param=(2.0, 2.05, 1.95), kinds=tuple(atlas.KINDS), con
               'num_ffn_params': p - 48,
               'num_active_ffn_params': active - 48,
               atlas.STEPS: 32,
+              'wall_time_s': 1.0,
             }
           )
   return pd.DataFrame(rows)
@@ -63,6 +64,7 @@ def _approx_frame(exponent=-2.0, relative=1e-3):
               'eval_loss': err**2 if target == 'teacher' else relative * atlas.SIN_VARIANCE * (w == 32 or 50),
               'eval_relative_mse': relative,
               atlas.STEPS: 40,
+              'wall_time_s': 2.0,
             }
           )
   return pd.DataFrame(rows)
@@ -116,8 +118,11 @@ def test_a_storage_cell_the_optimiser_cannot_fill_or_that_data_bounds_is_invalid
   v = atlas.storage_verdicts(_store_frame(control=0.5), 'full')[0]  # the 0.5 P-bit cell half stored
   assert v.outcome == stats.INVALID and v.raw_outcome == stats.MEASURED
   assert 'the control cell stores 50.0% on its worst seed' in v.detail
+  # priced from the timed runs at T: 4 N x 3 seeds of 1 s at each width, doubled, at 3 rates
+  assert 'next step: this width at 2,000 exposures (its number then at that budget) (~72 run-seconds' in v.detail
   rich = atlas.storage_verdicts(_store_frame(bits_per_param=(3.7, 3.8, 3.75)), 'full')[0]  # the 4 P cell ~94% full
   assert rich.outcome == stats.INVALID and '(data, not capacity, may bound it)' in rich.detail
+  assert '; next step: a cell between the peak N and the next (~16 run-seconds' in rich.detail  # 3 x 1 s x 3 x 1.75
 
 
 def test_the_exponent_is_the_per_seed_log_log_slope_and_needs_training_and_one_power_law():
@@ -128,6 +133,8 @@ def test_the_exponent_is_the_per_seed_log_log_slope_and_needs_training_and_one_p
   assert moe.extra['exponent_per_active'] == pytest.approx(moe.statistic, abs=0.05)  # active = P // 2 here
   bad = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(relative=0.5), 'teacher'), 'teacher', 'gelu')
   assert bad.outcome == stats.INVALID and 'training learned the target' in bad.detail
+  # 3 widths x 3 seeds of 2 s, doubled, at 3 rates; the loop may buy it (its remedy), within the cap
+  assert 'next step: the arm at twice the steps (~108 run-seconds on this machine, not bought)' in bad.detail
   floored = _approx_frame()
   big = floored['point'].str.endswith('w=32')  # the error stops falling at the largest width: a floor
   floored.loc[big, 'sup_error'] = floored.loc[floored['point'].str.endswith('w=16'), 'sup_error'].to_numpy()

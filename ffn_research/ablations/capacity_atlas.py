@@ -48,7 +48,9 @@ largest width the teacher's held-out MSE is at most MAX_RELATIVE_MSE = 1% of its
 below the equal-piece error of the smallest width (`learned_check`; since 2026-11-30, before any approximation
 result of the full run: sin's 1% bar could not fail), gated also on one power
 law over the widths (`power_law_check`: the curvature CI contains 0 and the local slope between the two largest
-widths lies within EXP_BEND = 0.25 of the fit)."""
+widths lies within EXP_BEND = 0.25 of the fit; both with the remedy of doubled steps). Every failed gate names its
+next step and its price in run-seconds on this machine, from the timed runs at T (`_next_step`): storage has no
+remedy the loop may buy (each would change the exposures its number is at, or the design)."""
 
 import dataclasses
 import math
@@ -292,6 +294,23 @@ def bits_per_param(top: pd.DataFrame, claim: str, p_star: float) -> stats.Verdic
   )
 
 
+_FAILED = stats.Check('', False, '')  # `_next_step`'s text alone
+LADDER_SHARE = 1.75  # a point's runs at T/4, T/2 and T cost 1.75x its T runs
+
+
+def _seconds(cell: pd.DataFrame) -> float:
+  """Run-seconds on this machine of the selected runs (each at its tuned rate at T, every seed); nan if untimed."""
+  return float(cell['wall_time_s'].astype(float).sum()) if 'wall_time_s' in cell and len(cell) else math.nan
+
+
+def _next_step(check: stats.Check, step: str, run_s: float) -> stats.Check:
+  """A failed check with the next step that would answer it and its price in run-seconds (not bought)."""
+  if check.passed:
+    return check
+  price = f'~{run_s:,.0f} run-seconds on this machine' if math.isfinite(run_s) else 'unpriced: no timed runs'
+  return dataclasses.replace(check, detail=f'{check.detail}; next step: {step} ({price}, not bought)')
+
+
 def control_check(cell: pd.DataFrame, top: pd.DataFrame, values: int) -> stats.Check:
   """Storage premise: training fills a cell capacity does not bound (the CONTROL_BITS x P-bit cell stores at least
   CONTROL_SHARE of its facts' bits on every seed, at every width), and the peak is bound by capacity (it stores less
@@ -304,10 +323,18 @@ def control_check(cell: pd.DataFrame, top: pd.DataFrame, values: int) -> stats.C
     peak = top[top['width'] == w]
     bound = float(peak['bits_stored'].mean() / (peak[N].iloc[0] * bits))
     said.append(f'width {w}: control {share.min():.1%} (worst seed), peak {bound:.1%}')
+    runs = len(STORE_RATES) * LADDER_SHARE
     if not share.min() >= CONTROL_SHARE:
-      bad.append(f'width {w}: the control cell stores {share.min():.1%} on its worst seed')
+      step = _next_step(
+        _FAILED, 'this width at 2,000 exposures (its number then at that budget)', 2 * _seconds(g) * len(STORE_RATES)
+      )
+      bad.append(f'width {w}: the control cell stores {share.min():.1%} on its worst seed{step.detail}')
     if not bound < BOUND_SHARE:
-      bad.append(f'width {w}: the peak stores {bound:.1%} of its facts (data, not capacity, may bound it)')
+      above = g[g[N] > peak[N].iloc[0]]
+      step = _next_step(
+        _FAILED, 'a cell between the peak N and the next', _seconds(above[above[N] == above[N].min()]) * runs
+      )
+      bad.append(f'width {w}: the peak stores {bound:.1%} of its facts (data, not capacity, may bound it){step.detail}')
   return stats.Check(
     'training fills a cell capacity does not bound, and capacity bounds the peak',
     bool(said) and not bad,
@@ -316,6 +343,18 @@ def control_check(cell: pd.DataFrame, top: pd.DataFrame, values: int) -> stats.C
     role=stats.PREMISE,
     points=_points(cell) if bad else (),  # no remedy: more steps would change the exposures the number is at
   )
+
+
+def _storage_steps(cell: pd.DataFrame, proportional: stats.Check, inside: stats.Check) -> list[stats.Check]:
+  """The gating storage checks with their next steps, priced from the timed runs at T (a run's seconds grow with
+  its batch N/8; a new point runs len(STORE_RATES) rates over the ladder)."""
+  runs = len(STORE_RATES) * LADDER_SHARE
+  largest = cell[cell[N] == cell.groupby('width')[N].transform('max')]
+  seeds = max(1, cell[SEED].nunique())
+  return [
+    _next_step(proportional, 'two more seeds of every cell', _seconds(cell) * runs * 2 / seeds),
+    _next_step(inside, 'a 16 P-bit cell per width (twice the largest N)', 2 * _seconds(largest) * runs),
+  ]
 
 
 def storage_verdicts(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
@@ -332,11 +371,11 @@ def storage_verdicts(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
     v = dataclasses.replace(v, extra={**v.extra, 'slope': slope.statistic})
     if kind in MOE_KINDS:
       v = _with_moe_readings(v, rows, kind, s['p_star'])
-    checks = [
-      control_check(cell, top, s['values']),
-      dataclasses.replace(proportional, remedy=''),  # no doubling: it would change the exposures the number is at
-      storage.peak_inside_check(cell, kind, s['values']),
-    ]
+    # no doubling: it would change the exposures the number is at
+    gates = _storage_steps(
+      cell, dataclasses.replace(proportional, remedy=''), storage.peak_inside_check(cell, kind, s['values'])
+    )
+    checks = [control_check(cell, top, s['values']), *gates]
     # an N whose every fact is below another N's peak bits cannot be the peak: its rate edge is not a failure; but
     # the control cell (the smallest N) is read by control_check, so its rate edge still counts
     control = set(cell.loc[cell[N] == cell.groupby('width')[N].transform('min'), 'point'])
@@ -486,7 +525,10 @@ def exponent_verdict(rows: pd.DataFrame, target: str, kind: str) -> stats.Verdic
     extra=extra,
   )
   premise = learned_check(cell, target, kind)
-  return dataclasses.replace(stats.gate(v, [premise, power_law_check(cell, fit)]), points=_points(cell))
+  step, price = 'the arm at twice the steps', 2 * _seconds(cell) * len(APPROX_RATES)
+  premise = dataclasses.replace(premise, remedy=stats.DOUBLE_STEPS, points=_points(cell))
+  gates = [_next_step(premise, step, price), _next_step(power_law_check(cell, fit), step, price)]
+  return dataclasses.replace(stats.gate(v, gates), points=_points(cell))
 
 
 def _points(cell: pd.DataFrame) -> tuple[str, ...]:
