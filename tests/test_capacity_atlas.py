@@ -3,12 +3,15 @@ known answers (a geometric mean, an exponent), the premises, and the claims decl
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from ffn_research import models
 from ffn_research import stats
+from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import capacity_atlas as atlas
 from ffn_research.ablations import checks
@@ -23,9 +26,9 @@ def _store_frame(bits_per_param=(2.0, 2.05, 1.95), kinds=tuple(atlas.KINDS), con
   s, rows = atlas.SETTINGS['full'], []
   for kind in kinds:
     for w in atlas.widths(kind, s):
-      p = atlas.trainable_params(s, kind, w)
-      sizes = atlas.facts(s, kind, w)
-      active = p // 4 if kind in atlas.MOE_KINDS else p
+      c = atlas._store_base(s, kind, w)
+      counts = models.model_counts(c, tasks.build_task(c))
+      p, sizes = int(counts['num_trainable_params']), atlas.facts(s, kind, w)
       for seed, b in zip(SEEDS, bits_per_param, strict=True):
         stored = (control * sizes[0] * 8, 0.9 * b * p, b * p, 0.98 * b * p)
         for n, bits in zip(sizes, stored, strict=True):
@@ -36,8 +39,8 @@ def _store_frame(bits_per_param=(2.0, 2.05, 1.95), kinds=tuple(atlas.KINDS), con
               atlas.SEED: seed,
               'bits_stored': bits,
               atlas.SIZE: p,
-              'num_ffn_params': p - 48,
-              'num_active_ffn_params': active - 48,
+              'num_ffn_params': counts['num_ffn_params'],
+              'num_active_ffn_params': counts['num_active_ffn_params'],
               atlas.STEPS: 32,
               'wall_time_s': 1.0,
             }
@@ -100,7 +103,7 @@ def test_cells_span_8x_in_parameters_with_experts_at_least_8_wide_and_facts_from
 
 def test_bits_per_parameter_is_the_geometric_mean_over_widths_per_seed_at_the_peak_n():
   verdicts = atlas.storage_verdicts(_store_frame(), 'full')
-  assert len(verdicts) == 5  # one per kind; per active parameter only in the table (P / active times this)
+  assert len(verdicts) == 5  # one per kind; MoE per active parameter read beside it, not judged
   logs = np.log([2.0, 2.05, 1.95])
   m, lo, hi = stats.mean_ci(logs)
   for v in verdicts:
@@ -118,28 +121,39 @@ def test_a_storage_cell_the_optimiser_cannot_fill_or_that_data_bounds_is_invalid
   v = atlas.storage_verdicts(_store_frame(control=0.5), 'full')[0]  # the 0.5 P-bit cell half stored
   assert v.outcome == stats.INVALID and v.raw_outcome == stats.MEASURED
   assert 'the control cell stores 50.0% on its worst seed' in v.detail
-  # priced from the timed runs at T: 4 N x 3 seeds of 1 s at each width, doubled, at 3 rates
-  assert 'next step: this width at 2,000 exposures (its number then at that budget) (~72 run-seconds' in v.detail
+  # one step for the kind (its number is one line over every width at one budget), priced from the timed runs at
+  # T: 4 widths x 4 N x 3 seeds of 1 s, doubled, at 3 rates
+  step = 'next step: every width of this kind at 2,000 exposures (the number then at that budget) (~288 run-seconds'
+  assert step in v.detail and v.detail.count('next step') == 1
   rich = atlas.storage_verdicts(_store_frame(bits_per_param=(3.7, 3.8, 3.75)), 'full')[0]  # the 4 P cell ~94% full
   assert rich.outcome == stats.INVALID and '(data, not capacity, may bound it)' in rich.detail
-  assert '; next step: a cell between the peak N and the next (~16 run-seconds' in rich.detail  # 3 x 1 s x 3 x 1.75
+  for w in atlas.SETTINGS['full']['dense']:  # each width's peak is its 4 P cell: the next is the 8 P cell, 3 x 1 s
+    assert f'; next step: width {w}: a cell between the peak N and the next (~16 run-seconds' in rich.detail
 
 
 def test_the_exponent_is_the_per_seed_log_log_slope_and_needs_training_and_one_power_law():
-  verdicts = [atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), t), t, 'relu') for t in atlas.TARGETS]
+  verdicts = [atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), t), t, 'relu', 8) for t in atlas.TARGETS]
   for v in verdicts:
     assert v.outcome == stats.MEASURED and v.statistic == pytest.approx(-1.99), v.detail
-  moe = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), 'teacher'), 'teacher', 'moe_top1')
+  moe = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), 'teacher'), 'teacher', 'moe_top1', 8)
   assert moe.extra['exponent_per_active'] == pytest.approx(moe.statistic, abs=0.05)  # active = P // 2 here
-  bad = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(relative=0.5), 'teacher'), 'teacher', 'gelu')
+  bad = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(relative=0.5), 'teacher'), 'teacher', 'gelu', 8)
   assert bad.outcome == stats.INVALID and 'training learned the target' in bad.detail
-  # 3 widths x 3 seeds of 2 s, doubled, at 3 rates; the loop may buy it (its remedy), within the cap
-  assert 'next step: the arm at twice the steps (~108 run-seconds on this machine, not bought)' in bad.detail
+  # 3 widths x 3 seeds of 2 s, doubled, at 3 rates: the loop's remedy, bought while doublings and the cap allow
+  step = "next step: the arm at twice the steps (~108 run-seconds on this machine; the loop's remedy while"
+  assert step in bad.detail
+  assert [c.name for c in regime_lib.fixable([bad])] == ['training learned the target']
   floored = _approx_frame()
   big = floored['point'].str.endswith('w=32')  # the error stops falling at the largest width: a floor
   floored.loc[big, 'sup_error'] = floored.loc[floored['point'].str.endswith('w=16'), 'sup_error'].to_numpy()
-  v = atlas.exponent_verdict(atlas.approx_rows(floored, 'sin'), 'sin', 'relu')
+  v = atlas.exponent_verdict(atlas.approx_rows(floored, 'sin'), 'sin', 'relu', 8)
   assert v.outcome == stats.INVALID and 'one power law over the widths' in v.detail
+  assert v.detail.count('next step') == 1
+  floored.loc[big, 'eval_loss'] = floored.loc[floored['point'].str.endswith('w=16'), 'eval_loss'].to_numpy()
+  floored.loc[floored['arm'] == 'teacher_gelu', 'eval_relative_mse'] = 0.5  # both fail: one doubling, priced once
+  both = atlas.exponent_verdict(atlas.approx_rows(floored, 'teacher'), 'teacher', 'gelu', 8)
+  assert len(both.failed_checks) == 2 and both.detail.count('next step') == 1, both.detail
+  assert 'next step' not in ''.join(v.detail for v in verdicts)  # a measured verdict names none
 
 
 def test_rules_give_one_measurement_per_declared_claim_in_order():
@@ -206,8 +220,9 @@ def test_moe_storage_is_also_read_per_active_parameter_against_relu_inside_its_r
   top2 = frame['arm'].str.startswith('store_moe_top2')
   frame.loc[top2, 'bits_stored'] *= 1.5  # top-2 stores 1.5x top-1 at every width, 3 bits / P against ReLU's 2
   top1_v, top2_v = atlas.storage_verdicts(frame, 'full')[3:]
-  for v in (top1_v, top2_v):  # active = P // 4 in this frame: 4x the per-P number, its CI scaled alike
-    assert v.extra['per_active'] / v.statistic == pytest.approx(4, rel=1e-3)
+  # top-1 at P* = 7,000, between widths 8 (4,784 total, 864 active) and 16 (9,008, 1,392): 1,141 active
+  assert top1_v.extra['per_active'] / top1_v.statistic == pytest.approx(6.135, abs=1e-3)
+  for v in (top1_v, top2_v):  # the CI scaled alike
     assert v.extra['per_active_lo'] / v.ci[0] == pytest.approx(v.extra['per_active'] / v.statistic)
     assert v.extra['slope'] == pytest.approx(1.0)
   relu_max = atlas.trainable_params(atlas.SETTINGS['full'], 'relu', 160)
@@ -217,6 +232,10 @@ def test_moe_storage_is_also_read_per_active_parameter_against_relu_inside_its_r
   assert all(f'{p:,} params 1x' in top1_v.detail and f'{p:,} params 1.5x' in top2_v.detail for p in inside)
   assert 'over moe_top1 at the same width' in top2_v.detail and 'over moe_top1' not in top1_v.detail
   assert top2_v.detail.count(' 1.5x [1.5, 1.5]') == 4 + 2  # 4 widths against top-1, 2 sizes against ReLU
+  frame.loc[top2 & (frame[atlas.SEED] == 1), 'bits_stored'] *= 1.1  # one seed off: a ratio with a real CI
+  r = re.search(r'width 8 ([\d.]+)x \[([\d.]+), ([\d.]+)\]', atlas.storage_verdicts(frame, 'full')[4].detail)
+  ratio = (1.5 * 2.0 + 1.65 * 2.05 + 1.5 * 1.95) / (2.0 + 2.05 + 1.95)  # a ratio of means over the seeds
+  assert r and float(r[2]) < float(r[1]) < float(r[3]) and r[1] == f'{ratio:.3g}'
 
 
 def test_the_sin_premise_can_fail_and_the_references_are_the_equal_piece_and_free_knot_errors():
@@ -226,10 +245,10 @@ def test_the_sin_premise_can_fail_and_the_references_are_the_equal_piece_and_fre
   assert atlas.free_knot(8) == pytest.approx(root**2 / 16 / 81, rel=1e-9)
   assert atlas.equal_piece(64) / atlas.free_knot(64) == pytest.approx(1.7188, abs=1e-4)
   assert [atlas.hidden_units(k, 64) for k in ('relu', 'gelu', 'swiglu')] == [64, 64, 43]
-  stuck = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(exponent=-0.5), 'sin'), 'sin', 'swiglu')
+  stuck = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(exponent=-0.5), 'sin'), 'sin', 'swiglu', 8)
   assert stuck.outcome == stats.INVALID and stuck.raw_outcome == stats.MEASURED  # its held-out MSE is 0.1% of var
   assert f'must be below {atlas.equal_piece(5):.3g}, the equal-piece error of the smallest width (8: 5 units)' in (
     stuck.detail
   )
-  fine = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), 'sin'), 'sin', 'swiglu')
+  fine = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), 'sin'), 'sin', 'swiglu', 8)
   assert fine.outcome == stats.MEASURED, fine.detail

@@ -103,6 +103,22 @@ def test_extensions_stop_at_the_regime_limit():
   assert regime.extend(st, [c], POLICY) == (st, [])
 
 
+def test_a_study_check_s_doubling_remedy_is_dropped_once_its_points_have_every_doubling():
+  """A study check may name doubled steps as its remedy; once the regime's doublings are spent the loop can buy
+  nothing for it, so the judge drops the remedy (and the verdict reads 'no extension remedies it')."""
+  c = stats.Check('learned', False, 'not yet', remedy=stats.DOUBLE_STEPS, points=('a', 'b'))
+  fresh = {'a': regime.PointState([0.01], 100), 'b': regime.PointState([0.01], 100)}
+  spent = {p: dataclasses.replace(s, doublings=POLICY.max_doublings) for p, s in fresh.items()}
+  assert judge._spent([c], fresh, POLICY) == (c,)
+  (dropped,) = judge._spent([c], spent, POLICY)
+  assert (
+    dropped.remedy == '' and dropped.detail == c.detail and not regime.fixable([stats.gate(_verdict(0.5), [dropped])])
+  )
+  one_left = {**spent, 'b': fresh['b']}
+  assert judge._spent([c], one_left, POLICY) == (c,)  # a point with a doubling left: the loop can still buy it
+  assert judge._spent([dataclasses.replace(c, passed=True)], spent, POLICY)[0].remedy == stats.DOUBLE_STEPS
+
+
 def test_a_doubling_keeps_the_chosen_rate_and_its_neighbours_and_an_edge_restores_a_dropped_rate():
   five = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
   st = {'a': regime.PointState(list(five), 100, higher=2)}  # no extension left above: only a dropped rate can

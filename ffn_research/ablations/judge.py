@@ -113,9 +113,22 @@ def judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, r
       checks_lib.one_seed(v, r.drops),
     ]
     extra = {**v.extra, 'statistic_half': float(ladder[1].statistic), **r.extra}
-    v = dataclasses.replace(v, extra=extra, ladder=_ladder(ladder, state, v))
-    out.append(verdict_lib.gate(v, checks))
+    v = dataclasses.replace(v, extra=extra, ladder=_ladder(ladder, state, v), checks=_spent(v.checks, state, regime))
+    out.append(verdict_lib.gate(v, _spent(checks, state, regime)))
   return out, sels
+
+
+def _spent(checks, state, regime) -> tuple[verdict_lib.Check, ...]:
+  """The checks, a failed one's doubling remedy dropped once its points have every doubling the regime allows: the
+  loop can buy nothing for it (only the remedy changes: `gate` finds a re-gated verdict's prefix by the text)."""
+  out = []
+  for c in checks:
+    pts = [p for p in c.points if p in state]
+    if not c.passed and c.remedy == verdict_lib.DOUBLE_STEPS and pts:
+      if all(state[p].doublings >= regime.max_doublings for p in pts):
+        c = dataclasses.replace(c, remedy='')
+    out.append(c)
+  return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True)

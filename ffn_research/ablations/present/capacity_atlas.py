@@ -134,7 +134,8 @@ def figure(store: pd.DataFrame, errors: pd.DataFrame, ctx: base.Context) -> base
     'Left: peak bits stored vs trainable parameters per FFN kind (MoE also vs active parameters, dotted), mean over '
     'seeds with 95% CIs, at the ladder T; dashed: 2 bits per parameter. Middle and right: error vs trainable '
     'parameters per kind (sin: sup error, with two references for ReLU width N: equal pieces, pi^2 / (4 (N + 1)^2), '
-    'dashed, and the known optimum, free knots, 1.436 / (N + 1)^2 asymptotically, dotted, 1.72x lower; '
+    'dashed, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 asymptotically, dotted, 1.72x lower; both '
+    'lower bounds a width-N FFN can at best approach; '
     'teacher: held-out RMSE), log-log.',
   )
 
