@@ -160,7 +160,7 @@ def atlas_cells(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def atlas_section(report: Mapping[str, Any]) -> list[str]:
-  """The atlas's headline: one row per FFN kind (each cell its number and 95% CI), its main figure, its report."""
+  """The atlas's headline: one row per FFN kind (each cell its number and 95% CI), its figures, its report."""
   cells = atlas_cells(report)
   columns = sorted({c for row in cells.values() for c in row}, key=lambda c: (c != STORAGE, c))
   rel = f'docs/results/{ATLAS}'
@@ -172,8 +172,8 @@ def atlas_section(report: Mapping[str, Any]) -> list[str]:
     '|---|' + '---|' * len(columns),
   ]
   lines += [f'| {kind} | ' + ' | '.join(row.get(c, '') for c in columns) + ' |' for kind, row in cells.items()]
-  if report['figures']:
-    lines += ['', f'![{report["figures"][0]["caption"]}]({rel}/{report["figures"][0]["file"]})']
+  for f in report['figures']:
+    lines += ['', f'![{f["caption"]}]({rel}/{f["file"]})']
   return [*lines, '']
 
 

@@ -252,3 +252,16 @@ def test_the_sin_premise_can_fail_and_the_references_are_the_equal_piece_and_fre
   )
   fine = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(), 'sin'), 'sin', 'swiglu', 8)
   assert fine.outcome == stats.MEASURED, fine.detail
+
+
+def test_a_failed_proportionality_names_seeds_only_when_its_slope_ci_is_wide():
+  frame = _store_frame(kinds=('relu',))
+  p = frame[atlas.SIZE].astype(float)
+  steep = frame.assign(bits_stored=frame['bits_stored'] * (p / 1000) ** 0.3)  # slope 1.3 on every seed: narrow
+  v = atlas.storage_verdicts(steep, 'full')[0]
+  assert 'no next step: a departure from proportionality at this budget, not noise' in v.detail, v.detail
+  tilt = frame[atlas.SEED].map({0: 0.0, 1: 0.3, 2: -0.3})  # slopes 1, 1.3, 0.7: a CI wider than 0.3
+  noisy = frame.assign(bits_stored=frame['bits_stored'] * (p / 1000) ** tilt)
+  v = atlas.storage_verdicts(noisy, 'full')[0]
+  # 4 widths x 4 N x 3 seeds of 1 s: per seed 16 s, x 3 rates x 1.75 x 2 seeds
+  assert 'next step: two more seeds of every cell (~168 run-seconds' in v.detail, v.detail

@@ -463,7 +463,7 @@ def test_the_readme_results_open_with_the_capacity_atlas_when_it_is_published(tm
       measured('sin, relu: exponent a of the trained sup error ~ P^a at its budget', -1.5, (-1.75, -1.25)),
       measured('teacher, moe_top1: exponent a of the trained RMSE ~ P^a at its budget', 0.0, (0, 0), 'invalid'),
     ],
-    'figures': [{'file': 'atlas.png', 'caption': 'the atlas'}],
+    'figures': [{'file': 'atlas.png', 'caption': 'the atlas'}, {'file': 'error.png', 'caption': 'its errors'}],
     'environment': env,
   }
   other = {**atlas, 'name': 'x', 'claim': 'X is small.', 'verdicts': atlas['verdicts'][:1], 'figures': []}
@@ -476,7 +476,10 @@ def test_the_readme_results_open_with_the_capacity_atlas_when_it_is_published(tm
     '| relu | 2.5 [2.25, 2.75] | -1.5 [-1.75, -1.25] |  |',
     '| moe_top1 |  |  | invalid |',
   ]
-  assert '![the atlas](docs/results/capacity_atlas/atlas.png)' in lines
+  assert '![the atlas](docs/results/capacity_atlas/atlas.png)' in lines  # both figures, storage first
+  assert lines.index('![its errors](docs/results/capacity_atlas/error.png)') > lines.index(
+    '![the atlas](docs/results/capacity_atlas/atlas.png)'
+  )
   assert first < lines.index('| ablation | question | verdicts |')  # the atlas opens the section
   assert [line for line in lines if line.startswith('| [')] == [
     '| [x](docs/results/x/report.md) | X is small. | 1 measured |'

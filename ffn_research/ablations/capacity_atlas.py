@@ -384,16 +384,15 @@ def _storage_steps(
   """The gating storage checks (bits proportional to P, the peak inside the N grid) with their next steps, priced
   from the timed runs at T: a run's seconds grow with its batch N/8; a new point costs NEW_POINT times its T run."""
   proportional, inside = gates
-  if not proportional.passed:
-    wide = slope_ci[1] - slope_ci[0] > storage.SLOPE_MAX_WIDTH
-    proportional = (
-      _next_step(proportional, 'two more seeds of every cell', _seconds(cell) * NEW_POINT * 2 / cell[SEED].nunique())
-      if wide
-      else dataclasses.replace(
-        proportional,
-        detail=proportional.detail + '; no next step: a departure from proportionality at this budget, not noise',
-      )
-    )
+  width = slope_ci[1] - slope_ci[0]
+  if not proportional.passed and not math.isfinite(width):
+    proportional = dataclasses.replace(proportional, detail=proportional.detail + '; no slope: too few widths')
+  elif not proportional.passed and width > storage.SLOPE_MAX_WIDTH:
+    seeds = _seconds(cell) * NEW_POINT * 2 / cell[SEED].nunique()
+    proportional = _next_step(proportional, 'two more seeds of every cell', seeds)
+  elif not proportional.passed:
+    note = '; no next step: a departure from proportionality at this budget, not noise'
+    proportional = dataclasses.replace(proportional, detail=proportional.detail + note)
   return [proportional, _next_step(inside, *_inside_step(cell, values))]
 
 

@@ -1,5 +1,7 @@
 """Tables, figures and headline of ablations/capacity_atlas.py."""
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -85,58 +87,75 @@ def error_table(full: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(out)
 
 
-def figure(store: pd.DataFrame, errors: pd.DataFrame, ctx: base.Context) -> base.Figure:
-  fig, axes = base.figure(1, 3, size=(4.6, 3.6))
-  ax = axes[0, 0]
+def _by_kind(verdicts, target: str = '') -> dict[str, stats.Verdict]:
+  """{kind: its verdict} of the storage verdicts ('KIND: ...') or of one target's ('TARGET, KIND: ...')."""
+  out = {}
+  for v in verdicts:
+    head = v.claim.split(': ')[0]
+    t, _, kind = head.rpartition(', ')
+    if t == target:
+      out[kind] = v
+  return out
+
+
+def _errorbars(ax, x, g: pd.DataFrame, y: str, **kw) -> None:
+  ax.errorbar(x, g[y], yerr=[g[y] - g['CI lo'], g['CI hi'] - g[y]], ms=4, **kw)
+
+
+def storage_figure(store: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figure:
+  fig, ax = base.figure(1, 1, size=(6.0, 4.4))
+  fits = _by_kind(verdicts)
+  p_star = next((v.extra['p_star'] for v in fits.values() if 'p_star' in v.extra), math.nan)
   for kind, g in store.groupby('kind', sort=False):
-    for col, style in (('P', '-o'), ('active P', ':x')):
-      if col == 'active P' and kind not in study.MOE_KINDS:
-        continue
-      ax.errorbar(
-        g[col],
-        g['bits'],
-        yerr=[g['bits'] - g['CI lo'], g['CI hi'] - g['bits']],
-        fmt=style,
-        color=COLORS[kind],
-        label=f'{kind}{" (active)" if col == "active P" else ""}',
-        ms=4,
-      )
+    _errorbars(ax, g['P'], g, 'bits', fmt='o', color=COLORS[kind], label=kind)
+    if kind in study.MOE_KINDS:
+      _errorbars(ax, g['active P'], g, 'bits', fmt='x', color=COLORS[kind], mfc='none', label=f'{kind} (active P)')
+    v = fits.get(kind)
+    if v is not None and math.isfinite(v.statistic) and math.isfinite(v.extra.get('slope', math.nan)):
+      p = np.geomspace(g['P'].min(), g['P'].max(), 20)  # the fitted line: bits / P at P*, with its slope
+      ax.plot(p, v.statistic * p_star * (p / p_star) ** v.extra['slope'], '-', color=COLORS[kind], lw=1)
   if len(store):
-    p = np.geomspace(store['P'].min(), store['P'].max(), 20)
+    p = np.geomspace(store['active P'].min(), store['P'].max(), 20)
     ax.plot(p, 2 * p, 'k--', lw=0.8, label='2 bits / parameter')
-  base.style_axes(
-    ax, xlabel='parameters', ylabel='peak bits stored', title='storage', xscale='log', yscale='log', fontsize=6
+    ax.axvline(p_star, color='0.6', lw=0.6, ls=':', label=f'P* = {p_star:,.0f}')
+  base.style_axes(ax, xlabel='parameters', ylabel='peak bits stored', title='storage', xscale='log', yscale='log')
+  return base.save_figure(
+    fig,
+    ctx.outdir,
+    'capacity_atlas.png',
+    'Peak bits stored vs trainable parameters per FFN kind at 1,000 exposures (the ladder T), mean over seeds with '
+    "95% CIs; lines: each kind's fit, its bits / P read at P* (grey dotted) on the per-seed log-log line over its "
+    'widths; MoE also against its active parameters (x, not fitted); dashed: 2 bits per parameter.',
   )
-  for ax, target in zip(axes[0, 1:], study.TARGETS, strict=True):
-    e = errors[errors['target'] == target]
+
+
+def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figure:
+  fig, axes = base.figure(1, 2, size=(5.0, 4.0))
+  for ax, target in zip(axes[0], study.TARGETS, strict=True):
+    e, fits = errors[errors['target'] == target], _by_kind(verdicts, target)
     for kind, g in e.groupby('kind', sort=False):
-      ax.errorbar(
-        g['P'],
-        g['error'],
-        yerr=[g['error'] - g['CI lo'], g['CI hi'] - g['error']],
-        fmt='-o',
-        color=COLORS[kind],
-        label=kind,
-        ms=4,
-      )
+      _errorbars(ax, g['P'], g, 'error', fmt='o', color=COLORS[kind], label=kind)
+      v = fits.get(kind)
+      if v is not None and math.isfinite(v.statistic) and 'intercept' in v.extra:
+        p = np.geomspace(g['P'].min(), g['P'].max(), 20)  # the fit: mean per-seed intercept and slope
+        ax.plot(p, np.exp(v.extra['intercept']) * p**v.statistic, '-', color=COLORS[kind], lw=1)
     relu = e[e['kind'] == 'relu']
     if target == 'sin' and len(relu):
       ax.plot(relu['P'], relu['width'].map(study.equal_piece), 'k--', lw=0.8, label='ReLU: equal pieces')
       ax.plot(relu['P'], relu['width'].map(study.free_knot), 'k:', lw=0.8, label='ReLU: free-knot optimum')
     what = 'sup error, sin(pi x)' if target == 'sin' else 'held-out RMSE, 4-d tanh teacher'
     base.style_axes(
-      ax, xlabel='parameters', ylabel=what, title=f'approximation: {target}', xscale='log', yscale='log', fontsize=6
+      ax, xlabel='parameters', ylabel=what, title=f'approximation: {target}', xscale='log', yscale='log', fontsize=7
     )
   return base.save_figure(
     fig,
     ctx.outdir,
-    'capacity_atlas.png',
-    'Left: peak bits stored vs trainable parameters per FFN kind (MoE also vs active parameters, dotted), mean over '
-    'seeds with 95% CIs, at the ladder T; dashed: 2 bits per parameter. Middle and right: error vs trainable '
-    'parameters per kind (sin: sup error, with two references for ReLU width N: equal pieces, pi^2 / (4 (N + 1)^2), '
-    'dashed, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 asymptotically, dotted, 1.72x lower; both '
-    'lower bounds a width-N FFN can at best approach; '
-    'teacher: held-out RMSE), log-log.',
+    'capacity_atlas_error.png',
+    "Trained error vs parameters per FFN kind at its budget, mean over seeds with 95% CIs; lines: each kind's fit "
+    '(the exponent is its slope). Left, sin(pi x), sup error, with two references for ReLU width N: N + 1 equal '
+    'pieces, pi^2 / (4 (N + 1)^2), dashed, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 '
+    'asymptotically, dotted, 1.72x lower; both bounds a width-N FFN can at best approach. Right, the tanh teacher, '
+    'held-out RMSE. Log-log.',
   )
 
 
@@ -156,7 +175,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
       base.Table('Storage per kind and width, at the peak N, the point at its tuned rate at T', store),
       base.Table('Approximation error per target, kind and width, at its tuned rate at T', errors),
     ],
-    figures=[figure(store, errors, ctx)],
+    figures=[storage_figure(store, result.verdicts, ctx), error_figure(errors, result.verdicts, ctx)],
     notes=[
       'MoE, reported beside each judged number (not judged): bits per active parameter at P* (the per-seed number '
       "times P* / active there, interpolated over the widths: the router's share falls with width) with its CI; the "
