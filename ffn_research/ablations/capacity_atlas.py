@@ -207,18 +207,9 @@ def _approx_base(s: Settings, target: str, kind: str, width: int):
 
 
 def arms(scale: str) -> list[base.Arm]:
+  """The approximation arms, then the storage arms (the cheap ones first: at full the approximation arms are a few
+  percent of pass 0, MoE storage most of it, so everything but MoE storage is on disk early)."""
   s, out = SETTINGS[scale], []
-  for kind in KINDS:
-    for w in widths(kind, s):
-      out.append(
-        base.Arm(
-          f'store_{kind}_w{w}',
-          _store_base(s, kind, w),
-          {f'n={n}': {'task.num_facts': n, 'train.batch_size': n // 8} for n in facts(s, kind, w)},
-          rates=STORE_RATES,
-          steps_factor=STORE_FACTOR,
-        )
-      )
   for target in TARGETS:
     for kind in TARGET_KINDS[target]:
       ws = s['approx'] if kind not in MOE_KINDS else tuple(max(MOE_MIN_WIDTH, w) for w in s['approx'])
@@ -228,6 +219,17 @@ def arms(scale: str) -> list[base.Arm]:
           _approx_base(s, target, kind, ws[0]),
           {f'w={w}': {'model.d_ff': w} for w in dict.fromkeys(ws)},
           steps_factor=APPROX_FACTOR,
+        )
+      )
+  for kind in KINDS:
+    for w in widths(kind, s):
+      out.append(
+        base.Arm(
+          f'store_{kind}_w{w}',
+          _store_base(s, kind, w),
+          {f'n={n}': {'task.num_facts': n, 'train.batch_size': n // 8} for n in facts(s, kind, w)},
+          rates=STORE_RATES,
+          steps_factor=STORE_FACTOR,
         )
       )
   return out
