@@ -207,8 +207,9 @@ def _approx_base(s: Settings, target: str, kind: str, width: int):
 
 
 def arms(scale: str) -> list[base.Arm]:
-  """The approximation arms, then the storage arms (the cheap ones first: at full the approximation arms are a few
-  percent of pass 0, MoE storage most of it, so everything but MoE storage is on disk early)."""
+  """The approximation arms, then the storage arms by trainable parameters (the cheap ones first: at full the
+  approximation arms are a few percent of pass 0 and MoE storage most of it, its width-80 arms the most, so every
+  other cell is on disk early)."""
   s, out = SETTINGS[scale], []
   for target in TARGETS:
     for kind in TARGET_KINDS[target]:
@@ -221,17 +222,16 @@ def arms(scale: str) -> list[base.Arm]:
           steps_factor=APPROX_FACTOR,
         )
       )
-  for kind in KINDS:
-    for w in widths(kind, s):
-      out.append(
-        base.Arm(
-          f'store_{kind}_w{w}',
-          _store_base(s, kind, w),
-          {f'n={n}': {'task.num_facts': n, 'train.batch_size': n // 8} for n in facts(s, kind, w)},
-          rates=STORE_RATES,
-          steps_factor=STORE_FACTOR,
-        )
+  for kind, w in sorted(((k, w) for k in KINDS for w in widths(k, s)), key=lambda kw: trainable_params(s, *kw)):
+    out.append(
+      base.Arm(
+        f'store_{kind}_w{w}',
+        _store_base(s, kind, w),
+        {f'n={n}': {'task.num_facts': n, 'train.batch_size': n // 8} for n in facts(s, kind, w)},
+        rates=STORE_RATES,
+        steps_factor=STORE_FACTOR,
       )
+    )
   return out
 
 
