@@ -16,7 +16,7 @@ whose number grows with N, take no capacity). Per kind and width four data sizes
 bits for its P trainable parameters (STORE_BITS), each at batch N/8 at every budget, so the ladder T/4, T/2, T is 4x
 the exposures per fact (full: T = 8,000 steps, 1,000 exposures). The peak is the N with the most bits (mean over
 seeds; every seed read there). Statistic (per kind): per seed bits / P at one P* shared by every kind
-(Settings.p_star, 7,000 at full: inside the dense range 1.1k-10.6k and the MoE range 4.8k-43k) on the least-squares
+(Settings.p_star, 7,000 at full: inside the dense range 1.1k-10.6k and the MoE range 4.8k-17k) on the least-squares
 line of ln peak bits on ln P over the widths, a t CI of the logs over seeds, exponentiated (since 2026-11-30, before
 results, after a cold design review: the geometric mean over each kind's own widths read each kind at its own range's
 middle, 3.3k dense and 13.4k MoE, 13% apart under one law of slope 0.9); measured when the CI is at most BITS_WIDTH =
@@ -71,6 +71,7 @@ from ffn_research import tasks
 from ffn_research.ablations import base
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations import storage
+from ffn_research.ablations.changes.capacity_atlas import CHANGES
 from ffn_research.config import default_config
 
 SEED, LR, STEPS = regime_lib.SEED, regime_lib.LR, regime_lib.STEPS
@@ -123,7 +124,7 @@ SETTINGS: dict[str, Settings] = {
     values=256,
     relations=16,
     dense=(16, 32, 64, 160),
-    moe=(8, 16, 32, 80),
+    moe=(8, 16, 32),  # width 80 at `large` only: a change after results (changes/capacity_atlas.py)
     approx=(8, 16, 32, 64),
     teacher_d=4,
     p_star=7_000,
@@ -599,7 +600,9 @@ def rules(sel: pd.DataFrame, scale: str) -> list[stats.Verdict]:
 def _store_scope(kind: str) -> str:
   ffn = (
     f'8 ReLU experts of the listed width, top-{kind[-1]}, dropless, Switch load-balance and z losses, router 256 '
-    'parameters (total P 4.8k-43k: it overlaps the dense range 1.1k-10.6k only from 4.8k, so no comparison with the '
+    'parameters (total P 4.8k-17k at full, widths 8, 16, 32: 3.6x, under the 8x the design asks, width 80 left to '
+    'the `large` scale since 2026-11-30, a change after the dense results, for cost; it overlaps the dense range '
+    '1.1k-10.6k only from 4.8k, so no comparison with the '
     'dense kinds is read outside that overlap; also read, not judged, per active parameter at P*)'
     if kind in MOE_KINDS
     else 'the listed d_ff'
@@ -676,4 +679,5 @@ ABLATION = base.Study(
   arms=arms,
   rules=rules,
   claims=CLAIMS,
+  changes=CHANGES,
 )
