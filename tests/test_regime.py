@@ -697,6 +697,19 @@ def test_over_the_cap_the_part_that_fits_runs_rates_first_then_the_cheapest_doub
   assert ext(1000, spent=500) == whole  # 500 + 700 passes the cap, and c's doubling alone too: the loop stops
 
 
+def test_over_the_cap_a_cheap_verdict_s_rate_edge_is_bought_without_an_expensive_one():
+  """Two verdicts at their grids' top edge: a's new rate costs 700 (1 s per step), c's 70,000 (100 s per step).
+  Under a cap of 1,000 a's runs alone; the edges are no longer bought all together or not at all."""
+  st = state(('a', 'c'))
+  v1, v2 = (
+    stats.gate(_verdict(0.5, (p,)), [stats.Check(f'{p}: edge', False, 'x', remedy=stats.HIGHER_RATE, points=(p,))])
+    for p in 'ac'
+  )
+  per_step = lambda p: 1.0 if p == 'a' else 100.0
+  ext = regime.next_extension(st, [v2, v1], dataclasses.replace(POLICY, cap=1000), {'a': 0.1, 'c': 0.1}, per_step, 0)
+  assert ext.partial and ext.cost == 700 and list(ext.runs) == ['a'] and ext.state['c'] == st['c']
+
+
 def test_loop_runs_the_part_that_fits_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):
   """At 1 run-second per step and nothing spent, pass 0's whole extension (a rate below each point's grid and T
   doubled: 240 run-seconds) passes a cap of 100, its rates alone (56: 2 points x (2 + 4 + 8) steps x 2 seeds) do

@@ -382,9 +382,10 @@ def next_extension(
   seeds_of: Callable[[str], int] | None = None,
 ) -> Extension:
   """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
-  pass the cap, the part that fits: every rate extension first (a doubling is read at the rate chosen at T, so a
-  rate at its grid's edge is settled before it), then the doublings of the verdicts whose rates are settled, the
-  cheapest verdict first, while the cap allows. None fits: the whole extension (the loop stops on it).
+  pass the cap, the part that fits: the rate extensions first, verdict by verdict, the cheapest first (a doubling
+  is read at the rate chosen at T, so a rate at its grid's edge is settled before it; one expensive verdict's edge
+  does not hold back a cheap one's), then the doublings of the verdicts whose rates are settled, the cheapest
+  verdict first, while the cap allows. None fits: the whole extension (the loop stops on it).
   `finished(point, rate, steps)`: every seed of that run is on disk already (it costs nothing). `cap_s`: the cap in
   run-seconds on this machine (default: regime.cap, i.e. a machine as fast as the reference). `seeds_of(point)`: the
   seeds its arm runs (default: the regime's)."""
@@ -401,12 +402,10 @@ def next_extension(
   if spent + whole.cost <= cap:
     return whole
   fix = [v for v in verdicts if fixable([v])]
-  take = [c for v in fix for c in fixable([v]) if _is_rate(c)]
+  edges = [cs for v in fix if (cs := [c for c in fixable([v]) if _is_rate(c)])]
   ready = [fixable([v]) for v in fix if not any(map(_is_rate, fixable([v])))]  # rates settled
-  best = build(take, partial=True) if take else None
-  if best is None or not fits(best):
-    take, best = [], None
-  for more in sorted(ready, key=lambda cs: build(cs).cost):
+  take, best = [], None
+  for more in [*sorted(edges, key=lambda cs: build(cs).cost), *sorted(ready, key=lambda cs: build(cs).cost)]:
     trial = build([*take, *more], partial=True)
     if fits(trial):
       take, best = [*take, *more], trial

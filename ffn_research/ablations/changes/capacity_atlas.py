@@ -5,7 +5,7 @@ from ffn_research.ablations import base
 CHANGES = (
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='d13aa91',
     change='MoE storage at full: expert widths 8, 16, 32, 80 (total P 4.8k-43k, 8.9x) -> 8, 16, 32 (4.8k-17k, 3.6x, '
     "under the 8x the design asks); width 80 at the `large` scale only. Made after a preview judgement of pass 0's "
     'finished arms (every approximation arm; dense storage; MoE top-1 storage at widths 8 and 16), before any MoE '
