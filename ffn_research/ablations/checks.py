@@ -128,7 +128,7 @@ def _saturation(v: stats.Verdict, values: Sequence[float]) -> str:
   return (
     f'; saturation (reported, not a gate): the last doubling moved it {changes[-1] / scale:.1%}; kept up at its '
     f'ratio to the change before, {len(changes)} more doublings would move it {drift:.1%}, '
-    + (f'under {margin:.0%}: saturated at T' if drift < margin else f'not under {margin:.0%}: still growing at T')
+    + (f'under {margin:.0%}' if drift < margin else f'not under {margin:.0%}: still growing at T')
     + ' (more steps are not bought: they would change the budget the number names)'
   )
 

@@ -15,4 +15,21 @@ CHANGES = (
     outcome='no MoE storage verdict had been judged; the MoE storage numbers are read over 3 widths, not 4',
     verdicts=(4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change='storage, after the same preview (advised by a cold review of it): bits proportional to P and the peak '
+    'inside the N grid reported, not gated (were premises); the number named a lower bound on the most bits over N '
+    'where the grid\'s best N is its largest; the control premise\'s words "capacity bounds the peak" -> "the '
+    'data do not bound the peak" (the same test: peak fill < 90%); the ladder line\'s saturation reading no longer '
+    'says "saturated at T" (the same projection against 10%). Why: the number is read at one P* (a size-free '
+    'constant is not needed), the slope above 1 held at every N and budget of the ladder (no compute remedies it), '
+    'and the best N was the largest at every dense width, so "peak" overclaimed; the numbers do not change',
+    outcome='at the preview (pass 0, not the published run) every storage verdict was invalid under the frozen '
+    'gates: ReLU slope 1.13 [1.06, 1.20], GELU 1.12 [1.07, 1.17], SwiGLU 1.10 [1.05, 1.15]; the best N the largest '
+    'at every dense width, still rising 3-12% from 4 P to 8 P bits (ReLU bits / P at P* 2.21 [2.07, 2.35], GELU '
+    "2.26 [2.17, 2.35], SwiGLU 2.42 [2.36, 2.48], the MoE top-1 rate at its grid's lower edge); the published "
+    'outcomes are in the report',
+    verdicts=(1, 2, 3, 4, 5),
+  ),
 )
