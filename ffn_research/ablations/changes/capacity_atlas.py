@@ -17,7 +17,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='cf7256e',
     change='storage, after the same preview (advised by a cold review of it): bits proportional to P and the peak '
     'inside the N grid reported, not gated (were premises); the number named a lower bound on the most bits over N '
     'where the grid\'s best N is its largest; the control premise\'s words "capacity bounds the peak" -> "the '

@@ -118,12 +118,15 @@ def storage_figure(store: pd.DataFrame, verdicts, ctx: base.Context) -> base.Fig
     p = np.geomspace(store['active P'].min(), store['P'].max(), 20)
     ax.plot(p, 2 * p, 'k--', lw=0.8, label='2 bits / parameter')
     ax.axvline(p_star, color='0.6', lw=0.6, ls=':', label=f'P* = {p_star:,.0f}')
-  base.style_axes(ax, xlabel='parameters', ylabel='peak bits stored', title='storage', xscale='log', yscale='log')
+  base.style_axes(
+    ax, xlabel='parameters', ylabel='bits stored at the best N', title='storage', xscale='log', yscale='log'
+  )
   return base.save_figure(
     fig,
     ctx.outdir,
     'capacity_atlas.png',
-    'Peak bits stored vs trainable parameters per FFN kind at 1,000 exposures (the ladder T), mean over seeds with '
+    'Bits stored at the best N of the grid (facts of up to 8 P bits; a lower bound on the most over N) vs trainable '
+    'parameters per FFN kind at 1,000 exposures (the ladder T), mean over seeds with '
     "95% CIs; lines: each kind's fit, its bits / P read at P* (grey dotted) on the per-seed log-log line over its "
     'widths; MoE also against its active parameters (x, not fitted); dashed: 2 bits per parameter.',
   )
@@ -167,7 +170,10 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     for _, r in table.iterrows()
     if 'per trainable' in r.measured
   ]
-  headline = 'bits per trainable parameter at 1,000 exposures: ' + '; '.join(shown)
+  headline = (
+    "bits stored per trainable parameter at P* and 1,000 exposures, a lower bound on the most over N (the grid's "
+    'best N, facts of up to 8 P bits): ' + '; '.join(shown)
+  )
   return base.Presentation(
     headline=headline,
     tables=[
