@@ -275,3 +275,15 @@ def test_a_failed_proportionality_names_seeds_only_when_its_slope_ci_is_wide():
   v = atlas.storage_verdicts(noisy, 'full')[0]
   # 4 widths x 4 N x 3 seeds of 1 s: per seed 16 s, x 3 rates x 1.75 x 2 seeds
   assert 'next step: two more seeds of every cell (~168 run-seconds' in v.detail, v.detail
+
+
+def test_the_error_table_says_how_much_the_last_doubling_of_steps_still_moved_each_width():
+  from ffn_research.ablations.present import capacity_atlas as present
+
+  full = _approx_frame()
+  half = full.assign(sup_error=full['sup_error'] * 3.0, eval_loss=full['eval_loss'] * 4.0)  # RMSE 2x at T/2
+  table = present.error_table(full, half)
+  assert len(table) == 2 * 3 * len(atlas.KINDS)  # no MoE on sin in the design, but this frame has every kind
+  assert set(table.loc[table['target'] == 'sin', 'T/2 over T'].round(9)) == {3.0}
+  assert set(table.loc[table['target'] == 'teacher', 'T/2 over T'].round(9)) == {2.0}
+  assert present.error_table(full, full.iloc[:0])['T/2 over T'].isna().all()  # no T/2 runs: nan, not a ratio

@@ -651,7 +651,9 @@ def _approx_scope(target: str, kind: str) -> str:
     'Adam with cosine decay tuned per width, 4,000 steps or the doubled budget the ladder settled at, 3 seeds: the '
     'slope of the trained error at that budget (what this optimiser reaches), not the approximation-theoretic rate; '
     'the widths span 7.6-7.7x in parameters for ReLU and GELU, 8.2-8.3x for SwiGLU and 7.3x for the MoE (under the '
-    "8x the design asks, except SwiGLU); each width's rate is chosen on the seeds it reports"
+    "8x the design asks, except SwiGLU); each width's rate is chosen on the seeds it reports; where every width's "
+    "error still falls in the last doubling of steps (the approximation table's T/2 over T), the exponent is the "
+    "optimiser's transient at this budget, not a rate of approximation in width"
   )
 
 
@@ -674,7 +676,8 @@ CLAIMS = (
 ABLATION = base.Study(
   name='capacity_atlas',
   claim=(
-    'How many bits of random facts an FFN stores per parameter at its peak after 1,000 exposures per fact, and how '
+    'How many bits of random facts an FFN stores per parameter after 1,000 exposures per fact (a lower bound on the '
+    'most over the data sizes tried), and how '
     'fast its trained error falls with parameters, for ReLU, GELU, SwiGLU and MoE top-1 and top-2 (measurements, not '
     'a published claim).'
   ),

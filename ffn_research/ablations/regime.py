@@ -404,7 +404,8 @@ def next_extension(
   fix = [v for v in verdicts if fixable([v])]
   edges = [cs for v in fix if (cs := [c for c in fixable([v]) if _is_rate(c)])]
   ready = [fixable([v]) for v in fix if not any(map(_is_rate, fixable([v])))]  # rates settled
-  take, best = [], None
+  take: list[stats.Check] = []
+  best = None
   for more in [*sorted(edges, key=lambda cs: build(cs).cost), *sorted(ready, key=lambda cs: build(cs).cost)]:
     trial = build([*take, *more], partial=True)
     if fits(trial):

@@ -32,4 +32,14 @@ CHANGES = (
     'outcomes are in the report',
     verdicts=(1, 2, 3, 4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change='approximation, after the same preview: the per-width error at T/2 over that at T reported (the '
+    "approximation table's last column) and the scope says that where every width's error still falls in the last "
+    "doubling the exponent is the optimiser's transient, not a rate in width; not a gate (the frozen gates stand)",
+    outcome='reporting only: no outcome moves; at the preview sin with GELU and SwiGLU was flat in width (sup error '
+    '~0.017 and ~0.06 from width 8 to 64) while every width still fell 1.7-5.7x in the last doubling',
+    verdicts=(),
+  ),
 )

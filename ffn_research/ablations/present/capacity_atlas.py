@@ -67,12 +67,15 @@ def storage_table(full: pd.DataFrame) -> pd.DataFrame:
   return pd.DataFrame(out)
 
 
-def error_table(full: pd.DataFrame) -> pd.DataFrame:
-  """Per target, kind and width: parameters, the error (mean, CI over seeds) and the held-out MSE / variance."""
+def error_table(full: pd.DataFrame, half: pd.DataFrame) -> pd.DataFrame:
+  """Per target, kind and width: parameters, the error (mean, CI over seeds), the held-out MSE / variance, and the
+  mean error at T/2 over that at T (each at its own tuned rate): how much the last doubling of steps still moved it
+  (reported since 2026-11-30, a change after results: a floor every width shares is the optimiser's, not width's)."""
   out = []
   for target in study.TARGETS:
-    rows = study.approx_rows(full, target)
+    rows, before = study.approx_rows(full, target), study.approx_rows(half, target) if len(half) else None
     for (kind, w), g in rows.groupby(['kind', 'width'], sort=False):
+      h = before[(before['kind'] == kind) & (before['width'] == w)] if before is not None else g.iloc[:0]
       out.append(
         {
           'target': target,
@@ -82,6 +85,7 @@ def error_table(full: pd.DataFrame) -> pd.DataFrame:
           'steps': int(g[study.STEPS].iloc[0]),
           **_mean_ci(g['error'], 'error'),
           'MSE / variance': float(g['relative_mse'].mean()),
+          'T/2 over T': float(h['error'].mean() / g['error'].mean()) if len(h) else math.nan,
         }
       )
   return pd.DataFrame(out)
@@ -164,7 +168,7 @@ def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figu
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   table = atlas_table(result.verdicts)
-  store, errors = storage_table(result.full), error_table(result.full)
+  store, errors = storage_table(result.full), error_table(result.full, result.half)
   shown = [
     f'{r.cell} {r.value:.3g} [{r["CI lo"]:.3g}, {r["CI hi"]:.3g}]'
     for _, r in table.iterrows()
