@@ -34,7 +34,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='f2f1897',
     change='approximation, after the same preview: the per-width error at T/2 over that at T reported (the '
     "approximation table's last column) and the scope says that where every width's error still falls in the last "
     "doubling the exponent is the optimiser's transient, not a rate in width; not a gate (the frozen gates stand)",
