@@ -708,6 +708,24 @@ def test_over_the_cap_a_cheap_verdict_s_rate_edge_is_bought_without_an_expensive
   per_step = lambda p: 1.0 if p == 'a' else 100.0
   ext = regime.next_extension(st, [v2, v1], dataclasses.replace(POLICY, cap=1000), {'a': 0.1, 'c': 0.1}, per_step, 0)
   assert ext.partial and ext.cost == 700 and list(ext.runs) == ['a'] and ext.state['c'] == st['c']
+  close = lambda p: 1.0 if p == 'a' else 1.1  # 700 and 770 do not fit together under 1,000: the cheaper runs
+  ext = regime.next_extension(st, [v2, v1], dataclasses.replace(POLICY, cap=1000), {'a': 0.1, 'c': 0.1}, close, 0)
+  assert list(ext.runs) == ['a'] and ext.cost == 700
+
+
+def test_over_the_cap_an_edge_of_a_verdict_that_cannot_pass_comes_after_a_doubling_that_can_move_one():
+  """a's edge (700) belongs to a verdict a remedy-less failure keeps invalid; d's doubling (2,400) can move its
+  verdict. Under a cap of 3,000 d's doubling runs first, then a's edge only if it still fits (it does not)."""
+  st = state(('a', 'd'))
+  pinned = stats.Check('a: off the floor', False, 'pinned', points=('a',))
+  edge = stats.Check('a: edge', False, 'x', remedy=stats.HIGHER_RATE, points=('a',))
+  stuck = stats.gate(_verdict(0.5, ('a',)), [pinned, edge])
+  unstable = stats.gate(
+    _verdict(0.5, ('d',)), [stats.Check('stable', False, 'x', remedy=stats.DOUBLE_STEPS, points=('d',))]
+  )
+  cap = dataclasses.replace(POLICY, cap=3000)
+  ext = regime.next_extension(st, [stuck, unstable], cap, {'a': 0.1, 'd': 1e-2}, lambda p: 1.0, 0)
+  assert ext.partial and list(ext.runs) == ['d'] and ext.state['d'].steps == 200 and ext.state['a'] == st['a']
 
 
 def test_loop_runs_the_part_that_fits_when_the_whole_step_passes_the_cap(tmp_path, monkeypatch):

@@ -382,10 +382,12 @@ def next_extension(
   seeds_of: Callable[[str], int] | None = None,
 ) -> Extension:
   """The remedies of every fixable verdict (`fixable`, doublings widened by `shared_budgets`). When they would
-  pass the cap, the part that fits: the rate extensions first, verdict by verdict, the cheapest first (a doubling
-  is read at the rate chosen at T, so a rate at its grid's edge is settled before it; one expensive verdict's edge
-  does not hold back a cheap one's), then the doublings of the verdicts whose rates are settled, the cheapest
-  verdict first, while the cap allows. None fits: the whole extension (the loop stops on it).
+  pass the cap, the part that fits, verdict by verdict, the cheapest first within each group, while the cap allows:
+  the rate extensions of verdicts that can still pass (a doubling is read at the rate chosen at T, so a rate at its
+  grid's edge is settled before it; one expensive verdict's edge does not hold back a cheap one's), then the
+  doublings of the verdicts whose rates are settled, then the rate extensions of verdicts a remedy-less failure
+  keeps invalid (only so that their checks are read inside the grid). None fits: the whole extension (the loop
+  stops on it).
   `finished(point, rate, steps)`: every seed of that run is on disk already (it costs nothing). `cap_s`: the cap in
   run-seconds on this machine (default: regime.cap, i.e. a machine as fast as the reference). `seeds_of(point)`: the
   seeds its arm runs (default: the regime's)."""
@@ -402,11 +404,16 @@ def next_extension(
   if spent + whole.cost <= cap:
     return whole
   fix = [v for v in verdicts if fixable([v])]
-  edges = [cs for v in fix if (cs := [c for c in fixable([v]) if _is_rate(c)])]
+  can_pass = lambda v: all(c.remedy for c in v.failed_checks if c.demote == stats.INVALID)
+  edges = [(can_pass(v), cs) for v in fix if (cs := [c for c in fixable([v]) if _is_rate(c)])]
   ready = [fixable([v]) for v in fix if not any(map(_is_rate, fixable([v])))]  # rates settled
+  cheapest = lambda groups: sorted(groups, key=lambda cs: build(cs).cost)
   take: list[stats.Check] = []
   best = None
-  for more in [*sorted(edges, key=lambda cs: build(cs).cost), *sorted(ready, key=lambda cs: build(cs).cost)]:
+  # the edges of verdicts that can still pass, then doublings, then the edges of those that cannot (read inside
+  # their grids, never bought before a doubling that can move a verdict)
+  order = [*cheapest([cs for ok, cs in edges if ok]), *cheapest(ready), *cheapest([cs for ok, cs in edges if not ok])]
+  for more in order:
     trial = build([*take, *more], partial=True)
     if fits(trial):
       take, best = [*take, *more], trial
