@@ -143,7 +143,7 @@ def question(name: str) -> str:
 
 
 ATLAS = 'capacity_atlas'  # the codebase's own measurements: README's Results open with them
-STORAGE = 'bits / parameter'  # the atlas's storage column (its claims name no target)
+STORAGE = 'bits / P at P* (lower bound over N; slope of bits on P)'  # the atlas's storage column (no target)
 
 
 def atlas_cells(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -155,7 +155,14 @@ def atlas_cells(report: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     column = f'exponent, {target}' if target else STORAGE
     lo, hi = v['ci']
     text = f'{report_lib.fmt(v["statistic"])} [{report_lib.fmt(lo)}, {report_lib.fmt(hi)}]'
-    cells.setdefault(kind, {})[column] = text if v['outcome'] == verdict_lib.MEASURED else v['outcome']
+    extra = v.get('extra') or {}
+    if 'slope' in extra:  # storage: the slope of bits on P beside the number (bits / P is no size-free constant)
+      text += f'; slope {report_lib.fmt(extra["slope"])} [{report_lib.fmt(extra.get("slope_lo"))}, '
+      text += f'{report_lib.fmt(extra.get("slope_hi"))}]'
+    text = text if v['outcome'] == verdict_lib.MEASURED else v['outcome']
+    if extra.get('frozen_invalid') and v['outcome'] != verdict_lib.INVALID:  # moved by a change after results
+      text += ' (design as frozen before results: invalid)'
+    cells.setdefault(kind, {})[column] = text
   return cells
 
 

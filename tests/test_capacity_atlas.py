@@ -73,7 +73,7 @@ def _approx_frame(exponent=-2.0, relative=1e-3):
   return pd.DataFrame(rows)
 
 
-def test_cells_span_8x_in_parameters_with_experts_at_least_8_wide_and_facts_from_the_bits_formula():
+def test_cells_span_8x_in_parameters_dense_and_large_moe_3_6x_at_full_and_facts_from_the_bits_formula():
   s = atlas.SETTINGS['full']
   for kind in atlas.KINDS:  # MoE at full: widths 8-32, 3.6x (a change after results, for cost; 8x at large)
     p = [atlas.trainable_params(s, kind, w) for w in atlas.widths(kind, s)]
@@ -87,6 +87,8 @@ def test_cells_span_8x_in_parameters_with_experts_at_least_8_wide_and_facts_from
       pw = atlas.trainable_params(s, kind, w)
       for n, x in zip(atlas.facts(s, kind, w), atlas.STORE_BITS, strict=True):  # N log2 256 = x P bits
         assert n * 8 == pytest.approx(x * pw, abs=64) and n % 16 == 0  # batch N/8; 16 relations
+  assert atlas.SETTINGS['large']['store_bits'] == (0.5, 2, 4, 8, 16, 32)  # declared before any large run
+  assert len(atlas.facts(atlas.SETTINGS['large'], 'relu', 16)) == 6
   assert min(atlas.SETTINGS['full']['moe']) >= atlas.MOE_MIN_WIDTH
   arms = atlas.arms('full')
   store = [a for a in arms if a.name.startswith('store_')]
@@ -185,7 +187,9 @@ def test_bits_per_parameter_is_a_number_at_its_budget_and_an_exponent_must_settl
 
   at_t = checks.stability(stats.MEASUREMENT, [rung(x, None) for x in (1.3, 1.6, 2.0)], st, policy)
   assert at_t.passed and 'the budget its claim names' in at_t.detail, at_t.detail
-  assert 'saturation (reported, not a gate)' in at_t.detail and 'still growing at T' in at_t.detail
+  assert (
+    'the ladder (reported, not a gate, no claim of saturation)' in at_t.detail and 'still growing at T' in at_t.detail
+  )
   assert 'would move it 62.2%' in at_t.detail  # 0.4 (4/3 + 16/9) / 2.0
   flat = checks.stability(stats.MEASUREMENT, [rung(x, None) for x in (1.95, 1.99, 2.0)], st, policy)
   assert flat.passed and 'would move it 0.2%, under 10%' in flat.detail and 'saturated' not in flat.detail
@@ -287,3 +291,15 @@ def test_the_error_table_says_how_much_the_last_doubling_of_steps_still_moved_ea
   assert set(table.loc[table['target'] == 'sin', 'T/2 over T'].round(9)) == {3.0}
   assert set(table.loc[table['target'] == 'teacher', 'T/2 over T'].round(9)) == {2.0}
   assert present.error_table(full, full.iloc[:0])['T/2 over T'].isna().all()  # no T/2 runs: nan, not a ratio
+
+
+def test_a_best_n_at_the_grid_s_largest_leaves_the_number_measured_and_named_a_lower_bound():
+  frame = _store_frame(kinds=('relu',))
+  n = frame['point'].str.extract(r'n=(\d+)$')[0].astype(int)
+  top = n == n.groupby(frame['arm']).transform('max')
+  frame.loc[top, 'bits_stored'] *= 1.1 / 0.98  # the 8 P cell now stores 10% more than the 4 P cell: still rising
+  v = atlas.storage_verdicts(frame, 'full')[0]
+  assert v.outcome == stats.MEASURED and 'a lower bound on the most over N' in v.claim, v.detail
+  assert 'reported, not gated' in v.detail and 'FAIL relu: peak inside the N grid' in v.detail
+  assert v.extra['frozen_invalid'] == 1.0  # the design as frozen before results would have said invalid
+  assert atlas.storage_verdicts(_store_frame(kinds=('relu',)), 'full')[0].extra['frozen_invalid'] == 0.0

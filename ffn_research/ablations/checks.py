@@ -126,7 +126,8 @@ def _saturation(v: stats.Verdict, values: Sequence[float]) -> str:
   if not math.isfinite(margin):
     return f'; the last doubling moved it {changes[-1] / scale:.1%}'
   return (
-    f'; saturation (reported, not a gate): the last doubling moved it {changes[-1] / scale:.1%}; kept up at its '
+    f'; the ladder (reported, not a gate, no claim of saturation): the last doubling moved it '
+    f'{changes[-1] / scale:.1%}; kept up at its '
     f'ratio to the change before, {len(changes)} more doublings would move it {drift:.1%}, '
     + (f'under {margin:.0%}' if drift < margin else f'not under {margin:.0%}: still growing at T')
     + ' (more steps are not bought: they would change the budget the number names)'

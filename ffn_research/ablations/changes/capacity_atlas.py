@@ -9,15 +9,18 @@ CHANGES = (
     change='MoE storage at full: expert widths 8, 16, 32, 80 (total P 4.8k-43k, 8.9x) -> 8, 16, 32 (4.8k-17k, 3.6x, '
     "under the 8x the design asks); width 80 at the `large` scale only. Made after a preview judgement of pass 0's "
     'finished arms (every approximation arm; dense storage; MoE top-1 storage at widths 8 and 16), before any MoE '
-    'width-32 or top-2 storage result was read, for cost alone: the finished storage arms ran 2.5-4x their pass-0 '
-    'price, so the two width-80 arms (~25,000-50,000 run-seconds) would have spent the 18,000 reference-second cap '
-    'in pass 0 and left no room for any pass-1 remedy (rate extensions, doublings)',
-    outcome='no MoE storage verdict had been judged; the MoE storage numbers are read over 3 widths, not 4',
+    'width-32 or top-2 storage result was read (the MoE teacher arms, top-2 and width 32 among them, had been), for '
+    'cost: the finished storage arms ran 2.5-4x their pass-0 price, so the two width-80 arms (~25,000-50,000 '
+    'run-seconds) would have spent the 18,000 reference-second cap in pass 0 and left no room for any pass-1 remedy '
+    '(rate extensions, doublings); the review that advised it also noted that width 80 lies outside the dense range '
+    '(no dense comparison) and adds leverage to an MoE line that bends (slope 1.28 from width 8 to 16)',
+    outcome='the preview had judged MoE top-1 storage over widths 8 and 16 (1.26 [1.23, 1.30] bits / P, invalid at '
+    "its rate grid's lower edge); the MoE storage numbers are read over 3 widths, not 4",
     verdicts=(4, 5),
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='cf7256e',
+    commit='cf7256e, 5b30345, f2f1897',
     change='storage, after the same preview (advised by a cold review of it): bits proportional to P and the peak '
     'inside the N grid reported, not gated (were premises); the number named a lower bound on the most bits over N '
     'where the grid\'s best N is its largest; the control premise\'s words "capacity bounds the peak" -> "the '
@@ -36,10 +39,11 @@ CHANGES = (
     date='2026-11-30',
     commit='f2f1897',
     change='approximation, after the same preview: the per-width error at T/2 over that at T reported (the '
-    "approximation table's last column) and the scope says that where every width's error still falls in the last "
-    "doubling the exponent is the optimiser's transient, not a rate in width; not a gate (the frozen gates stand)",
+    "approximation table's last column) and flagged in the atlas table where every width fell more than 1.2x in the "
+    "last doubling (the bar declared with it), which the scope calls the optimiser's transient, not a rate in width; "
+    'not a gate (the frozen gates stand)',
     outcome='reporting only: no outcome moves; at the preview sin with GELU and SwiGLU was flat in width (sup error '
     '~0.017 and ~0.06 from width 8 to 64) while every width still fell 1.7-5.7x in the last doubling',
-    verdicts=(),
+    verdicts=(6, 7, 8, 9, 10, 11, 12, 13),
   ),
 )

@@ -13,12 +13,22 @@ from ffn_research.ablations import storage
 COLORS = {'relu': 'C0', 'gelu': 'C1', 'swiglu': 'C2', 'moe_top1': 'C3', 'moe_top2': 'C4'}
 
 
-def atlas_table(verdicts) -> pd.DataFrame:
+def _transient(errors: pd.DataFrame) -> dict[tuple[str, str], float]:
+  """{(target, kind): the least T/2-over-T error ratio over its widths}: above study.TRANSIENT every width still
+  fell that much in the last doubling of steps."""
+  if errors.empty:
+    return {}
+  return {(t, k): float(g['T/2 over T'].min()) for (t, k), g in errors.groupby(['target', 'kind'])}
+
+
+def atlas_table(verdicts, errors: pd.DataFrame | None = None) -> pd.DataFrame:
   """One row per measurement: what, the number, its CI, its outcome; for MoE the number on active parameters (bits
   per active P at P* with its CI; the exponent on active P), for storage the log-log slope of peak bits on P."""
-  rows = []
+  rows, falling = [], _transient(errors if errors is not None else pd.DataFrame())
   for v in verdicts:
     what, _, quantity = v.claim.partition(': ')
+    target, _, kind = what.rpartition(', ')
+    least = falling.get((target, kind), math.nan)
     rows.append(
       {
         'cell': what,
@@ -32,6 +42,16 @@ def atlas_table(verdicts) -> pd.DataFrame:
         'active CI lo': v.extra.get('per_active_lo', float('nan')),
         'active CI hi': v.extra.get('per_active_hi', float('nan')),
         'bits-P slope': v.extra.get('slope', float('nan')),
+        'slope CI lo': v.extra.get('slope_lo', float('nan')),
+        'slope CI hi': v.extra.get('slope_hi', float('nan')),
+        'every width still falling (least T/2 over T)': (
+          f"yes ({least:.3g}x): the optimiser's transient" if least > study.TRANSIENT else f'no ({least:.3g}x)'
+        )
+        if math.isfinite(least)
+        else '',
+        'frozen design': (stats.INVALID if v.extra.get('frozen_invalid') else v.outcome)
+        if 'frozen_invalid' in v.extra
+        else '',
       }
     )
   return pd.DataFrame(rows)
@@ -44,7 +64,7 @@ def _mean_ci(values: pd.Series, name: str) -> dict[str, float]:
 
 
 def storage_table(full: pd.DataFrame) -> pd.DataFrame:
-  """Per kind and width at the peak N: trainable and active parameters, peak bits (mean, CI) and bits / P."""
+  """Per kind and width at the best N of the grid: trainable and active parameters, its bits (mean, CI), bits / P."""
   rows = study.storage_rows(full)
   out = []
   for (kind, w), cell in rows.groupby(['kind', 'width'], sort=False):
@@ -161,19 +181,21 @@ def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figu
     "Trained error vs parameters per FFN kind at its budget, mean over seeds with 95% CIs; lines: each kind's fit "
     '(the exponent is its slope). Left, sin(pi x), sup error, with two references for ReLU width N: N + 1 equal '
     'pieces, pi^2 / (4 (N + 1)^2), dashed, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 '
-    'asymptotically, dotted, 1.72x lower; both bounds a width-N FFN can at best approach. Right, the tanh teacher, '
-    'held-out RMSE. Log-log.',
+    'asymptotically, dotted, 1.72x lower; the first an upper bound on the best N + 1 pieces, the second that best '
+    'as N grows; a trained width-N FFN has at most N + 1 pieces. Right, the tanh teacher, held-out RMSE. Log-log.',
   )
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
-  table = atlas_table(result.verdicts)
   store, errors = storage_table(result.full), error_table(result.full, result.half)
+  table = atlas_table(result.verdicts, errors)
   shown = [
     f'{r.cell} {r.value:.3g} [{r["CI lo"]:.3g}, {r["CI hi"]:.3g}]'
+    if r.outcome == stats.MEASURED
+    else f'{r.cell} {r.outcome}'
     for _, r in table.iterrows()
     if 'per trainable' in r.measured
-  ]
+  ]  # a number only where it is measured: an edge reading (an MoE rate at its grid's edge) is not one
   headline = (
     "bits stored per trainable parameter at P* and 1,000 exposures, a lower bound on the most over N (the grid's "
     'best N, facts of up to 8 P bits): ' + '; '.join(shown)
@@ -182,7 +204,11 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     headline=headline,
     tables=[
       base.Table('The atlas: every measurement with its 95% CI (outcome: measured, or why not)', table),
-      base.Table('Storage per kind and width, at the peak N, the point at its tuned rate at T', store),
+      base.Table(
+        'Storage per kind and width, at the best N of the grid (a lower bound on the most over N where it is the '
+        'largest), the point at its tuned rate at T',
+        store,
+      ),
       base.Table('Approximation error per target, kind and width, at its tuned rate at T', errors),
     ],
     figures=[storage_figure(store, result.verdicts, ctx), error_figure(errors, result.verdicts, ctx)],
