@@ -459,7 +459,10 @@ def test_the_readme_results_open_with_the_capacity_atlas_when_it_is_published(tm
     'claim': 'measurements',
     'headline': 'bits per parameter by kind',
     'verdicts': [
-      measured('relu: bits stored per trainable parameter at the peak over N', 2.5, (2.25, 2.75)),
+      {
+        **measured('relu: bits stored per trainable parameter at the best N', 2.5, (2.25, 2.75)),
+        'extra': {'slope': 1.1, 'slope_lo': 1.05, 'slope_hi': 1.15, 'frozen_invalid': 1.0},
+      },
       measured('sin, relu: exponent a of the trained sup error ~ P^a at its budget', -1.5, (-1.75, -1.25)),
       measured('teacher, moe_top1: exponent a of the trained RMSE ~ P^a at its budget', 0.0, (0, 0), 'invalid'),
     ],
@@ -471,9 +474,10 @@ def test_the_readme_results_open_with_the_capacity_atlas_when_it_is_published(tm
     (tmp_path / 'docs' / 'results' / r['name']).mkdir(parents=True)
     (tmp_path / 'docs' / 'results' / r['name'] / 'report.json').write_text(json.dumps(r))
   lines = publish_lib.headline_section(str(tmp_path)).splitlines()
-  first = lines.index('| FFN | bits / parameter | exponent, sin | exponent, teacher |')
-  assert lines[first + 2 :][:2] == [
-    '| relu | 2.5 [2.25, 2.75] | -1.5 [-1.75, -1.25] |  |',
+  first = lines.index(f'| FFN | {publish_lib.STORAGE} | exponent, sin | exponent, teacher |')
+  assert lines[first + 2 :][:2] == [  # storage: the slope beside the number, the frozen design's outcome after it
+    '| relu | 2.5 [2.25, 2.75]; slope 1.1 [1.05, 1.15] (design as frozen before results: invalid) '
+    '| -1.5 [-1.75, -1.25] |  |',
     '| moe_top1 |  |  | invalid |',
   ]
   assert '![the atlas](docs/results/capacity_atlas/atlas.png)' in lines  # both figures, storage first
