@@ -120,6 +120,17 @@ class Settings(TypedDict):
   store_bits: tuple[float, ...]  # storage: N log2 V = this x P bits, each (kind, width)'s data sizes
 
 
+_FULL: Settings = dict(
+  d_model=16,
+  values=256,
+  relations=16,
+  dense=(16, 32, 64, 160),
+  moe=(8, 16, 32),  # width 80 at `large` only: a change after results (changes/capacity_atlas.py)
+  approx=(8, 16, 32, 64),
+  teacher_d=4,
+  p_star=7_000,
+  store_bits=STORE_BITS,
+)
 SETTINGS: dict[str, Settings] = {
   'smoke': dict(
     d_model=8,
@@ -132,42 +143,18 @@ SETTINGS: dict[str, Settings] = {
     p_star=1_000,
     store_bits=STORE_BITS,
   ),
-  'quick': dict(
-    d_model=16,
-    values=256,
-    relations=16,
-    dense=(16, 32, 64),
-    moe=(8, 16),
-    approx=(8, 16, 32),
-    teacher_d=4,
-    p_star=4_500,
-    store_bits=STORE_BITS,
-  ),
-  'full': dict(
-    d_model=16,
-    values=256,
-    relations=16,
-    dense=(16, 32, 64, 160),
-    moe=(8, 16, 32),  # width 80 at `large` only: a change after results (changes/capacity_atlas.py)
-    approx=(8, 16, 32, 64),
-    teacher_d=4,
-    p_star=7_000,
-    store_bits=STORE_BITS,
-  ),
+  'quick': {**_FULL, 'dense': (16, 32, 64), 'moe': (8, 16), 'approx': (8, 16, 32), 'p_star': 4_500},
+  'full': _FULL,
   # For a GPU: dense widths up to 640 so that the dense parameter range (1.1k-42k) covers the MoE's (4.8k-43k), one
-  # more approximation width, 5 seeds.
-  'large': dict(
-    d_model=16,
-    values=256,
-    relations=16,
-    dense=(16, 32, 64, 160, 320, 640),
-    moe=(8, 16, 32, 80),
-    approx=(8, 16, 32, 64, 128),
-    teacher_d=4,
-    p_star=7_000,
-    # 16 P and 32 P bit cells, declared 2026-11-30 before any large run: at full the best N was the grid's largest
-    store_bits=(*STORE_BITS, 16, 32),
-  ),
+  # more approximation width, 5 seeds; 16 P and 32 P bit cells, declared 2026-11-30 before any large run (at full
+  # the best N was the grid's largest)
+  'large': {
+    **_FULL,
+    'dense': (16, 32, 64, 160, 320, 640),
+    'moe': (8, 16, 32, 80),
+    'approx': (8, 16, 32, 64, 128),
+    'store_bits': (*STORE_BITS, 16, 32),
+  },
 }
 STORE_FACTOR, APPROX_FACTOR = 10, 5  # T of the storage and approximation arms = regime.steps x this (full: 8,000
 # storage steps at batch N/8 = 1,000 exposures per fact, the exposures of Allen-Zhu & Li's 2-bit regime)
@@ -394,18 +381,13 @@ def control_check(cell: pd.DataFrame, top: pd.DataFrame, values: int) -> stats.C
 
 
 def _inside_step(cell: pd.DataFrame, values: int) -> tuple[str, float]:
-  """peak_inside_check's next step (what it checks, recomputed: that check is shared with memorization_capacity): a
-  cell past the grid's end where a peak sits at it, at the failing widths, priced from their cells at that end."""
+  """peak_inside_check's next step: a cell past the grid's end where a peak sits at it (`storage.grid_edges`), at
+  the failing widths, priced from their cells at that end."""
   new, price = [], 0.0
-  for w, g in cell.groupby('width'):
-    m = g.groupby(N)['bits_stored'].mean().sort_index()
-    peak = m.idxmax()
-    if peak == m.index[-1] and len(m) > 1 and m.iloc[-1] >= (1 + storage.PEAK_RISE) * m.iloc[-2]:
-      new.append(f'width {w}: a 16 P-bit cell')
-      price += 2 * _seconds(g[g[N] == peak]) * NEW_POINT
-    elif peak == m.index[0] and m.iloc[0] <= peak / 2 * math.log2(values):
-      new.append(f'width {w}: a 0.25 P-bit cell')
-      price += 0.5 * _seconds(g[g[N] == peak]) * NEW_POINT
+  for size, (side, peak, _) in storage.grid_edges(cell, values).items():
+    g = cell[cell[SIZE] == size]
+    new.append(f'width {g["width"].iloc[0]}: a {"16" if side == "largest" else "0.25"} P-bit cell')
+    price += (2 if side == 'largest' else 0.5) * _seconds(g[g[N] == peak]) * NEW_POINT
   return ', '.join(new), price
 
 

@@ -43,17 +43,30 @@ def settled(mem: pd.DataFrame, values: int) -> dict[str, str]:
   return out
 
 
-def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check:
-  """Check (b): per size, the N with most bits (mean over seeds) is bracketed by the N grid (module docstring)."""
-  bad, where = [], []
+def grid_edges(mem: pd.DataFrame, values: int) -> dict[int, tuple[str, int, str]]:
+  """{size: (side, peak N, why)} of the sizes whose peak N (most bits, mean over seeds) is not bracketed by the N
+  grid: side 'largest' where it still rises >= PEAK_RISE at the largest N, 'smallest' where the smallest N holds no
+  more than N/2 facts can."""
+  out = {}
   for size, g in mem.groupby(SIZE):
     m = g.groupby(N)['bits_stored'].mean().sort_index()
     peak = m.idxmax()
-    where.append(f'{size} params: peak at N = {peak}')
     if peak == m.index[-1] and len(m) > 1 and m.iloc[-1] >= (1 + PEAK_RISE) * m.iloc[-2]:
-      bad.append(f'{size} params still rise {m.iloc[-1] / m.iloc[-2] - 1:.1%} at the largest N = {peak}')
-    if peak == m.index[0] and m.iloc[0] <= peak / 2 * math.log2(values):
-      bad.append(f'{size} params peak at the smallest N = {peak} with {m.iloc[0]:.0f} bits <= {peak // 2} log2 V')
+      out[size] = (
+        'largest',
+        peak,
+        f'{size} params still rise {m.iloc[-1] / m.iloc[-2] - 1:.1%} at the largest N = {peak}',
+      )
+    elif peak == m.index[0] and m.iloc[0] <= peak / 2 * math.log2(values):
+      why = f'{size} params peak at the smallest N = {peak} with {m.iloc[0]:.0f} bits <= {peak // 2} log2 V'
+      out[size] = ('smallest', peak, why)
+  return out
+
+
+def peak_inside_check(mem: pd.DataFrame, label: str, values: int) -> stats.Check:
+  """Check (b): per size, the N with most bits (mean over seeds) is bracketed by the N grid (`grid_edges`)."""
+  bad = [why for _, _, why in grid_edges(mem, values).values()]
+  where = [f'{size} params: peak at N = {g.groupby(N)["bits_stored"].mean().idxmax()}' for size, g in mem.groupby(SIZE)]
   return stats.Check(
     f'{label}: peak inside the N grid',
     not bad and bool(where),
