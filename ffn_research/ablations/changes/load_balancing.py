@@ -232,4 +232,22 @@ CHANGES = (
     ),
     verdicts=(1, 2, 3, 4, 5),
   ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      'issue 46 item 5, after the published run (its z-loss verdict invalid: at the test rate 2 nothing trained, '
+      "diverged or not) and with the pilot's failed fractions per rate seen (the pilot's runs are reused): a run of "
+      'the z-loss arms fails when it diverges or completes with held-out relative MSE >= 1 (it ended no better than '
+      'the mean predictor), for the pilot and the test arm alike (before: diverged only), so the pilot fixes the '
+      'test rate where training starts to fail (0.14 by the unchanged 25% rule) instead of where the blow-up rule '
+      'fires (2); the premise "training works where runs do not diverge" (zloss.trained_check), part of the failure '
+      'measured now, replaced by the marginal-instability premise read on both sides (the no-z-loss failed fraction '
+      'more than 0.05 from 0 as well as from 1); a second refutation control, the z-loss lowers the router z (ln, '
+      'paired CI below 0), because the review found it had not moved at rate 2 (-0.027 at step 50); a float32-router '
+      'point, reported; 64 seeds per point as before, new runs at the new rate'
+    ),
+    outcome='',
+    verdicts=(3,),
+  ),
 )

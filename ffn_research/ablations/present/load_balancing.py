@@ -27,8 +27,8 @@ def load_table(sel: pd.DataFrame) -> pd.DataFrame:
 
 
 def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
-  """Per z-loss arm (the pilot's seeds, or the test's), rate, point (none, z_loss, frozen) and budget: the unstable
-  (diverged) fraction."""
+  """Per z-loss arm (the pilot's seeds, or the test's), rate, point (none, z_loss, frozen, float32) and budget: the
+  failed fraction (zloss.with_unstable), and the test arm's router z where collected."""
   parts = []
   for prefix, seeds in ((zloss.PILOT, 'pilot'), (zloss.UNSTABLE, 'test')):
     z = zloss.with_unstable(frame.dropna(subset=['point']), prefix)
@@ -36,7 +36,9 @@ def unstable_table(frame: pd.DataFrame) -> pd.DataFrame:
       parts.append(z.assign(seeds=seeds, arm_point=z['point'].str.rsplit(': ', n=1).str[-1]))
   if not parts:
     return pd.DataFrame()
-  t = summarize(pd.concat(parts), ['seeds', study.LR, 'arm_point', study.STEPS], ['unstable'])
+  z = pd.concat(parts)
+  metrics = ['unstable', *(['router_z'] if 'router_z' in z and z['router_z'].notna().any() else [])]
+  t = summarize(z, ['seeds', study.LR, 'arm_point', study.STEPS], metrics)
   return t.rename(columns={'arm_point': 'point'})
 
 
@@ -57,8 +59,9 @@ def figure(result: base.Result, ctx: base.Context) -> base.Figure:
     'left: max/mean load change from step 0 to the end on the held-out inputs, each point at its '
     f'chosen rate and T (mean, 95% CI; red: the collapse level +{study.COLLAPSE_RISE:g}); middle: '
     'held-out MSE per learning rate of the trained points at each budget (solid: the longest), log scale, the '
-    'tuning; right: diverged fraction per learning rate at T of the z-loss arms: the pilot (no z-loss, its own '
-    'seeds) and the test arms without the z-loss, with it and with the router frozen (the test-rate level dotted); '
+    'tuning; right: failed fraction (diverged, or held-out MSE no better than the mean) per learning rate at T of '
+    'the z-loss arms: the pilot (no z-loss, its own seeds) and the test points without the z-loss, with it, with '
+    'the router frozen and with a float32 router (the test-rate level dotted); '
     'one colour per balancing (none, switch, bias, frozen) in the left and middle panels, the input condition in '
     'each label',
   )
@@ -109,7 +112,7 @@ def _panel_tuning(ax, frame: pd.DataFrame) -> None:
 
 
 def _panel_unstable(ax, frame: pd.DataFrame) -> None:
-  """Right: the diverged fraction per learning rate at T of the pilot and of each test point, the test-rate level."""
+  """Right: the failed fraction per learning rate at T of the pilot and of each test point, the test-rate level."""
   u = unstable_table(frame)
   u = u[u[study.STEPS] == u[study.STEPS].max()] if len(u) else u
   for j, ((seeds, p), h) in enumerate(u.groupby(['seeds', 'point']) if len(u) else ()):
@@ -118,7 +121,7 @@ def _panel_unstable(ax, frame: pd.DataFrame) -> None:
   base.style_axes(
     ax,
     xlabel='learning rate (no clipping)',
-    ylabel='diverged fraction of seeds',
+    ylabel='failed fraction of seeds',
     xscale='log',
     title='induced instability (bf16 router)',
     fontsize=5,
@@ -144,7 +147,7 @@ def _headline(result: base.Result, routing: pd.DataFrame) -> str:
     f'[{v[0].ci[0]:+.3f}, {v[0].ci[1]:+.3f}] ({v[0].outcome}), {study.CENTRED} {v[4].statistic:+.3f} '
     f'({v[4].outcome}), {study.CONTROL} {control.statistic:+.3f} (collapse: > +{study.COLLAPSE_RISE:g}); Switch '
     f'minus none {v[1].statistic:+.3f} ({v[1].outcome}), bias minus none {v[3].statistic:+.3f} ({v[3].outcome}) '
-    f'(rates at T: {rates}); diverged fraction z-loss minus none {v[2].statistic:+.2f} ({v[2].outcome}) at the '
+    f'(rates at T: {rates}); failed fraction z-loss minus none {v[2].statistic:+.2f} ({v[2].outcome}) at the '
     f'test rate {zloss.pilot_rate(result.frame):g}'
   )
   switch = routing[routing['MoE point'] == 'switch'] if len(routing) else routing
@@ -161,10 +164,7 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
   frame = result.frame.dropna(subset=['point'])
   failed = frame[frame['status'] != 'completed'].groupby('point').size().to_dict()
   notes = (
-    [
-      f'runs not completed: {failed} (the z-loss arms count them as diverged; elsewhere a rate with one is not '
-      'eligible)'
-    ]
+    [f'runs not completed: {failed} (the z-loss arms count them as failed; elsewhere a rate with one is not eligible)']
     if failed
     else []
   )
@@ -192,10 +192,12 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
         routing,
       ),
       base.Table(
-        'z-loss arms: the diverged fraction per seeds (the pilot, which fixes the test rate, or the test), rate, '
-        'point (none, z_loss, frozen router) and budget (mean and 95% CI over seeds); bfloat16 router, no clipping, '
-        f'one log every {zloss.Z_LOG_EVERY["full"]} steps at full; the test rate is the smallest pilot rate at which '
-        f'at least {zloss.PREMISE_FRACTION:g} diverge',
+        'z-loss arms: the failed fraction (diverged, or completed with held-out MSE no better than the mean '
+        'predictor) per seeds (the pilot, which fixes the test rate, or the test), rate, point (none, z_loss, frozen '
+        "router, float32 router) and budget, and the test points' router z (the mean squared logsumexp of the "
+        'router logits over the second half of training, completed runs) (mean and 95% CI over seeds); bfloat16 '
+        f'router unless float32, no clipping, one log every {zloss.Z_LOG_EVERY["full"]} steps at full; the test rate '
+        f'is the smallest pilot rate at which at least {zloss.PREMISE_FRACTION:g} fail',
         unstable_table(frame),
       ),
     ],
