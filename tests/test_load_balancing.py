@@ -242,16 +242,22 @@ def test_a_zloss_run_fails_by_diverging_or_by_not_training():
   by_divergence = lb.rules(_sel(seeds=16), 'smoke')[2]
   assert by_mse.outcome == by_divergence.outcome == stats.REPRODUCED
   assert by_mse.statistic == by_divergence.statistic == pytest.approx(-0.75)
-  z = zl.with_unstable(_sel(seeds=16, fail_by='mse', relative_mse=0.99))
-  assert z.groupby('point')['unstable'].mean()[f'{zl.UNSTABLE}: none'] == 0.75  # 12 of 16 at relative MSE 5
+  z = zl.with_unstable(_sel(seeds=16, fail_by='mse', relative_mse=0.29)).groupby('point').mean(numeric_only=True)
+  assert z.loc[f'{zl.UNSTABLE}: none', 'unstable'] == 0.75  # 12 of 16 at relative MSE 5, the rest at 0.29
+  assert z.loc[f'{zl.UNSTABLE}: none', 'failed_at_1'] == 0.75 and z.loc[f'{zl.UNSTABLE}: none', 'diverged'] == 0
+  z = zl.with_unstable(_sel(seeds=16, relative_mse=0.5)).groupby('point').mean(numeric_only=True)
+  assert z.loc[f'{zl.UNSTABLE}: z_loss', 'unstable'] == 1 and z.loc[f'{zl.UNSTABLE}: z_loss', 'failed_at_1'] == 0
+  missing = _sel(seeds=16)
+  missing.loc[missing['point'] == f'{zl.UNSTABLE}: z_loss', 'eval_relative_mse'] = math.nan
+  assert (zl.with_unstable(missing)['point'] == f'{zl.UNSTABLE}: z_loss').sum() == 0  # missing, not failed
   nothing_trains = lb.rules(_sel(seeds=16, relative_mse=5e4), 'smoke')[2]
   assert nothing_trains.outcome == stats.INVALID  # every run fails, frozen router too: no control either
   assert [c.name for c in nothing_trains.failed_checks][0] == (
     "premise: marginal instability at the test rate 0.3 (the no-z-loss failed fraction of the verdict's seeds off "
     'its floor 0 and its ceiling 1: some runs fail, some train)'
   )
-  pilot = _sel(seeds=16).assign(eval_relative_mse=1.0)  # every completed pilot run at the mean predictor: failed
-  assert zl.pilot_fractions(pilot).tolist() == [1.0, 1.0] and zl.test_rate(pilot) == 0.1
+  pilot = _sel(seeds=16).assign(eval_relative_mse=zl.FAILED_MSE)  # every completed pilot run failed: not marginal
+  assert zl.pilot_fractions(pilot).tolist() == [1.0, 1.0] and math.isnan(zl.test_rate(pilot))
 
 
 def test_a_zloss_refutation_needs_its_lever_to_move():
@@ -299,16 +305,18 @@ def test_verdicts_known_answers_and_points():
   assert [x.outcome for x in v] == [stats.REPRODUCED] + [stats.NOT_REPRODUCED] * 3 + [stats.REPRODUCED]
 
 
-def test_the_test_rate_comes_from_the_pilot_seeds_at_their_longest_budget():
+def test_the_test_rate_is_the_smallest_pilot_rate_marginal_at_every_budget():
+  """From the pilot's own seeds: a rate whose failed fraction leaves [0.1, 0.9] at any budget is not chosen, so no
+  rung of the test arm's ladder sits where nothing fails (the design review of 2026-11-30)."""
   sel = _sel(pilot=(0.0, 0.25))  # 2 of 8 pilot seeds diverge at 0.3: the test rate
   assert zl.test_rate(sel) == 0.3 and zl.pilot_rate(sel) == 0.3 and lb.rules(sel, 'smoke')[2].outcome == 'reproduced'
   assert 'test rate 0.3' in lb.rules(sel, 'smoke')[2].premises[0].detail
   assert '0.1: 0.00, 0.3: 0.25' in lb.rules(sel, 'smoke')[2].premises[0].detail
   assert set(sel.loc[sel['arm'].str.startswith(zl.PILOT), lb.SEED]).isdisjoint(set(sel[lb.SEED][:8]))
-  shorter = _sel(pilot=(0.5, 0.5)).assign(**{lb.STEPS: 50})  # at a shorter budget the pilot would fix 0.1
+  shorter = _sel(pilot=(0.5, 0.5)).assign(**{lb.STEPS: 50})  # at a shorter budget alone the pilot would fix 0.1
   both = pd.concat([shorter, sel], ignore_index=True)
-  assert zl.test_rate(both[both[lb.STEPS] == 50]) == 0.1 and zl.pilot_rate(both) == 0.3  # the longest budget's
-  assert math.isnan(zl.pilot_rate(_sel(pilot=(0.0, 0.1)))) and math.isnan(zl.pilot_rate(pd.DataFrame()))
+  assert zl.test_rate(both[both[lb.STEPS] == 50]) == 0.1 and zl.pilot_rate(both) == 0.3  # 0.1: none fail at 100
+  assert math.isnan(zl.pilot_rate(_sel(pilot=(0.0, 0.0)))) and math.isnan(zl.pilot_rate(pd.DataFrame()))
 
 
 def test_a_zloss_refutation_needs_the_router_to_be_the_cause():
@@ -326,7 +334,7 @@ def test_a_zloss_refutation_needs_the_router_to_be_the_cause():
 
 
 def test_zloss_premises_need_a_marginal_instability():
-  v = lb.rules(_sel(pilot=(0.0, 0.1), test_lr=None), 'smoke')[2]  # the pilot never diverges >= 25%: no test arm
+  v = lb.rules(_sel(pilot=(0.0, 0.0), test_lr=None), 'smoke')[2]  # the pilot never fails: no test arm
   assert v.outcome == stats.INVALID and [c.name for c in v.premises] == [
     'premise: a rate where the no-z-loss pilot is unstable'
   ]
