@@ -234,7 +234,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='46660b6, c410785',
     change=(
       'issue 46 item 5, after the published run (its z-loss verdict invalid: at the test rate 2 nothing trained, '
       "diverged or not), with the pilot's runs seen (they are reused: the earlier review's fresh pilot seeds over "
@@ -256,7 +256,16 @@ CHANGES = (
       'two readings written before the run. No margin added (the earlier review asked one); 64 seeds per point as '
       'before, new runs at the new rate'
     ),
-    outcome='',
+    outcome=(
+      'the published run (z-loss invalid: nothing trained at rate 2) -> the run of 2026-11-30 12:27 (c410785; 768 new '
+      'runs, 660 run-seconds): inconclusive -0.0625 [-0.163, +0.065] at the test rate 0.14 (64 seeds; failed '
+      'fractions none 0.14, 0.22, 0.44 and z-loss 0.016, 0.094, 0.375 at 1,000, 2,000, 4,000 steps: the ladder reads '
+      'reproduced at T/4, inconclusive at T/2 and T); every premise passed (marginal 0.44; learned minus frozen '
+      '+0.36; the lever -0.058 in ln router z on healthy pairs); float32 0.53 at T, its CI overlapping none\'s: "a '
+      'step-size instability, not bfloat16 rounding", by the reading fixed before the run. Seen after the run: the '
+      "frozen router's 'failures' at 0.3 are its fit level (all 192 frozen runs end at relative MSE 0.16-0.36, none at "
+      '1), not an instability; its control reads the same at 1 (none 0.31, frozen 0 at T)'
+    ),
     verdicts=(3,),
   ),
 )
