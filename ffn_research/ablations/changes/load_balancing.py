@@ -234,7 +234,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='46660b6, c410785',
+    commit='46660b6, c410785, d507e50',
     change=(
       'issue 46 item 5, after the published run (its z-loss verdict invalid: at the test rate 2 nothing trained, '
       "diverged or not), with the pilot's runs seen (they are reused: the earlier review's fresh pilot seeds over "
@@ -266,6 +266,22 @@ CHANGES = (
       "frozen router's 'failures' at 0.3 are its fit level (all 192 frozen runs end at relative MSE 0.16-0.36, none at "
       '1), not an instability; its control reads the same at 1 (none 0.31, frozen 0 at T)'
     ),
+    verdicts=(3,),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      "after that run and a cold review of its report: verdict 3's router control (a refutation's, that the learned "
+      'router fails more often than the frozen one) compares failures at relative MSE >= 1 (failed_at_1), not at 0.3: '
+      "the frozen router's 192 runs all end at 0.16-0.36, its fit with a fixed random routing, which straddles 0.3 "
+      '(at T/4 and T/2 it "failed" as often as the learned router); the scope adds what the run showed (the gap '
+      "between the pilot's modes not clean in the test arm, 27 of 384 learned-router runs between 0.19 and 0.39; the "
+      "z-loss's benefit shrinking with the schedule; failing z-loss runs less saturated but failing almost as often; "
+      'the lever showing the term acting, not preventing saturation; the power at T)'
+    ),
+    outcome='none: verdict 3 inconclusive -0.0625 before and after (the control is needed only for a refutation; at T '
+    'it reads +0.3594 at 0.3 and +0.3125 at 1)',
     verdicts=(3,),
   ),
 )
