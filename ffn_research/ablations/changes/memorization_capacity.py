@@ -273,7 +273,26 @@ CHANGES = (
       'spent 7,980 without the control; the control adds 2 x 4 arms of the 4-expert MoE, about a third of the MoE '
       'cost). Every run is new (the runs of 2026-11-29 were lost with their machine)'
     ),
-    outcome='to be filled by the run',
+    outcome='never run: replaced before any run by the next row',
     verdicts=(4, 5),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change=(
+      'after a cold design review before the rerun (its published results seen; nothing of this design run): the '
+      "control's token-hash MoE -> the same 4 experts with every one active (top-k = E = 4, the learned router as "
+      'gate; one control for both k): the hash control is four disjoint 8-wide stacks, whose ratio to dense by width '
+      'scaling alone (4^(1-s), s about 1.1-1.17 below the dense range) sits on the 1/1.3 bar, so it was no known '
+      'positive; the every-expert MoE (a gated FFN of width 32) is expected near 0.9. Rate grids per MoE family: '
+      'top-1 keeps {0.003, 0.01, 0.03}; top-2 and the control {0.01, 0.03, 0.1} (the published top-2 chose 0.03, '
+      "the grid's top, at four points; the regime's extension there could not be bought). Cap 9,000 -> 11,500 "
+      'reference-seconds (pass 0 about 9,500 with a control, plus its likely rate edges and the E = 100 doublings; '
+      'the published run spent 7,980 without one): verdict 2 may move from inconclusive when its doublings run. '
+      "Scope: the control covers the 4-expert size only. Not taken: a remedy for the control's check while its points "
+      "sit at a rate edge (the regime buys such a verdict's edges last); an objects-only rescoring (no checkpoints)"
+    ),
+    outcome='to be filled by the run',
+    verdicts=(2, 4, 5),
   ),
 )

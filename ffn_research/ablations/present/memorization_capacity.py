@@ -11,16 +11,18 @@ from ffn_research.ablations import base
 from ffn_research.ablations import memorization_capacity as study
 from ffn_research.ablations import regime as regime_lib
 
+ALL = 'every expert active (control)'  # the control's router column
+
 
 def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
   """Per (top_k, router, E, size): the peak N, its rate, peak bits and bits per non-embedding / FFN / active / all
-  params (router: the MoE's learned one or the token-hash control's)."""
-  rows, arm = [], [study.K, study.HASHED, study.E]
+  params (router: the MoE's learned top-k, or the control's, every expert active)."""
+  rows, arm = [], [study.K, study.CONTROL, study.E]
   tops = pd.concat([study.peaks(g) for _, g in mem.groupby(arm)]) if len(mem) else mem
-  for (k, hashed, e, size), g in tops.groupby([*arm, study.SIZE]):
+  for (k, control, e, size), g in tops.groupby([*arm, study.SIZE]):
     row = {
       study.K: k,
-      'router': ('token hash (control)' if hashed else 'learned') if k else '',
+      'router': (ALL if control else 'learned') if k else '',
       study.E: e,
       'd_ff': int(g['model.d_ff'].iloc[0]),
       'non-embedding params': size,
@@ -43,18 +45,19 @@ def peak_table(mem: pd.DataFrame) -> pd.DataFrame:
 
 
 def moe_table(mem: pd.DataFrame, s: study.Settings) -> pd.DataFrame:
-  """Per (top_k, MoE size), the learned router's and the token-hash control's: MoE and interpolated dense peak bits
+  """Per (top_k, MoE size), the learned router's and the control's (every expert active): MoE and interpolated dense
+  peak bits
   per total parameter and their ratio of means, and the routing premise's ratio (MoE bits over the dense bits of its
   active size)."""
   rows, dense = [], study.peaks(study.family(mem, 0, s['moe_e']))
-  for hashed, k in ((h, k) for h in (False, True) for k in study.MOE_TOP_KS):
-    pairs = study.moe_pairs(study.peaks(study.family(mem, k, s['moe_e'], hashed)), dense)
+  for control, k in [(False, k) for k in study.MOE_TOP_KS] + [(True, study.control_k(s))]:
+    pairs = study.moe_pairs(study.peaks(study.family(mem, k, s['moe_e'], control)), dense)
     for size, p in pairs.groupby(study.SIZE):
       r, lo, hi = rules_lib.ratio_of_means(p['moe_bpp'], p['dense_bpp'])
       rows.append(
         {
           study.K: k,
-          'router': 'token hash (control)' if hashed else 'learned',
+          'router': ALL if control else 'learned',
           'total non-emb params': size,
           'active non-emb params': int(p['active'].mean()),
           'MoE bits/param': p['moe_bpp'].mean(),
