@@ -395,7 +395,7 @@ def test_arms_validate_share_one_program_per_arm_and_keep_the_exposures(scale):
       assert experts <= set(s['moe_facts']) if top_k else experts == {None}
       assert (c.model.moe.num_experts in s['moe_facts']) if top_k else c.model.moe.num_experts == 0
       assert not top_k or (c.model.moe.top_k == top_k and c.model.d_ff == s['moe_width'])
-      moe_rates = mc.MOE_RATES if top_k == 1 and not control else mc.MOE_RATES_UP
+      moe_rates = mc.MOE_RATES_CONTROL if control else mc.MOE_RATES if top_k == 1 else mc.MOE_RATES_UP
       assert arm.rates == (moe_rates[scale] if top_k else mc.E_RATES.get(scale, {}).get(e))
   assert max(s['rl_points']) > mc.RL_PARAMS and mc.RL_QUARTER in s['rl_points']  # the random-label arm can fail
   rl = sweep.expand(arms[-1].base, [arms[-1].points[f'N={mc.RL_QUARTER}']])[0].config

@@ -19,8 +19,8 @@ full-batch steps). One arm per (E, N); its points are the sizes whose peak that 
 1,000 exposures, the dense arm's batches): each FFN 4 or 12 ReLU experts 8 units wide (Switch
 softmax-then-top-k router, k = 1, 2, dropless, default load-balance and z losses; 2,416 and 7,152 total
 non-embedding parameters, inside the dense range, the router 5% of them), one arm per (k, N) with the sizes
-whose peak that N brackets as points, with their own rate grid (top-1 {0.003, 0.01, 0.03}; top-2 and the control
-{0.01, 0.03, 0.1} at full). The regime policy tunes the rate per point on
+whose peak that N brackets as points, with their own rate grid (top-1 {0.003, 0.01, 0.03}; top-2 {0.01, 0.03, 0.1};
+the control {0.01, 0.03, 0.1, 0.3} at full). The regime policy tunes the rate per point on
 the mean over seeds of the final cross-entropy on the facts (`eval_loss`, the training objective). Random labels
 (bare FFN d = 16, h = 64, 1,153 parameters, batch 256) are not tuned: at N = h d / 4 the fit is exact and the
 loss left (~1e-14 at Adam 1e-2) is float32 rounding, which a tuned rate would chase. Per (arm, size) the peak N
@@ -51,8 +51,9 @@ and 100, 3 is rule 2, 4 and 5 are rule 3 at k = 1 and 2):
      2,128 total parameters, below the dense range) failed it. Gated also on (b) for the MoE arm and the dense
      arm at its E; no slope check: the comparison is at matched size, and 2 MoE sizes cannot give a slope CI.
      A `not reproduced` stands only on its positive control (checks.refutation_control; built after the published
-     refutations, which were invalid without it): the same 4 experts with all of them active (top-k = E = 4, the
-     same learned router as gate: a gated FFN of width 32), on the same N grid and budgets, rule 3 reproduced on it:
+     refutations, which were invalid without it): the same 4 experts with all of them active (top-k = E = 4: a ReLU
+     FFN of width 32 whose four 8-unit groups the learned router's softmax weights scale, summing to 1), on the same N
+     grid and budgets, rule 3 reproduced on it:
      the measurement can return a ratio above the bar for an MoE module, so a top-1 or top-2 shortfall is the sparse
      routing's; else `invalid` with both numbers. One control serves both k (a token-hash control until the design
      review of 2026-11-30: four disjoint 8-wide stacks, expected on the bar by width scaling alone; changes/).
@@ -156,6 +157,9 @@ E_RATES = {'full': {1000: (0.01, 0.03, 0.1)}}  # per scale, an exposure count's 
 MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.003, 0.01, 0.03)}  # top-1
 # top-2 and the control (all experts active): a step up, where the published top-2 chose the grid's top (0.03)
 MOE_RATES_UP = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1)}
+# the control: one more step up (dense d_ff 32, which it contains, ties at 0.1; the softmax weights scale each expert
+# by about 1/4)
+MOE_RATES_CONTROL = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1, 0.3), 'full': (0.01, 0.03, 0.1, 0.3)}
 CLAIMS = {1000: 2.0, 100: 1.0}  # bits per parameter (Allen-Zhu & Li 2024)
 MORRIS_BITS = 3.6  # bits per parameter at saturation (Morris et al. 2025)
 BITS_FACTOR = 1.25  # rule 1: CI inside [claim / 1.25, claim * 1.25]
@@ -176,7 +180,7 @@ RL_PARAMS = RL_D_FF * (RL_D_MODEL + 2) + 1
 RL_QUARTER = RL_D_MODEL * RL_D_FF // 4
 RL_FIT_LEVEL = 0.9
 SEED, E, K = regime_lib.SEED, 'exposures', 'top_k'
-_ARM = re.compile(r'(?:moe_k(\d+)(a?)_)?e(\d+)_n(\d+)$')
+_ARM = re.compile(r'^(?:moe_k(\d+)(a?)_)?e(\d+)_n(\d+)$')
 CONTROL = 'control'  # memorization_rows: the MoE verdicts' control arm (all experts active)
 EXPERTS = 'model.moe.num_experts'
 
@@ -258,7 +262,7 @@ def arms(scale: str) -> list[base.Arm]:
         _moe_base(s, n, k),
         {moe_label(x): {EXPERTS: x, 'model.d_ff': s['moe_width']} for x, ns in facts.items() if n in ns},
         budget=_exposure_budget(s['moe_e'], n),
-        rates=(MOE_RATES if k == 1 and not control else MOE_RATES_UP)[scale],
+        rates=(MOE_RATES_CONTROL if control else MOE_RATES if k == 1 else MOE_RATES_UP)[scale],
         steps_factor=moe_steps,
       )
       for n in sorted({n for ns in facts.values() for n in ns})
