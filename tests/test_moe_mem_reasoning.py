@@ -272,6 +272,7 @@ def test_every_uncontrolled_refutation_is_invalid_with_its_number_and_reason():
       x.detail.startswith(f'invalid: {guard.name}: this design has none')
       and 'rule alone gave not reproduced' in x.detail
     )
+    assert 'next step: ' in x.detail and 'run-seconds' in x.detail.split('next step: ')[1]  # priced (issue 46)
   assert 'route by the query' in v[3].detail and '65% top-1, 79% top-2' in v[3].detail
   assert 'top-2 arm routed by a hash of the token ids' in v[4].detail and 'route by the query' in v[0].detail
   assert 'its memorization half has the token-hash control' in v[0].detail

@@ -398,15 +398,20 @@ def refutation_guard(v: stats.Verdict, task: str, router: str) -> stats.Check:
   }
   mem = 'its memorization half has the token-hash control' if router in CONTROLS_OF else why['memorization']
   why['overall'] = f'{why["reasoning"]}; {mem}'
-  step = {
-    'reasoning': 'a sequence model whose d_model varies, or a control in which the router cannot see the query',
-    'memorization': "a top-2 token-hash arm, as top-1's, whose G must come out above 0.5",
+  step = {  # priced from the run of 2026-11-30 on this project's 2-core machine (2.2x the reference step)
+    'reasoning': 'a control in which the router cannot see the query (the shortest_path top-1 and top-2 arms again '
+    'with a query-blind router: about 1,900 run-seconds, as those arms took) or a sequence model whose d_model varies '
+    "(15,000-49,000 reference-seconds for its first pass by the pricing of 2026-11-28, 3-9x this study's cap: a GPU "
+    'session)',
+    'memorization': "a top-2 token-hash arm, as top-1's, whose G must come out above 0.5 (about 400-550 run-seconds: "
+    'the top-1 hash arm took 390, the learned top-2 arm 540)',
   }
+  step['overall'] = step['reasoning'] + ('' if router in CONTROLS_OF else f'; and {step["memorization"]}')
   return checks.refutation_guard(
     v,
     f'premise ({task}): a positive control for a refutation',
     f'this design has none (a fixed statement, not a measured check): {why[task]}',
-    f'the rule alone refutes: not evidence against Jelassi et al.; next step: {step.get(task, "a control per task")}',
+    f'the rule alone refutes: not evidence against Jelassi et al.; next step: {step[task]}',
   )
 
 
