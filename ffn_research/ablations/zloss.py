@@ -178,6 +178,17 @@ def verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
   return dataclasses.replace(stats.gate(v, premises), points=points(scale))
 
 
+PREMISE = (  # verdict 3's premise in words (its checks: `verdict`)
+  'a marginal instability without the z-loss: some pilot rate fails a fraction in '
+  f'[{MARGINAL[0]:g}, {MARGINAL[1]:g}] of its seeds at every budget, the test arm ran there, and the '
+  "verdict's no-z-loss seeds fail in a fraction more than 0.05 from 0 and from 1 at T (some runs fail, some train; "
+  'the per-budget fractions of the test arm are in the table, not gated); for a refutation, the instability is '
+  "the router's (the learned router, no z-loss, fails more often than the frozen router at relative MSE >= 1: "
+  'exact McNemar CI above 0) and the z-loss moves what it acts on (ln router z, z-loss minus none, on the seeds '
+  'where both trained, paired t CI below 0)'
+)
+
+
 def claim(num_experts: int, width: int, steps: int) -> base.Claim:
   """Verdict 3's claim (load_balancing's MoE of `num_experts` experts of `width`, T = `steps` at full): its scope
   and premise."""
@@ -230,13 +241,6 @@ def claim(num_experts: int, width: int, steps: int) -> base.Claim:
     '"a step-size instability, not bfloat16 rounding"; one near 0 with a CI clear of it reads "the bfloat16 '
     'rounding\'s". A `not reproduced` says the z-loss does not prevent this induced failure, not that it does not '
     'stabilise ST-MoE.',
-    'a marginal instability without the z-loss: some pilot rate fails a fraction in '
-    f'[{MARGINAL[0]:g}, {MARGINAL[1]:g}] of its seeds at every budget, the test arm ran there, and the '
-    "verdict's no-z-loss seeds fail in a fraction more than 0.05 from 0 and from 1 at T (some runs fail, some train; "
-    'the per-budget fractions of the test arm are in the table, not gated); for a refutation, the instability is '
-    "the router's (the learned router, no z-loss, fails more often than the frozen router at relative MSE >= 1: "
-    'exact McNemar CI above 0) '
-    'and the z-loss moves what it acts on (ln router z, z-loss minus none, on the seeds where both trained, paired t '
-    'CI below 0)',
+    PREMISE,
     diverged_is_measured=True,
   )
