@@ -3,14 +3,14 @@ the test rate on seeds no verdict reads, and the verdict at that rate with its p
 
 A run fails when it diverges (non-finite loss or the loop's blow-up rule) or completes with its held-out relative MSE
 at or above FAILED_MSE (a task outcome; never the size of the router logits the z-loss penalises); a completed run
-without one is missing. The arms log every Z_LOG_EVERY steps at every budget, so the blow-up rule's
-patience (train.blowup_patience = 3 logged chunks) is the same number of steps at T/4, T/2 and T. The test arm
-(points none / z_loss / frozen / float32) runs at the one rate the pilot fixes over its budgets (`pilot_rate`,
-its Arm.rate_from: planned after the pilot has run; no remedy doubles the pilot, so none moves the rate). A
-refutation needs two positive controls: the frozen router (no
-z-loss) fails less often (the failure involves the router, so a fix of the router's logits has something to fix),
-and the z-loss lowers the router's logits (`router_z`: the lever it pulls moves). The float32 router is reported:
-whether the failure is the bfloat16 router's."""
+without one is missing. The arms log every Z_LOG_EVERY steps at every budget, so the blow-up rule's patience
+(train.blowup_patience = 3 logged chunks) is the same number of steps at T/4, T/2 and T. The test arm (points none /
+z_loss / frozen / float32) runs at the one rate the pilot fixes over its budgets (`pilot_rate`, its Arm.rate_from:
+planned after the pilot has run; no remedy doubles the pilot, so none moves the rate). A refutation needs two
+positive controls: the learned router (no z-loss) fails more often than the frozen one at relative MSE >= 1 (the
+failure involves the router, so a fix of its logits has something to fix; the frozen router's own fit straddles
+FAILED_MSE), and the z-loss lowers the router's logits (`router_z`: the lever it pulls moves). The float32 router is
+reported: whether the failure is the bfloat16 router's. History: docs/results/load_balancing/history.md."""
 
 import dataclasses
 import json
@@ -31,9 +31,8 @@ Z_COEF = 1e-3  # Zoph et al. 2022
 Z_KEY = 'model.moe.z_loss_coef'
 MARGINAL = (0.1, 0.9)  # the test rate: the smallest whose pilot failed fraction lies in this band at every budget
 # A completed run failed at or above this held-out relative MSE: inside the gap between the pilot's two modes at rates
-# <= 0.3 (healthy <= 0.19, router z at its floor; broken >= 0.39, the router's softmax saturated, z > 10), chosen with
-# the pilot seen (any value in [0.2, 0.39] classifies its 384 runs alike); 1, the mean predictor's, until the design
-# review of 2026-11-30 (it counted broken runs ending at 0.39-0.99 as trained). Reported beside: at 1, and diverged.
+# <= 0.3 (healthy <= 0.19, router z at its floor; broken >= 0.39, the router's softmax saturated, z > 10); any value
+# in [0.2, 0.39] classifies its 384 runs alike (changes/ says when and why). Reported beside: at 1, and diverged.
 FAILED_MSE = 0.3
 ROUTER_Z = 'aux/router_z'  # the logged mean squared logsumexp of the router logits, what the z-loss penalises
 UNSTABLE, PILOT = 'unstable', 'pilot_lr'  # the test arm's name, the pilot arms' prefix
