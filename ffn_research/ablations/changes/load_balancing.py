@@ -270,7 +270,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='edb364e',
     change=(
       "after that run and a cold review of its report: verdict 3's router control (a refutation's, that the learned "
       'router fails more often than the frozen one) compares failures at relative MSE >= 1 (failed_at_1), not at 0.3: '
