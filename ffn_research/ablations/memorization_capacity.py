@@ -155,7 +155,7 @@ SETTINGS: dict[str, Settings] = {
 RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1, 0.3)}
 E_RATES = {'full': {1000: (0.01, 0.03, 0.1)}}  # per scale, an exposure count's own dense grid (else RATES)
 MOE_RATES = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.003, 0.01, 0.03), 'full': (0.003, 0.01, 0.03)}  # top-1
-# top-2 and the control (all experts active): a step up, where the published top-2 chose the grid's top (0.03)
+# top-2: a step up, where the published top-2 chose the grid's top (0.03)
 MOE_RATES_UP = {'smoke': (0.03, 0.1, 0.3), 'quick': (0.01, 0.03, 0.1), 'full': (0.01, 0.03, 0.1)}
 # the control: one more step up (dense d_ff 32, which it contains, ties at 0.1; the softmax weights scale each expert
 # by about 1/4)

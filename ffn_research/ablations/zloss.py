@@ -115,11 +115,11 @@ def pilot_rate(frame: pd.DataFrame) -> float:
   return test_rate(z) if len(z) else math.nan
 
 
-def lever_check(v: stats.Verdict, sel: pd.DataFrame, lr: float) -> stats.Check:
+def lever_check(v: stats.Verdict, z: pd.DataFrame, lr: float) -> stats.Check:
   """A refutation's control: the z-loss lowers the router's logits (ln router_z, z_loss minus none, paired by seed
   over the seeds where both completed healthy, CI below 0): the lever it pulls moves. Read on healthy pairs only: a
-  broken run's router z (10 to 1,000+ against about 4.5) would swing the mean with failures the verdict counts."""
-  z = with_unstable(sel)
+  broken run's router z (10 to 1,000+ against about 4.5) would swing the mean with failures the verdict counts.
+  `z`: the test arm's rows with their failures (`with_unstable`)."""
   z = z.assign(ln_z=np.log(z['router_z'].astype(float)) if 'router_z' in z else math.nan)
   done = z[(z['status'] == 'completed') & (z['unstable'] == 0)]
   lever = rules_lib.paired(
@@ -172,7 +172,7 @@ def verdict(sel: pd.DataFrame, scale: str) -> stats.Verdict:
     f'failed fraction at relative MSE >= 1, learned minus frozen router, no z-loss, at {lr:g}',
     router,
   )
-  measured = [stats.as_premise(marginal), control, lever_check(v, sel, lr)]
+  measured = [stats.as_premise(marginal), control, lever_check(v, z, lr)]
   premises = [stats.as_premise(exists)] + (measured if math.isfinite(lr) else [])
   return dataclasses.replace(stats.gate(v, premises), points=points(scale))
 
