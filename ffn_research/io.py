@@ -413,9 +413,17 @@ class RunDir:
 
 
 def cpu_name() -> str:
-  """The CPU's model name (/proc/cpuinfo's `model name`), else platform.processor() or the architecture."""
+  """The CPU's model name (/proc/cpuinfo's `model name`, with its family, model and stepping: a virtual machine's
+  name can be generic, e.g. "Intel(R) Xeon(R) Processor"), else platform.processor() or the architecture."""
   cpu = platform.processor() or platform.machine()
   with contextlib.suppress(OSError):
     with open('/proc/cpuinfo', encoding='utf-8') as fh:
-      cpu = next((line.split(':', 1)[1].strip() for line in fh if line.startswith('model name')), cpu)
+      first = {}
+      for line in fh:
+        if not line.strip():
+          break  # the first processor's block
+        key, _, value = line.partition(':')
+        first[key.strip()] = value.strip()
+    ids = [f'{k} {first[k]}' for k in ('cpu family', 'model', 'stepping') if first.get(k)]
+    cpu = first.get('model name', cpu) + (f' ({", ".join(ids)})' if ids else '')
   return cpu

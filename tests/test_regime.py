@@ -100,7 +100,52 @@ def test_extensions_stop_at_the_regime_limit():
   f = frame(valley(1.0), rates=(1e-2, 3e-2, 9e-2))
   c = checks.inside_grid('a', f, st['a'], POLICY)
   assert not c.passed and c.remedy == '' and '2 extensions already' in c.detail
+  assert 'next step: rate 0.27 at every budget and seed (unpriced: no timed runs' in c.detail
   assert regime.extend(st, [c], POLICY) == (st, [])
+  timed = f.assign(wall_time_s=2.0)  # the edge rate's runs: 2 budgets x 4 seeds x 2 s
+  assert (
+    '(~16 run-seconds on this machine, as its runs at 0.09 took)'
+    in checks.inside_grid('a', timed, st['a'], POLICY).detail
+  )
+
+
+def test_an_edge_the_verdict_reads_the_same_at_every_rate_passes_reported():
+  """A spent rate edge on a point that no rate moves (a control cell full at every rate) is not a failure; one
+  whose reading moves with the rate, or a check on two points, still fails."""
+  st = {'a': regime.PointState([1e-2, 3e-2, 9e-2], 100, higher=2)}
+  f = frame(valley(1.0), rates=(1e-2, 3e-2, 9e-2))
+  edge = checks.inside_grid('a', f, st['a'], POLICY)
+  v = _verdict(0.5)
+  (same,) = judge._immaterial_edges([edge], lambda p, r: v, v, st, f)
+  assert same.passed and same.remedy == '' and 'reads the same at each of its 3 rates (0.5, reproduced' in same.detail
+  moves = lambda p, r: _verdict(0.5 if r > 0.05 else 0.6)
+  assert judge._immaterial_edges([edge], moves, v, st, f) == [edge]
+  two = dataclasses.replace(edge, points=('a', 'b'))
+  assert judge._immaterial_edges([two], lambda p, r: v, v, st, f) == [two]
+
+
+def test_spent_doublings_and_rate_ties_name_their_next_step_priced():
+  spent = {'a': regime.PointState([1e-2, 1e-1], 100, doublings=POLICY.max_doublings)}
+  f = frame(valley(1e-2)).assign(wall_time_s=1.5)  # at T = 100: the kept rates 0.01 and 0.1 (not 0.001), 4 seeds
+  ladder = checks.stability(stats.MAGNITUDE, _ladder(1.5, 1.0, 0.5), spent, POLICY)
+  assert not ladder.passed and ladder.remedy == '' and 'no doubling left' in ladder.detail
+  (priced,) = judge._spent([ladder], spent, POLICY, f)
+  assert priced.detail.endswith(
+    "next step: a doubling past the regime's 2 (~24 run-seconds on this machine: the runs at T, twice as long)"
+  )
+  assert judge._spent([ladder], spent, POLICY) == (ladder,)  # a verdict's gated checks: the text stays
+  tie = stats.Check(checks.RATE_TIE, False, 'a at T at tied rate 0.03', demote=stats.INCONCLUSIVE)
+  ties = [('a at T', 0.03, _verdict(1.5), _verdict(0.5))]
+  assert (
+    '; next step: twice the seeds at a (~18 run-seconds on this machine'
+    in judge._priced_tie(tie, ties, spent, f).detail
+  )
+  assert judge._priced_tie(dataclasses.replace(tie, passed=True), ties, spent, f).detail == tie.detail
+  failed = stats.gate(_verdict(0.5), [stats.premise_check('fills', 0.9, (0.9, 0.9), 0.95)])  # a tie's own premise
+  named = checks.rate_tie([('a at T', 0.1, failed, _verdict(0.5))])
+  assert (
+    not named.passed and 'a at T at tied rate 0.1: 0.5 (invalid, failed: premise: fills; chosen rates' in named.detail
+  )
 
 
 def test_a_study_check_s_doubling_remedy_is_dropped_once_its_points_have_every_doubling():
@@ -458,8 +503,8 @@ def _study(cap_s: float, level: float):
 
   def rules(sel, scale):
     del scale
-    v = rules_lib.threshold(
-      sel.groupby(regime.SEED)[regime.STEPS].mean() + 0.0,
+    v = rules_lib.threshold(  # the rate moves the number a little, so a rate edge matters (judge._immaterial_edges)
+      sel.groupby(regime.SEED)[regime.STEPS].mean() + sel.groupby(regime.SEED)[regime.LR].mean(),
       level=level,
       direction='below',
       claim='mean budget below level',

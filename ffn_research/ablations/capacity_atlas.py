@@ -473,7 +473,8 @@ def _with_moe_readings(v: stats.Verdict, rows: pd.DataFrame, kind: str, p_star: 
   extra = {'per_active': v.statistic * factor, 'per_active_lo': lo * factor, 'per_active_hi': hi * factor}
   said = [
     f'per active parameter at P* = {p_star:,.0f} (P / active {factor:.3g} there): {extra["per_active"]:.3g} '
-    f'[{extra["per_active_lo"]:.3g}, {extra["per_active_hi"]:.3g}]'
+    f'[{extra["per_active_lo"]:.3g}, {extra["per_active_hi"]:.3g}] (the experts a fact does not use hold the other '
+    'facts: not a capacity of the active parameters)'
   ]
   relu = storage.peaks(rows[rows['kind'] == 'relu'])
   if len(relu):
@@ -649,7 +650,8 @@ def _store_scope(kind: str) -> str:
 
 def _approx_scope(target: str, kind: str) -> str:
   what = (
-    'sin(pi x) on [-1, 1], sup error on 8,193 grid points'
+    'sin(pi x) on [-1, 1], sup error on 8,193 grid points (each rate chosen on held-out MSE, the number read on '
+    'the sup error, which can stay flat while the MSE falls)'
     if target == 'sin'
     else 'a random tanh teacher (width 32, a new teacher per seed: the CI spans teachers) on 4-d Gaussian inputs, '
     'held-out RMSE'
@@ -661,7 +663,8 @@ def _approx_scope(target: str, kind: str) -> str:
   )
   return (
     f'a bare {kind} FFN on {what}, {width} {SETTINGS["full"]["approx"]} (full), 16,384 training points, batch 256, '
-    'Adam with cosine decay tuned per width, 4,000 steps or the doubled budget the ladder settled at, 3 seeds: the '
+    'Adam with cosine decay tuned per width, 4,000 steps doubled (at most twice) while the ladder had not settled, so '
+    "each cell's T is its ladder's last rung, 3 seeds: the "
     'slope of the trained error at that budget (what this optimiser reaches), not the approximation-theoretic rate; '
     'the widths span 7.6-7.7x in parameters for ReLU and GELU, 8.2-8.3x for SwiGLU and 7.3x for the MoE (under the '
     "8x the design asks, except SwiGLU); each width's rate is chosen on the seeds it reports; where the atlas table "
@@ -671,7 +674,7 @@ def _approx_scope(target: str, kind: str) -> str:
 
 
 _STORE_PREMISE = (
-  'training fills what capacity allows and the data do not bound the peak: the 0.5 P-bit cell stores >= 95% of its '
+  'training fills a cell of easy data (0.5 P bits) and the data do not bound the peak: that cell stores >= 95% of its '
   "facts' bits on every seed, the peak N < 90% of its own (mean); bits proportional to P (the per-seed log-log "
   'slope of peak bits on P) and the peak inside the N grid reported, not gated (gates until 2026-11-30, a change '
   'after results)'
@@ -689,8 +692,8 @@ CLAIMS = (
 ABLATION = base.Study(
   name='capacity_atlas',
   claim=(
-    'How many bits of random facts an FFN stores per parameter after 1,000 exposures per fact (a lower bound on the '
-    'most over the data sizes tried), and how '
+    'How many bits of random facts an FFN stores per parameter after 1,000 exposures per fact (at the best of the '
+    "grid's data sizes N, its largest at every width: a lower bound on the most over N), and how "
     'fast its trained error falls with parameters, for ReLU, GELU, SwiGLU and MoE top-1 and top-2 (measurements, not '
     'a published claim).'
   ),

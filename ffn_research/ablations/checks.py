@@ -30,10 +30,14 @@ from ffn_research.ablations.regime import dropped_beyond
 from ffn_research.ablations.regime import finite
 from ffn_research.ablations.regime import rate_stats
 
+INSIDE_GRID = 'learning rate inside the grid'  # the rate check's name, after its point's
+RATE_TIE = 'no learning-rate tie decides it'
+STABILITY = 'stable on the budget ladder'  # before its claim's kind
+
 
 def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) -> stats.Check:
   """The rate chosen at T for `point` is inside the rates run there (see the module docstring)."""
-  name = f'{point}: learning rate inside the grid'
+  name = f'{point}: {INSIDE_GRID}'
   at = frame[(frame['point'] == point) & (frame[STEPS] == s.steps)]
   rs = rate_stats(at, regime.metric)
   best = choose(rs, regime.mode)
@@ -49,10 +53,11 @@ def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) 
   ):
     if nb is None:
       left = used < regime.max_extensions or dropped_beyond(s, 'lower' if side == 'smallest' else 'higher') is not None
+      beyond = best.rate / regime.factor if side == 'smallest' else best.rate * regime.factor
+      spent = f' ({used} extensions already, the most the regime allows; {_rate_step(beyond, point, best.rate, frame)})'
       fails.append(
         (
-          f'{best.rate:g} is the {side} rate run'
-          + ('' if left else f' ({used} extensions already, the most the regime allows)'),
+          f'{best.rate:g} is the {side} rate run' + ('' if left else spent),
           remedy if left else '',
         )
       )
@@ -81,6 +86,19 @@ def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) 
     remedy=remedies[0] if remedies else '',
     points=(point,),
   )
+
+
+def price(runs: pd.DataFrame, factor: float = 1.0) -> str:
+  """'~S run-seconds on this machine': `factor` x the timed `runs` (a next step priced by the runs it repeats)."""
+  secs = factor * float(runs['wall_time_s'].astype(float).sum()) if 'wall_time_s' in runs and len(runs) else math.nan
+  return f'~{secs:,.0f} run-seconds on this machine' if math.isfinite(secs) else 'unpriced: no timed runs'
+
+
+def _rate_step(rate: float, point: str, edge: float, frame: pd.DataFrame) -> str:
+  """'next step: rate R (...)': a rate past the spent extensions, priced as `point`'s runs at its `edge` rate on
+  every budget and seed (what one more rate costs)."""
+  runs = frame[(frame['point'] == point) & np.isclose(frame[LR].astype(float), edge)]
+  return f'next step: rate {rate:.3g} at every budget and seed ({price(runs)}, as its runs at {edge:g} took)'
 
 
 def _boundary_distance(v: stats.Verdict) -> float:
@@ -210,13 +228,14 @@ def stability(
   raw = v.raw_outcome
   passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, _budgets(rungs, state)))
   how += _unfit_text(levels, rungs)
-  name = f'stable on the budget ladder ({kind or "no kind"} claim)'
+  name = f'{STABILITY} ({kind or "no kind"} claim)'
   demote = stats.INCONCLUSIVE if raw == stats.INCONCLUSIVE else stats.INVALID
   left = all(state[p].doublings < regime.max_doublings for p in v.points if p in state) and v.points
   if passed and kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED and left:
     return _unspent_refutation(name, how, v, state, regime)
   if passed:
     held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
+    held = held and not (kind == stats.MEASUREMENT and v.extra.get('at_budget'))  # a number at its budget: n/a
     return stats.Check(name, True, how, demote=demote, applies=held)
   settling = sorted(
     {lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '', v.ci)[0]}
@@ -320,6 +339,14 @@ def tied_rates(point: str, frame: pd.DataFrame, s: PointState, regime: Regime, s
   return out
 
 
+def _why(a: stats.Verdict, chosen: stats.Verdict) -> str:
+  """', failed: CHECKS' (or ', imprecise'): what makes a tied reading's outcome differ from the chosen rates'."""
+  if a.outcome == chosen.outcome:
+    return ''
+  names = [c.name for c in a.failed_checks if c.applies and c.demote]
+  return f', failed: {", ".join(names)}' if names else (', imprecise' if a.detail.startswith('imprecise') else '')
+
+
 def rate_tie(
   alternatives: Sequence[tuple[str, float, stats.Verdict, stats.Verdict]],
   reached: bool = False,
@@ -336,11 +363,11 @@ def rate_tie(
   budget: a failure demotes to inconclusive and names the statistic at every tied rate. `reached`: an existence
   claim reproduced at T, which one rate reaching shows; a tied rate that does not reach it undoes nothing (the
   statistics are named)."""
-  name = 'no learning-rate tie decides it'
+  name = RATE_TIE
   if not alternatives:
     return stats.Check(name, True, 'no rate within the tuning noise of the chosen one', demote=stats.INCONCLUSIVE)
   read = '; '.join(
-    f'{w} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome}; chosen rates {c.statistic:.4g}, {c.outcome})'
+    f'{w} at tied rate {r:g}: {a.statistic:.4g} ({a.outcome}{_why(a, c)}; chosen rates {c.statistic:.4g}, {c.outcome})'
     for w, r, a, c in alternatives
   )
   at_t = [a for w, _, a, _ in alternatives if w.rsplit(' at ', 1)[1] == LEVELS[-1]]

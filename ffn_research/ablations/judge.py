@@ -112,23 +112,80 @@ def judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, r
       ),
       checks_lib.one_seed(v, r.drops),
     ]
+    checks = [_priced_tie(c, r.ties, state, frame) for c in checks]
+    checks = _immaterial_edges(checks, lambda p, rate, i=i: moved(regime_lib.FULL, p, rate)[i], v, state, frame)
     extra = {**v.extra, 'statistic_half': float(ladder[1].statistic), **r.extra}
     v = dataclasses.replace(v, extra=extra, ladder=_ladder(ladder, state, v), checks=_spent(v.checks, state, regime))
-    out.append(verdict_lib.gate(v, _spent(checks, state, regime)))
+    out.append(verdict_lib.gate(v, _spent(checks, state, regime, frame)))
   return out, sels
 
 
-def _spent(checks, state, regime) -> tuple[verdict_lib.Check, ...]:
+def _priced_tie(c, ties, state, frame: pd.DataFrame):
+  """A failed rate-tie check with its next step, priced: twice the seeds at the points whose rates tie (their runs at
+  T, every rate kept there, once more), from their timings on this machine."""
+  if c.passed or c.name != checks_lib.RATE_TIE or not ties:
+    return c
+  pts = sorted({w.rsplit(' at ', 1)[0] for w, _, _, _ in ties})
+  runs = frame[frame['point'].isin(pts)]
+  runs = runs[runs[regime_lib.STEPS].to_numpy() == runs['point'].map(lambda p: state[p].steps).to_numpy()]
+  twice = f'twice the seeds at {", ".join(pts)}'
+  step = f'; next step: {twice} ({checks_lib.price(runs)}: their runs at T, every rate, again; not bought by the loop)'
+  return dataclasses.replace(c, detail=c.detail + step)
+
+
+def _reading(v: verdict_lib.Verdict) -> tuple:
+  """What a verdict says: its outcome, its statistic, and which of its own checks pass."""
+  return v.outcome, round(float(v.statistic), 12), tuple((c.name, c.passed) for c in v.checks if c.applies)
+
+
+def _immaterial_edges(checks, at_rate, v: verdict_lib.Verdict, state, frame: pd.DataFrame) -> list:
+  """A failed rate-edge check (`inside_grid`) passes, reported, where the verdict reads the same at every rate its
+  point ran at T (`at_rate(point, rate)`: the verdict's rule with that point there): no rate beyond the edge can
+  move what the point never moves (e.g. a control cell filled at every rate, whose loss keeps falling with it)."""
+  out = []
+  for c in checks:
+    if not c.passed and c.name.endswith(checks_lib.INSIDE_GRID) and len(c.points) == 1:
+      p = c.points[0]
+      rows = frame[(frame['point'] == p) & (frame[regime_lib.STEPS] == state[p].steps)]
+      rates = sorted(rows[regime_lib.LR].astype(float).unique())
+      if len(rates) > 1 and all(_reading(at_rate(p, r)) == _reading(v) for r in rates):
+        why = (
+          f'; reported, not a failure: the verdict reads the same at each of its {len(rates)} rates '
+          f'({v.statistic:.4g}, {v.outcome}, its own checks alike), so no rate beyond the edge can move it'
+        )
+        c = dataclasses.replace(c, passed=True, remedy='', detail=c.detail + why)
+    out.append(c)
+  return out
+
+
+def _spent(checks, state, regime, frame: pd.DataFrame | None = None) -> tuple[verdict_lib.Check, ...]:
   """The checks, a failed one's doubling remedy dropped once its points have every doubling the regime allows: the
-  loop can buy nothing for it (only the remedy changes: `gate` finds a re-gated verdict's prefix by the text)."""
+  loop can buy nothing for it. With `frame` (the regime's own checks), its detail names the next step, priced;
+  without (a verdict's checks already gated), only the remedy changes: `gate` finds its prefix by the text."""
   out = []
   for c in checks:
     pts = [p for p in c.points if p in state]
-    if not c.passed and c.remedy == verdict_lib.DOUBLE_STEPS and pts:
-      if all(state[p].doublings >= regime.max_doublings for p in pts):
-        c = dataclasses.replace(c, remedy='')
+    spent = bool(pts) and all(state[p].doublings >= regime.max_doublings for p in pts)
+    ladder = c.name.startswith(checks_lib.STABILITY) and not c.remedy  # it names no remedy once they are spent
+    if not c.passed and spent and (c.remedy == verdict_lib.DOUBLE_STEPS or ladder):
+      step = '' if frame is None else _doubling_step(pts, state, regime, frame)
+      c = dataclasses.replace(c, remedy='', detail=c.detail + step)
     out.append(c)
   return tuple(out)
+
+
+def _doubling_step(pts: Sequence[str], state, regime, frame: pd.DataFrame) -> str:
+  """'; next step: ...': a doubling past the regime's, priced as its points' runs at T (every seed, the rates kept
+  there) at twice the steps, from their timings on this machine."""
+
+  def at_t(p: str) -> pd.DataFrame:
+    rows = frame[(frame['point'] == p) & (frame[regime_lib.STEPS] == state[p].steps)]
+    kept = np.isclose(rows[regime_lib.LR].to_numpy(float)[:, None], np.asarray(state[p].rates)[None, :]).any(axis=1)
+    return rows[kept]
+
+  runs = pd.concat([at_t(p) for p in pts])
+  past = f"a doubling past the regime's {regime.max_doublings}"
+  return f'; next step: {past} ({checks_lib.price(runs, 2.0)}: the runs at T, twice as long)'
 
 
 @dataclasses.dataclass(frozen=True)

@@ -104,8 +104,11 @@ def changed_by(changes: Sequence[Mapping[str, Any]], i: int) -> list[Mapping[str
   return [c for c in changes if i in (c.get('verdicts') or ())]
 
 
+POSITIVE = (verdict_lib.REPRODUCED, verdict_lib.MEASURED)  # what a change can turn a null into
+
+
 def positive(c: Mapping[str, Any], i: int | None = None) -> bool:
-  """The change turned verdict i (any verdict: None) from a null into reproduced."""
+  """The change turned verdict i (any verdict: None) from a null into reproduced (a measurement: measured)."""
   to = c.get('to_positive') or ()
   return bool(to) if i is None else i in to
 
@@ -115,7 +118,7 @@ def change_line(c: Mapping[str, Any], i: int, outcome: str = verdict_lib.REPRODU
   says so, and that the positive is not this report's when the verdict is no longer reproduced)."""
   flag = ''
   if positive(c, i):
-    now = '' if outcome == verdict_lib.REPRODUCED else f"; not in effect: this report's verdict is {outcome}"
+    now = '' if outcome in POSITIVE else f"; not in effect: this report's verdict is {outcome}"
     flag = f' **(null -> positive when made{now})**' if now else ' **(null -> positive)**'
   return f'**changed after results** ({c["date"]}{flag}): {c["change"]} ({c["outcome"]})'
 
