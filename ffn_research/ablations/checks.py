@@ -219,11 +219,10 @@ def stability(
     number at the budget its claim names (`settle` None) holds at T, its saturation reported (`_saturation`).
 
   A failure when the rule is inconclusive at T (the statistic inside its noise band) demotes to `inconclusive`,
-  never to `invalid`; so does one where a tie could
-  settle it: `ties` ((level, verdict) pairs: the rule at that budget with a point read at a rate tied with its chosen
-  one) of which one, put in its rung, makes the ladder stable. Either way the remedy is the budget: double T for the
-  verdict's points (the T and T/2 runs become T/2 and T/4) while doublings are left; ties themselves are judged by
-  `rate_tie`, never bought with steps."""
+  never to `invalid`; so does one where a tie could settle it: `ties` ((level, verdict) pairs: the rule at that
+  budget with a point read at a rate tied with its chosen one) of which one, put in its rung, makes it stable.
+  Either way the remedy is the budget: double T for the verdict's points (the T and T/2 runs become T/2 and T/4)
+  while doublings are left; ties themselves are judged by `rate_tie`, never bought with steps."""
   v = rungs[-1]
   raw = v.raw_outcome
   passed, how = _by_kind(kind, rungs, levels, others, _rung_text(levels, rungs, _budgets(rungs, state)))
@@ -234,8 +233,8 @@ def stability(
   if passed and kind == stats.EXISTENCE and raw == stats.NOT_REPRODUCED and left:
     return _unspent_refutation(name, how, v, state, regime)
   if passed:
-    held = not (kind == stats.SIGN and raw not in stats.DECISIVE)  # a sign claim undecided at T holds nothing
-    held = held and not (kind == stats.MEASUREMENT and v.extra.get('at_budget'))  # a number at its budget: n/a
+    sign_undecided, at_budget = kind == stats.SIGN and raw not in stats.DECISIVE, v.extra.get('at_budget')
+    held = not sign_undecided and not (kind == stats.MEASUREMENT and at_budget)  # they hold nothing: n/a
     return stats.Check(name, True, how, demote=demote, applies=held)
   settling = sorted(
     {lv for lv, alt in ties if _by_kind(kind, _put(rungs, levels, lv, alt), levels, others, '', v.ci)[0]}

@@ -63,7 +63,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='a7f8714',
     change="the shared rate check, after the published run's judgement (advised by its cold review, stated for every "
     "study): a rate at its grid's edge fails `inside the grid` -> it passes, reported, where the verdict reads the "
     'same (statistic, outcome and each of its own checks) at every rate its point ran at T: no rate beyond can move '
