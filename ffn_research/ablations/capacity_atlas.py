@@ -72,6 +72,7 @@ from ffn_research import rules as rules_lib
 from ffn_research import stats
 from ffn_research import tasks
 from ffn_research.ablations import base
+from ffn_research.ablations import checks as checks_lib
 from ffn_research.ablations import regime as regime_lib
 from ffn_research.ablations import storage
 from ffn_research.ablations.changes.capacity_atlas import CHANGES
@@ -318,14 +319,12 @@ def bits_per_param(top: pd.DataFrame, claim: str, p_star: float) -> stats.Verdic
 NEW_POINT = len(STORE_RATES) * 1.75  # a new point's runs: each rate at T/4, T/2 and T, 1.75x its T run
 
 
-def _seconds(cell: pd.DataFrame) -> float:
-  """Run-seconds on this machine of the selected runs (each at its tuned rate at T, every seed); nan if untimed."""
-  return float(cell['wall_time_s'].astype(float).sum()) if 'wall_time_s' in cell and len(cell) else math.nan
+_seconds = checks_lib.run_seconds  # run-seconds of the selected runs (each at its tuned rate at T, every seed)
 
 
 def _step(step: str, run_s: float, bought: bool = False) -> str:
   """'; next step: STEP (price)': its price in run-seconds on this machine, from the timed runs at T."""
-  price = f'~{run_s:,.0f} run-seconds on this machine' if math.isfinite(run_s) else 'unpriced: no timed runs'
+  price = checks_lib.price_text(run_s)
   how = "the loop's remedy while the regime's doublings and the cap allow" if bought else 'not a remedy the loop buys'
   return f'; next step: {step} ({price}; {how})'
 

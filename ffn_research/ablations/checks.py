@@ -88,10 +88,18 @@ def inside_grid(point: str, frame: pd.DataFrame, s: PointState, regime: Regime) 
   )
 
 
+def run_seconds(runs: pd.DataFrame) -> float:
+  """Run-seconds on this machine of the timed `runs`; nan if none is timed."""
+  return float(runs['wall_time_s'].astype(float).sum()) if 'wall_time_s' in runs and len(runs) else math.nan
+
+
+def price_text(secs: float) -> str:
+  return f'~{secs:,.0f} run-seconds on this machine' if math.isfinite(secs) else 'unpriced: no timed runs'
+
+
 def price(runs: pd.DataFrame, factor: float = 1.0) -> str:
   """'~S run-seconds on this machine': `factor` x the timed `runs` (a next step priced by the runs it repeats)."""
-  secs = factor * float(runs['wall_time_s'].astype(float).sum()) if 'wall_time_s' in runs and len(runs) else math.nan
-  return f'~{secs:,.0f} run-seconds on this machine' if math.isfinite(secs) else 'unpriced: no timed runs'
+  return price_text(factor * run_seconds(runs))
 
 
 def _rate_step(rate: float, point: str, edge: float, frame: pd.DataFrame) -> str:

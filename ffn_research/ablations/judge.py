@@ -120,14 +120,18 @@ def judge(study: base.Study, frame: pd.DataFrame, tuning: pd.DataFrame, state, r
   return out, sels
 
 
+def _at_t(frame: pd.DataFrame, point: str, state) -> pd.DataFrame:
+  """The runs of `point` at its budget T, every rate and seed."""
+  return frame[(frame['point'] == point) & (frame[regime_lib.STEPS] == state[point].steps)]
+
+
 def _priced_tie(c, ties, state, frame: pd.DataFrame):
   """A failed rate-tie check with its next step, priced: twice the seeds at the points whose rates tie (their runs at
   T, every rate kept there, once more), from their timings on this machine."""
   if c.passed or c.name != checks_lib.RATE_TIE or not ties:
     return c
   pts = sorted({w.rsplit(' at ', 1)[0] for w, _, _, _ in ties})
-  runs = frame[frame['point'].isin(pts)]
-  runs = runs[runs[regime_lib.STEPS].to_numpy() == runs['point'].map(lambda p: state[p].steps).to_numpy()]
+  runs = pd.concat([_at_t(frame, p, state) for p in pts if p in state] or [frame.iloc[:0]])  # ('the shared rate')
   twice = f'twice the seeds at {", ".join(pts)}'
   step = f'; next step: {twice} ({checks_lib.price(runs)}: their runs at T, every rate, again; not bought by the loop)'
   return dataclasses.replace(c, detail=c.detail + step)
@@ -146,8 +150,7 @@ def _immaterial_edges(checks, at_rate, v: verdict_lib.Verdict, state, frame: pd.
   for c in checks:
     if not c.passed and c.name.endswith(checks_lib.INSIDE_GRID) and len(c.points) == 1:
       p = c.points[0]
-      rows = frame[(frame['point'] == p) & (frame[regime_lib.STEPS] == state[p].steps)]
-      rates = sorted(rows[regime_lib.LR].astype(float).unique())
+      rates = sorted(_at_t(frame, p, state)[regime_lib.LR].astype(float).unique())
       if len(rates) > 1 and all(_reading(at_rate(p, r)) == _reading(v) for r in rates):
         why = (
           f'; reported, not a failure: the verdict reads the same at each of its {len(rates)} rates '
@@ -178,12 +181,10 @@ def _doubling_step(pts: Sequence[str], state, regime, frame: pd.DataFrame) -> st
   """'; next step: ...': a doubling past the regime's, priced as its points' runs at T (every seed, the rates kept
   there) at twice the steps, from their timings on this machine."""
 
-  def at_t(p: str) -> pd.DataFrame:
-    rows = frame[(frame['point'] == p) & (frame[regime_lib.STEPS] == state[p].steps)]
-    kept = np.isclose(rows[regime_lib.LR].to_numpy(float)[:, None], np.asarray(state[p].rates)[None, :]).any(axis=1)
-    return rows[kept]
+  def kept(rows: pd.DataFrame, p: str) -> pd.DataFrame:
+    return rows[np.isclose(rows[regime_lib.LR].to_numpy(float)[:, None], np.asarray(state[p].rates)[None, :]).any(1)]
 
-  runs = pd.concat([at_t(p) for p in pts])
+  runs = pd.concat([kept(_at_t(frame, p, state), p) for p in pts])
   past = f"a doubling past the regime's {regime.max_doublings}"
   return f'; next step: {past} ({checks_lib.price(runs, 2.0)}: the runs at T, twice as long)'
 
