@@ -303,3 +303,66 @@ def test_a_best_n_at_the_grid_s_largest_leaves_the_number_measured_and_named_a_l
   assert 'reported, not gated' in v.detail and 'FAIL relu: peak inside the N grid' in v.detail
   assert v.extra['frozen_invalid'] == 1.0  # the design as frozen before results would have said invalid
   assert atlas.storage_verdicts(_store_frame(kinds=('relu',)), 'full')[0].extra['frozen_invalid'] == 0.0
+
+
+def _failed(name: str, detail: str) -> stats.Check:
+  return stats.Check(name, False, detail, demote=stats.INVALID)
+
+
+def test_the_atlas_table_says_why_a_cell_is_not_measured_with_each_next_step_priced_and_the_budget_it_names():
+  from ffn_research.ablations.present import capacity_atlas as present
+
+  edge = 'rate 0.09 at the edge; next step: rate 0.27 at every budget and seed (~{} run-seconds on this machine, as x)'
+  tie = 'tied; next step: twice the seeds at sin_gelu: w=8, sin_gelu: w=16 (~1,230 run-seconds on this machine: again)'
+  v = stats.Verdict(
+    'sin, gelu: exponent',
+    stats.INVALID,
+    0.07,
+    (-0.1, 0.2),
+    't',
+    'r',
+    3,
+    checks=(
+      _failed('sin_gelu: w=8: learning rate inside the grid', edge.format(8)),
+      _failed('sin_gelu: w=32: learning rate inside the grid', edge.format(9)),
+      _failed('no learning-rate tie decides it', tie),
+      stats.Check('one power law over the widths', True, 'fine'),
+    ),
+    ladder=({'steps': 4000, 'statistic': -0.4}, {'steps': 8000, 'statistic': 0.5}, {'steps': 16000, 'statistic': 0.1}),
+  )
+  row = present.atlas_table([v]).iloc[0]
+  assert row['why not (failed check: next step, price on this machine)'] == (
+    'rate at its grid edge (w=8, w=32): next rate 0.27 at every budget and seed, ~17 run-s; a rate tie decides it: '
+    'next twice the seeds, ~1,230 run-s (all: ~1,247 run-s)'
+  )
+  assert row['T (steps)'] == 16000 and row['last doubling of T moved it (% of it at T)'] == '-0.4 (-400.0%)'
+  measured = dataclasses.replace(v, outcome=stats.MEASURED, checks=())
+  assert present.atlas_table([measured]).iloc[0]['why not (failed check: next step, price on this machine)'] == ''
+  imprecise = dataclasses.replace(v, outcome=stats.INCONCLUSIVE, checks=())
+  assert 'unpriced' in present.why_not(imprecise)
+
+
+def test_the_transient_flag_reads_the_median_width_so_one_width_that_got_worse_does_not_hide_the_rest():
+  from ffn_research.ablations.present import capacity_atlas as present
+
+  errors = pd.DataFrame(
+    {'target': 'sin', 'kind': 'gelu', 'width': [8, 16, 32, 64], 'T/2 over T': [1.43, 0.70, 1.94, 2.20]}
+  )
+  assert present._transient(errors) == {('sin', 'gelu'): pytest.approx((1.43 + 1.94) / 2)}  # min 0.70 read "no"
+
+
+def test_error_cis_are_on_the_log_so_they_stay_positive_on_log_axes():
+  from ffn_research.ablations.present import capacity_atlas as present
+
+  out = present._geo_ci(pd.Series([0.01, 0.2, 0.05]), 'error')
+  assert out['error'] == pytest.approx(math.exp(np.mean(np.log([0.01, 0.2, 0.05]))))
+  assert 0 < out['CI lo'] < out['error'] < out['CI hi']
+  assert stats.mean_ci(pd.Series([0.01, 0.2, 0.05]))[1] < 0  # the arithmetic CI would cross zero
+
+
+def test_a_report_of_measurements_only_prints_no_multiple_comparison_line():
+  from ffn_research.ablations import report
+
+  v = stats.Verdict('c', stats.MEASURED, 1.0, (0.9, 1.1), 't', 'r', 3, p_value=0.01, p_holm=0.02)
+  assert report._holm_md([dataclasses.replace(v, kind=stats.MEASUREMENT)]) == []
+  assert 'Holm correction over the 1 verdict' in report._holm_md([dataclasses.replace(v, kind=stats.SIGN)])[0]

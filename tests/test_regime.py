@@ -572,6 +572,9 @@ def test_a_changed_regime_keeps_the_wall_time_and_the_passes_so_far(tmp_path):
   its = report['regime']['iterations']
   assert its[0].get('earlier') and not its[-1].get('earlier') and report['total_wall_time_s'] > first['wall_s']
   assert '(an earlier policy or regime)' in (tmp_path / 'tiny' / 'report.md').read_text()
+  calls = report['regime'][runner.INVOCATIONS]  # each invocation's commit, start and wall, kept across regimes
+  assert len(calls) == 2 and sum(c['wall_s'] for c in calls) == pytest.approx(report['total_wall_time_s'])
+  assert 'runs made over 2 invocation(s)' in (tmp_path / 'tiny' / 'report.md').read_text()
 
 
 def _old_collect(run_dir, row):

@@ -645,3 +645,20 @@ def test_the_commit_line_names_the_runs_commits_when_a_later_commit_judged():
     '- judged at commit 9d9514533c4b, 2026-11-30 03:27 UTC; the runs at 539b25fdb4b7 (the regime table)'
   )
   assert report_lib._commit_line({'environment': env}) == '- commit 9d9514533c4b, 2026-11-30 03:27 UTC'
+
+
+def test_the_commit_line_names_every_commit_and_load_the_runs_were_made_at_from_the_invocations_record():
+  env = {'commit': '9d9514533c4b', 'date': '2026-11-30 18:16 UTC', 'machine': 'x86_64 Linux, 2 CPU cores'}
+  calls = [
+    {'commit': '539b25fdb4b7', 'start': '2026-11-30 03:49 UTC', 'wall_s': 10.0, 'load': None, 'source': 'a log'},
+    {'commit': '539b25fdb4b7', 'start': '2026-11-30 05:13 UTC', 'wall_s': 10.0, 'load': 2.56},
+    {'commit': '6946082aaaaa', 'start': '2026-11-30 15:27 UTC', 'wall_s': 10.0, 'load': 1.0},
+    {'commit': '9d9514533c4b', 'start': '2026-11-30 18:16 UTC', 'wall_s': 9.0, 'load': 3.0, 'judge_only': True},
+  ]
+  line = report_lib._commit_line({'environment': env, 'regime': {'invocations': calls}})
+  assert line == (
+    '- judged at commit 9d9514533c4b, 2026-11-30 18:16 UTC; runs made over 3 invocation(s) (1 of them as read from a '
+    'log), 2026-11-30 03:49 UTC to 2026-11-30 15:27 UTC, at commits 539b25f, 6946082; load average at their starts '
+    '1.00-2.56 on x86_64 Linux, '
+    '2 CPU cores (the run-seconds, and the prices made of them, come from a machine this loaded)'
+  )

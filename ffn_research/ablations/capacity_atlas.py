@@ -101,8 +101,8 @@ BITS_SATURATE = 0.1  # reported, not a gate: the ladder's drift over 2 more doub
 EXP_SETTLE, EXP_WIDTH = 0.05, 0.3  # exponents: settled when the last doubling moves it < 0.05; CI <= 0.3 wide
 EXP_BEND = 0.25  # exponents: the local slope between the two largest widths within this of the fitted one
 MAX_RELATIVE_MSE = 0.01  # approximation premise: held-out MSE / target variance at the largest width
-TRANSIENT = 1.2  # reported (since 2026-11-30, after results): every width's error fell more than this in the last
-# doubling of steps, so the exponent is the optimiser's transient at its budget (the atlas table's flag)
+TRANSIENT = 1.2  # reported (since 2026-11-30, after results): the median width's error fell more than this in the
+# last doubling of steps, so the exponent is the optimiser's transient at its budget (the atlas table's flag)
 SIN_VARIANCE = 0.5  # of sin(pi x), x uniform on [-1, 1]
 NUM_TRAIN = 16384
 

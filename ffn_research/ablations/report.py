@@ -3,6 +3,7 @@
 Everything here reads a finished regime loop's results (runner.py) or a report.json; nothing runs.
 """
 
+import collections
 from collections.abc import Mapping, Sequence
 import datetime
 import math
@@ -177,7 +178,7 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
 
 def _holm_md(verdicts: Sequence[verdict_lib.Verdict]) -> list[str]:
   m = sum(v.p_holm is not None for v in verdicts)
-  if not m:
+  if not m or all(v.kind == verdict_lib.MEASUREMENT for v in verdicts):  # measurements decide nothing to correct
     return []
   return [
     f'Multiple comparisons: Holm correction over the {m} verdict(s) above (the ablation is one family, '
@@ -386,9 +387,26 @@ def _setup_md(report: dict[str, Any]) -> list[str]:
 
 
 def _commit_line(report: dict[str, Any]) -> str:
-  """The commit that wrote the report and, where they differ (a --judge_only over older runs), the passes' commits."""
-  env = report['environment']
-  passes = dict.fromkeys(it.get('commit') for it in (report.get('regime') or {}).get('iterations', []))
+  """The commit that wrote the report and, where they differ (a --judge_only over older runs), the passes' commits;
+  with the invocations' record, every commit the runs were made at, their dates and the machine's load then."""
+  env, regime = report['environment'], report.get('regime') or {}
+  calls = [c for c in regime.get('invocations', []) if not c.get('judge_only')]
+  if calls:
+    commits = ', '.join(dict.fromkeys(str(c['commit'])[:7] for c in calls))
+    loads = [c['load'] for c in calls if c.get('load') is not None]
+    load = (
+      f'; load average at their starts {min(loads):.2f}-{max(loads):.2f} on {env["machine"]} (the run-seconds, '
+      'and the prices made of them, come from a machine this loaded)'
+      if loads
+      else ''
+    )
+    read = collections.Counter(c['source'] for c in calls if c.get('source'))
+    where = ''.join(f' ({n} of them as read from {src})' for src, n in read.items())
+    return (
+      f'- judged at commit {env["commit"]}, {env["date"]}; runs made over {len(calls)} invocation(s){where}, '
+      f'{calls[0]["start"]} to {calls[-1]["start"]}, at commits {commits}{load}'
+    )
+  passes = dict.fromkeys(it.get('commit') for it in regime.get('iterations', []))
   older = [str(c)[:12] for c in passes if c and str(c)[:7] != str(env['commit'])[:7]]
   if not older:
     return f'- commit {env["commit"]}, {env["date"]}'

@@ -62,6 +62,7 @@ RECORD = 'regime.json'
 STEP_KEY = 'reference_step_s'  # in RECORD: the reference step the last invocation that ran the loop timed (a judging
 # invocation converts the cap with it, not with its own)
 LEDGER_KEY = 'ledger'  # in RECORD: per invocation that trains, [run-seconds on disk when it began, its reference step]
+INVOCATIONS = 'invocations'  # in RECORD: per invocation, its commit, start (UTC), wall seconds, load, judge_only
 
 
 def _check_scale(study: base.Study, scale: str) -> None:
@@ -101,6 +102,7 @@ def _load_record(outdir: str, study: base.Study, scale: str, points) -> dict[str
       )
       earlier = [{**it, 'earlier': True} for it in rec.get('iterations', [])]
       fresh = {**fresh, 'iterations': earlier, 'wall_s': float(rec.get('wall_s') or 0.0)}
+      fresh[INVOCATIONS] = rec.get(INVOCATIONS, [])
       if LEDGER_KEY in rec:  # the runs on disk keep the steps that priced them
         fresh[LEDGER_KEY] = rec[LEDGER_KEY]
     rec = fresh
@@ -537,10 +539,16 @@ def run_study(
   cap = _invocation_cap(study.name, regime, rec, outdir, judge_only)
   env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
   clock = [start]
+  load = env['load_average_at_start']
+  rec.setdefault(INVOCATIONS, []).append(
+    {'commit': env['commit'], 'start': env['date'], 'wall_s': 0.0, 'load': load[0] if load else None}
+    | ({'judge_only': True} if judge_only else {})
+  )
 
   def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
     now = time.time()
     rec['wall_s'] += now - clock[0]
+    rec[INVOCATIONS][-1]['wall_s'] += now - clock[0]
     clock[0] = now
     _save_record(outdir, rec)
 
@@ -557,6 +565,7 @@ def run_study(
   regime_rec = {
     **_regime_record(regime, cap, end, rec['iterations']),
     'seed_offset': seed_offset,
+    INVOCATIONS: rec[INVOCATIONS],
   }
   sweeps = _sweeps(points, frame, regime.seeds)
   on_disk = len(glob.glob(os.path.join(outdir, '*', 'runs', '*', 'summary.json')))

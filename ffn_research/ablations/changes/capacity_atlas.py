@@ -76,4 +76,16 @@ CHANGES = (
     verdicts=(2, 3),
     to_positive=(2, 3),
   ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change="the approximation's reporting, after the published run's cold review: the atlas table's transient flag "
+    "reads the median width's T/2-over-T error ratio (was the least: sin GELU's width 16, worse at T (0.70x), "
+    'hid three widths that fell 1.4-2.2x in the last doubling); the error table and figure give the geometric mean '
+    'over seeds with its CI on the log (was the arithmetic mean, whose CI crossed zero off the log axis: sin ReLU '
+    'width 8 [-0.057, 0.286]), and the T/2-over-T ratio of geometric means; reported, not gated',
+    outcome='no outcome moves; flagged (median T/2 over T > 1.2x): sin ReLU 1.32x, sin GELU 1.54x, sin SwiGLU '
+    '1.61x (was sin SwiGLU alone, 1.22x least); every teacher cell 1.00-1.11x, not flagged',
+    verdicts=(),
+  ),
 )

@@ -1,7 +1,10 @@
 """Tables, figures and headline of ablations/capacity_atlas.py."""
 
 import math
+import re
+from typing import Any
 
+from matplotlib import ticker
 import numpy as np
 import pandas as pd
 
@@ -14,21 +17,85 @@ COLORS = {'relu': 'C0', 'gelu': 'C1', 'swiglu': 'C2', 'moe_top1': 'C3', 'moe_top
 
 
 def _transient(errors: pd.DataFrame) -> dict[tuple[str, str], float]:
-  """{(target, kind): the least T/2-over-T error ratio over its widths}: above study.TRANSIENT every width still
-  fell that much in the last doubling of steps."""
+  """{(target, kind): the median over its widths of the T/2-over-T error ratio}: above study.TRANSIENT the typical
+  width still fell that much in the last doubling of steps (the median since 2026-11-30, a change after results:
+  the least ratio let one width that got worse hide the rest)."""
   if errors.empty:
     return {}
-  return {(t, k): float(g['T/2 over T'].min()) for (t, k), g in errors.groupby(['target', 'kind'])}
+  return {(t, k): float(g['T/2 over T'].median()) for (t, k), g in errors.groupby(['target', 'kind'])}
+
+
+SHORT = {  # a failed check's name -> the words the atlas table uses
+  'learning rate inside the grid': 'rate at its grid edge',
+  'stable on the budget ladder (measurement claim)': 'not stable on the ladder',
+  'no learning-rate tie decides it': 'a rate tie decides it',
+  'one power law over the widths': 'not one power law',
+}
+_STEP = re.compile(r'next step: (.*?) \(~([\d,]+) run-seconds')
+
+
+def _step(detail: str) -> tuple[str, float]:
+  """(the next step's words, its price in run-seconds) from a check's detail; ('', nan) if it names none."""
+  found = _STEP.findall(detail)
+  if not found:
+    return '', math.nan
+  what, secs = found[-1]
+  head, _, rest = what.partition(' at ')
+  return (head if ': ' in rest else what), float(secs.replace(',', ''))
+
+
+def why_not(v: stats.Verdict) -> str:
+  """'' where measured; else each failed check (a rate edge's points merged) with its next step and price, and the
+  price of all of them."""
+  if v.outcome == stats.MEASURED:
+    return ''
+  merged: dict[str, tuple[list[str], str, float]] = {}
+  for c in v.failed_checks:
+    if not c.applies:
+      continue
+    point, _, name = c.name.rpartition(': ')
+    what, secs = _step(c.detail)
+    label = SHORT.get(name, name)
+    points, _, total = merged.get(label, ([], what, 0.0))
+    merged[label] = ([*points, point.rpartition(': ')[2]] if point else points, what, total + secs)
+  if not merged:
+    return 'imprecise: the CI is wider than its bar (next step: more seeds, unpriced)'
+  parts = [
+    f'{label}{" (" + ", ".join(sorted(points, key=_natural)) + ")" if points else ""}: '
+    + (f'next {what}, ~{secs:,.0f} run-s' if what else 'no priced step')
+    for label, (points, what, secs) in merged.items()
+  ]
+  total = sum(secs for _, _, secs in merged.values())
+  return '; '.join(parts) + (f' (all: ~{total:,.0f} run-s)' if len(parts) > 1 and math.isfinite(total) else '')
+
+
+def _ladder(v: stats.Verdict) -> tuple[float, str]:
+  """(T in steps, how much the last doubling to T moved the statistic: its change and that in % of its value at T,
+  the convention of checks.stability) from the verdict's ladder."""
+  if not v.ladder:
+    return math.nan, ''
+  top = v.ladder[-1]
+  if len(v.ladder) < 2:
+    return float(top['steps']), ''
+  change = top['statistic'] - v.ladder[-2]['statistic']
+  return float(top['steps']), f'{change:+.3g} ({100 * change / abs(top["statistic"]):+.1f}%)'
+
+
+def _natural(label: str) -> list:
+  return [int(t) if t.isdigit() else t for t in re.split(r'(\d+)', label)]
 
 
 def atlas_table(verdicts, errors: pd.DataFrame | None = None) -> pd.DataFrame:
-  """One row per measurement: what, the number, its CI, its outcome; for MoE the number on active parameters (bits
-  per active P at P* with its CI; the exponent on active P), for storage the log-log slope of peak bits on P."""
+  """One row per measurement: what, the number, its CI, its outcome and, where not measured, why not (each failed
+  check, its next step and price); its budget T and how much the last doubling of T moved it (a number at its
+  budget, not a saturated one); for MoE the number on active parameters (bits per active P at P* with its CI; the
+  exponent on active P), for storage the log-log slope of peak bits on P."""
   rows, falling = [], _transient(errors if errors is not None else pd.DataFrame())
   for v in verdicts:
     what, _, quantity = v.claim.partition(': ')
     target, _, kind = what.rpartition(', ')
-    least = falling.get((target, kind), math.nan)
+    typical = falling.get((target, kind), math.nan)
+    t, moved = _ladder(v)
     rows.append(
       {
         'cell': what,
@@ -37,17 +104,20 @@ def atlas_table(verdicts, errors: pd.DataFrame | None = None) -> pd.DataFrame:
         'CI lo': v.ci[0],
         'CI hi': v.ci[1],
         'outcome': v.outcome,
+        'why not (failed check: next step, price on this machine)': why_not(v),
         'seeds': v.n,
+        'T (steps)': t,
+        'last doubling of T moved it (% of it at T)': moved,
         'on active P': v.extra.get('per_active', v.extra.get('exponent_per_active', float('nan'))),
         'active CI lo': v.extra.get('per_active_lo', float('nan')),
         'active CI hi': v.extra.get('per_active_hi', float('nan')),
         'bits-P slope': v.extra.get('slope', float('nan')),
         'slope CI lo': v.extra.get('slope_lo', float('nan')),
         'slope CI hi': v.extra.get('slope_hi', float('nan')),
-        'every width still falling (least T/2 over T)': (
-          f"yes ({least:.3g}x): the optimiser's transient" if least > study.TRANSIENT else f'no ({least:.3g}x)'
+        'widths still falling (median T/2 over T)': (
+          f"yes ({typical:.3g}x): the optimiser's transient" if typical > study.TRANSIENT else f'no ({typical:.3g}x)'
         )
-        if math.isfinite(least)
+        if math.isfinite(typical)
         else '',
         'frozen design': (stats.INVALID if v.extra.get('frozen_invalid') else v.outcome)
         if 'frozen_invalid' in v.extra
@@ -61,6 +131,13 @@ def _mean_ci(values: pd.Series, name: str) -> dict[str, float]:
   """{name: the mean over seeds, 'CI lo', 'CI hi': its 95% t interval}."""
   m, lo, hi = stats.mean_ci(values)
   return {name: m, 'CI lo': lo, 'CI hi': hi}
+
+
+def _geo_ci(values: pd.Series, name: str) -> dict[str, float]:
+  """{name: the geometric mean over seeds, 'CI lo', 'CI hi': exp of the 95% t interval of the mean log}: positive,
+  as the log-log axes and the per-seed log fits need."""
+  m, lo, hi = stats.mean_ci(np.log(values.astype(float)))
+  return {name: math.exp(m), 'CI lo': math.exp(lo), 'CI hi': math.exp(hi)}
 
 
 def storage_table(full: pd.DataFrame) -> pd.DataFrame:
@@ -88,9 +165,10 @@ def storage_table(full: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_table(full: pd.DataFrame, half: pd.DataFrame) -> pd.DataFrame:
-  """Per target, kind and width: parameters, the error (mean, CI over seeds), the held-out MSE / variance, and the
-  mean error at T/2 over that at T (each at its own tuned rate): how much the last doubling of steps still moved it
-  (reported since 2026-11-30, a change after results: a floor every width shares is the optimiser's, not width's)."""
+  """Per target, kind and width: parameters, the error (geometric mean over seeds, its CI on the log), the held-out
+  MSE / variance, and the geometric-mean error at T/2 over that at T (each at its own tuned rate): how much the last
+  doubling of steps still moved it (reported since 2026-11-30, a change after results: a floor every width shares is
+  the optimiser's, not width's)."""
   out = []
   for target in study.TARGETS:
     rows, before = study.approx_rows(full, target), study.approx_rows(half, target) if len(half) else None
@@ -103,9 +181,9 @@ def error_table(full: pd.DataFrame, half: pd.DataFrame) -> pd.DataFrame:
           'width': w,
           'P': int(g[study.SIZE].iloc[0]),
           'steps': int(g[study.STEPS].iloc[0]),
-          **_mean_ci(g['error'], 'error'),
+          **_geo_ci(g['error'], 'error'),
           'MSE / variance': float(g['relative_mse'].mean()),
-          'T/2 over T': float(h['error'].mean() / g['error'].mean()) if len(h) else math.nan,
+          'T/2 over T': _geo_ci(h['error'], 'e')['e'] / _geo_ci(g['error'], 'e')['e'] if len(h) else math.nan,
         }
       )
   return pd.DataFrame(out)
@@ -126,21 +204,36 @@ def _errorbars(ax, x, g: pd.DataFrame, y: str, **kw) -> None:
   ax.errorbar(x, g[y], yerr=[g[y] - g['CI lo'], g['CI hi'] - g[y]], ms=4, **kw)
 
 
+def _look(kind: str, v: stats.Verdict | None) -> tuple[dict[str, Any], str]:
+  """(marker keywords with its legend label, the fit's line style): filled and solid where measured; hollow,
+  dashed and the outcome in the legend where not (its number is a reading, not a measurement)."""
+  if v is not None and v.outcome == stats.MEASURED:
+    return {'color': COLORS[kind], 'label': kind}, '-'
+  said = v.outcome if v is not None else 'not judged'
+  return {'color': COLORS[kind], 'mfc': 'none', 'label': f'{kind} ({said})'}, '--'
+
+
+def _quiet_minor_ticks(ax) -> None:
+  ax.xaxis.set_minor_formatter(ticker.NullFormatter())  # a log axis over less than a decade labels its minor ticks
+
+
 def storage_figure(store: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figure:
   fig, ax = base.figure(1, 1, size=(6.0, 4.4))
   fits = _by_kind(verdicts)
   p_star = next((v.extra['p_star'] for v in fits.values() if 'p_star' in v.extra), math.nan)
   for kind, g in store.groupby('kind', sort=False):
-    _errorbars(ax, g['P'], g, 'bits', fmt='o', color=COLORS[kind], label=kind)
-    if kind in study.MOE_KINDS:
-      _errorbars(ax, g['active P'], g, 'bits', fmt='x', color=COLORS[kind], mfc='none', label=f'{kind} (active P)')
     v = fits.get(kind)
+    marker, line = _look(kind, v)
+    _errorbars(ax, g['P'], g, 'bits', fmt='o', **marker)
+    if kind in study.MOE_KINDS:
+      said = f'{kind} on active P (not a capacity)'
+      _errorbars(ax, g['active P'], g, 'bits', fmt='x', color=COLORS[kind], label=said)
     if v is not None and math.isfinite(v.statistic) and math.isfinite(v.extra.get('slope', math.nan)):
       p = np.geomspace(g['P'].min(), g['P'].max(), 20)  # the fitted line: bits / P at P*, with its slope
-      ax.plot(p, v.statistic * p_star * (p / p_star) ** v.extra['slope'], '-', color=COLORS[kind], lw=1)
+      ax.plot(p, v.statistic * p_star * (p / p_star) ** v.extra['slope'], line, color=COLORS[kind], lw=1)
   if len(store):
     p = np.geomspace(store['active P'].min(), store['P'].max(), 20)
-    ax.plot(p, 2 * p, 'k--', lw=0.8, label='2 bits / parameter')
+    ax.plot(p, 2 * p, 'k:', lw=0.8, label='2 bits / parameter (reference only)')
     ax.axvline(p_star, color='0.6', lw=0.6, ls=':', label=f'P* = {p_star:,.0f}')
   base.style_axes(
     ax, xlabel='parameters', ylabel='bits stored at the best N', title='storage', xscale='log', yscale='log'
@@ -150,9 +243,12 @@ def storage_figure(store: pd.DataFrame, verdicts, ctx: base.Context) -> base.Fig
     ctx.outdir,
     'capacity_atlas.png',
     'Bits stored at the best N of the grid (facts of up to 8 P bits; a lower bound on the most over N) vs trainable '
-    'parameters per FFN kind at 1,000 exposures (the ladder T), mean over seeds with '
-    "95% CIs; lines: each kind's fit, its bits / P read at P* (grey dotted) on the per-seed log-log line over its "
-    'widths; MoE also against its active parameters (x, not fitted); dashed: 2 bits per parameter.',
+    'parameters per FFN kind at 1,000 exposures (the ladder T), mean over seeds with 95% CIs; filled markers and '
+    'solid lines: measured; hollow and dashed: not measured (the outcome in the legend; the atlas table says why). '
+    "Lines: each kind's fit, its bits / P read at P* (grey dotted) on the per-seed log-log line over its widths; MoE "
+    'also against its active parameters (x, not fitted: the experts a fact does not use hold the other facts, so '
+    'this is not a capacity of the active parameters); dotted black: 2 bits per parameter, a reference only (other '
+    'setups, not this one).',
   )
 
 
@@ -161,11 +257,12 @@ def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figu
   for ax, target in zip(axes[0], study.TARGETS, strict=True):
     e, fits = errors[errors['target'] == target], _by_kind(verdicts, target)
     for kind, g in e.groupby('kind', sort=False):
-      _errorbars(ax, g['P'], g, 'error', fmt='o', color=COLORS[kind], label=kind)
       v = fits.get(kind)
+      marker, line = _look(kind, v)
+      _errorbars(ax, g['P'], g, 'error', fmt='o', **marker)
       if v is not None and math.isfinite(v.statistic) and 'intercept' in v.extra:
         p = np.geomspace(g['P'].min(), g['P'].max(), 20)  # the fit: mean per-seed intercept and slope
-        ax.plot(p, np.exp(v.extra['intercept']) * p**v.statistic, '-', color=COLORS[kind], lw=1)
+        ax.plot(p, np.exp(v.extra['intercept']) * p**v.statistic, line, color=COLORS[kind], lw=1)
     relu = e[e['kind'] == 'relu']
     if target == 'sin' and len(relu):
       ax.plot(relu['P'], relu['width'].map(study.equal_piece), 'k--', lw=0.8, label='ReLU: equal pieces')
@@ -174,16 +271,31 @@ def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figu
     base.style_axes(
       ax, xlabel='parameters', ylabel=what, title=f'approximation: {target}', xscale='log', yscale='log', fontsize=7
     )
+    _quiet_minor_ticks(ax)
   return base.save_figure(
     fig,
     ctx.outdir,
     'capacity_atlas_error.png',
-    "Trained error vs parameters per FFN kind at its budget, mean over seeds with 95% CIs; lines: each kind's fit "
-    '(the exponent is its slope). Left, sin(pi x), sup error, with two references for ReLU width N: N + 1 equal '
+    'Trained error vs parameters per FFN kind at its budget T (the atlas table gives each T), geometric mean over '
+    'seeds with 95% CIs on the log; filled markers and solid lines: measured; hollow and dashed: not measured (the '
+    "outcome in the legend; the atlas table says why); lines: each kind's fit (the exponent is its slope). "
+    'Left, sin(pi x), sup error, with two references for ReLU width N: N + 1 equal '
     'pieces, pi^2 / (4 (N + 1)^2), dashed, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 '
     'asymptotically, dotted, 1.72x lower; the first an upper bound on the best N + 1 pieces, the second that best '
     'as N grows; a trained width-N FFN has at most N + 1 pieces. Right, the tanh teacher, held-out RMSE. Log-log.',
   )
+
+
+def _moe_ratio_notes(verdicts) -> list[str]:
+  """A line where a ratio reads an MoE top-1 number that is not measured (top-2 over top-1; top-1 over ReLU)."""
+  top1 = _by_kind(verdicts).get(study.MOE_KINDS[0])
+  if top1 is None or top1.outcome == stats.MEASURED:
+    return []
+  return [
+    f'{study.MOE_KINDS[0]} storage is {top1.outcome}, not measured: the ratios in the verdicts that read it '
+    f'({study.MOE_KINDS[1]} over {study.MOE_KINDS[0]}; {study.MOE_KINDS[0]} over ReLU) compare against a reading, '
+    'not a measurement, and are not atlas results.'
+  ]
 
 
 def present(result: base.Result, ctx: base.Context) -> base.Presentation:
@@ -213,10 +325,11 @@ def present(result: base.Result, ctx: base.Context) -> base.Presentation:
     ],
     figures=[storage_figure(store, result.verdicts, ctx), error_figure(errors, result.verdicts, ctx)],
     notes=[
+      *_moe_ratio_notes(result.verdicts),
       'MoE, reported beside each judged number (not judged): bits per active parameter at P* (the per-seed number '
       "times P* / active there, interpolated over the widths: the router's share falls with width) with its CI; the "
       "teacher exponent on active P (judged on total P); in each MoE storage verdict's detail, its bits / P over "
       "ReLU's at the same total P inside the dense range only, and top-2's peak bits over top-1's at the same width "
-      '(the same experts and router), each a marginal 95% CI over paired seeds.'
+      '(the same experts and router), each a marginal 95% CI over paired seeds.',
     ],
   )
