@@ -78,7 +78,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='37f5a4d',
     change="the approximation's reporting, after the published run's cold review: the atlas table's transient flag "
     "reads the median width's T/2-over-T error ratio (was the least: sin GELU's width 16, worse at T (0.70x), "
     'hid three widths that fell 1.4-2.2x in the last doubling); the error table and figure give the geometric mean '
