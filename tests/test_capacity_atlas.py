@@ -335,7 +335,13 @@ def test_the_atlas_table_says_why_a_cell_is_not_measured_with_each_next_step_pri
     'rate at its grid edge (w=8, w=32): next rate 0.27 at every budget and seed, ~17 run-s; a rate tie decides it: '
     'next twice the seeds, ~1,230 run-s (all: ~1,247 run-s)'
   )
-  assert row['T (steps)'] == 16000 and row['last doubling of T moved it (% of it at T)'] == '-0.4 (-400.0%)'
+  assert row['T (steps)'] == 16000 and row['ladder: T/4 / T/2 / T'] == '-0.4 / 0.5 / 0.1'
+  bent = _failed('one power law over the widths', tie)  # the same purchase named by a second check: priced once
+  assert present.why_not(dataclasses.replace(v, checks=(*v.checks, bent))).endswith('(all: ~1,247 run-s)')
+  store = dataclasses.replace(
+    v, extra={'slope': 1.1}, ladder=tuple({**r, 'statistic': 2.0 + i} for i, r in enumerate(v.ladder))
+  )
+  assert present.atlas_table([store]).iloc[0]['ladder: T/4 / T/2 / T'] == '2 / 3 / 4 (+25.0% in the last doubling)'
   measured = dataclasses.replace(v, outcome=stats.MEASURED, checks=())
   assert present.atlas_table([measured]).iloc[0]['why not (failed check: next step, price on this machine)'] == ''
   imprecise = dataclasses.replace(v, outcome=stats.INCONCLUSIVE, checks=())

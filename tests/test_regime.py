@@ -574,7 +574,7 @@ def test_a_changed_regime_keeps_the_wall_time_and_the_passes_so_far(tmp_path):
   assert '(an earlier policy or regime)' in (tmp_path / 'tiny' / 'report.md').read_text()
   calls = report['regime'][runner.INVOCATIONS]  # each invocation's commit, start and wall, kept across regimes
   assert len(calls) == 2 and sum(c['wall_s'] for c in calls) == pytest.approx(report['total_wall_time_s'])
-  assert 'runs made over 2 invocation(s)' in (tmp_path / 'tiny' / 'report.md').read_text()
+  assert 'runs made over 2 training invocation(s)' in (tmp_path / 'tiny' / 'report.md').read_text()
 
 
 def _old_collect(run_dir, row):
@@ -968,6 +968,17 @@ def test_a_failed_check_the_gate_does_not_name_keeps_its_detail_in_the_report():
   lines = report_lib._verdict_md(v)
   assert '    - **FAIL** premise: p' in lines  # said once, in the gate's line
   assert '    - **FAIL** no learning-rate tie decides it: a at T at tied rate 0.03: moved' in lines
+
+
+def test_an_invalid_verdict_whose_failed_checks_each_name_a_priced_step_is_undecided_within_the_regime_not_forever():
+  edge = stats.Check('a: learning rate inside the grid', False, 'at the edge; next step: rate 0.3 (~9 run-seconds)')
+  v = stats.gate(_paired(-1.0), [edge])
+  assert v.outcome == stats.INVALID
+  said = next(line for line in report_lib._verdict_md(v) if line.startswith('  - **invalid'))
+  assert "this setup within the regime's limits cannot decide the claim (each failed check names its next" in said
+  bare = stats.gate(_paired(-1.0), [dataclasses.replace(edge, detail='at the edge')])
+  said = next(line for line in report_lib._verdict_md(bare) if line.startswith('  - **invalid'))
+  assert 'this setup cannot decide the claim (no extension remedies it)' in said
 
 
 def test_checks_with_nothing_to_check_print_n_a():

@@ -655,10 +655,14 @@ def test_the_commit_line_names_every_commit_and_load_the_runs_were_made_at_from_
     {'commit': '6946082aaaaa', 'start': '2026-11-30 15:27 UTC', 'wall_s': 10.0, 'load': 1.0},
     {'commit': '9d9514533c4b', 'start': '2026-11-30 18:16 UTC', 'wall_s': 9.0, 'load': 3.0, 'judge_only': True},
   ]
-  line = report_lib._commit_line({'environment': env, 'regime': {'invocations': calls}})
+  ledger = [[0.0, 0.000306], [10.0, 0.000188]]
+  line = report_lib._commit_line({'environment': env, 'regime': {'invocations': calls, 'ledger': ledger}})
   assert line == (
-    '- judged at commit 9d9514533c4b, 2026-11-30 18:16 UTC; runs made over 3 invocation(s) (1 of them as read from a '
-    'log), 2026-11-30 03:49 UTC to 2026-11-30 15:27 UTC, at commits 539b25f, 6946082; load average at their starts '
-    '1.00-2.56 on x86_64 Linux, '
-    '2 CPU cores (the run-seconds, and the prices made of them, come from a machine this loaded)'
+    '- judged at commit 9d9514533c4b, 2026-11-30 18:16 UTC; the runs made over 3 training invocation(s) (1 of them '
+    'as read from a log), started 2026-11-30 03:49 UTC to 2026-11-30 15:27 UTC, at commits 539b25f, 6946082; load '
+    'average at their starts 1.00-2.56 where recorded (2 of them); the reference step timed 0.188-0.306 ms across the '
+    '2 that trained (the run-seconds, and the prices made of them, come from the machine as it was then)'
   )
+  calls[2]['end'] = '2026-11-30 17:01 UTC'
+  line = report_lib._commit_line({'environment': env, 'regime': {'invocations': calls[:1] + calls[2:3]}})
+  assert 'to 2026-11-30 15:27 UTC; the last ended 2026-11-30 17:01 UTC, at' in line

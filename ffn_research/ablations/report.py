@@ -59,8 +59,12 @@ def environment() -> dict[str, Any]:
     'backend': jax.default_backend(),
     'device': f'{len(jax.devices())} x {device.device_kind}',
     'commit': git_commit(),
-    'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+    'date': utc_now(),
   }
+
+
+def utc_now() -> str:
+  return datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
 
 
 # --------------------------------------------------------------------------- markdown
@@ -155,8 +159,15 @@ def _verdict_md(v: verdict_lib.Verdict, changes: Sequence[Mapping[str, Any]] = (
   gated = v.outcome != v.raw_outcome and v.failed_checks and v.detail.startswith(f'{v.outcome}: ')
   if gated:  # gate's detail names each failed check that set the outcome, with its numbers: said once, here
     invalidating = [c for c in v.failed_checks if c.demote == verdict_lib.INVALID]
-    fixable = all(c.remedy for c in invalidating)  # one check no extension remedies leaves it undecidable
-    as_run, never = (', as run,', '') if fixable else ('', ' (no extension remedies it)')
+    fixable = all(c.remedy for c in invalidating)  # one check no extension remedies leaves it undecidable ...
+    priced = all('next step: ' in c.detail for c in invalidating)  # ... unless each names a step past the regime
+    as_run, never = (
+      (', as run,', '')
+      if fixable
+      else (" within the regime's limits", ' (each failed check names its next step, priced)')
+      if priced
+      else ('', ' (no extension remedies it)')
+    )
     why = (
       f'**invalid: a check the verdict rests on failed, so this setup{as_run} cannot decide the claim{never}**'
       if v.outcome == verdict_lib.INVALID
@@ -376,11 +387,12 @@ def _setup_md(report: dict[str, Any]) -> list[str]:
   return lines + [
     '',
     '- runs: ' + ', '.join(f'{n} {k}' for k, n in sorted(st.items())) + on_disk,
-    f'- machine: {env["machine"]} ({env["processor"]}), load average at start {env["load_average_at_start"]}; '
+    f'- machine: {env["machine"]} ({env["processor"]}), load average {env["load_average_at_start"]} at the start '
+    'of the invocation that wrote this report; '
     f'{env["device"]}, jax {env["jax"]} ({env["backend"]}), python {env["python"]}',
     _commit_line(report),
-    f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this '
-    f'report ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
+    f'- wall time: {report["total_wall_time_s"]:.0f} s summed over the invocations that built this report, '
+    f'judging-only ones too ({report["wall_time_s"]:.0f} s in the last; a rerun redoes no finished run); '
     f"{report['compute_time_s']:.0f} s summed over the runs' own wall times",
     '',
   ]
@@ -388,29 +400,41 @@ def _setup_md(report: dict[str, Any]) -> list[str]:
 
 def _commit_line(report: dict[str, Any]) -> str:
   """The commit that wrote the report and, where they differ (a --judge_only over older runs), the passes' commits;
-  with the invocations' record, every commit the runs were made at, their dates and the machine's load then."""
+  with the invocations' record, when the runs were made, at which commits, and the machine's load and speed then."""
   env, regime = report['environment'], report.get('regime') or {}
   calls = [c for c in regime.get('invocations', []) if not c.get('judge_only')]
   if calls:
     commits = ', '.join(dict.fromkeys(str(c['commit'])[:7] for c in calls))
-    loads = [c['load'] for c in calls if c.get('load') is not None]
-    load = (
-      f'; load average at their starts {min(loads):.2f}-{max(loads):.2f} on {env["machine"]} (the run-seconds, '
-      'and the prices made of them, come from a machine this loaded)'
-      if loads
-      else ''
-    )
     read = collections.Counter(c['source'] for c in calls if c.get('source'))
     where = ''.join(f' ({n} of them as read from {src})' for src, n in read.items())
+    ended = f'; the last ended {calls[-1]["end"]}' if calls[-1].get('end') else ''
     return (
-      f'- judged at commit {env["commit"]}, {env["date"]}; runs made over {len(calls)} invocation(s){where}, '
-      f'{calls[0]["start"]} to {calls[-1]["start"]}, at commits {commits}{load}'
+      f'- judged at commit {env["commit"]}, {env["date"]}; the runs made over {len(calls)} training '
+      f'invocation(s){where}, '
+      f'started {calls[0]["start"]} to {calls[-1]["start"]}{ended}, at commits {commits}; {_load_text(calls, regime)}'
     )
   passes = dict.fromkeys(it.get('commit') for it in regime.get('iterations', []))
   older = [str(c)[:12] for c in passes if c and str(c)[:7] != str(env['commit'])[:7]]
   if not older:
     return f'- commit {env["commit"]}, {env["date"]}'
   return f'- judged at commit {env["commit"]}, {env["date"]}; the runs at {", ".join(older)} (the regime table)'
+
+
+def _load_text(calls: Sequence[Mapping[str, Any]], regime: Mapping[str, Any]) -> str:
+  """The machine's load at the training invocations' starts and its speed (the reference step each timed): the
+  run-seconds, and the prices made of them, come from a machine this loaded."""
+  loads = [c['load'] for c in calls if c.get('load') is not None]
+  said = (
+    f'load average at their starts {min(loads):.2f}-{max(loads):.2f}'
+    if len(loads) == len(calls)
+    else f'load average at their starts {min(loads):.2f}-{max(loads):.2f} where recorded ({len(loads)} of them)'
+    if loads
+    else 'their load not recorded'
+  )
+  steps = [float(s) * 1e3 for _, s in regime.get('ledger', []) if s]
+  if steps:
+    said += f'; the reference step timed {min(steps):.3g}-{max(steps):.3g} ms across the {len(steps)} that trained'
+  return said + ' (the run-seconds, and the prices made of them, come from the machine as it was then)'
 
 
 def _results_md(report: dict[str, Any]) -> list[str]:

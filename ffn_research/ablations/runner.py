@@ -549,6 +549,7 @@ def run_study(
     now = time.time()
     rec['wall_s'] += now - clock[0]
     rec[INVOCATIONS][-1]['wall_s'] += now - clock[0]
+    rec[INVOCATIONS][-1]['end'] = report_lib.utc_now()
     clock[0] = now
     _save_record(outdir, rec)
 
@@ -566,6 +567,7 @@ def run_study(
     **_regime_record(regime, cap, end, rec['iterations']),
     'seed_offset': seed_offset,
     INVOCATIONS: rec[INVOCATIONS],
+    LEDGER_KEY: rec.get(LEDGER_KEY, []),
   }
   sweeps = _sweeps(points, frame, regime.seeds)
   on_disk = len(glob.glob(os.path.join(outdir, '*', 'runs', '*', 'summary.json')))

@@ -48,7 +48,7 @@ CHANGES = (
     'not a gate (the frozen gates stand)',
     outcome='reporting only: no outcome moves; at the preview sin with GELU and SwiGLU was flat in width (sup error '
     '~0.017 and ~0.06 from width 8 to 64) while every width still fell 1.7-5.7x in the last doubling',
-    verdicts=(6, 7, 8, 9, 10, 11, 12, 13),
+    verdicts=(),
   ),
   base.DesignChange(
     date='2026-11-30',
@@ -86,6 +86,28 @@ CHANGES = (
     'width 8 [-0.057, 0.286]), and the T/2-over-T ratio of geometric means; reported, not gated',
     outcome='no outcome moves; flagged (median T/2 over T > 1.2x): sin ReLU 1.32x, sin GELU 1.54x, sin SwiGLU '
     '1.61x (was sin SwiGLU alone, 1.22x least); every teacher cell 1.00-1.11x, not flagged',
+    verdicts=(),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='a7f8714',
+    change="the shared ladder check, after the published run's judgement (its cold review): a measurement read at "
+    'the budget its claim names prints its ladder check as n/a with the last doubling\'s move (was PASS "stable on '
+    'the budget ladder" on numbers still rising 7.5-9.2% per doubling); the atlas table shows each ladder, T/4 / T/2 '
+    '/ T, and for storage that move',
+    outcome='wording only: no outcome moves (a measurement at its budget never rested on the ladder settling)',
+    verdicts=(),
+  ),
+  base.DesignChange(
+    date='2026-11-30',
+    commit='',
+    change='wording after the second cold review of the published run: an invalid verdict whose every invalidating '
+    'check names a priced next step reads "cannot decide the claim within the regime\'s limits" (was "cannot decide '
+    'the claim (no extension remedies it)", which the priced steps beside it contradicted; shared, said for every '
+    "study); the MoE ratios say ReLU's figure is interpolated between its widths and that a ratio is an atlas result "
+    "only where the verdicts it reads are measured; the provenance line names every training invocation's commit, "
+    'its load where recorded and the reference step each timed',
+    outcome='wording only: no number or outcome moves',
     verdicts=(),
   ),
 )

@@ -65,20 +65,20 @@ def why_not(v: stats.Verdict) -> str:
     + (f'next {what}, ~{secs:,.0f} run-s' if what else 'no priced step')
     for label, (points, what, secs) in merged.items()
   ]
-  total = sum(secs for _, _, secs in merged.values())
+  total = sum({what: secs for _, what, secs in merged.values()}.values())  # one purchase named by two checks: once
   return '; '.join(parts) + (f' (all: ~{total:,.0f} run-s)' if len(parts) > 1 and math.isfinite(total) else '')
 
 
 def _ladder(v: stats.Verdict) -> tuple[float, str]:
-  """(T in steps, how much the last doubling to T moved the statistic: its change and that in % of its value at T,
-  the convention of checks.stability) from the verdict's ladder."""
+  """(T in steps, the statistic on each rung of its ladder, T/4 / T/2 / T, and for storage how much the last doubling
+  moved it in % of its value at T, checks.stability's convention; an exponent settles on an absolute margin)."""
   if not v.ladder:
     return math.nan, ''
-  top = v.ladder[-1]
-  if len(v.ladder) < 2:
-    return float(top['steps']), ''
-  change = top['statistic'] - v.ladder[-2]['statistic']
-  return float(top['steps']), f'{change:+.3g} ({100 * change / abs(top["statistic"]):+.1f}%)'
+  values = [r['statistic'] for r in v.ladder]
+  said = ' / '.join(f'{x:.3g}' for x in values)
+  if 'slope' in v.extra and len(values) > 1:  # storage: a number at its budget that still grows
+    said += f' ({100 * (values[-1] - values[-2]) / abs(values[-1]):+.1f}% in the last doubling)'
+  return float(v.ladder[-1]['steps']), said
 
 
 def _natural(label: str) -> list:
@@ -107,7 +107,7 @@ def atlas_table(verdicts, errors: pd.DataFrame | None = None) -> pd.DataFrame:
         'why not (failed check: next step, price on this machine)': why_not(v),
         'seeds': v.n,
         'T (steps)': t,
-        'last doubling of T moved it (% of it at T)': moved,
+        'ladder: T/4 / T/2 / T': moved,
         'on active P': v.extra.get('per_active', v.extra.get('exponent_per_active', float('nan'))),
         'active CI lo': v.extra.get('per_active_lo', float('nan')),
         'active CI hi': v.extra.get('per_active_hi', float('nan')),
@@ -208,7 +208,8 @@ def _look(kind: str, v: stats.Verdict | None) -> tuple[dict[str, Any], str]:
   """(marker keywords with its legend label, the fit's line style): filled and solid where measured; hollow,
   dashed and the outcome in the legend where not (its number is a reading, not a measurement)."""
   if v is not None and v.outcome == stats.MEASURED:
-    return {'color': COLORS[kind], 'label': kind}, '-'
+    moved = ' (frozen design: invalid)' if v.extra.get('frozen_invalid') else ''  # measured by a change after results
+    return {'color': COLORS[kind], 'label': kind + moved}, '-'
   said = v.outcome if v is not None else 'not judged'
   return {'color': COLORS[kind], 'mfc': 'none', 'label': f'{kind} ({said})'}, '--'
 
@@ -248,7 +249,8 @@ def storage_figure(store: pd.DataFrame, verdicts, ctx: base.Context) -> base.Fig
     'capacity_atlas.png',
     'Bits stored at the best N of the grid (facts of up to 8 P bits; a lower bound on the most over N) vs trainable '
     'parameters per FFN kind at 1,000 exposures (the ladder T), mean over seeds with 95% CIs; filled markers and '
-    'solid lines: measured; hollow and dashed: not measured (the outcome in the legend; the atlas table says why). '
+    "solid lines: measured ('frozen design: invalid': measured only under a change made after results, the report's "
+    'design changes); hollow and dashed: not measured (the outcome in the legend; the atlas table says why). '
     "Lines: each kind's fit, its bits / P read at P* (grey dotted) on the per-seed log-log line over its widths; MoE "
     'also against its active parameters (x, not fitted: the experts a fact does not use hold the other facts, so '
     'this is not a capacity of the active parameters); dotted black: 2 bits per parameter, a reference only (other '
@@ -269,8 +271,8 @@ def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figu
         ax.plot(p, np.exp(v.extra['intercept']) * p**v.statistic, line, color=COLORS[kind], lw=1)
     relu = e[e['kind'] == 'relu']
     if target == 'sin' and len(relu):
-      ax.plot(relu['P'], relu['width'].map(study.equal_piece), 'k--', lw=0.8, label='ReLU: equal pieces')
-      ax.plot(relu['P'], relu['width'].map(study.free_knot), 'k:', lw=0.8, label='ReLU: free-knot optimum')
+      ax.plot(relu['P'], relu['width'].map(study.equal_piece), '-.', color='0.45', lw=0.8, label='ReLU: equal pieces')
+      ax.plot(relu['P'], relu['width'].map(study.free_knot), ':', color='0.45', lw=0.8, label='ReLU: free-knot optimum')
     what = 'sup error, sin(pi x)' if target == 'sin' else 'held-out RMSE, 4-d tanh teacher'
     base.style_axes(
       ax, xlabel='parameters', ylabel=what, title=f'approximation: {target}', xscale='log', yscale='log', fontsize=7
@@ -284,8 +286,8 @@ def error_figure(errors: pd.DataFrame, verdicts, ctx: base.Context) -> base.Figu
     'seeds with 95% CIs on the log; filled markers and solid lines: measured; hollow and dashed: not measured (the '
     "outcome in the legend; the atlas table says why); lines: each kind's fit (the exponent is its slope). "
     'Left, sin(pi x), sup error, with two references for ReLU width N: N + 1 equal '
-    'pieces, pi^2 / (4 (N + 1)^2), dashed, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 '
-    'asymptotically, dotted, 1.72x lower; the first an upper bound on the best N + 1 pieces, the second that best '
+    'pieces, pi^2 / (4 (N + 1)^2), grey dash-dot, and the known optimum of N + 1 free pieces, 1.436 / (N + 1)^2 '
+    'asymptotically, grey dotted, 1.72x lower; the first an upper bound on the best N + 1 pieces, the second that best '
     'as N grows; a trained width-N FFN has at most N + 1 pieces. Right, the tanh teacher, held-out RMSE. Log-log.',
   )
 
