@@ -100,7 +100,7 @@ CHANGES = (
   ),
   base.DesignChange(
     date='2026-11-30',
-    commit='',
+    commit='64acd9f',
     change='wording after the second cold review of the published run: an invalid verdict whose every invalidating '
     'check names a priced next step reads "cannot decide the claim within the regime\'s limits" (was "cannot decide '
     'the claim (no extension remedies it)", which the priced steps beside it contradicted; shared, said for every '
