@@ -147,7 +147,7 @@ def test_the_exponent_is_the_per_seed_log_log_slope_and_needs_training_and_one_p
   bad = atlas.exponent_verdict(atlas.approx_rows(_approx_frame(relative=0.5), 'teacher'), 'teacher', 'gelu', 8)
   assert bad.outcome == stats.INVALID and 'training learned the target' in bad.detail
   # 3 widths x 3 seeds of 2 s, doubled, at 3 rates: the loop's remedy, bought while doublings and the cap allow
-  step = "next step: the arm at twice the steps (~108 run-seconds on this machine; the loop's remedy while"
+  step = 'next step: the arm at twice the steps (~108 run-seconds on this machine; the loop buys it while'
   assert step in bad.detail
   assert [c.name for c in regime_lib.fixable([bad])] == ['training learned the target']
   floored = _approx_frame()
@@ -338,6 +338,13 @@ def test_the_atlas_table_says_why_a_cell_is_not_measured_with_each_next_step_pri
   assert row['T (steps)'] == 16000 and row['ladder: T/4 / T/2 / T'] == '-0.4 / 0.5 / 0.1'
   bent = _failed('one power law over the widths', tie)  # the same purchase named by a second check: priced once
   assert present.why_not(dataclasses.replace(v, checks=(*v.checks, bent))).endswith('(all: ~1,247 run-s)')
+  doubled = [
+    _failed(
+      'stable on the budget ladder (measurement claim)', "next step: a doubling past the regime's 2 (~110 run-seconds"
+    ),
+    _failed('one power law over the widths', 'next step: the arm at twice the steps (~111 run-seconds on this machine'),
+  ]
+  assert present.why_not(dataclasses.replace(v, checks=(*v.checks, *doubled))).endswith('(all: ~1,358 run-s)')
   store = dataclasses.replace(
     v, extra={'slope': 1.1}, ladder=tuple({**r, 'statistic': 2.0 + i} for i, r in enumerate(v.ladder))
   )

@@ -574,7 +574,7 @@ def test_a_changed_regime_keeps_the_wall_time_and_the_passes_so_far(tmp_path):
   assert '(an earlier policy or regime)' in (tmp_path / 'tiny' / 'report.md').read_text()
   calls = report['regime'][runner.INVOCATIONS]  # each invocation's commit, start and wall, kept across regimes
   assert len(calls) == 2 and sum(c['wall_s'] for c in calls) == pytest.approx(report['total_wall_time_s'])
-  assert 'runs made over 2 training invocation(s)' in (tmp_path / 'tiny' / 'report.md').read_text()
+  assert '; 2 training invocation(s), started' in (tmp_path / 'tiny' / 'report.md').read_text()
 
 
 def _old_collect(run_dir, row):

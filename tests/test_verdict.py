@@ -658,11 +658,24 @@ def test_the_commit_line_names_every_commit_and_load_the_runs_were_made_at_from_
   ledger = [[0.0, 0.000306], [10.0, 0.000188]]
   line = report_lib._commit_line({'environment': env, 'regime': {'invocations': calls, 'ledger': ledger}})
   assert line == (
-    '- judged at commit 9d9514533c4b, 2026-11-30 18:16 UTC; the runs made over 3 training invocation(s) (1 of them '
+    '- judged at commit 9d9514533c4b, 2026-11-30 18:16 UTC; 3 training invocation(s) (1 of them '
     'as read from a log), started 2026-11-30 03:49 UTC to 2026-11-30 15:27 UTC, at commits 539b25f, 6946082; load '
-    'average at their starts 1.00-2.56 where recorded (2 of them); the reference step timed 0.188-0.306 ms across the '
-    '2 that trained (the run-seconds, and the prices made of them, come from the machine as it was then)'
+    'average at their starts 1.00-2.56 where recorded (2 of them); the reference step timed 0.188-0.306 ms by the 2 '
+    'training invocations that timed one (the run-seconds, and the prices made of them, come from the machine as it '
+    'was then)'
   )
   calls[2]['end'] = '2026-11-30 17:01 UTC'
   line = report_lib._commit_line({'environment': env, 'regime': {'invocations': calls[:1] + calls[2:3]}})
   assert 'to 2026-11-30 15:27 UTC; the last ended 2026-11-30 17:01 UTC, at' in line
+
+
+def test_an_arm_s_fixed_settings_name_the_experts_and_top_k_of_an_moe_and_nothing_of_moe_for_a_dense_ffn():
+  from ffn_research import config as config_lib
+
+  dense = config_lib.default_config()
+  assert not any(k.startswith('model.moe.') for k in report_lib.fixed_settings(dense))
+  moe = config_lib.default_config()
+  moe.model.moe.num_experts, moe.model.moe.top_k = 8, 1
+  shown = report_lib.fixed_settings(moe)
+  assert shown['model.moe.num_experts'] == 8 and shown['model.moe.top_k'] == 1
+  assert 'model.moe.top_k' not in report_lib.fixed_settings(moe, swept=['model.moe.top_k'])

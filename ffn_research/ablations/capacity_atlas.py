@@ -325,7 +325,11 @@ _seconds = checks_lib.run_seconds  # run-seconds of the selected runs (each at i
 def _step(step: str, run_s: float, bought: bool = False) -> str:
   """'; next step: STEP (price)': its price in run-seconds on this machine, from the timed runs at T."""
   price = checks_lib.price_text(run_s)
-  how = "the loop's remedy while the regime's doublings and the cap allow" if bought else 'not a remedy the loop buys'
+  how = (
+    "the loop buys it while the regime's doublings and the cap allow, and names it past them"
+    if bought
+    else 'not a remedy the loop buys'
+  )
   return f'; next step: {step} ({price}; {how})'
 
 

@@ -133,7 +133,10 @@ def _priced_tie(c, ties, state, frame: pd.DataFrame):
   pts = sorted({w.rsplit(' at ', 1)[0] for w, _, _, _ in ties})
   runs = pd.concat([_at_t(frame, p, state) for p in pts if p in state] or [frame.iloc[:0]])  # ('the shared rate')
   twice = f'twice the seeds at {", ".join(pts)}'
-  step = f'; next step: {twice} ({checks_lib.price(runs)}: their runs at T, every rate, again; not bought by the loop)'
+  step = (
+    f'; next step: {twice} ({checks_lib.price(runs)}: their runs at T, every rate, again; not bought by the loop; '
+    'more seeds narrow a tie but need not settle it)'
+  )
   return dataclasses.replace(c, detail=c.detail + step)
 
 

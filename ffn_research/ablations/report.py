@@ -409,7 +409,7 @@ def _commit_line(report: dict[str, Any]) -> str:
     where = ''.join(f' ({n} of them as read from {src})' for src, n in read.items())
     ended = f'; the last ended {calls[-1]["end"]}' if calls[-1].get('end') else ''
     return (
-      f'- judged at commit {env["commit"]}, {env["date"]}; the runs made over {len(calls)} training '
+      f'- judged at commit {env["commit"]}, {env["date"]}; {len(calls)} training '
       f'invocation(s){where}, '
       f'started {calls[0]["start"]} to {calls[-1]["start"]}{ended}, at commits {commits}; {_load_text(calls, regime)}'
     )
@@ -433,7 +433,10 @@ def _load_text(calls: Sequence[Mapping[str, Any]], regime: Mapping[str, Any]) ->
   )
   steps = [float(s) * 1e3 for _, s in regime.get('ledger', []) if s]
   if steps:
-    said += f'; the reference step timed {min(steps):.3g}-{max(steps):.3g} ms across the {len(steps)} that trained'
+    said += (
+      f'; the reference step timed {min(steps):.3g}-{max(steps):.3g} ms by the {len(steps)} training invocations '
+      'that timed one'
+    )
   return said + ' (the run-seconds, and the prices made of them, come from the machine as it was then)'
 
 
@@ -455,8 +458,8 @@ def _results_md(report: dict[str, Any]) -> list[str]:
 
 
 def fixed_settings(config, swept: Sequence[str] = ()) -> dict[str, Any]:
-  """The arm's settings a reader needs, as the runs used them: no key the points override (`swept` shows those) and
-  no task key the arm's task does not read (task.function belongs to the `function` task only)."""
+  """The arm's settings a reader needs, as the runs used them: no key the points override (`swept` shows those), no
+  task key the arm's task does not read (task.function belongs to the `function` task only), MoE keys for MoE only."""
   out = {}
   for key in (
     'task.name',
@@ -467,7 +470,11 @@ def fixed_settings(config, swept: Sequence[str] = ()) -> dict[str, Any]:
     'model.d_ff',
     'train.batch_size',
     'train.optimizer',
+    'model.moe.num_experts',
+    'model.moe.top_k',
   ):
+    if key.startswith('model.moe.') and not config.model.moe.num_experts:  # a dense FFN reads none of them
+      continue
     if key in swept or (key == 'task.function' and config.task.name != 'function'):
       continue
     try:
