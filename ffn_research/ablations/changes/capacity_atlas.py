@@ -101,14 +101,14 @@ CHANGES = (
   base.DesignChange(
     date='2026-11-30',
     commit='64acd9f, aada324',
-    change='wording after the second and third cold reviews of the published run: an invalid verdict whose every invalidating '
-    'check names a priced next step reads "cannot decide the claim within the regime\'s limits" (was "cannot decide '
-    'the claim (no extension remedies it)", which the priced steps beside it contradicted; shared, said for every '
-    "study); the MoE ratios say ReLU's figure is interpolated between its widths and that a ratio is an atlas result "
-    "only where the verdicts it reads are measured; the provenance line names every training invocation's commit, "
-    'its load where recorded and the reference step each timed; the why-not column prices one doubling once however '
-    "two checks word it (teacher SwiGLU's total ~293 -> ~183 run-seconds); a tie's next step says more seeds need not "
-    "settle it; an MoE arm's setup names its experts and top-k",
+    change='wording after the second and third cold reviews of the published run: an invalid verdict whose every '
+    'invalidating check names a priced next step reads "cannot decide the claim within the regime\'s limits" (was '
+    '"cannot decide the claim (no extension remedies it)", which the priced steps beside it contradicted; shared,'
+    " said for every study); the MoE ratios say ReLU's figure is interpolated between its widths and that a ratio"
+    ' is an atlas result only where the verdicts it reads are measured; the provenance line names every training '
+    "invocation's commit, its load where recorded and the reference step each timed; the why-not column prices "
+    "one doubling once however two checks word it (teacher SwiGLU's total ~293 -> ~183 run-seconds); a tie's next"
+    " step says more seeds need not settle it; an MoE arm's setup names its experts and top-k",
     outcome='wording only: no number or outcome moves',
     verdicts=(),
   ),
