@@ -380,6 +380,45 @@ display(Image(filename=os.path.join(WORKDIR, 'reproduce', report['name'], report
 print(report['figures'][0]['caption'])
 
 # %% [markdown]
+# ### Reading one cell of the capacity atlas
+#
+# `capacity_atlas` is the codebase's own measurement study rather than a claim: how many bits of
+# random facts an FFN stores per parameter, and how fast its error falls with width, per FFN kind
+# (docs/reproduce.md#capacity_atlas). Each cell is written like a verdict whose outcome is
+# `measured` (a number whose 95% CI is narrow enough) or names the check that failed. Its
+# full-scale report is committed in docs/results/capacity_atlas/; here is its SwiGLU storage cell.
+
+# %%
+import json
+
+import ffn_research
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(ffn_research.__file__)))
+with open(os.path.join(REPO, 'docs', 'results', 'capacity_atlas', 'report.json')) as f:
+  atlas = json.load(f)
+cell = next(v for v in atlas['verdicts'] if v['claim'].startswith('swiglu:'))
+lo, hi = cell['ci']
+print(cell['claim'])
+print(f"{cell['outcome']}: {cell['statistic']:.3g} bits per parameter, 95% CI [{lo:.3g}, {hi:.3g}], {cell['n']} seeds")
+print('how:', cell['test'])
+print('scope:', cell['scope'])
+pd.DataFrame(cell['ladder'])[['level', 'steps', 'statistic', 'outcome']]
+
+# %% [markdown]
+# The ladder is the same number read at a quarter, half and all of the training budget: a
+# measurement is reported at the budget its claim names, and the ladder shows how far it still
+# moved. The checks are what the number rests on: role `premise` is the positive control (here:
+# training fills a cell that capacity does not bound), the others check the regime (one
+# learning-rate check per point: the rate chosen must lie inside its grid). A failed check whose
+# `demote` is `invalid` replaces the number by its reason; `applies` False means it was not needed.
+
+# %%
+checks = pd.DataFrame(cell['checks'])
+is_rate = checks['name'].str.endswith('learning rate inside the grid')
+print(f"{is_rate.sum()} learning-rate checks, {(is_rate & ~checks['passed']).sum()} failed")
+checks.loc[~is_rate, ['name', 'role', 'passed', 'demote', 'applies']]
+
+# %% [markdown]
 # ## 5. Where to go next
 #
 # - **Configs and the command line.** `configs/*.py` hold named configs (`regression.py`,
