@@ -399,7 +399,7 @@ with open(os.path.join(REPO, 'docs', 'results', 'capacity_atlas', 'report.json')
 cell = next(v for v in atlas['verdicts'] if v['claim'].startswith('swiglu:'))
 lo, hi = cell['ci']
 print(cell['claim'])
-print(f"{cell['outcome']}: {cell['statistic']:.3g} bits per parameter, 95% CI [{lo:.3g}, {hi:.3g}], {cell['n']} seeds")
+print(f'{cell["outcome"]}: {cell["statistic"]:.3g} bits per parameter, 95% CI [{lo:.3g}, {hi:.3g}], {cell["n"]} seeds')
 print('how:', cell['test'])
 print('scope:', cell['scope'])
 pd.DataFrame(cell['ladder'])[['level', 'steps', 'statistic', 'outcome']]
@@ -415,7 +415,7 @@ pd.DataFrame(cell['ladder'])[['level', 'steps', 'statistic', 'outcome']]
 # %%
 checks = pd.DataFrame(cell['checks'])
 is_rate = checks['name'].str.endswith('learning rate inside the grid')
-print(f"{is_rate.sum()} learning-rate checks, {(is_rate & ~checks['passed']).sum()} failed")
+print(f'{is_rate.sum()} learning-rate checks, {(is_rate & ~checks["passed"]).sum()} failed')
 checks.loc[~is_rate, ['name', 'role', 'passed', 'demote', 'applies']]
 
 # %% [markdown]
