@@ -242,6 +242,14 @@ def mean_ci(
   return m, lo, hi
 
 
+def geo_mean_ci(values: Values, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+  """Geometric mean and its t CI (on the log values, so it never leaves (0, inf)); nan where undefined."""
+  m, lo, hi = (
+    math.exp(v) if math.isfinite(v) else math.nan for v in mean_ci(np.log(np.asarray(values, float)), confidence)
+  )
+  return m, lo, hi
+
+
 def fieller_ci(a: np.ndarray, b: np.ndarray, paired_seeds: bool, confidence: float) -> tuple[float, float]:
   """Fieller's interval for mean a / mean b: the ratios G whose t test of mean(a) - G mean(b) = 0 (variance with
   the covariance of paired seeds) does not reject; (-inf, inf) when mean b is not itself resolved from 0."""

@@ -145,8 +145,8 @@ def _mean_ci(values: pd.Series, name: str) -> dict[str, float]:
 def _geo_ci(values: pd.Series, name: str) -> dict[str, float]:
   """{name: the geometric mean over seeds, 'CI lo', 'CI hi': exp of the 95% t interval of the mean log}: positive,
   as the log-log axes and the per-seed log fits need."""
-  m, lo, hi = stats.mean_ci(np.log(values.astype(float)))
-  return {name: math.exp(m), 'CI lo': math.exp(lo), 'CI hi': math.exp(hi)}
+  m, lo, hi = stats.geo_mean_ci(values)
+  return {name: m, 'CI lo': lo, 'CI hi': hi}
 
 
 def storage_table(full: pd.DataFrame) -> pd.DataFrame:

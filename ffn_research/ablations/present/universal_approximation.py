@@ -22,19 +22,13 @@ def width_optimum(n):
   return optimum(np.asarray(n, float) + 1)
 
 
-def _geo(values) -> tuple[float, float, float]:
-  """Geometric mean and its t CI (on log values, so it never leaves (0, inf))."""
-  m, lo, hi = (math.exp(v) if math.isfinite(v) else math.nan for v in stats.mean_ci(np.log(np.asarray(values, float))))
-  return m, lo, hi
-
-
 def width_table(relu: pd.DataFrame) -> pd.DataFrame:
   """Per arm, budget and N: runs, collapsed, geometric mean sup error of the rest (95% CI), the optimum of a width-N
   layer (N + 1 pieces), the grid lower bound, the baselines."""
   rows = []
   for (arm, steps, n), g in relu.groupby(['arm', study.STEPS, study.N], sort=False):
     ok = g[~study.collapsed(g['sup_error'])]
-    geo, lo, hi = _geo(ok['sup_error'])
+    geo, lo, hi = stats.geo_mean_ci(ok['sup_error'])
     rows.append(
       {
         'arm': arm,
@@ -48,9 +42,9 @@ def width_table(relu: pd.DataFrame) -> pd.DataFrame:
         'CI hi': hi,
         'optimum 1/(2(N+1)^2)': float(width_optimum(n)),
         'lower bound (grid)': float(study.grid_lower_bound(n)),
-        'lstsq equal kinks': _geo(g['lstsq_equal'])[0],
-        'lstsq random kinks': _geo(g['lstsq_random'])[0],
-        'trained / lstsq random': _geo(ok['sup_error'] / ok['lstsq_random'])[0],
+        'lstsq equal kinks': stats.geo_mean_ci(g['lstsq_equal'])[0],
+        'lstsq random kinks': stats.geo_mean_ci(g['lstsq_random'])[0],
+        'trained / lstsq random': stats.geo_mean_ci(ok['sup_error'] / ok['lstsq_random'])[0],
         'trained / optimum': geo / float(width_optimum(n)),
       }
     )
