@@ -611,6 +611,10 @@ def test_judge_only_trains_nothing_and_buys_no_extension(tmp_path):
   assert again['regime']['stopped'].startswith('judge only (--judge_only): the next extension')
   assert again['regime']['next']['why'] == 'judge only' and again['regime']['next']['runs'] > 0
   assert [v['statistic'] for v in again['verdicts']] == [v['statistic'] for v in first['verdicts']]
+  assert len(again['regime'][runner.INVOCATIONS]) == 1  # the report names the invocations that trained ...
+  recorded = json.loads((tmp_path / 'tiny' / runner.RECORD).read_text())[runner.INVOCATIONS]
+  assert [bool(c.get('judge_only')) for c in recorded] == [True, False, True]  # ... regime.json every one (the refused
+  # judge_only call first)
   # judged again under the cap that stopped it: the report says the cap stopped it (it did), not that it judged
   capped = runner.run_study(_study(cap_s=0.0, level=12), str(tmp_path), 'smoke', progress=False, judge_only=True)
   assert capped['regime']['stopped'].startswith('the cap: the next extension')

@@ -515,6 +515,13 @@ def _invocation_cap(name: str, regime, rec, outdir: str, judge_only: bool) -> ca
   return cap
 
 
+def _invocation(env: dict[str, Any], judge_only: bool) -> dict[str, Any]:
+  """This invocation's entry in RECORD's INVOCATIONS: commit, start, wall seconds (tick adds), load, judge_only."""
+  load = env['load_average_at_start']
+  entry = {'commit': env['commit'], 'start': env['date'], 'wall_s': 0.0, 'load': load[0] if load else None}
+  return entry | ({'judge_only': True} if judge_only else {})
+
+
 def run_study(
   study: base.Study,
   workdir: str,
@@ -539,11 +546,7 @@ def run_study(
   cap = _invocation_cap(study.name, regime, rec, outdir, judge_only)
   env['reference_step_ms'] = round(cap.step_s * 1e3, 4)
   clock = [start]
-  load = env['load_average_at_start']
-  rec.setdefault(INVOCATIONS, []).append(
-    {'commit': env['commit'], 'start': env['date'], 'wall_s': 0.0, 'load': load[0] if load else None}
-    | ({'judge_only': True} if judge_only else {})
-  )
+  rec.setdefault(INVOCATIONS, []).append(_invocation(env, judge_only))
 
   def tick():  # wall time summed over every invocation, saved as it goes (a killed invocation counts too)
     now = time.time()
@@ -566,7 +569,7 @@ def run_study(
   regime_rec = {
     **_regime_record(regime, cap, end, rec['iterations']),
     'seed_offset': seed_offset,
-    INVOCATIONS: rec[INVOCATIONS],
+    INVOCATIONS: [c for c in rec[INVOCATIONS] if not c.get('judge_only')],  # the runs' provenance (regime.json has all)
     LEDGER_KEY: rec.get(LEDGER_KEY, []),
   }
   sweeps = _sweeps(points, frame, regime.seeds)
