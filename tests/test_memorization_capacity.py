@@ -314,8 +314,9 @@ def test_claims_declare_kind_scope_and_premise_per_verdict():
   assert 'batch N/8' in claims[0].scope and '8 units wide' in claims[3].scope
   for scale in ('smoke', 'quick'):  # every scale gives every declared verdict
     assert set(mc.SETTINGS[scale]['exposures']) == set(mc.CLAIMS)
-  # verdict 2's two null -> positive changes (the over-cap partial extension; the tie rule read through the ladder)
-  assert [c.verdicts for c in mc.ABLATION.changes if c.to_positive] == [(2,), (2,)]
+  # verdict 2's three null -> positive changes (the over-cap partial extension; the tie rule read through the
+  # ladder; the cap raised with the MoE control, which bought its doublings)
+  assert [c.to_positive for c in mc.ABLATION.changes if c.to_positive] == [(2,), (2,), (2,)]
   assert all(set(c.verdicts) <= set(range(1, 6)) and c.date and c.change and c.outcome for c in mc.ABLATION.changes)
 
 

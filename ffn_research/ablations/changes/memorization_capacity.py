@@ -298,7 +298,42 @@ CHANGES = (
       'control; the hashed top-1 arm kept as a reported attribution of routing against width; a pilot of the control '
       'on separate seeds; an objects-only rescoring (the runs keep no checkpoints)'
     ),
-    outcome='to be filled by the run',
+    outcome=(
+      'the run of 2026-11-30 17:01 -> 2026-12-01 00:09 UTC (4 invocations, 6946082 ... 5e906fc; every run new, the '
+      'configs and seeds of the published run): (1) reproduced 1.735 -> reproduced 1.735 [1.692, 1.779] (the same '
+      'numbers); (2) inconclusive 0.873 at T = 400 (its doubling not bought) -> reproduced 1.027 [0.959, 1.100] at '
+      'T = 1,600 (the two E = 100 doublings bought under the larger cap; ladder 0.873, 0.980, 1.027); (4) invalid '
+      '0.508 (no control) -> not reproduced 0.508 [0.481, 0.537] (Holm 0.0006), its control, every expert active, '
+      '0.943 [0.878, 1.013] reproduced; (5) invalid 0.792 (rate edges at 0.03) -> inconclusive 0.792 [0.764, 0.820] '
+      '(0.1 in its grid, so no top edge; the CI contains 0.769, and a tied rate fails the tie check; its bottom '
+      'edge at one point: the next row)'
+    ),
     verdicts=(1, 2, 4, 5),
+    to_positive=(2,),
+  ),
+  base.DesignChange(
+    date='2026-12-01',
+    commit='a7f8714 (the rule); this row (the runs)',
+    change=(
+      'the shared rate-edge rule of a7f8714 (judge._immaterial_edges: a failed rate-edge check passes, reported, '
+      'where the verdict reads the same at every rate its point ran at T), committed during this run (17:37, after '
+      "its first invocation began at 17:01; made after the capacity atlas's results, before any result of this run "
+      'was read), waived two edges here: e100_n512: d_ff=32 at 0.03, the bottom of {0.03, 0.1} at T = 1,600 (verdict '
+      '2), and moe_k2_e1000_n512: experts=4 at 0.01, the bottom of {0.01, 0.03, 0.1} (verdict 5). A cold review of the '
+      "run found the waiver holds by construction at a point that is not its size's peak (read at a worse rate it "
+      'never becomes the peak), though a rate past the edge might make it one; neither point is excluded by the '
+      "study's own rule (`settled`: 4,096 bits of facts above the peaks, 2,213 and 3,463). So the two one-point "
+      'rate extensions the rule as frozen would have bought were added to the regime state by hand (0.01 restored '
+      'at the first, 0.003 added below the second) and run from the same clean commit (5e906fc, 2026-12-01 00:22; 25 '
+      'runs, 84 s); the loop then judged as before. The rule itself is unchanged (it still waives such an edge in '
+      'other studies: a known limit, docs/reproduce.md)'
+    ),
+    outcome=(
+      'no outcome moves; both checks now pass inside their grids under the rule as frozen and under a7f8714 alike '
+      '(e100_n512: d_ff=32 chose 0.03 inside {0.01, 0.03, 0.1}; moe_k2_e1000_n512: experts=4 chose 0.01 inside '
+      '{0.003, 0.01, 0.03, 0.1}); verdicts 2 and 5 keep 1.027 [0.959, 1.100] and 0.792 [0.764, 0.820], and no '
+      'edge of this report is waived by that rule'
+    ),
+    verdicts=(2, 5),
   ),
 )

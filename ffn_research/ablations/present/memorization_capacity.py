@@ -221,8 +221,8 @@ def edge_note(result: base.Result) -> str:
   if not rows:
     return ''
   return (
-    "Rates at the bottom of their grid at T (the verdicts reading them are invalid: the statistic is the rule's "
-    'alone, and a lower rate may still raise it): ' + '; '.join(rows)
+    'Rates at the bottom of their grid at T (each a failed rate check of the verdicts reading it, unless that '
+    "check's line says why it is not: a lower rate may still raise it): " + '; '.join(rows)
   )
 
 
