@@ -302,7 +302,9 @@ CHANGES = (
       'the run of 2026-11-30 17:01 -> 2026-12-01 00:09 UTC (4 invocations, 6946082 ... 5e906fc; every run new, the '
       'configs and seeds of the published run): (1) reproduced 1.735 -> reproduced 1.735 [1.692, 1.779] (the same '
       'numbers); (2) inconclusive 0.873 at T = 400 (its doubling not bought) -> reproduced 1.027 [0.959, 1.100] at '
-      'T = 1,600 (the two E = 100 doublings bought under the larger cap; ladder 0.873, 0.980, 1.027); (4) invalid '
+      'T = 1,600 (the two E = 100 doublings bought under the larger cap; ladder 0.873, 0.980, 1.027; of the '
+      "verdict's earlier null -> positive rows, ab89046's partial extension and 649d2ca's tie rule did not act in "
+      'this run: the cap was not reached, and no tied rate changes a rung); (4) invalid '
       '0.508 (no control) -> not reproduced 0.508 [0.481, 0.537] (Holm 0.0006), its control, every expert active, '
       '0.943 [0.878, 1.013] reproduced; (5) invalid 0.792 (rate edges at 0.03) -> inconclusive 0.792 [0.764, 0.820] '
       '(0.1 in its grid, so no top edge; the CI contains 0.769, and a tied rate fails the tie check; its bottom '
