@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 
 from ffn_research import ablations
 from ffn_research import models
@@ -548,3 +549,22 @@ def test_the_reasoning_learning_premise_reads_accuracy_above_the_majority_share(
   near = total.assign(eval_accuracy=[0.45, 0.40, 0.50])  # margins 0.11, 0.05, 0.17: mean 0.11, CI below 0.1
   assert not mr._reasoning_learned(near).passed
   assert not mr._reasoning_learned(total.iloc[:0]).passed
+
+
+def test_routing_margin_is_the_moe_over_dense_active_per_seed():
+  """Issue 46's routing premise, reported in each verdict's detail (not gated: these verdicts compare the MoE with
+  dense, not routing choices): per task the per-seed MoE - dense-active score, its t CI over seeds (scipy)."""
+  sel = _sel(g_mem=0.6, g_hop=0.3, seeds=10)
+  v = mr.rules(sel, SCALE)
+  read = (
+    (v[0], 'top1', mr.TASKS),
+    (v[2], 'top1', mr.TASKS[:1]),
+    (v[3], 'top1', mr.TASKS[1:]),
+    (v[5], 'top2', mr.TASKS[1:]),
+  )
+  for x, r, tasks_read in read:
+    for task in tasks_read:
+      d = mr.gaps(sel, SCALE, task, r).eval('moe - active').to_numpy(float)
+      lo, hi = scipy.stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=scipy.stats.sem(d))
+      want = f'routing margin ({task}; reported, not gated): the MoE beats dense-active by {d.mean():.4g} [{lo:.4g}, '
+      assert want + f'{hi:.4g}]' in x.detail, x.detail

@@ -641,10 +641,10 @@ ABLATION = base.Study(
           "that a shortfall is the hard routing's: with every expert active it exercises neither hard selection nor "
           'the load-balance loss (constant at k = E), and its active width is 32 against 8 (top-1) and 16 (top-2), '
           'so a refutation reads "top-k over 8-unit experts in this toy stores less per total parameter", not '
-          'separable from the narrow active path; it does not cover the 12-expert size (the control check gives the '
-          'rule per size: the refutation stands at the 4-expert size, the 12-expert one is uncontrolled). The two '
-          'sizes are averaged; where they fall on opposite sides of 1/1.3 the control check line says so by its '
-          'numbers.' + _SOFTMAX
+          'separable from the narrow active path; it does not cover the 12-expert size (the control check gives '
+          "this verdict's rule per size: a refutation stands at the 4-expert size only, the 12-expert one is "
+          'uncontrolled). The two sizes are averaged: where they fall on opposite sides of 1/1.3 (the control check '
+          'line gives each) the average decides nothing about either.' + _SOFTMAX
         ),
         premise=(
           f'the MoE arm can express the comparison: experts at least {MOE_MIN_WIDTH} units wide, the router under '

@@ -140,7 +140,9 @@ def routing_check(pairs: pd.DataFrame, label: str, needed: bool) -> stats.Check:
   detail = (
     ('; '.join(parts) or 'no MoE and dense pairs')
     + ' (MoE peak bits over the dense bits at its active size; CI lower end > '
-    + f'e^{ROUTING_MARGIN:g} = {math.exp(ROUTING_MARGIN):.3g})'
+    + f'e^{ROUTING_MARGIN:g} = {math.exp(ROUTING_MARGIN):.3g}; at an active size below the smallest dense size the '
+    "dense bits per parameter are that size's, clamped: an extrapolation that understates the margin where bits per "
+    'parameter fall below it, as memorization_capacity measured at d_ff 16 in 2026-11-24)'
   )
   detail += '' if needed else '; needed only for a not reproduced'
   name = f'premise: routing matters ({label}: the MoE stores more than dense of its active size, at every size)'

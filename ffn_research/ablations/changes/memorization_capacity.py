@@ -299,7 +299,8 @@ CHANGES = (
       'on separate seeds; an objects-only rescoring (the runs keep no checkpoints)'
     ),
     outcome=(
-      'the run of 2026-11-30 17:01 -> 2026-12-01 00:09 UTC (4 invocations, 6946082 ... 5e906fc; every run new, the '
+      'the run of 2026-11-30 17:01 -> 2026-12-01 00:09 UTC (4 invocations, 6946082 ... 5e906fc, and a fifth of 25 runs '
+      'added by hand after its cold review, the next row; every run new, the '
       'configs and seeds of the published run): (1) reproduced 1.735 -> reproduced 1.735 [1.692, 1.779] (the same '
       'numbers); (2) inconclusive 0.873 at T = 400 (its doubling not bought) -> reproduced 1.027 [0.959, 1.100] at '
       'T = 1,600 (the two E = 100 doublings bought under the larger cap; ladder 0.873, 0.980, 1.027; of the '
