@@ -226,4 +226,15 @@ CHANGES = (
     ),
     verdicts=(2,),
   ),
+  base.DesignChange(
+    date='2026-12-01',
+    commit='a226afd',
+    change=(
+      "issue 46's routing premise reported (not gated): each verdict's detail gives, per task it reads, the MoE's "
+      'margin over dense-active per seed with its t CI (bits stored; held-out accuracy), at the one MoE size E = 16. '
+      "These verdicts compare the MoE with dense, not routing choices, so the margin is G's numerator in its own "
+      'units; added after the published results, to say the premise the issue asks every MoE report to print'
+    ),
+    outcome='no outcome moves: reported only, read by no rule (the same runs judged again)',
+  ),
 )
