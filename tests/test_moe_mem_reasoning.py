@@ -568,3 +568,5 @@ def test_routing_margin_is_the_moe_over_dense_active_per_seed():
       lo, hi = scipy.stats.t.interval(0.95, len(d) - 1, loc=d.mean(), scale=scipy.stats.sem(d))
       want = f'routing margin ({task}; reported, not gated): the MoE beats dense-active by {d.mean():.4g} [{lo:.4g}, '
       assert want + f'{hi:.4g}]' in x.detail, x.detail
+  nothing = pd.DataFrame({'active': [0.0, 0.0], 'total': [3.0, 4.0], 'moe': [1.0, 2.0]}).eval('num = moe - active')
+  assert mr.routing_margin(nothing, 'memorization').endswith('by 1.5 [-4.853, 7.853] bits per seed (2 seeds)')

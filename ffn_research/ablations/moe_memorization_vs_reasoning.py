@@ -517,10 +517,11 @@ def routing_margin(t: pd.DataFrame, task: str) -> str:
   seed the MoE's score minus dense-active's (`gaps`' num), a t CI over seeds, at the one MoE size (E)."""
   m, lo, hi = stats.mean_ci(t['num'])
   unit = 'bits' if task == 'memorization' else 'held-out accuracy'
-  rel = m / float(t['active'].mean()) if len(t) else math.nan
+  base = float(t['active'].mean()) if len(t) else 0.0
+  rel = f'{m / base:+.0%} of dense-active, ' if base > 0 else ''  # dense-active may store nothing (smoke scale)
   return (
     f'routing margin ({task}; reported, not gated): the MoE beats dense-active by {m:.4g} [{lo:.4g}, {hi:.4g}] '
-    f'{unit} per seed ({rel:+.0%} of dense-active, {len(t)} seeds)'
+    f'{unit} per seed ({rel}{len(t)} seeds)'
   )
 
 
